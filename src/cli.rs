@@ -1,0 +1,109 @@
+//! The command line (SPEC §1). Thin: each command's arguments, then a call into its module.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output::ProgressMode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "eas",
+    version,
+    about = "Install Intel Enterprise AI Solutions (EAS) and the Agent Toolkit onto a k3s/k3d cluster",
+    after_help = "Exit codes: 0 ok, 1 step failed, 2 bad input, 3 refused, 4 overlay STOP, \
+                  5 verification failed, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Kubeconfig to read (never modified) [default: $KUBECONFIG, then ~/.kube/config]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context [default: the current context]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Where runs are recorded [default: $XDG_STATE_HOME/eas, else ~/.local/state/eas]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Progress display: bars on a terminal, plain lines otherwise or when CI is set
+    #[arg(long, global = true, value_enum, default_value = "auto")]
+    pub progress: ProgressMode,
+    /// More detail (repeat for more)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only warnings and errors
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// No colour (NO_COLOR is honoured too)
+    #[arg(long, global = true)]
+    pub no_color: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
+    Config(ConfigArgs),
+    /// Validate or lock pins.json
+    #[command(subcommand)]
+    Pins(PinsCommand),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SelectArgs {
+    /// Layer to install: agent-toolkit or inference (erag is refused)
+    #[arg(long, default_value = "agent-toolkit")]
+    pub layer: String,
+    /// Pins profile naming the EAS, EI and EAT commits
+    #[arg(long, conflicts_with = "git_ref")]
+    pub profile: Option<String>,
+    /// An EAS commit as a full 40-hex SHA (branches, tags and abbreviations are floating refs)
+    #[arg(long = "ref", value_name = "SHA")]
+    pub git_ref: Option<String>,
+    /// Model to serve, overriding the pick
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Pins file [default: the pins.json built into eas]
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConfigArgs {
+    /// Facts document (eas-facts/v1 JSON)
+    #[arg(long, value_name = "FILE")]
+    pub facts: PathBuf,
+    /// Output directory
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// Print every source as a full permalink
+    #[arg(long)]
+    pub explain: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PinsCommand {
+    /// Validate pins.json and report unlocked rows and artifacts without a sha256
+    Check {
+        /// Pins file [default: the pins.json built into eas]
+        #[arg(long, value_name = "FILE")]
+        pins: Option<PathBuf>,
+    },
+    /// Resolve abbreviated SHAs to full ones with `git ls-remote`, verifying the prefix
+    Lock {
+        /// Pins file to rewrite
+        #[arg(long, value_name = "FILE", default_value = "pins.json")]
+        pins: PathBuf,
+        /// Base URL or directory for repositories [default: https://github.com]
+        #[arg(long, value_name = "URL", env = "EAS_GIT_BASE")]
+        git_base: Option<String>,
+    },
+}

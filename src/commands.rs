@@ -1,0 +1,71 @@
+//! The thin command layer: arguments in, an operation called, a [`Failure`] out.
+
+use crate::cli::{Cli, Command, PinsCommand};
+use crate::error::Failure;
+use crate::output::Shell;
+use crate::pins::{self, Pins, PinsError};
+
+pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
+    match cli.command {
+        Command::Config(args) => crate::config::command(&args, shell),
+        Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
+        Command::Pins(PinsCommand::Lock { pins, git_base }) => {
+            pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
+        }
+    }
+}
+
+impl From<PinsError> for Failure {
+    fn from(e: PinsError) -> Self {
+        let hint = match &e {
+            PinsError::UnknownProfile(..) => "pass --profile with one of the profiles listed, or --ref with a full SHA",
+            PinsError::Write { .. } => "check that the pins file is writable",
+            _ => "see `eas pins check`; the format is eas-pins/v1 (README: pins.json)",
+        };
+        match e {
+            PinsError::Write { .. } => Failure::step("pins", e),
+            _ => Failure::bad_input(e.to_string(), hint),
+        }
+    }
+}
+
+fn pins_check(path: Option<&std::path::Path>) -> Result<(), Failure> {
+    let pins = Pins::load(path)?;
+    let findings = pins::check(&pins);
+    let mut problems = 0;
+    for f in &findings {
+        if f.problem {
+            problems += 1;
+            println!("WARN {}", f.text);
+        } else {
+            println!("ok   {}", f.text);
+        }
+    }
+    println!("{} rows, {problems} to resolve", pins.pins.len());
+    Ok(())
+}
+
+fn pins_lock(path: &std::path::Path, git_base: &str, shell: &Shell) -> Result<(), Failure> {
+    let mut pins = Pins::load(Some(path))?;
+    match pins::lock(&mut pins, git_base) {
+        Ok(done) => {
+            for line in &done {
+                shell.note(format!("locked {line}"));
+            }
+            if done.is_empty() {
+                shell.note("nothing to lock: every tree row already has a full SHA");
+                return Ok(());
+            }
+            let tmp = path.with_extension("json.tmp");
+            std::fs::write(&tmp, pins.to_json())
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
+            Ok(())
+        }
+        Err(failed) => Err(Failure::step_next(
+            "pins lock",
+            failed.join("; "),
+            "check network access to the repositories (or --git-base) and re-run `eas pins lock`",
+        )),
+    }
+}

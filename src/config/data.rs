@@ -1,0 +1,137 @@
+//! The data files the rules read (`data/*.json`), compiled in so `eas` works from any directory.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+pub struct ClusterRules {
+    pub cni_layouts: Vec<CniLayout>,
+    pub eat1_namespaces: Vec<String>,
+    pub k3d_gpu_sandbox_namespace: String,
+    pub eat_sandbox_version: String,
+    pub device_resources: Vec<DeviceResource>,
+    pub k3s_defaults: K3sDefaults,
+    pub amx_label: String,
+    pub nfd: Nfd,
+    pub addon_owner_annotation: String,
+    pub addon_owner_value: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CniLayout {
+    #[serde(default)]
+    pub dirs: Option<Vec<String>>,
+    #[serde(default)]
+    pub prefix: Option<String>,
+    pub istio_platform: String,
+    pub overlay: Option<String>,
+    pub what: String,
+    pub source: String,
+}
+
+impl CniLayout {
+    pub fn matches(&self, bin_dirs: &[String]) -> bool {
+        if let Some(d) = &self.dirs {
+            return d.as_slice() == bin_dirs;
+        }
+        if let Some(p) = &self.prefix {
+            return !bin_dirs.is_empty() && bin_dirs.iter().all(|d| d.starts_with(p.as_str()));
+        }
+        false
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DeviceResource {
+    pub prefix: String,
+    pub device: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct K3sDefaults {
+    pub cluster_cidr: String,
+    pub service_cidr: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Nfd {
+    pub release: String,
+    pub namespace: String,
+    pub chart_prefix: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Models {
+    pub catalog_kv_cache_gib: f64,
+    pub catalog_kv_cache_source: String,
+    pub candidates: Vec<Candidate>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Candidate {
+    pub name: String,
+    pub role: String,
+    pub host_memory_gib: f64,
+    pub memory_from: String,
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Layers {
+    pub layers: BTreeMap<String, Vec<ManifestRow>>,
+    pub refused: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ManifestRow {
+    pub layer: String,
+    pub pin: String,
+    pub dest: String,
+    pub deployment_subdir: String,
+    pub config_dir: String,
+    pub default_flavour: String,
+    pub model_catalog: String,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(name: &str, text: &str) -> T {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("data/{name} is malformed: {e}"))
+}
+
+pub fn cluster_rules() -> &'static ClusterRules {
+    static V: OnceLock<ClusterRules> = OnceLock::new();
+    V.get_or_init(|| parse("cluster-rules.json", include_str!("../../data/cluster-rules.json")))
+}
+
+pub fn models() -> &'static Models {
+    static V: OnceLock<Models> = OnceLock::new();
+    V.get_or_init(|| parse("models.json", include_str!("../../data/models.json")))
+}
+
+pub fn layers() -> &'static Layers {
+    static V: OnceLock<Layers> = OnceLock::new();
+    V.get_or_init(|| parse("layers.json", include_str!("../../data/layers.json")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_files_load_and_cite_known_sources() {
+        let rules = cluster_rules();
+        let m = models();
+        let _ = layers();
+        let sources = crate::sources::table();
+        for l in &rules.cni_layouts {
+            assert!(sources.contains_key(&l.source), "cni layout cites unknown source {}", l.source);
+            assert!(l.dirs.is_some() != l.prefix.is_some(), "a layout has dirs or a prefix: {}", l.what);
+        }
+        assert!(sources.contains_key(&m.catalog_kv_cache_source));
+        for c in &m.candidates {
+            assert!(sources.contains_key(&c.source), "{} cites unknown source {}", c.name, c.source);
+        }
+        assert_eq!(m.candidates.iter().filter(|c| c.role == "default").count(), 1);
+    }
+}

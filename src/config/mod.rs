@@ -1,0 +1,81 @@
+//! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
+
+pub mod data;
+pub mod render;
+pub mod rules;
+pub mod write;
+
+use std::path::Path;
+
+use crate::cli::{ConfigArgs, SelectArgs};
+use crate::error::Failure;
+use crate::facts::{Facts, FactsError};
+use crate::output::Shell;
+use crate::pins::{self, Pins, Trees};
+
+pub use rules::Decision;
+
+impl From<FactsError> for Failure {
+    fn from(e: FactsError) -> Self {
+        Failure::bad_input(e.to_string(), e.hint())
+    }
+}
+
+/// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
+/// default profile and must be a full SHA (anything else floats).
+pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
+    let pins = Pins::load(sel.pins.as_deref())?;
+    if let Some(r) = &sel.git_ref {
+        if !pins::is_full_sha(r) {
+            return Err(Failure::bad_input(
+                format!("--ref {r:?} is a floating ref: only a full 40-hex commit SHA is accepted"),
+                "resolve it first (`git rev-parse <ref>`), or use --profile",
+            ));
+        }
+        let mut trees = pins.trees("main")?;
+        trees.profile = format!("ref {}", &r[..7]);
+        trees.eas.sha = Some(r.clone());
+        trees.eas.locked = true;
+        trees.eas.git_ref = r.clone();
+        return Ok(trees);
+    }
+    Ok(pins.trees(sel.profile.as_deref().unwrap_or("main"))?)
+}
+
+pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
+    let trees = select_trees(sel)?;
+    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
+    rules::decide(&inputs).map_err(|r| match r {
+        rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+        rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+    })
+}
+
+pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
+    let result = Facts::read(&args.facts).map_err(Failure::from).and_then(|facts| generate(&facts, &args.select));
+    let decision = match result {
+        Ok(d) => d,
+        Err(f) => {
+            clear_stale(&args.out)?;
+            return Err(f);
+        }
+    };
+    let files = render::files(&decision);
+    write::replace(&args.out, &files)
+        .map_err(|e| Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory"))?;
+    for w in &decision.warnings {
+        shell.warn(w);
+    }
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    use std::io::Write;
+    for c in &decision.choices {
+        let _ = writeln!(out, "{}", render::choice_line(c, args.explain));
+    }
+    shell.note(format!("wrote {} files to {}", files.len(), args.out.display()));
+    Ok(())
+}
+
+fn clear_stale(out: &Path) -> Result<(), Failure> {
+    write::clear(out).map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
+}

@@ -1,0 +1,656 @@
+//! The decision rules of SPEC §3.3: facts, pins and flags in; choices, each with its reason and
+//! source, out. Pure: no files, no cluster, no network.
+
+use crate::facts::{self, Facts, FitVerdict, GIB, KV_CACHE_ENV, MAX_MODEL_LEN, Node};
+use crate::pins::Trees;
+
+use super::data::{self, Candidate, ManifestRow};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    Inference,
+    AgentToolkit,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Inference => "inference",
+            Layer::AgentToolkit => "agent-toolkit",
+        }
+    }
+}
+
+/// A YAML value as the overrides file carries it: strings quoted, booleans and lists native.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Bool(bool),
+    List(Vec<String>),
+}
+
+/// One `choices.txt` line: `<fact> -> <choice> [<source>]`, the source an id in the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub fact: String,
+    pub choice: String,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelEdit {
+    pub name: String,
+    pub env: Vec<(String, String)>,
+    pub args_append: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestEntry {
+    pub row: ManifestRow,
+    pub url: String,
+    pub rev: String,
+    pub locked: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub layer: Layer,
+    pub overrides: Vec<(&'static str, Value)>,
+    pub require_amx: bool,
+    pub model_edits: Vec<ModelEdit>,
+    pub manifest: Vec<ManifestEntry>,
+    pub choices: Vec<Choice>,
+    pub warnings: Vec<String>,
+}
+
+impl Decision {
+    pub fn override_str(&self, key: &str) -> Option<&str> {
+        self.overrides.iter().find(|(k, _)| *k == key).and_then(|(_, v)| match v {
+            Value::Str(s) => Some(s.as_str()),
+            _ => None,
+        })
+    }
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Rejection {
+    Refused(Vec<String>),
+    BadInput { cause: String, hint: String },
+}
+
+pub struct Inputs<'a> {
+    pub facts: &'a Facts,
+    pub trees: &'a Trees,
+    pub layer: &'a str,
+    pub model: Option<&'a str>,
+}
+
+pub const NODE_ARGS: &str = "k3s.io/node-args";
+
+pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
+    let rules = data::cluster_rules();
+    let layer = match inp.layer {
+        "inference" => Some(Layer::Inference),
+        "agent-toolkit" => Some(Layer::AgentToolkit),
+        other if data::layers().refused.contains_key(other) => None,
+        other => {
+            return Err(Rejection::BadInput {
+                cause: format!("unknown layer {other:?}"),
+                hint: "use --layer agent-toolkit (default) or --layer inference".into(),
+            });
+        }
+    };
+    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, inp.model)
+        && !data::models().candidates.iter().any(|c| c.name == m)
+    {
+        let names: Vec<&str> = data::models().candidates.iter().map(|c| c.name.as_str()).collect();
+        return Err(Rejection::BadInput {
+            cause: format!("unknown model {m:?}"),
+            hint: format!("--model takes one of: {}", names.join(", ")),
+        });
+    }
+    if layer == Some(Layer::Inference) && inp.model.is_some() {
+        return Err(Rejection::BadInput {
+            cause: "--model applies to the agent-toolkit layer only".into(),
+            hint: "drop --model, or use --layer agent-toolkit".into(),
+        });
+    }
+
+    let f = inp.facts;
+    let mut refuse = Vec::new();
+    if let Some(why) = data::layers().refused.get(inp.layer) {
+        refuse.push(format!("--layer {}: {why}", inp.layer));
+    }
+
+    // Not k3s: no node carries k3s's node-args annotation.
+    let node_args: Vec<(&Node, Vec<String>)> =
+        f.nodes.iter().filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| (n, parse_node_args(a)))).collect();
+    if f.nodes.is_empty() {
+        refuse.push("the facts list no nodes".into());
+    } else if node_args.is_empty() {
+        refuse.push(format!("not a k3s cluster: no node carries the {NODE_ARGS} annotation"));
+    } else if node_args.len() != f.nodes.len() {
+        let missing: Vec<&str> =
+            f.nodes.iter().filter(|n| !n.annotations.contains_key(NODE_ARGS)).map(|n| n.name.as_str()).collect();
+        refuse.push(format!("not a k3s cluster throughout: nodes without {NODE_ARGS}: {}", missing.join(", ")));
+    }
+    let servicelb_off: Vec<&str> =
+        node_args.iter().filter(|(_, a)| disables(a, "servicelb")).map(|(n, _)| n.name.as_str()).collect();
+    if !servicelb_off.is_empty() {
+        refuse.push(format!(
+            "k3s ServiceLB is disabled (--disable servicelb on {}): EAS's MetalLB role does not detect \
+             another load balancer and eas keeps MetalLB off; re-enable ServiceLB",
+            servicelb_off.join(", ")
+        ));
+    }
+    for ns in &rules.eat1_namespaces {
+        if f.namespaces.iter().any(|n| n == ns) {
+            refuse.push(format!("EAT 1.x is installed (namespace {ns}); remove it before installing EAT 2.0"));
+        }
+    }
+    if f.namespaces.iter().any(|n| *n == rules.k3d_gpu_sandbox_namespace)
+        || f.agent_sandbox.as_ref().is_some_and(|s| s.namespace == rules.k3d_gpu_sandbox_namespace)
+    {
+        let v = f.agent_sandbox.as_ref().map(|s| format!(" {}", s.version)).unwrap_or_default();
+        refuse.push(format!(
+            "k3d-gpu's own agent-sandbox{v} is installed (namespace {}); EAT brings agent-sandbox {}: remove k3d-gpu's first",
+            rules.k3d_gpu_sandbox_namespace, rules.eat_sandbox_version
+        ));
+    } else if let Some(s) = &f.agent_sandbox
+        && s.version != rules.eat_sandbox_version
+    {
+        refuse.push(format!(
+            "agent-sandbox {} is installed in {}; EAT needs exactly {}",
+            s.version, s.namespace, rules.eat_sandbox_version
+        ));
+    }
+    // containerd facts: every node's must be readable, and all must share one known layout.
+    let unreadable: Vec<&str> = f.nodes.iter().filter(|n| n.containerd.is_none()).map(|n| n.name.as_str()).collect();
+    let mut layout = None;
+    if !unreadable.is_empty() {
+        refuse.push(format!(
+            "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
+             (re-gather with `eas facts --containerd-config NODE=FILE`)",
+            unreadable.join(", ")
+        ));
+    } else if !f.nodes.is_empty() {
+        let mut found: Vec<(&Node, Option<&data::CniLayout>)> = Vec::new();
+        for n in &f.nodes {
+            let dirs = &n.containerd.as_ref().expect("checked").cni_bin_dirs;
+            found.push((n, rules.cni_layouts.iter().find(|l| l.matches(dirs))));
+        }
+        let unknown: Vec<String> = found
+            .iter()
+            .filter(|(_, l)| l.is_none())
+            .map(|(n, _)| format!("{} {:?}", n.name, n.containerd.as_ref().expect("checked").cni_bin_dirs))
+            .collect();
+        if !unknown.is_empty() {
+            refuse.push(format!(
+                "unknown CNI layout (containerd bin_dirs {}): no Istio platform profile matches",
+                unknown.join("; ")
+            ));
+        } else {
+            let platforms: Vec<&str> = found.iter().map(|(_, l)| l.expect("known").istio_platform.as_str()).collect();
+            if platforms.iter().any(|p| *p != platforms[0]) {
+                refuse.push(format!("nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all", platforms.join(", ")));
+            } else {
+                layout = found[0].1;
+            }
+        }
+    }
+    if !refuse.is_empty() {
+        return Err(Rejection::Refused(refuse));
+    }
+    let layer = layer.expect("refused layers returned above");
+    let layout = layout.expect("a refusal was returned otherwise");
+
+    let mut d = Decision {
+        layer,
+        overrides: Vec::new(),
+        require_amx: false,
+        model_edits: Vec::new(),
+        manifest: Vec::new(),
+        choices: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let choose = |d: &mut Decision, fact: String, choice: String, source: &str| {
+        d.choices.push(Choice { fact, choice, source: source.to_string() });
+    };
+
+    choose(
+        &mut d,
+        format!(
+            "k3s {} ({NODE_ARGS} on {} node{})",
+            f.cluster.server_version,
+            f.nodes.len(),
+            if f.nodes.len() == 1 { "" } else { "s" }
+        ),
+        "bring-your-own cluster: global_config existing_kubernetes: \"/kube/config\"".into(),
+        "byo-global-config",
+    );
+
+    // istio_platform
+    let dirs = &f.nodes[0].containerd.as_ref().expect("checked").cni_bin_dirs;
+    let overlay = layout.overlay.as_deref().map(|o| format!(" (needs overlay {o})")).unwrap_or_default();
+    choose(
+        &mut d,
+        format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
+        format!("istio_platform: {:?}{overlay}", layout.istio_platform),
+        &layout.source,
+    );
+    d.overrides.push(("istio_platform", Value::Str(layout.istio_platform.clone())));
+
+    // metallb
+    choose(&mut d, "k3s ServiceLB on".into(), "metallb_enabled: false".into(), "metallb-detect");
+    d.overrides.push(("metallb_enabled", Value::Bool(false)));
+
+    // CPU policy
+    let (policy, fact, source) = cpu_policy(f);
+    let suffix = if policy == "nri-balloons" { " (needs overlay 0003)" } else { "" };
+    choose(&mut d, fact, format!("kubernetes_cpu_policy: {policy:?}{suffix}"), source);
+    d.overrides.push(("kubernetes_cpu_policy", Value::Str(policy.into())));
+
+    // NFD
+    let (nfd, fact) = nfd_enabled(f);
+    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), "nfd-release-name");
+    d.overrides.push(("nfd_enabled", Value::Bool(nfd)));
+
+    // CIDRs
+    for (flag, key, default) in [
+        ("--cluster-cidr", "kubernetes_cluster_cidr", &rules.k3s_defaults.cluster_cidr),
+        ("--service-cidr", "kubernetes_service_cidr", &rules.k3s_defaults.service_cidr),
+    ] {
+        let found = node_args.iter().find_map(|(_, a)| flag_value(a, flag));
+        let (fact, value) = match found {
+            Some(v) => (format!("{NODE_ARGS} {flag} {v}"), v),
+            None => (format!("{NODE_ARGS} without {flag} (k3s default)"), default.clone()),
+        };
+        choose(&mut d, fact, format!("{key}: {value:?}"), "k3s-cidr-defaults");
+        d.overrides.push((key, Value::Str(value)));
+    }
+
+    choose(&mut d, "bring-your-own cluster".into(), "kata_containers_enabled: false".into(), "byo-kubernetes-role");
+    d.overrides.push(("kata_containers_enabled", Value::Bool(false)));
+
+    choose(&mut d, "vLLM serves on CPU in this stack".into(), "kubernetes_accelerator: \"cpu\"".into(), "accelerator-cpu");
+    d.overrides.push(("kubernetes_accelerator", Value::Str("cpu".into())));
+    for (node, res, qty, device) in devices(f) {
+        choose(
+            &mut d,
+            format!("node {node} advertises {res}={qty}"),
+            format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
+            "erag-experimental",
+        );
+    }
+
+    // require_amx
+    let amx: Vec<&str> = f
+        .nodes
+        .iter()
+        .filter(|n| n.labels.get(&rules.amx_label).is_some_and(|v| v == "true"))
+        .map(|n| n.name.as_str())
+        .collect();
+    d.require_amx = !amx.is_empty();
+    let fact = if amx.is_empty() {
+        "no node labelled cpu-cpuid.AMXBF16=true".to_string()
+    } else {
+        format!("cpu-cpuid.AMXBF16=true on {}", amx.join(", "))
+    };
+    let amx_choice = format!("models.yaml defaults.require_amx: {}", d.require_amx);
+    choose(&mut d, fact, amx_choice, "require-amx-affinity");
+
+    if layer == Layer::AgentToolkit {
+        choose(
+            &mut d,
+            format!("layer agent-toolkit, no foreign agent-sandbox (EAT's is {})", rules.eat_sandbox_version),
+            "agent_sandbox_enabled: true".into(),
+            "agent-sandbox-version",
+        );
+        d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
+        pick_model(f, inp.model, &mut d);
+    }
+
+    // The layer manifest, every rev from the pins.
+    for row in &data::layers().layers[layer.name()] {
+        let pin = match row.pin.as_str() {
+            "ei" => &inp.trees.ei,
+            "eat" => &inp.trees.eat,
+            "eas" => &inp.trees.eas,
+            other => panic!("data/layers.json names unknown pin {other}"),
+        };
+        let repo = pin.repo.clone().expect("tree pins name a repo");
+        let rev = pin.sha.clone().expect("tree pins carry a sha");
+        let locked = pin.locked;
+        let note = if locked { String::new() } else { " (unlocked: abbreviated; `eas pins lock`)".into() };
+        choose(
+            &mut d,
+            format!("pins {} {} {} at {}", inp.trees.profile, row.pin, pin.git_ref, rev),
+            format!("repos.{}.yaml {} rev: {rev:?}{note}", layer.name(), row.dest),
+            "layer-manifest-rev",
+        );
+        if !locked {
+            d.warnings.push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
+        }
+        d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
+    }
+    choose(
+        &mut d,
+        "overrides must win over global_config and config.<layer>.yaml".into(),
+        "passed last: -- -e @eas-overrides.yaml".into(),
+        "extra-vars-last",
+    );
+    Ok(d)
+}
+
+fn json_list(v: &[String]) -> String {
+    serde_json::to_string(v).expect("strings serialise")
+}
+
+/// `k3s.io/node-args` is a JSON array of strings; anything else yields no arguments.
+pub fn parse_node_args(text: &str) -> Vec<String> {
+    serde_json::from_str::<Vec<String>>(text).unwrap_or_default()
+}
+
+/// The values given to `flag` in either `--flag v` or `--flag=v` form, in order.
+fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if a == flag {
+            if let Some(v) = args.get(i + 1) {
+                out.push(v.as_str());
+            }
+            i += 2;
+            continue;
+        }
+        if let Some(v) = a.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
+            out.push(v);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    flag_values(args, flag).last().map(|v| v.trim_matches('"').to_string())
+}
+
+/// Whether k3s's node args disable a packaged component, in any of the forms k3s accepts:
+/// `--disable X`, `--disable=X`, comma lists, quoted values, the legacy `--no-deploy`, and a
+/// `--disable-X` switch.
+pub fn disables(args: &[String], component: &str) -> bool {
+    let listed = |v: &str| v.trim_matches(|c| c == '"' || c == '\'').split(',').any(|c| c.trim() == component);
+    ["--disable", "--no-deploy"].iter().any(|flag| flag_values(args, flag).into_iter().any(listed))
+        || args.iter().any(|a| a == &format!("--disable-{component}"))
+}
+
+fn is_addon_owned(annotations: &facts::StringMap) -> bool {
+    let rules = data::cluster_rules();
+    annotations.get(&rules.addon_owner_annotation).is_some_and(|v| v.trim() == rules.addon_owner_value)
+}
+
+fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
+    let addon_balloons = f
+        .daemonsets
+        .iter()
+        .find(|ds| ds.name.contains("balloons") && is_addon_owned(&ds.annotations));
+    if let Some(ds) = addon_balloons {
+        return (
+            "best-effort",
+            format!("balloons DaemonSet {}/{} owned by a k3s addon", ds.namespace, ds.name),
+            "k3s-addon-owner",
+        );
+    }
+    if f.docker.as_ref().is_some_and(|d| d.rootless) {
+        return ("best-effort", "Docker is rootless (k3s disables NRI in a user namespace)".into(), "k3s-nri-rootless");
+    }
+    let no_socket: Vec<&str> = f
+        .nodes
+        .iter()
+        .filter(|n| n.containerd.as_ref().is_some_and(|c| !c.nri_socket))
+        .map(|n| n.name.as_str())
+        .collect();
+    if !no_socket.is_empty() {
+        return ("best-effort", format!("no NRI socket on {}", no_socket.join(", ")), "nri-requires-runtime");
+    }
+    ("nri-balloons", "NRI socket on every node, no k3s-addon balloons policy".into(), "eas-cpu-policy")
+}
+
+fn nfd_enabled(f: &Facts) -> (bool, String) {
+    let nfd = &data::cluster_rules().nfd;
+    let is_nfd_ds = |ds: &facts::DaemonSet| {
+        ds.name.starts_with("node-feature-discovery")
+            || ds.name.starts_with("nfd-")
+            || ds.labels.get("app.kubernetes.io/name").is_some_and(|v| v == "node-feature-discovery")
+    };
+    let daemonsets: Vec<&facts::DaemonSet> = f.daemonsets.iter().filter(|d| is_nfd_ds(d)).collect();
+    let releases: Vec<&facts::HelmRelease> =
+        f.helm_releases.iter().filter(|r| r.chart.starts_with(&nfd.chart_prefix)).collect();
+    if daemonsets.is_empty() && releases.is_empty() {
+        return (true, "no NFD in the cluster".into());
+    }
+    if let Some(ds) = daemonsets.iter().find(|ds| is_addon_owned(&ds.annotations)) {
+        return (false, format!("NFD DaemonSet {}/{} owned by a k3s addon", ds.namespace, ds.name));
+    }
+    let ours = |r: &&facts::HelmRelease| r.name == nfd.release && r.namespace == nfd.namespace;
+    if let Some(r) = releases.iter().find(|r| !ours(r)) {
+        return (false, format!("NFD from Helm release {}/{} (EI checks only {}/{})", r.namespace, r.name, nfd.namespace, nfd.release));
+    }
+    let foreign_ds = daemonsets.iter().find(|ds| {
+        ds.namespace != nfd.namespace
+            || ds.annotations.get("meta.helm.sh/release-name").is_none_or(|n| *n != nfd.release)
+    });
+    if let Some(ds) = foreign_ds {
+        return (false, format!("NFD DaemonSet {}/{} not from Helm release {}", ds.namespace, ds.name, nfd.release));
+    }
+    if releases.is_empty() {
+        return (false, "NFD DaemonSets without their Helm release".into());
+    }
+    (true, format!("NFD is Helm release {}/{}", nfd.namespace, nfd.release))
+}
+
+fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
+    let mut out = Vec::new();
+    for n in &f.nodes {
+        for (res, qty) in &n.capacity {
+            let Some(dev) = data::cluster_rules().device_resources.iter().find(|d| res.starts_with(&d.prefix)) else {
+                continue;
+            };
+            if facts::parse_quantity(qty).is_some_and(|q| q > 0.0) {
+                out.push((n.name.clone(), res.clone(), qty.clone(), dev.device.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn largest_node_gib(f: &Facts) -> (f64, String) {
+    let mut best = (0.0, String::from("(none)"));
+    for n in &f.nodes {
+        if let Some(m) = n.capacity.get("memory").and_then(|m| facts::parse_quantity(m)) {
+            let gib = m / GIB;
+            if gib > best.0 {
+                best = (gib, n.name.clone());
+            }
+        }
+    }
+    best
+}
+
+fn fmt_gib(v: f64) -> String {
+    if (v - v.round()).abs() < 0.05 { format!("{:.0}", v.round()) } else { format!("{v:.1}") }
+}
+
+/// Whether a candidate can be picked automatically, and why not.
+fn verdict(c: &Candidate, mem: f64, fit: Option<&facts::Fit>) -> Result<(), String> {
+    if mem + 1e-9 < c.host_memory_gib {
+        return Err(format!("{} needs {} GiB of host memory", c.name, fmt_gib(c.host_memory_gib)));
+    }
+    match fit.map(|f| f.candidates.get(&c.name)) {
+        None => Ok(()),
+        Some(None) => Err(format!("{}: no fit verdict", c.name)),
+        Some(Some(v)) if !v.fits => Err(format!("{}: fit says it does not fit", c.name)),
+        Some(Some(_)) => Ok(()),
+    }
+}
+
+fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
+    let models = data::models();
+    let (mem, node) = largest_node_gib(f);
+    let fit = f.fit.as_ref();
+    let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
+    let fit_fact = if fit.is_some() { "fit document present" } else { "no fit document (memory alone decides)" };
+
+    let picked: Option<&Candidate> = if let Some(name) = forced {
+        let c = models.candidates.iter().find(|c| c.name == name).expect("checked in decide");
+        let why = match verdict(c, mem, fit) {
+            Ok(()) => String::new(),
+            Err(e) => {
+                d.warnings.push(format!("--model {name} overrides the pick although {e}"));
+                format!("; warning: {e}")
+            }
+        };
+        d.choices.push(Choice {
+            fact: format!("--model {name}; {mem_fact}; {fit_fact}"),
+            choice: format!("model: {name} (forced{why})"),
+            source: c.source.clone(),
+        });
+        Some(c)
+    } else {
+        let mut reasons = Vec::new();
+        let mut found = None;
+        for c in &models.candidates {
+            match verdict(c, mem, fit) {
+                Ok(()) => {
+                    found = Some(c);
+                    break;
+                }
+                Err(e) => reasons.push(e),
+            }
+        }
+        let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
+        match found {
+            Some(c) => d.choices.push(Choice {
+                fact: format!("{mem_fact}; {fit_fact}{rejected}"),
+                choice: format!("model: {} ({})", c.name, c.role),
+                source: c.source.clone(),
+            }),
+            None => {
+                d.warnings.push(format!("no model fits this cluster{rejected}"));
+                d.choices.push(Choice {
+                    fact: format!("{mem_fact}; {fit_fact}{rejected}"),
+                    choice: "model: none ([]): no candidate fits".into(),
+                    source: models.candidates[0].source.clone(),
+                });
+            }
+        }
+        found
+    };
+    let list = picked.map(|c| vec![c.name.clone()]).unwrap_or_default();
+    d.overrides.push(("agent_toolkit_models", Value::List(list)));
+
+    let Some(c) = picked else { return };
+    let catalog = models.catalog_kv_cache_gib;
+    let Some(v) = fit.and_then(|fit| fit.candidates.get(&c.name)) else {
+        d.choices.push(Choice {
+            fact: format!("no fit sizing for {}", c.name),
+            choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
+            source: models.catalog_kv_cache_source.clone(),
+        });
+        return;
+    };
+    kv_cache(c, v, catalog, d);
+}
+
+fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
+    let models = data::models();
+    let Some(kv_text) = v.env.get(KV_CACHE_ENV) else {
+        d.choices.push(Choice {
+            fact: format!("fit sets no {KV_CACHE_ENV} for {}", c.name),
+            choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
+            source: models.catalog_kv_cache_source.clone(),
+        });
+        return;
+    };
+    let kv = facts::parse_gib(kv_text).expect("validated on read");
+    if kv >= catalog {
+        d.choices.push(Choice {
+            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} >= catalog {}", c.name, fmt_gib(catalog)),
+            choice: format!("KV cache: catalog's {} GiB kept (fit may lower it, never raise it)", fmt_gib(catalog)),
+            source: "memory-is-limit".into(),
+        });
+        return;
+    }
+    let len = v.max_model_len().expect("validated on read").to_string();
+    d.choices.push(Choice {
+        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}", c.name, fmt_gib(catalog)),
+        choice: format!("models.yaml {} env {KV_CACHE_ENV}: {kv_text:?}", c.name),
+        source: "memory-is-limit".into(),
+    });
+    d.choices.push(Choice {
+        fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
+        choice: format!("models.yaml {} args_append: [\"{MAX_MODEL_LEN}\", {len:?}]", c.name),
+        source: "vllm-kv-check".into(),
+    });
+    d.model_edits.push(ModelEdit {
+        name: c.name.clone(),
+        env: vec![(KV_CACHE_ENV.to_string(), kv_text.clone())],
+        args_append: vec![MAX_MODEL_LEN.to_string(), len],
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn servicelb_disabled_in_every_form() {
+        let on = [
+            &["server", "--disable", "servicelb"][..],
+            &["server", "--disable=servicelb"],
+            &["server", "--disable", "traefik,servicelb"],
+            &["server", "--disable=traefik, servicelb"],
+            &["server", "--disable", "\"servicelb\""],
+            &["server", "--no-deploy", "servicelb"],
+            &["server", "--no-deploy=servicelb"],
+            &["server", "--disable-servicelb"],
+            &["server", "--disable", "traefik", "--disable", "servicelb"],
+        ];
+        for a in on {
+            assert!(disables(&args(a), "servicelb"), "{a:?}");
+        }
+        let off = [
+            &["server", "--disable", "traefik"][..],
+            &["server", "--disable=traefik"],
+            &["server", "--disable", "servicelb-extra"],
+            &["server"],
+            &["server", "--disable"],
+            &["server", "--kube-apiserver-arg", "servicelb"],
+        ];
+        for a in off {
+            assert!(!disables(&args(a), "servicelb"), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn cidr_flags_in_both_forms_last_wins() {
+        assert_eq!(flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.1.0.0/16"));
+        assert_eq!(flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.2.0.0/16"));
+        assert_eq!(
+            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr").as_deref(),
+            Some("10.3.0.0/16")
+        );
+        assert_eq!(flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"), None);
+    }
+
+    #[test]
+    fn node_args_that_are_not_a_json_list_give_nothing() {
+        assert_eq!(parse_node_args("[\"server\",\"--disable\",\"traefik\"]"), args(&["server", "--disable", "traefik"]));
+        assert!(parse_node_args("server --disable traefik").is_empty());
+    }
+}

@@ -1,0 +1,120 @@
+//! The one place where outcomes become process exit codes (SPEC §2).
+//!
+//! Every module has its own error type; at the command edge they turn into a [`Failure`],
+//! and `main` turns a `Failure` into an exit code and the lines the user sees.
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// Why a command did not succeed, in the terms of the exit-code contract.
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 2: usage error, malformed file, floating ref, schema mismatch. Nothing was written.
+    BadInput { cause: String, hint: Option<String> },
+    /// Exit 3: the cluster is one `eas` will not install onto. Nothing was written.
+    Refused(Vec<String>),
+    /// Exit 1: a step failed at run time.
+    Step { step: String, cause: String, next: Option<String> },
+    /// Exit 4: an overlay patch no longer applies to the pinned EAS tree.
+    OverlayStop(Vec<String>),
+    /// Exit 5: installed, but verification failed.
+    Verify(Vec<String>),
+    /// Exit 130: Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+impl Failure {
+    pub fn bad_input(cause: impl Into<String>, hint: impl Into<String>) -> Self {
+        Failure::BadInput { cause: cause.into(), hint: Some(hint.into()) }
+    }
+
+    pub fn step(step: impl Into<String>, cause: impl fmt::Display) -> Self {
+        Failure::Step { step: step.into(), cause: cause.to_string(), next: None }
+    }
+
+    pub fn step_next(step: impl Into<String>, cause: impl fmt::Display, next: impl Into<String>) -> Self {
+        Failure::Step { step: step.into(), cause: cause.to_string(), next: Some(next.into()) }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Step { .. } => 1,
+            Failure::BadInput { .. } => 2,
+            Failure::Refused(_) => 3,
+            Failure::OverlayStop(_) => 4,
+            Failure::Verify(_) => 5,
+            Failure::Interrupted => 130,
+        }
+    }
+
+    /// The lines printed on stderr for this failure.
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            Failure::BadInput { cause, hint } => {
+                let mut v = vec![format!("error: {cause}")];
+                if let Some(h) = hint {
+                    v.push(format!("hint: {h}"));
+                }
+                v
+            }
+            Failure::Refused(reasons) => reasons.iter().map(|r| format!("REFUSE: {r}")).collect(),
+            Failure::Step { step, cause, next } => {
+                let mut v = vec![format!("error: {step}: {cause}")];
+                if let Some(n) = next {
+                    v.push(format!("next: {n}"));
+                }
+                v
+            }
+            Failure::OverlayStop(lines) => lines.iter().map(|l| format!("STOP: {l}")).collect(),
+            Failure::Verify(lines) => lines.iter().map(|l| format!("verify: {l}")).collect(),
+            Failure::Interrupted => vec!["interrupted: containers stopped and removed".to_string()],
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.lines().join("\n"))
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Converts a command's result into the process exit code, printing the failure.
+pub fn finish(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            for line in f.lines() {
+                eprintln!("{line}");
+            }
+            ExitCode::from(f.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        let cases = [
+            (Failure::step("install", "boom"), 1),
+            (Failure::bad_input("x", "y"), 2),
+            (Failure::Refused(vec!["r".into()]), 3),
+            (Failure::OverlayStop(vec![]), 4),
+            (Failure::Verify(vec![]), 5),
+            (Failure::Interrupted, 130),
+        ];
+        for (f, code) in cases {
+            assert_eq!(f.exit_code(), code, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn refusal_lines_are_prefixed() {
+        let f = Failure::Refused(vec!["a".into(), "b".into()]);
+        assert_eq!(f.lines(), vec!["REFUSE: a", "REFUSE: b"]);
+    }
+}

@@ -1,0 +1,274 @@
+//! The facts document, `eas-facts/v1` (SPEC §3.1): read-only facts about a cluster.
+//!
+//! The gatherer fills it; the generator decides from it. Keys may be added in later versions,
+//! so unknown keys are accepted; the ones here may never be renamed or change meaning.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "eas-facts/v1";
+
+pub type StringMap = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Facts {
+    pub schema: String,
+    pub gathered_at: String,
+    pub cluster: Cluster,
+    pub docker: Option<Docker>,
+    pub nodes: Vec<Node>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub helm_releases: Vec<HelmRelease>,
+    pub namespaces: Vec<String>,
+    pub agent_sandbox: Option<AgentSandbox>,
+    pub fit: Option<Fit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cluster {
+    pub context: String,
+    pub k3d_cluster: Option<String>,
+    pub server_version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Docker {
+    pub rootless: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub labels: StringMap,
+    pub annotations: StringMap,
+    pub capacity: StringMap,
+    pub allocatable: StringMap,
+    pub containerd: Option<Containerd>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Containerd {
+    pub cni_bin_dirs: Vec<String>,
+    pub nri_socket: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub labels: StringMap,
+    pub annotations: StringMap,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelmRelease {
+    pub namespace: String,
+    pub name: String,
+    pub chart: String,
+    pub status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSandbox {
+    pub namespace: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    pub candidates: BTreeMap<String, FitVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitVerdict {
+    pub fits: bool,
+    #[serde(default)]
+    pub env: StringMap,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+pub const KV_CACHE_ENV: &str = "VLLM_CPU_KVCACHE_SPACE";
+pub const MAX_MODEL_LEN: &str = "--max-model-len";
+
+impl FitVerdict {
+    /// The `--max-model-len` value in fit's flags, in either `--flag v` or `--flag=v` form.
+    pub fn max_model_len(&self) -> Option<&str> {
+        let mut it = self.args.iter();
+        while let Some(a) = it.next() {
+            if a == MAX_MODEL_LEN {
+                return it.next().map(String::as_str);
+            }
+            if let Some(v) = a.strip_prefix("--max-model-len=") {
+                return Some(v);
+            }
+        }
+        None
+    }
+}
+
+/// Why a facts document was not accepted. Always bad input (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("facts: cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("facts: malformed JSON at line {line} column {column}: {msg}")]
+    Json { line: usize, column: usize, msg: String },
+    #[error("facts: field `{field}`: {msg}")]
+    Field { field: String, msg: String },
+    #[error("facts: schema is {found:?}, expected {SCHEMA:?}")]
+    Schema { found: String },
+}
+
+impl FactsError {
+    pub fn hint(&self) -> &'static str {
+        match self {
+            FactsError::Read { .. } => "check the path given to --facts",
+            FactsError::Json { .. } | FactsError::Field { .. } => {
+                "regenerate the document with `eas facts --out FILE` (schema: fixtures/facts.schema.json)"
+            }
+            FactsError::Schema { .. } => "this eas reads eas-facts/v1; regenerate with `eas facts`",
+        }
+    }
+}
+
+impl Facts {
+    pub fn parse(text: &str) -> Result<Facts, FactsError> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| FactsError::Json {
+            line: e.line(),
+            column: e.column(),
+            msg: e.to_string(),
+        })?;
+        // The schema is checked first, so a document of another version is named as such rather
+        // than as whichever field it happens to lack.
+        match value.get("schema") {
+            Some(serde_json::Value::String(s)) if s == SCHEMA => {}
+            Some(serde_json::Value::String(s)) => return Err(FactsError::Schema { found: s.clone() }),
+            Some(other) => {
+                return Err(FactsError::Field { field: "schema".into(), msg: format!("expected a string, found {other}") });
+            }
+            None => return Err(FactsError::Field { field: "schema".into(), msg: "missing".into() }),
+        }
+        let facts: Facts = serde_path_to_error::deserialize(value).map_err(|e| {
+            let field = e.path().to_string();
+            let msg = e.inner().to_string();
+            FactsError::Field { field, msg }
+        })?;
+        facts.validate()?;
+        Ok(facts)
+    }
+
+    pub fn read(path: &std::path::Path) -> Result<Facts, FactsError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| FactsError::Read { path: path.display().to_string(), source })?;
+        Facts::parse(&text)
+    }
+
+    /// Checks that serde cannot express: a fit KV cache always comes with its context length.
+    fn validate(&self) -> Result<(), FactsError> {
+        if let Some(fit) = &self.fit {
+            for (name, v) in &fit.candidates {
+                if v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
+                    return Err(FactsError::Field {
+                        field: format!("fit.candidates.{name}.args"),
+                        msg: format!("sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"),
+                    });
+                }
+                if let Some(kv) = v.env.get(KV_CACHE_ENV) {
+                    parse_gib(kv).ok_or_else(|| FactsError::Field {
+                        field: format!("fit.candidates.{name}.env.{KV_CACHE_ENV}"),
+                        msg: format!("{kv:?} is not a number of GiB"),
+                    })?;
+                }
+                if let Some(len) = v.max_model_len() {
+                    len.parse::<u64>().map_err(|_| FactsError::Field {
+                        field: format!("fit.candidates.{name}.args"),
+                        msg: format!("{MAX_MODEL_LEN} {len:?} is not a whole number"),
+                    })?;
+                }
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(m) = n.capacity.get("memory") {
+                parse_quantity(m).ok_or_else(|| FactsError::Field {
+                    field: format!("nodes[{i}].capacity.memory"),
+                    msg: format!("{m:?} is not a Kubernetes quantity"),
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A GiB figure as vLLM reads `VLLM_CPU_KVCACHE_SPACE` (a number, possibly fractional).
+pub fn parse_gib(s: &str) -> Option<f64> {
+    let v: f64 = s.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// A Kubernetes resource quantity (`131072000Ki`, `128Gi`, `64G`, `1e9`, `500m`) in base units.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let suffixes: [(&str, f64); 13] = [
+        ("Ki", 1024f64),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("Ti", 1024f64.powi(4)),
+        ("Pi", 1024f64.powi(5)),
+        ("Ei", 1024f64.powi(6)),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    for (suffix, mult) in suffixes {
+        if let Some(num) = s.strip_suffix(suffix) {
+            let v: f64 = num.parse().ok()?;
+            return (v.is_finite() && v >= 0.0).then_some(v * mult);
+        }
+    }
+    let v: f64 = s.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        let cases = [
+            ("131072000Ki", Some(131072000.0 * 1024.0)),
+            ("128Gi", Some(128.0 * GIB)),
+            ("64G", Some(64e9)),
+            ("500m", Some(0.5)),
+            ("12", Some(12.0)),
+            ("1e3", Some(1000.0)),
+            ("lots", None),
+            ("-1Gi", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_quantity(s), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn max_model_len_forms() {
+        let v = |args: &[&str]| FitVerdict {
+            fits: true,
+            env: StringMap::new(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        assert_eq!(v(&["--max-model-len", "32768"]).max_model_len(), Some("32768"));
+        assert_eq!(v(&["--dtype", "bf16", "--max-model-len=16384"]).max_model_len(), Some("16384"));
+        assert_eq!(v(&["--max-model-len"]).max_model_len(), None);
+        assert_eq!(v(&[]).max_model_len(), None);
+    }
+}

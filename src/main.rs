@@ -1,0 +1,21 @@
+//! `eas`: installs Intel's Enterprise AI Solutions inference stack, with the Agent Toolkit on
+//! top, onto an existing k3s or k3d cluster. See SPEC.md for the contract.
+
+mod cli;
+mod commands;
+mod config;
+mod error;
+mod facts;
+mod output;
+mod pins;
+mod sources;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = cli::Cli::parse();
+    let term = output::Terminal::detect();
+    let shell = output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
+    shell.init_tracing();
+    error::finish(commands::run(cli, &shell))
+}

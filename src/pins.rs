@@ -1,0 +1,287 @@
+//! `pins.json` (`eas-pins/v1`): every upstream revision and every bastion artifact `eas` uses.
+//!
+//! Flat rows `{profile, name, repo, ref, sha, date, source}`, plus `url` and `sha256` for
+//! artifacts. Only a full 40-hex SHA is locked; an abbreviated one is stored as known and
+//! reported by `pins check` until `pins lock` resolves it.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "eas-pins/v1";
+pub const EMBEDDED: &str = include_str!("../pins.json");
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pins {
+    pub schema: String,
+    pub pins: Vec<Pin>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pin {
+    pub profile: String,
+    pub name: String,
+    pub repo: Option<String>,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    pub sha: Option<String>,
+    pub locked: bool,
+    pub date: String,
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Present (even as null) only on artifact rows: null means no sha256 could be obtained.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_or_null")]
+    pub sha256: Option<Option<String>>,
+}
+
+fn present_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+impl Pin {
+    pub fn is_artifact(&self) -> bool {
+        self.sha256.is_some()
+    }
+
+    pub fn artifact_sha256(&self) -> Option<&str> {
+        self.sha256.as_ref().and_then(|s| s.as_deref())
+    }
+
+    pub fn short_sha(&self) -> Option<&str> {
+        self.sha.as_deref().map(|s| &s[..s.len().min(7)])
+    }
+}
+
+pub fn is_full_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PinsError {
+    #[error("pins: cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("pins: {0}")]
+    Malformed(String),
+    #[error("pins: unknown profile {0:?} (profiles: {1})")]
+    UnknownProfile(String, String),
+    #[error("pins: cannot write {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+}
+
+/// The three upstream trees one install uses.
+#[derive(Debug, Clone)]
+pub struct Trees {
+    pub profile: String,
+    pub eas: Pin,
+    pub ei: Pin,
+    pub eat: Pin,
+}
+
+impl Pins {
+    pub fn parse(text: &str) -> Result<Pins, PinsError> {
+        let pins: Pins = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+            .map_err(|e| PinsError::Malformed(format!("field `{}`: {}", e.path(), e.inner())))?;
+        if pins.schema != SCHEMA {
+            return Err(PinsError::Malformed(format!("schema is {:?}, expected {SCHEMA:?}", pins.schema)));
+        }
+        for (i, p) in pins.pins.iter().enumerate() {
+            let at = format!("pins[{i}] ({}/{})", p.profile, p.name);
+            if let Some(sha) = &p.sha {
+                if !is_hex(sha) || sha.len() < 7 || sha.len() > 40 {
+                    return Err(PinsError::Malformed(format!("{at}: sha {sha:?} is not 7 to 40 lowercase hex digits")));
+                }
+                if p.locked && !is_full_sha(sha) {
+                    return Err(PinsError::Malformed(format!("{at}: marked locked but sha {sha:?} is abbreviated")));
+                }
+            } else if p.locked {
+                return Err(PinsError::Malformed(format!("{at}: marked locked but has no sha")));
+            }
+            if let Some(Some(h)) = &p.sha256
+                && (h.len() != 64 || !is_hex(h))
+            {
+                return Err(PinsError::Malformed(format!("{at}: sha256 {h:?} is not 64 lowercase hex digits")));
+            }
+            let dup = pins.pins[..i].iter().any(|q| q.profile == p.profile && q.name == p.name);
+            if dup {
+                return Err(PinsError::Malformed(format!("{at}: duplicate row")));
+            }
+        }
+        Ok(pins)
+    }
+
+    pub fn load(path: Option<&Path>) -> Result<Pins, PinsError> {
+        match path {
+            None => Pins::parse(EMBEDDED),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|source| PinsError::Read { path: p.display().to_string(), source })?;
+                Pins::parse(&text)
+            }
+        }
+    }
+
+    pub fn row(&self, profile: &str, name: &str) -> Option<&Pin> {
+        self.pins.iter().find(|p| p.profile == profile && p.name == name)
+    }
+
+    pub fn profiles(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = Vec::new();
+        for p in &self.pins {
+            if !v.contains(&p.profile.as_str()) {
+                v.push(&p.profile);
+            }
+        }
+        v
+    }
+
+    /// The EAS, EI and EAT rows of a tree profile (not `bastion`).
+    pub fn trees(&self, profile: &str) -> Result<Trees, PinsError> {
+        let get = |name: &str| self.row(profile, name).cloned();
+        match (get("eas"), get("ei"), get("eat")) {
+            (Some(eas), Some(ei), Some(eat)) => Ok(Trees { profile: profile.to_string(), eas, ei, eat }),
+            _ => {
+                let known: Vec<&str> =
+                    self.profiles().into_iter().filter(|p| self.row(p, "eas").is_some()).collect();
+                Err(PinsError::UnknownProfile(profile.to_string(), known.join(", ")))
+            }
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("pins serialise");
+        s.push('\n');
+        s
+    }
+}
+
+/// One line of `pins check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub problem: bool,
+    pub text: String,
+}
+
+pub fn check(pins: &Pins) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for p in &pins.pins {
+        let id = format!("{}/{}", p.profile, p.name);
+        if p.repo.is_some() || p.sha.is_some() {
+            match &p.sha {
+                Some(sha) if p.locked => out.push(Finding { problem: false, text: format!("{id}: locked at {sha}") }),
+                Some(sha) => out.push(Finding {
+                    problem: true,
+                    text: format!("{id}: unlocked: {sha} is abbreviated; run `eas pins lock` to resolve it"),
+                }),
+                None if !p.is_artifact() => {
+                    out.push(Finding { problem: true, text: format!("{id}: unlocked: no commit SHA") })
+                }
+                None => {}
+            }
+        }
+        if p.is_artifact() {
+            match p.artifact_sha256() {
+                Some(h) => out.push(Finding { problem: false, text: format!("{id}: sha256 {h}") }),
+                None => out.push(Finding {
+                    problem: true,
+                    text: format!(
+                        "{id}: no sha256: the artifact {} could not be checksummed here; `eas bastion build --lock` records it on first use",
+                        p.url.as_deref().unwrap_or(&p.git_ref)
+                    ),
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Resolves unlocked rows to full SHAs. Returns one line per row touched.
+pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>> {
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for p in pins.pins.iter_mut() {
+        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else { continue };
+        if p.locked {
+            continue;
+        }
+        let id = format!("{}/{}", p.profile, p.name);
+        let url = repo_url(git_base, &repo);
+        match ls_remote(&url, &p.git_ref) {
+            Ok(full) if full.starts_with(&sha) => {
+                done.push(format!("{id}: {sha} -> {full} ({} at {url})", p.git_ref));
+                p.sha = Some(full);
+                p.locked = true;
+            }
+            Ok(full) => failed.push(format!(
+                "{id}: {} is now at {full}, which does not start with the pinned {sha}; \
+                 the ref moved: re-pin deliberately (edit pins.json) rather than lock a different commit",
+                p.git_ref
+            )),
+            Err(e) => failed.push(format!("{id}: {e}")),
+        }
+    }
+    if failed.is_empty() { Ok(done) } else { Err(failed) }
+}
+
+pub fn repo_url(git_base: &str, repo: &str) -> String {
+    format!("{}/{repo}", git_base.trim_end_matches('/'))
+}
+
+fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
+    let out = Command::new("git")
+        .args(["ls-remote", "--", url, git_ref])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("git ls-remote {url} {git_ref} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Prefer the exact ref, then a peeled tag (`^{}` names the commit a tag points to).
+    let mut best: Option<String> = None;
+    for line in text.lines() {
+        let mut parts = line.split('\t');
+        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else { continue };
+        let is_peeled = name.ends_with("^{}");
+        if is_peeled || best.is_none() {
+            best = Some(sha.to_string());
+        }
+    }
+    best.ok_or_else(|| format!("{git_ref} not found at {url}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_pins_parse_and_have_both_profiles() {
+        let pins = Pins::parse(EMBEDDED).unwrap();
+        for profile in ["main", "v1.2.0-rc.1"] {
+            let t = pins.trees(profile).unwrap();
+            assert_eq!(t.eas.repo.as_deref(), Some("intel/enterprise-ai-solutions"));
+        }
+        assert!(matches!(pins.trees("bastion"), Err(PinsError::UnknownProfile(..))));
+    }
+
+    #[test]
+    fn full_sha_rule() {
+        assert!(is_full_sha(&"a".repeat(40)));
+        assert!(!is_full_sha(&"a".repeat(39)));
+        assert!(!is_full_sha(&"A".repeat(40)));
+        assert!(!is_full_sha("main"));
+        assert!(!is_full_sha(&"g".repeat(40)));
+    }
+
+    #[test]
+    fn locked_rows_need_full_shas() {
+        let text = r#"{"schema":"eas-pins/v1","pins":[{"profile":"p","name":"n","repo":"o/r","ref":"main",
+            "sha":"abcdef1","locked":true,"date":"d","source":"s"}]}"#;
+        assert!(matches!(Pins::parse(text), Err(PinsError::Malformed(m)) if m.contains("abbreviated")));
+    }
+}
