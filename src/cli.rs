@@ -53,6 +53,9 @@ pub enum Command {
     /// Validate or lock pins.json
     #[command(subcommand)]
     Pins(PinsCommand),
+    /// The installer's pinned toolbox image: build (or reuse) it, run a command in it
+    #[command(subcommand)]
+    Bastion(crate::bastion::BastionCommand),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -12,6 +12,7 @@ pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
+        Command::Bastion(cmd) => crate::bastion::command(cmd, &cli.global, shell),
     }
 }
 

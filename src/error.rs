@@ -21,6 +21,8 @@ pub enum Failure {
     Verify(Vec<String>),
     /// Exit 130: Ctrl-C or SIGTERM.
     Interrupted,
+    /// A command run on the user's behalf (`eas bastion run`) exited non-zero: its code, passed through.
+    Exit { step: String, code: u8 },
 }
 
 impl Failure {
@@ -44,6 +46,7 @@ impl Failure {
             Failure::OverlayStop(_) => 4,
             Failure::Verify(_) => 5,
             Failure::Interrupted => 130,
+            Failure::Exit { code, .. } => *code,
         }
     }
 
@@ -68,6 +71,7 @@ impl Failure {
             Failure::OverlayStop(lines) => lines.iter().map(|l| format!("STOP: {l}")).collect(),
             Failure::Verify(lines) => lines.iter().map(|l| format!("verify: {l}")).collect(),
             Failure::Interrupted => vec!["interrupted: containers stopped and removed".to_string()],
+            Failure::Exit { step, code } => vec![format!("{step}: the command exited {code}")],
         }
     }
 }

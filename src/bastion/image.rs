@@ -1,0 +1,248 @@
+//! The bastion image through the Docker API: connect, find an image built from this context,
+//! build one from an in-memory tar with its output streamed.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
+use futures::StreamExt;
+
+use super::run::Interrupt;
+use super::{CONTEXT_LABEL, MANAGED_LABEL};
+use crate::output::Shell;
+
+/// Lines of build output kept to show when a step fails.
+const TAIL: usize = 25;
+const DEFAULT_TIMEOUT_SECS: u64 = 120;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("no Docker Engine answers ({0})")]
+    Connect(String),
+    #[error("EAS_DOCKER_TIMEOUT {0:?} is not a number of seconds")]
+    Timeout(String),
+    #[error("Docker: {0}")]
+    Api(#[from] bollard::errors::Error),
+    #[error("the base image {0} is not present locally")]
+    BaseMissing(String),
+    #[error("the build failed: {error}{}", tail_text(.tail))]
+    Build { error: String, tail: Vec<String> },
+    #[error("cannot pull {reference}: {detail}")]
+    Pull { reference: String, detail: String },
+}
+
+fn tail_text(tail: &[String]) -> String {
+    if tail.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\nlast lines of the build:");
+    for l in tail {
+        s.push_str("\n  | ");
+        s.push_str(l);
+    }
+    s
+}
+
+/// Connects as the docker CLI would (`DOCKER_HOST`, else the local socket), with the request
+/// timeout from `EAS_DOCKER_TIMEOUT` (seconds, default 120; it bounds each request until its
+/// response starts, not a streamed body), and agrees an API version with the daemon.
+pub async fn connect() -> Result<Docker, ImageError> {
+    let secs = match std::env::var("EAS_DOCKER_TIMEOUT") {
+        Ok(v) if !v.is_empty() => v.parse::<u64>().map_err(|_| ImageError::Timeout(v))?,
+        _ => DEFAULT_TIMEOUT_SECS,
+    };
+    let docker = Docker::connect_with_defaults()
+        .map_err(|e| ImageError::Connect(e.to_string()))?
+        .with_timeout(Duration::from_secs(secs));
+    docker.negotiate_version().await.map_err(|e| ImageError::Connect(e.to_string()))
+}
+
+/// The ID of the image tagged `tag` if it was built from the context with `digest`.
+pub async fn find(docker: &Docker, tag: &str, digest: &str) -> Result<Option<String>, ImageError> {
+    match docker.inspect_image(tag).await {
+        Ok(img) => {
+            let labels = img.config.and_then(|c| c.labels).unwrap_or_default();
+            let same = labels.get(CONTEXT_LABEL).map(String::as_str) == Some(digest);
+            Ok(if same { img.id } else { None })
+        }
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The local image ID of a reference, which pins a base that has no registry digest.
+pub async fn local_id(docker: &Docker, reference: &str) -> Result<String, ImageError> {
+    match docker.inspect_image(reference).await {
+        Ok(img) => img.id.ok_or_else(|| ImageError::BaseMissing(reference.into())),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => {
+            Err(ImageError::BaseMissing(reference.into()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Pulls `reference` and returns its registry digest (`sha256:...`).
+pub async fn pull_digest(docker: &Docker, reference: &str) -> Result<String, ImageError> {
+    let pull_err = |detail: String| ImageError::Pull { reference: reference.into(), detail };
+    let opts = CreateImageOptionsBuilder::new().from_image(reference).build();
+    let mut s = docker.create_image(Some(opts), None, None);
+    while let Some(item) = s.next().await {
+        item.map_err(|e| pull_err(e.to_string()))?;
+    }
+    let img = docker.inspect_image(reference).await?;
+    let name = reference.split('@').next().unwrap_or(reference);
+    let repo = name.rsplit_once(':').filter(|(_, t)| !t.contains('/')).map_or(name, |(r, _)| r);
+    img.repo_digests
+        .unwrap_or_default()
+        .iter()
+        .find_map(|d| d.rsplit_once('@').filter(|(r, _)| r.ends_with(repo)).map(|(_, d)| d.to_string()))
+        .ok_or_else(|| pull_err("the pulled image has no registry digest".into()))
+}
+
+pub struct BuildRequest<'a> {
+    pub tar: Vec<u8>,
+    pub tag: &'a str,
+    pub digest: &'a str,
+    pub base_arg: &'a str,
+    pub nocache: bool,
+}
+
+pub enum Built {
+    Image(String),
+    Interrupted,
+}
+
+/// Proxy settings reach the build as Docker's predefined build arguments (not kept in the
+/// image) and the run as environment.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let names = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"];
+    names.iter().filter_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()).map(|v| (n.to_string(), v))).collect()
+}
+
+pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interrupt: &Interrupt) -> Result<Built, ImageError> {
+    let labels = HashMap::from([
+        (MANAGED_LABEL.to_string(), "true".to_string()),
+        (CONTEXT_LABEL.to_string(), req.digest.to_string()),
+    ]);
+    let mut args: HashMap<String, String> = proxy_env().into_iter().collect();
+    args.insert("BASE_IMAGE".into(), req.base_arg.into());
+    let opts = BuildImageOptionsBuilder::new()
+        .dockerfile("Dockerfile")
+        .t(req.tag)
+        .labels(&labels)
+        .buildargs(&args)
+        .rm(true)
+        .forcerm(true)
+        .nocache(req.nocache)
+        .build();
+    let bar = shell.spinner(format!("building {}", req.tag));
+    let mut out = LineBuffer::default();
+    let mut stream = docker.build_image(opts, None, Some(bollard::body_full(req.tar.into())));
+    let mut id = None;
+    loop {
+        let item = tokio::select! {
+            _ = interrupt.graceful.cancelled() => {
+                bar.finish_and_clear();
+                // Dropping the stream closes the request, which cancels the build in the daemon.
+                return Ok(Built::Interrupted);
+            }
+            item = stream.next() => item,
+        };
+        let Some(item) = item else { break };
+        match item {
+            Ok(info) => {
+                if let Some(text) = info.stream {
+                    for line in out.push(&text) {
+                        if line.starts_with("Step ") {
+                            bar.set_message(line.clone());
+                        }
+                        if !shell.bars && !shell.quiet {
+                            eprintln!("  | {line}");
+                        }
+                    }
+                }
+                if let Some(aux) = info.aux.and_then(|a| a.id) {
+                    id = Some(aux);
+                }
+            }
+            Err(e) => {
+                bar.finish_and_clear();
+                let error = match e {
+                    bollard::errors::Error::DockerStreamError { error } => error,
+                    other => other.to_string(),
+                };
+                return Err(ImageError::Build { error: error.trim().to_string(), tail: out.tail() });
+            }
+        }
+    }
+    bar.finish_and_clear();
+    match id {
+        Some(id) => Ok(Built::Image(id)),
+        // The classic builder reports the ID in a stream line on older engines.
+        None => match find(docker, req.tag, req.digest).await? {
+            Some(id) => Ok(Built::Image(id)),
+            None => Err(ImageError::Build { error: "the build ended without an image".into(), tail: out.tail() }),
+        },
+    }
+}
+
+/// Splits the build's text chunks into lines and keeps the last few.
+#[derive(Default)]
+struct LineBuffer {
+    partial: String,
+    last: VecDeque<String>,
+}
+
+impl LineBuffer {
+    fn push(&mut self, chunk: &str) -> Vec<String> {
+        self.partial.push_str(chunk);
+        let mut lines = Vec::new();
+        while let Some(i) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=i).collect();
+            let line = line.trim_end().to_string();
+            if line.is_empty() {
+                continue;
+            }
+            if self.last.len() == TAIL {
+                self.last.pop_front();
+            }
+            self.last.push_back(line.clone());
+            lines.push(line);
+        }
+        lines
+    }
+
+    fn tail(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.last.iter().cloned().collect();
+        if !self.partial.trim().is_empty() {
+            v.push(self.partial.trim().to_string());
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_output_is_split_into_lines_and_the_tail_kept() {
+        let mut b = LineBuffer::default();
+        assert_eq!(b.push("Step 1/3 : FROM x\n ---> abc\nStep 2"), vec!["Step 1/3 : FROM x", " ---> abc"]);
+        assert_eq!(b.push("/3 : RUN false\n\n"), vec!["Step 2/3 : RUN false"]);
+        for i in 0..40 {
+            b.push(&format!("line {i}\n"));
+        }
+        b.push("partial");
+        let t = b.tail();
+        assert_eq!(t.len(), TAIL + 1);
+        assert_eq!((t[0].as_str(), t[TAIL - 1].as_str(), t[TAIL].as_str()), ("line 15", "line 39", "partial"));
+    }
+
+    #[test]
+    fn a_failed_build_shows_its_last_lines() {
+        let e = ImageError::Build { error: "returned a non-zero code: 1".into(), tail: vec!["Step 4/9 : RUN x".into()] };
+        assert_eq!(e.to_string(), "the build failed: returned a non-zero code: 1\nlast lines of the build:\n  | Step 4/9 : RUN x");
+    }
+}

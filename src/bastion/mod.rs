@@ -1,0 +1,593 @@
+//! `eas bastion`: the installer's toolbox (SPEC §8), an image built from pinned, checksummed
+//! parts, reused while its build context is unchanged, and run with exactly the mounts and
+//! environment the installer needs.
+//!
+//! - [`context`]: which files, which base, which digest (pure).
+//! - [`artifacts`]: pinned downloads, checked and cached on the host.
+//! - [`image`]: find or build the image through the Docker API.
+//! - [`kubeconfig`]: how the container reaches the API server (pure).
+//! - [`run`]: the run seam `eas up` uses for the installer.
+
+pub mod artifacts;
+pub mod context;
+pub mod image;
+pub mod kubeconfig;
+pub mod run;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use bollard::Docker;
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+
+use crate::cli::Global;
+use crate::error::Failure;
+use crate::output::Shell;
+use crate::pins::{Pins, PinsError};
+use artifacts::{ArtifactError, Cache, SystemFetcher};
+use context::{Base, Context, ContextError};
+use image::{BuildRequest, Built, ImageError};
+use kubeconfig::KubeconfigError;
+use run::{BindMount, ContainerRunner, DockerRunner, Interrupt, Outcome, RunError, RunSpec};
+
+pub const MANAGED_LABEL: &str = "io.eas.managed";
+pub const CONTEXT_LABEL: &str = "io.eas.context-sha256";
+/// The image's virtual environment; the work tree's `.venv` links here.
+pub const VENV: &str = "/opt/eas/venv";
+pub const TREE_TARGET: &str = "/eas";
+pub const KUBECONFIG_TARGET: &str = "/kube/config";
+
+#[derive(Subcommand, Debug)]
+pub enum BastionCommand {
+    /// Build the pinned bastion image, or reuse it when its build context is unchanged; prints the image tag
+    Build(BuildArgs),
+    /// Run a command in the bastion with the installer's mounts and environment; exits with its exit code
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImageArgs {
+    /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
+    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
+    pub base_image: Option<String>,
+    /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
+    #[arg(long)]
+    pub allow_unpinned_base: bool,
+    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
+    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Build even when an image for this context exists, without Docker's layer cache
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
+    /// record them in the pins file: trust on first use
+    #[arg(long)]
+    pub lock: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// EAS work tree, mounted read-write at /eas (its .venv is linked to the bastion's)
+    #[arg(long, value_name = "DIR")]
+    pub tree: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BastionError {
+    #[error(transparent)]
+    Pins(#[from] PinsError),
+    #[error(transparent)]
+    Context(#[from] ContextError),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error(transparent)]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error("CA bundle {path}: {detail}")]
+    CaBundle { path: String, detail: String },
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("{0}")]
+    Input(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BastionError {
+    let what = what.into();
+    move |source| BastionError::Io { what, source }
+}
+
+impl From<BastionError> for Failure {
+    fn from(e: BastionError) -> Self {
+        use BastionError as B;
+        match e {
+            B::Pins(p) => p.into(),
+            B::Interrupted => Failure::Interrupted,
+            B::Context(ref c) => Failure::bad_input(e.to_string(), match c {
+                ContextError::UnpinnedBase { .. } => {
+                    "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
+                     `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
+                }
+                ContextError::MissingSha256(_) => {
+                    "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
+                     or write the publisher's sha256 into pins.json"
+                }
+                ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
+                    "regenerate the lock from the pins: scripts/lock-python.sh"
+                }
+            }),
+            B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
+                "bastion artifacts",
+                e,
+                "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
+            ),
+            B::Artifact(_) => Failure::step_next(
+                "bastion artifacts",
+                e,
+                "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
+            ),
+            B::Image(ImageError::Connect(_)) => {
+                Failure::step_next("docker", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST")
+            }
+            B::Image(ImageError::BaseMissing(ref r)) => {
+                let hint = format!("load or pull {r} first (the tests' base: scripts/base-image.sh)");
+                Failure::bad_input(e.to_string(), hint)
+            }
+            B::Image(ImageError::Build { .. }) => Failure::step_next(
+                "bastion build",
+                e,
+                "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
+            ),
+            B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
+            B::Run(_) => Failure::step("bastion run", e),
+            B::Kubeconfig(_) | B::CaBundle { .. } | B::Input(_) => {
+                Failure::bad_input(e.to_string(), "see `eas bastion --help`")
+            }
+            B::Io { .. } => Failure::step("bastion", e),
+        }
+    }
+}
+
+/// The image `eas up` and `eas bastion run` use.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub tag: String,
+    pub id: String,
+    pub digest: String,
+    pub reused: bool,
+}
+
+/// Builds the bastion image, or finds the one built from the same context.
+pub async fn prepare(
+    docker: &Docker,
+    args: &ImageArgs,
+    lock: bool,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
+    let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
+    let mut pins = Pins::load(pins_path.as_deref())?;
+    context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
+    let cache = Cache::new(Cache::default_dir());
+
+    let mut changed = false;
+    let base = match context::choose_base(&pins, args.base_image.as_deref(), args.allow_unpinned_base) {
+        Err(ContextError::UnpinnedBase { reference, from_pins: true }) if lock => {
+            shell.phase("bastion", format!("pulling {reference} to record its digest"));
+            let digest = image::pull_digest(docker, &reference).await?;
+            record(&mut pins, context::BASE_ROW, digest.trim_start_matches("sha256:"));
+            changed = true;
+            shell.warn(format!("TRUSTED ON FIRST USE: base image {reference} recorded at {digest}"));
+            Base::Digest(format!("{reference}@{digest}"))
+        }
+        other => other?,
+    };
+
+    let mut wanted = context::artifacts(&pins);
+    if lock {
+        for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
+            shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
+            let sha = interruptible(interrupt, cache.trust_on_first_use(&SystemFetcher, &a.url)).await??;
+            shell.warn(format!(
+                "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
+                a.name, a.url
+            ));
+            record(&mut pins, &a.name, &sha);
+            a.sha256 = Some(sha);
+            changed = true;
+        }
+    }
+    if changed && let Some(path) = &pins_path {
+        write_pins(path, &pins)?;
+        shell.note(format!("recorded the new sha256s in {}", path.display()));
+    }
+    context::require_sha256(&wanted)?;
+
+    let base_arg = match &base {
+        Base::Digest(r) => r.clone(),
+        Base::Local(r) => {
+            let id = image::local_id(docker, r).await?;
+            shell.warn(format!("base image {r} is not pinned by a registry digest; pinned by its local image ID {id}"));
+            id
+        }
+    };
+    let ca = match &args.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
+    let (digest, tag) = (ctx.digest(), ctx.tag());
+
+    if !rebuild && let Some(id) = image::find(docker, &tag, &digest).await? {
+        shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
+        return Ok(Prepared { tag, id, digest, reused: true });
+    }
+
+    for (a, sha) in artifacts::pinned(&wanted) {
+        let (_, replaced) = interruptible(interrupt, cache.ensure(&SystemFetcher, &a.url, &sha)).await??;
+        if replaced {
+            shell.warn(format!("cached {} did not match its sha256 and was downloaded again", a.name));
+        }
+    }
+    let tar = ctx.tar().map_err(io("assembling the build context"))?;
+    shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
+    let req = BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild };
+    match image::build(docker, req, shell, interrupt).await? {
+        Built::Image(id) => {
+            shell.phase("bastion", format!("built {tag}"));
+            Ok(Prepared { tag, id, digest, reused: false })
+        }
+        Built::Interrupted => Err(BastionError::Interrupted),
+    }
+}
+
+async fn interruptible<T>(interrupt: &Interrupt, f: impl Future<Output = T>) -> Result<T, BastionError> {
+    tokio::select! {
+        _ = interrupt.graceful.cancelled() => Err(BastionError::Interrupted),
+        v = f => Ok(v),
+    }
+}
+
+fn record(pins: &mut Pins, name: &str, sha256: &str) {
+    if let Some(row) = pins.pins.iter_mut().find(|p| p.profile == context::PROFILE && p.name == name) {
+        row.sha256 = Some(Some(sha256.to_string()));
+    }
+}
+
+fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, pins.to_json())
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
+    Ok(())
+}
+
+fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
+    let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(bad("holds no PEM certificate".into()));
+    }
+    Ok(bytes)
+}
+
+#[derive(Debug, Deserialize)]
+struct EnvData {
+    env: Vec<EnvVar>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub secret: bool,
+}
+
+/// The environment variables the installer reads (`data/bastion.json`).
+pub fn installer_env() -> &'static [EnvVar] {
+    static V: OnceLock<EnvData> = OnceLock::new();
+    &V.get_or_init(|| serde_json::from_str(include_str!("../../data/bastion.json")).expect("data/bastion.json parses"))
+        .env
+}
+
+/// Where the kubeconfig comes from, and whether the user named it (a missing named file is an error).
+#[derive(Debug, Clone)]
+pub struct KubeSource {
+    pub path: PathBuf,
+    pub explicit: bool,
+    pub context: Option<String>,
+}
+
+impl KubeSource {
+    /// `--kubeconfig`, else `$KUBECONFIG` (one file), else `~/.kube/config`.
+    pub fn from_global(g: &Global, env: &dyn Fn(&str) -> Option<String>) -> Result<KubeSource, BastionError> {
+        let context = g.context.clone();
+        if let Some(p) = &g.kubeconfig {
+            return Ok(KubeSource { path: p.clone(), explicit: true, context });
+        }
+        if let Some(v) = env("KUBECONFIG").filter(|v| !v.is_empty()) {
+            if v.contains(':') {
+                return Err(BastionError::Input(format!(
+                    "KUBECONFIG lists several files ({v}); the bastion mounts one: pass --kubeconfig FILE"
+                )));
+            }
+            return Ok(KubeSource { path: v.into(), explicit: true, context });
+        }
+        let home = env("HOME").unwrap_or_default();
+        Ok(KubeSource { path: Path::new(&home).join(".kube/config"), explicit: false, context })
+    }
+}
+
+/// A run spec with the standard mounts, network and environment, plus what must outlive the run.
+pub struct Standard {
+    pub spec: RunSpec,
+    pub route: Option<kubeconfig::Route>,
+    _kube_copy: Option<tempfile::TempDir>,
+}
+
+/// The installer's container: the work tree read-write at `/eas`, the kubeconfig (or a rewritten
+/// copy) read-only at `/kube/config`, the network that reaches the API server, and the
+/// installer's variables and proxy settings from `env` (values never logged).
+pub fn standard(
+    image: &str,
+    cmd: Vec<String>,
+    tree: Option<&Path>,
+    kube: Option<&KubeSource>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Standard, BastionError> {
+    let mut spec = RunSpec { image: image.to_string(), cmd, ..Default::default() };
+    if let Some(tree) = tree {
+        let tree = tree.canonicalize().map_err(io(format!("work tree {}", tree.display())))?;
+        link_venv(&tree)?;
+        spec.mounts.push(BindMount { source: tree, target: TREE_TARGET.into(), read_only: false });
+        spec.workdir = Some(TREE_TARGET.into());
+    }
+    let mut route = None;
+    let mut copy_dir = None;
+    if let Some(k) = kube {
+        match std::fs::read_to_string(&k.path) {
+            Ok(text) => {
+                let plan = kubeconfig::plan(&k.path.display().to_string(), &text, k.context.as_deref())?;
+                let source = match &plan.copy {
+                    Some(doc) => {
+                        let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                        let path = dir.path().join("config");
+                        write_private(&path, &serde_json::to_vec_pretty(doc).expect("json"))
+                            .map_err(io("kubeconfig copy"))?;
+                        copy_dir = Some(dir);
+                        path
+                    }
+                    None => k.path.canonicalize().map_err(io(format!("kubeconfig {}", k.path.display())))?,
+                };
+                spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
+                spec.network = plan.route.network_mode().map(str::to_string);
+                route = Some(plan.route);
+            }
+            Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(BastionError::Input(format!("kubeconfig {}: {e}", k.path.display())));
+            }
+            Err(_) => {}
+        }
+    }
+    for v in installer_env() {
+        if let Some(value) = env(&v.name).filter(|s| !s.is_empty()) {
+            spec.env.push((v.name.clone(), value));
+        }
+    }
+    for n in ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"] {
+        if let Some(value) = env(n).filter(|s| !s.is_empty()) {
+            spec.env.push((n.to_string(), value));
+        }
+    }
+    Ok(Standard { spec, route, _kube_copy: copy_dir })
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    f.write_all(bytes)
+}
+
+/// Points `<tree>/.venv` at the image's venv: the installer reuses an existing
+/// `.venv/bin/ansible-playbook` as is, so nothing is pip-installed at install time.
+pub fn link_venv(tree: &Path) -> Result<(), BastionError> {
+    let link = tree.join(".venv");
+    match std::fs::read_link(&link) {
+        Ok(target) if target == Path::new(VENV) => Ok(()),
+        Ok(target) => Err(BastionError::Input(format!(
+            "{} links to {}, not the bastion's {VENV}; remove it",
+            link.display(),
+            target.display()
+        ))),
+        Err(_) if link.symlink_metadata().is_ok() => Err(BastionError::Input(format!(
+            "{} exists; the installer would use it instead of the bastion's venv: remove it",
+            link.display()
+        ))),
+        Err(_) => std::os::unix::fs::symlink(VENV, &link).map_err(io(format!("linking {}", link.display()))),
+    }
+}
+
+pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::step("bastion", format!("cannot start the async runtime: {e}")))?;
+    let result = rt.block_on(async {
+        let interrupt = Interrupt::on_signals().map_err(io("installing signal handlers"))?;
+        match cmd {
+            BastionCommand::Build(a) => build_command(&a, shell, &interrupt).await,
+            BastionCommand::Run(a) => run_command(&a, global, shell, &interrupt).await,
+        }
+    });
+    rt.shutdown_background();
+    result
+}
+
+async fn build_command(a: &BuildArgs, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    let docker = image::connect().await.map_err(BastionError::from)?;
+    let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
+    tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
+    println!("{}", p.tag);
+    Ok(())
+}
+
+async fn run_command(a: &RunArgs, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    let env = |n: &str| std::env::var(n).ok();
+    let kube = KubeSource::from_global(global, &env)?;
+    let docker = image::connect().await.map_err(BastionError::from)?;
+    let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
+    let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
+    let secret = |k: &str| installer_env().iter().any(|v| v.secret && v.name == k);
+    let names: Vec<String> =
+        std.spec.env.iter().map(|(k, _)| if secret(k) { format!("{k} (secret)") } else { k.clone() }).collect();
+    let route = match &std.route {
+        Some(kubeconfig::Route::Host) => "host network: the API server is on this host".to_string(),
+        Some(kubeconfig::Route::K3dNetwork { network, server }) => format!("network {network}, API server {server}"),
+        Some(kubeconfig::Route::Default) => "default network".to_string(),
+        None => "default network, no kubeconfig".to_string(),
+    };
+    shell.phase("bastion", format!("running in {} ({route}; environment: {})", p.tag, names.join(", ")));
+    let runner = DockerRunner::new(docker);
+    match runner.run(&std.spec, &mut run::Stdio, interrupt).await.map_err(BastionError::from)? {
+        Outcome::Exited(0) => Ok(()),
+        Outcome::Exited(code) => Err(Failure::Exit { step: "bastion run".into(), code: exit_byte(code) }),
+        Outcome::Interrupted => Err(Failure::Interrupted),
+        Outcome::TimedOut => Err(Failure::step("bastion run", "timed out")),
+    }
+}
+
+/// A container's exit code as a process exit code (Docker reports 0..=255; anything else is 1).
+fn exit_byte(code: i64) -> u8 {
+    u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn secrets_and_proxies_reach_the_container_env_only_when_set() {
+        let env = env_of(&[("HF_TOKEN", "hf_x"), ("HTTPS_PROXY", "http://proxy:3128"), ("GRAFANA_ADMIN_PASSWORD", "")]);
+        let s = standard("img", vec!["true".into()], None, None, &env).unwrap();
+        assert_eq!(
+            s.spec.env,
+            vec![("HF_TOKEN".to_string(), "hf_x".to_string()), ("HTTPS_PROXY".into(), "http://proxy:3128".into())]
+        );
+        assert!(s.spec.mounts.is_empty() && s.spec.network.is_none());
+        assert_eq!(s.spec.cmd, vec!["true"], "secrets never join argv");
+    }
+
+    #[test]
+    fn the_tree_is_mounted_and_its_venv_linked() {
+        let tree = tempfile::tempdir().unwrap();
+        let s = standard("img", vec![], Some(tree.path()), None, &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert_eq!((m.target.as_str(), m.read_only), (TREE_TARGET, false));
+        assert_eq!(std::fs::read_link(tree.path().join(".venv")).unwrap(), Path::new(VENV));
+        // Idempotent; a real .venv is refused rather than shadowing the bastion's.
+        standard("img", vec![], Some(tree.path()), None, &env_of(&[])).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir(other.path().join(".venv")).unwrap();
+        let e = standard("img", vec![], Some(other.path()), None, &env_of(&[])).err().unwrap().to_string();
+        assert!(e.contains(".venv exists"), "{e}");
+    }
+
+    #[test]
+    fn the_kubeconfig_is_mounted_read_only_or_rewritten_in_a_private_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let yaml = |server: &str| {
+            format!(
+                "current-context: k3d-gpu\nclusters:\n- name: k3d-gpu\n  cluster:\n    server: {server}\n\
+                 contexts:\n- name: k3d-gpu\n  context:\n    cluster: k3d-gpu\nusers: []\n"
+            )
+        };
+        std::fs::write(&path, yaml("https://0.0.0.0:6550")).unwrap();
+        let k = KubeSource { path: path.clone(), explicit: true, context: None };
+        let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert_eq!((m.source.clone(), m.target.as_str(), m.read_only), (path.canonicalize().unwrap(), KUBECONFIG_TARGET, true));
+        assert_eq!(s.spec.network.as_deref(), Some("host"));
+
+        std::fs::write(&path, yaml("https://172.18.0.3:6443")).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert_ne!(m.source, path);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&m.source).unwrap().permissions().mode() & 0o777, 0o600);
+        let copy: serde_json::Value = serde_json::from_slice(&std::fs::read(&m.source).unwrap()).unwrap();
+        assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://k3d-gpu-server-0:6443");
+        assert_eq!(s.spec.network.as_deref(), Some("k3d-gpu"));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the user's file is untouched");
+        let copy_path = m.source.clone();
+        drop(s);
+        assert!(!copy_path.exists(), "the copy goes with the run");
+    }
+
+    #[test]
+    fn a_missing_kubeconfig_is_an_error_only_when_named() {
+        let k = KubeSource { path: "/nonexistent/eas/config".into(), explicit: false, context: None };
+        assert!(standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap().spec.mounts.is_empty());
+        let k = KubeSource { explicit: true, ..k };
+        let e = standard("img", vec![], None, Some(&k), &env_of(&[])).err().unwrap().to_string();
+        assert!(e.starts_with("kubeconfig /nonexistent/eas/config: "), "{e}");
+    }
+
+    #[test]
+    fn kubeconfig_source_order() {
+        let g = |k: Option<&str>| Global {
+            kubeconfig: k.map(PathBuf::from),
+            context: None,
+            state_dir: None,
+            progress: crate::output::ProgressMode::Plain,
+            verbose: 0,
+            quiet: false,
+            no_color: false,
+        };
+        let env = env_of(&[("KUBECONFIG", "/e/config"), ("HOME", "/h")]);
+        assert_eq!(KubeSource::from_global(&g(Some("/f")), &env).unwrap().path, Path::new("/f"));
+        assert_eq!(KubeSource::from_global(&g(None), &env).unwrap().path, Path::new("/e/config"));
+        let s = KubeSource::from_global(&g(None), &env_of(&[("HOME", "/h")])).unwrap();
+        assert_eq!((s.path.as_path(), s.explicit), (Path::new("/h/.kube/config"), false));
+        assert!(KubeSource::from_global(&g(None), &env_of(&[("KUBECONFIG", "/a:/b")])).is_err());
+    }
+
+    #[test]
+    fn exit_codes_pass_through() {
+        assert_eq!([exit_byte(3), exit_byte(255), exit_byte(256), exit_byte(-1)], [3, 255, 1, 1]);
+    }
+
+    #[test]
+    fn installer_env_names_the_secrets() {
+        let secret: Vec<&str> = installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str()).collect();
+        assert_eq!(secret, ["HF_TOKEN", "KEYCLOAK_ADMIN_PASSWORD", "GRAFANA_ADMIN_PASSWORD"]);
+    }
+}
