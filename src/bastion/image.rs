@@ -138,6 +138,10 @@ pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interr
         .build();
     let bar = shell.spinner(format!("building {}", req.tag));
     let mut out = LineBuffer::default();
+    // Plain mode shows the build as it goes; bars show only the current step, so a failure
+    // then carries the last lines.
+    let streamed = !shell.bars && !shell.quiet;
+    let tail = |out: &LineBuffer| if streamed { Vec::new() } else { out.tail() };
     let mut stream = docker.build_image(opts, None, Some(bollard::body_full(req.tar.into())));
     let mut id = None;
     loop {
@@ -157,7 +161,7 @@ pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interr
                         if line.starts_with("Step ") {
                             bar.set_message(line.clone());
                         }
-                        if !shell.bars && !shell.quiet {
+                        if streamed && !is_noise(&line) {
                             eprintln!("  | {line}");
                         }
                     }
@@ -172,7 +176,7 @@ pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interr
                     bollard::errors::Error::DockerStreamError { error } => error,
                     other => other.to_string(),
                 };
-                return Err(ImageError::Build { error: error.trim().to_string(), tail: out.tail() });
+                return Err(ImageError::Build { error: strip_ansi(error.trim()), tail: tail(&out) });
             }
         }
     }
@@ -182,9 +186,35 @@ pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interr
         // The classic builder reports the ID in a stream line on older engines.
         None => match find(docker, req.tag, req.digest).await? {
             Some(id) => Ok(Built::Image(id)),
-            None => Err(ImageError::Build { error: "the build ended without an image".into(), tail: out.tail() }),
+            None => Err(ImageError::Build { error: "the build ended without an image".into(), tail: tail(&out) }),
         },
     }
+}
+
+/// The classic builder's bookkeeping lines, hidden from the streamed output (kept in the tail).
+fn is_noise(line: &str) -> bool {
+    line.starts_with(" ---> ") || line.starts_with("Removing intermediate container")
+}
+
+/// Removes terminal escape sequences (the daemon colours a step's stderr).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Splits the build's text chunks into lines and keeps the last few.
@@ -200,8 +230,8 @@ impl LineBuffer {
         let mut lines = Vec::new();
         while let Some(i) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=i).collect();
-            let line = line.trim_end().to_string();
-            if line.is_empty() {
+            let line = strip_ansi(line.trim_end());
+            if line.trim().is_empty() {
                 continue;
             }
             if self.last.len() == TAIL {
@@ -230,7 +260,8 @@ mod tests {
     fn build_output_is_split_into_lines_and_the_tail_kept() {
         let mut b = LineBuffer::default();
         assert_eq!(b.push("Step 1/3 : FROM x\n ---> abc\nStep 2"), vec!["Step 1/3 : FROM x", " ---> abc"]);
-        assert_eq!(b.push("/3 : RUN false\n\n"), vec!["Step 2/3 : RUN false"]);
+        assert_eq!(b.push("\n\x1b[91mWARNING: x\n\x1b[0m\n"), vec!["Step 2", "WARNING: x"]);
+        assert_eq!(b.push("Step 2/3 : RUN false\n\n"), vec!["Step 2/3 : RUN false"]);
         for i in 0..40 {
             b.push(&format!("line {i}\n"));
         }

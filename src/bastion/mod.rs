@@ -467,7 +467,8 @@ async fn run_command(a: &RunArgs, global: &Global, shell: &Shell, interrupt: &In
         Some(kubeconfig::Route::Default) => "default network".to_string(),
         None => "default network, no kubeconfig".to_string(),
     };
-    shell.phase("bastion", format!("running in {} ({route}; environment: {})", p.tag, names.join(", ")));
+    let names = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+    shell.phase("bastion", format!("running in {} ({route}; environment: {names})", p.tag));
     let runner = DockerRunner::new(docker);
     match runner.run(&std.spec, &mut run::Stdio, interrupt).await.map_err(BastionError::from)? {
         Outcome::Exited(0) => Ok(()),

@@ -1,0 +1,460 @@
+//! `eas bastion` end to end against a real Docker Engine, with the real `bastion/Dockerfile`.
+//!
+//! No registry is reachable: the base is the local `eas-test-base:bookworm` (scripts/base-image.sh)
+//! and the pinned artifacts are stand-ins served from `file://` URLs in a test pins file. Python
+//! packages come from the package index through this host's CA bundle (`EAS_CA_BUNDLE`).
+//!
+//! One image is built per test run (a nonce in the kubectl stand-in makes its context new; Docker's
+//! layer cache keeps the Python layer after the first run) and the other tests reuse it.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+const BASE: &str = "eas-test-base:bookworm";
+const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+fn docker(args: &[&str]) -> Output {
+    Command::new("docker").args(args).output().expect("docker CLI")
+}
+
+fn docker_out(args: &[&str]) -> String {
+    let o = docker(args);
+    assert!(o.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The test's artifacts, pins and cache, and the result of building once and building again.
+struct Fixture {
+    dir: PathBuf,
+    nonce: String,
+    pins: PathBuf,
+    tag: String,
+    first: Output,
+    second: Output,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(make_fixture)
+}
+
+fn make_fixture() -> Fixture {
+    if !docker(&["info"]).status.success() {
+        panic!("no Docker Engine answers: start one with `bash scripts/docker-up.sh`");
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/base-image.sh");
+    let o = Command::new("bash").arg(script).output().unwrap();
+    assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
+
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    forget_previous_run(tmp);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nonce = format!("{:x}{:x}", nanos, std::process::id());
+    let dir = tmp.join(format!("bastion-{nonce}"));
+    std::fs::create_dir_all(dir.join("served")).unwrap();
+    let pins = write_pins(&dir, &nonce, &dir.join("pins.json"));
+
+    let first = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
+    assert!(first.status.success(), "first build failed:\n{}", String::from_utf8_lossy(&first.stderr));
+    let tag = String::from_utf8(first.stdout.clone()).unwrap().trim().to_string();
+    std::fs::write(tmp.join("bastion-last-run"), format!("{tag}\n{}\n", dir.display())).unwrap();
+    let second = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
+    Fixture { dir, nonce, pins, tag, first, second }
+}
+
+/// Removes the image and files the previous test run made (its tag is not reused: new nonce).
+fn forget_previous_run(tmp: &Path) {
+    let Ok(text) = std::fs::read_to_string(tmp.join("bastion-last-run")) else { return };
+    let mut lines = text.lines();
+    if let Some(tag) = lines.next().filter(|t| t.starts_with("eas-bastion:")) {
+        let _ = docker(&["image", "rm", tag]);
+    }
+    if let Some(dir) = lines.next().filter(|d| d.starts_with(&tmp.display().to_string())) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Stand-ins for kubectl, helm, yq and the kubernetes.core collection, and a pins file whose
+/// bastion rows point at them; the Python rows stay those of the real pins (the lock's).
+fn write_pins(dir: &Path, nonce: &str, out: &Path) -> PathBuf {
+    let served = dir.join("served");
+    let kubectl = format!("#!/bin/sh\necho \"kubectl stand-in v1.37.2 {nonce}\"\n");
+    std::fs::write(served.join("kubectl"), kubectl).unwrap();
+    std::fs::write(served.join("yq"), "#!/bin/sh\necho \"yq stand-in v4.54.1\"\n").unwrap();
+    std::fs::write(served.join("helm.tar.gz"), targz(&[("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)]))
+        .unwrap();
+    std::fs::write(served.join("kubernetes-core-6.3.0.tar.gz"), collection("6.3.0")).unwrap();
+
+    let real = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("pins.json")).unwrap();
+    let mut pins: serde_json::Value = serde_json::from_str(&real).unwrap();
+    for row in pins["pins"].as_array_mut().unwrap() {
+        if row["profile"] != "bastion" || row["url"].is_null() {
+            continue;
+        }
+        let file = match row["name"].as_str().unwrap() {
+            "kubectl" => "kubectl",
+            "helm" => "helm.tar.gz",
+            "yq" => "yq",
+            "kubernetes.core" => "kubernetes-core-6.3.0.tar.gz",
+            other => panic!("unexpected artifact row {other}"),
+        };
+        let path = served.join(file);
+        row["url"] = format!("file://{}", path.display()).into();
+        row["sha256"] = sha256(&std::fs::read(&path).unwrap()).into();
+    }
+    std::fs::write(out, serde_json::to_string_pretty(&pins).unwrap()).unwrap();
+    out.to_path_buf()
+}
+
+fn targz(files: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut b = tar::Builder::new(gz);
+    for (name, body, mode) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(*mode);
+        b.append_data(&mut h, name, *body).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+/// A minimal collection tarball `ansible-galaxy collection install` accepts: MANIFEST.json,
+/// FILES.json with the checksum of every file, and one file.
+fn collection(version: &str) -> Vec<u8> {
+    let readme = b"stand-in kubernetes.core for eas tests\n";
+    let files = serde_json::json!({"format": 1, "files": [
+        {"name": ".", "ftype": "dir", "chksum_type": null, "chksum_sha256": null, "format": 1},
+        {"name": "README.md", "ftype": "file", "chksum_type": "sha256", "chksum_sha256": sha256(readme), "format": 1}
+    ]});
+    let files = serde_json::to_vec(&files).unwrap();
+    let manifest = serde_json::json!({"format": 1,
+        "collection_info": {"namespace": "kubernetes", "name": "core", "version": version,
+            "authors": ["eas tests"], "readme": "README.md", "tags": [], "description": "eas test stand-in",
+            "license": ["GPL-3.0-or-later"], "license_file": null, "dependencies": {}, "repository": null,
+            "documentation": null, "homepage": null, "issues": null},
+        "file_manifest_file": {"name": "FILES.json", "ftype": "file", "chksum_type": "sha256",
+            "chksum_sha256": sha256(&files), "format": 1}});
+    let manifest = serde_json::to_vec(&manifest).unwrap();
+    targz(&[("MANIFEST.json", &manifest, 0o644), ("FILES.json", &files, 0o644), ("README.md", readme, 0o644)])
+}
+
+fn image_args(pins: &Path) -> Vec<String> {
+    vec![
+        "--pins".into(),
+        pins.display().to_string(),
+        "--base-image".into(),
+        BASE.into(),
+        "--allow-unpinned-base".into(),
+    ]
+}
+
+/// The real binary with a private cache and home, plain output, and the host CA bundle (the
+/// containers reach the package index through this host's TLS-intercepting proxy).
+fn eas(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
+    c.env("XDG_CACHE_HOME", dir.join("cache"))
+        .env("HOME", dir)
+        .env("CI", "1")
+        .env("EAS_CA_BUNDLE", HOST_CA)
+        .env_remove("KUBECONFIG")
+        .env_remove("EAS_BASE_IMAGE")
+        .env_remove("HF_TOKEN");
+    c
+}
+
+/// `eas [global] bastion run <image args> [--tree DIR] -- sh -c CMD`.
+fn run_in_bastion(f: &Fixture, global: &[&str], tree: Option<&Path>, cmd: &str) -> Command {
+    let mut c = eas(&f.dir);
+    c.args(global).args(["bastion", "run"]).args(image_args(&f.pins));
+    if let Some(t) = tree {
+        c.arg("--tree").arg(t);
+    }
+    c.args(["--", "sh", "-c", cmd]);
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Containers of one `eas` process (named `eas-bastion-<pid>-...`), running or not.
+fn containers_of(pid: u32) -> String {
+    docker_out(&["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
+        .lines()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn managed_images() -> BTreeSet<String> {
+    docker_out(&["images", "--filter", "label=io.eas.managed=true", "--format", "{{.ID}}"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn build_then_reuse_without_a_build() {
+    let f = fixture();
+    let err = text(&f.first.stderr);
+    assert!(err.contains("Step 1/") && err.contains(&format!("built {}", f.tag)), "{err}");
+    assert!(f.tag.starts_with("eas-bastion:") && f.tag.len() == "eas-bastion:".len() + 12, "{}", f.tag);
+
+    let labels = docker_out(&["image", "inspect", "--format", "{{json .Config.Labels}}", &f.tag]);
+    let labels: serde_json::Value = serde_json::from_str(&labels).unwrap();
+    assert_eq!(labels["io.eas.managed"], "true");
+    let digest = labels["io.eas.context-sha256"].as_str().unwrap();
+    assert_eq!(&digest[..12], &f.tag["eas-bastion:".len()..]);
+
+    // The context manifest inside the image hashes to the tag's digest.
+    let manifest = docker_out(&["run", "--rm", &f.tag, "cat", "/opt/eas/context.manifest"]);
+    assert_eq!(sha256(format!("{manifest}\n").as_bytes()), digest);
+
+    assert!(f.second.status.success(), "{}", text(&f.second.stderr));
+    assert_eq!(text(&f.second.stdout).trim(), f.tag);
+    let again = text(&f.second.stderr);
+    assert!(again.contains(&format!("reusing {}", f.tag)) && !again.contains("Step "), "{again}");
+}
+
+#[test]
+fn the_bastion_holds_the_pinned_toolbox() {
+    let f = fixture();
+    let probe = "kubectl version --client; helm version; yq --version; \
+        python3 -c 'import sys; print(\"python\", sys.version_info[:2] >= (3, 11))'; \
+        ansible-playbook --version | head -n 1; \
+        python3 -c 'import json, sysconfig; p = sysconfig.get_paths()[\"purelib\"]; \
+        m = json.load(open(p + \"/ansible_collections/kubernetes/core/MANIFEST.json\")); \
+        print(\"collection\", m[\"collection_info\"][\"version\"], m[\"collection_info\"][\"description\"])'; \
+        pip list --format=freeze | grep -iE '^(ansible|kubernetes|jsonpatch|jmespath)=='; \
+        echo \"cert $PIP_CERT $REQUESTS_CA_BUNDLE $GIT_SSL_CAINFO\"; \
+        grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt";
+    let o = run_in_bastion(f, &[], None, probe).output().unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", text(&o.stderr));
+    for want in [
+        format!("kubectl stand-in v1.37.2 {}", f.nonce),
+        "helm stand-in".into(),
+        "yq stand-in v4.54.1".into(),
+        "python True".into(),
+        "ansible-playbook [core 2.19.14]".into(),
+        "collection 6.3.0 eas test stand-in".into(),
+        "ansible==12.3.0".into(),
+        "kubernetes==35.0.0".into(),
+        "jsonpatch==1.38".into(),
+        "jmespath==1.1.0".into(),
+        "cert /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt"
+            .into(),
+    ] {
+        assert!(out.contains(&want), "missing {want:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn a_tampered_artifact_is_refused_and_nothing_is_built() {
+    let f = fixture();
+    let dir = f.dir.join("tampered");
+    std::fs::create_dir_all(dir.join("served")).unwrap();
+    let pins = write_pins(&dir, &format!("{}-tampered", f.nonce), &dir.join("pins.json"));
+    let yq = dir.join("served/yq");
+    let pinned = sha256(&std::fs::read(&yq).unwrap());
+    std::fs::write(&yq, "#!/bin/sh\necho something else\n").unwrap();
+    let computed = sha256(&std::fs::read(&yq).unwrap());
+
+    let before = managed_images();
+    let o = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let url = format!("file://{}", yq.display());
+    assert!(
+        err.contains(&format!("checksum failed for {url}: expected sha256 {pinned}, computed {computed}")),
+        "{err}"
+    );
+    assert!(!err.contains("Step "), "a build started:\n{err}");
+    assert_eq!(managed_images(), before, "an image appeared");
+    assert!(!dir.join("cache/eas/artifacts").join(&computed).exists(), "the tampered file was cached");
+}
+
+#[test]
+fn an_artifact_without_sha256_is_refused_unless_locked() {
+    let f = fixture();
+    let dir = f.dir.join("lock");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pins = dir.join("pins.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f.pins).unwrap()).unwrap();
+    let yq_sha = {
+        let row = doc["pins"].as_array_mut().unwrap().iter_mut().find(|r| r["name"] == "yq").unwrap();
+        std::mem::replace(&mut row["sha256"], serde_json::Value::Null)
+    };
+    std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    let unlocked = std::fs::read(&pins).unwrap();
+
+    let o = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("1 bastion artifact(s) have no pinned sha256: yq (file://"), "{err}");
+    assert!(err.contains("hint: on a connected machine run `eas bastion build --lock"), "{err}");
+    assert_eq!(std::fs::read(&pins).unwrap(), unlocked, "nothing written");
+
+    // --lock records what it downloaded; the context is then the fixture's, so no build.
+    let o = eas(&dir).args(["bastion", "build", "--lock"]).args(image_args(&pins)).output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("TRUSTED ON FIRST USE: yq from file://")) && err.contains(yq_sha.as_str().unwrap()), "{err}");
+    let locked: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+    let row = locked["pins"].as_array().unwrap().iter().find(|r| r["name"] == "yq").unwrap();
+    assert_eq!(row["sha256"], yq_sha);
+    assert_eq!(text(&o.stdout).trim(), f.tag);
+    assert!(err.contains("reusing"), "{err}");
+}
+
+#[test]
+fn an_unpinned_base_is_refused_without_the_flag() {
+    let f = fixture();
+    let o = eas(&f.dir)
+        .args(["bastion", "build", "--pins"])
+        .arg(&f.pins)
+        .args(["--base-image", BASE])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("error: the base image eas-test-base:bookworm is not pinned by digest"), "{err}");
+    assert!(err.contains("--allow-unpinned-base"), "{err}");
+}
+
+#[test]
+fn exit_codes_pass_through_and_the_container_is_removed() {
+    let f = fixture();
+    // A request timeout shorter than the silence: it must not cut the log or wait streams.
+    let mut c = run_in_bastion(f, &[], None, "echo to-stdout; sleep 3; echo to-stderr >&2; exit 3");
+    let child = c.env("EAS_DOCKER_TIMEOUT", "1").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(text(&o.stdout), "to-stdout\n");
+    assert!(err.contains("to-stderr\n") && err.contains("bastion run: the command exited 3"), "{err}");
+    assert_eq!(containers_of(pid), "", "container left behind");
+
+    let o = run_in_bastion(f, &[], None, "exit 0").output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn sigint_stops_and_removes_the_running_container() {
+    let f = fixture();
+    let mut child = run_in_bastion(f, &[], None, "echo started; exec sleep 300")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    assert!(containers_of(pid).contains("Up "), "not running: {}", containers_of(pid));
+
+    assert!(Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
+    // A guard against a hang, not a speed check.
+    let give_up = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < give_up, "eas did not exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted: containers stopped and removed"), "{err}");
+    assert_eq!(containers_of(pid), "", "container left behind");
+}
+
+#[test]
+fn secrets_reach_the_container_and_nothing_else() {
+    let f = fixture();
+    let token = format!("hf_{}", f.nonce);
+    let o = run_in_bastion(f, &["-vv"], None, "printf %s \"$HF_TOKEN\" | sha256sum")
+        .env("HF_TOKEN", &token)
+        .env("GRAFANA_ADMIN_PASSWORD", "pw-not-logged")
+        .output()
+        .unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(out.starts_with(&sha256(token.as_bytes())), "{out}");
+    assert!(err.contains("HF_TOKEN (secret)") && err.contains("GRAFANA_ADMIN_PASSWORD (secret)"), "{err}");
+    for shown in [&out, &err] {
+        assert!(!shown.contains(&token) && !shown.contains("pw-not-logged"), "a secret was printed:\n{shown}");
+    }
+}
+
+#[test]
+fn the_work_tree_and_kubeconfig_are_mounted_and_the_api_route_chosen() {
+    let f = fixture();
+    let dir = f.dir.join("mounts");
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let kubeconfig = dir.join("config");
+    let yaml = "apiVersion: v1\nkind: Config\ncurrent-context: k3d-gpu\nclusters:\n- name: k3d-gpu\n  cluster:\n    \
+                server: https://0.0.0.0:6550\ncontexts:\n- name: k3d-gpu\n  context:\n    cluster: k3d-gpu\n    user: u\n\
+                users:\n- name: u\n  user:\n    token: t\n";
+    std::fs::write(&kubeconfig, yaml).unwrap();
+    let probe = "/eas/.venv/bin/ansible-playbook --version | head -n 1; pwd; echo made > /eas/from-bastion; \
+                 grep -c 6550 /kube/config; (echo x >> /kube/config) 2>/dev/null || echo read-only; hostname";
+    let o = run_in_bastion(f, &[], Some(&tree), probe).env("KUBECONFIG", &kubeconfig).output().unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    let host = text(&Command::new("hostname").output().unwrap().stdout);
+    let want = format!("ansible-playbook [core 2.19.14]\n/eas\n1\nread-only\n{}", host);
+    assert_eq!(out, want, "{err}");
+    assert!(err.contains("host network: the API server is on this host"), "{err}");
+    assert_eq!(std::fs::read_to_string(tree.join("from-bastion")).unwrap(), "made\n");
+    assert_eq!(std::fs::read_to_string(&kubeconfig).unwrap(), yaml, "the user's kubeconfig changed");
+}
+
+/// A k3d network that exists: the container joins it and reads a rewritten copy.
+#[test]
+fn a_k3d_api_off_this_host_is_reached_through_the_k3d_network() {
+    let f = fixture();
+    let cluster = format!("eastest{}", &f.nonce[f.nonce.len() - 8..]);
+    let network = format!("k3d-{cluster}");
+    docker_out(&["network", "create", "--label", "io.eas.test=bastion", &network]);
+    struct Net(String);
+    impl Drop for Net {
+        fn drop(&mut self) {
+            let _ = docker(&["network", "rm", &self.0]);
+        }
+    }
+    let _net = Net(network.clone());
+
+    let dir = f.dir.join("k3d");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    let yaml = format!(
+        "current-context: {network}\nclusters:\n- name: {network}\n  cluster:\n    server: https://192.0.2.10:6550\n\
+         contexts:\n- name: {network}\n  context:\n    cluster: {network}\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n"
+    );
+    std::fs::write(&kubeconfig, &yaml).unwrap();
+    let probe = "python3 -c 'import json; print(json.load(open(\"/kube/config\"))[\"clusters\"][0][\"cluster\"][\"server\"])'; \
+                 grep -c '^nameserver 127.0.0.11' /etc/resolv.conf";
+    let kube = kubeconfig.display().to_string();
+    let o = run_in_bastion(f, &["--kubeconfig", &kube], None, probe).output().unwrap();
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}\n{err}");
+    // The server container's name, and Docker's embedded DNS of a user-defined network.
+    assert_eq!(out, format!("https://k3d-{cluster}-server-0:6443\n1\n"), "{err}");
+    assert!(err.contains(&format!("network {network}, API server https://k3d-{cluster}-server-0:6443")), "{err}");
+    assert_eq!(std::fs::read_to_string(&kubeconfig).unwrap(), yaml);
+}
