@@ -57,7 +57,6 @@ fn make_fixture() -> Fixture {
     assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
 
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    forget_previous_run(tmp);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let nonce = format!("{:x}{:x}", nanos, std::process::id());
     let dir = tmp.join(format!("bastion-{nonce}"));
@@ -67,12 +66,15 @@ fn make_fixture() -> Fixture {
     let first = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
     assert!(first.status.success(), "first build failed:\n{}", String::from_utf8_lossy(&first.stderr));
     let tag = String::from_utf8(first.stdout.clone()).unwrap().trim().to_string();
+    // Only now: removing the previous image first would take the shared Python layer with it.
+    forget_previous_run(tmp);
     std::fs::write(tmp.join("bastion-last-run"), format!("{tag}\n{}\n", dir.display())).unwrap();
     let second = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
     Fixture { dir, nonce, pins, tag, first, second }
 }
 
-/// Removes the image and files the previous test run made (its tag is not reused: new nonce).
+/// Removes the image and files the previous test run made (its tag is not reused: new nonce);
+/// the layers the new image shares with it stay.
 fn forget_previous_run(tmp: &Path) {
     let Ok(text) = std::fs::read_to_string(tmp.join("bastion-last-run")) else { return };
     let mut lines = text.lines();
