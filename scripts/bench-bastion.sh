@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Benchmarks the reuse path of `eas bastion build`: the image for the context exists, so eas
+# hashes the context's small files, asks Docker for the tag, and stops (goal: < 300 ms wall).
+#
+# Uses stand-in artifacts and the local base image as the tests do (no registry needed), builds
+# the image once if absent, then times repeated runs with hyperfine (Debian package), or a
+# plain loop when hyperfine is missing.
+#
+#   scripts/bench-bastion.sh [RUNS]     default 30
+#   EAS_BIN=path/to/eas                 default: target/release/eas, else target/debug/eas
+#   EAS_CA_BUNDLE=FILE                  default: /etc/ssl/certs/ca-certificates.crt if present
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-30}
+bin=${EAS_BIN:-}
+if [ -z "$bin" ]; then
+  bin=$here/target/release/eas
+  [ -x "$bin" ] || bin=$here/target/debug/eas
+fi
+[ -x "$bin" ] || { echo "bench-bastion: no eas binary; run cargo build --release" >&2; exit 1; }
+export EAS_CA_BUNDLE=${EAS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+[ -f "$EAS_CA_BUNDLE" ] || unset EAS_CA_BUNDLE
+
+bash "$here/scripts/docker-up.sh"
+bash "$here/scripts/base-image.sh" >/dev/null
+
+work=${EAS_BENCH_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/eas/bench-bastion}
+mkdir -p "$work/served/linux-amd64"
+export XDG_CACHE_HOME=$work/cache
+cd "$work/served"
+printf '#!/bin/sh\necho "kubectl stand-in (bench)"\n' >kubectl
+printf '#!/bin/sh\necho "yq stand-in (bench)"\n' >yq
+printf '#!/bin/sh\necho "helm stand-in (bench)"\n' >linux-amd64/helm
+chmod +x kubectl yq linux-amd64/helm
+# Byte-stable archives, so a second run finds the same context and reuses its image.
+tar --mtime=@0 --owner=0 --group=0 -cf - linux-amd64 | gzip -n >helm.tar.gz
+python3 - "$here/pins.json" "$work" <<'EOF'
+import gzip, hashlib, io, json, sys, tarfile
+pins_path, work = sys.argv[1], sys.argv[2]
+served = work + "/served/"
+readme = b"stand-in kubernetes.core (bench)\n"
+files = json.dumps({"format": 1, "files": [
+    {"name": ".", "ftype": "dir", "chksum_type": None, "chksum_sha256": None, "format": 1},
+    {"name": "README.md", "ftype": "file", "chksum_type": "sha256",
+     "chksum_sha256": hashlib.sha256(readme).hexdigest(), "format": 1}]}).encode()
+manifest = json.dumps({"format": 1, "collection_info": {
+    "namespace": "kubernetes", "name": "core", "version": "6.3.0", "authors": ["eas bench"],
+    "readme": "README.md", "tags": [], "description": "stand-in", "license": ["GPL-3.0-or-later"],
+    "license_file": None, "dependencies": {}, "repository": None, "documentation": None,
+    "homepage": None, "issues": None},
+    "file_manifest_file": {"name": "FILES.json", "ftype": "file", "chksum_type": "sha256",
+                           "chksum_sha256": hashlib.sha256(files).hexdigest(), "format": 1}}).encode()
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as t:
+    for name, data in [("MANIFEST.json", manifest), ("FILES.json", files), ("README.md", readme)]:
+        ti = tarfile.TarInfo(name); ti.size = len(data); ti.mode = 0o644
+        t.addfile(ti, io.BytesIO(data))
+open(served + "kubernetes-core.tar.gz", "wb").write(gzip.compress(buf.getvalue(), mtime=0))
+files_of = {"kubectl": "kubectl", "helm": "helm.tar.gz", "yq": "yq", "kubernetes.core": "kubernetes-core.tar.gz"}
+pins = json.load(open(pins_path))
+for r in pins["pins"]:
+    if r["profile"] == "bastion" and r.get("url"):
+        path = served + files_of[r["name"]]
+        r["url"] = "file://" + path
+        r["sha256"] = hashlib.sha256(open(path, "rb").read()).hexdigest()
+json.dump(pins, open(work + "/pins.json", "w"), indent=2)
+EOF
+
+cmd="$bin --progress plain -q bastion build --pins $work/pins.json --base-image eas-test-base:bookworm --allow-unpinned-base"
+echo "bench-bastion: making sure the image exists (a first build takes minutes)" >&2
+tag=$($cmd)
+echo "bench-bastion: timing the reuse path of $tag with $bin" >&2
+if command -v hyperfine >/dev/null 2>&1; then
+  hyperfine --warmup 3 --runs "$runs" --shell=none "$cmd"
+else
+  start=$(date +%s%N)
+  for _ in $(seq "$runs"); do $cmd >/dev/null; done
+  end=$(date +%s%N)
+  echo "bench-bastion: $runs runs, mean $(( (end - start) / runs / 1000000 )) ms wall"
+fi
