@@ -61,8 +61,9 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
         }
     };
     let files = render::files(&decision);
-    write::replace(&args.out, &files)
-        .map_err(|e| Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory"))?;
+    write::replace(&args.out, &files).map_err(|e| {
+        Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory")
+    })?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -77,5 +78,6 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
 }
 
 fn clear_stale(out: &Path) -> Result<(), Failure> {
-    write::clear(out).map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
+    write::clear(out)
+        .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
 }

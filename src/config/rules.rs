@@ -63,15 +63,6 @@ pub struct Decision {
     pub warnings: Vec<String>,
 }
 
-impl Decision {
-    pub fn override_str(&self, key: &str) -> Option<&str> {
-        self.overrides.iter().find(|(k, _)| *k == key).and_then(|(_, v)| match v {
-            Value::Str(s) => Some(s.as_str()),
-            _ => None,
-        })
-    }
-}
-
 #[derive(Debug, PartialEq)]
 pub enum Rejection {
     Refused(Vec<String>),
@@ -148,7 +139,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             refuse.push(format!("EAT 1.x is installed (namespace {ns}); remove it before installing EAT 2.0"));
         }
     }
-    if f.namespaces.iter().any(|n| *n == rules.k3d_gpu_sandbox_namespace)
+    if f.namespaces.contains(&rules.k3d_gpu_sandbox_namespace)
         || f.agent_sandbox.as_ref().is_some_and(|s| s.namespace == rules.k3d_gpu_sandbox_namespace)
     {
         let v = f.agent_sandbox.as_ref().map(|s| format!(" {}", s.version)).unwrap_or_default();
@@ -192,7 +183,10 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         } else {
             let platforms: Vec<&str> = found.iter().map(|(_, l)| l.expect("known").istio_platform.as_str()).collect();
             if platforms.iter().any(|p| *p != platforms[0]) {
-                refuse.push(format!("nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all", platforms.join(", ")));
+                refuse.push(format!(
+                    "nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all",
+                    platforms.join(", ")
+                ));
             } else {
                 layout = found[0].1;
             }
@@ -252,7 +246,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
 
     // NFD
     let (nfd, fact) = nfd_enabled(f);
-    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), "nfd-release-name");
+    let nfd_source = if f.helm_releases.iter().any(|r| r.name == "nfd") { "nfd-helm-docs" } else { "nfd-release-name" };
+    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), nfd_source);
     d.overrides.push(("nfd_enabled", Value::Bool(nfd)));
 
     // CIDRs
@@ -269,17 +264,27 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         d.overrides.push((key, Value::Str(value)));
     }
 
-    choose(&mut d, "bring-your-own cluster".into(), "kata_containers_enabled: false".into(), "byo-kubernetes-role");
+    choose(
+        &mut d,
+        "bring-your-own cluster (Kata is a Kubespray provisioning setting; BYO skips Kubespray)".into(),
+        "kata_containers_enabled: false".into(),
+        "kata-byo-2",
+    );
     d.overrides.push(("kata_containers_enabled", Value::Bool(false)));
 
-    choose(&mut d, "vLLM serves on CPU in this stack".into(), "kubernetes_accelerator: \"cpu\"".into(), "accelerator-cpu");
+    choose(
+        &mut d,
+        "vLLM serves on CPU in this stack".into(),
+        "kubernetes_accelerator: \"cpu\"".into(),
+        "accelerator-cpu",
+    );
     d.overrides.push(("kubernetes_accelerator", Value::Str("cpu".into())));
     for (node, res, qty, device) in devices(f) {
         choose(
             &mut d,
             format!("node {node} advertises {res}={qty}"),
             format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
-            "erag-experimental",
+            "erag-experimental-2",
         );
     }
 
@@ -329,7 +334,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             "layer-manifest-rev",
         );
         if !locked {
-            d.warnings.push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
+            d.warnings
+                .push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
         }
         d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
     }
@@ -391,10 +397,7 @@ fn is_addon_owned(annotations: &facts::StringMap) -> bool {
 }
 
 fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
-    let addon_balloons = f
-        .daemonsets
-        .iter()
-        .find(|ds| ds.name.contains("balloons") && is_addon_owned(&ds.annotations));
+    let addon_balloons = f.daemonsets.iter().find(|ds| ds.name.contains("balloons") && is_addon_owned(&ds.annotations));
     if let Some(ds) = addon_balloons {
         return (
             "best-effort",
@@ -403,7 +406,11 @@ fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
         );
     }
     if f.docker.as_ref().is_some_and(|d| d.rootless) {
-        return ("best-effort", "Docker is rootless (k3s disables NRI in a user namespace)".into(), "k3s-nri-rootless");
+        return (
+            "best-effort",
+            "Docker is rootless (k3s in a user namespace; the balloons policy needs an NRI-enabled containerd)".into(),
+            "nri-requires-runtime",
+        );
     }
     let no_socket: Vec<&str> = f
         .nodes
@@ -435,7 +442,13 @@ fn nfd_enabled(f: &Facts) -> (bool, String) {
     }
     let ours = |r: &&facts::HelmRelease| r.name == nfd.release && r.namespace == nfd.namespace;
     if let Some(r) = releases.iter().find(|r| !ours(r)) {
-        return (false, format!("NFD from Helm release {}/{} (EI checks only {}/{})", r.namespace, r.name, nfd.namespace, nfd.release));
+        return (
+            false,
+            format!(
+                "NFD from Helm release {}/{} (EI checks only {}/{})",
+                r.namespace, r.name, nfd.namespace, nfd.release
+            ),
+        );
     }
     let foreign_ds = daemonsets.iter().find(|ds| {
         ds.namespace != nfd.namespace
@@ -556,7 +569,7 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
         d.choices.push(Choice {
             fact: format!("no fit sizing for {}", c.name),
             choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
-            source: models.catalog_kv_cache_source.clone(),
+            source: c.kv_source.clone(),
         });
         return;
     };
@@ -564,12 +577,11 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
 }
 
 fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
-    let models = data::models();
     let Some(kv_text) = v.env.get(KV_CACHE_ENV) else {
         d.choices.push(Choice {
             fact: format!("fit sets no {KV_CACHE_ENV} for {}", c.name),
             choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
-            source: models.catalog_kv_cache_source.clone(),
+            source: c.kv_source.clone(),
         });
         return;
     };
@@ -586,7 +598,7 @@ fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
     d.choices.push(Choice {
         fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}", c.name, fmt_gib(catalog)),
         choice: format!("models.yaml {} env {KV_CACHE_ENV}: {kv_text:?}", c.name),
-        source: "memory-is-limit".into(),
+        source: "vllm-kv-space".into(),
     });
     d.choices.push(Choice {
         fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
@@ -639,10 +651,17 @@ mod tests {
 
     #[test]
     fn cidr_flags_in_both_forms_last_wins() {
-        assert_eq!(flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.1.0.0/16"));
-        assert_eq!(flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.2.0.0/16"));
         assert_eq!(
-            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr").as_deref(),
+            flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(),
+            Some("10.1.0.0/16")
+        );
+        assert_eq!(
+            flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(),
+            Some("10.2.0.0/16")
+        );
+        assert_eq!(
+            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr")
+                .as_deref(),
             Some("10.3.0.0/16")
         );
         assert_eq!(flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"), None);
@@ -650,7 +669,10 @@ mod tests {
 
     #[test]
     fn node_args_that_are_not_a_json_list_give_nothing() {
-        assert_eq!(parse_node_args("[\"server\",\"--disable\",\"traefik\"]"), args(&["server", "--disable", "traefik"]));
+        assert_eq!(
+            parse_node_args("[\"server\",\"--disable\",\"traefik\"]"),
+            args(&["server", "--disable", "traefik"])
+        );
         assert!(parse_node_args("server --disable traefik").is_empty());
     }
 }
