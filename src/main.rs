@@ -9,6 +9,8 @@ mod facts;
 mod output;
 mod pins;
 mod sources;
+#[allow(dead_code)] // used by `eas up`
+mod trees;
 #[allow(dead_code)] // wired into `eas verify` and `eas up` with the kube client
 mod verify;
 
