@@ -1,6 +1,7 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
 pub mod data;
+pub mod model;
 pub mod render;
 pub mod rules;
 pub mod write;
