@@ -541,4 +541,111 @@ mod tests {
         );
         assert!(parse_node_args("server --disable traefik").is_empty());
     }
+    fn desktop() -> Facts {
+        Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()
+    }
+
+    fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
+        let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
+        let trees = pins.trees("main").unwrap();
+        decide(&Inputs { facts: f, trees: &trees, layer, model })
+    }
+
+    fn overrides(d: &Decision, key: &str) -> Value {
+        d.overrides.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
+    }
+
+    #[test]
+    fn cpu_policy_each_reason_alone() {
+        // Start from a cluster where nothing forces best-effort.
+        let mut base = desktop();
+        base.daemonsets.clear();
+        assert_eq!(cpu_policy(&base).0, "nri-balloons");
+        let mut rootless = base.clone();
+        rootless.docker = Some(facts::Docker { rootless: true });
+        assert_eq!(cpu_policy(&rootless).0, "best-effort");
+        let mut no_socket = base.clone();
+        no_socket.nodes[0].containerd.as_mut().unwrap().nri_socket = false;
+        assert_eq!(cpu_policy(&no_socket).0, "best-effort");
+        let with_addon = desktop();
+        assert_eq!(cpu_policy(&with_addon).0, "best-effort");
+        // The chart's Helm labels alone do not make the DaemonSet an addon.
+        let mut helm_only = desktop();
+        helm_only.daemonsets.retain(|d| d.name.contains("balloons"));
+        helm_only.daemonsets[0].annotations.remove("objectset.rio.cattle.io/owner-gvk");
+        assert_eq!(cpu_policy(&helm_only).0, "nri-balloons");
+    }
+
+    #[test]
+    fn nfd_cases() {
+        let mut f = desktop();
+        f.daemonsets.clear();
+        assert!(nfd_enabled(&f).0, "no NFD at all");
+        let release = |ns: &str, name: &str| facts::HelmRelease {
+            namespace: ns.into(),
+            name: name.into(),
+            chart: "node-feature-discovery-0.17.1".into(),
+            status: "deployed".into(),
+        };
+        f.helm_releases = vec![release("node-feature-discovery", "node-feature-discovery")];
+        assert!(nfd_enabled(&f).0, "EI's own release");
+        f.helm_releases = vec![release("kube-system", "node-feature-discovery")];
+        assert!(!nfd_enabled(&f).0, "the right name in another namespace is not what EI checks");
+        f.helm_releases = vec![release("node-feature-discovery", "nfd")];
+        assert!(!nfd_enabled(&f).0, "release nfd");
+        f.helm_releases.clear();
+        f.daemonsets = desktop().daemonsets;
+        assert!(!nfd_enabled(&f).0, "k3s addon");
+        f.daemonsets.retain(|d| d.name.starts_with("node-feature"));
+        f.daemonsets[0].annotations.clear();
+        assert!(!nfd_enabled(&f).0, "plain manifests, no release");
+    }
+
+    #[test]
+    fn nodes_that_disagree_on_cni_are_refused() {
+        let mut f = desktop();
+        let mut other = f.nodes[0].clone();
+        other.name = "agent-0".into();
+        other.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/opt/cni/bin".into()];
+        f.nodes.push(other);
+        match decide_on(&f, "agent-toolkit", None) {
+            Err(Rejection::Refused(r)) => assert!(r.iter().any(|l| l.contains("disagree")), "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn kv_cache_equal_to_the_catalog_is_kept_and_lower_is_applied() {
+        let mut f = desktop();
+        let fit = f.fit.as_mut().unwrap();
+        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "40".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(d.model_edits.is_empty(), "{:?}", d.model_edits);
+        let mut f = desktop();
+        let fit = f.fit.as_mut().unwrap();
+        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "39.5".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert_eq!(d.model_edits.len(), 1);
+        assert_eq!(d.model_edits[0].args_append, vec!["--max-model-len".to_string(), "32768".to_string()]);
+    }
+
+    #[test]
+    fn inference_layer_has_no_agent_keys_and_rejects_model() {
+        let d = decide_on(&desktop(), "inference", None).unwrap();
+        assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
+        assert!(matches!(decide_on(&desktop(), "inference", Some("llama-3-1-8b")), Err(Rejection::BadInput { .. })));
+        let d = decide_on(&desktop(), "agent-toolkit", None).unwrap();
+        assert_eq!(overrides(&d, "agent_sandbox_enabled"), Value::Bool(true));
+    }
+
+    #[test]
+    fn refusals_are_all_reported_together() {
+        let mut f = desktop();
+        f.namespaces.push("genai-gateway".into());
+        f.nodes[0].annotations.insert(NODE_ARGS.into(), "[\"server\",\"--disable=servicelb\"]".into());
+        match decide_on(&f, "erag", None) {
+            Err(Rejection::Refused(r)) => assert_eq!(r.len(), 3, "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
