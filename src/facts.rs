@@ -126,7 +126,7 @@ impl FactsError {
         match self {
             FactsError::Read { .. } => "check the path given to --facts",
             FactsError::Json { .. } | FactsError::Field { .. } => {
-                "regenerate the document with `eas facts --out FILE` (schema: fixtures/facts.schema.json)"
+                "regenerate the document with `eas facts --out FILE` (schema: data/eas-facts.v1.schema.json)"
             }
             FactsError::Schema { .. } => "this eas reads eas-facts/v1; regenerate with `eas facts`",
         }
@@ -144,11 +144,18 @@ impl Facts {
         // than as whichever field it happens to lack.
         match value.get("schema") {
             Some(serde_json::Value::String(s)) if s == SCHEMA => {}
-            Some(serde_json::Value::String(s)) => return Err(FactsError::Schema { found: s.clone() }),
-            Some(other) => {
-                return Err(FactsError::Field { field: "schema".into(), msg: format!("expected a string, found {other}") });
+            Some(serde_json::Value::String(s)) => {
+                return Err(FactsError::Schema { found: s.clone() });
             }
-            None => return Err(FactsError::Field { field: "schema".into(), msg: "missing".into() }),
+            Some(other) => {
+                return Err(FactsError::Field {
+                    field: "schema".into(),
+                    msg: format!("expected a string, found {other}"),
+                });
+            }
+            None => {
+                return Err(FactsError::Field { field: "schema".into(), msg: "missing".into() });
+            }
         }
         let facts: Facts = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();

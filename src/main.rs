@@ -10,13 +10,18 @@ mod facts;
 mod output;
 mod pins;
 mod sources;
+#[allow(dead_code)] // used by `eas up`
+mod trees;
+#[allow(dead_code)] // wired into `eas verify` and `eas up` with the kube client
+mod verify;
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let term = output::Terminal::detect();
-    let shell = output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
+    let shell =
+        output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
     shell.init_tracing();
     error::finish(commands::run(cli, &shell))
 }

@@ -44,6 +44,7 @@ pub struct Shell {
     pub verbose: u8,
 }
 
+#[allow(dead_code)] // phase lines and spinners serve the pipeline commands
 impl Shell {
     pub fn new(mode: ProgressMode, term: &Terminal, quiet: bool, verbose: u8, no_color: bool) -> Self {
         let bars = match mode {

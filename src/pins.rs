@@ -48,10 +48,6 @@ impl Pin {
     pub fn artifact_sha256(&self) -> Option<&str> {
         self.sha256.as_ref().and_then(|s| s.as_deref())
     }
-
-    pub fn short_sha(&self) -> Option<&str> {
-        self.sha.as_deref().map(|s| &s[..s.len().min(7)])
-    }
 }
 
 pub fn is_full_sha(s: &str) -> bool {
@@ -146,8 +142,7 @@ impl Pins {
         match (get("eas"), get("ei"), get("eat")) {
             (Some(eas), Some(ei), Some(eat)) => Ok(Trees { profile: profile.to_string(), eas, ei, eat }),
             _ => {
-                let known: Vec<&str> =
-                    self.profiles().into_iter().filter(|p| self.row(p, "eas").is_some()).collect();
+                let known: Vec<&str> = self.profiles().into_iter().filter(|p| self.row(p, "eas").is_some()).collect();
                 Err(PinsError::UnknownProfile(profile.to_string(), known.join(", ")))
             }
         }
@@ -205,7 +200,9 @@ pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>>
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for p in pins.pins.iter_mut() {
-        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else { continue };
+        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else {
+            continue;
+        };
         if p.locked {
             continue;
         }
@@ -246,7 +243,9 @@ fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
     let mut best: Option<String> = None;
     for line in text.lines() {
         let mut parts = line.split('\t');
-        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else { continue };
+        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
         let is_peeled = name.ends_with("^{}");
         if is_peeled || best.is_none() {
             best = Some(sha.to_string());

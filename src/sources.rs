@@ -15,7 +15,6 @@ pub struct Source {
     pub sha: String,
     pub path: String,
     pub lines: [u32; 2],
-    pub says: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,7 +81,6 @@ mod tests {
             sha: "0123456789abcdef0123456789abcdef01234567".into(),
             path: "a/b.yaml".into(),
             lines: [3, 9],
-            says: String::new(),
         };
         assert_eq!(s.short(), "o/r@0123456 a/b.yaml:3-9");
         assert_eq!(

@@ -65,7 +65,6 @@ pub struct Nfd {
 #[derive(Debug, Deserialize)]
 pub struct Models {
     pub catalog_kv_cache_gib: f64,
-    pub catalog_kv_cache_source: String,
     pub candidates: Vec<Candidate>,
 }
 
@@ -74,8 +73,8 @@ pub struct Candidate {
     pub name: String,
     pub role: String,
     pub host_memory_gib: f64,
-    pub memory_from: String,
     pub source: String,
+    pub kv_source: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,9 +127,9 @@ mod tests {
             assert!(sources.contains_key(&l.source), "cni layout cites unknown source {}", l.source);
             assert!(l.dirs.is_some() != l.prefix.is_some(), "a layout has dirs or a prefix: {}", l.what);
         }
-        assert!(sources.contains_key(&m.catalog_kv_cache_source));
         for c in &m.candidates {
             assert!(sources.contains_key(&c.source), "{} cites unknown source {}", c.name, c.source);
+            assert!(sources.contains_key(&c.kv_source), "{} cites unknown source {}", c.name, c.kv_source);
         }
         assert_eq!(m.candidates.iter().filter(|c| c.role == "default").count(), 1);
     }

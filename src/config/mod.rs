@@ -1,6 +1,7 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
 pub mod data;
+pub mod model;
 pub mod render;
 pub mod rules;
 pub mod write;
@@ -61,8 +62,9 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
         }
     };
     let files = render::files(&decision);
-    write::replace(&args.out, &files)
-        .map_err(|e| Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory"))?;
+    write::replace(&args.out, &files).map_err(|e| {
+        Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory")
+    })?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -77,5 +79,6 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
 }
 
 fn clear_stale(out: &Path) -> Result<(), Failure> {
-    write::clear(out).map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
+    write::clear(out)
+        .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
 }

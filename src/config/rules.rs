@@ -1,10 +1,10 @@
 //! The decision rules of SPEC §3.3: facts, pins and flags in; choices, each with its reason and
 //! source, out. Pure: no files, no cluster, no network.
 
-use crate::facts::{self, Facts, FitVerdict, GIB, KV_CACHE_ENV, MAX_MODEL_LEN, Node};
+use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
 
-use super::data::{self, Candidate, ManifestRow};
+use super::data::{self, ManifestRow};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
@@ -61,15 +61,6 @@ pub struct Decision {
     pub manifest: Vec<ManifestEntry>,
     pub choices: Vec<Choice>,
     pub warnings: Vec<String>,
-}
-
-impl Decision {
-    pub fn override_str(&self, key: &str) -> Option<&str> {
-        self.overrides.iter().find(|(k, _)| *k == key).and_then(|(_, v)| match v {
-            Value::Str(s) => Some(s.as_str()),
-            _ => None,
-        })
-    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -148,7 +139,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             refuse.push(format!("EAT 1.x is installed (namespace {ns}); remove it before installing EAT 2.0"));
         }
     }
-    if f.namespaces.iter().any(|n| *n == rules.k3d_gpu_sandbox_namespace)
+    if f.namespaces.contains(&rules.k3d_gpu_sandbox_namespace)
         || f.agent_sandbox.as_ref().is_some_and(|s| s.namespace == rules.k3d_gpu_sandbox_namespace)
     {
         let v = f.agent_sandbox.as_ref().map(|s| format!(" {}", s.version)).unwrap_or_default();
@@ -192,7 +183,10 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         } else {
             let platforms: Vec<&str> = found.iter().map(|(_, l)| l.expect("known").istio_platform.as_str()).collect();
             if platforms.iter().any(|p| *p != platforms[0]) {
-                refuse.push(format!("nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all", platforms.join(", ")));
+                refuse.push(format!(
+                    "nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all",
+                    platforms.join(", ")
+                ));
             } else {
                 layout = found[0].1;
             }
@@ -252,7 +246,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
 
     // NFD
     let (nfd, fact) = nfd_enabled(f);
-    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), "nfd-release-name");
+    let nfd_source = if f.helm_releases.iter().any(|r| r.name == "nfd") { "nfd-helm-docs" } else { "nfd-release-name" };
+    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), nfd_source);
     d.overrides.push(("nfd_enabled", Value::Bool(nfd)));
 
     // CIDRs
@@ -269,17 +264,27 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         d.overrides.push((key, Value::Str(value)));
     }
 
-    choose(&mut d, "bring-your-own cluster".into(), "kata_containers_enabled: false".into(), "byo-kubernetes-role");
+    choose(
+        &mut d,
+        "bring-your-own cluster (Kata is a Kubespray provisioning setting; BYO skips Kubespray)".into(),
+        "kata_containers_enabled: false".into(),
+        "kata-byo-2",
+    );
     d.overrides.push(("kata_containers_enabled", Value::Bool(false)));
 
-    choose(&mut d, "vLLM serves on CPU in this stack".into(), "kubernetes_accelerator: \"cpu\"".into(), "accelerator-cpu");
+    choose(
+        &mut d,
+        "vLLM serves on CPU in this stack".into(),
+        "kubernetes_accelerator: \"cpu\"".into(),
+        "accelerator-cpu",
+    );
     d.overrides.push(("kubernetes_accelerator", Value::Str("cpu".into())));
     for (node, res, qty, device) in devices(f) {
         choose(
             &mut d,
             format!("node {node} advertises {res}={qty}"),
             format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
-            "erag-experimental",
+            "erag-experimental-2",
         );
     }
 
@@ -307,7 +312,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             "agent-sandbox-version",
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
-        pick_model(f, inp.model, &mut d);
+        super::model::pick(f, inp.model, &mut d);
     }
 
     // The layer manifest, every rev from the pins.
@@ -329,7 +334,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             "layer-manifest-rev",
         );
         if !locked {
-            d.warnings.push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
+            d.warnings
+                .push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
         }
         d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
     }
@@ -391,10 +397,7 @@ fn is_addon_owned(annotations: &facts::StringMap) -> bool {
 }
 
 fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
-    let addon_balloons = f
-        .daemonsets
-        .iter()
-        .find(|ds| ds.name.contains("balloons") && is_addon_owned(&ds.annotations));
+    let addon_balloons = f.daemonsets.iter().find(|ds| ds.name.contains("balloons") && is_addon_owned(&ds.annotations));
     if let Some(ds) = addon_balloons {
         return (
             "best-effort",
@@ -403,7 +406,11 @@ fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
         );
     }
     if f.docker.as_ref().is_some_and(|d| d.rootless) {
-        return ("best-effort", "Docker is rootless (k3s disables NRI in a user namespace)".into(), "k3s-nri-rootless");
+        return (
+            "best-effort",
+            "Docker is rootless (k3s in a user namespace; the balloons policy needs an NRI-enabled containerd)".into(),
+            "nri-requires-runtime",
+        );
     }
     let no_socket: Vec<&str> = f
         .nodes
@@ -435,7 +442,13 @@ fn nfd_enabled(f: &Facts) -> (bool, String) {
     }
     let ours = |r: &&facts::HelmRelease| r.name == nfd.release && r.namespace == nfd.namespace;
     if let Some(r) = releases.iter().find(|r| !ours(r)) {
-        return (false, format!("NFD from Helm release {}/{} (EI checks only {}/{})", r.namespace, r.name, nfd.namespace, nfd.release));
+        return (
+            false,
+            format!(
+                "NFD from Helm release {}/{} (EI checks only {}/{})",
+                r.namespace, r.name, nfd.namespace, nfd.release
+            ),
+        );
     }
     let foreign_ds = daemonsets.iter().find(|ds| {
         ds.namespace != nfd.namespace
@@ -463,141 +476,6 @@ fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
         }
     }
     out
-}
-
-fn largest_node_gib(f: &Facts) -> (f64, String) {
-    let mut best = (0.0, String::from("(none)"));
-    for n in &f.nodes {
-        if let Some(m) = n.capacity.get("memory").and_then(|m| facts::parse_quantity(m)) {
-            let gib = m / GIB;
-            if gib > best.0 {
-                best = (gib, n.name.clone());
-            }
-        }
-    }
-    best
-}
-
-fn fmt_gib(v: f64) -> String {
-    if (v - v.round()).abs() < 0.05 { format!("{:.0}", v.round()) } else { format!("{v:.1}") }
-}
-
-/// Whether a candidate can be picked automatically, and why not.
-fn verdict(c: &Candidate, mem: f64, fit: Option<&facts::Fit>) -> Result<(), String> {
-    if mem + 1e-9 < c.host_memory_gib {
-        return Err(format!("{} needs {} GiB of host memory", c.name, fmt_gib(c.host_memory_gib)));
-    }
-    match fit.map(|f| f.candidates.get(&c.name)) {
-        None => Ok(()),
-        Some(None) => Err(format!("{}: no fit verdict", c.name)),
-        Some(Some(v)) if !v.fits => Err(format!("{}: fit says it does not fit", c.name)),
-        Some(Some(_)) => Ok(()),
-    }
-}
-
-fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
-    let models = data::models();
-    let (mem, node) = largest_node_gib(f);
-    let fit = f.fit.as_ref();
-    let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
-    let fit_fact = if fit.is_some() { "fit document present" } else { "no fit document (memory alone decides)" };
-
-    let picked: Option<&Candidate> = if let Some(name) = forced {
-        let c = models.candidates.iter().find(|c| c.name == name).expect("checked in decide");
-        let why = match verdict(c, mem, fit) {
-            Ok(()) => String::new(),
-            Err(e) => {
-                d.warnings.push(format!("--model {name} overrides the pick although {e}"));
-                format!("; warning: {e}")
-            }
-        };
-        d.choices.push(Choice {
-            fact: format!("--model {name}; {mem_fact}; {fit_fact}"),
-            choice: format!("model: {name} (forced{why})"),
-            source: c.source.clone(),
-        });
-        Some(c)
-    } else {
-        let mut reasons = Vec::new();
-        let mut found = None;
-        for c in &models.candidates {
-            match verdict(c, mem, fit) {
-                Ok(()) => {
-                    found = Some(c);
-                    break;
-                }
-                Err(e) => reasons.push(e),
-            }
-        }
-        let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
-        match found {
-            Some(c) => d.choices.push(Choice {
-                fact: format!("{mem_fact}; {fit_fact}{rejected}"),
-                choice: format!("model: {} ({})", c.name, c.role),
-                source: c.source.clone(),
-            }),
-            None => {
-                d.warnings.push(format!("no model fits this cluster{rejected}"));
-                d.choices.push(Choice {
-                    fact: format!("{mem_fact}; {fit_fact}{rejected}"),
-                    choice: "model: none ([]): no candidate fits".into(),
-                    source: models.candidates[0].source.clone(),
-                });
-            }
-        }
-        found
-    };
-    let list = picked.map(|c| vec![c.name.clone()]).unwrap_or_default();
-    d.overrides.push(("agent_toolkit_models", Value::List(list)));
-
-    let Some(c) = picked else { return };
-    let catalog = models.catalog_kv_cache_gib;
-    let Some(v) = fit.and_then(|fit| fit.candidates.get(&c.name)) else {
-        d.choices.push(Choice {
-            fact: format!("no fit sizing for {}", c.name),
-            choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
-            source: models.catalog_kv_cache_source.clone(),
-        });
-        return;
-    };
-    kv_cache(c, v, catalog, d);
-}
-
-fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
-    let models = data::models();
-    let Some(kv_text) = v.env.get(KV_CACHE_ENV) else {
-        d.choices.push(Choice {
-            fact: format!("fit sets no {KV_CACHE_ENV} for {}", c.name),
-            choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
-            source: models.catalog_kv_cache_source.clone(),
-        });
-        return;
-    };
-    let kv = facts::parse_gib(kv_text).expect("validated on read");
-    if kv >= catalog {
-        d.choices.push(Choice {
-            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} >= catalog {}", c.name, fmt_gib(catalog)),
-            choice: format!("KV cache: catalog's {} GiB kept (fit may lower it, never raise it)", fmt_gib(catalog)),
-            source: "memory-is-limit".into(),
-        });
-        return;
-    }
-    let len = v.max_model_len().expect("validated on read").to_string();
-    d.choices.push(Choice {
-        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}", c.name, fmt_gib(catalog)),
-        choice: format!("models.yaml {} env {KV_CACHE_ENV}: {kv_text:?}", c.name),
-        source: "memory-is-limit".into(),
-    });
-    d.choices.push(Choice {
-        fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
-        choice: format!("models.yaml {} args_append: [\"{MAX_MODEL_LEN}\", {len:?}]", c.name),
-        source: "vllm-kv-check".into(),
-    });
-    d.model_edits.push(ModelEdit {
-        name: c.name.clone(),
-        env: vec![(KV_CACHE_ENV.to_string(), kv_text.clone())],
-        args_append: vec![MAX_MODEL_LEN.to_string(), len],
-    });
 }
 
 #[cfg(test)]
@@ -639,10 +517,17 @@ mod tests {
 
     #[test]
     fn cidr_flags_in_both_forms_last_wins() {
-        assert_eq!(flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.1.0.0/16"));
-        assert_eq!(flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.2.0.0/16"));
         assert_eq!(
-            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr").as_deref(),
+            flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(),
+            Some("10.1.0.0/16")
+        );
+        assert_eq!(
+            flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(),
+            Some("10.2.0.0/16")
+        );
+        assert_eq!(
+            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr")
+                .as_deref(),
             Some("10.3.0.0/16")
         );
         assert_eq!(flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"), None);
@@ -650,7 +535,117 @@ mod tests {
 
     #[test]
     fn node_args_that_are_not_a_json_list_give_nothing() {
-        assert_eq!(parse_node_args("[\"server\",\"--disable\",\"traefik\"]"), args(&["server", "--disable", "traefik"]));
+        assert_eq!(
+            parse_node_args("[\"server\",\"--disable\",\"traefik\"]"),
+            args(&["server", "--disable", "traefik"])
+        );
         assert!(parse_node_args("server --disable traefik").is_empty());
+    }
+    fn desktop() -> Facts {
+        Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()
+    }
+
+    fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
+        let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
+        let trees = pins.trees("main").unwrap();
+        decide(&Inputs { facts: f, trees: &trees, layer, model })
+    }
+
+    fn overrides(d: &Decision, key: &str) -> Value {
+        d.overrides.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
+    }
+
+    #[test]
+    fn cpu_policy_each_reason_alone() {
+        // Start from a cluster where nothing forces best-effort.
+        let mut base = desktop();
+        base.daemonsets.clear();
+        assert_eq!(cpu_policy(&base).0, "nri-balloons");
+        let mut rootless = base.clone();
+        rootless.docker = Some(facts::Docker { rootless: true });
+        assert_eq!(cpu_policy(&rootless).0, "best-effort");
+        let mut no_socket = base.clone();
+        no_socket.nodes[0].containerd.as_mut().unwrap().nri_socket = false;
+        assert_eq!(cpu_policy(&no_socket).0, "best-effort");
+        let with_addon = desktop();
+        assert_eq!(cpu_policy(&with_addon).0, "best-effort");
+        // The chart's Helm labels alone do not make the DaemonSet an addon.
+        let mut helm_only = desktop();
+        helm_only.daemonsets.retain(|d| d.name.contains("balloons"));
+        helm_only.daemonsets[0].annotations.remove("objectset.rio.cattle.io/owner-gvk");
+        assert_eq!(cpu_policy(&helm_only).0, "nri-balloons");
+    }
+
+    #[test]
+    fn nfd_cases() {
+        let mut f = desktop();
+        f.daemonsets.clear();
+        assert!(nfd_enabled(&f).0, "no NFD at all");
+        let release = |ns: &str, name: &str| facts::HelmRelease {
+            namespace: ns.into(),
+            name: name.into(),
+            chart: "node-feature-discovery-0.17.1".into(),
+            status: "deployed".into(),
+        };
+        f.helm_releases = vec![release("node-feature-discovery", "node-feature-discovery")];
+        assert!(nfd_enabled(&f).0, "EI's own release");
+        f.helm_releases = vec![release("kube-system", "node-feature-discovery")];
+        assert!(!nfd_enabled(&f).0, "the right name in another namespace is not what EI checks");
+        f.helm_releases = vec![release("node-feature-discovery", "nfd")];
+        assert!(!nfd_enabled(&f).0, "release nfd");
+        f.helm_releases.clear();
+        f.daemonsets = desktop().daemonsets;
+        assert!(!nfd_enabled(&f).0, "k3s addon");
+        f.daemonsets.retain(|d| d.name.starts_with("node-feature"));
+        f.daemonsets[0].annotations.clear();
+        assert!(!nfd_enabled(&f).0, "plain manifests, no release");
+    }
+
+    #[test]
+    fn nodes_that_disagree_on_cni_are_refused() {
+        let mut f = desktop();
+        let mut other = f.nodes[0].clone();
+        other.name = "agent-0".into();
+        other.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/opt/cni/bin".into()];
+        f.nodes.push(other);
+        match decide_on(&f, "agent-toolkit", None) {
+            Err(Rejection::Refused(r)) => assert!(r.iter().any(|l| l.contains("disagree")), "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn kv_cache_equal_to_the_catalog_is_kept_and_lower_is_applied() {
+        let mut f = desktop();
+        let fit = f.fit.as_mut().unwrap();
+        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "40".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(d.model_edits.is_empty(), "{:?}", d.model_edits);
+        let mut f = desktop();
+        let fit = f.fit.as_mut().unwrap();
+        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "39.5".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert_eq!(d.model_edits.len(), 1);
+        assert_eq!(d.model_edits[0].args_append, vec!["--max-model-len".to_string(), "32768".to_string()]);
+    }
+
+    #[test]
+    fn inference_layer_has_no_agent_keys_and_rejects_model() {
+        let d = decide_on(&desktop(), "inference", None).unwrap();
+        assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
+        assert!(matches!(decide_on(&desktop(), "inference", Some("llama-3-1-8b")), Err(Rejection::BadInput { .. })));
+        let d = decide_on(&desktop(), "agent-toolkit", None).unwrap();
+        assert_eq!(overrides(&d, "agent_sandbox_enabled"), Value::Bool(true));
+    }
+
+    #[test]
+    fn refusals_are_all_reported_together() {
+        let mut f = desktop();
+        f.namespaces.push("genai-gateway".into());
+        f.nodes[0].annotations.insert(NODE_ARGS.into(), "[\"server\",\"--disable=servicelb\"]".into());
+        match decide_on(&f, "erag", None) {
+            Err(Rejection::Refused(r)) => assert_eq!(r.len(), 3, "{r:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

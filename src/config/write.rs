@@ -61,7 +61,8 @@ mod tests {
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("repos.inference.yaml"), "old").unwrap();
         fs::write(out.join("notes.md"), "mine").unwrap();
-        replace(&out, &[("choices.txt".into(), "a\n".into()), ("repos.agent-toolkit.yaml".into(), "b".into())]).unwrap();
+        replace(&out, &[("choices.txt".into(), "a\n".into()), ("repos.agent-toolkit.yaml".into(), "b".into())])
+            .unwrap();
         let mut names: Vec<String> =
             fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();

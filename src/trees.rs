@@ -1,0 +1,218 @@
+//! The upstream trees (EAS, EI, EAT) at their pinned commits: a bare cache per repository under
+//! `$XDG_CACHE_HOME/eas/repos/`, verified to hold the pinned commit, and a per-run work tree
+//! cloned from it. An operator can point at an existing clone or mirror (`--eas-repo DIR`) to
+//! work offline. Uses the real `git` program.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::pins::Pin;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("git {args}: {msg}")]
+    Git { args: String, msg: String },
+    #[error("{repo}: the pinned commit {sha} is not in {source_desc}")]
+    Missing { repo: String, sha: String, source_desc: String },
+    #[error("{repo}: {sha} is ambiguous or not a commit in {source_desc}")]
+    NotCommit { repo: String, sha: String, source_desc: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs git with a timeout; stdout on success.
+pub fn git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, TreeError> {
+    let mut cmd = Command::new("git");
+    if let Some(d) = dir {
+        cmd.arg("-C").arg(d);
+    }
+    cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(std::process::Stdio::null());
+    let desc = args.join(" ");
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| TreeError::Git { args: desc.clone(), msg: format!("cannot run git: {e}") })?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(_status) = child.try_wait()? {
+            let out = child.wait_with_output()?;
+            if out.status.success() {
+                return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
+            }
+            return Err(TreeError::Git { args: desc, msg: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(TreeError::Git { args: desc, msg: format!("no result within {}s", timeout.as_secs()) });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const LOCAL: Duration = Duration::from_secs(60);
+const NETWORK: Duration = Duration::from_secs(600);
+
+/// Where one repository's objects come from.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// Fetch from this URL into the cache.
+    Remote(String),
+    /// Use an existing clone or mirror as it is (offline).
+    Local(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The git directory holding the commit.
+    pub objects: PathBuf,
+    pub sha: String,
+}
+
+pub fn cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("eas").join("repos")
+}
+
+fn full_sha(objects: &Path, sha: &str) -> Option<String> {
+    git(Some(objects), &["rev-parse", "--verify", "--quiet", &format!("{sha}^{{commit}}")], LOCAL).ok()
+}
+
+/// Makes sure the pinned commit is available, fetching into the cache when it is not.
+pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path) -> Result<Resolved, TreeError> {
+    let repo = pin.repo.clone().unwrap_or_else(|| pin.name.clone());
+    let sha = pin.sha.clone().unwrap_or_default();
+    match origin {
+        Origin::Local(dir) => {
+            let full = full_sha(dir, &sha).ok_or_else(|| TreeError::Missing {
+                repo: repo.clone(),
+                sha: sha.clone(),
+                source_desc: dir.display().to_string(),
+            })?;
+            Ok(Resolved { objects: dir.clone(), sha: full })
+        }
+        Origin::Remote(url) => {
+            let dir = cache.join(format!("{repo}.git"));
+            if !dir.join("HEAD").exists() {
+                std::fs::create_dir_all(dir.parent().expect("has parent"))?;
+                let tmp = dir.with_extension("git.partial");
+                let _ = std::fs::remove_dir_all(&tmp);
+                git(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK)?;
+                std::fs::rename(&tmp, &dir)?;
+            }
+            if let Some(full) = full_sha(&dir, &sha) {
+                return Ok(Resolved { objects: dir, sha: full });
+            }
+            git(Some(&dir), &["fetch", "--quiet", "--prune", "--tags", "origin"], NETWORK)?;
+            let full = full_sha(&dir, &sha).ok_or_else(|| TreeError::Missing {
+                repo: repo.clone(),
+                sha: sha.clone(),
+                source_desc: format!("{url} (fetched into {})", dir.display()),
+            })?;
+            Ok(Resolved { objects: dir, sha: full })
+        }
+    }
+}
+
+/// A fresh work tree at the commit, detached, sharing the cache's objects.
+pub fn work_tree(res: &Resolved, dest: &Path, origin_url: Option<&str>) -> Result<(), TreeError> {
+    if dest.exists() {
+        std::fs::remove_dir_all(dest)?;
+    }
+    std::fs::create_dir_all(dest.parent().expect("has parent"))?;
+    git(
+        None,
+        &["clone", "--quiet", "--shared", "--no-checkout", &res.objects.to_string_lossy(), &dest.to_string_lossy()],
+        LOCAL,
+    )?;
+    git(Some(dest), &["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", &res.sha], LOCAL)?;
+    if let Some(url) = origin_url {
+        git(Some(dest), &["remote", "set-url", "origin", url], LOCAL)?;
+    }
+    Ok(())
+}
+
+/// The commit a work tree is at, to verify before acting on it.
+pub fn head(dir: &Path) -> Result<String, TreeError> {
+    git(Some(dir), &["rev-parse", "HEAD"], LOCAL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    fn upstream(dir: &Path) -> (String, String) {
+        std::fs::create_dir_all(dir).unwrap();
+        sh(dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("f"), "one").unwrap();
+        sh(dir, &["add", "."]);
+        sh(dir, &["commit", "-qm", "one"]);
+        let first = sh(dir, &["rev-parse", "HEAD"]);
+        std::fs::write(dir.join("f"), "two").unwrap();
+        sh(dir, &["commit", "-qam", "two"]);
+        (first, sh(dir, &["rev-parse", "HEAD"]))
+    }
+
+    fn pin(sha: &str) -> Pin {
+        Pin {
+            profile: "t".into(),
+            name: "eas".into(),
+            repo: Some("intel/enterprise-ai-solutions".into()),
+            git_ref: "main".into(),
+            sha: Some(sha.into()),
+            locked: false,
+            date: "d".into(),
+            source: "s".into(),
+            url: None,
+            sha256: None,
+        }
+    }
+
+    #[test]
+    fn remote_is_cached_then_work_tree_is_at_the_pin() {
+        let tmp = tempfile::tempdir().unwrap();
+        let up = tmp.path().join("up");
+        let (first, _second) = upstream(&up);
+        let cache = tmp.path().join("cache");
+        let origin = Origin::Remote(up.to_string_lossy().to_string());
+        let res = resolve(&pin(&first[..7]), &origin, &cache).unwrap();
+        assert_eq!(res.sha, first);
+        assert!(cache.join("intel/enterprise-ai-solutions.git/HEAD").exists());
+        let wt = tmp.path().join("run/eas");
+        work_tree(&res, &wt, Some("https://example.invalid/eas")).unwrap();
+        assert_eq!(head(&wt).unwrap(), first);
+        assert_eq!(std::fs::read_to_string(wt.join("f")).unwrap(), "one");
+        // A later run reuses the cache even when the origin is gone.
+        std::fs::remove_dir_all(&up).unwrap();
+        assert_eq!(resolve(&pin(&first), &origin, &cache).unwrap().sha, first);
+    }
+
+    #[test]
+    fn a_commit_the_origin_lacks_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let up = tmp.path().join("up");
+        upstream(&up);
+        let err = resolve(&pin("deadbeef"), &Origin::Local(up.clone()), tmp.path()).unwrap_err();
+        assert!(matches!(err, TreeError::Missing { .. }), "{err}");
+        assert!(err.to_string().contains("deadbeef"));
+    }
+}

@@ -1,0 +1,185 @@
+//! What "installed and serving" means (SPEC §7), as pure checks over objects read from the
+//! cluster. The waiting and reading live in `mod.rs`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+
+use crate::config::data;
+use crate::facts::{self, Facts};
+
+/// The devices the facts showed, by resource name: each must stay allocatable.
+pub fn expected_devices(f: &Facts) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for n in &f.nodes {
+        for (res, qty) in &n.capacity {
+            if let Some(dev) = data::cluster_rules().device_resources.iter().find(|d| res.starts_with(&d.prefix))
+                && facts::parse_quantity(qty).is_some_and(|q| q > 0.0)
+            {
+                out.insert(res.clone(), dev.device.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The sum of one resource over the nodes' `allocatable`.
+pub fn allocatable_sum(nodes: &[Node], resource: &str) -> f64 {
+    nodes
+        .iter()
+        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get(resource))
+        .filter_map(|q| facts::parse_quantity(&q.0))
+        .sum()
+}
+
+/// `Err` names each device resource whose allocatable sum is zero.
+pub fn devices_allocatable(expected: &BTreeMap<String, String>, nodes: &[Node]) -> Result<Vec<String>, Vec<String>> {
+    let mut ok = Vec::new();
+    let mut missing = Vec::new();
+    for (res, dev) in expected {
+        let sum = allocatable_sum(nodes, res);
+        if sum > 0.0 {
+            ok.push(format!("{dev}: {res} allocatable {sum}"));
+        } else {
+            missing.push(format!("{dev}: {res} is allocatable on no node (the device plugin is not serving it)"));
+        }
+    }
+    if missing.is_empty() { Ok(ok) } else { Err(missing) }
+}
+
+/// The status of a condition of a custom resource, if it has one by that type.
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+/// The model server is ready when `MainWorkloadReady` is True. `Ready` also waits for the
+/// InferencePool, which model-manager only marks after the model is ready, so it is not used.
+pub fn workload_ready(obj: &Value) -> Result<(), String> {
+    match condition(obj, "MainWorkloadReady") {
+        Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => Ok(()),
+        Some(c) => Err(format!(
+            "MainWorkloadReady={} reason={} message={}",
+            c.get("status").and_then(Value::as_str).unwrap_or("?"),
+            c.get("reason").and_then(Value::as_str).unwrap_or("-"),
+            c.get("message").and_then(Value::as_str).unwrap_or("-")
+        )),
+        None => Err("no MainWorkloadReady condition yet".into()),
+    }
+}
+
+pub fn conditions_summary(obj: &Value) -> Vec<String> {
+    let Some(conds) = obj.pointer("/status/conditions").and_then(Value::as_array) else {
+        return vec!["no conditions".into()];
+    };
+    conds
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+            format!("{}={} reason={} message={}", s("type"), s("status"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+/// Running, and every container ready.
+pub fn pod_ready(p: &Pod) -> Result<(), String> {
+    let Some(status) = &p.status else { return Err("no status".into()) };
+    let phase = status.phase.as_deref().unwrap_or("Unknown");
+    if phase != "Running" {
+        return Err(format!("phase {phase}"));
+    }
+    let ready = status
+        .conditions
+        .as_ref()
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    if ready { Ok(()) } else { Err("Running but not Ready".into()) }
+}
+
+/// `GET /v1/models` lists the served name.
+pub fn models_lists(body: &str, name: &str) -> Result<(), String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("/v1/models is not JSON: {e}"))?;
+    let ids: Vec<&str> = v
+        .get("data")
+        .and_then(Value::as_array)
+        .map(|d| d.iter().filter_map(|m| m.get("id")?.as_str()).collect())
+        .unwrap_or_default();
+    if ids.contains(&name) { Ok(()) } else { Err(format!("/v1/models lists {ids:?}, not {name:?}")) }
+}
+
+/// A chat completion returned at least one choice.
+pub fn chat_answered(body: &str) -> Result<(), String> {
+    let v: Value = serde_json::from_str(body).map_err(|e| format!("chat completion is not JSON: {e}"))?;
+    match v.get("choices").and_then(Value::as_array) {
+        Some(c) if !c.is_empty() => Ok(()),
+        _ => Err(format!("chat completion has no choices: {}", truncate(body, 200))),
+    }
+}
+
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n).collect::<String>()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(alloc: &[(&str, &str)]) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n"},
+            "status": {"allocatable": alloc.iter().cloned().collect::<BTreeMap<_, _>>()}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn devices_need_a_positive_allocatable_sum() {
+        let expected: BTreeMap<String, String> =
+            [("gpu.intel.com/i915".to_string(), "Intel GPU".to_string())].into_iter().collect();
+        assert!(devices_allocatable(&expected, &[node(&[("gpu.intel.com/i915", "1")])]).is_ok());
+        assert!(devices_allocatable(&expected, &[node(&[("gpu.intel.com/i915", "0")]), node(&[])]).is_err());
+        assert!(
+            devices_allocatable(
+                &expected,
+                &[node(&[("gpu.intel.com/i915", "0")]), node(&[("gpu.intel.com/i915", "2")])]
+            )
+            .is_ok()
+        );
+        assert!(devices_allocatable(&BTreeMap::new(), &[]).is_ok());
+    }
+
+    #[test]
+    fn main_workload_ready_not_ready() {
+        let ready = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False"}, {"type": "MainWorkloadReady", "status": "True"}]}});
+        assert!(workload_ready(&ready).is_ok());
+        let only_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert!(workload_ready(&only_ready).is_err());
+        let not =
+            json!({"status": {"conditions": [{"type": "MainWorkloadReady", "status": "False", "reason": "Pulling"}]}});
+        assert!(workload_ready(&not).unwrap_err().contains("Pulling"));
+        assert!(workload_ready(&json!({})).is_err());
+    }
+
+    #[test]
+    fn pods_must_run_and_be_ready() {
+        let pod = |phase: &str, ready: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"}, "status": {"phase": phase,
+                "conditions": [{"type": "Ready", "status": ready}]}}))
+            .unwrap()
+        };
+        assert!(pod_ready(&pod("Running", "True")).is_ok());
+        assert!(pod_ready(&pod("Running", "False")).is_err());
+        assert!(pod_ready(&pod("Pending", "False")).is_err());
+    }
+
+    #[test]
+    fn model_listing_and_chat() {
+        assert!(models_lists(r#"{"data":[{"id":"qwen2-5-coder-7b"}]}"#, "qwen2-5-coder-7b").is_ok());
+        assert!(models_lists(r#"{"data":[{"id":"Qwen/Qwen2.5-Coder-7B-Instruct"}]}"#, "qwen2-5-coder-7b").is_err());
+        assert!(models_lists("nope", "x").is_err());
+        assert!(chat_answered(r#"{"choices":[{"message":{"content":"H"}}]}"#).is_ok());
+        assert!(chat_answered(r#"{"choices":[]}"#).is_err());
+    }
+}
