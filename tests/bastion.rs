@@ -93,8 +93,11 @@ fn write_pins(dir: &Path, nonce: &str, out: &Path) -> PathBuf {
     let kubectl = format!("#!/bin/sh\necho \"kubectl stand-in v1.37.2 {nonce}\"\n");
     std::fs::write(served.join("kubectl"), kubectl).unwrap();
     std::fs::write(served.join("yq"), "#!/bin/sh\necho \"yq stand-in v4.54.1\"\n").unwrap();
-    std::fs::write(served.join("helm.tar.gz"), targz(&[("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)]))
-        .unwrap();
+    std::fs::write(
+        served.join("helm.tar.gz"),
+        targz(&[("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)]),
+    )
+    .unwrap();
     std::fs::write(served.join("kubernetes-core-6.3.0.tar.gz"), collection("6.3.0")).unwrap();
 
     let real = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("pins.json")).unwrap();
@@ -311,7 +314,7 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     let o = eas(&dir).args(["bastion", "build", "--lock"]).args(image_args(&pins)).output().unwrap();
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains(&format!("TRUSTED ON FIRST USE: yq from file://")) && err.contains(yq_sha.as_str().unwrap()), "{err}");
+    assert!(err.contains("TRUSTED ON FIRST USE: yq from file://") && err.contains(yq_sha.as_str().unwrap()), "{err}");
     let locked: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
     let row = locked["pins"].as_array().unwrap().iter().find(|r| r["name"] == "yq").unwrap();
     assert_eq!(row["sha256"], yq_sha);
@@ -322,12 +325,8 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
 #[test]
 fn an_unpinned_base_is_refused_without_the_flag() {
     let f = fixture();
-    let o = eas(&f.dir)
-        .args(["bastion", "build", "--pins"])
-        .arg(&f.pins)
-        .args(["--base-image", BASE])
-        .output()
-        .unwrap();
+    let o =
+        eas(&f.dir).args(["bastion", "build", "--pins"]).arg(&f.pins).args(["--base-image", BASE]).output().unwrap();
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("error: the base image eas-test-base:bookworm is not pinned by digest"), "{err}");

@@ -54,11 +54,7 @@ impl Fetcher for SystemFetcher {
             .await
             .map_err(|_| format!("no answer within {} s", DOWNLOAD_TIMEOUT.as_secs()))?
             .map_err(|e| format!("cannot run curl: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
-        }
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_string()) }
     }
 }
 
@@ -92,7 +88,12 @@ impl Cache {
 
     /// The verified cached file for a pinned artifact, downloading it when absent or damaged.
     /// Returns the path and whether a stale cache entry was replaced.
-    pub async fn ensure(&self, fetcher: &impl Fetcher, url: &str, expected: &str) -> Result<(PathBuf, bool), ArtifactError> {
+    pub async fn ensure(
+        &self,
+        fetcher: &impl Fetcher,
+        url: &str,
+        expected: &str,
+    ) -> Result<(PathBuf, bool), ArtifactError> {
         let path = self.path(expected);
         let mut replaced = false;
         if path.exists() {
@@ -130,7 +131,8 @@ impl Cache {
             return Err(ArtifactError::Fetch { url: url.into(), detail });
         }
         let computed = file_sha256(&tmp).map_err(self.err(&tmp))?;
-        let kept = tmp.keep().map_err(|e| ArtifactError::Cache { path: self.dir.display().to_string(), source: e.error })?;
+        let kept =
+            tmp.keep().map_err(|e| ArtifactError::Cache { path: self.dir.display().to_string(), source: e.error })?;
         Ok((kept, computed))
     }
 }

@@ -354,7 +354,9 @@ mod tests {
     #[test]
     fn lock_lines_must_be_exact_and_hashed() {
         let h = "a".repeat(64);
-        let ok = format!("# c\nFoo_Bar==1.0 \\\n    --hash=sha256:{h} \\\n    --hash=sha256:{h}\n\nbaz==2 --hash=sha256:{h}\n");
+        let ok = format!(
+            "# c\nFoo_Bar==1.0 \\\n    --hash=sha256:{h} \\\n    --hash=sha256:{h}\n\nbaz==2 --hash=sha256:{h}\n"
+        );
         let r = parse_lock(&ok).unwrap();
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].name.as_str(), r[0].version.as_str(), r[0].hashes.len()), ("foo-bar", "1.0", 2));
@@ -375,7 +377,10 @@ mod tests {
         // The committed pins have no digest: refused, and the message says so.
         let e = choose_base(&pins(), None, false).unwrap_err().to_string();
         assert!(e.contains("ubuntu:24.04 is not pinned by digest (pins.json records no digest"), "{e}");
-        assert_eq!(choose_base(&with_base(Some(&d)), None, false).unwrap(), Base::Digest(format!("ubuntu:24.04@sha256:{d}")));
+        assert_eq!(
+            choose_base(&with_base(Some(&d)), None, false).unwrap(),
+            Base::Digest(format!("ubuntu:24.04@sha256:{d}"))
+        );
         let r = format!("mirror.example/ubuntu:24.04@sha256:{d}");
         assert_eq!(choose_base(&pins(), Some(&r), false).unwrap(), Base::Digest(r));
         assert!(matches!(
@@ -393,7 +398,8 @@ mod tests {
     #[test]
     fn artifacts_come_from_bastion_rows_with_a_url() {
         let a = artifacts(&pins());
-        let names: Vec<(&str, &str, u32)> = a.iter().map(|a| (a.name.as_str(), a.context_path.as_str(), a.mode)).collect();
+        let names: Vec<(&str, &str, u32)> =
+            a.iter().map(|a| (a.name.as_str(), a.context_path.as_str(), a.mode)).collect();
         assert_eq!(
             names,
             vec![

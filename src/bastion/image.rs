@@ -120,7 +120,12 @@ pub fn proxy_env() -> Vec<(String, String)> {
     names.iter().filter_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()).map(|v| (n.to_string(), v))).collect()
 }
 
-pub async fn build(docker: &Docker, req: BuildRequest<'_>, shell: &Shell, interrupt: &Interrupt) -> Result<Built, ImageError> {
+pub async fn build(
+    docker: &Docker,
+    req: BuildRequest<'_>,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Built, ImageError> {
     let labels = HashMap::from([
         (MANAGED_LABEL.to_string(), "true".to_string()),
         (CONTEXT_LABEL.to_string(), req.digest.to_string()),
@@ -273,7 +278,11 @@ mod tests {
 
     #[test]
     fn a_failed_build_shows_its_last_lines() {
-        let e = ImageError::Build { error: "returned a non-zero code: 1".into(), tail: vec!["Step 4/9 : RUN x".into()] };
-        assert_eq!(e.to_string(), "the build failed: returned a non-zero code: 1\nlast lines of the build:\n  | Step 4/9 : RUN x");
+        let e =
+            ImageError::Build { error: "returned a non-zero code: 1".into(), tail: vec!["Step 4/9 : RUN x".into()] };
+        assert_eq!(
+            e.to_string(),
+            "the build failed: returned a non-zero code: 1\nlast lines of the build:\n  | Step 4/9 : RUN x"
+        );
     }
 }

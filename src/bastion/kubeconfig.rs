@@ -100,11 +100,8 @@ fn server_host(server: &str) -> Option<String> {
     let rest = server.strip_prefix("https://").or_else(|| server.strip_prefix("http://"))?;
     let authority = rest.split('/').next()?;
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split_once(']')?.0
-    } else {
-        authority.split(':').next()?
-    };
+    let host =
+        if let Some(v6) = authority.strip_prefix('[') { v6.split_once(']')?.0 } else { authority.split(':').next()? };
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
@@ -125,7 +122,8 @@ mod tests {
 
     #[test]
     fn loopback_servers_use_the_host_network_and_the_file_as_is() {
-        for server in ["https://0.0.0.0:6550", "https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"] {
+        for server in ["https://0.0.0.0:6550", "https://127.0.0.1:6443", "https://localhost:6443", "https://[::1]:6443"]
+        {
             let p = plan("k", &kubeconfig("k3d-gpu", server), None).unwrap();
             assert_eq!((p.route.clone(), p.copy.is_none()), (Route::Host, true), "{server}");
             assert_eq!(p.route.network_mode(), Some("host"));

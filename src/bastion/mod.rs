@@ -123,19 +123,22 @@ impl From<BastionError> for Failure {
         match e {
             B::Pins(p) => p.into(),
             B::Interrupted => Failure::Interrupted,
-            B::Context(ref c) => Failure::bad_input(e.to_string(), match c {
-                ContextError::UnpinnedBase { .. } => {
-                    "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
+            B::Context(ref c) => Failure::bad_input(
+                e.to_string(),
+                match c {
+                    ContextError::UnpinnedBase { .. } => {
+                        "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
-                }
-                ContextError::MissingSha256(_) => {
-                    "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
+                    }
+                    ContextError::MissingSha256(_) => {
+                        "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
                      or write the publisher's sha256 into pins.json"
-                }
-                ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
-                    "regenerate the lock from the pins: scripts/lock-python.sh"
-                }
-            }),
+                    }
+                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
+                        "regenerate the lock from the pins: scripts/lock-python.sh"
+                    }
+                },
+            ),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -370,7 +373,8 @@ pub fn standard(
                 let plan = kubeconfig::plan(&k.path.display().to_string(), &text, k.context.as_deref())?;
                 let source = match &plan.copy {
                     Some(doc) => {
-                        let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                        let dir =
+                            tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
                         let path = dir.path().join("config");
                         write_private(&path, &serde_json::to_vec_pretty(doc).expect("json"))
                             .map_err(io("kubeconfig copy"))?;
@@ -534,7 +538,10 @@ mod tests {
         let k = KubeSource { path: path.clone(), explicit: true, context: None };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
-        assert_eq!((m.source.clone(), m.target.as_str(), m.read_only), (path.canonicalize().unwrap(), KUBECONFIG_TARGET, true));
+        assert_eq!(
+            (m.source.clone(), m.target.as_str(), m.read_only),
+            (path.canonicalize().unwrap(), KUBECONFIG_TARGET, true)
+        );
         assert_eq!(s.spec.network.as_deref(), Some("host"));
 
         std::fs::write(&path, yaml("https://172.18.0.3:6443")).unwrap();

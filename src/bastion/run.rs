@@ -176,7 +176,13 @@ impl DockerRunner {
         }
     }
 
-    async fn drive(&self, name: &str, spec: &RunSpec, sink: &mut dyn Sink, interrupt: &Interrupt) -> Result<Outcome, RunError> {
+    async fn drive(
+        &self,
+        name: &str,
+        spec: &RunSpec,
+        sink: &mut dyn Sink,
+        interrupt: &Interrupt,
+    ) -> Result<Outcome, RunError> {
         if interrupt.graceful.is_cancelled() {
             return Ok(Outcome::Interrupted);
         }
@@ -265,7 +271,8 @@ impl ContainerRunner for DockerRunner {
 }
 
 fn container_name() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     format!("eas-bastion-{}-{nanos:08x}", std::process::id())
 }
 
@@ -314,6 +321,9 @@ mod tests {
         let hc = body.host_config.unwrap();
         assert_eq!((hc.init, hc.network_mode.as_deref(), hc.auto_remove), (Some(true), Some("host"), None));
         let m = &hc.mounts.unwrap()[0];
-        assert_eq!((m.typ, m.target.as_deref(), m.read_only), (Some(MountType::BIND), Some("/kube/config"), Some(true)));
+        assert_eq!(
+            (m.typ, m.target.as_deref(), m.read_only),
+            (Some(MountType::BIND), Some("/kube/config"), Some(true))
+        );
     }
 }
