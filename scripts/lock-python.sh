@@ -15,7 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 pins=${1:-$here/pins.json}
 out=${2:-$here/bastion/requirements.lock}
-pythons=${EAS_LOCK_PYTHONS:-3.12 3.11}
+read -r -a pythons <<<"${EAS_LOCK_PYTHONS:-3.12 3.11}"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -30,11 +30,11 @@ for r in rows:
     print(f'{r["name"][len("python:"):]}=={r["ref"]}')
 EOF
 
-for py in $pythons; do
+for py in "${pythons[@]}"; do
   abi=cp${py/./}
   echo "lock-python: resolving for CPython $py" >&2
   # A local find-links directory from pip's configuration must not leak into the lock.
-  PIP_FIND_LINKS= python3 -m pip download --quiet --disable-pip-version-check \
+  PIP_FIND_LINKS='' python3 -m pip download --quiet --disable-pip-version-check \
     --dest "$work/$py" --only-binary=:all: \
     --implementation cp --python-version "$py" --abi "$abi" --abi abi3 --abi none \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
@@ -43,7 +43,7 @@ for py in $pythons; do
     -r "$work/requirements.in"
 done
 
-python3 - "$pins" "$out" "$work" $pythons <<'EOF'
+python3 - "$pins" "$out" "$work" "${pythons[@]}" <<'EOF'
 import hashlib, json, os, re, sys
 
 pins_path, out, work, pythons = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
