@@ -384,6 +384,54 @@ fn sigint_stops_and_removes_the_running_container() {
 }
 
 #[test]
+fn sigint_during_a_build_leaves_no_build_container_and_no_new_image() {
+    let f = fixture();
+    let image_before = docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]);
+    // --rebuild skips Docker's layer cache, so the Python install runs long enough to interrupt.
+    let mut child = eas(&f.dir)
+        .args(["bastion", "build", "--rebuild"])
+        .args(image_args(&f.pins))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("| Collecting ") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the build ended before pip ran:\n{seen}");
+        seen.push_str(&line);
+    }
+    // The pip step's container: it inherits the Dockerfile's io.eas.managed label.
+    let pip_step = || {
+        let format = "{{.ID}} {{.Image}} {{.Command}}";
+        docker_out(&["ps", "-a", "--no-trunc", "--filter", "label=io.eas.managed=true", "--format", format])
+            .lines()
+            .filter(|l| l.contains("pip install --require-hashes"))
+            .map(|l| {
+                let mut w = l.split(' ');
+                (w.next().unwrap().to_string(), w.next().unwrap().to_string())
+            })
+            .collect::<Vec<_>>()
+    };
+    let running = pip_step();
+    assert_eq!(running.len(), 1, "expected the pip step's container: {running:?}");
+    let (container, uncached_layer) = running[0].clone();
+
+    assert!(Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert!(rest.contains("interrupted: containers stopped and removed"), "{rest}");
+    assert!(pip_step().iter().all(|(c, _)| *c != container), "the build container is still there");
+    assert_eq!(docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]), image_before);
+    // The uncached layers this build committed before pip are dangling now; drop them.
+    let _ = docker(&["image", "rm", &uncached_layer]);
+}
+
+#[test]
 fn secrets_reach_the_container_and_nothing_else() {
     let f = fixture();
     let token = format!("hf_{}", f.nonce);

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder};
+use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder, RemoveContainerOptionsBuilder};
 use futures::StreamExt;
 
 use super::run::Interrupt;
@@ -149,11 +149,21 @@ pub async fn build(
     let tail = |out: &LineBuffer| if streamed { Vec::new() } else { out.tail() };
     let mut stream = docker.build_image(opts, None, Some(bollard::body_full(req.tar.into())));
     let mut id = None;
+    // The classic builder's container for the step in progress ("Running in <id>").
+    let mut step_container: Option<String> = None;
     loop {
         let item = tokio::select! {
             _ = interrupt.graceful.cancelled() => {
                 bar.finish_and_clear();
-                // Dropping the stream closes the request, which cancels the build in the daemon.
+                // Dropping the stream closes the request, which cancels the build in the daemon;
+                // the step's container is then removed here rather than eventually by the daemon.
+                drop(stream);
+                if let Some(c) = step_container {
+                    let opts = RemoveContainerOptionsBuilder::new().force(true).build();
+                    if let Err(e) = docker.remove_container(&c, Some(opts)).await {
+                        tracing::debug!("removing build container {c}: {e}");
+                    }
+                }
                 return Ok(Built::Interrupted);
             }
             item = stream.next() => item,
@@ -164,7 +174,12 @@ pub async fn build(
                 if let Some(text) = info.stream {
                     for line in out.push(&text) {
                         if line.starts_with("Step ") {
-                            bar.set_message(line.clone());
+                            bar.set_message(short(&line, 100));
+                        }
+                        if let Some(c) = line.strip_prefix(" ---> Running in ") {
+                            step_container = Some(c.trim().to_string());
+                        } else if line.starts_with("Removing intermediate container") {
+                            step_container = None;
                         }
                         if streamed && !is_noise(&line) {
                             eprintln!("  | {line}");
@@ -199,6 +214,13 @@ pub async fn build(
 /// The classic builder's bookkeeping lines, hidden from the streamed output (kept in the tail).
 fn is_noise(line: &str) -> bool {
     line.starts_with(" ---> ") || line.starts_with("Removing intermediate container")
+}
+
+fn short(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
 }
 
 /// Removes terminal escape sequences (the daemon colours a step's stderr).
@@ -239,10 +261,12 @@ impl LineBuffer {
             if line.trim().is_empty() {
                 continue;
             }
-            if self.last.len() == TAIL {
-                self.last.pop_front();
+            if !is_noise(&line) {
+                if self.last.len() == TAIL {
+                    self.last.pop_front();
+                }
+                self.last.push_back(line.clone());
             }
-            self.last.push_back(line.clone());
             lines.push(line);
         }
         lines
@@ -267,6 +291,12 @@ mod tests {
         assert_eq!(b.push("Step 1/3 : FROM x\n ---> abc\nStep 2"), vec!["Step 1/3 : FROM x", " ---> abc"]);
         assert_eq!(b.push("\n\x1b[91mWARNING: x\n\x1b[0m\n"), vec!["Step 2", "WARNING: x"]);
         assert_eq!(b.push("Step 2/3 : RUN false\n\n"), vec!["Step 2/3 : RUN false"]);
+        assert_eq!(
+            b.tail(),
+            vec!["Step 1/3 : FROM x", "Step 2", "WARNING: x", "Step 2/3 : RUN false"],
+            "no bookkeeping"
+        );
+        assert_eq!(short("Step 1/2 : RUN ééé", 16), "Step 1/2 : RUN é…");
         for i in 0..40 {
             b.push(&format!("line {i}\n"));
         }
