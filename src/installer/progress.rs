@@ -108,7 +108,11 @@ pub enum Outcome {
     Complete(Banner),
     /// eas stopped it (see [`Guard::Stop`]).
     Stopped(String),
-    Failed { code: i32, task: Option<String>, log: Option<String> },
+    Failed {
+        code: i32,
+        task: Option<String>,
+        log: Option<String>,
+    },
     /// Exit 0 without the completion banner: not trusted as a success.
     NoBanner,
     /// Ended by a signal.
@@ -179,7 +183,10 @@ impl Progress {
             return Event::Task { role, name };
         }
         if let Some((status, host)) = result(line) {
-            if matches!(status, TaskStatus::Failed | TaskStatus::Fatal | TaskStatus::Unreachable) {
+            if matches!(
+                status,
+                TaskStatus::Failed | TaskStatus::Fatal | TaskStatus::Unreachable
+            ) {
                 self.failed_task = self.task.clone();
             }
             return Event::Result { status, host };
@@ -203,7 +210,11 @@ impl Progress {
             return Event::Banner(b.action);
         }
         if let Some(pos) = line.find(&m.failure.infix) {
-            let playbook = line[..pos].split_whitespace().last().unwrap_or_default().to_string();
+            let playbook = line[..pos]
+                .split_whitespace()
+                .last()
+                .unwrap_or_default()
+                .to_string();
             let log = line[pos + m.failure.infix.len()..].trim().to_string();
             self.failure = Some((playbook.clone(), log.clone()));
             return Event::Failed { playbook, log };
@@ -219,7 +230,11 @@ impl Progress {
             Event::Play(_) | Event::Task { .. } | Event::Result { .. } => true,
             _ => {
                 let lower = line.to_lowercase();
-                markers().cluster_creation.case_insensitive.iter().any(|w| lower.contains(w.as_str()))
+                markers()
+                    .cluster_creation
+                    .case_insensitive
+                    .iter()
+                    .any(|w| lower.contains(w.as_str()))
             }
         };
         if !acting {
@@ -287,7 +302,10 @@ fn result(line: &str) -> Option<(TaskStatus, String)> {
 /// `localhost : ok=10 changed=2 unreachable=0 failed=0 skipped=5 rescued=0 ignored=0`.
 fn recap_row(line: &str) -> Option<RecapRow> {
     let (host, counts) = line.split_once(" : ")?;
-    let mut row = RecapRow { host: host.trim().to_string(), ..RecapRow::default() };
+    let mut row = RecapRow {
+        host: host.trim().to_string(),
+        ..RecapRow::default()
+    };
     let mut seen = 0;
     for pair in counts.split_whitespace() {
         let (k, v) = pair.split_once('=')?;
@@ -357,7 +375,10 @@ pub struct Tail {
 
 impl Tail {
     pub fn new(cap: usize) -> Self {
-        Tail { cap, lines: VecDeque::with_capacity(cap) }
+        Tail {
+            cap,
+            lines: VecDeque::with_capacity(cap),
+        }
     }
 
     pub fn push(&mut self, line: &str) {
