@@ -36,10 +36,7 @@ impl PhaseId {
     }
 
     pub fn spec(self) -> &'static PhaseSpec {
-        PHASES
-            .iter()
-            .find(|p| p.id == self)
-            .expect("every phase has a row")
+        PHASES.iter().find(|p| p.id == self).expect("every phase has a row")
     }
 }
 
@@ -171,9 +168,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "prepare",
         // `init <layer>` clones every repository of the layer manifest inside the bastion.
         timeout: min(20),
-        writes: Some(
-            "env/<env>/ in the work tree: init, global_config.yaml, models.yaml, repos.<layer>.yaml",
-        ),
+        writes: Some("env/<env>/ in the work tree: init, global_config.yaml, models.yaml, repos.<layer>.yaml"),
         dry_run: DryRun::Stops,
         dry_run_says: "run `init`, merge global_config.edit.yaml, apply models.edit.yaml, write repos.<layer>.yaml",
         resume: Resume::WhenUnchanged,
@@ -216,11 +211,7 @@ pub static PHASES: [PhaseSpec; 11] = [
 /// The first phase a dry run does not run: every phase before it only reads, or runs its
 /// read-only half.
 pub fn dry_run_stop() -> PhaseId {
-    PHASES
-        .iter()
-        .find(|p| p.dry_run == DryRun::Stops)
-        .expect("a dry run stops somewhere")
-        .id
+    PHASES.iter().find(|p| p.dry_run == DryRun::Stops).expect("a dry run stops somewhere").id
 }
 
 /// Build or reuse of the bastion image, by the content hash of its build context.
@@ -267,16 +258,8 @@ impl FactsSummary {
             .iter()
             .map(|n| NodeSummary {
                 name: n.name.clone(),
-                cpu: n
-                    .allocatable
-                    .get("cpu")
-                    .cloned()
-                    .unwrap_or_else(|| "?".into()),
-                memory: n
-                    .allocatable
-                    .get("memory")
-                    .map(|m| gib(m))
-                    .unwrap_or_else(|| "?".into()),
+                cpu: n.allocatable.get("cpu").cloned().unwrap_or_else(|| "?".into()),
+                memory: n.allocatable.get("memory").map(|m| gib(m)).unwrap_or_else(|| "?".into()),
                 devices: n
                     .allocatable
                     .iter()
@@ -292,11 +275,7 @@ impl FactsSummary {
             docker_rootless: f.docker.as_ref().map(|d| d.rootless),
             nodes,
             namespaces: f.namespaces.len(),
-            helm_releases: f
-                .helm_releases
-                .iter()
-                .map(|r| format!("{}/{}", r.namespace, r.name))
-                .collect(),
+            helm_releases: f.helm_releases.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect(),
             facts_hash: facts_hash.to_string(),
         }
     }
@@ -389,33 +368,15 @@ impl Plan {
 
     /// The plan as a person reads it.
     pub fn render(&self) -> String {
-        let mut s = format!(
-            "plan: eas up --layer {} --env {} (profile {})\n",
-            self.layer, self.env, self.profile
-        );
+        let mut s = format!("plan: eas up --layer {} --env {} (profile {})\n", self.layer, self.env, self.profile);
         match &self.facts {
             Some(f) => {
-                let k3d = f
-                    .k3d_cluster
-                    .as_deref()
-                    .map(|c| format!(", k3d cluster {c}"))
-                    .unwrap_or_default();
-                s.push_str(&format!(
-                    "cluster: context {}{k3d}, {}\n",
-                    f.context, f.server_version
-                ));
+                let k3d = f.k3d_cluster.as_deref().map(|c| format!(", k3d cluster {c}")).unwrap_or_default();
+                s.push_str(&format!("cluster: context {}{k3d}, {}\n", f.context, f.server_version));
                 for n in &f.nodes {
-                    let devices: Vec<String> =
-                        n.devices.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    let devices = if devices.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {}", devices.join(", "))
-                    };
-                    s.push_str(&format!(
-                        "  node {}: {} cpu, {}{devices}\n",
-                        n.name, n.cpu, n.memory
-                    ));
+                    let devices: Vec<String> = n.devices.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let devices = if devices.is_empty() { String::new() } else { format!(", {}", devices.join(", ")) };
+                    s.push_str(&format!("  node {}: {} cpu, {}{devices}\n", n.name, n.cpu, n.memory));
                 }
                 s.push_str(&format!(
                     "  {} namespaces, {} Helm releases; facts sha256 {}\n",
@@ -439,11 +400,8 @@ impl Plan {
         section(&mut s, "decisions", &self.decisions);
         section(&mut s, "warnings", &self.warnings);
         section(&mut s, "overlay", &self.overlay);
-        let commands: Vec<String> = self
-            .commands
-            .iter()
-            .map(|c| format!("[{}] {}", c.phase, shell_line(&c.argv)))
-            .collect();
+        let commands: Vec<String> =
+            self.commands.iter().map(|c| format!("[{}] {}", c.phase, shell_line(&c.argv))).collect();
         section(&mut s, "installer commands", &commands);
         let phases: Vec<String> = self
             .phases
@@ -454,21 +412,11 @@ impl Plan {
                     DryRun::ReadsOnly => "read-only",
                     DryRun::Stops => "not run",
                 };
-                format!(
-                    "{:<9} {:>6}  {:<9}  {}",
-                    p.phase.name(),
-                    duration(p.timeout_secs),
-                    mark,
-                    p.says
-                )
+                format!("{:<9} {:>6}  {:<9}  {}", p.phase.name(), duration(p.timeout_secs), mark, p.says)
             })
             .collect();
         section(&mut s, "phases (timeout, in this dry run)", &phases);
-        let missing: Vec<String> = self
-            .missing
-            .iter()
-            .map(|m| format!("{}: {}", m.phase, m.reason))
-            .collect();
+        let missing: Vec<String> = self.missing.iter().map(|m| format!("{}: {}", m.phase, m.reason)).collect();
         section(&mut s, "not known in this dry run", &missing);
         s.push_str("nothing was written to the cluster, the work tree or the state directory\n");
         s
@@ -493,11 +441,7 @@ fn short(hash: &str) -> &str {
 }
 
 fn duration(secs: u64) -> String {
-    if secs >= 60 && secs.is_multiple_of(60) {
-        format!("{}m", secs / 60)
-    } else {
-        format!("{secs}s")
-    }
+    if secs >= 60 && secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{secs}s") }
 }
 
 #[cfg(test)]
@@ -526,14 +470,8 @@ mod tests {
         for (i, p) in PHASES.iter().enumerate() {
             assert_eq!(p.id.spec().name, p.name);
             assert_eq!(p.id.to_string(), p.name);
-            assert_eq!(
-                serde_json::to_value(p.id).unwrap(),
-                serde_json::json!(p.name)
-            );
-            assert!(
-                i == 0 || PHASES[i - 1].id < p.id,
-                "PhaseId order follows the table"
-            );
+            assert_eq!(serde_json::to_value(p.id).unwrap(), serde_json::json!(p.name));
+            assert!(i == 0 || PHASES[i - 1].id < p.id, "PhaseId order follows the table");
             assert!(p.timeout > Duration::ZERO && !p.dry_run_says.is_empty());
         }
     }
@@ -544,12 +482,7 @@ mod tests {
         assert_eq!(stop, PhaseId::Prepare);
         for p in &PHASES {
             if p.id >= stop {
-                assert_eq!(
-                    p.dry_run,
-                    DryRun::Stops,
-                    "{}: every phase from the stop on is not run",
-                    p.name
-                );
+                assert_eq!(p.dry_run, DryRun::Stops, "{}: every phase from the stop on is not run", p.name);
             } else if p.writes() {
                 assert_eq!(
                     p.dry_run,
@@ -570,10 +503,7 @@ mod tests {
     fn timeouts_cover_what_they_wait_for() {
         // The vLLM startup probe alone allows 20 minutes; verify must outlast it.
         assert!(PhaseId::Verify.spec().timeout > Duration::from_secs(20 * 60));
-        assert_eq!(
-            PhaseId::Install.spec().timeout,
-            Duration::from_secs(90 * 60)
-        );
+        assert_eq!(PhaseId::Install.spec().timeout, Duration::from_secs(90 * 60));
         assert_eq!(PhaseId::Verify.spec().timeout, Duration::from_secs(40 * 60));
         assert_eq!(PhaseId::Lock.spec().resume, Resume::Always);
         assert_eq!(PhaseId::Install.spec().resume, Resume::WhenUnchanged);
@@ -597,40 +527,24 @@ mod tests {
     fn plan() -> Plan {
         let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
         p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
-        p.image = Some(ImagePlan {
-            tag: "eas-bastion:3f2a1b".into(),
-            action: ImageAction::Reuse,
-        });
+        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
         p.decisions = vec!["a -> b [src]".into()];
         p.overlay = vec!["0002 -> apply [EAS@97f6157 roles/istio]".into()];
         p.commands = vec![PlannedCommand {
             phase: PhaseId::Install,
-            argv: crate::installer::command::install_argv(
-                "agent-toolkit",
-                "k3d-gpu",
-                "/eas/out/eas-overrides.yaml",
-            )
-            .unwrap(),
+            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml")
+                .unwrap(),
         }];
-        p.missing = vec![Missing {
-            phase: PhaseId::Trees,
-            reason: "EI could not be fetched".into(),
-        }];
+        p.missing = vec![Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() }];
         p
     }
 
     #[test]
     fn facts_summary_keeps_devices_only() {
         let f = FactsSummary::new(&facts(), "h");
-        assert_eq!(
-            f.nodes[0].devices,
-            BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())])
-        );
+        assert_eq!(f.nodes[0].devices, BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())]));
         assert_eq!(f.nodes[0].memory, "125.0 GiB");
-        assert_eq!(
-            f.helm_releases,
-            ["node-feature-discovery/node-feature-discovery"]
-        );
+        assert_eq!(f.helm_releases, ["node-feature-discovery/node-feature-discovery"]);
         assert_eq!(f.docker_rootless, Some(false));
     }
 
@@ -661,31 +575,12 @@ mod tests {
         assert_eq!(json["commands"][0]["argv"][1], "install");
         assert_eq!(json["phases"][7]["dry_run"], "stops");
         assert_eq!(json["phases"][0]["dry_run"], "reads-only");
-        assert_eq!(
-            json["facts"]["nodes"][0]["devices"]["gpu.intel.com/i915"],
-            "1"
-        );
+        assert_eq!(json["facts"]["nodes"][0]["devices"]["gpu.intel.com/i915"], "1");
         let bare = Plan::new("inference", "e", "v1.2.0-rc.1").render();
-        assert!(
-            bare.contains("cluster: (no facts)\n")
-                && bare.contains("bastion image: (not computed)\n")
-        );
-        let build = Plan {
-            image: Some(ImagePlan {
-                tag: "eas-bastion:9c0d".into(),
-                action: ImageAction::Build,
-            }),
-            ..p
-        };
-        assert!(
-            build
-                .render()
-                .contains("bastion image: build eas-bastion:9c0d\n")
-        );
-        assert_eq!(
-            serde_json::to_value(&build).unwrap()["image"]["action"],
-            "build"
-        );
+        assert!(bare.contains("cluster: (no facts)\n") && bare.contains("bastion image: (not computed)\n"));
+        let build = Plan { image: Some(ImagePlan { tag: "eas-bastion:9c0d".into(), action: ImageAction::Build }), ..p };
+        assert!(build.render().contains("bastion image: build eas-bastion:9c0d\n"));
+        assert_eq!(serde_json::to_value(&build).unwrap()["image"]["action"], "build");
         assert_eq!(duration(90), "90s");
     }
 }

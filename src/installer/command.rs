@@ -19,28 +19,13 @@ pub enum CommandError {
 fn name(what: &'static str, value: &str) -> Result<String, CommandError> {
     let ok = !value.is_empty()
         && !value.starts_with('-')
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok {
-        Ok(value.to_string())
-    } else {
-        Err(CommandError::BadName {
-            what,
-            value: value.to_string(),
-        })
-    }
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok { Ok(value.to_string()) } else { Err(CommandError::BadName { what, value: value.to_string() }) }
 }
 
 /// `init <layer> --env <env>`: creates `env/<env>/`, clones the layer's repos, seeds its files.
 pub fn init_argv(layer: &str, env: &str) -> Result<Vec<String>, CommandError> {
-    Ok(vec![
-        SCRIPT.into(),
-        "init".into(),
-        name("layer", layer)?,
-        "--env".into(),
-        name("env", env)?,
-    ])
+    Ok(vec![SCRIPT.into(), "init".into(), name("layer", layer)?, "--env".into(), name("env", env)?])
 }
 
 /// `install <layer> --env <env> --force -- -e @<overrides>`: the overrides come after `--`, so
@@ -77,21 +62,12 @@ pub fn teardown_argv(layer: &str, env: &str) -> Result<Vec<String>, CommandError
 
 /// An argv as one line a user can paste into a POSIX shell.
 pub fn shell_line(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| shell_word(a))
-        .collect::<Vec<_>>()
-        .join(" ")
+    argv.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
 }
 
 fn shell_word(a: &str) -> String {
-    let safe = !a.is_empty()
-        && a.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b));
-    if safe {
-        a.to_string()
-    } else {
-        format!("'{}'", a.replace('\'', r"'\''"))
-    }
+    let safe = !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b));
+    if safe { a.to_string() } else { format!("'{}'", a.replace('\'', r"'\''")) }
 }
 
 /// Which command-line grammar a pinned EAS tree's installer speaks.
@@ -118,12 +94,8 @@ pub enum GrammarError {
 impl GrammarError {
     pub fn hint(&self) -> &'static str {
         match self {
-            GrammarError::NoInstaller { .. } => {
-                "point --eas-repo at a clone of intel/enterprise-ai-solutions"
-            }
-            _ => {
-                "pin a newer EAS commit: `--profile main`, or `--ref <full sha>` of a commit with configs/repos/"
-            }
+            GrammarError::NoInstaller { .. } => "point --eas-repo at a clone of intel/enterprise-ai-solutions",
+            _ => "pin a newer EAS commit: `--profile main`, or `--ref <full sha>` of a commit with configs/repos/",
         }
     }
 }
@@ -132,21 +104,15 @@ impl GrammarError {
 /// relative to the tree root; a directory is asked for with a trailing `/`).
 pub fn detect_grammar(tree: &str, exists: impl Fn(&str) -> bool) -> Result<Grammar, GrammarError> {
     if !exists("es_auto_installer.sh") {
-        return Err(GrammarError::NoInstaller {
-            tree: tree.to_string(),
-        });
+        return Err(GrammarError::NoInstaller { tree: tree.to_string() });
     }
     if exists("configs/repos/") {
         return Ok(Grammar::Layers);
     }
     if exists("config/repos.yaml") {
-        return Err(GrammarError::Old {
-            tree: tree.to_string(),
-        });
+        return Err(GrammarError::Old { tree: tree.to_string() });
     }
-    Err(GrammarError::Unknown {
-        tree: tree.to_string(),
-    })
+    Err(GrammarError::Unknown { tree: tree.to_string() })
 }
 
 /// [`detect_grammar`] on a checked-out tree.
@@ -183,92 +149,38 @@ mod tests {
         );
         assert_eq!(
             init_argv("inference", "k3d-gpu").unwrap(),
-            argv(&[
-                "./es_auto_installer.sh",
-                "init",
-                "inference",
-                "--env",
-                "k3d-gpu"
-            ])
+            argv(&["./es_auto_installer.sh", "init", "inference", "--env", "k3d-gpu"])
         );
         assert_eq!(
             teardown_argv("inference", "prod").unwrap(),
-            argv(&[
-                "./es_auto_installer.sh",
-                "teardown",
-                "inference",
-                "--env",
-                "prod",
-                "--force"
-            ])
+            argv(&["./es_auto_installer.sh", "teardown", "inference", "--env", "prod", "--force"])
         );
     }
 
     #[test]
     fn names_that_would_change_the_command_are_refused() {
         let cases = [
-            (
-                "--all",
-                "k3d-gpu",
-                CommandError::BadName {
-                    what: "layer",
-                    value: "--all".into(),
-                },
-            ),
-            (
-                "inference",
-                "",
-                CommandError::BadName {
-                    what: "env",
-                    value: "".into(),
-                },
-            ),
-            (
-                "inference",
-                "a b",
-                CommandError::BadName {
-                    what: "env",
-                    value: "a b".into(),
-                },
-            ),
-            (
-                "inference",
-                "x;rm",
-                CommandError::BadName {
-                    what: "env",
-                    value: "x;rm".into(),
-                },
-            ),
+            ("--all", "k3d-gpu", CommandError::BadName { what: "layer", value: "--all".into() }),
+            ("inference", "", CommandError::BadName { what: "env", value: "".into() }),
+            ("inference", "a b", CommandError::BadName { what: "env", value: "a b".into() }),
+            ("inference", "x;rm", CommandError::BadName { what: "env", value: "x;rm".into() }),
         ];
         for (layer, env, want) in cases {
             assert_eq!(init_argv(layer, env), Err(want.clone()), "{layer} {env}");
             assert_eq!(teardown_argv(layer, env), Err(want.clone()));
             assert_eq!(install_argv(layer, env, "/o.yaml"), Err(want));
         }
-        assert_eq!(
-            install_argv("inference", "e", "o.yaml"),
-            Err(CommandError::BadOverrides("o.yaml".into()))
-        );
+        assert_eq!(install_argv("inference", "e", "o.yaml"), Err(CommandError::BadOverrides("o.yaml".into())));
     }
 
     #[test]
     fn shell_lines_paste_back_to_the_same_argv() {
         let cases = [
             (
-                argv(&[
-                    "./es_auto_installer.sh",
-                    "install",
-                    "x",
-                    "--",
-                    "-e",
-                    "@/a/b.yaml",
-                ]),
+                argv(&["./es_auto_installer.sh", "install", "x", "--", "-e", "@/a/b.yaml"]),
                 "./es_auto_installer.sh install x -- -e @/a/b.yaml",
             ),
-            (
-                argv(&["echo", "a b", "it's", ""]),
-                r"echo 'a b' 'it'\''s' ''",
-            ),
+            (argv(&["echo", "a b", "it's", ""]), r"echo 'a b' 'it'\''s' ''"),
         ];
         for (a, want) in cases {
             assert_eq!(shell_line(&a), want);
@@ -279,43 +191,19 @@ mod tests {
     fn grammar_from_the_tree() {
         let tree = |paths: &'static [&'static str]| move |p: &str| paths.contains(&p);
         let cases: [(&[&str], Result<Grammar, GrammarError>); 5] = [
-            (
-                &["es_auto_installer.sh", "configs/repos/"],
-                Ok(Grammar::Layers),
-            ),
-            (
-                &[
-                    "es_auto_installer.sh",
-                    "configs/repos/",
-                    "config/repos.yaml",
-                ],
-                Ok(Grammar::Layers),
-            ),
-            (
-                &["es_auto_installer.sh", "config/repos.yaml"],
-                Err(GrammarError::Old { tree: "t".into() }),
-            ),
-            (
-                &["es_auto_installer.sh"],
-                Err(GrammarError::Unknown { tree: "t".into() }),
-            ),
-            (
-                &["configs/repos/"],
-                Err(GrammarError::NoInstaller { tree: "t".into() }),
-            ),
+            (&["es_auto_installer.sh", "configs/repos/"], Ok(Grammar::Layers)),
+            (&["es_auto_installer.sh", "configs/repos/", "config/repos.yaml"], Ok(Grammar::Layers)),
+            (&["es_auto_installer.sh", "config/repos.yaml"], Err(GrammarError::Old { tree: "t".into() })),
+            (&["es_auto_installer.sh"], Err(GrammarError::Unknown { tree: "t".into() })),
+            (&["configs/repos/"], Err(GrammarError::NoInstaller { tree: "t".into() })),
         ];
         for (paths, want) in cases {
             assert_eq!(detect_grammar("t", tree(paths)), want, "{paths:?}");
         }
-        let err =
-            detect_grammar("t", tree(&["es_auto_installer.sh", "config/repos.yaml"])).unwrap_err();
+        let err = detect_grammar("t", tree(&["es_auto_installer.sh", "config/repos.yaml"])).unwrap_err();
         assert!(err.to_string().contains("old installer"));
         assert!(err.hint().contains("--ref"));
-        assert!(
-            GrammarError::NoInstaller { tree: "t".into() }
-                .hint()
-                .contains("--eas-repo")
-        );
+        assert!(GrammarError::NoInstaller { tree: "t".into() }.hint().contains("--eas-repo"));
     }
 
     #[test]
@@ -324,10 +212,7 @@ mod tests {
         std::fs::write(dir.path().join("es_auto_installer.sh"), "#!/bin/bash\n").unwrap();
         std::fs::create_dir_all(dir.path().join("config")).unwrap();
         std::fs::write(dir.path().join("config/repos.yaml"), "repos: []\n").unwrap();
-        assert!(matches!(
-            detect_grammar_in(dir.path()),
-            Err(GrammarError::Old { .. })
-        ));
+        assert!(matches!(detect_grammar_in(dir.path()), Err(GrammarError::Old { .. })));
         std::fs::create_dir_all(dir.path().join("configs/repos")).unwrap();
         assert_eq!(detect_grammar_in(dir.path()), Ok(Grammar::Layers));
         // A file named like the directory is not the directory.
@@ -335,9 +220,6 @@ mod tests {
         std::fs::write(other.path().join("es_auto_installer.sh"), "").unwrap();
         std::fs::create_dir_all(other.path().join("configs")).unwrap();
         std::fs::write(other.path().join("configs/repos"), "").unwrap();
-        assert!(matches!(
-            detect_grammar_in(other.path()),
-            Err(GrammarError::Unknown { .. })
-        ));
+        assert!(matches!(detect_grammar_in(other.path()), Err(GrammarError::Unknown { .. })));
     }
 }

@@ -183,10 +183,7 @@ impl Progress {
             return Event::Task { role, name };
         }
         if let Some((status, host)) = result(line) {
-            if matches!(
-                status,
-                TaskStatus::Failed | TaskStatus::Fatal | TaskStatus::Unreachable
-            ) {
+            if matches!(status, TaskStatus::Failed | TaskStatus::Fatal | TaskStatus::Unreachable) {
                 self.failed_task = self.task.clone();
             }
             return Event::Result { status, host };
@@ -210,11 +207,7 @@ impl Progress {
             return Event::Banner(b.action);
         }
         if let Some(pos) = line.find(&m.failure.infix) {
-            let playbook = line[..pos]
-                .split_whitespace()
-                .last()
-                .unwrap_or_default()
-                .to_string();
+            let playbook = line[..pos].split_whitespace().last().unwrap_or_default().to_string();
             let log = line[pos + m.failure.infix.len()..].trim().to_string();
             self.failure = Some((playbook.clone(), log.clone()));
             return Event::Failed { playbook, log };
@@ -230,11 +223,7 @@ impl Progress {
             Event::Play(_) | Event::Task { .. } | Event::Result { .. } => true,
             _ => {
                 let lower = line.to_lowercase();
-                markers()
-                    .cluster_creation
-                    .case_insensitive
-                    .iter()
-                    .any(|w| lower.contains(w.as_str()))
+                markers().cluster_creation.case_insensitive.iter().any(|w| lower.contains(w.as_str()))
             }
         };
         if !acting {
@@ -302,10 +291,7 @@ fn result(line: &str) -> Option<(TaskStatus, String)> {
 /// `localhost : ok=10 changed=2 unreachable=0 failed=0 skipped=5 rescued=0 ignored=0`.
 fn recap_row(line: &str) -> Option<RecapRow> {
     let (host, counts) = line.split_once(" : ")?;
-    let mut row = RecapRow {
-        host: host.trim().to_string(),
-        ..RecapRow::default()
-    };
+    let mut row = RecapRow { host: host.trim().to_string(), ..RecapRow::default() };
     let mut seen = 0;
     for pair in counts.split_whitespace() {
         let (k, v) = pair.split_once('=')?;
@@ -375,10 +361,7 @@ pub struct Tail {
 
 impl Tail {
     pub fn new(cap: usize) -> Self {
-        Tail {
-            cap,
-            lines: VecDeque::with_capacity(cap),
-        }
+        Tail { cap, lines: VecDeque::with_capacity(cap) }
     }
 
     pub fn push(&mut self, line: &str) {

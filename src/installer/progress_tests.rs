@@ -57,88 +57,33 @@ fn follows_plays_tasks_and_the_recap() {
     assert_eq!(p.banner, Some(Banner::Install));
     assert_eq!(
         p.recap,
-        vec![RecapRow {
-            host: "localhost".into(),
-            ok: 4,
-            changed: 1,
-            skipped: 1,
-            ..RecapRow::default()
-        }]
+        vec![RecapRow { host: "localhost".into(), ok: 4, changed: 1, skipped: 1, ..RecapRow::default() }]
     );
     let interesting: Vec<&Event> = events.iter().filter(|e| **e != Event::Text).collect();
-    assert_eq!(
-        interesting[0],
-        &Event::Byo {
-            kubeconfig: "/kube/config".into()
-        }
-    );
+    assert_eq!(interesting[0], &Event::Byo { kubeconfig: "/kube/config".into() });
     assert_eq!(interesting[1], &Event::Play("Preflight".into()));
-    assert_eq!(
-        interesting[2],
-        &Event::Task {
-            role: None,
-            name: "Gathering Facts".into()
-        }
+    assert_eq!(interesting[2], &Event::Task { role: None, name: "Gathering Facts".into() });
+    assert!(
+        interesting.contains(&&Event::Task { role: Some("nfd".into()), name: "Install node-feature-discovery".into() })
     );
-    assert!(interesting.contains(&&Event::Task {
-        role: Some("nfd".into()),
-        name: "Install node-feature-discovery".into()
-    }));
-    assert!(interesting.contains(&&Event::Result {
-        status: TaskStatus::Changed,
-        host: "localhost".into()
-    }));
+    assert!(interesting.contains(&&Event::Result { status: TaskStatus::Changed, host: "localhost".into() }));
     assert_eq!(p.outcome(Some(0)), Outcome::Complete(Banner::Install));
-    assert_eq!(
-        p.status(),
-        "Install components · nfd : Wait for workers (task 5)"
-    );
+    assert_eq!(p.status(), "Install components · nfd : Wait for workers (task 5)");
 }
 
 #[test]
 fn single_lines() {
     let cases = [
         ("PLAY [a [b] c] ***", Event::Play("a [b] c".into())),
-        (
-            "TASK [role : do x : y] ****",
-            Event::Task {
-                role: Some("role".into()),
-                name: "do x : y".into(),
-            },
-        ),
+        ("TASK [role : do x : y] ****", Event::Task { role: Some("role".into()), name: "do x : y".into() }),
         (
             "fatal: [localhost]: FAILED! => {\"msg\": \"x\"}",
-            Event::Result {
-                status: TaskStatus::Fatal,
-                host: "localhost".into(),
-            },
+            Event::Result { status: TaskStatus::Fatal, host: "localhost".into() },
         ),
-        (
-            "fatal: [h1]: UNREACHABLE! => {}",
-            Event::Result {
-                status: TaskStatus::Unreachable,
-                host: "h1".into(),
-            },
-        ),
-        (
-            "failed: [localhost] (item=a) => {}",
-            Event::Result {
-                status: TaskStatus::Failed,
-                host: "localhost".into(),
-            },
-        ),
-        (
-            "[INFO] BYO cluster mode - kubeconfig: /k/c",
-            Event::Byo {
-                kubeconfig: "/k/c".into(),
-            },
-        ),
-        (
-            "BYO cluster mode — kubeconfig:   /kube/config  ",
-            Event::Byo {
-                kubeconfig: "/kube/config".into(),
-            },
-        ),
+        ("fatal: [h1]: UNREACHABLE! => {}", Event::Result { status: TaskStatus::Unreachable, host: "h1".into() }),
+        ("failed: [localhost] (item=a) => {}", Event::Result { status: TaskStatus::Failed, host: "localhost".into() }),
+        ("[INFO] BYO cluster mode - kubeconfig: /k/c", Event::Byo { kubeconfig: "/k/c".into() }),
+        ("BYO cluster mode — kubeconfig:   /kube/config  ", Event::Byo { kubeconfig: "/kube/config".into() }),
         ("  TEARDOWN COMPLETE  ", Event::Banner(Banner::Teardown)),
         ("VALIDATE COMPLETE", Event::Banner(Banner::Validate)),
         (
@@ -150,16 +95,10 @@ fn single_lines() {
         ),
         ("ok=3 is not a recap outside the recap", Event::Text),
         ("PLAY RECAP ***", Event::RecapStart),
-        (
-            "Tuesday 01 January 2026  12:00:00 +0000 (0:00:01.234)       0:00:05.678 *****",
-            Event::Text,
-        ),
+        ("Tuesday 01 January 2026  12:00:00 +0000 (0:00:01.234)       0:00:05.678 *****", Event::Text),
     ];
     for (line, want) in cases {
-        let mut p = Progress {
-            byo: Some("/k".into()),
-            ..Progress::new()
-        };
+        let mut p = Progress { byo: Some("/k".into()), ..Progress::new() };
         assert_eq!(p.feed(line).0, want, "{line:?}");
     }
 }
@@ -170,14 +109,8 @@ fn stops_an_installer_that_acts_before_announcing_byo() {
     let cases: [(&str, Option<usize>); 6] = [
         ("[INFO] Using env: x\nPLAY [Preflight] ***\n", Some(1)),
         ("[INFO] Using env: x\nTASK [Gathering Facts] ***\n", Some(1)),
-        (
-            "[INFO] Running Kubespray cluster.yml\nPLAY [x] ***\n",
-            Some(0),
-        ),
-        (
-            "[INFO] creating cluster: ansible-playbook cluster.yml\n",
-            Some(0),
-        ),
+        ("[INFO] Running Kubespray cluster.yml\nPLAY [x] ***\n", Some(0)),
+        ("[INFO] creating cluster: ansible-playbook cluster.yml\n", Some(0)),
         (
             "[INFO] venv ready\nBYO cluster mode — kubeconfig: /kube/config\nPLAY [x] ***\nTASK [kubespray : skipped in BYO] ***\n",
             None,
@@ -186,16 +119,12 @@ fn stops_an_installer_that_acts_before_announcing_byo() {
     ];
     for (text, at) in cases {
         let (p, _, guards) = run(text);
-        let stops: Vec<usize> = (0..guards.len())
-            .filter(|&i| matches!(guards[i], Guard::Stop(_)))
-            .collect();
+        let stops: Vec<usize> = (0..guards.len()).filter(|&i| matches!(guards[i], Guard::Stop(_))).collect();
         assert_eq!(stops, at.into_iter().collect::<Vec<_>>(), "{text:?}");
         assert_eq!(p.stopped.is_some(), at.is_some());
         assert_eq!(p.byo_seen(), text.contains("BYO"));
         if at.is_some() {
-            assert!(
-                matches!(p.outcome(Some(1)), Outcome::Stopped(r) if r.contains("existing_kubernetes"))
-            );
+            assert!(matches!(p.outcome(Some(1)), Outcome::Stopped(r) if r.contains("existing_kubernetes")));
         }
     }
 }
@@ -215,14 +144,7 @@ fn outcomes_from_exit_and_output() {
     assert_eq!(p.outcome(None), Outcome::Killed);
     let (quiet, _, _) = run("BYO cluster mode — kubeconfig: /kube/config\nPLAY [p] ***\n");
     assert_eq!(quiet.outcome(Some(0)), Outcome::NoBanner);
-    assert_eq!(
-        quiet.outcome(Some(2)),
-        Outcome::Failed {
-            code: 2,
-            task: None,
-            log: None
-        }
-    );
+    assert_eq!(quiet.outcome(Some(2)), Outcome::Failed { code: 2, task: None, log: None });
     assert_eq!(Progress::new().status(), "starting");
 }
 
@@ -245,10 +167,7 @@ fn tail_keeps_the_last_lines() {
     for i in 0..5 {
         t.push(&format!("line {i}"));
     }
-    assert_eq!(
-        t.lines().collect::<Vec<_>>(),
-        ["line 2", "line 3", "line 4"]
-    );
+    assert_eq!(t.lines().collect::<Vec<_>>(), ["line 2", "line 3", "line 4"]);
     let mut none = Tail::new(0);
     none.push("x");
     assert_eq!(none.lines().count(), 0);

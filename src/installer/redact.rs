@@ -75,28 +75,16 @@ mod tests {
         let r = Redactor::new([TOKEN, "pa\"ss\\word", ""]);
         let b64 = base64::engine::general_purpose::STANDARD;
         let cases = [
-            (
-                format!("export HF_TOKEN={TOKEN}"),
-                "export HF_TOKEN=***".to_string(),
-            ),
+            (format!("export HF_TOKEN={TOKEN}"), "export HF_TOKEN=***".to_string()),
             (format!("{TOKEN}{TOKEN}"), "******".to_string()),
             (
                 r#"ok: [localhost] => {"password": "pa\"ss\\word"}"#.to_string(),
                 r#"ok: [localhost] => {"password": "***"}"#.to_string(),
             ),
             ("raw pa\"ss\\word".to_string(), "raw ***".to_string()),
-            (
-                format!("data: {{token: {}}}", b64.encode(TOKEN)),
-                "data: {token: ***".to_string(),
-            ),
-            (
-                format!("data: {}", b64.encode(format!("{TOKEN}\n"))),
-                "data: ***".to_string(),
-            ),
-            (
-                "nothing secret here".to_string(),
-                "nothing secret here".to_string(),
-            ),
+            (format!("data: {{token: {}}}", b64.encode(TOKEN)), "data: {token: ***".to_string()),
+            (format!("data: {}", b64.encode(format!("{TOKEN}\n"))), "data: ***".to_string()),
+            ("nothing secret here".to_string(), "nothing secret here".to_string()),
         ];
         // A partial base64 group may follow the mask: it encodes at most two bytes of the secret.
         for (line, want) in cases {
@@ -109,15 +97,8 @@ mod tests {
     #[test]
     fn argv_and_empty_sets() {
         let r = Redactor::new(vec!["s3cret-pass".to_string()]);
-        let argv = vec![
-            "helm".to_string(),
-            "--set".to_string(),
-            "admin.password=s3cret-pass".to_string(),
-        ];
-        assert_eq!(
-            r.redact_argv(&argv),
-            ["helm", "--set", "admin.password=***"]
-        );
+        let argv = vec!["helm".to_string(), "--set".to_string(), "admin.password=s3cret-pass".to_string()];
+        assert_eq!(r.redact_argv(&argv), ["helm", "--set", "admin.password=***"]);
         let none = Redactor::new(Vec::<String>::new());
         assert!(none.is_empty());
         assert_eq!(none.redact("s3cret-pass"), "s3cret-pass");

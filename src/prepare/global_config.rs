@@ -27,33 +27,21 @@ pub enum GlobalConfigError {
     #[error("global_config.yaml sets {key} on lines {lines:?}: expected one line")]
     Duplicate { key: String, lines: Vec<usize> },
     #[error("global_config.yaml line {line}: {key} holds {what}, expected a single-line value")]
-    NotScalar {
-        key: String,
-        line: usize,
-        what: String,
-    },
+    NotScalar { key: String, line: usize, what: String },
     #[error("global_config.yaml line {line}: {why}")]
     Unsupported { line: usize, why: String },
     #[error("setting {key} in global_config.yaml gave {found}, expected {expected}")]
-    Verify {
-        key: String,
-        expected: String,
-        found: String,
-    },
+    Verify { key: String, expected: String, found: String },
 }
 
 /// Merges every key of a `global_config.edit.yaml` (a flat map of scalars) into `original`.
 pub fn merge_global_edit(original: &str, edit: &str) -> Result<String, GlobalConfigError> {
-    let parsed: Value =
-        serde_saphyr::from_str(edit).map_err(|e| GlobalConfigError::EditParse(first_line(&e)))?;
+    let parsed: Value = serde_saphyr::from_str(edit).map_err(|e| GlobalConfigError::EditParse(first_line(&e)))?;
     let map = match parsed {
         Value::Object(m) => m,
         Value::Null => Map::new(),
         other => {
-            return Err(GlobalConfigError::EditParse(format!(
-                "found {}",
-                kind_of(&other)
-            )));
+            return Err(GlobalConfigError::EditParse(format!("found {}", kind_of(&other))));
         }
     };
     let mut text = original.to_string();
@@ -69,40 +57,26 @@ pub fn merge_global_edit(original: &str, edit: &str) -> Result<String, GlobalCon
 }
 
 /// Sets the top-level `edit_key` to `edit_value` (YAML scalar text, e.g. `"/kube/config"`).
-pub fn merge_global_config(
-    original: &str,
-    edit_key: &str,
-    edit_value: &str,
-) -> Result<String, GlobalConfigError> {
+pub fn merge_global_config(original: &str, edit_key: &str, edit_value: &str) -> Result<String, GlobalConfigError> {
     check_key(edit_key)?;
     let expected = parse_scalar(edit_key, edit_value)?;
     let before = parse_map(original)?;
     let mut lines = lines::scan(original);
     check_shape(&lines)?;
 
-    let set: Vec<usize> = (0..lines.len())
-        .filter(|&i| top_level_key(&lines[i]).is_some_and(|k| k == edit_key))
-        .collect();
+    let set: Vec<usize> =
+        (0..lines.len()).filter(|&i| top_level_key(&lines[i]).is_some_and(|k| k == edit_key)).collect();
     if set.len() > 1 {
         let lines = set.iter().map(|i| i + 1).collect();
-        return Err(GlobalConfigError::Duplicate {
-            key: edit_key.to_string(),
-            lines,
-        });
+        return Err(GlobalConfigError::Duplicate { key: edit_key.to_string(), lines });
     }
     if let Some(&i) = set.first() {
         let kv = lines::key_value(&lines[i].text).expect("a top-level key line");
         let line = i + 1;
         if let Some(what) = lines::uneditable(kv.value) {
-            return Err(GlobalConfigError::NotScalar {
-                key: edit_key.to_string(),
-                line,
-                what: what.to_string(),
-            });
+            return Err(GlobalConfigError::NotScalar { key: edit_key.to_string(), line, what: what.to_string() });
         }
-        if kv.value.is_empty()
-            && lines::content_end(&lines, i + 1, lines::block_end(&lines, i, 0)) > i + 1
-        {
+        if kv.value.is_empty() && lines::content_end(&lines, i + 1, lines::block_end(&lines, i, 0)) > i + 1 {
             return Err(GlobalConfigError::NotScalar {
                 key: edit_key.to_string(),
                 line,
@@ -110,22 +84,12 @@ pub fn merge_global_config(
             });
         }
         lines[i].text = lines::with_value(&lines[i].text, 0, &kv, edit_value);
-    } else if let Some(i) =
-        (0..lines.len()).find(|&i| commented_key(&lines[i]).is_some_and(|k| k == edit_key))
-    {
+    } else if let Some(i) = (0..lines.len()).find(|&i| commented_key(&lines[i]).is_some_and(|k| k == edit_key)) {
         let uncommented = uncomment(&lines[i].text).to_string();
         let kv = lines::key_value(&uncommented).expect("a commented key line");
-        lines[i] = Line {
-            text: lines::with_value(&uncommented, 0, &kv, edit_value),
-            indent: 0,
-            kind: Kind::Content,
-        };
+        lines[i] = Line { text: lines::with_value(&uncommented, 0, &kv, edit_value), indent: 0, kind: Kind::Content };
     } else {
-        lines.push(Line {
-            text: format!("{edit_key}: {edit_value}"),
-            indent: 0,
-            kind: Kind::Content,
-        });
+        lines.push(Line { text: format!("{edit_key}: {edit_value}"), indent: 0, kind: Kind::Content });
     }
     let text = join(&lines);
     verify(&before, &text, edit_key, &expected)?;
@@ -148,26 +112,13 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 fn check_key(key: &str) -> Result<(), GlobalConfigError> {
-    let ok = !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
-    if ok {
-        Ok(())
-    } else {
-        Err(GlobalConfigError::BadKey {
-            key: key.to_string(),
-        })
-    }
+    let ok = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+    if ok { Ok(()) } else { Err(GlobalConfigError::BadKey { key: key.to_string() }) }
 }
 
 fn parse_scalar(key: &str, value: &str) -> Result<Value, GlobalConfigError> {
-    let bad = || GlobalConfigError::BadValue {
-        key: key.to_string(),
-        value: value.to_string(),
-    };
-    if value.contains('\n') || value.trim().is_empty() || lines::uneditable(value.trim()).is_some()
-    {
+    let bad = || GlobalConfigError::BadValue { key: key.to_string(), value: value.to_string() };
+    if value.contains('\n') || value.trim().is_empty() || lines::uneditable(value.trim()).is_some() {
         return Err(bad());
     }
     match serde_saphyr::from_str::<Value>(value) {
@@ -180,9 +131,7 @@ fn parse_map(text: &str) -> Result<Map<String, Value>, GlobalConfigError> {
     match serde_saphyr::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(Value::Null) => Ok(Map::new()),
-        Ok(other) => Err(GlobalConfigError::NotAMap {
-            found: kind_of(&other).to_string(),
-        }),
+        Ok(other) => Err(GlobalConfigError::NotAMap { found: kind_of(&other).to_string() }),
         Err(e) => Err(GlobalConfigError::Parse(first_line(&e))),
     }
 }
@@ -190,19 +139,13 @@ fn parse_map(text: &str) -> Result<Map<String, Value>, GlobalConfigError> {
 /// Refuses the shapes a line edit cannot handle: tabs, flow-style top level, several documents.
 fn check_shape(lines: &[Line]) -> Result<(), GlobalConfigError> {
     if let Some(line) = lines::first_tab(lines) {
-        return Err(GlobalConfigError::Unsupported {
-            line,
-            why: "a tab outside a comment".into(),
-        });
+        return Err(GlobalConfigError::Unsupported { line, why: "a tab outside a comment".into() });
     }
     let mut seen_content = false;
     for (i, l) in lines.iter().enumerate() {
         match l.kind {
             Kind::Content if l.indent == 0 && l.text.starts_with(['{', '[']) => {
-                return Err(GlobalConfigError::Unsupported {
-                    line: i + 1,
-                    why: "a flow-style top-level map".into(),
-                });
+                return Err(GlobalConfigError::Unsupported { line: i + 1, why: "a flow-style top-level map".into() });
             }
             Kind::Content => seen_content = true,
             Kind::DocMarker if seen_content || l.text.starts_with("...") => {
@@ -218,9 +161,7 @@ fn check_shape(lines: &[Line]) -> Result<(), GlobalConfigError> {
 }
 
 fn top_level_key(l: &Line) -> Option<String> {
-    (l.kind == Kind::Content && l.indent == 0)
-        .then(|| lines::key_value(&l.text).map(|kv| kv.key))
-        .flatten()
+    (l.kind == Kind::Content && l.indent == 0).then(|| lines::key_value(&l.text).map(|kv| kv.key)).flatten()
 }
 
 /// `# key: value` at column 0 (one optional space after `#`): the template's way of offering a key.
@@ -250,28 +191,14 @@ fn join(lines: &[Line]) -> String {
 }
 
 /// The edited text must parse, hold the value, and leave every other key as it was.
-fn verify(
-    before: &Map<String, Value>,
-    text: &str,
-    key: &str,
-    expected: &Value,
-) -> Result<(), GlobalConfigError> {
-    let err = |found: String| GlobalConfigError::Verify {
-        key: key.to_string(),
-        expected: expected.to_string(),
-        found,
-    };
+fn verify(before: &Map<String, Value>, text: &str, key: &str, expected: &Value) -> Result<(), GlobalConfigError> {
+    let err = |found: String| GlobalConfigError::Verify { key: key.to_string(), expected: expected.to_string(), found };
     let after = parse_map(text).map_err(|e| err(e.to_string()))?;
     if after.get(key) != Some(expected) {
-        return Err(err(after
-            .get(key)
-            .map_or("no value".into(), |v| v.to_string())));
+        return Err(err(after.get(key).map_or("no value".into(), |v| v.to_string())));
     }
     let others = |m: &Map<String, Value>| {
-        m.iter()
-            .filter(|(k, _)| *k != key)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect::<Vec<_>>()
+        m.iter().filter(|(k, _)| *k != key).map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
     };
     if others(before) != others(&after) {
         return Err(err("other keys changed".into()));
@@ -324,25 +251,13 @@ istio_enabled: true
     fn edits_are_idempotent_and_replace_existing_lines() {
         // (input, expected output)
         let cases = [
-            (
-                "a: 1\nexisting_kubernetes: \"\"\n",
-                "a: 1\nexisting_kubernetes: \"/kube/config\"\n",
-            ),
-            (
-                "existing_kubernetes: ~/x  # mine\n",
-                "existing_kubernetes: \"/kube/config\"  # mine\n",
-            ),
-            (
-                "existing_kubernetes:\nb: 2\n",
-                "existing_kubernetes: \"/kube/config\"\nb: 2\n",
-            ),
+            ("a: 1\nexisting_kubernetes: \"\"\n", "a: 1\nexisting_kubernetes: \"/kube/config\"\n"),
+            ("existing_kubernetes: ~/x  # mine\n", "existing_kubernetes: \"/kube/config\"  # mine\n"),
+            ("existing_kubernetes:\nb: 2\n", "existing_kubernetes: \"/kube/config\"\nb: 2\n"),
             ("a: 1\n", "a: 1\nexisting_kubernetes: \"/kube/config\"\n"),
             ("a: 1", "a: 1\nexisting_kubernetes: \"/kube/config\"\n"),
             ("", "existing_kubernetes: \"/kube/config\"\n"),
-            (
-                "---\n# only comments\n",
-                "---\n# only comments\nexisting_kubernetes: \"/kube/config\"\n",
-            ),
+            ("---\n# only comments\n", "---\n# only comments\nexisting_kubernetes: \"/kube/config\"\n"),
             // A nested key of the same name is not the top-level key.
             (
                 "x:\n  existing_kubernetes: \"a\"\n",
@@ -392,46 +307,16 @@ istio_enabled: true
                     what: "a flow-style collection".into(),
                 },
             ),
-            (
-                "a:\n\t- 1\n",
-                "k",
-                "1",
-                GlobalConfigError::Parse(String::new()),
-            ),
+            ("a:\n\t- 1\n", "k", "1", GlobalConfigError::Parse(String::new())),
             (
                 "{a: 1}\n",
                 "k",
                 "1",
-                GlobalConfigError::Unsupported {
-                    line: 1,
-                    why: "a flow-style top-level map".into(),
-                },
+                GlobalConfigError::Unsupported { line: 1, why: "a flow-style top-level map".into() },
             ),
-            (
-                "- a\n",
-                "k",
-                "1",
-                GlobalConfigError::NotAMap {
-                    found: "a list".into(),
-                },
-            ),
-            (
-                "a: 1\n",
-                "bad key",
-                "1",
-                GlobalConfigError::BadKey {
-                    key: "bad key".into(),
-                },
-            ),
-            (
-                "a: 1\n",
-                "k",
-                "[1, 2]",
-                GlobalConfigError::BadValue {
-                    key: "k".into(),
-                    value: "[1, 2]".into(),
-                },
-            ),
+            ("- a\n", "k", "1", GlobalConfigError::NotAMap { found: "a list".into() }),
+            ("a: 1\n", "bad key", "1", GlobalConfigError::BadKey { key: "bad key".into() }),
+            ("a: 1\n", "k", "[1, 2]", GlobalConfigError::BadValue { key: "k".into(), value: "[1, 2]".into() }),
         ];
         for (input, key, value, want) in cases {
             let got = merge_global_config(input, key, value).unwrap_err();
@@ -456,13 +341,7 @@ istio_enabled: true
         assert_eq!(merge_global_edit(&out, &edit).unwrap(), out);
         let multi = merge_global_edit("a: 1\n", "x: true\ny: 3\nz: \"s\"\n").unwrap();
         assert_eq!(multi, "a: 1\nx: true\ny: 3\nz: \"s\"\n");
-        assert_eq!(
-            merge_global_edit("a: 1\n", "x: [1]\n"),
-            Err(GlobalConfigError::EditNotScalar { key: "x".into() })
-        );
-        assert!(matches!(
-            merge_global_edit("a: 1\n", "- x\n"),
-            Err(GlobalConfigError::EditParse(_))
-        ));
+        assert_eq!(merge_global_edit("a: 1\n", "x: [1]\n"), Err(GlobalConfigError::EditNotScalar { key: "x".into() }));
+        assert!(matches!(merge_global_edit("a: 1\n", "- x\n"), Err(GlobalConfigError::EditParse(_))));
     }
 }

@@ -40,11 +40,7 @@ pub fn scan(text: &str) -> Vec<Line> {
         let rest = &raw[indent..];
         if let Some(owner) = scalar_owner {
             if rest.trim().is_empty() || indent > owner {
-                out.push(Line {
-                    text: raw.to_string(),
-                    indent,
-                    kind: Kind::ScalarBody,
-                });
+                out.push(Line { text: raw.to_string(), indent, kind: Kind::ScalarBody });
                 continue;
             }
             scalar_owner = None;
@@ -61,18 +57,13 @@ pub fn scan(text: &str) -> Vec<Line> {
         if kind == Kind::Content {
             scalar_owner = block_scalar_owner(raw, indent);
         }
-        out.push(Line {
-            text: raw.to_string(),
-            indent,
-            kind,
-        });
+        out.push(Line { text: raw.to_string(), indent, kind });
     }
     out
 }
 
 fn is_marker(rest: &str, marker: &str) -> bool {
-    rest.strip_prefix(marker)
-        .is_some_and(|after| after.is_empty() || after.starts_with([' ', '\t']))
+    rest.strip_prefix(marker).is_some_and(|after| after.is_empty() || after.starts_with([' ', '\t']))
 }
 
 /// When a content line opens a block scalar (`key: |`, `- >-`), the column of its owner.
@@ -154,12 +145,7 @@ pub fn key_value(rest: &str) -> Option<KeyValue<'_>> {
     }
     let after_colon = key_end + 1;
     let (value, comment) = split_comment(after);
-    Some(KeyValue {
-        key,
-        value: value.trim(),
-        after_colon,
-        comment,
-    })
+    Some(KeyValue { key, value: value.trim(), after_colon, comment })
 }
 
 /// Splits trailing `  # comment` (with the whitespace before it) from a value.
@@ -254,31 +240,21 @@ pub fn uneditable(value: &str) -> Option<&'static str> {
 /// parent), ignoring blanks and comments; `lines.len()` if none.
 pub fn block_end(lines: &[Line], start: usize, indent: usize) -> usize {
     (start + 1..lines.len())
-        .find(|&i| {
-            matches!(lines[i].kind, Kind::Content | Kind::DocMarker) && lines[i].indent <= indent
-        })
+        .find(|&i| matches!(lines[i].kind, Kind::Content | Kind::DocMarker) && lines[i].indent <= indent)
         .unwrap_or(lines.len())
 }
 
 /// The index just after the last content (or non-blank block-scalar) line in `lines[from..to]`,
 /// or `from`.
 pub fn content_end(lines: &[Line], from: usize, to: usize) -> usize {
-    let filled = |l: &Line| {
-        l.kind == Kind::Content || (l.kind == Kind::ScalarBody && !l.text.trim().is_empty())
-    };
-    (from..to)
-        .rev()
-        .find(|&i| filled(&lines[i]))
-        .map_or(from, |i| i + 1)
+    let filled = |l: &Line| l.kind == Kind::Content || (l.kind == Kind::ScalarBody && !l.text.trim().is_empty());
+    (from..to).rev().find(|&i| filled(&lines[i])).map_or(from, |i| i + 1)
 }
 
 /// The first line (1-based) that holds a tab outside a comment, if any: tabs are not YAML
 /// indentation, and columns computed from them would be wrong.
 pub fn first_tab(lines: &[Line]) -> Option<usize> {
-    lines
-        .iter()
-        .position(|l| l.kind != Kind::Comment && split_comment(&l.text).0.contains('\t'))
-        .map(|i| i + 1)
+    lines.iter().position(|l| l.kind != Kind::Comment && split_comment(&l.text).0.contains('\t')).map(|i| i + 1)
 }
 
 #[cfg(test)]
@@ -292,15 +268,9 @@ mod tests {
             ("a: 1", Some(("a", "1", ""))),
             ("a:", Some(("a", "", ""))),
             ("a:   # note", Some(("a", "", "   # note"))),
-            (
-                "name: \"x # y\"  # real",
-                Some(("name", "\"x # y\"", "  # real")),
-            ),
+            ("name: \"x # y\"  # real", Some(("name", "\"x # y\"", "  # real"))),
             ("k: 'it''s' # c", Some(("k", "'it''s'", " # c"))),
-            (
-                "url: http://h:80/x#frag",
-                Some(("url", "http://h:80/x#frag", "")),
-            ),
+            ("url: http://h:80/x#frag", Some(("url", "http://h:80/x#frag", ""))),
             ("\"QUOTED\": v", Some(("QUOTED", "v", ""))),
             ("a:b", None),
             ("- item", None),
@@ -308,8 +278,7 @@ mod tests {
             ("# a: 1", None),
         ];
         for (text, want) in cases {
-            let got =
-                key_value(text).map(|kv| (kv.key, kv.value.to_string(), kv.comment.to_string()));
+            let got = key_value(text).map(|kv| (kv.key, kv.value.to_string(), kv.comment.to_string()));
             let want = want.map(|(k, v, c)| (k.to_string(), v.to_string(), c.to_string()));
             assert_eq!(got, want, "{text:?}");
         }
@@ -321,12 +290,7 @@ mod tests {
             ("  x: 1", 2, "2", "  x: 2"),
             ("  x: 1  # why", 2, "2", "  x: 2  # why"),
             ("x:   # why", 0, "\"v\"", "x: \"v\"  # why"),
-            (
-                "x: \"\"  # BYO cluster: path",
-                0,
-                "\"/k\"",
-                "x: \"/k\"  # BYO cluster: path",
-            ),
+            ("x: \"\"  # BYO cluster: path", 0, "\"/k\"", "x: \"/k\"  # BYO cluster: path"),
         ];
         for (line, col, value, want) in cases {
             let kv = key_value(&line[col..]).unwrap();
@@ -341,10 +305,7 @@ mod tests {
         use Kind::*;
         assert_eq!(
             kinds,
-            [
-                Content, ScalarBody, ScalarBody, ScalarBody, Content, Comment, Content, Content,
-                ScalarBody, Content
-            ]
+            [Content, ScalarBody, ScalarBody, ScalarBody, Content, Comment, Content, Content, ScalarBody, Content]
         );
     }
 

@@ -51,9 +51,7 @@ fn string_map<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(String, Str
     map.into_iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k, s)),
-            other => Err(serde::de::Error::custom(format!(
-                "env {k}: expected a quoted string, found {other}"
-            ))),
+            other => Err(serde::de::Error::custom(format!("env {k}: expected a quoted string, found {other}"))),
         })
         .collect()
 }
@@ -77,18 +75,11 @@ pub enum ModelsError {
     #[error("models.yaml has no top-level `models:` list, expected the entry {name:?}")]
     NoModels { name: String },
     #[error("models.yaml has no model named {name:?} (it has: {})", .available.join(", "))]
-    UnknownModel {
-        name: String,
-        available: Vec<String>,
-    },
+    UnknownModel { name: String, available: Vec<String> },
     #[error("models.yaml names {name:?} more than once")]
     DuplicateModel { name: String },
     #[error("models.yaml line {line}: {what} is {why}; eas edits only block-style YAML")]
-    Unsupported {
-        what: String,
-        line: usize,
-        why: String,
-    },
+    Unsupported { what: String, line: usize, why: String },
     #[error("the edited models.yaml does not read back as intended: {0}")]
     Verify(String),
 }
@@ -133,24 +124,14 @@ struct Group {
 impl Ops {
     fn insert(&mut self, at: usize, extends: bool, new: impl IntoIterator<Item = String>) {
         let lines: Vec<String> = new.into_iter().collect();
-        let indent = lines
-            .first()
-            .map_or(0, |l| l.len() - l.trim_start_matches(' ').len());
+        let indent = lines.first().map_or(0, |l| l.len() - l.trim_start_matches(' ').len());
         let groups = self.insert.entry(at).or_default();
-        groups.push(Group {
-            indent,
-            extends,
-            lines,
-        });
+        groups.push(Group { indent, extends, lines });
         groups.sort_by_key(|g| (std::cmp::Reverse(g.indent), !g.extends));
     }
 
     fn inserted(&self, at: usize) -> impl Iterator<Item = &String> {
-        self.insert
-            .get(&at)
-            .into_iter()
-            .flatten()
-            .flat_map(|g| &g.lines)
+        self.insert.get(&at).into_iter().flatten().flat_map(|g| &g.lines)
     }
 
     fn apply(&self, lines: &[Line]) -> String {
@@ -191,18 +172,8 @@ fn key_line(lines: &[Line], idx: usize, col: usize) -> Option<KeyLine> {
     let kv = lines::key_value(text.get(col..)?)?;
     let head = &text[..col + kv.after_colon];
     let comment = kv.comment.trim_start();
-    let bare = if comment.is_empty() {
-        head.to_string()
-    } else {
-        format!("{head}  {comment}")
-    };
-    Some(KeyLine {
-        idx,
-        col,
-        key: kv.key.clone(),
-        value: kv.value.to_string(),
-        bare,
-    })
+    let bare = if comment.is_empty() { head.to_string() } else { format!("{head}  {comment}") };
+    Some(KeyLine { idx, col, key: kv.key.clone(), value: kv.value.to_string(), bare })
 }
 
 fn set_value(lines: &[Line], k: &KeyLine, value: &str) -> String {
@@ -213,8 +184,7 @@ fn set_value(lines: &[Line], k: &KeyLine, value: &str) -> String {
 /// The end of the value block of the key at `col` on line `idx`. A sequence may sit at the
 /// key's own indent (`args:` then `- x` below it at the same column).
 fn value_end(lines: &[Line], idx: usize, col: usize) -> usize {
-    let first =
-        (idx + 1..lines.len()).find(|&i| matches!(lines[i].kind, Kind::Content | Kind::DocMarker));
+    let first = (idx + 1..lines.len()).find(|&i| matches!(lines[i].kind, Kind::Content | Kind::DocMarker));
     if let Some(f) = first
         && lines[f].kind == Kind::Content
         && lines[f].indent == col
@@ -225,10 +195,7 @@ fn value_end(lines: &[Line], idx: usize, col: usize) -> usize {
                 let l = &lines[i];
                 match l.kind {
                     Kind::DocMarker => true,
-                    Kind::Content => {
-                        l.indent < col
-                            || (l.indent == col && lines::dash_item(&l.text[col..]).is_none())
-                    }
+                    Kind::Content => l.indent < col || (l.indent == col && lines::dash_item(&l.text[col..]).is_none()),
                     _ => false,
                 }
             })
@@ -247,18 +214,12 @@ fn keys_at(lines: &[Line], from: usize, to: usize, col: usize) -> Vec<KeyLine> {
 
 /// The indent of the first content line in `lines[from..to]`, or `default`.
 fn child_indent(lines: &[Line], from: usize, to: usize, default: usize) -> usize {
-    (from..to)
-        .find(|&i| lines[i].is_content())
-        .map_or(default, |i| lines[i].indent)
+    (from..to).find(|&i| lines[i].is_content()).map_or(default, |i| lines[i].indent)
 }
 
 fn plain_key(k: &str) -> String {
-    let plain = k
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+    let plain = k.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
     if plain { k.to_string() } else { quote(k) }
 }
 
@@ -278,9 +239,7 @@ pub fn apply_models_edit(models_yaml: &str, edit: &ModelsEdit) -> Result<String,
         Ok(Value::Object(m)) => m,
         Ok(Value::Null) => Map::new(),
         Ok(other) => {
-            return Err(ModelsError::NotAMap {
-                found: short(&other),
-            });
+            return Err(ModelsError::NotAMap { found: short(&other) });
         }
         Err(e) => return Err(ModelsError::Parse(first_line(&e))),
     };
@@ -304,13 +263,9 @@ pub fn apply_models_edit(models_yaml: &str, edit: &ModelsEdit) -> Result<String,
     defaults["require_amx"] = Value::Bool(edit.defaults.require_amx);
 
     let text = ops.apply(&lines);
-    let after: Value =
-        serde_saphyr::from_str(&text).map_err(|e| ModelsError::Verify(first_line(&e)))?;
+    let after: Value = serde_saphyr::from_str(&text).map_err(|e| ModelsError::Verify(first_line(&e)))?;
     if after != Value::Object(expected.clone()) {
-        return Err(ModelsError::Verify(difference(
-            &Value::Object(expected),
-            &after,
-        )));
+        return Err(ModelsError::Verify(difference(&Value::Object(expected), &after)));
     }
     Ok(text)
 }
@@ -341,35 +296,16 @@ fn difference(want: &Value, got: &Value) -> String {
 
 fn compact(v: &Value) -> String {
     let s = v.to_string();
-    if s.len() > 160 {
-        format!("{}…", &s[..s.floor_char_boundary(160)])
-    } else {
-        s
-    }
+    if s.len() > 160 { format!("{}…", &s[..s.floor_char_boundary(160)]) } else { s }
 }
 
-fn edit_defaults(
-    lines: &[Line],
-    top: &[KeyLine],
-    require_amx: bool,
-    ops: &mut Ops,
-) -> Result<(), ModelsError> {
+fn edit_defaults(lines: &[Line], top: &[KeyLine], require_amx: bool, ops: &mut Ops) -> Result<(), ModelsError> {
     let Some(d) = top.iter().find(|k| k.key == "defaults") else {
-        ops.insert(
-            lines.len(),
-            false,
-            [
-                "defaults:".to_string(),
-                format!("  require_amx: {require_amx}"),
-            ],
-        );
+        ops.insert(lines.len(), false, ["defaults:".to_string(), format!("  require_amx: {require_amx}")]);
         return Ok(());
     };
-    let unsupported = |why: &str| ModelsError::Unsupported {
-        what: "defaults".into(),
-        line: d.idx + 1,
-        why: why.into(),
-    };
+    let unsupported =
+        |why: &str| ModelsError::Unsupported { what: "defaults".into(), line: d.idx + 1, why: why.into() };
     if let Some(why) = lines::uneditable(&d.value) {
         return Err(unsupported(why));
     }
@@ -378,10 +314,7 @@ fn edit_defaults(
     }
     let end = lines::block_end(lines, d.idx, 0);
     let col = child_indent(lines, d.idx + 1, end, 2);
-    match keys_at(lines, d.idx + 1, end, col)
-        .into_iter()
-        .find(|k| k.key == "require_amx")
-    {
+    match keys_at(lines, d.idx + 1, end, col).into_iter().find(|k| k.key == "require_amx") {
         Some(k) => {
             if let Some(why) = lines::uneditable(&k.value) {
                 return Err(ModelsError::Unsupported {
@@ -390,16 +323,11 @@ fn edit_defaults(
                     why: why.into(),
                 });
             }
-            ops.replace
-                .insert(k.idx, Some(set_value(lines, &k, &require_amx.to_string())));
+            ops.replace.insert(k.idx, Some(set_value(lines, &k, &require_amx.to_string())));
         }
         None => {
             let at = lines::content_end(lines, d.idx + 1, end).max(d.idx + 1);
-            ops.insert(
-                at,
-                true,
-                [format!("{}require_amx: {require_amx}", " ".repeat(col))],
-            );
+            ops.insert(at, true, [format!("{}require_amx: {require_amx}", " ".repeat(col))]);
         }
     }
     Ok(())
@@ -415,79 +343,48 @@ fn edit_models(
 ) -> Result<(), ModelsError> {
     let first = &edit.models[0].name;
     let Some(m) = top.iter().find(|k| k.key == "models") else {
-        return Err(ModelsError::NoModels {
-            name: first.clone(),
-        });
+        return Err(ModelsError::NoModels { name: first.clone() });
     };
     let entries: Vec<Value> = match before.get("models") {
         Some(Value::Array(a)) => a.clone(),
         Some(Value::Null) => Vec::new(),
         _ => {
-            return Err(ModelsError::Unsupported {
-                what: "models".into(),
-                line: m.idx + 1,
-                why: "not a list".into(),
-            });
+            return Err(ModelsError::Unsupported { what: "models".into(), line: m.idx + 1, why: "not a list".into() });
         }
     };
     if m.value == "[]" || entries.is_empty() {
-        return Err(ModelsError::UnknownModel {
-            name: first.clone(),
-            available: Vec::new(),
-        });
+        return Err(ModelsError::UnknownModel { name: first.clone(), available: Vec::new() });
     }
     if let Some(why) = lines::uneditable(&m.value) {
-        return Err(ModelsError::Unsupported {
-            what: "models".into(),
-            line: m.idx + 1,
-            why: why.into(),
-        });
+        return Err(ModelsError::Unsupported { what: "models".into(), line: m.idx + 1, why: why.into() });
     }
     let items = items(lines, m)?;
     if items.len() != entries.len() {
         return Err(ModelsError::Unsupported {
             what: "models".into(),
             line: m.idx + 1,
-            why: format!(
-                "a list of {} entries, but {} item lines were found",
-                entries.len(),
-                items.len()
-            ),
+            why: format!("a list of {} entries, but {} item lines were found", entries.len(), items.len()),
         });
     }
-    let names: Vec<Option<&str>> = entries
-        .iter()
-        .map(|e| e.get("name").and_then(Value::as_str))
-        .collect();
-    let Value::Array(out_entries) = expected.get_mut("models").expect("checked above") else {
-        unreachable!()
-    };
+    let names: Vec<Option<&str>> = entries.iter().map(|e| e.get("name").and_then(Value::as_str)).collect();
+    let Value::Array(out_entries) = expected.get_mut("models").expect("checked above") else { unreachable!() };
     for e in &edit.models {
-        let found: Vec<usize> = (0..names.len())
-            .filter(|&i| names[i] == Some(e.name.as_str()))
-            .collect();
+        let found: Vec<usize> = (0..names.len()).filter(|&i| names[i] == Some(e.name.as_str())).collect();
         let i = match found.as_slice() {
             [i] => *i,
             [] => {
                 let available = names.iter().flatten().map(|s| s.to_string()).collect();
-                return Err(ModelsError::UnknownModel {
-                    name: e.name.clone(),
-                    available,
-                });
+                return Err(ModelsError::UnknownModel { name: e.name.clone(), available });
             }
             _ => {
-                return Err(ModelsError::DuplicateModel {
-                    name: e.name.clone(),
-                });
+                return Err(ModelsError::DuplicateModel { name: e.name.clone() });
             }
         };
-        let entry = out_entries[i]
-            .as_object_mut()
-            .ok_or_else(|| ModelsError::Unsupported {
-                what: format!("model {}", e.name),
-                line: items[i].start + 1,
-                why: "not a map".into(),
-            })?;
+        let entry = out_entries[i].as_object_mut().ok_or_else(|| ModelsError::Unsupported {
+            what: format!("model {}", e.name),
+            line: items[i].start + 1,
+            why: "not a map".into(),
+        })?;
         if !e.env.is_empty() {
             edit_env(lines, &items[i], e, ops)?;
             let env = entry.entry("env").or_insert(Value::Null);
@@ -499,11 +396,7 @@ fn edit_models(
             }
         }
         if !e.args_append.is_empty() {
-            let current: Vec<Value> = entry
-                .get("args")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
+            let current: Vec<Value> = entry.get("args").and_then(Value::as_array).cloned().unwrap_or_default();
             let args = edit_args(lines, &items[i], e, &current, ops)?;
             entry.insert("args".into(), Value::Array(args));
         }
@@ -520,9 +413,7 @@ fn items(lines: &[Line], m: &KeyLine) -> Result<Vec<Item>, ModelsError> {
     let dash = lines[first].indent;
     let starts: Vec<usize> = (first..end)
         .filter(|&i| {
-            lines[i].is_content()
-                && lines[i].indent == dash
-                && lines::dash_item(&lines[i].text[dash..]).is_some()
+            lines[i].is_content() && lines[i].indent == dash && lines::dash_item(&lines[i].text[dash..]).is_some()
         })
         .collect();
     let mut out = Vec::new();
@@ -532,61 +423,33 @@ fn items(lines: &[Line], m: &KeyLine) -> Result<Vec<Item>, ModelsError> {
         let rest = lines::dash_item(&text[dash..]).expect("a dash line");
         let what = || format!("models item {}", n + 1);
         if let Some(why) = lines::uneditable(rest) {
-            return Err(ModelsError::Unsupported {
-                what: what(),
-                line: start + 1,
-                why: why.into(),
-            });
+            return Err(ModelsError::Unsupported { what: what(), line: start + 1, why: why.into() });
         }
         let (col, keys_from) = if lines::split_comment(rest).0.trim().is_empty() {
-            (
-                child_indent(lines, start + 1, item_end, dash + 2),
-                start + 1,
-            )
+            (child_indent(lines, start + 1, item_end, dash + 2), start + 1)
         } else if lines::key_value(rest).is_some() {
             (text.len() - rest.len(), start)
         } else {
-            return Err(ModelsError::Unsupported {
-                what: what(),
-                line: start + 1,
-                why: "a scalar, not a map".into(),
-            });
+            return Err(ModelsError::Unsupported { what: what(), line: start + 1, why: "a scalar, not a map".into() });
         };
         let mut keys = Vec::new();
         if keys_from == start {
             keys.extend(key_line(lines, start, col));
         }
         keys.extend(keys_at(lines, start + 1, item_end, col));
-        out.push(Item {
-            start,
-            end: item_end,
-            col,
-            keys,
-        });
+        out.push(Item { start, end: item_end, col, keys });
     }
     Ok(out)
 }
 
-fn edit_env(
-    lines: &[Line],
-    item: &Item,
-    e: &ModelEntryEdit,
-    ops: &mut Ops,
-) -> Result<(), ModelsError> {
+fn edit_env(lines: &[Line], item: &Item, e: &ModelEntryEdit, ops: &mut Ops) -> Result<(), ModelsError> {
     let pad = " ".repeat(item.col);
     let render = |col: usize| -> Vec<String> {
-        e.env
-            .iter()
-            .map(|(k, v)| format!("{}{}: {}", " ".repeat(col), plain_key(k), quote(v)))
-            .collect()
+        e.env.iter().map(|(k, v)| format!("{}{}: {}", " ".repeat(col), plain_key(k), quote(v))).collect()
     };
     let Some(env) = item.keys.iter().find(|k| k.key == "env") else {
         let at = lines::content_end(lines, item.start, item.end);
-        ops.insert(
-            at,
-            false,
-            std::iter::once(format!("{pad}env:")).chain(render(item.col + 2)),
-        );
+        ops.insert(at, false, std::iter::once(format!("{pad}env:")).chain(render(item.col + 2)));
         return Ok(());
     };
     let what = || format!("the env of model {}", e.name);
@@ -596,18 +459,10 @@ fn edit_env(
         return Ok(());
     }
     if let Some(why) = lines::uneditable(&env.value) {
-        return Err(ModelsError::Unsupported {
-            what: what(),
-            line: env.idx + 1,
-            why: why.into(),
-        });
+        return Err(ModelsError::Unsupported { what: what(), line: env.idx + 1, why: why.into() });
     }
     if !env.value.is_empty() {
-        return Err(ModelsError::Unsupported {
-            what: what(),
-            line: env.idx + 1,
-            why: "a scalar, not a map".into(),
-        });
+        return Err(ModelsError::Unsupported { what: what(), line: env.idx + 1, why: "a scalar, not a map".into() });
     }
     let end = lines::block_end(lines, env.idx, env.col);
     let col = child_indent(lines, env.idx + 1, end, env.col + 2);
@@ -617,19 +472,12 @@ fn edit_env(
         match existing.iter().find(|x| &x.key == k) {
             Some(x) => {
                 let multi = x.value.is_empty()
-                    && lines::content_end(lines, x.idx + 1, lines::block_end(lines, x.idx, col))
-                        > x.idx + 1;
-                if let Some(why) = lines::uneditable(&x.value).or(multi.then_some("a nested block"))
-                {
+                    && lines::content_end(lines, x.idx + 1, lines::block_end(lines, x.idx, col)) > x.idx + 1;
+                if let Some(why) = lines::uneditable(&x.value).or(multi.then_some("a nested block")) {
                     let what = format!("env {k} of model {}", e.name);
-                    return Err(ModelsError::Unsupported {
-                        what,
-                        line: x.idx + 1,
-                        why: why.into(),
-                    });
+                    return Err(ModelsError::Unsupported { what, line: x.idx + 1, why: why.into() });
                 }
-                ops.replace
-                    .insert(x.idx, Some(set_value(lines, x, &quote(v))));
+                ops.replace.insert(x.idx, Some(set_value(lines, x, &quote(v))));
             }
             None => added.push(format!("{}{}: {}", " ".repeat(col), plain_key(k), quote(v))),
         }
@@ -651,23 +499,14 @@ fn edit_args(
 ) -> Result<Vec<Value>, ModelsError> {
     let appended = || e.args_append.iter().cloned().map(Value::String);
     let render = |col: usize| -> Vec<String> {
-        e.args_append
-            .iter()
-            .map(|a| format!("{}- {}  {APPENDED}", " ".repeat(col), quote(a)))
-            .collect()
+        e.args_append.iter().map(|a| format!("{}- {}  {APPENDED}", " ".repeat(col), quote(a))).collect()
     };
     let as_strings = |vals: &[Value]| -> Vec<String> {
-        vals.iter()
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-            .collect()
+        vals.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect()
     };
     let Some(args) = item.keys.iter().find(|k| k.key == "args") else {
         let at = lines::content_end(lines, item.start, item.end);
-        ops.insert(
-            at,
-            false,
-            std::iter::once(format!("{}args:", " ".repeat(item.col))).chain(render(item.col + 2)),
-        );
+        ops.insert(at, false, std::iter::once(format!("{}args:", " ".repeat(item.col))).chain(render(item.col + 2)));
         return Ok(appended().collect());
     };
     let what = || format!("the args of model {}", e.name);
@@ -677,42 +516,26 @@ fn edit_args(
         return Ok(appended().collect());
     }
     if let Some(why) = lines::uneditable(&args.value) {
-        return Err(ModelsError::Unsupported {
-            what: what(),
-            line: args.idx + 1,
-            why: why.into(),
-        });
+        return Err(ModelsError::Unsupported { what: what(), line: args.idx + 1, why: why.into() });
     }
     if !args.value.is_empty() {
-        return Err(ModelsError::Unsupported {
-            what: what(),
-            line: args.idx + 1,
-            why: "a scalar, not a list".into(),
-        });
+        return Err(ModelsError::Unsupported { what: what(), line: args.idx + 1, why: "a scalar, not a list".into() });
     }
     let end = value_end(lines, args.idx, args.col);
     let col = child_indent(lines, args.idx + 1, end, args.col + 2);
     let mut item_lines = Vec::new();
-    for i in
-        (args.idx + 1..end).filter(|&i| lines[i].is_content() || lines[i].kind == Kind::ScalarBody)
-    {
+    for i in (args.idx + 1..end).filter(|&i| lines[i].is_content() || lines[i].kind == Kind::ScalarBody) {
         let l = &lines[i];
         let rest = l.text.get(col..).and_then(lines::dash_item);
         match rest {
-            Some(rest) if l.indent == col && lines::uneditable(rest).is_none() => {
-                item_lines.push(i)
-            }
+            Some(rest) if l.indent == col && lines::uneditable(rest).is_none() => item_lines.push(i),
             _ => {
                 let why = if l.indent == col && rest.is_some() {
                     "an item that is not a single-line string"
                 } else {
                     "an item that spans several lines"
                 };
-                return Err(ModelsError::Unsupported {
-                    what: what(),
-                    line: i + 1,
-                    why: why.into(),
-                });
+                return Err(ModelsError::Unsupported { what: what(), line: i + 1, why: why.into() });
             }
         }
     }
@@ -720,18 +543,11 @@ fn edit_args(
         return Err(ModelsError::Unsupported {
             what: what(),
             line: args.idx + 1,
-            why: format!(
-                "a list of {} items, but {} item lines were found",
-                current.len(),
-                item_lines.len()
-            ),
+            why: format!("a list of {} items, but {} item lines were found", current.len(), item_lines.len()),
         });
     }
-    let marked = item_lines
-        .iter()
-        .rev()
-        .take_while(|&&i| lines::split_comment(&lines[i].text).1.trim() == APPENDED)
-        .count();
+    let marked =
+        item_lines.iter().rev().take_while(|&&i| lines::split_comment(&lines[i].text).1.trim() == APPENDED).count();
     let base = as_strings(&current[..current.len() - marked]);
     let tail = as_strings(&current[current.len() - marked..]);
     if (marked > 0 && tail == e.args_append) || (marked == 0 && base.ends_with(&e.args_append)) {
@@ -747,11 +563,7 @@ fn edit_args(
         None => item_lines.last().map_or(args.idx + 1, |&i| i + 1),
     };
     ops.insert(at, true, render(col));
-    Ok(current[..current.len() - marked]
-        .iter()
-        .cloned()
-        .chain(appended())
-        .collect())
+    Ok(current[..current.len() - marked].iter().cloned().chain(appended()).collect())
 }
 
 #[cfg(test)]

@@ -61,19 +61,13 @@ models:
 "#;
 
 fn edit(require_amx: bool, models: Vec<ModelEntryEdit>) -> ModelsEdit {
-    ModelsEdit {
-        defaults: EditDefaults { require_amx },
-        models,
-    }
+    ModelsEdit { defaults: EditDefaults { require_amx }, models }
 }
 
 fn entry(name: &str, env: &[(&str, &str)], args: &[&str]) -> ModelEntryEdit {
     ModelEntryEdit {
         name: name.into(),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         args_append: args.iter().map(|s| s.to_string()).collect(),
     }
 }
@@ -91,12 +85,7 @@ fn intended(original: &str, e: &ModelsEdit) -> Value {
     }
     v["defaults"]["require_amx"] = json!(e.defaults.require_amx);
     for m in &e.models {
-        let entry = v["models"]
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .find(|x| x["name"] == m.name.as_str())
-            .unwrap();
+        let entry = v["models"].as_array_mut().unwrap().iter_mut().find(|x| x["name"] == m.name.as_str()).unwrap();
         if !m.env.is_empty() {
             if !entry["env"].is_object() {
                 entry["env"] = json!({});
@@ -118,23 +107,14 @@ fn intended(original: &str, e: &ModelsEdit) -> Value {
 }
 
 fn comments(text: &str) -> Vec<&str> {
-    text.lines()
-        .filter(|l| l.trim_start().starts_with('#'))
-        .collect()
+    text.lines().filter(|l| l.trim_start().starts_with('#')).collect()
 }
 
 #[test]
 fn edits_read_back_as_intended_and_keep_every_comment() {
     let cases = [
         edit(false, vec![]),
-        edit(
-            true,
-            vec![entry(
-                "qwen2-5-coder-7b",
-                &[("VLLM_CPU_KVCACHE_SPACE", "8")],
-                &["--max-model-len", "32768"],
-            )],
-        ),
+        edit(true, vec![entry("qwen2-5-coder-7b", &[("VLLM_CPU_KVCACHE_SPACE", "8")], &["--max-model-len", "32768"])]),
         edit(
             false,
             vec![
@@ -143,11 +123,7 @@ fn edits_read_back_as_intended_and_keep_every_comment() {
                     &[("VLLM_CPU_KVCACHE_SPACE", "8"), ("NEW_KEY", "x y")],
                     &["--max-model-len", "65536"],
                 ),
-                entry(
-                    "qwen2-5-coder-14b",
-                    &[("VLLM_CPU_KVCACHE_SPACE", "12")],
-                    &["--max-model-len", "16384"],
-                ),
+                entry("qwen2-5-coder-14b", &[("VLLM_CPU_KVCACHE_SPACE", "12")], &["--max-model-len", "16384"]),
                 entry("bge-base-en", &[], &["--max-model-len", "512"]),
             ],
         ),
@@ -158,11 +134,7 @@ fn edits_read_back_as_intended_and_keep_every_comment() {
         for c in comments(CATALOG) {
             assert!(out.contains(c), "comment {c:?} lost:\n{out}");
         }
-        assert_eq!(
-            apply_models_edit(&out, &e).unwrap(),
-            out,
-            "a second application changed the text: {e:?}"
-        );
+        assert_eq!(apply_models_edit(&out, &e).unwrap(), out, "a second application changed the text: {e:?}");
     }
 }
 
@@ -171,16 +143,8 @@ fn edited_text_is_where_a_reader_expects_it() {
     let e = edit(
         false,
         vec![
-            entry(
-                "qwen2-5-coder-7b",
-                &[("VLLM_CPU_KVCACHE_SPACE", "8")],
-                &["--max-model-len", "32768"],
-            ),
-            entry(
-                "qwen2-5-coder-14b",
-                &[("VLLM_CPU_KVCACHE_SPACE", "12")],
-                &["--max-model-len", "16384"],
-            ),
+            entry("qwen2-5-coder-7b", &[("VLLM_CPU_KVCACHE_SPACE", "8")], &["--max-model-len", "32768"]),
+            entry("qwen2-5-coder-14b", &[("VLLM_CPU_KVCACHE_SPACE", "12")], &["--max-model-len", "16384"]),
         ],
     );
     let out = apply_models_edit(CATALOG, &e).unwrap();
@@ -199,46 +163,20 @@ fn edited_text_is_where_a_reader_expects_it() {
 
 #[test]
 fn appended_args_follow_the_catalog_args_and_last_wins() {
-    let e = edit(
-        true,
-        vec![entry("llama-3-1-8b", &[], &["--max-model-len", "65536"])],
-    );
+    let e = edit(true, vec![entry("llama-3-1-8b", &[], &["--max-model-len", "65536"])]);
     let out = apply_models_edit(CATALOG, &e).unwrap();
     let args = parse(&out)["models"][0]["args"].clone();
-    assert_eq!(
-        args,
-        json!([
-            "--dtype",
-            "bfloat16",
-            "--max-model-len",
-            "131072",
-            "--max-model-len",
-            "65536"
-        ])
-    );
+    assert_eq!(args, json!(["--dtype", "bfloat16", "--max-model-len", "131072", "--max-model-len", "65536"]));
     // A changed edit replaces what an earlier one appended instead of piling up.
-    let e2 = edit(
-        true,
-        vec![entry("llama-3-1-8b", &[], &["--max-model-len", "32768"])],
-    );
+    let e2 = edit(true, vec![entry("llama-3-1-8b", &[], &["--max-model-len", "32768"])]);
     let out2 = apply_models_edit(&out, &e2).unwrap();
     assert_eq!(
         parse(&out2)["models"][0]["args"],
-        json!([
-            "--dtype",
-            "bfloat16",
-            "--max-model-len",
-            "131072",
-            "--max-model-len",
-            "32768"
-        ])
+        json!(["--dtype", "bfloat16", "--max-model-len", "131072", "--max-model-len", "32768"])
     );
     assert_eq!(out2, apply_models_edit(CATALOG, &e2).unwrap());
     // The catalog already ends with the tail: nothing to append.
-    let same = edit(
-        true,
-        vec![entry("llama-3-1-8b", &[], &["--max-model-len", "131072"])],
-    );
+    let same = edit(true, vec![entry("llama-3-1-8b", &[], &["--max-model-len", "131072"])]);
     assert_eq!(apply_models_edit(CATALOG, &same).unwrap(), CATALOG);
 }
 
@@ -248,21 +186,13 @@ fn other_shapes_that_are_safe_to_edit() {
     let amx = |b| edit(b, vec![]);
     let one = || edit(true, vec![entry("m", &[("K", "1")], &["--a"])]);
     let cases = [
-        (
-            "models: []\n",
-            amx(true),
-            "models: []\ndefaults:\n  require_amx: true\n",
-        ),
+        ("models: []\n", amx(true), "models: []\ndefaults:\n  require_amx: true\n"),
         (
             "defaults:\n  runtime: vllm\n# end\n",
             amx(false),
             "defaults:\n  runtime: vllm\n  require_amx: false\n# end\n",
         ),
-        (
-            "defaults:\nmodels: []\n",
-            amx(true),
-            "defaults:\n  require_amx: true\nmodels: []\n",
-        ),
+        ("defaults:\nmodels: []\n", amx(true), "defaults:\n  require_amx: true\nmodels: []\n"),
         (
             "models:\n- name: m\n  env: {}\n  args: []  # none yet\n",
             one(),
@@ -290,11 +220,8 @@ fn other_shapes_that_are_safe_to_edit() {
 #[test]
 fn refuses_what_it_cannot_edit_safely() {
     let one = |name: &str| edit(true, vec![entry(name, &[("K", "1")], &["--a"])]);
-    let unsupported = |what: &str, line: usize, why: &str| ModelsError::Unsupported {
-        what: what.into(),
-        line,
-        why: why.into(),
-    };
+    let unsupported =
+        |what: &str, line: usize, why: &str| ModelsError::Unsupported { what: what.into(), line, why: why.into() };
     let cases = [
         (
             CATALOG,
@@ -309,24 +236,9 @@ fn refuses_what_it_cannot_edit_safely() {
                 ],
             },
         ),
-        (
-            "models: []\n",
-            one("m"),
-            ModelsError::UnknownModel {
-                name: "m".into(),
-                available: vec![],
-            },
-        ),
-        (
-            "defaults: {}\n",
-            one("m"),
-            ModelsError::NoModels { name: "m".into() },
-        ),
-        (
-            "models:\n  - name: m\n  - name: m\n",
-            one("m"),
-            ModelsError::DuplicateModel { name: "m".into() },
-        ),
+        ("models: []\n", one("m"), ModelsError::UnknownModel { name: "m".into(), available: vec![] }),
+        ("defaults: {}\n", one("m"), ModelsError::NoModels { name: "m".into() }),
+        ("models:\n  - name: m\n  - name: m\n", one("m"), ModelsError::DuplicateModel { name: "m".into() }),
         (
             "models:\n  - name: m\n    env: {K: \"0\"}\n",
             one("m"),
@@ -337,16 +249,8 @@ fn refuses_what_it_cannot_edit_safely() {
             one("m"),
             unsupported("the args of model m", 3, "a flow-style collection"),
         ),
-        (
-            "models:\n  - {name: m}\n",
-            one("m"),
-            unsupported("models item 1", 2, "a flow-style collection"),
-        ),
-        (
-            "models: [{name: m}]\n",
-            one("m"),
-            unsupported("models", 1, "a flow-style collection"),
-        ),
+        ("models:\n  - {name: m}\n", one("m"), unsupported("models item 1", 2, "a flow-style collection")),
+        ("models: [{name: m}]\n", one("m"), unsupported("models", 1, "a flow-style collection")),
         (
             "models:\n  - name: m\n    env:\n      K: |\n        0\n",
             one("m"),
@@ -355,11 +259,7 @@ fn refuses_what_it_cannot_edit_safely() {
         (
             "models:\n  - name: m\n    env: &e\n      K: \"0\"\n",
             one("m"),
-            unsupported(
-                "the env of model m",
-                3,
-                "an anchor (other entries may alias it)",
-            ),
+            unsupported("the env of model m", 3, "an anchor (other entries may alias it)"),
         ),
         (
             "models:\n  - name: m\n    args:\n      - --b\n        --c\n",
@@ -369,37 +269,16 @@ fn refuses_what_it_cannot_edit_safely() {
         (
             "models:\n  - name: m\n    args:\n      - [x]\n",
             one("m"),
-            unsupported(
-                "the args of model m",
-                4,
-                "an item that is not a single-line string",
-            ),
+            unsupported("the args of model m", 4, "an item that is not a single-line string"),
         ),
-        (
-            "defaults: {require_amx: true}\n",
-            edit(false, vec![]),
-            unsupported("defaults", 1, "a flow-style collection"),
-        ),
-        (
-            "models:\n  - name: m\n    model_id: \"a\tb\"\n",
-            one("m"),
-            ModelsError::Tab { line: 3 },
-        ),
-        (
-            "- a\n",
-            one("m"),
-            ModelsError::NotAMap {
-                found: "a list".into(),
-            },
-        ),
+        ("defaults: {require_amx: true}\n", edit(false, vec![]), unsupported("defaults", 1, "a flow-style collection")),
+        ("models:\n  - name: m\n    model_id: \"a\tb\"\n", one("m"), ModelsError::Tab { line: 3 }),
+        ("- a\n", one("m"), ModelsError::NotAMap { found: "a list".into() }),
     ];
     for (input, e, want) in cases {
         assert_eq!(apply_models_edit(input, &e), Err(want), "{input:?}");
     }
-    assert!(matches!(
-        apply_models_edit("a: [\n", &one("m")),
-        Err(ModelsError::Parse(_))
-    ));
+    assert!(matches!(apply_models_edit("a: [\n", &one("m")), Err(ModelsError::Parse(_))));
 }
 
 #[test]
@@ -411,10 +290,7 @@ fn errors_name_the_model_and_the_line() {
         "models.yaml line 3: the env of model m is a flow-style collection; eas edits only block-style YAML"
     );
     let err = apply_models_edit("models:\n  - name: a\n", &e).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "models.yaml has no model named \"m\" (it has: a)"
-    );
+    assert_eq!(err.to_string(), "models.yaml has no model named \"m\" (it has: a)");
     assert!(err.hint().contains("--model"));
 }
 
@@ -436,33 +312,16 @@ fn the_generated_edit_file_parses() {
     let parsed = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
     assert_eq!(
         parsed,
-        edit(
-            false,
-            vec![entry(
-                "qwen2-5-coder-7b",
-                &[("VLLM_CPU_KVCACHE_SPACE", "8")],
-                &["--max-model-len", "32768"]
-            )]
-        )
+        edit(false, vec![entry("qwen2-5-coder-7b", &[("VLLM_CPU_KVCACHE_SPACE", "8")], &["--max-model-len", "32768"])])
     );
-    let none = Decision {
-        model_edits: vec![],
-        require_amx: true,
-        ..d
-    };
-    assert_eq!(
-        ModelsEdit::parse(&render::models_edit(&none)).unwrap(),
-        edit(true, vec![])
-    );
+    let none = Decision { model_edits: vec![], require_amx: true, ..d };
+    assert_eq!(ModelsEdit::parse(&render::models_edit(&none)).unwrap(), edit(true, vec![]));
     // The edit file is ours: anything else in it is a mistake worth stopping for.
     for bad in [
         "defaults: {require_amx: true}\nextra: 1\n",
         "defaults: {require_amx: true}\nmodels:\n  - name: m\n    env: {K: 8}\n",
         "models: []\n",
     ] {
-        assert!(
-            matches!(ModelsEdit::parse(bad), Err(ModelsError::EditParse(_))),
-            "{bad:?}"
-        );
+        assert!(matches!(ModelsEdit::parse(bad), Err(ModelsError::EditParse(_))), "{bad:?}");
     }
 }

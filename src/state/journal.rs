@@ -85,33 +85,21 @@ pub struct State {
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
     #[error("{path} is damaged: {msg}")]
     Malformed { path: PathBuf, msg: String },
-    #[error(
-        "{path} has schema_version {found}, written by a newer eas (this one reads {SCHEMA_VERSION})"
-    )]
+    #[error("{path} has schema_version {found}, written by a newer eas (this one reads {SCHEMA_VERSION})")]
     Newer { path: PathBuf, found: u64 },
-    #[error(
-        "{path} has schema_version {found}, written by an older eas (this one reads {SCHEMA_VERSION})"
-    )]
+    #[error("{path} has schema_version {found}, written by an older eas (this one reads {SCHEMA_VERSION})")]
     Older { path: PathBuf, found: u64 },
 }
 
 impl JournalError {
     pub fn hint(&self) -> String {
         match self {
-            JournalError::Read { .. } | JournalError::Write { .. } => {
-                "check the permissions of --state-dir".into()
-            }
+            JournalError::Read { .. } | JournalError::Write { .. } => "check the permissions of --state-dir".into(),
             JournalError::Malformed { path, .. } => format!(
                 "move {} aside to start afresh; `eas down` then no longer knows what the earlier run created",
                 path.display()
@@ -161,17 +149,11 @@ impl State {
     }
 
     pub fn entry(&self, phase: PhaseId) -> &PhaseEntry {
-        self.phases
-            .iter()
-            .find(|e| e.phase == phase)
-            .expect("every phase has an entry")
+        self.phases.iter().find(|e| e.phase == phase).expect("every phase has an entry")
     }
 
     fn entry_mut(&mut self, phase: PhaseId) -> &mut PhaseEntry {
-        self.phases
-            .iter_mut()
-            .find(|e| e.phase == phase)
-            .expect("every phase has an entry")
+        self.phases.iter_mut().find(|e| e.phase == phase).expect("every phase has an entry")
     }
 
     /// Takes over what a resumed run keeps from the previous record: its ledger (so `eas down`
@@ -202,11 +184,7 @@ impl State {
 
     /// Ctrl-C: whatever was running is recorded as interrupted, and the run as exit 130.
     pub fn interrupt(&mut self, now: &str) {
-        for e in self
-            .phases
-            .iter_mut()
-            .filter(|e| e.status == Status::Running)
-        {
+        for e in self.phases.iter_mut().filter(|e| e.status == Status::Running) {
             e.status = Status::Interrupted;
             e.finished = Some(now.to_string());
             e.message = Some("interrupted (Ctrl-C or SIGTERM)".into());
@@ -217,12 +195,7 @@ impl State {
 
     /// The phase that ended the run unsuccessfully, if one did.
     pub fn failed_phase(&self) -> Option<&PhaseEntry> {
-        self.phases.iter().find(|e| {
-            matches!(
-                e.status,
-                Status::Failed | Status::Interrupted | Status::Running
-            )
-        })
+        self.phases.iter().find(|e| matches!(e.status, Status::Failed | Status::Interrupted | Status::Running))
     }
 
     pub fn to_json(&self) -> String {
@@ -232,38 +205,20 @@ impl State {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<State, JournalError> {
-        let malformed = |msg: String| JournalError::Malformed {
-            path: path.to_path_buf(),
-            msg,
-        };
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            malformed(format!(
-                "not JSON at line {} column {}: {e}",
-                e.line(),
-                e.column()
-            ))
-        })?;
-        match value
-            .get("schema_version")
-            .and_then(serde_json::Value::as_u64)
-        {
+        let malformed = |msg: String| JournalError::Malformed { path: path.to_path_buf(), msg };
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| malformed(format!("not JSON at line {} column {}: {e}", e.line(), e.column())))?;
+        match value.get("schema_version").and_then(serde_json::Value::as_u64) {
             None => return Err(malformed("no schema_version".into())),
             Some(v) if v > u64::from(SCHEMA_VERSION) => {
-                return Err(JournalError::Newer {
-                    path: path.to_path_buf(),
-                    found: v,
-                });
+                return Err(JournalError::Newer { path: path.to_path_buf(), found: v });
             }
             Some(v) if v < u64::from(SCHEMA_VERSION) => {
-                return Err(JournalError::Older {
-                    path: path.to_path_buf(),
-                    found: v,
-                });
+                return Err(JournalError::Older { path: path.to_path_buf(), found: v });
             }
             Some(_) => {}
         }
-        serde_path_to_error::deserialize(value)
-            .map_err(|e| malformed(format!("field `{}`: {}", e.path(), e.inner())))
+        serde_path_to_error::deserialize(value).map_err(|e| malformed(format!("field `{}`: {}", e.path(), e.inner())))
     }
 
     /// The record at `path`, or None when there is none yet.
@@ -271,33 +226,22 @@ impl State {
         match std::fs::read_to_string(path) {
             Ok(text) => State::parse(&text, path).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(JournalError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+            Err(source) => Err(JournalError::Read { path: path.to_path_buf(), source }),
         }
     }
 
     pub fn save(&self, path: &Path) -> Result<(), JournalError> {
-        write_atomic(path, self.to_json().as_bytes()).map_err(|source| JournalError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
+        write_atomic(path, self.to_json().as_bytes())
+            .map_err(|source| JournalError::Write { path: path.to_path_buf(), source })
     }
 }
 
 /// Writes `bytes` to `path` through a synced temporary file in the same directory and a rename.
 /// The directory is created private to the user when missing.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     create_private_dir(dir)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".state-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".state-").suffix(".tmp").tempfile_in(dir)?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -310,10 +254,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 #[cfg(test)]
@@ -327,10 +268,7 @@ mod tests {
             context: "k3d-gpu".into(),
             layer: "inference".into(),
             env: "k3d-gpu".into(),
-            pins: PinsRecord {
-                profile: "main".into(),
-                shas: BTreeMap::from([("eas".into(), "a".repeat(40))]),
-            },
+            pins: PinsRecord { profile: "main".into(), shas: BTreeMap::from([("eas".into(), "a".repeat(40))]) },
         }
     }
 
@@ -360,10 +298,7 @@ mod tests {
         let path = dir.path().join("uid-1").join(FILE);
         assert!(State::load(&path).unwrap().is_none());
         let mut s = State::new(info(), "t0");
-        s.ledger.before = Snapshot {
-            namespaces: ["default".to_string()].into(),
-            ..Snapshot::default()
-        };
+        s.ledger.before = Snapshot { namespaces: ["default".to_string()].into(), ..Snapshot::default() };
         s.installer_command = vec!["./es_auto_installer.sh".into(), "install".into()];
         s.save(&path).unwrap();
         assert_eq!(State::load(&path).unwrap(), Some(s.clone()));
@@ -376,13 +311,9 @@ mod tests {
             .collect();
         assert_eq!(names, [FILE], "no temporary file is left behind");
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path.parent().unwrap())
-            .unwrap()
-            .permissions()
-            .mode();
+        let mode = std::fs::metadata(path.parent().unwrap()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["phases"][0]["phase"], "lock");
         assert_eq!(json["phases"][0]["status"], "pending");
@@ -394,26 +325,16 @@ mod tests {
         let mut v = serde_json::to_value(State::new(info(), "t0")).unwrap();
         v["schema_version"] = 2.into();
         let newer = State::parse(&v.to_string(), p).unwrap_err();
-        assert!(
-            matches!(newer, JournalError::Newer { found: 2, .. }),
-            "{newer}"
-        );
+        assert!(matches!(newer, JournalError::Newer { found: 2, .. }), "{newer}");
         assert!(newer.hint().contains("upgrade eas"));
         v["schema_version"] = 0.into();
         let older = State::parse(&v.to_string(), p).unwrap_err();
         assert!(matches!(older, JournalError::Older { found: 0, .. }));
         assert!(older.hint().contains("/s/uid"));
-        let cases = [
-            ("{", "not JSON"),
-            ("{}", "no schema_version"),
-            (r#"{"schema_version": 1}"#, "field"),
-        ];
+        let cases = [("{", "not JSON"), ("{}", "no schema_version"), (r#"{"schema_version": 1}"#, "field")];
         for (text, want) in cases {
             let e = State::parse(text, p).unwrap_err();
-            assert!(
-                matches!(&e, JournalError::Malformed { msg, .. } if msg.contains(want)),
-                "{text}: {e}"
-            );
+            assert!(matches!(&e, JournalError::Malformed { msg, .. } if msg.contains(want)), "{text}: {e}");
             assert!(e.hint().contains("move /s/uid/state.json aside"));
         }
     }
@@ -421,19 +342,11 @@ mod tests {
     #[test]
     fn a_resumed_run_keeps_the_ledger_and_the_kept_phases() {
         let mut prev = State::new(info(), "t0");
-        prev.ledger
-            .created
-            .namespaces
-            .insert("llm-inference".into());
+        prev.ledger.created.namespaces.insert("llm-inference".into());
         prev.begin(PhaseId::Prepare, Some("hp".into()), "t1");
         prev.finish(PhaseId::Prepare, Status::Done, None, "t2");
         prev.begin(PhaseId::Install, Some("hi".into()), "t3");
-        prev.finish(
-            PhaseId::Install,
-            Status::Failed,
-            Some("kserve".into()),
-            "t4",
-        );
+        prev.finish(PhaseId::Install, Status::Failed, Some("kserve".into()), "t4");
         let mut next = State::new(info(), "t5");
         next.carry_over(&prev, &[PhaseId::Prepare]);
         assert_eq!(next.ledger, prev.ledger);

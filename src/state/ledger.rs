@@ -28,16 +28,8 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn minus(&self, other: &Snapshot) -> Snapshot {
         Snapshot {
-            namespaces: self
-                .namespaces
-                .difference(&other.namespaces)
-                .cloned()
-                .collect(),
-            helm_releases: self
-                .helm_releases
-                .difference(&other.helm_releases)
-                .cloned()
-                .collect(),
+            namespaces: self.namespaces.difference(&other.namespaces).cloned().collect(),
+            helm_releases: self.helm_releases.difference(&other.helm_releases).cloned().collect(),
             crds: self.crds.difference(&other.crds).cloned().collect(),
         }
     }
@@ -45,27 +37,15 @@ impl Snapshot {
     pub fn union(&self, other: &Snapshot) -> Snapshot {
         Snapshot {
             namespaces: self.namespaces.union(&other.namespaces).cloned().collect(),
-            helm_releases: self
-                .helm_releases
-                .union(&other.helm_releases)
-                .cloned()
-                .collect(),
+            helm_releases: self.helm_releases.union(&other.helm_releases).cloned().collect(),
             crds: self.crds.union(&other.crds).cloned().collect(),
         }
     }
 
     pub fn intersect(&self, other: &Snapshot) -> Snapshot {
         Snapshot {
-            namespaces: self
-                .namespaces
-                .intersection(&other.namespaces)
-                .cloned()
-                .collect(),
-            helm_releases: self
-                .helm_releases
-                .intersection(&other.helm_releases)
-                .cloned()
-                .collect(),
+            namespaces: self.namespaces.intersection(&other.namespaces).cloned().collect(),
+            helm_releases: self.helm_releases.intersection(&other.helm_releases).cloned().collect(),
             crds: self.crds.intersection(&other.crds).cloned().collect(),
         }
     }
@@ -116,10 +96,7 @@ impl Ledger {
     pub fn record(prev: Option<&Ledger>, before_run: &Snapshot, after_run: &Snapshot) -> Ledger {
         let this_run = after_run.minus(before_run);
         match prev {
-            None => Ledger {
-                before: before_run.clone(),
-                created: this_run,
-            },
+            None => Ledger { before: before_run.clone(), created: this_run },
             Some(p) => Ledger {
                 before: p.before.union(&before_run.minus(&p.created)),
                 created: p.created.union(&this_run).minus(&p.before),
@@ -167,13 +144,8 @@ struct CrdRule {
 
 impl CrdRule {
     fn matches(&self, crd: &str) -> bool {
-        self.contains
-            .as_ref()
-            .is_some_and(|c| crd.contains(c.as_str()))
-            || self.group.as_ref().is_some_and(|g| {
-                crd.strip_suffix(g.as_str())
-                    .is_some_and(|rest| rest.ends_with('.'))
-            })
+        self.contains.as_ref().is_some_and(|c| crd.contains(c.as_str()))
+            || self.group.as_ref().is_some_and(|g| crd.strip_suffix(g.as_str()).is_some_and(|rest| rest.ends_with('.')))
             || self.name.as_ref().is_some_and(|n| crd == n)
     }
 }
@@ -198,14 +170,8 @@ pub fn threat(object: &Object) -> Option<Threat> {
         Object::HelmRelease(rel) => g
             .helm_releases
             .iter()
-            .find(|r| {
-                r.name == rel.name && r.namespace.as_ref().is_none_or(|ns| *ns == rel.namespace)
-            })
-            .map(|r| Threat {
-                by: r.by.clone(),
-                certain: r.certain,
-                source: r.source.clone(),
-            }),
+            .find(|r| r.name == rel.name && r.namespace.as_ref().is_none_or(|ns| *ns == rel.namespace))
+            .map(|r| Threat { by: r.by.clone(), certain: r.certain, source: r.source.clone() }),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
@@ -257,10 +223,7 @@ pub fn guard_teardown(ledger: &Ledger, current: &Snapshot) -> TeardownPlan {
         delete,
         protect,
         gone: ledger.created.minus(current).objects(),
-        unrecorded: current
-            .minus(&ledger.created)
-            .minus(&ledger.before)
-            .objects(),
+        unrecorded: current.minus(&ledger.created).minus(&ledger.before).objects(),
         kept_before: existed.objects().len(),
     }
 }
@@ -274,17 +237,16 @@ impl TeardownPlan {
     /// Pre-existing objects the installer's teardown removed (to restore from their saved copy).
     pub fn lost(&self, after: &Snapshot) -> Vec<&Protected> {
         let present: Vec<Object> = after.objects();
-        self.protect
-            .iter()
-            .filter(|p| !present.contains(&p.object))
-            .collect()
+        self.protect.iter().filter(|p| !present.contains(&p.object)).collect()
     }
 
     /// The report `eas down` prints: what is left and why.
     pub fn report(&self, after: &Snapshot) -> Vec<String> {
         let mut lines = Vec::new();
         for o in self.still_present(after) {
-            lines.push(format!("left: {o}: created by eas up, still present after deletion (it may still be terminating)"));
+            lines.push(format!(
+                "left: {o}: created by eas up, still present after deletion (it may still be terminating)"
+            ));
         }
         for p in self.lost(after) {
             lines.push(format!(
@@ -292,26 +254,17 @@ impl TeardownPlan {
                 p.object, p.threat.by, p.threat.source
             ));
         }
-        for p in self
-            .protect
-            .iter()
-            .filter(|p| !self.lost(after).contains(p))
-        {
+        for p in self.protect.iter().filter(|p| !self.lost(after).contains(p)) {
             lines.push(format!("kept: {}: existed before eas up", p.object));
         }
         for o in &self.unrecorded {
-            lines.push(format!(
-                "kept: {o}: not created by eas up (it appeared after the run was recorded)"
-            ));
+            lines.push(format!("kept: {o}: not created by eas up (it appeared after the run was recorded)"));
         }
         if !self.gone.is_empty() {
             let gone: Vec<String> = self.gone.iter().map(ToString::to_string).collect();
             lines.push(format!("already removed: {}", gone.join(", ")));
         }
-        lines.push(format!(
-            "{} objects that existed before eas up were left alone",
-            self.kept_before
-        ));
+        lines.push(format!("{} objects that existed before eas up were left alone", self.kept_before));
         lines
     }
 }

@@ -45,10 +45,7 @@ impl Holder {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "pid {} on {} since {} (`{}`)",
-            self.pid, self.host, self.started, self.command
-        )
+        format!("pid {} on {} since {} (`{}`)", self.pid, self.host, self.started, self.command)
     }
 }
 
@@ -79,16 +76,10 @@ impl LockError {
     pub fn hint(&self) -> String {
         match self {
             LockError::Held { holder, .. } => {
-                format!(
-                    "wait for that run to finish (or stop it: kill {}), then run the command again",
-                    holder.pid
-                )
+                format!("wait for that run to finish (or stop it: kill {}), then run the command again", holder.pid)
             }
             LockError::Stale { path, .. } | LockError::Unreadable { path, .. } => {
-                format!(
-                    "re-run with --break-lock to take it over, or remove {}",
-                    path.display()
-                )
+                format!("re-run with --break-lock to take it over, or remove {}", path.display())
             }
             LockError::OtherHost { path, holder } => format!(
                 "if no eas run is active on {}, re-run with --break-lock, or remove {}",
@@ -106,10 +97,7 @@ pub fn inspect(path: &Path) -> Result<Option<Found>, LockError> {
         Ok(t) => t,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
-            return Err(LockError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
+            return Err(LockError::Io { path: path.to_path_buf(), source });
         }
     };
     let holder: Holder = match serde_json::from_str(&text) {
@@ -141,9 +129,7 @@ fn judge(holder: Holder, this_host: &str, procs: &dyn Processes) -> Found {
         return Found::OtherHost(holder);
     }
     match procs.alive(holder.pid) {
-        Some(start)
-            if holder.pid_start.is_none() || start.is_none() || start == holder.pid_start =>
-        {
+        Some(start) if holder.pid_start.is_none() || start.is_none() || start == holder.pid_start => {
             Found::Live(holder)
         }
         _ => Found::Stale(holder),
@@ -152,16 +138,8 @@ fn judge(holder: Holder, this_host: &str, procs: &dyn Processes) -> Found {
 
 /// Takes the lock for `command`. With `break_lock`, a stale, foreign or unreadable lock is
 /// taken over; a live one never is.
-pub fn acquire(
-    path: &Path,
-    command: &str,
-    now: &str,
-    break_lock: bool,
-) -> Result<LockGuard, LockError> {
-    let io_err = |source| LockError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+pub fn acquire(path: &Path, command: &str, now: &str, break_lock: bool) -> Result<LockGuard, LockError> {
+    let io_err = |source| LockError::Io { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
         super::journal::create_private_dir(dir).map_err(io_err)?;
     }
@@ -169,10 +147,7 @@ pub fn acquire(
     for _ in 0..3 {
         match create(path, &me) {
             Ok(()) => {
-                return Ok(LockGuard {
-                    path: path.to_path_buf(),
-                    holder: me,
-                });
+                return Ok(LockGuard { path: path.to_path_buf(), holder: me });
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err(e)),
@@ -189,32 +164,18 @@ pub fn acquire(
         };
         let refusal = match found {
             Found::Live(holder) => {
-                return Err(LockError::Held {
-                    path: path.to_path_buf(),
-                    holder,
-                });
+                return Err(LockError::Held { path: path.to_path_buf(), holder });
             }
-            Found::Stale(holder) => LockError::Stale {
-                path: path.to_path_buf(),
-                holder,
-            },
-            Found::OtherHost(holder) => LockError::OtherHost {
-                path: path.to_path_buf(),
-                holder,
-            },
-            Found::Unreadable(msg) => LockError::Unreadable {
-                path: path.to_path_buf(),
-                msg,
-            },
+            Found::Stale(holder) => LockError::Stale { path: path.to_path_buf(), holder },
+            Found::OtherHost(holder) => LockError::OtherHost { path: path.to_path_buf(), holder },
+            Found::Unreadable(msg) => LockError::Unreadable { path: path.to_path_buf(), msg },
         };
         if !break_lock {
             return Err(refusal);
         }
         take_over(path, &text).map_err(io_err)?;
     }
-    Err(io_err(io::Error::other(
-        "the lock changed hands while taking it over; try again",
-    )))
+    Err(io_err(io::Error::other("the lock changed hands while taking it over; try again")))
 }
 
 /// Moves the judged lock aside, then checks it is still the one judged: if another run took it
@@ -277,12 +238,7 @@ impl Drop for LockGuard {
 pub fn hostname() -> String {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
-        .find_map(|p| {
-            fs::read_to_string(p)
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-        })
+        .find_map(|p| fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
         .unwrap_or_else(|| "localhost".to_string())
 }
 
@@ -310,13 +266,7 @@ mod tests {
     use super::*;
 
     fn holder(pid: u32, host: &str, pid_start: Option<u64>) -> Holder {
-        Holder {
-            pid,
-            host: host.into(),
-            started: "t0".into(),
-            command: "eas up".into(),
-            pid_start,
-        }
+        Holder { pid, host: host.into(), started: "t0".into(), command: "eas up".into(), pid_start }
     }
 
     struct Fake(Vec<(u32, Option<u64>)>);
@@ -331,28 +281,13 @@ mod tests {
     fn judging_a_holder() {
         let procs = Fake(vec![(10, Some(500)), (11, None)]);
         let cases = [
-            (
-                holder(10, "h", Some(500)),
-                Found::Live(holder(10, "h", Some(500))),
-            ),
+            (holder(10, "h", Some(500)), Found::Live(holder(10, "h", Some(500)))),
             (holder(10, "h", None), Found::Live(holder(10, "h", None))),
-            (
-                holder(11, "h", Some(7)),
-                Found::Live(holder(11, "h", Some(7))),
-            ),
+            (holder(11, "h", Some(7)), Found::Live(holder(11, "h", Some(7)))),
             // Same pid, a later process: the holder is gone.
-            (
-                holder(10, "h", Some(499)),
-                Found::Stale(holder(10, "h", Some(499))),
-            ),
-            (
-                holder(12, "h", Some(1)),
-                Found::Stale(holder(12, "h", Some(1))),
-            ),
-            (
-                holder(10, "other", Some(500)),
-                Found::OtherHost(holder(10, "other", Some(500))),
-            ),
+            (holder(10, "h", Some(499)), Found::Stale(holder(10, "h", Some(499)))),
+            (holder(12, "h", Some(1)), Found::Stale(holder(12, "h", Some(1)))),
+            (holder(10, "other", Some(500)), Found::OtherHost(holder(10, "other", Some(500)))),
         ];
         for (h, want) in cases {
             assert_eq!(judge(h.clone(), "h", &procs), want, "{h:?}");
@@ -365,10 +300,7 @@ mod tests {
         assert_eq!(parse_stat(line), Some(('S', Some(987654))));
         assert_eq!(parse_stat("1 (z) Z 0"), Some(('Z', None)));
         assert_eq!(parse_stat("garbage"), None);
-        assert!(
-            start_time(std::process::id()).is_some(),
-            "this test runs on Linux with /proc"
-        );
+        assert!(start_time(std::process::id()).is_some(), "this test runs on Linux with /proc");
     }
 
     #[test]
@@ -384,14 +316,8 @@ mod tests {
         // Even --break-lock never takes a live lock.
         for break_lock in [false, true] {
             let err = acquire(&path, "eas up", "t2", break_lock).unwrap_err();
-            assert!(
-                matches!(&err, LockError::Held { holder, .. } if *holder == written),
-                "{err}"
-            );
-            assert!(
-                err.to_string()
-                    .contains(&format!("pid {}", std::process::id()))
-            );
+            assert!(matches!(&err, LockError::Held { holder, .. } if *holder == written), "{err}");
+            assert!(err.to_string().contains(&format!("pid {}", std::process::id())));
             assert!(err.hint().contains("kill"));
         }
         drop(guard);
@@ -420,10 +346,7 @@ mod tests {
         };
         plant(&path, &h);
         assert_eq!(inspect(&path).unwrap(), Some(Found::Live(h.clone())));
-        assert!(matches!(
-            acquire(&path, "eas up", "t1", true),
-            Err(LockError::Held { .. })
-        ));
+        assert!(matches!(acquire(&path, "eas up", "t1", true), Err(LockError::Held { .. })));
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(inspect(&path).unwrap(), Some(Found::Stale(h.clone())));
@@ -439,10 +362,8 @@ mod tests {
         assert!(path.exists(), "a refusal leaves the stale lock in place");
         let guard = acquire(&path, "eas up", "t2", true).unwrap();
         assert_eq!(guard.holder().pid, std::process::id());
-        let names: Vec<String> = fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let names: Vec<String> =
+            fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert_eq!(names, [FILE], "nothing is left aside");
     }
 
@@ -459,14 +380,8 @@ mod tests {
         assert!(!path.exists());
 
         fs::write(&path, "").unwrap();
-        assert!(matches!(
-            inspect(&path).unwrap(),
-            Some(Found::Unreadable(_))
-        ));
-        assert!(matches!(
-            acquire(&path, "eas up", "t", false),
-            Err(LockError::Unreadable { .. })
-        ));
+        assert!(matches!(inspect(&path).unwrap(), Some(Found::Unreadable(_))));
+        assert!(matches!(acquire(&path, "eas up", "t", false), Err(LockError::Unreadable { .. })));
         let guard = acquire(&path, "eas up", "t", true).unwrap();
         // A lock taken over by someone else is not removed by the old guard.
         let other = holder(2, "elsewhere", None);

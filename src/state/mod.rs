@@ -35,15 +35,11 @@ impl StateDir {
     pub fn new(root: &Path, cluster_key: &str) -> Result<Self, StateDirError> {
         let ok = !cluster_key.is_empty()
             && cluster_key.len() <= 64
-            && cluster_key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+            && cluster_key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
         if !ok {
             return Err(StateDirError::BadKey(cluster_key.to_string()));
         }
-        Ok(StateDir {
-            dir: root.join(cluster_key),
-        })
+        Ok(StateDir { dir: root.join(cluster_key) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -70,10 +66,7 @@ impl StateDir {
 
 /// `$XDG_STATE_HOME/eas`, else `~/.local/state/eas` (SPEC §1). A relative XDG_STATE_HOME is
 /// ignored, as the XDG base directory specification says.
-pub fn default_root(
-    xdg_state_home: Option<&OsStr>,
-    home: Option<&OsStr>,
-) -> Result<PathBuf, StateDirError> {
+pub fn default_root(xdg_state_home: Option<&OsStr>, home: Option<&OsStr>) -> Result<PathBuf, StateDirError> {
     if let Some(x) = xdg_state_home.map(Path::new).filter(|p| p.is_absolute()) {
         return Ok(x.join("eas"));
     }
@@ -112,22 +105,13 @@ mod tests {
     #[test]
     fn layout_under_the_cluster_key() {
         let s = StateDir::new(Path::new("/s"), "5f0c9a1e-3b7d-4c2a-9e8f-0123456789ab").unwrap();
-        assert_eq!(
-            s.dir(),
-            Path::new("/s/5f0c9a1e-3b7d-4c2a-9e8f-0123456789ab")
-        );
-        assert_eq!(
-            s.state_file(),
-            Path::new("/s/5f0c9a1e-3b7d-4c2a-9e8f-0123456789ab/state.json")
-        );
+        assert_eq!(s.dir(), Path::new("/s/5f0c9a1e-3b7d-4c2a-9e8f-0123456789ab"));
+        assert_eq!(s.state_file(), Path::new("/s/5f0c9a1e-3b7d-4c2a-9e8f-0123456789ab/state.json"));
         assert_eq!(s.lock_file(), s.dir().join("lock"));
         assert_eq!(s.logs_dir(), s.dir().join("logs"));
         assert_eq!(s.work_dir(), s.dir().join("work"));
         for bad in ["", "..", "a/b", "x y", &"a".repeat(65)] {
-            assert_eq!(
-                StateDir::new(Path::new("/s"), bad),
-                Err(StateDirError::BadKey(bad.to_string()))
-            );
+            assert_eq!(StateDir::new(Path::new("/s"), bad), Err(StateDirError::BadKey(bad.to_string())));
         }
     }
 
@@ -135,21 +119,9 @@ mod tests {
     fn default_root_follows_xdg() {
         let os = |s: &'static str| Some(OsStr::new(s));
         let cases = [
-            (
-                os("/x/state"),
-                os("/home/u"),
-                Ok(PathBuf::from("/x/state/eas")),
-            ),
-            (
-                os("relative"),
-                os("/home/u"),
-                Ok(PathBuf::from("/home/u/.local/state/eas")),
-            ),
-            (
-                None,
-                os("/home/u"),
-                Ok(PathBuf::from("/home/u/.local/state/eas")),
-            ),
+            (os("/x/state"), os("/home/u"), Ok(PathBuf::from("/x/state/eas"))),
+            (os("relative"), os("/home/u"), Ok(PathBuf::from("/home/u/.local/state/eas"))),
+            (None, os("/home/u"), Ok(PathBuf::from("/home/u/.local/state/eas"))),
             (None, None, Err(StateDirError::NoHome)),
         ];
         for (xdg, home, want) in cases {
@@ -159,18 +131,9 @@ mod tests {
 
     #[test]
     fn hashes() {
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_ne!(inputs_hash(&["ab", "c"]), inputs_hash(&["a", "bc"]));
-        assert_eq!(
-            inputs_hash(&["a", "b"]),
-            inputs_hash(&[String::from("a"), String::from("b")])
-        );
-        assert_eq!(
-            hash_json(&serde_json::json!({"a": 1})),
-            sha256_hex(br#"{"a":1}"#)
-        );
+        assert_eq!(inputs_hash(&["a", "b"]), inputs_hash(&[String::from("a"), String::from("b")]));
+        assert_eq!(hash_json(&serde_json::json!({"a": 1})), sha256_hex(br#"{"a":1}"#));
     }
 }

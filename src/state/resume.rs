@@ -23,11 +23,7 @@ pub struct ResumePlan {
 
 impl ResumePlan {
     pub fn skipped(&self) -> Vec<PhaseId> {
-        self.steps
-            .iter()
-            .filter(|(_, s)| matches!(s, Step::Skip(_)))
-            .map(|(p, _)| *p)
-            .collect()
+        self.steps.iter().filter(|(_, s)| matches!(s, Step::Skip(_))).map(|(p, _)| *p).collect()
     }
 
     /// The first lasting phase that runs again: where the run really resumes.
@@ -39,12 +35,7 @@ impl ResumePlan {
     }
 
     pub fn step(&self, phase: PhaseId) -> &Step {
-        &self
-            .steps
-            .iter()
-            .find(|(p, _)| *p == phase)
-            .expect("every phase has a step")
-            .1
+        &self.steps.iter().find(|(p, _)| *p == phase).expect("every phase has a step").1
     }
 }
 
@@ -58,24 +49,20 @@ pub fn plan_resume(prev: Option<&State>, inputs: &BTreeMap<PhaseId, String>) -> 
         let step = match (prev, spec.resume) {
             (None, _) => Step::Run("first run on this cluster".into()),
             (Some(_), Resume::Always) => Step::Run("always runs".into()),
-            (Some(_), Resume::WhenUnchanged) if rerun => {
-                Step::Run("an earlier phase runs again".into())
-            }
+            (Some(_), Resume::WhenUnchanged) if rerun => Step::Run("an earlier phase runs again".into()),
             (Some(state), Resume::WhenUnchanged) => {
                 let e = state.entry(p);
                 match e.status {
                     Status::Done => match (&e.inputs_hash, inputs.get(&p)) {
-                        (Some(was), Some(now)) if was == now => Step::Skip(format!(
-                            "done at {} with the same inputs",
-                            e.finished.as_deref().unwrap_or("?")
-                        )),
+                        (Some(was), Some(now)) if was == now => {
+                            Step::Skip(format!("done at {} with the same inputs", e.finished.as_deref().unwrap_or("?")))
+                        }
                         (Some(_), Some(_)) => Step::Run("its inputs changed".into()),
                         _ => Step::Run("its inputs cannot be compared".into()),
                     },
-                    Status::Failed => Step::Run(format!(
-                        "failed last time: {}",
-                        e.message.as_deref().unwrap_or("no message")
-                    )),
+                    Status::Failed => {
+                        Step::Run(format!("failed last time: {}", e.message.as_deref().unwrap_or("no message")))
+                    }
                     Status::Interrupted => Step::Run("interrupted last time".into()),
                     Status::Running => Step::Run("the last run stopped while it ran".into()),
                     Status::Pending => Step::Run("not reached last time".into()),
@@ -112,12 +99,7 @@ impl Invocation {
     }
 
     pub fn up(&self) -> String {
-        let mut rest = vec![
-            "--layer".to_string(),
-            self.layer.clone(),
-            "--env".to_string(),
-            self.env.clone(),
-        ];
+        let mut rest = vec!["--layer".to_string(), self.layer.clone(), "--env".to_string(), self.env.clone()];
         rest.extend(self.select.iter().cloned());
         self.cmd("up", &rest)
     }
@@ -156,34 +138,21 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
         PhaseId::Lock => {
             format!("once the other run has ended, {up} (add --break-lock if its lock is stale)")
         }
-        PhaseId::Preflight => format!(
-            "`{}` lists every check; fix the failing one, then {up}",
-            inv.other("doctor")
-        ),
-        PhaseId::Bastion => format!(
-            "`{}` shows the build; then {up}",
-            inv.other("bastion build")
-        ),
-        PhaseId::Facts => format!(
-            "`{}` shows what could not be read; then {up}",
-            inv.other("facts")
-        ),
+        PhaseId::Preflight => format!("`{}` lists every check; fix the failing one, then {up}", inv.other("doctor")),
+        PhaseId::Bastion => format!("`{}` shows the build; then {up}", inv.other("bastion build")),
+        PhaseId::Facts => format!("`{}` shows what could not be read; then {up}", inv.other("facts")),
         PhaseId::Trees => format!(
             "check access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo DIR with local clones; then {up}"
         ),
         PhaseId::Config => format!("`{}` shows each decision and its source", inv.dry_run()),
-        PhaseId::Overlay => format!(
-            "`{}` names the patch that no longer applies; regenerate it, then {up}",
-            inv.dry_run()
-        ),
+        PhaseId::Overlay => {
+            format!("`{}` names the patch that no longer applies; regenerate it, then {up}", inv.dry_run())
+        }
         PhaseId::Prepare => format!("{up} resumes at prepare"),
-        PhaseId::Install => format!(
-            "{up} resumes at install (the installer is idempotent); {down} removes what was installed"
-        ),
-        PhaseId::Verify => format!(
-            "`{}` checks again without reinstalling; {down} removes the install",
-            inv.verify()
-        ),
+        PhaseId::Install => {
+            format!("{up} resumes at install (the installer is idempotent); {down} removes what was installed")
+        }
+        PhaseId::Verify => format!("`{}` checks again without reinstalling; {down} removes the install", inv.verify()),
         PhaseId::Record => format!("{up} records the run (nothing is reinstalled)"),
     };
     let what = match status {
@@ -195,9 +164,7 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
 
 /// The next-step line for a record whose run did not succeed, if it did not.
 pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
-    state
-        .failed_phase()
-        .map(|e| what_next(e.phase, e.status, inv))
+    state.failed_phase().map(|e| what_next(e.phase, e.status, inv))
 }
 
 #[cfg(test)]
@@ -233,61 +200,38 @@ mod tests {
 
     use PhaseId::*;
 
-    const ALL_DONE_BEFORE_INSTALL: [(PhaseId, &str); 3] =
-        [(Trees, "t"), (Overlay, "o"), (Prepare, "p")];
+    const ALL_DONE_BEFORE_INSTALL: [(PhaseId, &str); 3] = [(Trees, "t"), (Overlay, "o"), (Prepare, "p")];
 
     #[test]
     fn which_phases_a_resumed_run_skips() {
         // (previous record, current inputs, skipped, where it resumes)
         let same = inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p"), (Install, "i")]);
-        type Case = (
-            Option<State>,
-            BTreeMap<PhaseId, String>,
-            Vec<PhaseId>,
-            Option<PhaseId>,
-        );
+        type Case = (Option<State>, BTreeMap<PhaseId, String>, Vec<PhaseId>, Option<PhaseId>);
         let cases: Vec<Case> = vec![
             (None, same.clone(), vec![], Some(Trees)),
             (
-                Some(state(
-                    &ALL_DONE_BEFORE_INSTALL,
-                    Some((Install, Status::Failed)),
-                )),
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)))),
                 same.clone(),
                 vec![Trees, Overlay, Prepare],
                 Some(Install),
             ),
             (
-                Some(state(
-                    &ALL_DONE_BEFORE_INSTALL,
-                    Some((Install, Status::Interrupted)),
-                )),
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Interrupted)))),
                 same.clone(),
                 vec![Trees, Overlay, Prepare],
                 Some(Install),
             ),
             // Killed without a chance to record: still "running".
             (
-                Some(state(
-                    &ALL_DONE_BEFORE_INSTALL,
-                    Some((Install, Status::Running)),
-                )),
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Running)))),
                 same.clone(),
                 vec![Trees, Overlay, Prepare],
                 Some(Install),
             ),
             // The overlay's inputs changed: it and everything lasting after it run again.
             (
-                Some(state(
-                    &ALL_DONE_BEFORE_INSTALL,
-                    Some((Install, Status::Failed)),
-                )),
-                inputs(&[
-                    (Trees, "t"),
-                    (Overlay, "o2"),
-                    (Prepare, "p"),
-                    (Install, "i"),
-                ]),
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)))),
+                inputs(&[(Trees, "t"), (Overlay, "o2"), (Prepare, "p"), (Install, "i")]),
                 vec![Trees],
                 Some(Overlay),
             ),
@@ -302,22 +246,14 @@ mod tests {
                 None,
             ),
             // No hash to compare with: run.
-            (
-                Some(state(&ALL_DONE_BEFORE_INSTALL, None)),
-                inputs(&[(Trees, "t")]),
-                vec![Trees],
-                Some(Overlay),
-            ),
+            (Some(state(&ALL_DONE_BEFORE_INSTALL, None)), inputs(&[(Trees, "t")]), vec![Trees], Some(Overlay)),
         ];
         for (i, (prev, now, skipped, at)) in cases.into_iter().enumerate() {
             let plan = plan_resume(prev.as_ref(), &now);
             assert_eq!(plan.skipped(), skipped, "case {i}");
             assert_eq!(plan.resumes_at(), at, "case {i}");
             for p in [Lock, Preflight, Bastion, Facts, Config, Verify, Record] {
-                assert!(
-                    matches!(plan.step(p), Step::Run(_)),
-                    "case {i}: {p} always runs"
-                );
+                assert!(matches!(plan.step(p), Step::Run(_)), "case {i}: {p} always runs");
             }
         }
     }
@@ -325,31 +261,13 @@ mod tests {
     #[test]
     fn reasons_say_why() {
         let prev = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
-        let plan = plan_resume(
-            Some(&prev),
-            &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p2")]),
-        );
-        assert_eq!(
-            plan.step(Trees),
-            &Step::Skip("done at t2 with the same inputs".into())
-        );
+        let plan = plan_resume(Some(&prev), &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p2")]));
+        assert_eq!(plan.step(Trees), &Step::Skip("done at t2 with the same inputs".into()));
         assert_eq!(plan.step(Prepare), &Step::Run("its inputs changed".into()));
-        assert_eq!(
-            plan.step(Install),
-            &Step::Run("an earlier phase runs again".into())
-        );
-        let plan = plan_resume(
-            Some(&prev),
-            &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p")]),
-        );
-        assert_eq!(
-            plan.step(Install),
-            &Step::Run("failed last time: boom".into())
-        );
-        assert_eq!(
-            plan_resume(None, &BTreeMap::new()).step(Lock),
-            &Step::Run("first run on this cluster".into())
-        );
+        assert_eq!(plan.step(Install), &Step::Run("an earlier phase runs again".into()));
+        let plan = plan_resume(Some(&prev), &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p")]));
+        assert_eq!(plan.step(Install), &Step::Run("failed last time: boom".into()));
+        assert_eq!(plan_resume(None, &BTreeMap::new()).step(Lock), &Step::Run("first run on this cluster".into()));
     }
 
     #[test]
@@ -379,19 +297,9 @@ mod tests {
             assert_eq!(what_next(p, st, &inv), want);
         }
         let s = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
-        assert_eq!(
-            next_for(&s, &inv),
-            Some(what_next(Install, Status::Failed, &inv))
-        );
+        assert_eq!(next_for(&s, &inv), Some(what_next(Install, Status::Failed, &inv)));
         assert_eq!(next_for(&state(&ALL_DONE_BEFORE_INSTALL, None), &inv), None);
-        let quoted = Invocation {
-            global: vec!["--kubeconfig".into(), "/my dir/config".into()],
-            ..inv
-        };
-        assert!(
-            quoted
-                .up()
-                .starts_with("eas up --kubeconfig '/my dir/config' --layer")
-        );
+        let quoted = Invocation { global: vec!["--kubeconfig".into(), "/my dir/config".into()], ..inv };
+        assert!(quoted.up().starts_with("eas up --kubeconfig '/my dir/config' --layer"));
     }
 }
