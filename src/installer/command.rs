@@ -100,6 +100,24 @@ impl GrammarError {
     }
 }
 
+/// Exit 2: the pinned tree is one eas cannot drive (a `--ref` to an old commit); nothing written.
+impl From<GrammarError> for crate::error::Failure {
+    fn from(e: GrammarError) -> Self {
+        let hint = e.hint();
+        crate::error::Failure::bad_input(e.to_string(), hint)
+    }
+}
+
+/// Exit 2: a `--layer` or `--env` the installer would misread.
+impl From<CommandError> for crate::error::Failure {
+    fn from(e: CommandError) -> Self {
+        crate::error::Failure::bad_input(
+            e.to_string(),
+            "use --layer agent-toolkit or inference, and an --env of letters, digits, '.', '_' and '-'",
+        )
+    }
+}
+
 /// Detects the grammar from which paths exist in the tree (`exists` answers for a path
 /// relative to the tree root; a directory is asked for with a trailing `/`).
 pub fn detect_grammar(tree: &str, exists: impl Fn(&str) -> bool) -> Result<Grammar, GrammarError> {
@@ -204,6 +222,17 @@ mod tests {
         assert!(err.to_string().contains("old installer"));
         assert!(err.hint().contains("--ref"));
         assert!(GrammarError::NoInstaller { tree: "t".into() }.hint().contains("--eas-repo"));
+    }
+
+    #[test]
+    fn errors_are_bad_input() {
+        use crate::error::Failure;
+        let f = Failure::from(GrammarError::Old { tree: "/w".into() });
+        assert_eq!(f.exit_code(), 2);
+        assert!(f.lines()[1].starts_with("hint: pin a newer EAS commit"));
+        let f = Failure::from(init_argv("-x", "e").unwrap_err());
+        assert_eq!(f.exit_code(), 2);
+        assert!(f.lines()[0].contains("layer \"-x\""), "{:?}", f.lines());
     }
 
     #[test]

@@ -34,6 +34,18 @@ pub enum GlobalConfigError {
     Verify { key: String, expected: String, found: String },
 }
 
+impl GlobalConfigError {
+    /// What the user can do about it.
+    pub fn hint(&self) -> &'static str {
+        match self {
+            GlobalConfigError::EditParse(_) | GlobalConfigError::EditNotScalar { .. } => {
+                "regenerate it with `eas config` (or `eas up`)"
+            }
+            _ => "restore env/<env>/global_config.yaml (delete it and re-run `eas up`, which re-seeds it with init)",
+        }
+    }
+}
+
 /// Merges every key of a `global_config.edit.yaml` (a flat map of scalars) into `original`.
 pub fn merge_global_edit(original: &str, edit: &str) -> Result<String, GlobalConfigError> {
     let parsed: Value = serde_saphyr::from_str(edit).map_err(|e| GlobalConfigError::EditParse(first_line(&e)))?;

@@ -98,9 +98,66 @@ pub fn inputs_hash<S: AsRef<str>>(parts: &[S]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Exit 2: no usable state directory; nothing written.
+impl From<StateDirError> for crate::error::Failure {
+    fn from(e: StateDirError) -> Self {
+        crate::error::Failure::bad_input(e.to_string(), "pass --state-dir DIR")
+    }
+}
+
+/// Exit 1: another run holds the cluster, or a stale lock needs --break-lock.
+impl From<lock::LockError> for crate::error::Failure {
+    fn from(e: lock::LockError) -> Self {
+        let hint = e.hint();
+        crate::error::Failure::step_next("lock", e, hint)
+    }
+}
+
+/// Exit 2 for a record of another schema or a damaged one (nothing is written over it);
+/// exit 1 when the file cannot be read or written.
+impl From<journal::JournalError> for crate::error::Failure {
+    fn from(e: journal::JournalError) -> Self {
+        let hint = e.hint();
+        match e {
+            journal::JournalError::Read { .. } | journal::JournalError::Write { .. } => {
+                crate::error::Failure::step_next("state", e, hint)
+            }
+            _ => crate::error::Failure::bad_input(e.to_string(), hint),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Failure;
+
+    #[test]
+    fn errors_map_to_the_exit_contract() {
+        let p = PathBuf::from("/s/uid/state.json");
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let held = lock::LockError::Held {
+            path: "/s/uid/lock".into(),
+            holder: lock::Holder {
+                pid: 7,
+                host: "h".into(),
+                started: "t".into(),
+                command: "eas up".into(),
+                pid_start: None,
+            },
+        };
+        let cases = [
+            (Failure::from(StateDirError::NoHome), 2),
+            (Failure::from(held), 1),
+            (Failure::from(journal::JournalError::Newer { path: p.clone(), found: 2 }), 2),
+            (Failure::from(journal::JournalError::Malformed { path: p.clone(), msg: "x".into() }), 2),
+            (Failure::from(journal::JournalError::Write { path: p.clone(), source: io() }), 1),
+        ];
+        for (f, code) in cases {
+            assert_eq!(f.exit_code(), code, "{f:?}");
+            assert_eq!(f.lines().len(), 2, "a cause and what to do: {f:?}");
+        }
+    }
 
     #[test]
     fn layout_under_the_cluster_key() {
