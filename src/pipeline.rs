@@ -1,0 +1,586 @@
+//! The phases of `eas up` as data (SPEC §4), and the plan a dry run prints.
+//!
+//! A dry run is the same pipeline: every phase before [`dry_run_stop`] runs, the ones that would
+//! write run only their read-only half, and the plan collects what they found. Timeouts are the
+//! longest a phase may take before `eas` gives up on it; the figures and their reasons are next
+//! to each row.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::facts::Facts;
+use crate::installer::command::shell_line;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseId {
+    Lock,
+    Preflight,
+    Bastion,
+    Facts,
+    Trees,
+    Config,
+    Overlay,
+    Prepare,
+    Install,
+    Verify,
+    Record,
+}
+
+impl PhaseId {
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn spec(self) -> &'static PhaseSpec {
+        PHASES.iter().find(|p| p.id == self).expect("every phase has a row")
+    }
+}
+
+impl fmt::Display for PhaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a dry run does with a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DryRun {
+    /// It only reads: it runs as in a real run.
+    Runs,
+    /// It runs its read-only half; what it would write is described in the plan instead.
+    ReadsOnly,
+    /// It does not run; the plan shows what it would do.
+    Stops,
+}
+
+/// Whether a later `eas up` after a failure may skip the phase when it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Cheap or reading the cluster as it is now: always run again.
+    Always,
+    /// Skipped when it finished with the same inputs (and no earlier phase re-runs).
+    WhenUnchanged,
+}
+
+#[derive(Debug)]
+pub struct PhaseSpec {
+    pub id: PhaseId,
+    pub name: &'static str,
+    pub timeout: Duration,
+    /// What the phase writes in a real run (None: it only reads).
+    pub writes: Option<&'static str>,
+    pub dry_run: DryRun,
+    /// One line: what the dry run does for this phase.
+    pub dry_run_says: &'static str,
+    pub resume: Resume,
+}
+
+impl PhaseSpec {
+    pub fn writes(&self) -> bool {
+        self.writes.is_some()
+    }
+}
+
+const fn min(m: u64) -> Duration {
+    Duration::from_secs(m * 60)
+}
+
+pub static PHASES: [PhaseSpec; 11] = [
+    PhaseSpec {
+        id: PhaseId::Lock,
+        name: "lock",
+        // File operations only: a held lock is refused at once, never waited for.
+        timeout: Duration::from_secs(10),
+        writes: Some("the lock file in the state directory"),
+        dry_run: DryRun::ReadsOnly,
+        dry_run_says: "report a live or stale lock on this cluster; take none",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Preflight,
+        name: "preflight",
+        // A handful of checks (Docker ping, API server version, disk, memory, git), each a
+        // request or a process of a few seconds.
+        timeout: Duration::from_secs(60),
+        writes: None,
+        dry_run: DryRun::Runs,
+        dry_run_says: "check Docker, the API server, k3s/k3d, disk, memory and git",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Bastion,
+        name: "bastion",
+        // A cold build downloads the pinned tools and pip-installs the installer's Python
+        // requirements with hash checking: minutes on a small machine. A reuse is an inspect.
+        timeout: min(30),
+        writes: Some("the bastion image (labelled io.eas.managed=true)"),
+        dry_run: DryRun::ReadsOnly,
+        dry_run_says: "hash the build context and say whether the image would be built or reused; build nothing",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Facts,
+        name: "facts",
+        // A few list calls plus one read inside each node container.
+        timeout: min(2),
+        writes: None,
+        dry_run: DryRun::Runs,
+        dry_run_says: "gather the facts document from the cluster (read-only)",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Trees,
+        name: "trees",
+        // Cloning three repositories at pinned commits into the cache on a first run.
+        timeout: min(15),
+        writes: Some("the repository cache and this run's work tree under the state directory"),
+        dry_run: DryRun::ReadsOnly,
+        dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); make no work tree",
+        resume: Resume::WhenUnchanged,
+    },
+    PhaseSpec {
+        id: PhaseId::Config,
+        name: "config",
+        // Pure: facts, pins and flags in, files out.
+        timeout: Duration::from_secs(10),
+        writes: None,
+        dry_run: DryRun::Runs,
+        dry_run_says: "decide the configuration (written to --out only when it is given)",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Overlay,
+        name: "overlay",
+        // One `git apply --check` per patch variant on a scratch index.
+        timeout: min(2),
+        writes: Some("the k3s/k3d patches, applied to the work tree"),
+        dry_run: DryRun::ReadsOnly,
+        dry_run_says: "decide each k3s/k3d patch at the pinned EAS commit; apply none",
+        resume: Resume::WhenUnchanged,
+    },
+    PhaseSpec {
+        id: PhaseId::Prepare,
+        name: "prepare",
+        // `init <layer>` clones every repository of the layer manifest inside the bastion.
+        timeout: min(20),
+        writes: Some("env/<env>/ in the work tree: init, global_config.yaml, models.yaml, repos.<layer>.yaml"),
+        dry_run: DryRun::Stops,
+        dry_run_says: "run `init`, merge global_config.edit.yaml, apply models.edit.yaml, write repos.<layer>.yaml",
+        resume: Resume::WhenUnchanged,
+    },
+    PhaseSpec {
+        id: PhaseId::Install,
+        name: "install",
+        // EAT 1.x documents 20-40 minutes for an install on a fresh node plus 10-15 minutes of
+        // weight download (enterprise-inference.md §2.1); EAS adds the platform layer. Twice the
+        // upper figure, rounded up.
+        timeout: min(90),
+        writes: Some("the cluster: namespaces, Helm releases, CRDs, the model server"),
+        dry_run: DryRun::Stops,
+        dry_run_says: "run the installer in the bastion with the kubeconfig mounted read-only",
+        resume: Resume::WhenUnchanged,
+    },
+    PhaseSpec {
+        id: PhaseId::Verify,
+        name: "verify",
+        // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
+        // 120 x 10 s = 20 minutes (enterprise-inference.md §2.1), then the route patch.
+        timeout: min(40),
+        writes: None,
+        dry_run: DryRun::Stops,
+        dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Record,
+        name: "record",
+        // Three list calls for the ledger snapshot and one file write.
+        timeout: min(2),
+        writes: Some("state.json: the journal and the ledger of what this run created"),
+        dry_run: DryRun::Stops,
+        dry_run_says: "record the run and what it created",
+        resume: Resume::Always,
+    },
+];
+
+/// The first phase a dry run does not run: every phase before it only reads, or runs its
+/// read-only half.
+pub fn dry_run_stop() -> PhaseId {
+    PHASES.iter().find(|p| p.dry_run == DryRun::Stops).expect("a dry run stops somewhere").id
+}
+
+/// Build or reuse of the bastion image, by the content hash of its build context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImagePlan {
+    pub tag: String,
+    pub action: ImageAction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageAction {
+    Build,
+    Reuse,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NodeSummary {
+    pub name: String,
+    pub cpu: String,
+    pub memory: String,
+    /// Device resources from `allocatable` (Intel GPU, NPU, Gaudi).
+    pub devices: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FactsSummary {
+    pub context: String,
+    pub k3d_cluster: Option<String>,
+    pub server_version: String,
+    pub docker_rootless: Option<bool>,
+    pub nodes: Vec<NodeSummary>,
+    pub namespaces: usize,
+    pub helm_releases: Vec<String>,
+    /// sha256 of the facts document.
+    pub facts_hash: String,
+}
+
+impl FactsSummary {
+    pub fn new(f: &Facts, facts_hash: &str) -> Self {
+        let prefixes = &crate::config::data::cluster_rules().device_resources;
+        let nodes = f
+            .nodes
+            .iter()
+            .map(|n| NodeSummary {
+                name: n.name.clone(),
+                cpu: n.allocatable.get("cpu").cloned().unwrap_or_else(|| "?".into()),
+                memory: n.allocatable.get("memory").map(|m| gib(m)).unwrap_or_else(|| "?".into()),
+                devices: n
+                    .allocatable
+                    .iter()
+                    .filter(|(k, _)| prefixes.iter().any(|d| k.starts_with(&d.prefix)))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            })
+            .collect();
+        FactsSummary {
+            context: f.cluster.context.clone(),
+            k3d_cluster: f.cluster.k3d_cluster.clone(),
+            server_version: f.cluster.server_version.clone(),
+            docker_rootless: f.docker.as_ref().map(|d| d.rootless),
+            nodes,
+            namespaces: f.namespaces.len(),
+            helm_releases: f.helm_releases.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect(),
+            facts_hash: facts_hash.to_string(),
+        }
+    }
+}
+
+fn gib(quantity: &str) -> String {
+    match crate::facts::parse_quantity(quantity) {
+        Some(b) => format!("{:.1} GiB", b / crate::facts::GIB),
+        None => quantity.to_string(),
+    }
+}
+
+/// One installer command line the run would execute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedCommand {
+    pub phase: PhaseId,
+    pub argv: Vec<String>,
+}
+
+/// A phase as the dry run saw it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedPhase {
+    pub phase: PhaseId,
+    pub timeout_secs: u64,
+    pub dry_run: DryRun,
+    pub says: String,
+}
+
+/// Something the dry run could not find out, and the step that needs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    pub phase: PhaseId,
+    pub reason: String,
+}
+
+pub const PLAN_SCHEMA: &str = "eas-plan/v1";
+
+/// What `eas up --dry-run` prints, and writes as `plan.json` with `--out`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub schema: &'static str,
+    pub layer: String,
+    pub env: String,
+    pub profile: String,
+    pub image: Option<ImagePlan>,
+    pub facts: Option<FactsSummary>,
+    /// `choices.txt` lines.
+    pub decisions: Vec<String>,
+    pub warnings: Vec<String>,
+    /// One `fact -> choice [source]` line per overlay row.
+    pub overlay: Vec<String>,
+    pub commands: Vec<PlannedCommand>,
+    pub phases: Vec<PlannedPhase>,
+    pub missing: Vec<Missing>,
+}
+
+impl Plan {
+    /// An empty plan listing every phase as the dry run treats it.
+    pub fn new(layer: &str, env: &str, profile: &str) -> Self {
+        let phases = PHASES
+            .iter()
+            .map(|p| PlannedPhase {
+                phase: p.id,
+                timeout_secs: p.timeout.as_secs(),
+                dry_run: p.dry_run,
+                says: p.dry_run_says.to_string(),
+            })
+            .collect();
+        Plan {
+            schema: PLAN_SCHEMA,
+            layer: layer.to_string(),
+            env: env.to_string(),
+            profile: profile.to_string(),
+            image: None,
+            facts: None,
+            decisions: Vec::new(),
+            warnings: Vec::new(),
+            overlay: Vec::new(),
+            commands: Vec::new(),
+            phases,
+            missing: Vec::new(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("the plan serialises");
+        s.push('\n');
+        s
+    }
+
+    /// The plan as a person reads it.
+    pub fn render(&self) -> String {
+        let mut s = format!("plan: eas up --layer {} --env {} (profile {})\n", self.layer, self.env, self.profile);
+        match &self.facts {
+            Some(f) => {
+                let k3d = f.k3d_cluster.as_deref().map(|c| format!(", k3d cluster {c}")).unwrap_or_default();
+                s.push_str(&format!("cluster: context {}{k3d}, {}\n", f.context, f.server_version));
+                for n in &f.nodes {
+                    let devices: Vec<String> = n.devices.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let devices = if devices.is_empty() { String::new() } else { format!(", {}", devices.join(", ")) };
+                    s.push_str(&format!("  node {}: {} cpu, {}{devices}\n", n.name, n.cpu, n.memory));
+                }
+                s.push_str(&format!(
+                    "  {} namespaces, {} Helm releases; facts sha256 {}\n",
+                    f.namespaces,
+                    f.helm_releases.len(),
+                    short(&f.facts_hash)
+                ));
+            }
+            None => s.push_str("cluster: (no facts)\n"),
+        }
+        match &self.image {
+            Some(i) => {
+                let action = match i.action {
+                    ImageAction::Build => "build",
+                    ImageAction::Reuse => "reuse",
+                };
+                s.push_str(&format!("bastion image: {action} {}\n", i.tag));
+            }
+            None => s.push_str("bastion image: (not computed)\n"),
+        }
+        section(&mut s, "decisions", &self.decisions);
+        section(&mut s, "warnings", &self.warnings);
+        section(&mut s, "overlay", &self.overlay);
+        let commands: Vec<String> =
+            self.commands.iter().map(|c| format!("[{}] {}", c.phase, shell_line(&c.argv))).collect();
+        section(&mut s, "installer commands", &commands);
+        let phases: Vec<String> = self
+            .phases
+            .iter()
+            .map(|p| {
+                let mark = match p.dry_run {
+                    DryRun::Runs => "ran",
+                    DryRun::ReadsOnly => "read-only",
+                    DryRun::Stops => "not run",
+                };
+                format!("{:<9} {:>6}  {:<9}  {}", p.phase.name(), duration(p.timeout_secs), mark, p.says)
+            })
+            .collect();
+        section(&mut s, "phases (timeout, in this dry run)", &phases);
+        let missing: Vec<String> = self.missing.iter().map(|m| format!("{}: {}", m.phase, m.reason)).collect();
+        section(&mut s, "not known in this dry run", &missing);
+        s.push_str("nothing was written to the cluster, the work tree or the state directory\n");
+        s
+    }
+}
+
+fn section(s: &mut String, title: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    s.push_str(title);
+    s.push_str(":\n");
+    for l in lines {
+        s.push_str("  ");
+        s.push_str(l);
+        s.push('\n');
+    }
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+fn duration(secs: u64) -> String {
+    if secs >= 60 && secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{secs}s") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_are_in_pipeline_order_with_unique_names() {
+        let names: Vec<&str> = PHASES.iter().map(|p| p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "lock",
+                "preflight",
+                "bastion",
+                "facts",
+                "trees",
+                "config",
+                "overlay",
+                "prepare",
+                "install",
+                "verify",
+                "record"
+            ]
+        );
+        for (i, p) in PHASES.iter().enumerate() {
+            assert_eq!(p.id.spec().name, p.name);
+            assert_eq!(p.id.to_string(), p.name);
+            assert_eq!(serde_json::to_value(p.id).unwrap(), serde_json::json!(p.name));
+            assert!(i == 0 || PHASES[i - 1].id < p.id, "PhaseId order follows the table");
+            assert!(p.timeout > Duration::ZERO && !p.dry_run_says.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_dry_run_writes_nothing() {
+        let stop = dry_run_stop();
+        assert_eq!(stop, PhaseId::Prepare);
+        for p in &PHASES {
+            if p.id >= stop {
+                assert_eq!(p.dry_run, DryRun::Stops, "{}: every phase from the stop on is not run", p.name);
+            } else if p.writes() {
+                assert_eq!(
+                    p.dry_run,
+                    DryRun::ReadsOnly,
+                    "{}: a writing phase before the stop runs only its read-only half",
+                    p.name
+                );
+            } else {
+                assert_eq!(p.dry_run, DryRun::Runs, "{}", p.name);
+            }
+        }
+        // What reaches the cluster is after the stop.
+        assert!(PhaseId::Install.spec().writes.unwrap().contains("cluster"));
+        assert!(PhaseId::Install > stop && PhaseId::Record > stop);
+    }
+
+    #[test]
+    fn timeouts_cover_what_they_wait_for() {
+        // The vLLM startup probe alone allows 20 minutes; verify must outlast it.
+        assert!(PhaseId::Verify.spec().timeout > Duration::from_secs(20 * 60));
+        assert_eq!(PhaseId::Install.spec().timeout, Duration::from_secs(90 * 60));
+        assert_eq!(PhaseId::Verify.spec().timeout, Duration::from_secs(40 * 60));
+        assert_eq!(PhaseId::Lock.spec().resume, Resume::Always);
+        assert_eq!(PhaseId::Install.spec().resume, Resume::WhenUnchanged);
+    }
+
+    fn facts() -> Facts {
+        let text = r#"{
+          "schema": "eas-facts/v1", "gathered_at": "2026-01-01T00:00:00Z",
+          "cluster": { "context": "k3d-gpu", "k3d_cluster": "gpu", "server_version": "v1.37.1+k3s1" },
+          "docker": { "rootless": false },
+          "nodes": [ { "name": "k3d-gpu-server-0", "labels": {}, "annotations": {},
+                       "capacity": { "cpu": "32", "memory": "131072000Ki" },
+                       "allocatable": { "cpu": "32", "memory": "131072000Ki", "gpu.intel.com/i915": "1", "pods": "110" },
+                       "containerd": null } ],
+          "daemonsets": [],
+          "helm_releases": [ { "namespace": "node-feature-discovery", "name": "node-feature-discovery", "chart": "c", "status": "deployed" } ],
+          "namespaces": ["default", "kube-system"], "agent_sandbox": null, "fit": null }"#;
+        Facts::parse(text).unwrap()
+    }
+
+    fn plan() -> Plan {
+        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
+        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
+        p.decisions = vec!["a -> b [src]".into()];
+        p.overlay = vec!["0002 -> apply [EAS@97f6157 roles/istio]".into()];
+        p.commands = vec![PlannedCommand {
+            phase: PhaseId::Install,
+            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml")
+                .unwrap(),
+        }];
+        p.missing = vec![Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() }];
+        p
+    }
+
+    #[test]
+    fn facts_summary_keeps_devices_only() {
+        let f = FactsSummary::new(&facts(), "h");
+        assert_eq!(f.nodes[0].devices, BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())]));
+        assert_eq!(f.nodes[0].memory, "125.0 GiB");
+        assert_eq!(f.helm_releases, ["node-feature-discovery/node-feature-discovery"]);
+        assert_eq!(f.docker_rootless, Some(false));
+    }
+
+    #[test]
+    fn the_plan_renders_and_serialises() {
+        let p = plan();
+        let text = p.render();
+        for want in [
+            "plan: eas up --layer agent-toolkit --env k3d-gpu (profile main)\n",
+            "cluster: context k3d-gpu, k3d cluster gpu, v1.37.1+k3s1\n",
+            "  node k3d-gpu-server-0: 32 cpu, 125.0 GiB, gpu.intel.com/i915=1\n",
+            "facts sha256 0123456789ab\n",
+            "bastion image: reuse eas-bastion:3f2a1b\n",
+            "decisions:\n  a -> b [src]\n",
+            "overlay:\n  0002 -> apply [EAS@97f6157 roles/istio]\n",
+            "installer commands:\n  [install] ./es_auto_installer.sh install agent-toolkit --env k3d-gpu --force -- -e @/eas/out/eas-overrides.yaml\n",
+            "  install      90m  not run    run the installer",
+            "  lock         10s  read-only  report a live or stale lock",
+            "not known in this dry run:\n  trees: EI could not be fetched\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(!text.contains("warnings:"), "empty sections are left out");
+        let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(json["schema"], PLAN_SCHEMA);
+        assert_eq!(json["image"]["action"], "reuse");
+        assert_eq!(json["commands"][0]["phase"], "install");
+        assert_eq!(json["commands"][0]["argv"][1], "install");
+        assert_eq!(json["phases"][7]["dry_run"], "stops");
+        assert_eq!(json["phases"][0]["dry_run"], "reads-only");
+        assert_eq!(json["facts"]["nodes"][0]["devices"]["gpu.intel.com/i915"], "1");
+        let bare = Plan::new("inference", "e", "v1.2.0-rc.1").render();
+        assert!(bare.contains("cluster: (no facts)\n") && bare.contains("bastion image: (not computed)\n"));
+        let build = Plan { image: Some(ImagePlan { tag: "eas-bastion:9c0d".into(), action: ImageAction::Build }), ..p };
+        assert!(build.render().contains("bastion image: build eas-bastion:9c0d\n"));
+        assert_eq!(serde_json::to_value(&build).unwrap()["image"]["action"], "build");
+        assert_eq!(duration(90), "90s");
+    }
+}

@@ -1,0 +1,305 @@
+//! After a failed run: which phases `eas up` may skip, and what to tell the user to run next.
+//!
+//! A phase is skipped when the previous run finished it with the same inputs, it is one whose
+//! result lasts ([`Resume::WhenUnchanged`]: the work tree, the overlay, the env files, the
+//! install), and no earlier such phase runs again. Phases that read the cluster as it is now or
+//! cost nothing always run.
+
+use std::collections::BTreeMap;
+
+use super::journal::{State, Status};
+use crate::pipeline::{PHASES, PhaseId, Resume};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Run(String),
+    Skip(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumePlan {
+    pub steps: Vec<(PhaseId, Step)>,
+}
+
+impl ResumePlan {
+    pub fn skipped(&self) -> Vec<PhaseId> {
+        self.steps.iter().filter(|(_, s)| matches!(s, Step::Skip(_))).map(|(p, _)| *p).collect()
+    }
+
+    /// The first lasting phase that runs again: where the run really resumes.
+    pub fn resumes_at(&self) -> Option<PhaseId> {
+        self.steps
+            .iter()
+            .find(|(p, s)| p.spec().resume == Resume::WhenUnchanged && matches!(s, Step::Run(_)))
+            .map(|(p, _)| *p)
+    }
+
+    pub fn step(&self, phase: PhaseId) -> &Step {
+        &self.steps.iter().find(|(p, _)| *p == phase).expect("every phase has a step").1
+    }
+}
+
+/// Decides each phase of a new run from the previous record and the current inputs' hashes
+/// (a phase missing from `inputs` cannot be compared, so it runs).
+pub fn plan_resume(prev: Option<&State>, inputs: &BTreeMap<PhaseId, String>) -> ResumePlan {
+    let mut rerun = false;
+    let mut steps = Vec::new();
+    for spec in &PHASES {
+        let p = spec.id;
+        let step = match (prev, spec.resume) {
+            (None, _) => Step::Run("first run on this cluster".into()),
+            (Some(_), Resume::Always) => Step::Run("always runs".into()),
+            (Some(_), Resume::WhenUnchanged) if rerun => Step::Run("an earlier phase runs again".into()),
+            (Some(state), Resume::WhenUnchanged) => {
+                let e = state.entry(p);
+                match e.status {
+                    Status::Done => match (&e.inputs_hash, inputs.get(&p)) {
+                        (Some(was), Some(now)) if was == now => {
+                            Step::Skip(format!("done at {} with the same inputs", e.finished.as_deref().unwrap_or("?")))
+                        }
+                        (Some(_), Some(_)) => Step::Run("its inputs changed".into()),
+                        _ => Step::Run("its inputs cannot be compared".into()),
+                    },
+                    Status::Failed => {
+                        Step::Run(format!("failed last time: {}", e.message.as_deref().unwrap_or("no message")))
+                    }
+                    Status::Interrupted => Step::Run("interrupted last time".into()),
+                    Status::Running => Step::Run("the last run stopped while it ran".into()),
+                    Status::Pending => Step::Run("not reached last time".into()),
+                    Status::Skipped => Step::Run("skipped last time".into()),
+                }
+            }
+        };
+        if spec.resume == Resume::WhenUnchanged && matches!(step, Step::Run(_)) {
+            rerun = true;
+        }
+        steps.push((p, step));
+    }
+    ResumePlan { steps }
+}
+
+/// The flags a follow-up command must repeat to act on the same cluster and install.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Invocation {
+    /// `--kubeconfig`, `--context`, `--state-dir` as the user gave them.
+    pub global: Vec<String>,
+    pub layer: String,
+    pub env: String,
+    /// `--profile P`, `--ref SHA`, `--model M` as the user gave them.
+    pub select: Vec<String>,
+}
+
+impl Invocation {
+    fn cmd(&self, name: &str, rest: &[String]) -> String {
+        let mut words = vec!["eas".to_string()];
+        words.extend(name.split(' ').map(str::to_string));
+        words.extend(self.global.iter().cloned());
+        words.extend(rest.iter().cloned());
+        crate::installer::command::shell_line(&words)
+    }
+
+    pub fn up(&self) -> String {
+        let mut rest = vec!["--layer".to_string(), self.layer.clone(), "--env".to_string(), self.env.clone()];
+        rest.extend(self.select.iter().cloned());
+        self.cmd("up", &rest)
+    }
+
+    pub fn dry_run(&self) -> String {
+        let mut rest = vec![
+            "--dry-run".to_string(),
+            "--layer".to_string(),
+            self.layer.clone(),
+            "--env".to_string(),
+            self.env.clone(),
+        ];
+        rest.extend(self.select.iter().cloned());
+        self.cmd("up", &rest)
+    }
+
+    pub fn down(&self) -> String {
+        self.cmd("down", &["--layer".to_string(), self.layer.clone()])
+    }
+
+    pub fn verify(&self) -> String {
+        self.cmd("verify", &[])
+    }
+
+    /// `eas <command>` with the global flags, e.g. `other("bastion build")`.
+    pub fn other(&self, command: &str) -> String {
+        self.cmd(command, &[])
+    }
+}
+
+/// What to run next after `phase` ended with `status` (failed or interrupted).
+pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
+    let up = format!("`{}`", inv.up());
+    let down = format!("`{}`", inv.down());
+    let advice = match phase {
+        PhaseId::Lock => {
+            format!("once the other run has ended, {up} (add --break-lock if its lock is stale)")
+        }
+        PhaseId::Preflight => format!("`{}` lists every check; fix the failing one, then {up}", inv.other("doctor")),
+        PhaseId::Bastion => format!("`{}` shows the build; then {up}", inv.other("bastion build")),
+        PhaseId::Facts => format!("`{}` shows what could not be read; then {up}", inv.other("facts")),
+        PhaseId::Trees => format!(
+            "check access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo DIR with local clones; then {up}"
+        ),
+        PhaseId::Config => format!("`{}` shows each decision and its source", inv.dry_run()),
+        PhaseId::Overlay => {
+            format!("`{}` names the patch that no longer applies; regenerate it, then {up}", inv.dry_run())
+        }
+        PhaseId::Prepare => format!("{up} resumes at prepare"),
+        PhaseId::Install => {
+            format!("{up} resumes at install (the installer is idempotent); {down} removes what was installed")
+        }
+        PhaseId::Verify => format!("`{}` checks again without reinstalling; {down} removes the install", inv.verify()),
+        PhaseId::Record => format!("{up} records the run (nothing is reinstalled)"),
+    };
+    let what = match status {
+        Status::Interrupted | Status::Running => "was interrupted",
+        _ => "failed",
+    };
+    format!("{phase} {what}: {advice}")
+}
+
+/// The next-step line for a record whose run did not succeed, if it did not.
+pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
+    state.failed_phase().map(|e| what_next(e.phase, e.status, inv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::journal::{PinsRecord, RunInfo};
+
+    fn state(done: &[(PhaseId, &str)], last: Option<(PhaseId, Status)>) -> State {
+        let info = RunInfo {
+            cluster_key: "uid".into(),
+            context: "c".into(),
+            layer: "inference".into(),
+            env: "k3d-gpu".into(),
+            pins: PinsRecord::default(),
+        };
+        let mut s = State::new(info, "t0");
+        for (p, h) in done {
+            s.begin(*p, Some(h.to_string()), "t1");
+            s.finish(*p, Status::Done, None, "t2");
+        }
+        if let Some((p, st)) = last {
+            s.begin(p, Some("x".into()), "t3");
+            if st != Status::Running {
+                s.finish(p, st, Some("boom".into()), "t4");
+            }
+        }
+        s
+    }
+
+    fn inputs(pairs: &[(PhaseId, &str)]) -> BTreeMap<PhaseId, String> {
+        pairs.iter().map(|(p, h)| (*p, h.to_string())).collect()
+    }
+
+    use PhaseId::*;
+
+    const ALL_DONE_BEFORE_INSTALL: [(PhaseId, &str); 3] = [(Trees, "t"), (Overlay, "o"), (Prepare, "p")];
+
+    #[test]
+    fn which_phases_a_resumed_run_skips() {
+        // (previous record, current inputs, skipped, where it resumes)
+        let same = inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p"), (Install, "i")]);
+        type Case = (Option<State>, BTreeMap<PhaseId, String>, Vec<PhaseId>, Option<PhaseId>);
+        let cases: Vec<Case> = vec![
+            (None, same.clone(), vec![], Some(Trees)),
+            (
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)))),
+                same.clone(),
+                vec![Trees, Overlay, Prepare],
+                Some(Install),
+            ),
+            (
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Interrupted)))),
+                same.clone(),
+                vec![Trees, Overlay, Prepare],
+                Some(Install),
+            ),
+            // Killed without a chance to record: still "running".
+            (
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Running)))),
+                same.clone(),
+                vec![Trees, Overlay, Prepare],
+                Some(Install),
+            ),
+            // The overlay's inputs changed: it and everything lasting after it run again.
+            (
+                Some(state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)))),
+                inputs(&[(Trees, "t"), (Overlay, "o2"), (Prepare, "p"), (Install, "i")]),
+                vec![Trees],
+                Some(Overlay),
+            ),
+            // Installed, verification failed: only the lasting phases up to install are skipped.
+            (
+                Some(state(
+                    &[(Trees, "t"), (Overlay, "o"), (Prepare, "p"), (Install, "i")],
+                    Some((Verify, Status::Failed)),
+                )),
+                same.clone(),
+                vec![Trees, Overlay, Prepare, Install],
+                None,
+            ),
+            // No hash to compare with: run.
+            (Some(state(&ALL_DONE_BEFORE_INSTALL, None)), inputs(&[(Trees, "t")]), vec![Trees], Some(Overlay)),
+        ];
+        for (i, (prev, now, skipped, at)) in cases.into_iter().enumerate() {
+            let plan = plan_resume(prev.as_ref(), &now);
+            assert_eq!(plan.skipped(), skipped, "case {i}");
+            assert_eq!(plan.resumes_at(), at, "case {i}");
+            for p in [Lock, Preflight, Bastion, Facts, Config, Verify, Record] {
+                assert!(matches!(plan.step(p), Step::Run(_)), "case {i}: {p} always runs");
+            }
+        }
+    }
+
+    #[test]
+    fn reasons_say_why() {
+        let prev = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
+        let plan = plan_resume(Some(&prev), &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p2")]));
+        assert_eq!(plan.step(Trees), &Step::Skip("done at t2 with the same inputs".into()));
+        assert_eq!(plan.step(Prepare), &Step::Run("its inputs changed".into()));
+        assert_eq!(plan.step(Install), &Step::Run("an earlier phase runs again".into()));
+        let plan = plan_resume(Some(&prev), &inputs(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p")]));
+        assert_eq!(plan.step(Install), &Step::Run("failed last time: boom".into()));
+        assert_eq!(plan_resume(None, &BTreeMap::new()).step(Lock), &Step::Run("first run on this cluster".into()));
+    }
+
+    #[test]
+    fn what_to_run_next() {
+        let inv = Invocation {
+            global: vec!["--context".into(), "k3d-gpu".into()],
+            layer: "inference".into(),
+            env: "k3d-gpu".into(),
+            select: vec!["--profile".into(), "v1.2.0-rc.1".into()],
+        };
+        let up = "`eas up --context k3d-gpu --layer inference --env k3d-gpu --profile v1.2.0-rc.1`";
+        let cases = [
+            (Install, Status::Failed, format!("install failed: {up} resumes at install (the installer is idempotent); `eas down --context k3d-gpu --layer inference` removes what was installed")),
+            (Install, Status::Interrupted, format!("install was interrupted: {up} resumes at install (the installer is idempotent); `eas down --context k3d-gpu --layer inference` removes what was installed")),
+            (Verify, Status::Failed, "verify failed: `eas verify --context k3d-gpu` checks again without reinstalling; `eas down --context k3d-gpu --layer inference` removes the install".to_string()),
+            (Prepare, Status::Failed, format!("prepare failed: {up} resumes at prepare")),
+            (Preflight, Status::Failed, format!("preflight failed: `eas doctor --context k3d-gpu` lists every check; fix the failing one, then {up}")),
+            (Bastion, Status::Failed, format!("bastion failed: `eas bastion build --context k3d-gpu` shows the build; then {up}")),
+            (Facts, Status::Failed, format!("facts failed: `eas facts --context k3d-gpu` shows what could not be read; then {up}")),
+            (Overlay, Status::Failed, format!("overlay failed: `eas up --context k3d-gpu --dry-run --layer inference --env k3d-gpu --profile v1.2.0-rc.1` names the patch that no longer applies; regenerate it, then {up}")),
+            (Config, Status::Failed, "config failed: `eas up --context k3d-gpu --dry-run --layer inference --env k3d-gpu --profile v1.2.0-rc.1` shows each decision and its source".to_string()),
+            (Trees, Status::Failed, format!("trees failed: check access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo DIR with local clones; then {up}")),
+            (Lock, Status::Failed, format!("lock failed: once the other run has ended, {up} (add --break-lock if its lock is stale)")),
+            (Record, Status::Failed, format!("record failed: {up} records the run (nothing is reinstalled)")),
+        ];
+        for (p, st, want) in cases {
+            assert_eq!(what_next(p, st, &inv), want);
+        }
+        let s = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
+        assert_eq!(next_for(&s, &inv), Some(what_next(Install, Status::Failed, &inv)));
+        assert_eq!(next_for(&state(&ALL_DONE_BEFORE_INSTALL, None), &inv), None);
+        let quoted = Invocation { global: vec!["--kubeconfig".into(), "/my dir/config".into()], ..inv };
+        assert!(quoted.up().starts_with("eas up --kubeconfig '/my dir/config' --layer"));
+    }
+}
