@@ -20,7 +20,7 @@ mirror=${EAS_DEBIAN_MIRROR:-}
 if [ -z "$mirror" ]; then
   # The first deb URI this machine's apt uses; the mirror is configuration, not code.
   mirror=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-    | grep -v security | head -n 1 | awk '{ if ($1 == "deb") print $2; else print $2 }')
+    | grep -v security | head -n 1 | awk '{ print $2 }' || true)
 fi
 if [ -z "$mirror" ]; then
   echo "base-image: no Debian mirror configured; set EAS_DEBIAN_MIRROR" >&2
