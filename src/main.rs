@@ -7,6 +7,7 @@ mod config;
 mod error;
 mod facts;
 mod output;
+mod overlay;
 mod pins;
 mod sources;
 
@@ -15,7 +16,13 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let term = output::Terminal::detect();
-    let shell = output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
+    let shell = output::Shell::new(
+        cli.global.progress,
+        &term,
+        cli.global.quiet,
+        cli.global.verbose,
+        cli.global.no_color,
+    );
     shell.init_tracing();
     error::finish(commands::run(cli, &shell))
 }
