@@ -21,14 +21,8 @@ pub enum ApplyError {
     #[error("{stops} overlay row(s) STOP; nothing was written")]
     Stopped { stops: usize },
     #[error("the work tree of {dir} is at {head}, but the overlay was decided for {commit}")]
-    HeadMoved {
-        dir: String,
-        head: String,
-        commit: String,
-    },
-    #[error(
-        "the work tree of {dir} has changes that are neither the pinned commit nor the overlay: {paths}"
-    )]
+    HeadMoved { dir: String, head: String, commit: String },
+    #[error("the work tree of {dir} has changes that are neither the pinned commit nor the overlay: {paths}")]
     Dirty { dir: String, paths: String },
     #[error("the patches that apply one by one do not apply together at {commit}: {detail}")]
     Conflict { commit: String, detail: String },
@@ -45,22 +39,12 @@ pub fn apply(plan: &Plan) -> Result<Applied, ApplyError> {
     let dir = plan.repo.display().to_string();
     let head = git.commit("HEAD", "HEAD")?;
     if head != plan.commit {
-        return Err(ApplyError::HeadMoved {
-            dir,
-            head,
-            commit: plan.commit.clone(),
-        });
+        return Err(ApplyError::HeadMoved { dir, head, commit: plan.commit.clone() });
     }
-    let patches: Vec<&str> = plan
-        .to_apply()
-        .filter_map(|d| d.patch.as_ref().map(|p| p.text.as_str()))
-        .collect();
+    let patches: Vec<&str> = plan.to_apply().filter_map(|d| d.patch.as_ref().map(|p| p.text.as_str())).collect();
     let combined: String = patches.concat();
-    let files: Vec<String> = plan
-        .to_apply()
-        .filter_map(|d| d.patch.as_ref())
-        .flat_map(|p| p.files.iter().map(|f| f.path.clone()))
-        .collect();
+    let files: Vec<String> =
+        plan.to_apply().filter_map(|d| d.patch.as_ref()).flat_map(|p| p.files.iter().map(|f| f.path.clone())).collect();
 
     // The tree the work tree must hold once applied: the commit plus every patch, built in a
     // scratch index (this writes blob and tree objects, never the work tree or the real index).
@@ -75,14 +59,10 @@ pub fn apply(plan: &Plan) -> Result<Applied, ApplyError> {
                 detail: super::git::first_line(&out.stderr),
             });
         }
-        git.run_ok(&["write-tree"], None, Some(&index.path))?
-            .trim()
-            .to_string()
+        git.run_ok(&["write-tree"], None, Some(&index.path))?.trim().to_string()
     };
 
-    let staged = !git
-        .run(&["diff", "--cached", "--quiet", "HEAD", "--"], None, None)?
-        .ok;
+    let staged = !git.run(&["diff", "--cached", "--quiet", "HEAD", "--"], None, None)?.ok;
     let pristine = !staged && git.run(&["diff", "--quiet", "HEAD", "--"], None, None)?.ok;
     if pristine {
         if patches.is_empty() {
@@ -93,25 +73,13 @@ pub fn apply(plan: &Plan) -> Result<Applied, ApplyError> {
         git.run_ok(&["apply"], Some(&combined), None)?;
         return Ok(Applied::Wrote(files));
     }
-    if !staged
-        && !patches.is_empty()
-        && git
-            .run(&["diff", "--quiet", &expected, "--"], None, None)?
-            .ok
-    {
+    if !staged && !patches.is_empty() && git.run(&["diff", "--quiet", &expected, "--"], None, None)?.ok {
         return Ok(Applied::AlreadyApplied);
     }
     let changed = git.run_ok(&["diff", "--name-only", "HEAD", "--"], None, None)?;
-    let staged_paths = git.run_ok(
-        &["diff", "--cached", "--name-only", "HEAD", "--"],
-        None,
-        None,
-    )?;
+    let staged_paths = git.run_ok(&["diff", "--cached", "--name-only", "HEAD", "--"], None, None)?;
     let mut paths: Vec<&str> = changed.lines().chain(staged_paths.lines()).collect();
     paths.sort();
     paths.dedup();
-    Err(ApplyError::Dirty {
-        dir,
-        paths: paths.join(", "),
-    })
+    Err(ApplyError::Dirty { dir, paths: paths.join(", ") })
 }

@@ -21,13 +21,8 @@ impl Generated {
     /// From a facts document: runs the generator's own rules (the default layer and profile; the
     /// choices the overlay reads do not depend on either). A refusal is the generator's, exit 3.
     pub fn from_facts(facts: &Facts) -> Result<Generated, Failure> {
-        let select = SelectArgs {
-            layer: "agent-toolkit".into(),
-            profile: None,
-            git_ref: None,
-            model: None,
-            pins: None,
-        };
+        let select =
+            SelectArgs { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None };
         let decision = config::generate(facts, &select)?;
         Ok(Generated::from_decision(&decision, facts))
     }
@@ -46,15 +41,8 @@ impl Generated {
                 (k.to_string(), text)
             })
             .collect();
-        let node_labels = facts
-            .nodes
-            .iter()
-            .map(|n| (n.name.clone(), n.labels.clone()))
-            .collect();
-        Generated {
-            choices,
-            node_labels,
-        }
+        let node_labels = facts.nodes.iter().map(|n| (n.name.clone(), n.labels.clone())).collect();
+        Generated { choices, node_labels }
     }
 
     pub fn choice(&self, key: &str) -> Option<&str> {
@@ -67,8 +55,7 @@ mod tests {
     use super::*;
 
     fn desktop() -> Facts {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/config/desktop-i9/facts.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
         Facts::read(&path).unwrap()
     }
 
@@ -80,9 +67,7 @@ mod tests {
         assert_eq!(g.choice("kubernetes_cpu_policy"), Some("best-effort"));
         assert_eq!(g.choice("metallb_enabled"), Some("false"));
         assert_eq!(
-            g.node_labels["k3d-gpu-server-0"]
-                .get("node-role.kubernetes.io/control-plane")
-                .map(String::as_str),
+            g.node_labels["k3d-gpu-server-0"].get("node-role.kubernetes.io/control-plane").map(String::as_str),
             Some("true")
         );
     }

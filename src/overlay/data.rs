@@ -18,14 +18,8 @@ const EMBEDDED_JSON: &str = include_str!("../../patches/overlay.json");
 /// Every patch file the built-in overlay names, compiled in. A test checks this table against
 /// overlay.json and the patches/ directory, so a missing or stray entry fails the build's tests.
 const EMBEDDED_PATCHES: &[(&str, &str)] = &[
-    (
-        "0002-istio-platform.patch",
-        include_str!("../../patches/0002-istio-platform.patch"),
-    ),
-    (
-        "0003-nri-balloons-k3s.patch",
-        include_str!("../../patches/0003-nri-balloons-k3s.patch"),
-    ),
+    ("0002-istio-platform.patch", include_str!("../../patches/0002-istio-platform.patch")),
+    ("0003-nri-balloons-k3s.patch", include_str!("../../patches/0003-nri-balloons-k3s.patch")),
     (
         "0006-envoy-cp-selector.release-1.2.patch",
         include_str!("../../patches/0006-envoy-cp-selector.release-1.2.patch"),
@@ -87,13 +81,7 @@ pub struct Cite {
 impl Cite {
     /// `repo@sha7 path[:a-b]`, the short form of a `fact -> choice [source]` line.
     pub fn short(&self) -> String {
-        format!(
-            "{}@{} {}{}",
-            self.repo,
-            &self.sha[..7.min(self.sha.len())],
-            self.path,
-            self.range(":")
-        )
+        format!("{}@{} {}{}", self.repo, &self.sha[..7.min(self.sha.len())], self.path, self.range(":"))
     }
 
     pub fn permalink(&self) -> String {
@@ -102,10 +90,7 @@ impl Cite {
             Some([a, b]) => format!("#L{a}-L{b}"),
             None => String::new(),
         };
-        format!(
-            "https://github.com/{}/blob/{}/{}{frag}",
-            self.repo, self.sha, self.path
-        )
+        format!("https://github.com/{}/blob/{}/{}{frag}", self.repo, self.sha, self.path)
     }
 
     fn range(&self, sep: &str) -> String {
@@ -123,25 +108,13 @@ impl Cite {
 pub enum Skip {
     /// Skip when the generator's choice has this value.
     #[serde(rename = "choice_is")]
-    ChoiceIs {
-        choice: String,
-        value: String,
-        why: String,
-    },
+    ChoiceIs { choice: String, value: String, why: String },
     /// Skip unless the generator's choice has this value.
     #[serde(rename = "choice_is_not")]
-    ChoiceIsNot {
-        choice: String,
-        value: String,
-        why: String,
-    },
+    ChoiceIsNot { choice: String, value: String, why: String },
     /// Skip when no node carries this label with this value.
     #[serde(rename = "no_node_label")]
-    NoNodeLabel {
-        label: String,
-        value: String,
-        why: String,
-    },
+    NoNodeLabel { label: String, value: String, why: String },
 }
 
 /// Upstream fixed the problem another way: the probe matches, and the key the generator writes
@@ -199,10 +172,7 @@ pub struct Overlay {
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     #[error("overlay: cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("overlay: malformed overlay.json: {0}")]
     Malformed(String),
     #[error("overlay: {0}")]
@@ -215,9 +185,7 @@ impl Overlay {
         let patches: BTreeMap<&str, &str> = EMBEDDED_PATCHES.iter().copied().collect();
         Overlay::parse(EMBEDDED_JSON, |name| {
             patches.get(name).map(|t| t.to_string()).ok_or_else(|| {
-                DataError::Invalid(format!(
-                    "patch {name} is named in overlay.json but not compiled into eas"
-                ))
+                DataError::Invalid(format!("patch {name} is named in overlay.json but not compiled into eas"))
             })
         })
     }
@@ -225,21 +193,14 @@ impl Overlay {
     /// An overlay directory: `overlay.json` and the patch files it names.
     pub fn load_dir(dir: &Path) -> Result<Overlay, DataError> {
         let json_path = dir.join("overlay.json");
-        let text = std::fs::read_to_string(&json_path).map_err(|source| DataError::Read {
-            path: json_path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(&json_path)
+            .map_err(|source| DataError::Read { path: json_path.display().to_string(), source })?;
         Overlay::parse(&text, |name| {
             if name.contains('/') || name.contains("..") {
-                return Err(DataError::Invalid(format!(
-                    "patch {name:?} must be a file name in the overlay directory"
-                )));
+                return Err(DataError::Invalid(format!("patch {name:?} must be a file name in the overlay directory")));
             }
             let p = dir.join(name);
-            std::fs::read_to_string(&p).map_err(|source| DataError::Read {
-                path: p.display().to_string(),
-                source,
-            })
+            std::fs::read_to_string(&p).map_err(|source| DataError::Read { path: p.display().to_string(), source })
         })
     }
 
@@ -247,22 +208,13 @@ impl Overlay {
         json: &str,
         mut read_patch: impl FnMut(&str) -> Result<String, DataError>,
     ) -> Result<Overlay, DataError> {
-        let file: File =
-            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(json))
-                .map_err(|e| {
-                    DataError::Malformed(format!("field `{}`: {}", e.path(), e.inner()))
-                })?;
+        let file: File = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(json))
+            .map_err(|e| DataError::Malformed(format!("field `{}`: {}", e.path(), e.inner())))?;
         if file.schema != SCHEMA {
-            return Err(DataError::Malformed(format!(
-                "schema is {:?}, expected {SCHEMA:?}",
-                file.schema
-            )));
+            return Err(DataError::Malformed(format!("schema is {:?}, expected {SCHEMA:?}", file.schema)));
         }
         if file.upstream.split('/').count() != 2 {
-            return Err(DataError::Invalid(format!(
-                "upstream {:?} is not owner/name",
-                file.upstream
-            )));
+            return Err(DataError::Invalid(format!("upstream {:?} is not owner/name", file.upstream)));
         }
         let mut rows = Vec::new();
         let mut ids = std::collections::BTreeSet::new();
@@ -275,17 +227,11 @@ impl Overlay {
                 return Err(ctx("duplicate id".into()));
             }
             if !is_full_sha(&r.written_against) {
-                return Err(ctx(format!(
-                    "written_against {:?} is not a full commit SHA",
-                    r.written_against
-                )));
+                return Err(ctx(format!("written_against {:?} is not a full commit SHA", r.written_against)));
             }
             for s in &r.why.sources {
                 if !is_full_sha(&s.sha) {
-                    return Err(ctx(format!(
-                        "source {} is not at a full commit SHA",
-                        s.path
-                    )));
+                    return Err(ctx(format!("source {} is not at a full commit SHA", s.path)));
                 }
                 if let Some([a, b]) = s.lines
                     && (a == 0 || a > b)
@@ -302,8 +248,7 @@ impl Overlay {
             let mut variants = Vec::new();
             for v in &r.variants {
                 let text = read_patch(&v.patch)?;
-                let parsed = patch::parse(&text)
-                    .map_err(|e| ctx(format!("variant {}: {}: {e}", v.name, v.patch)))?;
+                let parsed = patch::parse(&text).map_err(|e| ctx(format!("variant {}: {}: {e}", v.name, v.patch)))?;
                 for f in &parsed.files {
                     if !r.files.contains(&f.path) {
                         return Err(ctx(format!(
@@ -312,15 +257,9 @@ impl Overlay {
                         )));
                     }
                 }
-                let against = v
-                    .written_against
-                    .clone()
-                    .unwrap_or_else(|| r.written_against.clone());
+                let against = v.written_against.clone().unwrap_or_else(|| r.written_against.clone());
                 if !is_full_sha(&against) {
-                    return Err(ctx(format!(
-                        "variant {}: written_against {against:?} is not a full SHA",
-                        v.name
-                    )));
+                    return Err(ctx(format!("variant {}: written_against {against:?} is not a full SHA", v.name)));
                 }
                 if variants.iter().any(|x: &Variant| x.name == v.name) {
                     return Err(ctx(format!("duplicate variant name {}", v.name)));
@@ -333,19 +272,9 @@ impl Overlay {
                     patch: parsed,
                 });
             }
-            rows.push(Row {
-                id: r.id,
-                title: r.title,
-                why: r.why,
-                variants,
-                skip: r.skip,
-                fixed: r.fixed,
-            });
+            rows.push(Row { id: r.id, title: r.title, why: r.why, variants, skip: r.skip, fixed: r.fixed });
         }
-        Ok(Overlay {
-            upstream: file.upstream,
-            rows,
-        })
+        Ok(Overlay { upstream: file.upstream, rows })
     }
 }
 
@@ -356,30 +285,17 @@ mod tests {
     #[test]
     fn builtin_overlay_loads_and_every_patch_is_compiled_in_exactly_once() {
         let o = Overlay::builtin().expect("the built-in overlay is valid");
-        let named: std::collections::BTreeSet<&str> = o
-            .rows
-            .iter()
-            .flat_map(|r| r.variants.iter().map(|v| v.patch_name.as_str()))
-            .collect();
-        let embedded: std::collections::BTreeSet<&str> =
-            EMBEDDED_PATCHES.iter().map(|(n, _)| *n).collect();
-        assert_eq!(
-            named, embedded,
-            "overlay.json and the compiled-in table disagree"
-        );
+        let named: std::collections::BTreeSet<&str> =
+            o.rows.iter().flat_map(|r| r.variants.iter().map(|v| v.patch_name.as_str())).collect();
+        let embedded: std::collections::BTreeSet<&str> = EMBEDDED_PATCHES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(named, embedded, "overlay.json and the compiled-in table disagree");
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("patches");
         let on_disk: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
             .unwrap()
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|n| n.ends_with(".patch"))
             .collect();
-        assert_eq!(
-            on_disk
-                .iter()
-                .map(String::as_str)
-                .collect::<std::collections::BTreeSet<_>>(),
-            embedded
-        );
+        assert_eq!(on_disk.iter().map(String::as_str).collect::<std::collections::BTreeSet<_>>(), embedded);
         // The directory form reads the same overlay.
         let from_dir = Overlay::load_dir(&dir).unwrap();
         assert_eq!(from_dir.rows.len(), o.rows.len());
@@ -404,11 +320,7 @@ mod tests {
             Some(Skip::ChoiceIsNot { choice, value, .. }) if choice == "kubernetes_cpu_policy" && value == "nri-balloons"
         ));
         assert_eq!(row("0006").variants[0].name, "release-1.2");
-        assert!(
-            row("0006").variants[0].patch.files[0]
-                .path
-                .ends_with("roles/envoy_gateway/tasks/install.yaml")
-        );
+        assert!(row("0006").variants[0].patch.files[0].path.ends_with("roles/envoy_gateway/tasks/install.yaml"));
     }
 
     fn one_row(extra: &str) -> String {
@@ -427,34 +339,16 @@ mod tests {
         let ok = Overlay::parse(&one_row(""), |_| Ok(PATCH.into()));
         assert!(ok.is_ok(), "{ok:?}");
         let cases = [
-            (
-                one_row("").replace("eas-overlay/v1", "eas-overlay/v0"),
-                PATCH,
-                "schema",
-            ),
-            (
-                one_row("").replace("\"0001\"", "\"1\""),
-                PATCH,
-                "four digits",
-            ),
-            (
-                one_row("").replace("0123456789abcdef0123456789abcdef01234567", "0123456"),
-                PATCH,
-                "full commit SHA",
-            ),
-            (
-                one_row(""),
-                "--- a/b.txt\n+++ b/b.txt\n@@ -1,1 +1,1 @@\n-x\n+y\n",
-                "do not list",
-            ),
+            (one_row("").replace("eas-overlay/v1", "eas-overlay/v0"), PATCH, "schema"),
+            (one_row("").replace("\"0001\"", "\"1\""), PATCH, "four digits"),
+            (one_row("").replace("0123456789abcdef0123456789abcdef01234567", "0123456"), PATCH, "full commit SHA"),
+            (one_row(""), "--- a/b.txt\n+++ b/b.txt\n@@ -1,1 +1,1 @@\n-x\n+y\n", "do not list"),
             (one_row(""), "not a patch\n", "no file"),
             (one_row(r#","skip":{"when":"sometimes"}"#), PATCH, "skip"),
             (one_row(r#","extra":1"#), PATCH, "extra"),
         ];
         for (json, patch, expect) in cases {
-            let e = Overlay::parse(&json, |_| Ok(patch.into()))
-                .expect_err(expect)
-                .to_string();
+            let e = Overlay::parse(&json, |_| Ok(patch.into())).expect_err(expect).to_string();
             assert!(e.contains(expect), "{e} should mention {expect}");
         }
     }

@@ -82,12 +82,7 @@ pub struct Decision {
 impl Decision {
     /// The `fact -> choice [source]` line.
     pub fn line(&self, explain: bool) -> String {
-        format!(
-            "{} -> {} [{}]",
-            self.fact,
-            self.choice,
-            self.source.render(explain)
-        )
+        format!("{} -> {} [{}]", self.fact, self.choice, self.source.render(explain))
     }
 }
 
@@ -108,28 +103,22 @@ impl Plan {
     }
 
     pub fn to_apply(&self) -> impl Iterator<Item = &Decision> {
-        self.decisions
-            .iter()
-            .filter(|d| matches!(d.outcome, Outcome::Apply { .. }))
+        self.decisions.iter().filter(|d| matches!(d.outcome, Outcome::Apply { .. }))
     }
 
     /// The STOP report: per stopped row, what failed where, and what to regenerate.
     pub fn stop_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         for d in self.stops() {
-            out.push(format!(
-                "{} ({}): no variant applies to {} at {}",
-                d.id, d.title, self.upstream, self.commit
-            ));
+            out.push(format!("{} ({}): no variant applies to {} at {}", d.id, d.title, self.upstream, self.commit));
             for m in &d.misses {
                 let what = if m.missing {
                     format!("{} is not in the tree", m.path)
                 } else {
                     match (m.hunk, m.line) {
-                        (Some(h), Some(l)) => format!(
-                            "{} hunk {h} (written against line {l}) no longer applies",
-                            m.path
-                        ),
+                        (Some(h), Some(l)) => {
+                            format!("{} hunk {h} (written against line {l}) no longer applies", m.path)
+                        }
                         _ => format!("{} no longer applies", m.path),
                     }
                 };
@@ -182,17 +171,8 @@ pub fn decide_with(
             },
             None => "needed (no facts: skip conditions not evaluated)".to_string(),
         };
-        let cx = Cx {
-            git: &git,
-            index: &index,
-            commit: &commit,
-            upstream: &overlay.upstream,
-        };
-        decisions.push(decide_row(
-            &cx,
-            row,
-            &format!("{} {need}; at {short}", row.id),
-        )?);
+        let cx = Cx { git: &git, index: &index, commit: &commit, upstream: &overlay.upstream };
+        decisions.push(decide_row(&cx, row, &format!("{} {need}; at {short}", row.id))?);
     }
     Ok(Plan {
         repo: repo.to_path_buf(),
@@ -212,12 +192,7 @@ struct Cx<'a> {
 
 impl Cx<'_> {
     fn cite(&self, path: &str, lines: Option<[u32; 2]>) -> Cite {
-        Cite {
-            repo: self.upstream.to_string(),
-            sha: self.commit.to_string(),
-            path: path.to_string(),
-            lines,
-        }
+        Cite { repo: self.upstream.to_string(), sha: self.commit.to_string(), path: path.to_string(), lines }
     }
 }
 
@@ -237,10 +212,7 @@ pub fn skip_reason(row: &Row, g: &Generated) -> Option<Decision> {
             let got = g.choice(choice);
             (
                 got != Some(value.as_str()),
-                format!(
-                    "generated {choice} is {:?}, not {value:?}",
-                    got.unwrap_or("(unset)")
-                ),
+                format!("generated {choice} is {:?}, not {value:?}", got.unwrap_or("(unset)")),
                 Source::Choice(choice.clone()),
             )
         }
@@ -251,20 +223,14 @@ pub fn skip_reason(row: &Row, g: &Generated) -> Option<Decision> {
                 .filter(|(_, l)| l.get(label).is_some_and(|v| v == value))
                 .map(|(n, _)| n.as_str())
                 .collect();
-            (
-                holders.is_empty(),
-                format!("no node labelled {label}={value}"),
-                Source::NodeLabel(label.clone()),
-            )
+            (holders.is_empty(), format!("no node labelled {label}={value}"), Source::NodeLabel(label.clone()))
         }
     };
     if !holds {
         return None;
     }
     let why = match skip {
-        Skip::ChoiceIs { why, .. }
-        | Skip::ChoiceIsNot { why, .. }
-        | Skip::NoNodeLabel { why, .. } => why,
+        Skip::ChoiceIs { why, .. } | Skip::ChoiceIsNot { why, .. } | Skip::NoNodeLabel { why, .. } => why,
     };
     Some(Decision {
         id: row.id.clone(),
@@ -283,21 +249,11 @@ fn needed_because(row: &Row, g: &Generated) -> String {
     match &row.skip {
         None => "needed".to_string(),
         Some(Skip::ChoiceIs { choice, .. } | Skip::ChoiceIsNot { choice, .. }) => {
-            format!(
-                "needed ({choice} {:?})",
-                g.choice(choice).unwrap_or("(unset)")
-            )
+            format!("needed ({choice} {:?})", g.choice(choice).unwrap_or("(unset)"))
         }
         Some(Skip::NoNodeLabel { label, value, .. }) => {
-            let n = g
-                .node_labels
-                .values()
-                .filter(|l| l.get(label).is_some_and(|v| v == value))
-                .count();
-            format!(
-                "needed ({n} node{} labelled {label}={value})",
-                if n == 1 { "" } else { "s" }
-            )
+            let n = g.node_labels.values().filter(|l| l.get(label).is_some_and(|v| v == value)).count();
+            format!("needed ({n} node{} labelled {label}={value})", if n == 1 { "" } else { "s" })
         }
     }
 }
@@ -319,13 +275,8 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
         let check = check(cx, v, true)?;
         if check.ok {
             return Ok(decision(
-                Outcome::Merged {
-                    variant: v.name.clone(),
-                },
-                format!(
-                    "{lead}: variant {} reverse-applies (upstream contains it)",
-                    v.name
-                ),
+                Outcome::Merged { variant: v.name.clone() },
+                format!("{lead}: variant {} reverse-applies (upstream contains it)", v.name),
                 format!("merged {} (nothing to apply)", row.id),
                 Source::Upstream(cx.cite(&check.path, Some(check.lines))),
             ));
@@ -351,10 +302,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
                 ));
             }
             Probed::KnobGone => {
-                fixed_note = format!(
-                    " (probe matches but {} no longer reads {})",
-                    f.knob.path, f.knob.name
-                );
+                fixed_note = format!(" (probe matches but {} no longer reads {})", f.knob.path, f.knob.name);
             }
             Probed::No => {}
         }
@@ -366,9 +314,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
         let check = check(cx, v, false)?;
         if check.ok {
             let mut d = decision(
-                Outcome::Apply {
-                    variant: v.name.clone(),
-                },
+                Outcome::Apply { variant: v.name.clone() },
                 format!("{lead}: variant {} applies{fixed_note}", v.name),
                 format!("apply {} variant {}", row.id, v.name),
                 Source::Upstream(cx.cite(&check.path, Some(check.lines))),
@@ -386,17 +332,11 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
         (false, Some(h)) => format!("{} hunk {h} no longer applies", first.path),
         (false, None) => format!("{} no longer applies", first.path),
     };
-    let moved = first
-        .last_change
-        .as_ref()
-        .map(|(sha, _)| format!(", last changed by {}", &sha[..7]))
-        .unwrap_or_default();
+    let moved =
+        first.last_change.as_ref().map(|(sha, _)| format!(", last changed by {}", &sha[..7])).unwrap_or_default();
     let mut d = decision(
         Outcome::Stop,
-        format!(
-            "{lead}: no variant applies ({}: {where_}{moved}){fixed_note}",
-            first.variant
-        ),
+        format!("{lead}: no variant applies ({}: {where_}{moved}){fixed_note}", first.variant),
         format!("STOP: regenerate {} against {}", row.id, cx.commit),
         Source::Upstream(cx.cite(&first.path, None)),
     );
@@ -405,11 +345,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
 }
 
 fn quoted(items: &[String]) -> String {
-    items
-        .iter()
-        .map(|s| format!("{s:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    items.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
 }
 
 struct Check {
@@ -426,26 +362,13 @@ fn check(cx: &Cx, v: &Variant, reverse: bool) -> Result<Check, GitError> {
     if reverse {
         args.push("-R");
     }
-    let out = cx
-        .git
-        .run(&args, Some(&v.patch.text), Some(&cx.index.path))?;
+    let out = cx.git.run(&args, Some(&v.patch.text), Some(&cx.index.path))?;
     let file = &v.patch.files[0];
     let hunk = &file.hunks[0];
-    let (start, len) = if reverse {
-        (hunk.new_start, hunk.new_len)
-    } else {
-        (hunk.old_start, hunk.old_len)
-    };
+    let (start, len) = if reverse { (hunk.new_start, hunk.new_len) } else { (hunk.old_start, hunk.old_len) };
     // With -v git reports where a hunk matched when that is not where it was written.
-    let at = applied_at(&out.stderr, &file.path, 1)
-        .unwrap_or(start)
-        .max(1);
-    Ok(Check {
-        ok: out.ok,
-        stderr: out.stderr,
-        path: file.path.clone(),
-        lines: [at, at + len.max(1) - 1],
-    })
+    let at = applied_at(&out.stderr, &file.path, 1).unwrap_or(start).max(1);
+    Ok(Check { ok: out.ok, stderr: out.stderr, path: file.path.clone(), lines: [at, at + len.max(1) - 1] })
 }
 
 /// The line where hunk `nth` of `path` matched, from `git apply -v`'s "Hunk #n succeeded at L".
@@ -457,12 +380,7 @@ pub fn applied_at(stderr: &str, path: &str, nth: usize) -> Option<u32> {
             continue;
         }
         if in_file && let Some(rest) = line.strip_prefix(&format!("Hunk #{nth} succeeded at ")) {
-            return rest
-                .split_whitespace()
-                .next()?
-                .trim_end_matches('.')
-                .parse()
-                .ok();
+            return rest.split_whitespace().next()?.trim_end_matches('.').parse().ok();
         }
     }
     None
@@ -487,13 +405,9 @@ pub fn failure_site(stderr: &str) -> Option<(String, Option<u32>, bool)> {
 }
 
 fn miss(cx: &Cx, v: &Variant, stderr: &str) -> Result<Miss, GitError> {
-    let (path, line, missing) =
-        failure_site(stderr).unwrap_or_else(|| (v.patch.files[0].path.clone(), None, false));
-    let hunk = line.and_then(|l| {
-        v.patch
-            .file(&path)
-            .and_then(|f| f.hunks.iter().position(|h| h.old_start == l).map(|i| i + 1))
-    });
+    let (path, line, missing) = failure_site(stderr).unwrap_or_else(|| (v.patch.files[0].path.clone(), None, false));
+    let hunk = line
+        .and_then(|l| v.patch.file(&path).and_then(|f| f.hunks.iter().position(|h| h.old_start == l).map(|i| i + 1)));
     let last_change = cx.git.last_change(cx.commit, &path)?;
     Ok(Miss {
         variant: v.name.clone(),
@@ -524,16 +438,8 @@ fn probe(cx: &Cx, f: &Fixed) -> Result<Probed, GitError> {
         return Ok(Probed::No);
     }
     let first = &f.probe.contains[0];
-    let line = text
-        .lines()
-        .position(|l| l.contains(first.as_str()))
-        .map(|i| i as u32 + 1)
-        .unwrap_or(1);
-    let knob_text = if f.knob.path == f.probe.path {
-        Some(text)
-    } else {
-        cx.git.show(cx.commit, &f.knob.path)?
-    };
+    let line = text.lines().position(|l| l.contains(first.as_str())).map(|i| i as u32 + 1).unwrap_or(1);
+    let knob_text = if f.knob.path == f.probe.path { Some(text) } else { cx.git.show(cx.commit, &f.knob.path)? };
     if knob_text.is_some_and(|t| t.contains(f.knob.name.as_str())) {
         Ok(Probed::Fixed(line))
     } else {
@@ -559,10 +465,7 @@ mod tests {
     fn reads_which_file_and_line_git_refused() {
         let failed = "Checking patch r/x.yaml...\nerror: while searching for:\n  a\n\n\
                       error: patch failed: r/x.yaml:211\nerror: r/x.yaml: patch does not apply\n";
-        assert_eq!(
-            failure_site(failed),
-            Some(("r/x.yaml".into(), Some(211), false))
-        );
+        assert_eq!(failure_site(failed), Some(("r/x.yaml".into(), Some(211), false)));
         let gone = "Checking patch r/y.yaml...\nerror: r/y.yaml: does not exist in index\n";
         assert_eq!(failure_site(gone), Some(("r/y.yaml".into(), None, true)));
         assert_eq!(failure_site("fatal: something else\n"), None);
@@ -580,66 +483,28 @@ mod tests {
             g.choices.insert(k.to_string(), v.to_string());
         }
         for (node, k, v) in labels {
-            g.node_labels
-                .entry(node.to_string())
-                .or_default()
-                .insert(k.to_string(), v.to_string());
+            g.node_labels.entry(node.to_string()).or_default().insert(k.to_string(), v.to_string());
         }
         g
     }
 
     #[test]
     fn skip_conditions_table() {
-        let is_empty = Skip::ChoiceIs {
-            choice: "istio_platform".into(),
-            value: String::new(),
-            why: "w".into(),
-        };
-        let not_balloons = Skip::ChoiceIsNot {
-            choice: "kubernetes_cpu_policy".into(),
-            value: "nri-balloons".into(),
-            why: "w".into(),
-        };
+        let is_empty = Skip::ChoiceIs { choice: "istio_platform".into(), value: String::new(), why: "w".into() };
+        let not_balloons =
+            Skip::ChoiceIsNot { choice: "kubernetes_cpu_policy".into(), value: "nri-balloons".into(), why: "w".into() };
         let cp = "node-role.kubernetes.io/control-plane";
-        let no_k3s_cp = Skip::NoNodeLabel {
-            label: cp.into(),
-            value: "true".into(),
-            why: "w".into(),
-        };
+        let no_k3s_cp = Skip::NoNodeLabel { label: cp.into(), value: "true".into(), why: "w".into() };
         let cases: Vec<(Skip, Generated, bool)> = vec![
-            (
-                is_empty.clone(),
-                generated(&[("istio_platform", "")], &[]),
-                true,
-            ),
-            (
-                is_empty.clone(),
-                generated(&[("istio_platform", "k3d")], &[]),
-                false,
-            ),
+            (is_empty.clone(), generated(&[("istio_platform", "")], &[]), true),
+            (is_empty.clone(), generated(&[("istio_platform", "k3d")], &[]), false),
             (is_empty, generated(&[], &[]), false),
-            (
-                not_balloons.clone(),
-                generated(&[("kubernetes_cpu_policy", "best-effort")], &[]),
-                true,
-            ),
-            (
-                not_balloons.clone(),
-                generated(&[("kubernetes_cpu_policy", "nri-balloons")], &[]),
-                false,
-            ),
+            (not_balloons.clone(), generated(&[("kubernetes_cpu_policy", "best-effort")], &[]), true),
+            (not_balloons.clone(), generated(&[("kubernetes_cpu_policy", "nri-balloons")], &[]), false),
             (not_balloons, generated(&[], &[]), true),
-            (
-                no_k3s_cp.clone(),
-                generated(&[], &[("s0", cp, "true")]),
-                false,
-            ),
+            (no_k3s_cp.clone(), generated(&[], &[("s0", cp, "true")]), false),
             (no_k3s_cp.clone(), generated(&[], &[("s0", cp, "")]), true),
-            (
-                no_k3s_cp.clone(),
-                generated(&[], &[("s0", cp, ""), ("s1", cp, "true")]),
-                false,
-            ),
+            (no_k3s_cp.clone(), generated(&[], &[("s0", cp, ""), ("s1", cp, "true")]), false),
             (no_k3s_cp, generated(&[], &[]), true),
         ];
         for (skip, g, want) in cases {
@@ -663,9 +528,7 @@ mod tests {
         let d = Decision {
             id: "0006".into(),
             title: "t".into(),
-            outcome: Outcome::Apply {
-                variant: "v".into(),
-            },
+            outcome: Outcome::Apply { variant: "v".into() },
             fact: "0006 needed; at 0123456: variant v applies".into(),
             choice: "apply 0006 variant v".into(),
             source: Source::Upstream(c),
@@ -676,8 +539,9 @@ mod tests {
             d.line(false),
             "0006 needed; at 0123456: variant v applies -> apply 0006 variant v [o/r@0123456 p.yaml:4-6]"
         );
-        assert!(d.line(true).ends_with(
-            "[https://github.com/o/r/blob/0123456789abcdef0123456789abcdef01234567/p.yaml#L4-L6]"
-        ));
+        assert!(
+            d.line(true)
+                .ends_with("[https://github.com/o/r/blob/0123456789abcdef0123456789abcdef01234567/p.yaml#L4-L6]")
+        );
     }
 }

@@ -13,17 +13,9 @@ pub enum GitError {
     #[error("{dir} is not a git work tree ({stderr})")]
     NotARepo { dir: String, stderr: String },
     #[error("{what} {rev:?} is not a commit in {dir}")]
-    NoCommit {
-        dir: String,
-        what: &'static str,
-        rev: String,
-    },
+    NoCommit { dir: String, what: &'static str, rev: String },
     #[error("git {args} failed in {dir}: {stderr}")]
-    Failed {
-        dir: String,
-        args: String,
-        stderr: String,
-    },
+    Failed { dir: String, args: String, stderr: String },
     #[error("scratch index: {0}")]
     Scratch(std::io::Error),
 }
@@ -57,26 +49,16 @@ const CLEARED_ENV: &[&str] = &[
 impl Repo {
     /// Opens the work tree at `dir`; fails unless git sees a work tree there.
     pub fn open(dir: &Path) -> Result<Repo, GitError> {
-        let repo = Repo {
-            dir: dir.to_path_buf(),
-        };
+        let repo = Repo { dir: dir.to_path_buf() };
         let out = repo.run(&["rev-parse", "--is-inside-work-tree"], None, None)?;
         if !out.ok || out.stdout.trim() != "true" {
-            return Err(GitError::NotARepo {
-                dir: dir.display().to_string(),
-                stderr: first_line(&out.stderr),
-            });
+            return Err(GitError::NotARepo { dir: dir.display().to_string(), stderr: first_line(&out.stderr) });
         }
         Ok(repo)
     }
 
     /// Runs `git` with optional stdin and an optional index file in place of the clone's own.
-    pub fn run(
-        &self,
-        args: &[&str],
-        stdin: Option<&str>,
-        index: Option<&Path>,
-    ) -> Result<Output, GitError> {
+    pub fn run(&self, args: &[&str], stdin: Option<&str>, index: Option<&Path>) -> Result<Output, GitError> {
         let mut cmd = Command::new("git");
         cmd.arg("-C").arg(&self.dir);
         // Settings that would change what `apply --check` accepts are pinned here.
@@ -89,11 +71,7 @@ impl Repo {
         if let Some(i) = index {
             cmd.env("GIT_INDEX_FILE", i);
         }
-        cmd.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(GitError::Spawn)?;
         if let Some(text) = stdin {
@@ -110,12 +88,7 @@ impl Repo {
     }
 
     /// Like [`Repo::run`], but a non-zero exit is an error.
-    pub fn run_ok(
-        &self,
-        args: &[&str],
-        stdin: Option<&str>,
-        index: Option<&Path>,
-    ) -> Result<String, GitError> {
+    pub fn run_ok(&self, args: &[&str], stdin: Option<&str>, index: Option<&Path>) -> Result<String, GitError> {
         let out = self.run(args, stdin, index)?;
         if !out.ok {
             return Err(GitError::Failed {
@@ -132,11 +105,7 @@ impl Repo {
         let spec = format!("{rev}^{{commit}}");
         let out = self.run(&["rev-parse", "--verify", "--quiet", &spec], None, None)?;
         if !out.ok {
-            return Err(GitError::NoCommit {
-                dir: self.dir.display().to_string(),
-                what,
-                rev: rev.to_string(),
-            });
+            return Err(GitError::NoCommit { dir: self.dir.display().to_string(), what, rev: rev.to_string() });
         }
         Ok(out.stdout.trim().to_string())
     }
@@ -148,34 +117,18 @@ impl Repo {
         if !out.ok {
             return Ok(None);
         }
-        self.run_ok(&["cat-file", "blob", &spec], None, None)
-            .map(Some)
+        self.run_ok(&["cat-file", "blob", &spec], None, None).map(Some)
     }
 
     /// The last commit at or before `commit` that changed `path`, as `(sha, subject)`.
-    pub fn last_change(
-        &self,
-        commit: &str,
-        path: &str,
-    ) -> Result<Option<(String, String)>, GitError> {
-        let out = self.run_ok(
-            &["log", "-1", "--format=%H%x09%s", commit, "--", path],
-            None,
-            None,
-        )?;
-        Ok(out
-            .lines()
-            .next()
-            .and_then(|l| l.split_once('\t'))
-            .map(|(h, s)| (h.to_string(), s.to_string())))
+    pub fn last_change(&self, commit: &str, path: &str) -> Result<Option<(String, String)>, GitError> {
+        let out = self.run_ok(&["log", "-1", "--format=%H%x09%s", commit, "--", path], None, None)?;
+        Ok(out.lines().next().and_then(|l| l.split_once('\t')).map(|(h, s)| (h.to_string(), s.to_string())))
     }
 
     /// A scratch index holding `commit`'s tree; dropped with its temporary directory.
     pub fn scratch_index(&self, commit: &str) -> Result<ScratchIndex, GitError> {
-        let dir = tempfile::Builder::new()
-            .prefix("eas-overlay-index.")
-            .tempdir()
-            .map_err(GitError::Scratch)?;
+        let dir = tempfile::Builder::new().prefix("eas-overlay-index.").tempdir().map_err(GitError::Scratch)?;
         let path = dir.path().join("index");
         self.run_ok(&["read-tree", commit], None, Some(&path))?;
         Ok(ScratchIndex { _dir: dir, path })
@@ -190,9 +143,5 @@ pub struct ScratchIndex {
 }
 
 pub fn first_line(s: &str) -> String {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
 }

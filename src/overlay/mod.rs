@@ -40,32 +40,23 @@ pub fn apply(plan: &Plan) -> Result<Applied, Failure> {
 
 impl From<DataError> for Failure {
     fn from(e: DataError) -> Self {
-        Failure::bad_input(
-            e.to_string(),
-            "the overlay format is eas-overlay/v1 (patches/README.md)",
-        )
+        Failure::bad_input(e.to_string(), "the overlay format is eas-overlay/v1 (patches/README.md)")
     }
 }
 
 impl From<GitError> for Failure {
     fn from(e: GitError) -> Self {
         match e {
-            GitError::NotARepo { .. } => Failure::bad_input(
-                e.to_string(),
-                "pass --repo the directory of an EAS git clone",
-            ),
-            GitError::NoCommit { .. } => Failure::bad_input(
-                e.to_string(),
-                "check out the pinned EAS commit in that clone",
-            ),
-            GitError::Spawn(_) => {
-                Failure::step_next("overlay", e, "install git (eas doctor checks for it)")
+            GitError::NotARepo { .. } => {
+                Failure::bad_input(e.to_string(), "pass --repo the directory of an EAS git clone")
             }
-            GitError::Failed { .. } | GitError::Scratch(_) => Failure::step_next(
-                "overlay",
-                e,
-                "re-run `eas overlay --repo DIR`; the clone was not changed",
-            ),
+            GitError::NoCommit { .. } => {
+                Failure::bad_input(e.to_string(), "check out the pinned EAS commit in that clone")
+            }
+            GitError::Spawn(_) => Failure::step_next("overlay", e, "install git (eas doctor checks for it)"),
+            GitError::Failed { .. } | GitError::Scratch(_) => {
+                Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
+            }
         }
     }
 }
@@ -77,21 +68,15 @@ fn failure_for_apply(e: ApplyError, plan: &Plan) -> Failure {
         ApplyError::Stopped { .. } => Failure::OverlayStop(plan.stop_lines()),
         ApplyError::HeadMoved { .. } => Failure::bad_input(
             e.to_string(),
-            format!(
-                "check out {} in {dir} (`git -C {dir} checkout {}`) and decide again",
-                plan.commit, plan.commit
-            ),
+            format!("check out {} in {dir} (`git -C {dir} checkout {}`) and decide again", plan.commit, plan.commit),
         ),
         ApplyError::Dirty { .. } => Failure::bad_input(
             e.to_string(),
-            format!(
-                "nothing was written; restore the pinned tree with `git -C {dir} checkout -- .` and re-run"
-            ),
+            format!("nothing was written; restore the pinned tree with `git -C {dir} checkout -- .` and re-run"),
         ),
         ApplyError::Conflict { .. } => Failure::OverlayStop(vec![
             e.to_string(),
-            "two rows patch the same lines: regenerate the later row against the earlier one"
-                .into(),
+            "two rows patch the same lines: regenerate the later row against the earlier one".into(),
         ]),
     }
 }
@@ -104,9 +89,7 @@ pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
     let generated = match &args.facts {
         Some(path) => Some(Generated::from_facts(&Facts::read(path)?)?),
         None => {
-            shell.warn(
-                "no --facts: skip conditions are not evaluated; every row is considered needed",
-            );
+            shell.warn("no --facts: skip conditions are not evaluated; every row is considered needed");
             None
         }
     };
@@ -120,12 +103,7 @@ pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
     if args.explain {
         for row in &overlay.rows {
             let cites: Vec<String> = row.why.sources.iter().map(|c| c.permalink()).collect();
-            shell.note(format!(
-                "{} why: {} [{}]",
-                row.id,
-                row.why.fact,
-                cites.join(" ")
-            ));
+            shell.note(format!("{} why: {} [{}]", row.id, row.why.fact, cites.join(" ")));
         }
     }
     if plan.stops().next().is_some() {
@@ -135,11 +113,7 @@ pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
     }
     let applying = plan.to_apply().count();
     if !args.apply {
-        let basis = if plan.with_facts {
-            "with facts"
-        } else {
-            "without facts"
-        };
+        let basis = if plan.with_facts { "with facts" } else { "without facts" };
         shell.note(format!(
             "{} row(s) decided at {} {basis}; {applying} to apply (run again with --apply to write them)",
             plan.decisions.len(),
@@ -148,10 +122,7 @@ pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
         return Ok(());
     }
     match apply(&plan)? {
-        Applied::Wrote(files) => shell.note(format!(
-            "applied {applying} patch(es) to {}",
-            files.join(", ")
-        )),
+        Applied::Wrote(files) => shell.note(format!("applied {applying} patch(es) to {}", files.join(", "))),
         Applied::AlreadyApplied => shell.note("the overlay is already applied: nothing to do"),
         Applied::Nothing => shell.note("no row needs a patch: nothing to do"),
     }

@@ -48,16 +48,8 @@ pub fn parse(text: &str) -> Result<PatchFile, String> {
                     *old = old.saturating_sub(1);
                     *new = new.saturating_sub(1);
                 }
-                Some(b'-') => {
-                    *old = old
-                        .checked_sub(1)
-                        .ok_or("a hunk removes more lines than its header says")?
-                }
-                Some(b'+') => {
-                    *new = new
-                        .checked_sub(1)
-                        .ok_or("a hunk adds more lines than its header says")?
-                }
+                Some(b'-') => *old = old.checked_sub(1).ok_or("a hunk removes more lines than its header says")?,
+                Some(b'+') => *new = new.checked_sub(1).ok_or("a hunk adds more lines than its header says")?,
                 Some(b'\\') => {}
                 _ => return Err(format!("unexpected line inside a hunk: {line:?}")),
             }
@@ -68,14 +60,9 @@ pub fn parse(text: &str) -> Result<PatchFile, String> {
         } else if let Some(rest) = line.strip_prefix("+++ ") {
             let new_path = strip_prefix_dir(rest, "b/")?;
             match old_path.take() {
-                Some(old) if old == new_path => files.push(FilePatch {
-                    path: new_path,
-                    hunks: Vec::new(),
-                }),
+                Some(old) if old == new_path => files.push(FilePatch { path: new_path, hunks: Vec::new() }),
                 Some(old) => {
-                    return Err(format!(
-                        "renames {old} to {new_path}; the overlay only modifies files"
-                    ));
+                    return Err(format!("renames {old} to {new_path}; the overlay only modifies files"));
                 }
                 None => return Err("a +++ line without its --- line".into()),
             }
@@ -103,10 +90,7 @@ pub fn parse(text: &str) -> Result<PatchFile, String> {
     if let Some(f) = files.iter().find(|f| f.hunks.is_empty()) {
         return Err(format!("{} has no hunk", f.path));
     }
-    Ok(PatchFile {
-        text: text.to_string(),
-        files,
-    })
+    Ok(PatchFile { text: text.to_string(), files })
 }
 
 fn strip_prefix_dir(rest: &str, prefix: &str) -> Result<String, String> {
@@ -114,9 +98,7 @@ fn strip_prefix_dir(rest: &str, prefix: &str) -> Result<String, String> {
     if path == "/dev/null" {
         return Err("creates or deletes a file; the overlay only modifies files".into());
     }
-    let p = path
-        .strip_prefix(prefix)
-        .ok_or_else(|| format!("path {path:?} lacks the {prefix} prefix"))?;
+    let p = path.strip_prefix(prefix).ok_or_else(|| format!("path {path:?} lacks the {prefix} prefix"))?;
     if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
         return Err(format!("path {p:?} is not a relative path inside the tree"));
     }
@@ -136,12 +118,7 @@ fn parse_hunk_header(line: &str) -> Result<Hunk, String> {
     };
     let (old_start, old_len) = range(old)?;
     let (new_start, new_len) = range(new)?;
-    Ok(Hunk {
-        old_start,
-        old_len,
-        new_start,
-        new_len,
-    })
+    Ok(Hunk { old_start, old_len, new_start, new_len })
 }
 
 #[cfg(test)]
@@ -160,18 +137,8 @@ mod tests {
         assert_eq!(
             p.files[0].hunks,
             vec![
-                Hunk {
-                    old_start: 3,
-                    old_len: 3,
-                    new_start: 3,
-                    new_len: 4
-                },
-                Hunk {
-                    old_start: 20,
-                    old_len: 1,
-                    new_start: 21,
-                    new_len: 2
-                }
+                Hunk { old_start: 3, old_len: 3, new_start: 3, new_len: 4 },
+                Hunk { old_start: 20, old_len: 1, new_start: 21, new_len: 2 }
             ]
         );
         assert_eq!(p.file("b.txt").unwrap().hunks[0].old_start, 1);
@@ -180,24 +147,12 @@ mod tests {
     #[test]
     fn refuses_patches_that_do_more_than_modify() {
         let cases = [
-            (
-                "--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+n\n",
-                "creates or deletes",
-            ),
-            (
-                "diff --git a/n b/n\nnew file mode 100644\n--- a/n\n+++ b/n\n@@ -0,0 +1 @@\n+n\n",
-                "creates or deletes",
-            ),
+            ("--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+n\n", "creates or deletes"),
+            ("diff --git a/n b/n\nnew file mode 100644\n--- a/n\n+++ b/n\n@@ -0,0 +1 @@\n+n\n", "creates or deletes"),
             ("--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n", "renames"),
-            (
-                "--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n",
-                "not a relative path",
-            ),
+            ("--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n", "not a relative path"),
             ("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n+b\n", "shorter"),
-            (
-                "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n-b\n+b\n",
-                "removes more",
-            ),
+            ("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n-b\n+b\n", "removes more"),
             ("--- a/x\n+++ b/x\n@@ -1 @@\n-a\n", "malformed"),
             ("hello\n", "names no file"),
         ];
@@ -231,12 +186,7 @@ mod tests {
                     } else {
                         leading += 1;
                     }
-                    assert!(
-                        leading <= 3 && trailing <= 3,
-                        "{} {}: too much context",
-                        r.id,
-                        v.name
-                    );
+                    assert!(leading <= 3 && trailing <= 3, "{} {}: too much context", r.id, v.name);
                 }
             }
         }
