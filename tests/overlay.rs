@@ -511,3 +511,39 @@ fn bad_input_is_exit_2_with_a_hint() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert_eq!(r.stdout, "");
 }
+
+#[test]
+fn overlay_check_script_decides_each_branch_tip_and_pull_request() {
+    // An "upstream" with main and release-1.2 at the release-1.2 layout, and a pull request
+    // that moves the EnvoyProxy task; the operator's clone is made from it.
+    let upstream = Repo::release_1_2();
+    git(&upstream.dir, &["branch", "release-1.2"]);
+    git(&upstream.dir, &["checkout", "-q", "-b", "pr"]);
+    let pr =
+        upstream.commit("move the EnvoyProxy task", &[(ENVOY, "---\n- ansible.builtin.include_tasks: proxy.yaml\n")]);
+    git(&upstream.dir, &["update-ref", "refs/pull/7/head", &pr]);
+    git(&upstream.dir, &["checkout", "-q", "main"]);
+    let clone = upstream.dir.parent().unwrap().join("clone");
+    git(upstream.dir.parent().unwrap(), &["clone", "-q", upstream.dir.to_str().unwrap(), clone.to_str().unwrap()]);
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/overlay-check.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&clone)
+        .arg("7")
+        .env("EAS", env!("CARGO_BIN_EXE_eas"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let r = Run::from(out);
+    assert_eq!(r.code, 4, "{}\n{}", r.stdout, r.stderr);
+    let main = git(&clone, &["rev-parse", "origin/main"]);
+    assert!(r.stdout.contains(&format!("== main at {main}")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("== release-1.2 at {main}")), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("== PR #7 at {pr}")), "{}", r.stdout);
+    assert_eq!(r.stdout.matches("-> apply 0006 variant release-1.2").count(), 2, "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("-> STOP: regenerate 0006 against {pr}")), "{}", r.stdout);
+    // The clone keeps no worktree and an untouched work tree.
+    assert_eq!(git(&clone, &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(&clone, &["status", "--porcelain"]), "");
+}

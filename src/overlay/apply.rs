@@ -9,7 +9,7 @@ pub enum Applied {
     /// The patches were written to these files.
     Wrote(Vec<String>),
     /// The work tree already holds exactly the pinned commit plus these patches.
-    AlreadyApplied,
+    AlreadyDone,
     /// No row needs a patch and the work tree is the pinned commit.
     Nothing,
 }
@@ -74,7 +74,7 @@ pub fn apply(plan: &Plan) -> Result<Applied, ApplyError> {
         return Ok(Applied::Wrote(files));
     }
     if !staged && !patches.is_empty() && git.run(&["diff", "--quiet", &expected, "--"], None, None)?.ok {
-        return Ok(Applied::AlreadyApplied);
+        return Ok(Applied::AlreadyDone);
     }
     let changed = git.run_ok(&["diff", "--name-only", "HEAD", "--"], None, None)?;
     let staged_paths = git.run_ok(&["diff", "--cached", "--name-only", "HEAD", "--"], None, None)?;

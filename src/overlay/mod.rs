@@ -123,7 +123,7 @@ pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
     }
     match apply(&plan)? {
         Applied::Wrote(files) => shell.note(format!("applied {applying} patch(es) to {}", files.join(", "))),
-        Applied::AlreadyApplied => shell.note("the overlay is already applied: nothing to do"),
+        Applied::AlreadyDone => shell.note("the overlay is already applied: nothing to do"),
         Applied::Nothing => shell.note("no row needs a patch: nothing to do"),
     }
     Ok(())

@@ -37,9 +37,8 @@ impl PatchFile {
 pub fn parse(text: &str) -> Result<PatchFile, String> {
     let mut files: Vec<FilePatch> = Vec::new();
     let mut old_path: Option<String> = None;
-    let mut lines = text.lines().peekable();
     let mut remaining: Option<(u32, u32)> = None;
-    while let Some(line) = lines.next() {
+    for line in text.lines() {
         if let Some((old, new)) = remaining.as_mut()
             && (*old > 0 || *new > 0)
         {
