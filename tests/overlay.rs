@@ -505,6 +505,10 @@ fn bad_input_is_exit_2_with_a_hint() {
     assert!(r.stderr.contains("hint: pass --repo the directory of an EAS git clone"), "{}", r.stderr);
 
     let repo = Repo::release_1_2();
+    let sub = Run::from(eas().args(["overlay", "--repo"]).arg(repo.dir.join("roles")).output().unwrap());
+    assert_eq!(sub.code, 2, "{}", sub.stderr);
+    assert!(sub.stderr.contains("not its top level"), "{}", sub.stderr);
+
     let bad = repo.dir.parent().unwrap().join("bad.json");
     std::fs::write(&bad, "{\"schema\": \"eas-facts/v0\"}").unwrap();
     let r = repo.overlay(&["--facts", bad.to_str().unwrap()]);

@@ -54,6 +54,19 @@ impl Repo {
         if !out.ok || out.stdout.trim() != "true" {
             return Err(GitError::NotARepo { dir: dir.display().to_string(), stderr: first_line(&out.stderr) });
         }
+        // Patch paths are relative to the top level, and `git apply` in a subdirectory silently
+        // skips paths outside it: only the top level is accepted.
+        let top = repo.run_ok(&["rev-parse", "--show-toplevel"], None, None)?;
+        let same = match (std::fs::canonicalize(top.trim()), std::fs::canonicalize(dir)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if !same {
+            return Err(GitError::NotARepo {
+                dir: dir.display().to_string(),
+                stderr: format!("it is inside the work tree {}, not its top level", top.trim()),
+            });
+        }
         Ok(repo)
     }
 
