@@ -56,6 +56,8 @@ pub enum Command {
     /// The installer's pinned toolbox image: build (or reuse) it, run a command in it
     #[command(subcommand)]
     Bastion(crate::bastion::BastionCommand),
+    /// Decide (and with --apply, apply) the k3s/k3d patches to an EAS git clone
+    Overlay(OverlayArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -90,6 +92,25 @@ pub struct ConfigArgs {
     /// Print every source as a full permalink
     #[arg(long)]
     pub explain: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OverlayArgs {
+    /// The EAS git clone; decisions are made at its HEAD commit
+    #[arg(long, value_name = "DIR")]
+    pub repo: PathBuf,
+    /// Facts document (eas-facts/v1): evaluates skip conditions [default: every row is needed]
+    #[arg(long, value_name = "FILE")]
+    pub facts: Option<PathBuf>,
+    /// Write the patches to the work tree (only when nothing STOPs)
+    #[arg(long)]
+    pub apply: bool,
+    /// Print every source as a full permalink
+    #[arg(long)]
+    pub explain: bool,
+    /// Overlay directory (overlay.json and its patches) [default: the one built into eas]
+    #[arg(long, value_name = "DIR")]
+    pub overlay: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -8,6 +8,7 @@ use crate::pins::{self, Pins, PinsError};
 pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
     match cli.command {
         Command::Config(args) => crate::config::command(&args, shell),
+        Command::Overlay(args) => crate::overlay::command(&args, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)

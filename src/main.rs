@@ -10,6 +10,7 @@ mod facts;
 #[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
 mod installer;
 mod output;
+mod overlay;
 mod pins;
 #[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
 mod pipeline;

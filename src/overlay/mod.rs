@@ -1,0 +1,130 @@
+//! `eas overlay`: decide, per row of `patches/overlay.json`, whether a k3s/k3d patch to the
+//! pinned EAS tree is skipped, merged, fixed, applied or a STOP (SPEC §5), and apply it.
+//!
+//! [`decide`] and [`apply`] are the library entry points `eas up` calls; [`command`] is the CLI.
+
+pub mod apply;
+pub mod choices;
+pub mod data;
+pub mod decide;
+pub mod git;
+pub mod patch;
+
+use std::io::Write;
+use std::path::Path;
+
+pub use apply::{Applied, ApplyError};
+pub use choices::Generated;
+pub use data::{DataError, Overlay};
+pub use decide::Plan;
+pub use git::GitError;
+
+use crate::cli::OverlayArgs;
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::output::Shell;
+
+// Called by `eas up` (SPEC §4 step 4); the CLI decides with a chosen overlay directory instead.
+#[allow(dead_code)]
+/// Decides the built-in overlay at `commit` of the clone at `repo`, with the generated choices
+/// when a facts document was available (without them every row is considered needed).
+pub fn decide(repo: &Path, commit: &str, generated: Option<&Generated>) -> Result<Plan, Failure> {
+    let overlay = Overlay::builtin()?;
+    Ok(decide::decide_with(&overlay, repo, commit, generated)?)
+}
+
+/// Applies a plan's patches to its clone's work tree; see [`apply::apply`].
+pub fn apply(plan: &Plan) -> Result<Applied, Failure> {
+    apply::apply(plan).map_err(|e| failure_for_apply(e, plan))
+}
+
+impl From<DataError> for Failure {
+    fn from(e: DataError) -> Self {
+        Failure::bad_input(e.to_string(), "the overlay format is eas-overlay/v1 (patches/README.md)")
+    }
+}
+
+impl From<GitError> for Failure {
+    fn from(e: GitError) -> Self {
+        match e {
+            GitError::NotARepo { .. } => {
+                Failure::bad_input(e.to_string(), "pass --repo the directory of an EAS git clone")
+            }
+            GitError::NoCommit { .. } => {
+                Failure::bad_input(e.to_string(), "check out the pinned EAS commit in that clone")
+            }
+            GitError::Spawn(_) => Failure::step_next("overlay", e, "install git (eas doctor checks for it)"),
+            GitError::Failed { .. } | GitError::Scratch(_) => {
+                Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
+            }
+        }
+    }
+}
+
+fn failure_for_apply(e: ApplyError, plan: &Plan) -> Failure {
+    let dir = plan.repo.display();
+    match e {
+        ApplyError::Git(g) => g.into(),
+        ApplyError::Stopped { .. } => Failure::OverlayStop(plan.stop_lines()),
+        ApplyError::HeadMoved { .. } => Failure::bad_input(
+            e.to_string(),
+            format!("check out {} in {dir} (`git -C {dir} checkout {}`) and decide again", plan.commit, plan.commit),
+        ),
+        ApplyError::Dirty { .. } => Failure::bad_input(
+            e.to_string(),
+            format!("nothing was written; restore the pinned tree with `git -C {dir} checkout -- .` and re-run"),
+        ),
+        ApplyError::Conflict { .. } => Failure::OverlayStop(vec![
+            e.to_string(),
+            "two rows patch the same lines: regenerate the later row against the earlier one".into(),
+        ]),
+    }
+}
+
+pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
+    let overlay = match &args.overlay {
+        Some(dir) => Overlay::load_dir(dir)?,
+        None => Overlay::builtin()?,
+    };
+    let generated = match &args.facts {
+        Some(path) => Some(Generated::from_facts(&Facts::read(path)?)?),
+        None => {
+            shell.warn("no --facts: skip conditions are not evaluated; every row is considered needed");
+            None
+        }
+    };
+    let plan = decide::decide_with(&overlay, &args.repo, "HEAD", generated.as_ref())?;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for d in &plan.decisions {
+        let _ = writeln!(out, "{}", d.line(args.explain));
+    }
+    let _ = out.flush();
+    if args.explain {
+        for row in &overlay.rows {
+            let cites: Vec<String> = row.why.sources.iter().map(|c| c.permalink()).collect();
+            shell.note(format!("{} why: {} [{}]", row.id, row.why.fact, cites.join(" ")));
+        }
+    }
+    if plan.stops().next().is_some() {
+        let mut lines = plan.stop_lines();
+        lines.push(format!("nothing was written to {}", args.repo.display()));
+        return Err(Failure::OverlayStop(lines));
+    }
+    let applying = plan.to_apply().count();
+    if !args.apply {
+        let basis = if plan.with_facts { "with facts" } else { "without facts" };
+        shell.note(format!(
+            "{} row(s) decided at {} {basis}; {applying} to apply (run again with --apply to write them)",
+            plan.decisions.len(),
+            &plan.commit[..7]
+        ));
+        return Ok(());
+    }
+    match apply(&plan)? {
+        Applied::Wrote(files) => shell.note(format!("applied {applying} patch(es) to {}", files.join(", "))),
+        Applied::AlreadyDone => shell.note("the overlay is already applied: nothing to do"),
+        Applied::Nothing => shell.note("no row needs a patch: nothing to do"),
+    }
+    Ok(())
+}
