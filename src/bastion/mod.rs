@@ -265,6 +265,29 @@ pub async fn prepare(
     }
 }
 
+/// What `prepare` would do, without downloading or building: the tag from the context's
+/// content hash, and whether an image of that context exists. For the dry run's plan.
+pub async fn plan_image(docker: &Docker, args: &ImageArgs) -> Result<(String, bool), BastionError> {
+    let pins = Pins::load(args.pins.as_deref())?;
+    context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
+    let cache = Cache::new(Cache::default_dir());
+    let base = context::choose_base(&pins, args.base_image.as_deref(), args.allow_unpinned_base)?;
+    let wanted = context::artifacts(&pins);
+    context::require_sha256(&wanted)?;
+    let base_arg = match &base {
+        Base::Digest(r) => r.clone(),
+        Base::Local(r) => image::local_id(docker, r).await?,
+    };
+    let ca = match &args.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
+    let (digest, tag) = (ctx.digest(), ctx.tag());
+    let exists = image::find(docker, &tag, &digest).await?.is_some();
+    Ok((tag, exists))
+}
+
 async fn interruptible<T>(interrupt: &Interrupt, f: impl Future<Output = T>) -> Result<T, BastionError> {
     tokio::select! {
         _ = interrupt.graceful.cancelled() => Err(BastionError::Interrupted),

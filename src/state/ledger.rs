@@ -118,6 +118,7 @@ struct NamespaceRule {
     by: String,
     certain: bool,
     source: String,
+    component: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,6 +128,7 @@ struct ReleaseRule {
     by: String,
     certain: bool,
     source: String,
+    component: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,6 +142,7 @@ struct CrdRule {
     upstream: String,
     by: String,
     source: String,
+    component: Option<String>,
 }
 
 impl CrdRule {
@@ -166,16 +169,18 @@ pub fn threat(object: &Object) -> Option<Threat> {
             by: r.by.clone(),
             certain: r.certain,
             source: r.source.clone(),
+            component: r.component.clone(),
         }),
         Object::HelmRelease(rel) => g
             .helm_releases
             .iter()
             .find(|r| r.name == rel.name && r.namespace.as_ref().is_none_or(|ns| *ns == rel.namespace))
-            .map(|r| Threat { by: r.by.clone(), certain: r.certain, source: r.source.clone() }),
+            .map(|r| Threat { by: r.by.clone(), certain: r.certain, source: r.source.clone(), component: r.component.clone() }),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
             source: r.source.clone(),
+            component: r.component.clone(),
         }),
     }
 }
@@ -229,6 +234,14 @@ pub fn guard_teardown(ledger: &Ledger, current: &Snapshot) -> TeardownPlan {
 }
 
 impl TeardownPlan {
+    /// The components whose teardown would delete an object that existed before `eas up`.
+    pub fn skip_components(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.protect.iter().filter_map(|p| p.threat.component.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// Objects that should be gone after `eas down` but are still in `after`.
     pub fn still_present(&self, after: &Snapshot) -> Vec<Object> {
         self.delete.intersect(after).objects()

@@ -1,0 +1,283 @@
+//! Prepare and install, in the bastion: `init`, the text edits to the env files, then the
+//! installer itself, its output streamed to the run's log (secrets masked) and read for progress
+//! and for the bring-your-own-cluster line that must come before anything acts.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use bollard::Docker;
+use indicatif::ProgressBar;
+use tokio_util::sync::CancellationToken;
+
+use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
+use crate::bastion::{self, KubeSource};
+use crate::cli::Global;
+use crate::config::{self, render};
+use crate::error::Failure;
+use crate::installer::command::shell_line;
+use crate::installer::progress::{Event, Guard, Outcome, Progress, Tail};
+use crate::installer::redact::Redactor;
+use crate::output::Shell;
+use crate::pipeline::PhaseId;
+use crate::prepare::global_config::merge_global_edit;
+use crate::prepare::models::{ModelsEdit, apply_models_edit};
+use crate::state::StateDir;
+use crate::state::journal::{State, Status, create_private_dir};
+
+use super::{UpArgs, now};
+
+pub struct Ctx<'a> {
+    pub docker: &'a Docker,
+    pub image: &'a str,
+    pub tree: &'a Path,
+    pub global: &'a Global,
+    pub shell: &'a Shell,
+    pub interrupt: &'a Interrupt,
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The secrets the installer may see, so no log line carries them.
+pub fn redactor() -> Redactor {
+    let secrets: Vec<String> = bastion::installer_env()
+        .iter()
+        .filter(|v| v.secret)
+        .filter_map(|v| std::env::var(&v.name).ok())
+        .filter(|s| !s.is_empty())
+        .collect();
+    Redactor::new(secrets)
+}
+
+/// Streams the container's output into the log and the progress reader.
+struct InstallSink {
+    log: std::fs::File,
+    redactor: Redactor,
+    progress: Progress,
+    tail: Tail,
+    partial: Vec<u8>,
+    stop: CancellationToken,
+    stopped: Option<String>,
+    bar: ProgressBar,
+    plain: bool,
+    quiet: bool,
+}
+
+impl InstallSink {
+    fn line(&mut self, raw: &str) {
+        let line = self.redactor.redact(raw);
+        let _ = writeln!(self.log, "{line}");
+        self.tail.push(&line);
+        let (event, guard) = self.progress.feed(&line);
+        if let Guard::Stop(reason) = guard
+            && self.stopped.is_none()
+        {
+            self.stopped = Some(reason);
+            self.stop.cancel();
+        }
+        match event {
+            Event::Play(p) if self.plain && !self.quiet => eprintln!("    play: {p}"),
+            Event::Byo { kubeconfig } if self.plain && !self.quiet => eprintln!("    bring-your-own cluster: {kubeconfig}"),
+            Event::Failed { .. } if !self.quiet => eprintln!("    {line}"),
+            _ => {}
+        }
+        self.bar.set_message(self.progress.status());
+    }
+}
+
+impl Sink for InstallSink {
+    fn write(&mut self, _stream: Stream, bytes: &[u8]) {
+        self.partial.extend_from_slice(bytes);
+        while let Some(pos) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=pos).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).trim_end_matches('\r').to_string();
+            self.line(&text);
+        }
+    }
+}
+
+impl InstallSink {
+    fn flush(&mut self) {
+        if !self.partial.is_empty() {
+            let text = String::from_utf8_lossy(&std::mem::take(&mut self.partial)).to_string();
+            self.line(&text);
+        }
+    }
+}
+
+/// Runs one installer command in the bastion; returns the reader's verdict and the sink.
+async fn run_installer(
+    ctx: &Ctx<'_>,
+    argv: &[String],
+    log_path: &Path,
+    timeout: Duration,
+    guard_byo: bool,
+) -> Result<(Outcome, Tail), Failure> {
+    let kube = KubeSource::from_global(ctx.global, &env_lookup)?;
+    let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &env_lookup)?;
+    let mut spec = std.spec.clone();
+    spec.timeout = Some(timeout);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .map_err(|e| Failure::step("log", format!("{}: {e}", log_path.display())))?;
+    let stop = CancellationToken::new();
+    let run_int = Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
+    let bar = ctx.shell.spinner(format!("{}", shell_line(argv)));
+    let mut sink = InstallSink {
+        log,
+        redactor: redactor(),
+        progress: Progress::new(),
+        tail: Tail::new(30),
+        partial: Vec::new(),
+        stop: stop.clone(),
+        stopped: None,
+        bar,
+        plain: !ctx.shell.bars,
+        quiet: ctx.shell.quiet,
+    };
+    let runner = DockerRunner::new(ctx.docker.clone());
+    let watcher = {
+        let g = run_int.graceful.clone();
+        let s = stop.clone();
+        tokio::spawn(async move {
+            s.cancelled().await;
+            g.cancel();
+        })
+    };
+    let res = runner.run(&spec, &mut sink, &run_int).await;
+    watcher.abort();
+    sink.flush();
+    sink.bar.finish_and_clear();
+    let outcome = res.map_err(|e| Failure::step("bastion run", e))?;
+    drop(std);
+    let verdict = match outcome {
+        RunOutcome::Interrupted if sink.stopped.is_some() => Outcome::Stopped(sink.stopped.clone().unwrap_or_default()),
+        RunOutcome::Interrupted => return Err(Failure::Interrupted),
+        RunOutcome::TimedOut => Outcome::Failed {
+            code: -1,
+            task: Some(format!("no result within {}s (stopped)", timeout.as_secs())),
+            log: None,
+        },
+        RunOutcome::Exited(code) => {
+            let v = sink.progress.outcome(Some(code as i32));
+            if guard_byo && code == 0 && !sink.progress.byo_seen() {
+                Outcome::Stopped("the installer finished without printing its bring-your-own-cluster line".into())
+            } else {
+                v
+            }
+        }
+    };
+    Ok((verdict, sink.tail))
+}
+
+fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, shell: &Shell) -> Option<Failure> {
+    let cause = match outcome {
+        Outcome::Complete(_) => return None,
+        Outcome::NoBanner => return None,
+        Outcome::Stopped(r) => format!("stopped by eas: {r}"),
+        Outcome::Failed { code, task, .. } => match task {
+            Some(t) => format!("the installer failed (exit {code}) at {t}"),
+            None => format!("the installer failed (exit {code})"),
+        },
+        Outcome::Killed => "the installer was killed".to_string(),
+    };
+    shell.note(format!("last lines of {}:", log.display()));
+    for l in tail.lines() {
+        shell.note(format!("  | {l}"));
+    }
+    Some(Failure::step_next(step, format!("{cause}; log: {}", log.display()), next))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn prepare_and_install(
+    ctx: &Ctx<'_>,
+    state: &mut State,
+    sd: &StateDir,
+    files: &[(String, String)],
+    decision: &config::Decision,
+    layer: &str,
+    env: &str,
+    install_argv: &[String],
+    args: &UpArgs,
+    save: &dyn Fn(&State) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let logs = sd.logs_dir();
+    create_private_dir(&logs).map_err(|e| Failure::step("log", format!("{}: {e}", logs.display())))?;
+    let log_path = logs.join(format!("up-{}.log", now().replace(':', "")));
+    state.log_path = Some(log_path.clone());
+    let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
+    let inv = super::invocation(ctx.global, layer, env, &args.select);
+    let next_up = format!("fix the cause, then `{}`", inv.up());
+
+    // Prepare: the layer manifest first (init clones what it names), then init, then the edits.
+    state.begin(PhaseId::Prepare, None, &now());
+    save(state)?;
+    let manifest = ctx.tree.join("configs/repos").join(render::repos_file(layer));
+    let step = |e: std::io::Error, what: &Path| Failure::step("prepare", format!("{}: {e}", what.display()));
+    std::fs::create_dir_all(manifest.parent().expect("has parent")).map_err(|e| step(e, &manifest))?;
+    std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
+    let init = crate::installer::command::init_argv(layer, env)?;
+    ctx.shell.phase("prepare", shell_line(&init));
+    let (outcome, tail) =
+        run_installer(ctx, &init, &log_path, PhaseId::Prepare.spec().timeout, false).await.inspect_err(|f| {
+            if matches!(f, Failure::Interrupted) {
+                state.interrupt(&now());
+            }
+        })?;
+    if let Some(f) = failure("prepare", &outcome, &tail, &log_path, &next_up, ctx.shell) {
+        state.finish(PhaseId::Prepare, Status::Failed, Some(f.to_string()), &now());
+        return Err(f);
+    }
+    let env_dir = ctx.tree.join("env").join(env);
+    let global_path = env_dir.join("global_config.yaml");
+    let original = std::fs::read_to_string(&global_path).map_err(|e| step(e, &global_path))?;
+    let merged = merge_global_edit(&original, file(render::GLOBAL_EDIT))?;
+    std::fs::write(&global_path, merged).map_err(|e| step(e, &global_path))?;
+    let models_path = env_dir.join("models.yaml");
+    let edit = ModelsEdit::parse(file(render::MODELS_EDIT))?;
+    match std::fs::read_to_string(&models_path) {
+        Ok(text) => {
+            let edited = apply_models_edit(&text, &edit)?;
+            std::fs::write(&models_path, edited).map_err(|e| step(e, &models_path))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && decision.model_edits.is_empty() && !decision.require_amx => {
+            ctx.shell.warn(format!("{} was not seeded by init; the catalog defaults apply", models_path.display()));
+        }
+        Err(e) => return Err(step(e, &models_path)),
+    }
+    let overrides = env_dir.join(render::OVERRIDES);
+    std::fs::write(&overrides, file(render::OVERRIDES)).map_err(|e| step(e, &overrides))?;
+    state.finish(PhaseId::Prepare, Status::Done, None, &now());
+    save(state)?;
+
+    // Install.
+    state.begin(PhaseId::Install, None, &now());
+    save(state)?;
+    ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));
+    let result = run_installer(ctx, install_argv, &log_path, Duration::from_secs(args.install_timeout), true).await;
+    let (outcome, tail) = match result {
+        Ok(v) => v,
+        Err(f) => {
+            if matches!(f, Failure::Interrupted) {
+                state.interrupt(&now());
+            } else {
+                state.finish(PhaseId::Install, Status::Failed, Some(f.to_string()), &now());
+            }
+            return Err(f);
+        }
+    };
+    if let Some(f) = failure("install", &outcome, &tail, &log_path, &next_up, ctx.shell) {
+        state.finish(PhaseId::Install, Status::Failed, Some(f.to_string()), &now());
+        return Err(f);
+    }
+    if outcome == Outcome::NoBanner {
+        ctx.shell.warn("the installer exited 0 without its completion banner; verification decides");
+    }
+    state.finish(PhaseId::Install, Status::Done, None, &now());
+    save(state)?;
+    Ok(())
+}

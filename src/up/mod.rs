@@ -1,0 +1,485 @@
+//! `eas up` (SPEC §4): lock, preflight; bastion image, facts and upstream trees at once;
+//! config; overlay; prepare; install; verify; record. `--dry-run` is the same pipeline, stopped
+//! before the first phase that writes, printing the plan.
+
+pub mod cluster;
+pub mod down;
+pub mod install;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::bastion::{self, ImageArgs, run::Interrupt};
+use crate::cli::{Global, SelectArgs};
+use crate::config::{self, render, write};
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::gather::{self, GatherOptions};
+use crate::installer::command as argv;
+use crate::output::Shell;
+use crate::pins::{Pin, Pins, Trees};
+use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
+use crate::state::journal::{PinsRecord, RunInfo, State, Status};
+use crate::state::ledger::Ledger;
+use crate::state::resume::{Invocation, next_for};
+use crate::state::{StateDir, lock};
+use crate::trees::{self, Origin};
+use crate::verify;
+
+/// Every cluster API call's deadline (a list, a get, a delete).
+pub const CALL: Duration = Duration::from_secs(30);
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Everything that reads, nothing that writes: print the plan
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// The installer's environment name (env/<name>/ in the EAS tree)
+    #[arg(long, default_value = "k3d-gpu")]
+    pub env: String,
+    /// With --dry-run: also write the generated files and plan.json here
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not ask before changing the cluster (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+    /// Take over a lock left by a run that is no longer alive
+    #[arg(long)]
+    pub break_lock: bool,
+    #[command(flatten)]
+    pub repos: RepoArgs,
+    #[command(flatten)]
+    pub image: UpImageArgs,
+    #[command(flatten)]
+    pub gather: GatherOptions,
+    /// How long the installer may run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 90 * 60)]
+    pub install_timeout: u64,
+    /// How long verification may wait for the model servers, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
+    pub verify_timeout: u64,
+}
+
+/// Existing clones or mirrors to use instead of fetching (offline use).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RepoArgs {
+    /// An EAS clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub eas_repo: Option<PathBuf>,
+    /// An EI (enterprise-inference) clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub ei_repo: Option<PathBuf>,
+    /// An EAT (agent toolkit) clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub eat_repo: Option<PathBuf>,
+}
+
+/// The bastion image flags of `eas bastion build`, minus `--pins` (shared with the trees).
+#[derive(Args, Debug, Clone, Default)]
+pub struct UpImageArgs {
+    /// Base image for the bastion, pinned by digest (REF@sha256:D) [env: EAS_BASE_IMAGE]
+    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
+    pub base_image: Option<String>,
+    /// Accept a local base image without a registry digest (tests, air-gapped mirrors)
+    #[arg(long)]
+    pub allow_unpinned_base: bool,
+    /// A CA bundle the bastion trusts (TLS-intercepting proxies) [env: EAS_CA_BUNDLE]
+    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+impl UpImageArgs {
+    pub fn with_pins(&self, pins: Option<PathBuf>) -> ImageArgs {
+        ImageArgs {
+            pins,
+            base_image: self.base_image.clone(),
+            allow_unpinned_base: self.allow_unpinned_base,
+            ca_bundle: self.ca_bundle.clone(),
+        }
+    }
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))
+}
+
+pub fn command(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let rt = runtime()?;
+    let result = rt.block_on(up(args, global, shell));
+    rt.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+pub fn state_root(global: &Global) -> Result<PathBuf, Failure> {
+    match &global.state_dir {
+        Some(d) => Ok(d.clone()),
+        None => Ok(crate::state::default_root(
+            std::env::var_os("XDG_STATE_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        )?),
+    }
+}
+
+/// The follow-up commands repeat the user's flags.
+pub fn invocation(global: &Global, layer: &str, env: &str, select: &SelectArgs) -> Invocation {
+    let mut g = Vec::new();
+    if let Some(k) = &global.kubeconfig {
+        g.extend(["--kubeconfig".to_string(), k.display().to_string()]);
+    }
+    if let Some(c) = &global.context {
+        g.extend(["--context".to_string(), c.clone()]);
+    }
+    if let Some(s) = &global.state_dir {
+        g.extend(["--state-dir".to_string(), s.display().to_string()]);
+    }
+    let mut sel = Vec::new();
+    if let Some(p) = &select.profile {
+        sel.extend(["--profile".to_string(), p.clone()]);
+    }
+    if let Some(r) = &select.git_ref {
+        sel.extend(["--ref".to_string(), r.clone()]);
+    }
+    if let Some(m) = &select.model {
+        sel.extend(["--model".to_string(), m.clone()]);
+    }
+    if let Some(p) = &select.pins {
+        sel.extend(["--pins".to_string(), p.display().to_string()]);
+    }
+    Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
+}
+
+/// The upstream trees resolved in the cache (or the operator's clones).
+struct Resolved {
+    eas: trees::Resolved,
+    ei: trees::Resolved,
+    eat: trees::Resolved,
+}
+
+fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
+    match local {
+        Some(d) => Origin::Local(d.clone()),
+        None => Origin::Remote(format!("https://github.com/{}", pin.repo.clone().unwrap_or_default())),
+    }
+}
+
+fn resolve_trees(t: &Trees, repos: &RepoArgs) -> Result<Resolved, String> {
+    let cache = trees::cache_dir();
+    let one = |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), &cache).map_err(|e| e.to_string());
+    Ok(Resolved { eas: one(&t.eas, &repos.eas_repo)?, ei: one(&t.ei, &repos.ei_repo)?, eat: one(&t.eat, &repos.eat_repo)? })
+}
+
+/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them.
+fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<(), String> {
+    let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
+    trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
+    for row in &config::data::layers().layers[layer] {
+        let (r, p) = match row.pin.as_str() {
+            "ei" => (&res.ei, &t.ei),
+            "eat" => (&res.eat, &t.eat),
+            _ => continue,
+        };
+        trees::work_tree(r, &dir.join("ext").join(&row.dest), Some(&url(p))).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let layer = args.select.layer.clone();
+    let inv = invocation(global, &layer, &args.env, &args.select);
+    // Bad input is found before anything else happens.
+    let tree_pins = config::select_trees(&args.select)?;
+    argv::init_argv(&layer, &args.env)?;
+    if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Failure::bad_input(
+            "eas up changes the cluster and no terminal is attached to confirm",
+            "pass --yes, or run `eas up --dry-run` to see the plan first",
+        ));
+    }
+
+    // 1. Lock and preflight.
+    shell.phase("preflight", "reading the cluster's identity");
+    let target = gather::target(global, CALL).await?;
+    let key = cluster::cluster_key(&target.client, CALL)
+        .await
+        .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+    let sd = StateDir::new(&state_root(global)?, &key)?;
+    let _lock = if args.dry_run {
+        if let Some(found) = lock::inspect(&sd.lock_file())? {
+            shell.warn(format!("a lock is held: {found:?} (a dry run does not take it)"));
+        }
+        None
+    } else {
+        crate::state::journal::create_private_dir(sd.dir())
+            .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
+        Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
+    };
+    let prev = State::load(&sd.state_file())?;
+    if let Some(p) = &prev
+        && let Some(next) = next_for(p, &inv)
+        && !args.dry_run
+    {
+        shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
+    }
+    let docker = bastion::image::connect()
+        .await
+        .map_err(|e| Failure::step_next("preflight", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST"))?;
+    trees::git(None, &["--version"], Duration::from_secs(10))
+        .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+
+    let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
+    let mut state = State::new(
+        RunInfo {
+            cluster_key: key.clone(),
+            context: target.context.clone(),
+            layer: layer.clone(),
+            env: args.env.clone(),
+            pins: PinsRecord {
+                profile: tree_pins.profile.clone(),
+                shas: [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+                    .into_iter()
+                    .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default()))
+                    .collect(),
+            },
+        },
+        &now(),
+    );
+    if let Some(p) = &prev {
+        state.ledger = p.ledger.clone();
+    }
+    let save = |s: &State| -> Result<(), Failure> {
+        if args.dry_run { Ok(()) } else { s.save(&sd.state_file()).map_err(Failure::from) }
+    };
+    for p in [PhaseId::Lock, PhaseId::Preflight] {
+        state.begin(p, None, &now());
+        state.finish(p, Status::Done, None, &now());
+    }
+    save(&state)?;
+
+    // 2. Bastion image, facts and trees, concurrently.
+    shell.phase("bastion", "building or reusing the pinned bastion image");
+    shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
+    shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
+    let image_args = args.image.with_pins(args.select.pins.clone());
+    let image = async {
+        if args.dry_run {
+            bastion::plan_image(&docker, &image_args).await.map(|(tag, exists)| (tag, exists, None))
+        } else {
+            bastion::prepare(&docker, &image_args, false, false, shell, &interrupt)
+                .await
+                .map(|p| (p.tag.clone(), p.reused, Some(p)))
+        }
+    };
+    let facts = gather::collect(&target, &args.gather, CALL, shell);
+    let (tp, repos) = (tree_pins.clone(), args.repos.clone());
+    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos));
+    let (image, facts, resolved) = tokio::select! {
+        r = async { tokio::join!(image, facts, resolved) } => r,
+        _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
+    };
+    let facts: Facts = facts?;
+    let facts_hash = crate::state::hash_json(&facts);
+    state.facts_hash = Some(facts_hash.clone());
+    plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
+    let prepared = match image {
+        Ok((tag, exists, prepared)) => {
+            plan.image = Some(ImagePlan { tag, action: if exists { ImageAction::Reuse } else { ImageAction::Build } });
+            prepared
+        }
+        Err(e) if args.dry_run => {
+            plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(p) = &prepared {
+        state.bastion_image = Some(format!("{} ({})", p.tag, p.id));
+    }
+    let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
+        Ok(r) => Some(r),
+        Err(e) if args.dry_run => {
+            plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
+            None
+        }
+        Err(e) => {
+            return Err(Failure::step_next(
+                "trees",
+                e,
+                "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
+            ));
+        }
+    };
+    for p in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees] {
+        state.begin(p, None, &now());
+        state.finish(p, Status::Done, None, &now());
+    }
+
+    // 3. Config: a refusal stops here, before anything reaches the cluster.
+    let decision = config::generate(&facts, &args.select)?;
+    for w in &decision.warnings {
+        shell.warn(w);
+    }
+    plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
+    plan.warnings = decision.warnings.clone();
+    state.decisions = plan.decisions.clone();
+    let files = render::files(&decision);
+    state.begin(PhaseId::Config, Some(crate::state::hash_json(&plan.decisions)), &now());
+    state.finish(PhaseId::Config, Status::Done, None, &now());
+
+    // 4. Overlay: decided on a work tree (a scratch one in a dry run), applied only for real.
+    let work = sd.work_dir().join("eas");
+    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
+    let tree_dir = if args.dry_run { scratch.path().join("eas") } else { work.clone() };
+    let overlay_plan = match &resolved {
+        Some(r) => {
+            make_work_tree(r, &tree_pins, &tree_dir, &layer).map_err(|e| Failure::step("trees", e))?;
+            let generated = crate::overlay::Generated::from_decision(&decision, &facts);
+            let op = crate::overlay::decide(&tree_dir, &r.eas.sha, Some(&generated))?;
+            plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+            Some(op)
+        }
+        None => None,
+    };
+    state.overlay = plan.overlay.clone();
+    let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
+    let install = argv::install_argv(&layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
+    plan.commands = vec![
+        PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(&layer, &args.env)? },
+        PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
+    ];
+    state.installer_command = install.clone();
+
+    if args.dry_run {
+        if let Some(op) = &overlay_plan
+            && op.stops().count() > 0
+        {
+            print_plan(&plan, args.out.as_deref(), &files)?;
+            return Err(crate::overlay::stop_failure(op));
+        }
+        print_plan(&plan, args.out.as_deref(), &files)?;
+        return Ok(());
+    }
+    let overlay_plan = overlay_plan.expect("trees resolve in a real run");
+    let prepared = prepared.expect("the image is prepared in a real run");
+    state.begin(PhaseId::Overlay, None, &now());
+    save(&state)?;
+    if let Err(f) = crate::overlay::apply(&overlay_plan) {
+        state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+        state.exit_code = Some(f.exit_code());
+        save(&state)?;
+        return Err(f);
+    }
+    state.finish(PhaseId::Overlay, Status::Done, None, &now());
+
+    // 5-6. Prepare and install in the bastion, the ledger around them.
+    let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
+    let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
+    let result = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &layer, &args.env, &install, args, &save).await;
+    let after = cluster::snapshot(&target.client, CALL).await;
+    if let Ok(after) = &after {
+        state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, after);
+    }
+    if let Err(f) = result {
+        state.exit_code = Some(f.exit_code());
+        if matches!(f, Failure::Interrupted) {
+            state.interrupt(&now());
+        }
+        state.finished = Some(now());
+        save(&state)?;
+        if let Some(next) = next_for(&state, &inv) {
+            shell.note(format!("next: {next}"));
+        }
+        return Err(f);
+    }
+
+    // 7. Verify.
+    state.begin(PhaseId::Verify, None, &now());
+    save(&state)?;
+    let exp = verify::Expect { devices: verify::checks::expected_devices(&facts), models: expected_models(&decision) };
+    let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
+    let verified = tokio::select! {
+        r = verify::verify(&target.client, &exp, &t, shell) => r,
+        _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+    };
+    match verified {
+        Ok(lines) => {
+            for l in &lines {
+                shell.note(format!("  ok {l}"));
+            }
+            state.finish(PhaseId::Verify, Status::Done, None, &now());
+        }
+        Err(f) => {
+            state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            state.finished = Some(now());
+            save(&state)?;
+            shell.note(format!("next: fix what is named above, then `{}`", inv.verify()));
+            return Err(f);
+        }
+    }
+
+    // 8. Record and summarise.
+    state.begin(PhaseId::Record, None, &now());
+    state.finish(PhaseId::Record, Status::Done, None, &now());
+    state.exit_code = Some(0);
+    state.finished = Some(now());
+    save(&state)?;
+    summary(&state, &decision, &sd, shell);
+    Ok(())
+}
+
+fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
+    d.overrides.iter().find_map(|(k, v)| match (k, v) {
+        (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        _ => None,
+    })
+}
+
+fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) -> Result<(), Failure> {
+    state.interrupt(&now());
+    save(state)?;
+    Err(Failure::Interrupted)
+}
+
+fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
+    print!("{}", plan.render());
+    if let Some(dir) = out {
+        let mut all = files.to_vec();
+        all.push(("plan.json".to_string(), plan.to_json()));
+        write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
+    }
+    Ok(())
+}
+
+fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
+    shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
+    if let Some(models) = expected_models(d) {
+        for m in models {
+            shell.note(format!(
+                "  model {m} answers at /api/v1/namespaces/{}/services/http:{m}-kserve-workload-svc:8000/proxy/v1",
+                verify::NAMESPACE
+            ));
+        }
+    }
+    if let Some(log) = &state.log_path {
+        shell.note(format!("  log: {}", log.display()));
+    }
+    shell.note(format!("  state: {}", sd.state_file().display()));
+}
+
+/// Loads pins for commands that only need the file.
+pub fn pins_for(select: &SelectArgs) -> Result<Pins, Failure> {
+    Ok(Pins::load(select.pins.as_deref())?)
+}
