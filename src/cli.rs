@@ -53,6 +53,8 @@ pub enum Command {
     /// Validate or lock pins.json
     #[command(subcommand)]
     Pins(PinsCommand),
+    /// Gather the facts document (eas-facts/v1) from the cluster; read-only
+    Facts(crate::gather::FactsArgs),
 }
 
 #[derive(Args, Debug, Clone)]

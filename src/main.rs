@@ -6,6 +6,7 @@ mod commands;
 mod config;
 mod error;
 mod facts;
+mod gather;
 mod output;
 mod pins;
 mod sources;
@@ -15,7 +16,13 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let term = output::Terminal::detect();
-    let shell = output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
+    let shell = output::Shell::new(
+        cli.global.progress,
+        &term,
+        cli.global.quiet,
+        cli.global.verbose,
+        cli.global.no_color,
+    );
     shell.init_tracing();
     error::finish(commands::run(cli, &shell))
 }
