@@ -10,20 +10,16 @@ pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
         Command::Config(args) => crate::config::command(&args, shell),
         Command::Facts(args) => crate::gather::command(&args, &cli.global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
-        Command::Pins(PinsCommand::Lock { pins, git_base }) => pins_lock(
-            &pins,
-            git_base.as_deref().unwrap_or("https://github.com"),
-            shell,
-        ),
+        Command::Pins(PinsCommand::Lock { pins, git_base }) => {
+            pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
+        }
     }
 }
 
 impl From<PinsError> for Failure {
     fn from(e: PinsError) -> Self {
         let hint = match &e {
-            PinsError::UnknownProfile(..) => {
-                "pass --profile with one of the profiles listed, or --ref with a full SHA"
-            }
+            PinsError::UnknownProfile(..) => "pass --profile with one of the profiles listed, or --ref with a full SHA",
             PinsError::Write { .. } => "check that the pins file is writable",
             _ => "see `eas pins check`; the format is eas-pins/v1 (README: pins.json)",
         };
@@ -64,10 +60,7 @@ fn pins_lock(path: &std::path::Path, git_base: &str, shell: &Shell) -> Result<()
             let tmp = path.with_extension("json.tmp");
             std::fs::write(&tmp, pins.to_json())
                 .and_then(|_| std::fs::rename(&tmp, path))
-                .map_err(|source| PinsError::Write {
-                    path: path.display().to_string(),
-                    source,
-                })?;
+                .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
             Ok(())
         }
         Err(failed) => Err(Failure::step_next(

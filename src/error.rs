@@ -14,11 +14,7 @@ pub enum Failure {
     /// Exit 3: the cluster is one `eas` will not install onto. Nothing was written.
     Refused(Vec<String>),
     /// Exit 1: a step failed at run time.
-    Step {
-        step: String,
-        cause: String,
-        next: Option<String>,
-    },
+    Step { step: String, cause: String, next: Option<String> },
     /// Exit 4: an overlay patch no longer applies to the pinned EAS tree.
     OverlayStop(Vec<String>),
     /// Exit 5: installed, but verification failed.
@@ -29,30 +25,15 @@ pub enum Failure {
 
 impl Failure {
     pub fn bad_input(cause: impl Into<String>, hint: impl Into<String>) -> Self {
-        Failure::BadInput {
-            cause: cause.into(),
-            hint: Some(hint.into()),
-        }
+        Failure::BadInput { cause: cause.into(), hint: Some(hint.into()) }
     }
 
     pub fn step(step: impl Into<String>, cause: impl fmt::Display) -> Self {
-        Failure::Step {
-            step: step.into(),
-            cause: cause.to_string(),
-            next: None,
-        }
+        Failure::Step { step: step.into(), cause: cause.to_string(), next: None }
     }
 
-    pub fn step_next(
-        step: impl Into<String>,
-        cause: impl fmt::Display,
-        next: impl Into<String>,
-    ) -> Self {
-        Failure::Step {
-            step: step.into(),
-            cause: cause.to_string(),
-            next: Some(next.into()),
-        }
+    pub fn step_next(step: impl Into<String>, cause: impl fmt::Display, next: impl Into<String>) -> Self {
+        Failure::Step { step: step.into(), cause: cause.to_string(), next: Some(next.into()) }
     }
 
     pub fn exit_code(&self) -> u8 {

@@ -112,16 +112,9 @@ impl FitVerdict {
 #[derive(Debug, thiserror::Error)]
 pub enum FactsError {
     #[error("facts: cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("facts: malformed JSON at line {line} column {column}: {msg}")]
-    Json {
-        line: usize,
-        column: usize,
-        msg: String,
-    },
+    Json { line: usize, column: usize, msg: String },
     #[error("facts: field `{field}`: {msg}")]
     Field { field: String, msg: String },
     #[error("facts: schema is {found:?}, expected {SCHEMA:?}")]
@@ -142,31 +135,20 @@ impl FactsError {
 
 impl Facts {
     pub fn parse(text: &str) -> Result<Facts, FactsError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| FactsError::Json {
-                line: e.line(),
-                column: e.column(),
-                msg: e.to_string(),
-            })?;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| FactsError::Json {
+            line: e.line(),
+            column: e.column(),
+            msg: e.to_string(),
+        })?;
         // The schema is checked first, so a document of another version is named as such rather
         // than as whichever field it happens to lack.
         match value.get("schema") {
             Some(serde_json::Value::String(s)) if s == SCHEMA => {}
-            Some(serde_json::Value::String(s)) => {
-                return Err(FactsError::Schema { found: s.clone() });
-            }
+            Some(serde_json::Value::String(s)) => return Err(FactsError::Schema { found: s.clone() }),
             Some(other) => {
-                return Err(FactsError::Field {
-                    field: "schema".into(),
-                    msg: format!("expected a string, found {other}"),
-                });
+                return Err(FactsError::Field { field: "schema".into(), msg: format!("expected a string, found {other}") });
             }
-            None => {
-                return Err(FactsError::Field {
-                    field: "schema".into(),
-                    msg: "missing".into(),
-                });
-            }
+            None => return Err(FactsError::Field { field: "schema".into(), msg: "missing".into() }),
         }
         let facts: Facts = serde_path_to_error::deserialize(value).map_err(|e| {
             let field = e.path().to_string();
@@ -178,10 +160,8 @@ impl Facts {
     }
 
     pub fn read(path: &std::path::Path) -> Result<Facts, FactsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FactsError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| FactsError::Read { path: path.display().to_string(), source })?;
         Facts::parse(&text)
     }
 
@@ -192,9 +172,7 @@ impl Facts {
                 if v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
                     return Err(FactsError::Field {
                         field: format!("fit.candidates.{name}.args"),
-                        msg: format!(
-                            "sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"
-                        ),
+                        msg: format!("sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"),
                     });
                 }
                 if let Some(kv) = v.env.get(KV_CACHE_ENV) {
@@ -288,14 +266,8 @@ mod tests {
             env: StringMap::new(),
             args: args.iter().map(|s| s.to_string()).collect(),
         };
-        assert_eq!(
-            v(&["--max-model-len", "32768"]).max_model_len(),
-            Some("32768")
-        );
-        assert_eq!(
-            v(&["--dtype", "bf16", "--max-model-len=16384"]).max_model_len(),
-            Some("16384")
-        );
+        assert_eq!(v(&["--max-model-len", "32768"]).max_model_len(), Some("32768"));
+        assert_eq!(v(&["--dtype", "bf16", "--max-model-len=16384"]).max_model_len(), Some("16384"));
         assert_eq!(v(&["--max-model-len"]).max_model_len(), None);
         assert_eq!(v(&[]).max_model_len(), None);
     }

@@ -16,13 +16,7 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let term = output::Terminal::detect();
-    let shell = output::Shell::new(
-        cli.global.progress,
-        &term,
-        cli.global.quiet,
-        cli.global.verbose,
-        cli.global.no_color,
-    );
+    let shell = output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
     shell.init_tracing();
     error::finish(commands::run(cli, &shell))
 }

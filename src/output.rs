@@ -45,35 +45,19 @@ pub struct Shell {
 }
 
 impl Shell {
-    pub fn new(
-        mode: ProgressMode,
-        term: &Terminal,
-        quiet: bool,
-        verbose: u8,
-        no_color: bool,
-    ) -> Self {
+    pub fn new(mode: ProgressMode, term: &Terminal, quiet: bool, verbose: u8, no_color: bool) -> Self {
         let bars = match mode {
             ProgressMode::Tty => true,
             ProgressMode::Plain => false,
             ProgressMode::Auto => term.stderr_is_tty && !term.ci,
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
-        Shell {
-            bars,
-            color,
-            quiet,
-            verbose,
-        }
+        Shell { bars, color, quiet, verbose }
     }
 
     /// A shell for tests and library use: plain lines, no colour.
     pub fn plain() -> Self {
-        Shell {
-            bars: false,
-            color: false,
-            quiet: false,
-            verbose: 0,
-        }
+        Shell { bars: false, color: false, quiet: false, verbose: 0 }
     }
 
     /// Installs the tracing subscriber; with bars, log lines go through indicatif's writer so
@@ -94,21 +78,14 @@ impl Shell {
                 .with_ansi(self.color)
                 .with_target(false)
                 .without_time();
-            let _ = tracing_subscriber::registry()
-                .with(filter)
-                .with(fmt)
-                .with(layer)
-                .try_init();
+            let _ = tracing_subscriber::registry().with(filter).with(fmt).with(layer).try_init();
         } else {
             let fmt = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_ansi(self.color)
                 .with_target(false)
                 .without_time();
-            let _ = tracing_subscriber::registry()
-                .with(filter)
-                .with(fmt)
-                .try_init();
+            let _ = tracing_subscriber::registry().with(filter).with(fmt).try_init();
         }
     }
 
@@ -126,11 +103,7 @@ impl Shell {
     }
 
     pub fn warn(&self, message: impl AsRef<str>) {
-        let prefix = if self.color {
-            "\x1b[33mwarning\x1b[0m"
-        } else {
-            "warning"
-        };
+        let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
         self.line(&format!("{prefix}: {}", message.as_ref()));
     }
 
@@ -163,11 +136,7 @@ mod tests {
     use super::*;
 
     fn term(tty: bool, ci: bool) -> Terminal {
-        Terminal {
-            stderr_is_tty: tty,
-            ci,
-            no_color_env: false,
-        }
+        Terminal { stderr_is_tty: tty, ci, no_color_env: false }
     }
 
     #[test]

@@ -32,17 +32,11 @@ pub struct Pin {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// Present (even as null) only on artifact rows: null means no sha256 could be obtained.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present_or_null"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present_or_null")]
     pub sha256: Option<Option<String>>,
 }
 
-fn present_or_null<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Option<String>>, D::Error> {
+fn present_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
 }
 
@@ -61,33 +55,23 @@ impl Pin {
 }
 
 pub fn is_full_sha(s: &str) -> bool {
-    s.len() == 40
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn is_hex(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinsError {
     #[error("pins: cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    Read { path: String, source: std::io::Error },
     #[error("pins: {0}")]
     Malformed(String),
     #[error("pins: unknown profile {0:?} (profiles: {1})")]
     UnknownProfile(String, String),
     #[error("pins: cannot write {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
+    Write { path: String, source: std::io::Error },
 }
 
 /// The three upstream trees one install uses.
@@ -101,45 +85,29 @@ pub struct Trees {
 
 impl Pins {
     pub fn parse(text: &str) -> Result<Pins, PinsError> {
-        let pins: Pins =
-            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
-                .map_err(|e| {
-                    PinsError::Malformed(format!("field `{}`: {}", e.path(), e.inner()))
-                })?;
+        let pins: Pins = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
+            .map_err(|e| PinsError::Malformed(format!("field `{}`: {}", e.path(), e.inner())))?;
         if pins.schema != SCHEMA {
-            return Err(PinsError::Malformed(format!(
-                "schema is {:?}, expected {SCHEMA:?}",
-                pins.schema
-            )));
+            return Err(PinsError::Malformed(format!("schema is {:?}, expected {SCHEMA:?}", pins.schema)));
         }
         for (i, p) in pins.pins.iter().enumerate() {
             let at = format!("pins[{i}] ({}/{})", p.profile, p.name);
             if let Some(sha) = &p.sha {
                 if !is_hex(sha) || sha.len() < 7 || sha.len() > 40 {
-                    return Err(PinsError::Malformed(format!(
-                        "{at}: sha {sha:?} is not 7 to 40 lowercase hex digits"
-                    )));
+                    return Err(PinsError::Malformed(format!("{at}: sha {sha:?} is not 7 to 40 lowercase hex digits")));
                 }
                 if p.locked && !is_full_sha(sha) {
-                    return Err(PinsError::Malformed(format!(
-                        "{at}: marked locked but sha {sha:?} is abbreviated"
-                    )));
+                    return Err(PinsError::Malformed(format!("{at}: marked locked but sha {sha:?} is abbreviated")));
                 }
             } else if p.locked {
-                return Err(PinsError::Malformed(format!(
-                    "{at}: marked locked but has no sha"
-                )));
+                return Err(PinsError::Malformed(format!("{at}: marked locked but has no sha")));
             }
             if let Some(Some(h)) = &p.sha256
                 && (h.len() != 64 || !is_hex(h))
             {
-                return Err(PinsError::Malformed(format!(
-                    "{at}: sha256 {h:?} is not 64 lowercase hex digits"
-                )));
+                return Err(PinsError::Malformed(format!("{at}: sha256 {h:?} is not 64 lowercase hex digits")));
             }
-            let dup = pins.pins[..i]
-                .iter()
-                .any(|q| q.profile == p.profile && q.name == p.name);
+            let dup = pins.pins[..i].iter().any(|q| q.profile == p.profile && q.name == p.name);
             if dup {
                 return Err(PinsError::Malformed(format!("{at}: duplicate row")));
             }
@@ -151,19 +119,15 @@ impl Pins {
         match path {
             None => Pins::parse(EMBEDDED),
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|source| PinsError::Read {
-                    path: p.display().to_string(),
-                    source,
-                })?;
+                let text = std::fs::read_to_string(p)
+                    .map_err(|source| PinsError::Read { path: p.display().to_string(), source })?;
                 Pins::parse(&text)
             }
         }
     }
 
     pub fn row(&self, profile: &str, name: &str) -> Option<&Pin> {
-        self.pins
-            .iter()
-            .find(|p| p.profile == profile && p.name == name)
+        self.pins.iter().find(|p| p.profile == profile && p.name == name)
     }
 
     pub fn profiles(&self) -> Vec<&str> {
@@ -180,22 +144,11 @@ impl Pins {
     pub fn trees(&self, profile: &str) -> Result<Trees, PinsError> {
         let get = |name: &str| self.row(profile, name).cloned();
         match (get("eas"), get("ei"), get("eat")) {
-            (Some(eas), Some(ei), Some(eat)) => Ok(Trees {
-                profile: profile.to_string(),
-                eas,
-                ei,
-                eat,
-            }),
+            (Some(eas), Some(ei), Some(eat)) => Ok(Trees { profile: profile.to_string(), eas, ei, eat }),
             _ => {
-                let known: Vec<&str> = self
-                    .profiles()
-                    .into_iter()
-                    .filter(|p| self.row(p, "eas").is_some())
-                    .collect();
-                Err(PinsError::UnknownProfile(
-                    profile.to_string(),
-                    known.join(", "),
-                ))
+                let known: Vec<&str> =
+                    self.profiles().into_iter().filter(|p| self.row(p, "eas").is_some()).collect();
+                Err(PinsError::UnknownProfile(profile.to_string(), known.join(", ")))
             }
         }
     }
@@ -220,20 +173,14 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
         let id = format!("{}/{}", p.profile, p.name);
         if p.repo.is_some() || p.sha.is_some() {
             match &p.sha {
-                Some(sha) if p.locked => out.push(Finding {
-                    problem: false,
-                    text: format!("{id}: locked at {sha}"),
-                }),
+                Some(sha) if p.locked => out.push(Finding { problem: false, text: format!("{id}: locked at {sha}") }),
                 Some(sha) => out.push(Finding {
                     problem: true,
-                    text: format!(
-                        "{id}: unlocked: {sha} is abbreviated; run `eas pins lock` to resolve it"
-                    ),
+                    text: format!("{id}: unlocked: {sha} is abbreviated; run `eas pins lock` to resolve it"),
                 }),
-                None if !p.is_artifact() => out.push(Finding {
-                    problem: true,
-                    text: format!("{id}: unlocked: no commit SHA"),
-                }),
+                None if !p.is_artifact() => {
+                    out.push(Finding { problem: true, text: format!("{id}: unlocked: no commit SHA") })
+                }
                 None => {}
             }
         }
@@ -258,9 +205,7 @@ pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>>
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for p in pins.pins.iter_mut() {
-        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else {
-            continue;
-        };
+        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else { continue };
         if p.locked {
             continue;
         }
@@ -280,11 +225,7 @@ pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>>
             Err(e) => failed.push(format!("{id}: {e}")),
         }
     }
-    if failed.is_empty() {
-        Ok(done)
-    } else {
-        Err(failed)
-    }
+    if failed.is_empty() { Ok(done) } else { Err(failed) }
 }
 
 pub fn repo_url(git_base: &str, repo: &str) -> String {
@@ -298,19 +239,14 @@ fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
         .output()
         .map_err(|e| format!("cannot run git: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
-            "git ls-remote {url} {git_ref} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(format!("git ls-remote {url} {git_ref} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }
     let text = String::from_utf8_lossy(&out.stdout);
     // Prefer the exact ref, then a peeled tag (`^{}` names the commit a tag points to).
     let mut best: Option<String> = None;
     for line in text.lines() {
         let mut parts = line.split('\t');
-        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else {
-            continue;
-        };
+        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else { continue };
         let is_peeled = name.ends_with("^{}");
         if is_peeled || best.is_none() {
             best = Some(sha.to_string());
@@ -330,10 +266,7 @@ mod tests {
             let t = pins.trees(profile).unwrap();
             assert_eq!(t.eas.repo.as_deref(), Some("intel/enterprise-ai-solutions"));
         }
-        assert!(matches!(
-            pins.trees("bastion"),
-            Err(PinsError::UnknownProfile(..))
-        ));
+        assert!(matches!(pins.trees("bastion"), Err(PinsError::UnknownProfile(..))));
     }
 
     #[test]
@@ -349,8 +282,6 @@ mod tests {
     fn locked_rows_need_full_shas() {
         let text = r#"{"schema":"eas-pins/v1","pins":[{"profile":"p","name":"n","repo":"o/r","ref":"main",
             "sha":"abcdef1","locked":true,"date":"d","source":"s"}]}"#;
-        assert!(
-            matches!(Pins::parse(text), Err(PinsError::Malformed(m)) if m.contains("abbreviated"))
-        );
+        assert!(matches!(Pins::parse(text), Err(PinsError::Malformed(m)) if m.contains("abbreviated")));
     }
 }

@@ -27,43 +27,25 @@ struct Table {
 impl Source {
     /// `repo@sha7 path:a-b`, the form `choices.txt` carries.
     pub fn short(&self) -> String {
-        format!(
-            "{}@{} {}:{}",
-            self.repo,
-            &self.sha[..7],
-            self.path,
-            self.range()
-        )
+        format!("{}@{} {}:{}", self.repo, &self.sha[..7], self.path, self.range())
     }
 
     pub fn permalink(&self) -> String {
         let [a, b] = self.lines;
-        let frag = if a == b {
-            format!("L{a}")
-        } else {
-            format!("L{a}-L{b}")
-        };
-        format!(
-            "https://github.com/{}/blob/{}/{}#{frag}",
-            self.repo, self.sha, self.path
-        )
+        let frag = if a == b { format!("L{a}") } else { format!("L{a}-L{b}") };
+        format!("https://github.com/{}/blob/{}/{}#{frag}", self.repo, self.sha, self.path)
     }
 
     fn range(&self) -> String {
         let [a, b] = self.lines;
-        if a == b {
-            a.to_string()
-        } else {
-            format!("{a}-{b}")
-        }
+        if a == b { a.to_string() } else { format!("{a}-{b}") }
     }
 }
 
 pub fn table() -> &'static BTreeMap<String, Source> {
     static TABLE: OnceLock<BTreeMap<String, Source>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let t: Table =
-            serde_json::from_str(EMBEDDED).expect("data/sources.json is valid (checked by tests)");
+        let t: Table = serde_json::from_str(EMBEDDED).expect("data/sources.json is valid (checked by tests)");
         assert_eq!(t.schema, "eas-sources/v1");
         t.sources.into_iter().map(|s| (s.id.clone(), s)).collect()
     })
@@ -71,9 +53,7 @@ pub fn table() -> &'static BTreeMap<String, Source> {
 
 /// The source with this id. Every id the rules use is checked by a test, so a miss is a bug.
 pub fn get(id: &str) -> &'static Source {
-    table()
-        .get(id)
-        .unwrap_or_else(|| panic!("source {id:?} is not in data/sources.json"))
+    table().get(id).unwrap_or_else(|| panic!("source {id:?} is not in data/sources.json"))
 }
 
 #[cfg(test)]
@@ -87,12 +67,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for s in &t.sources {
             assert!(is_full_sha(&s.sha), "{}: {}", s.id, s.sha);
-            assert!(
-                s.lines[0] >= 1 && s.lines[0] <= s.lines[1],
-                "{}: {:?}",
-                s.id,
-                s.lines
-            );
+            assert!(s.lines[0] >= 1 && s.lines[0] <= s.lines[1], "{}: {:?}", s.id, s.lines);
             assert!(s.repo.split('/').count() == 2, "{}", s.id);
             assert!(!s.path.starts_with('/'), "{}", s.id);
             assert!(seen.insert(&s.id), "duplicate id {}", s.id);

@@ -101,12 +101,7 @@ fn parse<T: for<'de> Deserialize<'de>>(name: &str, text: &str) -> T {
 
 pub fn cluster_rules() -> &'static ClusterRules {
     static V: OnceLock<ClusterRules> = OnceLock::new();
-    V.get_or_init(|| {
-        parse(
-            "cluster-rules.json",
-            include_str!("../../data/cluster-rules.json"),
-        )
-    })
+    V.get_or_init(|| parse("cluster-rules.json", include_str!("../../data/cluster-rules.json")))
 }
 
 pub fn models() -> &'static Models {
@@ -130,29 +125,13 @@ mod tests {
         let _ = layers();
         let sources = crate::sources::table();
         for l in &rules.cni_layouts {
-            assert!(
-                sources.contains_key(&l.source),
-                "cni layout cites unknown source {}",
-                l.source
-            );
-            assert!(
-                l.dirs.is_some() != l.prefix.is_some(),
-                "a layout has dirs or a prefix: {}",
-                l.what
-            );
+            assert!(sources.contains_key(&l.source), "cni layout cites unknown source {}", l.source);
+            assert!(l.dirs.is_some() != l.prefix.is_some(), "a layout has dirs or a prefix: {}", l.what);
         }
         assert!(sources.contains_key(&m.catalog_kv_cache_source));
         for c in &m.candidates {
-            assert!(
-                sources.contains_key(&c.source),
-                "{} cites unknown source {}",
-                c.name,
-                c.source
-            );
+            assert!(sources.contains_key(&c.source), "{} cites unknown source {}", c.name, c.source);
         }
-        assert_eq!(
-            m.candidates.iter().filter(|c| c.role == "default").count(),
-            1
-        );
+        assert_eq!(m.candidates.iter().filter(|c| c.role == "default").count(), 1);
     }
 }

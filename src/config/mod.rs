@@ -44,12 +44,7 @@ pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
 
 pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
-    let inputs = rules::Inputs {
-        facts,
-        trees: &trees,
-        layer: &sel.layer,
-        model: sel.model.as_deref(),
-    };
+    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
     rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
@@ -57,9 +52,7 @@ pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
 }
 
 pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
-    let result = Facts::read(&args.facts)
-        .map_err(Failure::from)
-        .and_then(|facts| generate(&facts, &args.select));
+    let result = Facts::read(&args.facts).map_err(Failure::from).and_then(|facts| generate(&facts, &args.select));
     let decision = match result {
         Ok(d) => d,
         Err(f) => {
@@ -68,13 +61,8 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
         }
     };
     let files = render::files(&decision);
-    write::replace(&args.out, &files).map_err(|e| {
-        Failure::step_next(
-            "write",
-            format!("{}: {e}", args.out.display()),
-            "check --out is a writable directory",
-        )
-    })?;
+    write::replace(&args.out, &files)
+        .map_err(|e| Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory"))?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -84,19 +72,10 @@ pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
     for c in &decision.choices {
         let _ = writeln!(out, "{}", render::choice_line(c, args.explain));
     }
-    shell.note(format!(
-        "wrote {} files to {}",
-        files.len(),
-        args.out.display()
-    ));
+    shell.note(format!("wrote {} files to {}", files.len(), args.out.display()));
     Ok(())
 }
 
 fn clear_stale(out: &Path) -> Result<(), Failure> {
-    write::clear(out).map_err(|e| {
-        Failure::step(
-            "write",
-            format!("cannot remove stale outputs in {}: {e}", out.display()),
-        )
-    })
+    write::clear(out).map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
 }

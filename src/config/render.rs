@@ -90,15 +90,9 @@ pub fn repos(d: &Decision) -> String {
         s.push_str(&format!("    url: {}\n", quote(&e.url)));
         s.push_str(&format!("    dest: {}\n", quote(&r.dest)));
         s.push_str(&format!("    rev: {}\n", quote(&e.rev)));
-        s.push_str(&format!(
-            "    deployment_subdir: {}\n",
-            quote(&r.deployment_subdir)
-        ));
+        s.push_str(&format!("    deployment_subdir: {}\n", quote(&r.deployment_subdir)));
         s.push_str(&format!("    config_dir: {}\n", quote(&r.config_dir)));
-        s.push_str(&format!(
-            "    default_flavour: {}\n",
-            quote(&r.default_flavour)
-        ));
+        s.push_str(&format!("    default_flavour: {}\n", quote(&r.default_flavour)));
         s.push_str(&format!("    model_catalog: {}\n", quote(&r.model_catalog)));
     }
     s
@@ -106,11 +100,7 @@ pub fn repos(d: &Decision) -> String {
 
 pub fn choice_line(c: &Choice, explain: bool) -> String {
     let src = sources::get(&c.source);
-    let cite = if explain {
-        src.permalink()
-    } else {
-        src.short()
-    };
+    let cite = if explain { src.permalink() } else { src.short() };
     format!("{} -> {} [{cite}]", c.fact, c.choice)
 }
 

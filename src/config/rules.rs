@@ -65,13 +65,10 @@ pub struct Decision {
 
 impl Decision {
     pub fn override_str(&self, key: &str) -> Option<&str> {
-        self.overrides
-            .iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, v)| match v {
-                Value::Str(s) => Some(s.as_str()),
-                _ => None,
-            })
+        self.overrides.iter().find(|(k, _)| *k == key).and_then(|(_, v)| match v {
+            Value::Str(s) => Some(s.as_str()),
+            _ => None,
+        })
     }
 }
 
@@ -106,11 +103,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     if let (Some(Layer::AgentToolkit), Some(m)) = (layer, inp.model)
         && !data::models().candidates.iter().any(|c| c.name == m)
     {
-        let names: Vec<&str> = data::models()
-            .candidates
-            .iter()
-            .map(|c| c.name.as_str())
-            .collect();
+        let names: Vec<&str> = data::models().candidates.iter().map(|c| c.name.as_str()).collect();
         return Err(Rejection::BadInput {
             cause: format!("unknown model {m:?}"),
             hint: format!("--model takes one of: {}", names.join(", ")),
@@ -130,38 +123,19 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     }
 
     // Not k3s: no node carries k3s's node-args annotation.
-    let node_args: Vec<(&Node, Vec<String>)> = f
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            n.annotations
-                .get(NODE_ARGS)
-                .map(|a| (n, parse_node_args(a)))
-        })
-        .collect();
+    let node_args: Vec<(&Node, Vec<String>)> =
+        f.nodes.iter().filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| (n, parse_node_args(a)))).collect();
     if f.nodes.is_empty() {
         refuse.push("the facts list no nodes".into());
     } else if node_args.is_empty() {
-        refuse.push(format!(
-            "not a k3s cluster: no node carries the {NODE_ARGS} annotation"
-        ));
+        refuse.push(format!("not a k3s cluster: no node carries the {NODE_ARGS} annotation"));
     } else if node_args.len() != f.nodes.len() {
-        let missing: Vec<&str> = f
-            .nodes
-            .iter()
-            .filter(|n| !n.annotations.contains_key(NODE_ARGS))
-            .map(|n| n.name.as_str())
-            .collect();
-        refuse.push(format!(
-            "not a k3s cluster throughout: nodes without {NODE_ARGS}: {}",
-            missing.join(", ")
-        ));
+        let missing: Vec<&str> =
+            f.nodes.iter().filter(|n| !n.annotations.contains_key(NODE_ARGS)).map(|n| n.name.as_str()).collect();
+        refuse.push(format!("not a k3s cluster throughout: nodes without {NODE_ARGS}: {}", missing.join(", ")));
     }
-    let servicelb_off: Vec<&str> = node_args
-        .iter()
-        .filter(|(_, a)| disables(a, "servicelb"))
-        .map(|(n, _)| n.name.as_str())
-        .collect();
+    let servicelb_off: Vec<&str> =
+        node_args.iter().filter(|(_, a)| disables(a, "servicelb")).map(|(n, _)| n.name.as_str()).collect();
     if !servicelb_off.is_empty() {
         refuse.push(format!(
             "k3s ServiceLB is disabled (--disable servicelb on {}): EAS's MetalLB role does not detect \
@@ -171,23 +145,13 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     }
     for ns in &rules.eat1_namespaces {
         if f.namespaces.iter().any(|n| n == ns) {
-            refuse.push(format!(
-                "EAT 1.x is installed (namespace {ns}); remove it before installing EAT 2.0"
-            ));
+            refuse.push(format!("EAT 1.x is installed (namespace {ns}); remove it before installing EAT 2.0"));
         }
     }
-    if f.namespaces
-        .iter()
-        .any(|n| *n == rules.k3d_gpu_sandbox_namespace)
-        || f.agent_sandbox
-            .as_ref()
-            .is_some_and(|s| s.namespace == rules.k3d_gpu_sandbox_namespace)
+    if f.namespaces.iter().any(|n| *n == rules.k3d_gpu_sandbox_namespace)
+        || f.agent_sandbox.as_ref().is_some_and(|s| s.namespace == rules.k3d_gpu_sandbox_namespace)
     {
-        let v = f
-            .agent_sandbox
-            .as_ref()
-            .map(|s| format!(" {}", s.version))
-            .unwrap_or_default();
+        let v = f.agent_sandbox.as_ref().map(|s| format!(" {}", s.version)).unwrap_or_default();
         refuse.push(format!(
             "k3d-gpu's own agent-sandbox{v} is installed (namespace {}); EAT brings agent-sandbox {}: remove k3d-gpu's first",
             rules.k3d_gpu_sandbox_namespace, rules.eat_sandbox_version
@@ -201,12 +165,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         ));
     }
     // containerd facts: every node's must be readable, and all must share one known layout.
-    let unreadable: Vec<&str> = f
-        .nodes
-        .iter()
-        .filter(|n| n.containerd.is_none())
-        .map(|n| n.name.as_str())
-        .collect();
+    let unreadable: Vec<&str> = f.nodes.iter().filter(|n| n.containerd.is_none()).map(|n| n.name.as_str()).collect();
     let mut layout = None;
     if !unreadable.is_empty() {
         refuse.push(format!(
@@ -223,13 +182,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         let unknown: Vec<String> = found
             .iter()
             .filter(|(_, l)| l.is_none())
-            .map(|(n, _)| {
-                format!(
-                    "{} {:?}",
-                    n.name,
-                    n.containerd.as_ref().expect("checked").cni_bin_dirs
-                )
-            })
+            .map(|(n, _)| format!("{} {:?}", n.name, n.containerd.as_ref().expect("checked").cni_bin_dirs))
             .collect();
         if !unknown.is_empty() {
             refuse.push(format!(
@@ -237,10 +190,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
                 unknown.join("; ")
             ));
         } else {
-            let platforms: Vec<&str> = found
-                .iter()
-                .map(|(_, l)| l.expect("known").istio_platform.as_str())
-                .collect();
+            let platforms: Vec<&str> = found.iter().map(|(_, l)| l.expect("known").istio_platform.as_str()).collect();
             if platforms.iter().any(|p| *p != platforms[0]) {
                 refuse.push(format!("nodes disagree on the CNI layout ({}): one Istio platform cannot serve them all", platforms.join(", ")));
             } else {
@@ -264,11 +214,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         warnings: Vec::new(),
     };
     let choose = |d: &mut Decision, fact: String, choice: String, source: &str| {
-        d.choices.push(Choice {
-            fact,
-            choice,
-            source: source.to_string(),
-        });
+        d.choices.push(Choice { fact, choice, source: source.to_string() });
     };
 
     choose(
@@ -284,118 +230,55 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     );
 
     // istio_platform
-    let dirs = &f.nodes[0]
-        .containerd
-        .as_ref()
-        .expect("checked")
-        .cni_bin_dirs;
-    let overlay = layout
-        .overlay
-        .as_deref()
-        .map(|o| format!(" (needs overlay {o})"))
-        .unwrap_or_default();
+    let dirs = &f.nodes[0].containerd.as_ref().expect("checked").cni_bin_dirs;
+    let overlay = layout.overlay.as_deref().map(|o| format!(" (needs overlay {o})")).unwrap_or_default();
     choose(
         &mut d,
-        format!(
-            "containerd cni bin_dirs {} ({})",
-            json_list(dirs),
-            layout.what
-        ),
+        format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
         format!("istio_platform: {:?}{overlay}", layout.istio_platform),
         &layout.source,
     );
-    d.overrides
-        .push(("istio_platform", Value::Str(layout.istio_platform.clone())));
+    d.overrides.push(("istio_platform", Value::Str(layout.istio_platform.clone())));
 
     // metallb
-    choose(
-        &mut d,
-        "k3s ServiceLB on".into(),
-        "metallb_enabled: false".into(),
-        "metallb-detect",
-    );
+    choose(&mut d, "k3s ServiceLB on".into(), "metallb_enabled: false".into(), "metallb-detect");
     d.overrides.push(("metallb_enabled", Value::Bool(false)));
 
     // CPU policy
     let (policy, fact, source) = cpu_policy(f);
-    let suffix = if policy == "nri-balloons" {
-        " (needs overlay 0003)"
-    } else {
-        ""
-    };
-    choose(
-        &mut d,
-        fact,
-        format!("kubernetes_cpu_policy: {policy:?}{suffix}"),
-        source,
-    );
-    d.overrides
-        .push(("kubernetes_cpu_policy", Value::Str(policy.into())));
+    let suffix = if policy == "nri-balloons" { " (needs overlay 0003)" } else { "" };
+    choose(&mut d, fact, format!("kubernetes_cpu_policy: {policy:?}{suffix}"), source);
+    d.overrides.push(("kubernetes_cpu_policy", Value::Str(policy.into())));
 
     // NFD
     let (nfd, fact) = nfd_enabled(f);
-    choose(
-        &mut d,
-        fact,
-        format!("nfd_enabled: {nfd}"),
-        "nfd-release-name",
-    );
+    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), "nfd-release-name");
     d.overrides.push(("nfd_enabled", Value::Bool(nfd)));
 
     // CIDRs
     for (flag, key, default) in [
-        (
-            "--cluster-cidr",
-            "kubernetes_cluster_cidr",
-            &rules.k3s_defaults.cluster_cidr,
-        ),
-        (
-            "--service-cidr",
-            "kubernetes_service_cidr",
-            &rules.k3s_defaults.service_cidr,
-        ),
+        ("--cluster-cidr", "kubernetes_cluster_cidr", &rules.k3s_defaults.cluster_cidr),
+        ("--service-cidr", "kubernetes_service_cidr", &rules.k3s_defaults.service_cidr),
     ] {
         let found = node_args.iter().find_map(|(_, a)| flag_value(a, flag));
         let (fact, value) = match found {
             Some(v) => (format!("{NODE_ARGS} {flag} {v}"), v),
-            None => (
-                format!("{NODE_ARGS} without {flag} (k3s default)"),
-                default.clone(),
-            ),
+            None => (format!("{NODE_ARGS} without {flag} (k3s default)"), default.clone()),
         };
-        choose(
-            &mut d,
-            fact,
-            format!("{key}: {value:?}"),
-            "k3s-cidr-defaults",
-        );
+        choose(&mut d, fact, format!("{key}: {value:?}"), "k3s-cidr-defaults");
         d.overrides.push((key, Value::Str(value)));
     }
 
-    choose(
-        &mut d,
-        "bring-your-own cluster".into(),
-        "kata_containers_enabled: false".into(),
-        "byo-kubernetes-role",
-    );
-    d.overrides
-        .push(("kata_containers_enabled", Value::Bool(false)));
+    choose(&mut d, "bring-your-own cluster".into(), "kata_containers_enabled: false".into(), "byo-kubernetes-role");
+    d.overrides.push(("kata_containers_enabled", Value::Bool(false)));
 
-    choose(
-        &mut d,
-        "vLLM serves on CPU in this stack".into(),
-        "kubernetes_accelerator: \"cpu\"".into(),
-        "accelerator-cpu",
-    );
-    d.overrides
-        .push(("kubernetes_accelerator", Value::Str("cpu".into())));
+    choose(&mut d, "vLLM serves on CPU in this stack".into(), "kubernetes_accelerator: \"cpu\"".into(), "accelerator-cpu");
+    d.overrides.push(("kubernetes_accelerator", Value::Str("cpu".into())));
     for (node, res, qty, device) in devices(f) {
         choose(
             &mut d,
             format!("node {node} advertises {res}={qty}"),
-            format!(
-                "note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"
-            ),
+            format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
             "erag-experimental",
         );
     }
@@ -419,15 +302,11 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     if layer == Layer::AgentToolkit {
         choose(
             &mut d,
-            format!(
-                "layer agent-toolkit, no foreign agent-sandbox (EAT's is {})",
-                rules.eat_sandbox_version
-            ),
+            format!("layer agent-toolkit, no foreign agent-sandbox (EAT's is {})", rules.eat_sandbox_version),
             "agent_sandbox_enabled: true".into(),
             "agent-sandbox-version",
         );
-        d.overrides
-            .push(("agent_sandbox_enabled", Value::Bool(true)));
+        d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
         pick_model(f, inp.model, &mut d);
     }
 
@@ -442,36 +321,17 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         let repo = pin.repo.clone().expect("tree pins name a repo");
         let rev = pin.sha.clone().expect("tree pins carry a sha");
         let locked = pin.locked;
-        let note = if locked {
-            String::new()
-        } else {
-            " (unlocked: abbreviated; `eas pins lock`)".into()
-        };
+        let note = if locked { String::new() } else { " (unlocked: abbreviated; `eas pins lock`)".into() };
         choose(
             &mut d,
-            format!(
-                "pins {} {} {} at {}",
-                inp.trees.profile, row.pin, pin.git_ref, rev
-            ),
-            format!(
-                "repos.{}.yaml {} rev: {rev:?}{note}",
-                layer.name(),
-                row.dest
-            ),
+            format!("pins {} {} {} at {}", inp.trees.profile, row.pin, pin.git_ref, rev),
+            format!("repos.{}.yaml {} rev: {rev:?}{note}", layer.name(), row.dest),
             "layer-manifest-rev",
         );
         if !locked {
-            d.warnings.push(format!(
-                "pin {}/{} is abbreviated ({rev}); run `eas pins lock`",
-                inp.trees.profile, row.pin
-            ));
+            d.warnings.push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
         }
-        d.manifest.push(ManifestEntry {
-            row: row.clone(),
-            url: format!("https://github.com/{repo}"),
-            rev,
-            locked,
-        });
+        d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
     }
     choose(
         &mut d,
@@ -513,31 +373,21 @@ fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
 }
 
 fn flag_value(args: &[String], flag: &str) -> Option<String> {
-    flag_values(args, flag)
-        .last()
-        .map(|v| v.trim_matches('"').to_string())
+    flag_values(args, flag).last().map(|v| v.trim_matches('"').to_string())
 }
 
 /// Whether k3s's node args disable a packaged component, in any of the forms k3s accepts:
 /// `--disable X`, `--disable=X`, comma lists, quoted values, the legacy `--no-deploy`, and a
 /// `--disable-X` switch.
 pub fn disables(args: &[String], component: &str) -> bool {
-    let listed = |v: &str| {
-        v.trim_matches(|c| c == '"' || c == '\'')
-            .split(',')
-            .any(|c| c.trim() == component)
-    };
-    ["--disable", "--no-deploy"]
-        .iter()
-        .any(|flag| flag_values(args, flag).into_iter().any(listed))
+    let listed = |v: &str| v.trim_matches(|c| c == '"' || c == '\'').split(',').any(|c| c.trim() == component);
+    ["--disable", "--no-deploy"].iter().any(|flag| flag_values(args, flag).into_iter().any(listed))
         || args.iter().any(|a| a == &format!("--disable-{component}"))
 }
 
 fn is_addon_owned(annotations: &facts::StringMap) -> bool {
     let rules = data::cluster_rules();
-    annotations
-        .get(&rules.addon_owner_annotation)
-        .is_some_and(|v| v.trim() == rules.addon_owner_value)
+    annotations.get(&rules.addon_owner_annotation).is_some_and(|v| v.trim() == rules.addon_owner_value)
 }
 
 fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
@@ -548,19 +398,12 @@ fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
     if let Some(ds) = addon_balloons {
         return (
             "best-effort",
-            format!(
-                "balloons DaemonSet {}/{} owned by a k3s addon",
-                ds.namespace, ds.name
-            ),
+            format!("balloons DaemonSet {}/{} owned by a k3s addon", ds.namespace, ds.name),
             "k3s-addon-owner",
         );
     }
     if f.docker.as_ref().is_some_and(|d| d.rootless) {
-        return (
-            "best-effort",
-            "Docker is rootless (k3s disables NRI in a user namespace)".into(),
-            "k3s-nri-rootless",
-        );
+        return ("best-effort", "Docker is rootless (k3s disables NRI in a user namespace)".into(), "k3s-nri-rootless");
     }
     let no_socket: Vec<&str> = f
         .nodes
@@ -569,17 +412,9 @@ fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
         .map(|n| n.name.as_str())
         .collect();
     if !no_socket.is_empty() {
-        return (
-            "best-effort",
-            format!("no NRI socket on {}", no_socket.join(", ")),
-            "nri-requires-runtime",
-        );
+        return ("best-effort", format!("no NRI socket on {}", no_socket.join(", ")), "nri-requires-runtime");
     }
-    (
-        "nri-balloons",
-        "NRI socket on every node, no k3s-addon balloons policy".into(),
-        "eas-cpu-policy",
-    )
+    ("nri-balloons", "NRI socket on every node, no k3s-addon balloons policy".into(), "eas-cpu-policy")
 }
 
 fn nfd_enabled(f: &Facts) -> (bool, String) {
@@ -587,73 +422,39 @@ fn nfd_enabled(f: &Facts) -> (bool, String) {
     let is_nfd_ds = |ds: &facts::DaemonSet| {
         ds.name.starts_with("node-feature-discovery")
             || ds.name.starts_with("nfd-")
-            || ds
-                .labels
-                .get("app.kubernetes.io/name")
-                .is_some_and(|v| v == "node-feature-discovery")
+            || ds.labels.get("app.kubernetes.io/name").is_some_and(|v| v == "node-feature-discovery")
     };
     let daemonsets: Vec<&facts::DaemonSet> = f.daemonsets.iter().filter(|d| is_nfd_ds(d)).collect();
-    let releases: Vec<&facts::HelmRelease> = f
-        .helm_releases
-        .iter()
-        .filter(|r| r.chart.starts_with(&nfd.chart_prefix))
-        .collect();
+    let releases: Vec<&facts::HelmRelease> =
+        f.helm_releases.iter().filter(|r| r.chart.starts_with(&nfd.chart_prefix)).collect();
     if daemonsets.is_empty() && releases.is_empty() {
         return (true, "no NFD in the cluster".into());
     }
     if let Some(ds) = daemonsets.iter().find(|ds| is_addon_owned(&ds.annotations)) {
-        return (
-            false,
-            format!(
-                "NFD DaemonSet {}/{} owned by a k3s addon",
-                ds.namespace, ds.name
-            ),
-        );
+        return (false, format!("NFD DaemonSet {}/{} owned by a k3s addon", ds.namespace, ds.name));
     }
     let ours = |r: &&facts::HelmRelease| r.name == nfd.release && r.namespace == nfd.namespace;
     if let Some(r) = releases.iter().find(|r| !ours(r)) {
-        return (
-            false,
-            format!(
-                "NFD from Helm release {}/{} (EI checks only {}/{})",
-                r.namespace, r.name, nfd.namespace, nfd.release
-            ),
-        );
+        return (false, format!("NFD from Helm release {}/{} (EI checks only {}/{})", r.namespace, r.name, nfd.namespace, nfd.release));
     }
     let foreign_ds = daemonsets.iter().find(|ds| {
         ds.namespace != nfd.namespace
-            || ds
-                .annotations
-                .get("meta.helm.sh/release-name")
-                .is_none_or(|n| *n != nfd.release)
+            || ds.annotations.get("meta.helm.sh/release-name").is_none_or(|n| *n != nfd.release)
     });
     if let Some(ds) = foreign_ds {
-        return (
-            false,
-            format!(
-                "NFD DaemonSet {}/{} not from Helm release {}",
-                ds.namespace, ds.name, nfd.release
-            ),
-        );
+        return (false, format!("NFD DaemonSet {}/{} not from Helm release {}", ds.namespace, ds.name, nfd.release));
     }
     if releases.is_empty() {
         return (false, "NFD DaemonSets without their Helm release".into());
     }
-    (
-        true,
-        format!("NFD is Helm release {}/{}", nfd.namespace, nfd.release),
-    )
+    (true, format!("NFD is Helm release {}/{}", nfd.namespace, nfd.release))
 }
 
 fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
     let mut out = Vec::new();
     for n in &f.nodes {
         for (res, qty) in &n.capacity {
-            let Some(dev) = data::cluster_rules()
-                .device_resources
-                .iter()
-                .find(|d| res.starts_with(&d.prefix))
-            else {
+            let Some(dev) = data::cluster_rules().device_resources.iter().find(|d| res.starts_with(&d.prefix)) else {
                 continue;
             };
             if facts::parse_quantity(qty).is_some_and(|q| q > 0.0) {
@@ -667,11 +468,7 @@ fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
 fn largest_node_gib(f: &Facts) -> (f64, String) {
     let mut best = (0.0, String::from("(none)"));
     for n in &f.nodes {
-        if let Some(m) = n
-            .capacity
-            .get("memory")
-            .and_then(|m| facts::parse_quantity(m))
-        {
+        if let Some(m) = n.capacity.get("memory").and_then(|m| facts::parse_quantity(m)) {
             let gib = m / GIB;
             if gib > best.0 {
                 best = (gib, n.name.clone());
@@ -682,21 +479,13 @@ fn largest_node_gib(f: &Facts) -> (f64, String) {
 }
 
 fn fmt_gib(v: f64) -> String {
-    if (v - v.round()).abs() < 0.05 {
-        format!("{:.0}", v.round())
-    } else {
-        format!("{v:.1}")
-    }
+    if (v - v.round()).abs() < 0.05 { format!("{:.0}", v.round()) } else { format!("{v:.1}") }
 }
 
 /// Whether a candidate can be picked automatically, and why not.
 fn verdict(c: &Candidate, mem: f64, fit: Option<&facts::Fit>) -> Result<(), String> {
     if mem + 1e-9 < c.host_memory_gib {
-        return Err(format!(
-            "{} needs {} GiB of host memory",
-            c.name,
-            fmt_gib(c.host_memory_gib)
-        ));
+        return Err(format!("{} needs {} GiB of host memory", c.name, fmt_gib(c.host_memory_gib)));
     }
     match fit.map(|f| f.candidates.get(&c.name)) {
         None => Ok(()),
@@ -711,23 +500,14 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
     let (mem, node) = largest_node_gib(f);
     let fit = f.fit.as_ref();
     let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
-    let fit_fact = if fit.is_some() {
-        "fit document present"
-    } else {
-        "no fit document (memory alone decides)"
-    };
+    let fit_fact = if fit.is_some() { "fit document present" } else { "no fit document (memory alone decides)" };
 
     let picked: Option<&Candidate> = if let Some(name) = forced {
-        let c = models
-            .candidates
-            .iter()
-            .find(|c| c.name == name)
-            .expect("checked in decide");
+        let c = models.candidates.iter().find(|c| c.name == name).expect("checked in decide");
         let why = match verdict(c, mem, fit) {
             Ok(()) => String::new(),
             Err(e) => {
-                d.warnings
-                    .push(format!("--model {name} overrides the pick although {e}"));
+                d.warnings.push(format!("--model {name} overrides the pick although {e}"));
                 format!("; warning: {e}")
             }
         };
@@ -749,11 +529,7 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
                 Err(e) => reasons.push(e),
             }
         }
-        let rejected = if reasons.is_empty() {
-            String::new()
-        } else {
-            format!("; {}", reasons.join("; "))
-        };
+        let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
         match found {
             Some(c) => d.choices.push(Choice {
                 fact: format!("{mem_fact}; {fit_fact}{rejected}"),
@@ -761,8 +537,7 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
                 source: c.source.clone(),
             }),
             None => {
-                d.warnings
-                    .push(format!("no model fits this cluster{rejected}"));
+                d.warnings.push(format!("no model fits this cluster{rejected}"));
                 d.choices.push(Choice {
                     fact: format!("{mem_fact}; {fit_fact}{rejected}"),
                     choice: "model: none ([]): no candidate fits".into(),
@@ -773,8 +548,7 @@ fn pick_model(f: &Facts, forced: Option<&str>, d: &mut Decision) {
         found
     };
     let list = picked.map(|c| vec![c.name.clone()]).unwrap_or_default();
-    d.overrides
-        .push(("agent_toolkit_models", Value::List(list)));
+    d.overrides.push(("agent_toolkit_models", Value::List(list)));
 
     let Some(c) = picked else { return };
     let catalog = models.catalog_kv_cache_gib;
@@ -802,35 +576,21 @@ fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
     let kv = facts::parse_gib(kv_text).expect("validated on read");
     if kv >= catalog {
         d.choices.push(Choice {
-            fact: format!(
-                "fit {KV_CACHE_ENV}={kv_text} for {} >= catalog {}",
-                c.name,
-                fmt_gib(catalog)
-            ),
-            choice: format!(
-                "KV cache: catalog's {} GiB kept (fit may lower it, never raise it)",
-                fmt_gib(catalog)
-            ),
+            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} >= catalog {}", c.name, fmt_gib(catalog)),
+            choice: format!("KV cache: catalog's {} GiB kept (fit may lower it, never raise it)", fmt_gib(catalog)),
             source: "memory-is-limit".into(),
         });
         return;
     }
     let len = v.max_model_len().expect("validated on read").to_string();
     d.choices.push(Choice {
-        fact: format!(
-            "fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}",
-            c.name,
-            fmt_gib(catalog)
-        ),
+        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}", c.name, fmt_gib(catalog)),
         choice: format!("models.yaml {} env {KV_CACHE_ENV}: {kv_text:?}", c.name),
         source: "memory-is-limit".into(),
     });
     d.choices.push(Choice {
         fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
-        choice: format!(
-            "models.yaml {} args_append: [\"{MAX_MODEL_LEN}\", {len:?}]",
-            c.name
-        ),
+        choice: format!("models.yaml {} args_append: [\"{MAX_MODEL_LEN}\", {len:?}]", c.name),
         source: "vllm-kv-check".into(),
     });
     d.model_edits.push(ModelEdit {
@@ -879,46 +639,18 @@ mod tests {
 
     #[test]
     fn cidr_flags_in_both_forms_last_wins() {
+        assert_eq!(flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.1.0.0/16"));
+        assert_eq!(flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(), Some("10.2.0.0/16"));
         assert_eq!(
-            flag_value(
-                &args(&["server", "--cluster-cidr", "10.1.0.0/16"]),
-                "--cluster-cidr"
-            )
-            .as_deref(),
-            Some("10.1.0.0/16")
-        );
-        assert_eq!(
-            flag_value(
-                &args(&["server", "--cluster-cidr=10.2.0.0/16"]),
-                "--cluster-cidr"
-            )
-            .as_deref(),
-            Some("10.2.0.0/16")
-        );
-        assert_eq!(
-            flag_value(
-                &args(&[
-                    "--cluster-cidr=10.2.0.0/16",
-                    "--cluster-cidr",
-                    "10.3.0.0/16"
-                ]),
-                "--cluster-cidr"
-            )
-            .as_deref(),
+            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr").as_deref(),
             Some("10.3.0.0/16")
         );
-        assert_eq!(
-            flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"),
-            None
-        );
+        assert_eq!(flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"), None);
     }
 
     #[test]
     fn node_args_that_are_not_a_json_list_give_nothing() {
-        assert_eq!(
-            parse_node_args("[\"server\",\"--disable\",\"traefik\"]"),
-            args(&["server", "--disable", "traefik"])
-        );
+        assert_eq!(parse_node_args("[\"server\",\"--disable\",\"traefik\"]"), args(&["server", "--disable", "traefik"]));
         assert!(parse_node_args("server --disable traefik").is_empty());
     }
 }

@@ -8,14 +8,8 @@ use std::path::Path;
 
 /// Whether a file name is one `eas config` or `eas up --dry-run --out` writes.
 pub fn is_output(name: &str) -> bool {
-    matches!(
-        name,
-        "eas-overrides.yaml"
-            | "global_config.edit.yaml"
-            | "models.edit.yaml"
-            | "choices.txt"
-            | "plan.json"
-    ) || (name.starts_with("repos.") && name.ends_with(".yaml"))
+    matches!(name, "eas-overrides.yaml" | "global_config.edit.yaml" | "models.edit.yaml" | "choices.txt" | "plan.json")
+        || (name.starts_with("repos.") && name.ends_with(".yaml"))
 }
 
 /// Removes every output file left in `out` by an earlier run. A missing directory is fine.
@@ -37,9 +31,7 @@ pub fn clear(out: &Path) -> io::Result<()> {
 /// Replaces the outputs in `out` with `files`.
 pub fn replace(out: &Path, files: &[(String, String)]) -> io::Result<()> {
     fs::create_dir_all(out)?;
-    let scratch = tempfile::Builder::new()
-        .prefix(".eas-out-")
-        .tempdir_in(out)?;
+    let scratch = tempfile::Builder::new().prefix(".eas-out-").tempdir_in(out)?;
     for (name, text) in files {
         fs::write(scratch.path().join(name), text)?;
     }
@@ -48,8 +40,7 @@ pub fn replace(out: &Path, files: &[(String, String)]) -> io::Result<()> {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if is_output(name) && !files.iter().any(|(n, _)| n == name) && entry.file_type()?.is_file()
-        {
+        if is_output(name) && !files.iter().any(|(n, _)| n == name) && entry.file_type()?.is_file() {
             fs::remove_file(entry.path())?;
         }
     }
@@ -70,28 +61,14 @@ mod tests {
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("repos.inference.yaml"), "old").unwrap();
         fs::write(out.join("notes.md"), "mine").unwrap();
-        replace(
-            &out,
-            &[
-                ("choices.txt".into(), "a\n".into()),
-                ("repos.agent-toolkit.yaml".into(), "b".into()),
-            ],
-        )
-        .unwrap();
-        let mut names: Vec<String> = fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        replace(&out, &[("choices.txt".into(), "a\n".into()), ("repos.agent-toolkit.yaml".into(), "b".into())]).unwrap();
+        let mut names: Vec<String> =
+            fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         names.sort();
-        assert_eq!(
-            names,
-            ["choices.txt", "notes.md", "repos.agent-toolkit.yaml"]
-        );
+        assert_eq!(names, ["choices.txt", "notes.md", "repos.agent-toolkit.yaml"]);
         clear(&out).unwrap();
-        let names: Vec<String> = fs::read_dir(&out)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let names: Vec<String> =
+            fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         assert_eq!(names, ["notes.md"]);
         clear(&dir.path().join("missing")).unwrap();
     }
