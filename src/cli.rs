@@ -58,6 +58,16 @@ pub enum Command {
     Bastion(crate::bastion::BastionCommand),
     /// Decide (and with --apply, apply) the k3s/k3d patches to an EAS git clone
     Overlay(OverlayArgs),
+    /// Gather the facts document (eas-facts/v1) from the cluster; read-only
+    Facts(crate::gather::FactsArgs),
+    /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
+    Up(Box<crate::up::UpArgs>),
+    /// Remove what `eas up` installed, and nothing else
+    Down(crate::up::down::DownArgs),
+    /// Check device resources and the model servers against the cluster
+    Verify(crate::up::VerifyArgs),
+    /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
+    Doctor,
 }
 
 #[derive(Args, Debug, Clone)]

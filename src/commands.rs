@@ -9,6 +9,11 @@ pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
     match cli.command {
         Command::Config(args) => crate::config::command(&args, shell),
         Command::Overlay(args) => crate::overlay::command(&args, shell),
+        Command::Facts(args) => crate::gather::command(&args, &cli.global, shell),
+        Command::Up(args) => crate::up::command(&args, &cli.global, shell),
+        Command::Down(args) => crate::up::down::command(&args, &cli.global, shell),
+        Command::Verify(args) => crate::up::verify_command(&args, &cli.global, shell),
+        Command::Doctor => crate::up::doctor::command(&cli.global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)

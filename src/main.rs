@@ -7,21 +7,17 @@ mod commands;
 mod config;
 mod error;
 mod facts;
-#[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
+mod gather;
 mod installer;
 mod output;
 mod overlay;
 mod pins;
-#[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
 mod pipeline;
-#[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
 mod prepare;
 mod sources;
-#[cfg_attr(not(test), allow(dead_code))] // wired into `eas up` by the lead
 mod state;
-#[allow(dead_code)] // used by `eas up`
 mod trees;
-#[allow(dead_code)] // wired into `eas verify` and `eas up` with the kube client
+mod up;
 mod verify;
 
 use clap::Parser;

@@ -15,8 +15,6 @@ pub enum TreeError {
     Git { args: String, msg: String },
     #[error("{repo}: the pinned commit {sha} is not in {source_desc}")]
     Missing { repo: String, sha: String, source_desc: String },
-    #[error("{repo}: {sha} is ambiguous or not a commit in {source_desc}")]
-    NotCommit { repo: String, sha: String, source_desc: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

@@ -50,6 +50,7 @@ impl Snapshot {
         }
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty() && self.helm_releases.is_empty() && self.crds.is_empty()
     }
@@ -175,7 +176,12 @@ pub fn threat(object: &Object) -> Option<Threat> {
             .helm_releases
             .iter()
             .find(|r| r.name == rel.name && r.namespace.as_ref().is_none_or(|ns| *ns == rel.namespace))
-            .map(|r| Threat { by: r.by.clone(), certain: r.certain, source: r.source.clone(), component: r.component.clone() }),
+            .map(|r| Threat {
+                by: r.by.clone(),
+                certain: r.certain,
+                source: r.source.clone(),
+                component: r.component.clone(),
+            }),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
@@ -191,6 +197,8 @@ pub struct Threat {
     /// False when the teardown was not read and the threat is inferred from what install creates.
     pub certain: bool,
     pub source: String,
+    /// The installer component whose teardown deletes the object, to `--skip` it.
+    pub component: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

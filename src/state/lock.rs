@@ -213,10 +213,12 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub fn holder(&self) -> &Holder {
         &self.holder
     }

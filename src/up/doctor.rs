@@ -69,7 +69,8 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
                         n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))
                     });
                     let k3s = k3s.count();
-                    let k3d = list.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|x| x.starts_with("k3d-")));
+                    let k3d =
+                        list.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|x| x.starts_with("k3d-")));
                     line(
                         k3s == list.items.len() && k3s > 0,
                         "k3s",

@@ -67,7 +67,10 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
     let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let Some(mut state) = State::load(&sd.state_file())? else {
-        shell.phase("down", format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display()));
+        shell.phase(
+            "down",
+            format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display()),
+        );
         if args.purge && sd.dir().exists() {
             std::fs::remove_dir_all(sd.dir()).map_err(|e| Failure::step("down", e))?;
         }
@@ -121,8 +124,7 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
         let mut sink = Quiet(Vec::new());
         let outcome = DockerRunner::new(docker.clone()).run(&spec, &mut sink, &interrupt).await;
         let redactor = super::install::redactor();
-        let text: String =
-            String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
+        let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
         let _ = std::fs::write(&log_path, &text);
         match outcome.map_err(|e| Failure::step("teardown", e))? {
             RunOutcome::Exited(0) => {}
@@ -197,7 +199,8 @@ async fn helm_uninstall(
     namespace: &str,
     name: &str,
 ) -> Result<(), String> {
-    let prepared = bastion::prepare(docker, image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
+    let prepared =
+        bastion::prepare(docker, image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
     let env = |n: &str| std::env::var(n).ok();
     let kube = KubeSource::from_global(global, &env).map_err(|e| e.to_string())?;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];

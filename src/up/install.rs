@@ -2,6 +2,7 @@
 //! installer itself, its output streamed to the run's log (secrets masked) and read for progress
 //! and for the bring-your-own-cluster line that must come before anything acts.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -79,7 +80,9 @@ impl InstallSink {
         }
         match event {
             Event::Play(p) if self.plain && !self.quiet => eprintln!("    play: {p}"),
-            Event::Byo { kubeconfig } if self.plain && !self.quiet => eprintln!("    bring-your-own cluster: {kubeconfig}"),
+            Event::Byo { kubeconfig } if self.plain && !self.quiet => {
+                eprintln!("    bring-your-own cluster: {kubeconfig}")
+            }
             Event::Failed { .. } if !self.quiet => eprintln!("    {line}"),
             _ => {}
         }
@@ -125,8 +128,9 @@ async fn run_installer(
         .open(log_path)
         .map_err(|e| Failure::step("log", format!("{}: {e}", log_path.display())))?;
     let stop = CancellationToken::new();
-    let run_int = Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
-    let bar = ctx.shell.spinner(format!("{}", shell_line(argv)));
+    let run_int =
+        Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
+    let bar = ctx.shell.spinner(shell_line(argv));
     let mut sink = InstallSink {
         log,
         redactor: redactor(),
@@ -199,12 +203,12 @@ pub async fn prepare_and_install(
     sd: &StateDir,
     files: &[(String, String)],
     decision: &config::Decision,
-    layer: &str,
-    env: &str,
-    install_argv: &[String],
+    inputs: &BTreeMap<PhaseId, String>,
     args: &UpArgs,
     save: &dyn Fn(&State) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
+    let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
+    let install_argv = state.installer_command.clone();
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| Failure::step("log", format!("{}: {e}", logs.display())))?;
     let log_path = logs.join(format!("up-{}.log", now().replace(':', "")));
@@ -214,8 +218,9 @@ pub async fn prepare_and_install(
     let next_up = format!("fix the cause, then `{}`", inv.up());
 
     // Prepare: the layer manifest first (init clones what it names), then init, then the edits.
-    state.begin(PhaseId::Prepare, None, &now());
+    state.begin(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), &now());
     save(state)?;
+    crate::installer::command::detect_grammar_in(ctx.tree)?;
     let manifest = ctx.tree.join("configs/repos").join(render::repos_file(layer));
     let step = |e: std::io::Error, what: &Path| Failure::step("prepare", format!("{}: {e}", what.display()));
     std::fs::create_dir_all(manifest.parent().expect("has parent")).map_err(|e| step(e, &manifest))?;
@@ -244,7 +249,9 @@ pub async fn prepare_and_install(
             let edited = apply_models_edit(&text, &edit)?;
             std::fs::write(&models_path, edited).map_err(|e| step(e, &models_path))?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && decision.model_edits.is_empty() && !decision.require_amx => {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound && decision.model_edits.is_empty() && !decision.require_amx =>
+        {
             ctx.shell.warn(format!("{} was not seeded by init; the catalog defaults apply", models_path.display()));
         }
         Err(e) => return Err(step(e, &models_path)),
@@ -255,10 +262,10 @@ pub async fn prepare_and_install(
     save(state)?;
 
     // Install.
-    state.begin(PhaseId::Install, None, &now());
+    state.begin(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), &now());
     save(state)?;
-    ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));
-    let result = run_installer(ctx, install_argv, &log_path, Duration::from_secs(args.install_timeout), true).await;
+    ctx.shell.phase("install", format!("{} (log: {})", shell_line(&install_argv), log_path.display()));
+    let result = run_installer(ctx, &install_argv, &log_path, Duration::from_secs(args.install_timeout), true).await;
     let (outcome, tail) = match result {
         Ok(v) => v,
         Err(f) => {

@@ -3,9 +3,11 @@
 //! before the first phase that writes, printing the plan.
 
 pub mod cluster;
+pub mod doctor;
 pub mod down;
 pub mod install;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,14 +21,15 @@ use crate::facts::Facts;
 use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
-use crate::pins::{Pin, Pins, Trees};
+use crate::pins::{Pin, Trees};
 use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
 use crate::state::journal::{PinsRecord, RunInfo, State, Status};
 use crate::state::ledger::Ledger;
-use crate::state::resume::{Invocation, next_for};
+use crate::state::resume::{Invocation, next_for, plan_resume};
 use crate::state::{StateDir, lock};
 use crate::trees::{self, Origin};
 use crate::verify;
+use install::redactor;
 
 /// Every cluster API call's deadline (a list, a get, a delete).
 pub const CALL: Duration = Duration::from_secs(30);
@@ -176,14 +179,24 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
 
 fn resolve_trees(t: &Trees, repos: &RepoArgs) -> Result<Resolved, String> {
     let cache = trees::cache_dir();
-    let one = |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), &cache).map_err(|e| e.to_string());
-    Ok(Resolved { eas: one(&t.eas, &repos.eas_repo)?, ei: one(&t.ei, &repos.ei_repo)?, eat: one(&t.eat, &repos.eat_repo)? })
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), &cache).map_err(|e| e.to_string())
+    };
+    Ok(Resolved {
+        eas: one(&t.eas, &repos.eas_repo)?,
+        ei: one(&t.ei, &repos.ei_repo)?,
+        eat: one(&t.eat, &repos.eat_repo)?,
+    })
 }
 
 /// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them.
 fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<(), String> {
     let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
     trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
+    let head = trees::head(dir).map_err(|e| e.to_string())?;
+    if head != res.eas.sha {
+        return Err(format!("the work tree {} is at {head}, not the pinned {}", dir.display(), res.eas.sha));
+    }
     for row in &config::data::layers().layers[layer] {
         let (r, p) = match row.pin.as_str() {
             "ei" => (&res.ei, &t.ei),
@@ -233,9 +246,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = bastion::image::connect()
-        .await
-        .map_err(|e| Failure::step_next("preflight", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST"))?;
+    let docker = bastion::image::connect().await.map_err(|e| {
+        Failure::step_next("preflight", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST")
+    })?;
     trees::git(None, &["--version"], Duration::from_secs(10))
         .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
 
@@ -338,20 +351,26 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     state.begin(PhaseId::Config, Some(crate::state::hash_json(&plan.decisions)), &now());
     state.finish(PhaseId::Config, Status::Done, None, &now());
 
-    // 4. Overlay: decided on a work tree (a scratch one in a dry run), applied only for real.
+    // 4. Overlay: decided on a scratch work tree; a real run applies it to the run's own tree.
     let work = sd.work_dir().join("eas");
     let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
-    let tree_dir = if args.dry_run { scratch.path().join("eas") } else { work.clone() };
-    let overlay_plan = match &resolved {
-        Some(r) => {
-            make_work_tree(r, &tree_pins, &tree_dir, &layer).map_err(|e| Failure::step("trees", e))?;
-            let generated = crate::overlay::Generated::from_decision(&decision, &facts);
-            let op = crate::overlay::decide(&tree_dir, &r.eas.sha, Some(&generated))?;
-            plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
-            Some(op)
+    let generated = crate::overlay::Generated::from_decision(&decision, &facts);
+    if let Some(r) = &resolved {
+        let dir = scratch.path().join("eas");
+        make_work_tree(r, &tree_pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
+        let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
+        plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+        if op.stops().count() > 0 {
+            if args.dry_run {
+                print_plan(&plan, args.out.as_deref(), &files)?;
+            }
+            let f = Failure::OverlayStop(op.stop_lines());
+            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            save(&state)?;
+            return Err(f);
         }
-        None => None,
-    };
+    }
     state.overlay = plan.overlay.clone();
     let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
     let install = argv::install_argv(&layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
@@ -359,38 +378,53 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(&layer, &args.env)? },
         PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
     ];
-    state.installer_command = install.clone();
-
+    state.installer_command = redactor().redact_argv(&install);
     if args.dry_run {
-        if let Some(op) = &overlay_plan
-            && op.stops().count() > 0
-        {
-            print_plan(&plan, args.out.as_deref(), &files)?;
-            return Err(crate::overlay::stop_failure(op));
-        }
         print_plan(&plan, args.out.as_deref(), &files)?;
         return Ok(());
     }
-    let overlay_plan = overlay_plan.expect("trees resolve in a real run");
+    let resolved = resolved.expect("trees resolve in a real run");
     let prepared = prepared.expect("the image is prepared in a real run");
-    state.begin(PhaseId::Overlay, None, &now());
-    save(&state)?;
-    if let Err(f) = crate::overlay::apply(&overlay_plan) {
-        state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
-        state.exit_code = Some(f.exit_code());
-        save(&state)?;
-        return Err(f);
+
+    // Resume: the lasting phases are skipped when they finished with the same inputs.
+    let inputs = inputs_hashes(&state, &plan, &files, &install, &prepared.tag);
+    let resume = plan_resume(prev.as_ref(), &inputs);
+    let skipped = resume.skipped();
+    if let Some(p) = &prev {
+        state.carry_over(p, &skipped);
     }
-    state.finish(PhaseId::Overlay, Status::Done, None, &now());
+    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
+    if installed {
+        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+    } else {
+        state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
+        make_work_tree(&resolved, &tree_pins, &work, &layer).map_err(|e| Failure::step("trees", e))?;
+        state.finish(PhaseId::Trees, Status::Done, None, &now());
+        state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
+        save(&state)?;
+        let applied = crate::overlay::decide(&work, &resolved.eas.sha, Some(&generated))
+            .and_then(|op| crate::overlay::apply(&op).map(|_| ()));
+        if let Err(f) = applied {
+            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            save(&state)?;
+            return Err(f);
+        }
+        state.finish(PhaseId::Overlay, Status::Done, None, &now());
+    }
 
     // 5-6. Prepare and install in the bastion, the ledger around them.
     let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
-    let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
-    let result = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &layer, &args.env, &install, args, &save).await;
-    let after = cluster::snapshot(&target.client, CALL).await;
-    if let Ok(after) = &after {
-        state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, after);
-    }
+    let result = if installed {
+        Ok(())
+    } else {
+        let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
+        let r = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await;
+        if let Ok(after) = cluster::snapshot(&target.client, CALL).await {
+            state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, &after);
+        }
+        r
+    };
     if let Err(f) = result {
         state.exit_code = Some(f.exit_code());
         if matches!(f, Failure::Interrupted) {
@@ -407,7 +441,13 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     // 7. Verify.
     state.begin(PhaseId::Verify, None, &now());
     save(&state)?;
-    let exp = verify::Expect { devices: verify::checks::expected_devices(&facts), models: expected_models(&decision) };
+    let expected = Expected { devices: verify::checks::expected_devices(&facts), models: expected_models(&decision) };
+    crate::state::journal::write_atomic(
+        &sd.dir().join(EXPECTED_FILE),
+        serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
+    )
+    .map_err(|e| Failure::step("record", e))?;
+    let exp = verify::Expect { devices: expected.devices.clone(), models: expected.models.clone() };
     let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
     let verified = tokio::select! {
         r = verify::verify(&target.client, &exp, &t, shell) => r,
@@ -438,6 +478,32 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     save(&state)?;
     summary(&state, &decision, &sd, shell);
     Ok(())
+}
+
+/// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
+fn inputs_hashes(
+    state: &State,
+    plan: &Plan,
+    files: &[(String, String)],
+    install: &[String],
+    image: &str,
+) -> BTreeMap<PhaseId, String> {
+    use crate::state::inputs_hash;
+    let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let trees = inputs_hash(&shas);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&plan.overlay)]);
+    let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
+    let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
+    let mut inst = vec![prepare.clone(), image.to_string()];
+    inst.extend(install.iter().cloned());
+    [
+        (PhaseId::Trees, trees),
+        (PhaseId::Overlay, overlay),
+        (PhaseId::Prepare, prepare),
+        (PhaseId::Install, inputs_hash(&inst)),
+    ]
+    .into_iter()
+    .collect()
 }
 
 fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
@@ -479,7 +545,48 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
     shell.note(format!("  state: {}", sd.state_file().display()));
 }
 
-/// Loads pins for commands that only need the file.
-pub fn pins_for(select: &SelectArgs) -> Result<Pins, Failure> {
-    Ok(Pins::load(select.pins.as_deref())?)
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// How long to wait for the model servers, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub gather: GatherOptions,
+}
+
+/// What a run expects verification to find, kept beside its state.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Expected {
+    pub devices: std::collections::BTreeMap<String, String>,
+    pub models: Option<Vec<String>>,
+}
+
+pub const EXPECTED_FILE: &str = "expected.json";
+
+/// `eas verify`: what the recorded run expects, else every model server found and the devices
+/// the cluster's facts show now.
+pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let rt = runtime()?;
+    let result = rt.block_on(async {
+        let target = gather::target(global, CALL).await?;
+        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+        let sd = StateDir::new(&state_root(global)?, &key)?;
+        let recorded: Option<Expected> =
+            std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let exp = match recorded {
+            Some(e) => verify::Expect { devices: e.devices, models: e.models },
+            None => {
+                let facts = gather::collect(&target, &args.gather, CALL, shell).await?;
+                verify::Expect { devices: verify::checks::expected_devices(&facts), models: None }
+            }
+        };
+        let t = verify::Timeouts { models: Duration::from_secs(args.timeout), ..verify::Timeouts::default() };
+        let lines = verify::verify(&target.client, &exp, &t, shell).await?;
+        for l in lines {
+            println!("ok {l}");
+        }
+        Ok(())
+    });
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }

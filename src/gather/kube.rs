@@ -1,0 +1,525 @@
+//! Reading the cluster through the `kube` client: which cluster the kubeconfig names, and list
+//! calls that stream their pages (each item is parsed and handed on as it arrives, so memory
+//! stays flat however large the cluster), follow `continue` tokens, and each carry a timeout.
+
+use std::fmt;
+use std::io::BufReader;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::core::params::ListParams;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use tokio_util::compat::FuturesAsyncReadCompatExt;
+use tokio_util::io::SyncIoBridge;
+
+/// Items asked for per page. Kubernetes supports clusters of up to 5000 nodes, so every list
+/// of a supported cluster's nodes is one call; `continue` is still followed past that. Pages are
+/// parsed as a stream, so their size does not decide memory.
+pub const PAGE_LIMIT: u32 = 5000;
+
+/// The cluster a kubeconfig context names, ready to be read.
+pub struct Target {
+    pub context: String,
+    pub server: String,
+    pub client: kube::Client,
+}
+
+/// Why no cluster could be chosen: always bad input (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("kubeconfig {0} not found")]
+    Missing(PathBuf),
+    #[error("kubeconfig {path} cannot be read: {cause}")]
+    Unreadable { path: PathBuf, cause: String },
+    #[error("kubeconfig {path} is malformed: {cause}")]
+    Malformed { path: String, cause: String },
+    #[error("no kubeconfig: --kubeconfig not given, KUBECONFIG not set, and {0} does not exist")]
+    NoDefault(PathBuf),
+    #[error("context {name:?} not found in kubeconfig {path} (contexts: {available})")]
+    NoContext { name: String, path: String, available: String },
+    #[error("kubeconfig {0} sets no current-context")]
+    NoCurrentContext(String),
+    #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
+    Unusable { context: String, path: String, cause: String },
+}
+
+impl TargetError {
+    pub fn hint(&self) -> String {
+        match self {
+            TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {
+                "pass --kubeconfig PATH or set KUBECONFIG (k3d: `k3d kubeconfig write <cluster>`; k3s: /etc/rancher/k3s/k3s.yaml)"
+                    .into()
+            }
+            TargetError::Malformed { .. } | TargetError::Unusable { .. } => {
+                "check the file with `kubectl config view --kubeconfig <path>`".into()
+            }
+            TargetError::NoContext { .. } | TargetError::NoCurrentContext(_) => {
+                "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
+            }
+        }
+    }
+}
+
+/// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
+/// context, and builds a client whose every read gives up after `timeout`.
+pub async fn target(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    timeout: Duration,
+) -> Result<Target, TargetError> {
+    let (kc, path) = load(kubeconfig)?;
+    let name = match context {
+        Some(c) => c.to_string(),
+        None => {
+            kc.current_context.clone().filter(|c| !c.is_empty()).ok_or(TargetError::NoCurrentContext(path.clone()))?
+        }
+    };
+    let Some(ctx) = kc.contexts.iter().find(|c| c.name == name) else {
+        let mut names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        let available = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+        return Err(TargetError::NoContext { name, path, available });
+    };
+    let cluster_name = ctx.context.as_ref().map(|c| c.cluster.clone()).unwrap_or_default();
+    let server = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.clone())
+        .unwrap_or_default();
+    let options = KubeConfigOptions { context: Some(name.clone()), ..Default::default() };
+    let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| unusable(e.to_string()))?;
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    let client = kube::Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
+    Ok(Target { context: name, server, client })
+}
+
+fn load(explicit: Option<&Path>) -> Result<(Kubeconfig, String), TargetError> {
+    let read = |p: &Path| -> Result<Kubeconfig, TargetError> {
+        match std::fs::metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TargetError::Missing(p.to_path_buf()));
+            }
+            Err(e) => {
+                return Err(TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() });
+            }
+            Ok(_) => {}
+        }
+        Kubeconfig::read_from(p).map_err(|e| malformed(&p.display().to_string(), e))
+    };
+    if let Some(p) = explicit {
+        return Ok((read(p)?, p.display().to_string()));
+    }
+    if let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        let paths: Vec<PathBuf> = std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()).collect();
+        let shown = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
+        // Like kubectl: files in the list that do not exist are skipped, the rest merged in order.
+        let mut merged: Option<Kubeconfig> = None;
+        for p in paths.iter().filter(|p| p.exists()) {
+            let next = read(p)?;
+            merged = Some(match merged {
+                None => next,
+                Some(m) => m.merge(next).map_err(|e| malformed(&shown, e))?,
+            });
+        }
+        return merged.map(|m| (m, shown.clone())).ok_or_else(|| TargetError::Missing(PathBuf::from(shown)));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let default = home.join(".kube").join("config");
+    if !default.exists() {
+        return Err(TargetError::NoDefault(default));
+    }
+    Ok((read(&default)?, default.display().to_string()))
+}
+
+fn malformed(path: &str, e: KubeconfigError) -> TargetError {
+    let cause = match e {
+        KubeconfigError::ReadConfig(io, _) => io.to_string(),
+        other => other.to_string(),
+    };
+    TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
+}
+
+/// One read the gatherer makes, named the way the person reading an error thinks of it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub verb: &'static str,
+    pub resource: &'static str,
+    /// `None`: all namespaces (or a cluster-scoped resource).
+    pub namespace: Option<&'static str>,
+    pub path: String,
+    pub field_selector: Option<&'static str>,
+}
+
+impl Call {
+    pub fn list(resource: &'static str, group_version: &str, namespace: Option<&'static str>) -> Call {
+        let base = if group_version == "v1" { "/api/v1".to_string() } else { format!("/apis/{group_version}") };
+        let path = match namespace {
+            Some(ns) => format!("{base}/namespaces/{ns}/{resource}"),
+            None => format!("{base}/{resource}"),
+        };
+        Call { verb: "list", resource, namespace, path, field_selector: None }
+    }
+
+    pub fn with_field_selector(mut self, selector: &'static str) -> Call {
+        self.field_selector = Some(selector);
+        self
+    }
+}
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.verb, self.resource)?;
+        if let Some(s) = self.field_selector {
+            write!(f, " ({s})")?;
+        }
+        match self.namespace {
+            Some(ns) => write!(f, " in namespace {ns}"),
+            None if matches!(self.resource, "nodes" | "namespaces" | "version") => Ok(()),
+            None => write!(f, " in all namespaces"),
+        }
+    }
+}
+
+/// Why a read failed at run time (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("cannot reach the Kubernetes API at {server} ({call}): {cause}")]
+    Unreachable { server: String, call: String, cause: String },
+    #[error("the API server at {server} rejected the credentials of context {context:?} (401 Unauthorized) on {call}")]
+    Unauthorized { server: String, context: String, call: String },
+    #[error("{call} was refused (403 Forbidden): {message}")]
+    Forbidden { call: String, message: String },
+    #[error("{call} got no complete answer from {server} within {secs} s")]
+    Timeout { server: String, call: String, secs: u64 },
+    #[error("{call} failed: {code} {message}")]
+    Status { call: String, code: u16, message: String },
+    #[error("{call}: the answer is not what the Kubernetes API sends: {cause}")]
+    Decode { call: String, cause: String },
+}
+
+impl ApiError {
+    pub fn next(&self) -> String {
+        match self {
+            ApiError::Unreachable { .. } => {
+                "check that the cluster is running (`k3d cluster list`, `systemctl status k3s`) and that --context names it".into()
+            }
+            ApiError::Unauthorized { context, .. } => format!(
+                "refresh the credentials of context {context} (k3d: `k3d kubeconfig merge <cluster>`; k3s: copy /etc/rancher/k3s/k3s.yaml again)"
+            ),
+            ApiError::Forbidden { .. } => {
+                "use a context allowed to list nodes, namespaces, daemonsets, deployments and secrets (eas facts only reads)".into()
+            }
+            ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
+            ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
+        }
+    }
+}
+
+/// A reader of one cluster: each call bounded by `timeout`, lists streamed.
+#[derive(Clone)]
+pub struct Reader {
+    pub client: kube::Client,
+    pub server: String,
+    pub context: String,
+    pub timeout: Duration,
+}
+
+impl Reader {
+    pub fn new(t: &Target, timeout: Duration) -> Reader {
+        Reader { client: t.client.clone(), server: t.server.clone(), context: t.context.clone(), timeout }
+    }
+
+    /// The API server's `gitVersion`.
+    pub async fn server_version(&self) -> Result<String, ApiError> {
+        let call =
+            Call { verb: "get", resource: "version", namespace: None, path: "/version".into(), field_selector: None };
+        let v = tokio::time::timeout(self.timeout, self.client.apiserver_version())
+            .await
+            .map_err(|_| self.timed_out(&call))?
+            .map_err(|e| self.classify(&call, e))?;
+        Ok(v.git_version)
+    }
+
+    /// Lists every item of `call`, page by page, pushing each into `sink` as it is parsed, and
+    /// returns the sink and the number of calls made (one below [`PAGE_LIMIT`] items).
+    pub async fn list<T, S>(&self, call: &Call, mut sink: S) -> Result<(S, u32), ApiError>
+    where
+        T: DeserializeOwned + Send + 'static,
+        S: Sink<T>,
+    {
+        let mut token: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let mut lp = ListParams::default().limit(PAGE_LIMIT);
+            if let Some(s) = call.field_selector {
+                lp = lp.fields(s);
+            }
+            lp.continue_token = token.take();
+            let request = kube::core::Request::new(call.path.clone())
+                .list(&lp)
+                .map_err(|e| ApiError::Decode { call: call.to_string(), cause: e.to_string() })?;
+            let page = async move {
+                let body = self.client.request_stream(request).await.map_err(|e| self.classify(call, e))?;
+                let bridge = SyncIoBridge::new(Box::pin(body.compat()));
+                tokio::task::spawn_blocking(move || {
+                    let meta = parse_list(BufReader::with_capacity(64 * 1024, bridge), &mut |item: T| sink.push(item));
+                    (meta, sink)
+                })
+                .await
+                .map_err(|e| ApiError::Decode { call: call.to_string(), cause: e.to_string() })
+            };
+            let (meta, returned) =
+                tokio::time::timeout(self.timeout, page).await.map_err(|_| self.timed_out(call))??;
+            sink = returned;
+            pages += 1;
+            let meta = meta.map_err(|e| {
+                let cause = chain(&e);
+                if e.is_io() && cause.contains("timed out") {
+                    self.timed_out(call)
+                } else if e.is_io() {
+                    ApiError::Unreachable { server: self.server.clone(), call: call.to_string(), cause }
+                } else {
+                    ApiError::Decode { call: call.to_string(), cause: e.to_string() }
+                }
+            })?;
+            match meta.continue_token.filter(|t| !t.is_empty()) {
+                Some(t) => token = Some(t),
+                None => return Ok((sink, pages)),
+            }
+        }
+    }
+
+    fn timed_out(&self, call: &Call) -> ApiError {
+        ApiError::Timeout { server: self.server.clone(), call: call.to_string(), secs: self.timeout.as_secs().max(1) }
+    }
+
+    fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
+        let call_s = call.to_string();
+        match e {
+            kube::Error::Api(status) => match status.code {
+                401 => {
+                    ApiError::Unauthorized { server: self.server.clone(), context: self.context.clone(), call: call_s }
+                }
+                403 => ApiError::Forbidden { call: call_s, message: status.message.clone() },
+                code => ApiError::Status { call: call_s, code, message: status_text(code, &status.message) },
+            },
+            kube::Error::SerdeError(e) => ApiError::Decode { call: call_s, cause: e.to_string() },
+            other => {
+                let cause = chain(&other);
+                if cause.contains("timed out") || cause.contains("deadline has elapsed") {
+                    return self.timed_out(call);
+                }
+                ApiError::Unreachable { server: self.server.clone(), call: call_s, cause }
+            }
+        }
+    }
+}
+
+fn status_text(code: u16, message: &str) -> String {
+    let reason = http_reason(code);
+    match (reason, message.trim()) {
+        (r, "") => r.to_string(),
+        ("", m) => m.to_string(),
+        (r, m) => format!("{r}: {m}"),
+    }
+}
+
+fn http_reason(code: u16) -> &'static str {
+    match code {
+        400 => "Bad Request",
+        404 => "Not Found",
+        410 => "Gone (the list changed while it was paged; re-run)",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+/// An error and its sources on one line, innermost last, without repeats.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+/// Where a list's items go as they are parsed.
+pub trait Sink<T>: Send + 'static {
+    fn push(&mut self, item: T);
+}
+
+impl<T: Send + 'static> Sink<T> for Vec<T> {
+    fn push(&mut self, item: T) {
+        Vec::push(self, item);
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ListMeta {
+    #[serde(rename = "continue", default)]
+    pub continue_token: Option<String>,
+}
+
+/// Parses a Kubernetes list document, calling `each` for every item as soon as it is read.
+pub fn parse_list<T, F, R>(reader: R, each: &mut F) -> Result<ListMeta, serde_json::Error>
+where
+    T: DeserializeOwned,
+    F: FnMut(T),
+    R: std::io::Read,
+{
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let meta = ListSeed { each, item: PhantomData }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(meta)
+}
+
+struct ListSeed<'a, T, F> {
+    each: &'a mut F,
+    item: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned, F: FnMut(T)> DeserializeSeed<'de> for ListSeed<'_, T, F> {
+    type Value = ListMeta;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ListMeta, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned, F: FnMut(T)> Visitor<'de> for ListSeed<'_, T, F> {
+    type Value = ListMeta;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kubernetes list object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+        let mut meta = ListMeta::default();
+        let mut kind: Option<String> = None;
+        let mut items = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "metadata" => meta = map.next_value()?,
+                "items" => {
+                    map.next_value_seed(ItemsSeed { each: &mut *self.each, item: PhantomData })?;
+                    items = true;
+                }
+                "kind" => kind = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !items && kind.as_deref().is_some_and(|k| !k.ends_with("List")) {
+            return Err(serde::de::Error::custom(format!("expected a list, found a {}", kind.unwrap_or_default())));
+        }
+        Ok(meta)
+    }
+}
+
+struct ItemsSeed<'a, T, F> {
+    each: &'a mut F,
+    item: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned, F: FnMut(T)> DeserializeSeed<'de> for ItemsSeed<'_, T, F> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: DeserializeOwned, F: FnMut(T)> Visitor<'de> for ItemsSeed<'_, T, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of items")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<T>()? {
+            (self.each)(item);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Named {
+        metadata: Meta,
+    }
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Meta {
+        name: String,
+    }
+
+    fn names(doc: &str) -> (Vec<String>, Result<ListMeta, serde_json::Error>) {
+        let mut out = Vec::new();
+        let meta = parse_list(doc.as_bytes(), &mut |n: Named| out.push(n.metadata.name));
+        (out, meta)
+    }
+
+    #[test]
+    fn items_stream_in_order_and_continue_is_read_wherever_it_appears() {
+        let (n, meta) = names(
+            r#"{"kind":"NodeList","apiVersion":"v1","items":[{"metadata":{"name":"a"}},{"metadata":{"name":"b"}}],
+                "metadata":{"resourceVersion":"9","continue":"tok","remainingItemCount":3}}"#,
+        );
+        assert_eq!(n, ["a", "b"]);
+        assert_eq!(meta.unwrap().continue_token.as_deref(), Some("tok"));
+    }
+
+    #[test]
+    fn empty_and_null_items() {
+        let (n, meta) = names(r#"{"kind":"SecretList","metadata":{},"items":null}"#);
+        assert!(n.is_empty());
+        assert!(meta.unwrap().continue_token.is_none());
+        let (n, _) = names(r#"{"kind":"SecretList","metadata":{},"items":[]}"#);
+        assert!(n.is_empty());
+    }
+
+    #[test]
+    fn a_status_or_garbage_is_not_a_list() {
+        let (_, meta) = names(r#"{"kind":"Status","status":"Failure","code":500}"#);
+        assert!(meta.unwrap_err().to_string().contains("expected a list"));
+        let (_, meta) = names(r#"{"kind":"NodeList","items":[{"metadata":{"name":"a"}}"#);
+        assert!(meta.is_err());
+        let (_, meta) = names(r#"{"kind":"NodeList","items":[]} trailing"#);
+        assert!(meta.is_err());
+    }
+
+    #[test]
+    fn calls_name_themselves_for_people() {
+        assert_eq!(Call::list("nodes", "v1", None).to_string(), "list nodes");
+        assert_eq!(Call::list("nodes", "v1", None).path, "/api/v1/nodes");
+        let c = Call::list("secrets", "v1", None).with_field_selector("type=helm.sh/release.v1");
+        assert_eq!(c.to_string(), "list secrets (type=helm.sh/release.v1) in all namespaces");
+        let d = Call::list("deployments", "apps/v1", Some("agent-sandbox"));
+        assert_eq!(d.path, "/apis/apps/v1/namespaces/agent-sandbox/deployments");
+        assert_eq!(d.to_string(), "list deployments in namespace agent-sandbox");
+    }
+}

@@ -1,0 +1,369 @@
+//! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only.
+//!
+//! The API side is a fixed set of list calls made at once (version, nodes, namespaces,
+//! DaemonSets, Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces),
+//! whatever the cluster's size; the node side reads each node's containerd config from the
+//! k3d node container (Docker API), this host, or a file the operator supplies.
+
+pub mod containerd;
+pub mod docker;
+pub mod helm;
+pub mod kube;
+pub mod nodes;
+pub mod objects;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::Global;
+use crate::error::Failure;
+use crate::facts::{self, Facts};
+use crate::output::Shell;
+
+use self::docker::{Bollard, Engine};
+use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
+use self::nodes::{DockerState, Host, Operator, Supplied};
+use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+
+#[derive(Args, Debug, Clone)]
+pub struct FactsArgs {
+    /// Write the facts document to FILE instead of stdout
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
+    /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
+    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    pub containerd_config: Vec<String>,
+    /// Whether a node's NRI socket exists, for a node given with --containerd-config
+    /// [default: whether that config enables NRI]. Repeatable
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    pub nri_socket: Vec<String>,
+    /// Seconds each API or Docker call may take
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub request_timeout: u64,
+}
+
+/// Docker answers locally or not at all; a hung engine must not hold up the API side.
+const DOCKER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+enum GatherError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("{0}")]
+    Operator(String),
+}
+
+impl From<GatherError> for Failure {
+    fn from(e: GatherError) -> Self {
+        match e {
+            GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
+            GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            GatherError::Operator(cause) => Failure::bad_input(
+                cause,
+                "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
+            ),
+        }
+    }
+}
+
+pub fn command(args: &FactsArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let operator = operator(args).map_err(GatherError::Operator)?;
+    let timeout = Duration::from_secs(args.request_timeout.max(1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::step("facts", format!("cannot start the async runtime: {e}")))?;
+    let result = runtime.block_on(async {
+        let target = kube::target(global.kubeconfig.as_deref(), global.context.as_deref(), timeout).await?;
+        shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
+        gather(&target, &operator, timeout).await
+    });
+    // A read abandoned at its timeout may still hold a blocking thread; do not wait for it.
+    runtime.shutdown_background();
+    let gathered = result?;
+    for w in &gathered.warnings {
+        shell.warn(w);
+    }
+    let f = &gathered.facts;
+    let with_containerd = f.nodes.iter().filter(|n| n.containerd.is_some()).count();
+    shell.phase(
+        "facts",
+        format!(
+            "{} nodes ({with_containerd} with containerd facts), {} DaemonSets, {} Helm releases, {} namespaces; {} API calls",
+            f.nodes.len(),
+            f.daemonsets.len(),
+            f.helm_releases.len(),
+            f.namespaces.len(),
+            gathered.api_calls
+        ),
+    );
+    let text = format!("{}\n", serde_json::to_string_pretty(f).expect("facts serialise"));
+    match &args.out {
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(|e| Failure::step("facts", format!("cannot write to stdout: {e}")))?;
+        }
+        Some(path) => {
+            write_atomically(path, &text).map_err(|e| {
+                Failure::step_next(
+                    "facts",
+                    format!("cannot write {}: {e}", path.display()),
+                    "check that --out names a writable file",
+                )
+            })?;
+            shell.note(format!("wrote {}", path.display()));
+        }
+    }
+    Ok(())
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new().prefix(".eas-facts-").tempfile_in(dir)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
+}
+
+/// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
+/// found before any call is made.
+fn operator(args: &FactsArgs) -> Result<Operator, String> {
+    let mut op = Operator::default();
+    for spec in &args.containerd_config {
+        let (node, file) = split_node(spec, "--containerd-config", "NODE=FILE")?;
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("--containerd-config {node}={file}: cannot read {file}: {e}"))?;
+        let config = containerd::parse(&text)
+            .map_err(|e| format!("--containerd-config {node}={file}: {file} is not a containerd config: {e}"))?;
+        if op.configs.insert(node.to_string(), Supplied { file: PathBuf::from(file), config }).is_some() {
+            return Err(format!("--containerd-config names node {node} twice"));
+        }
+    }
+    for spec in &args.nri_socket {
+        let (node, value) = split_node(spec, "--nri-socket", "NODE=present|absent")?;
+        let present = match value {
+            "present" => true,
+            "absent" => false,
+            other => {
+                return Err(format!("--nri-socket {node}={other}: say `present` or `absent`"));
+            }
+        };
+        if !op.configs.contains_key(node) && !op.configs.contains_key(nodes::ANY_NODE) {
+            return Err(format!(
+                "--nri-socket {node} needs --containerd-config {node}=FILE (eas reads the socket itself otherwise)"
+            ));
+        }
+        if op.nri_sockets.insert(node.to_string(), present).is_some() {
+            return Err(format!("--nri-socket names node {node} twice"));
+        }
+    }
+    Ok(op)
+}
+
+fn split_node<'a>(spec: &'a str, flag: &str, form: &str) -> Result<(&'a str, &'a str), String> {
+    match spec.split_once('=') {
+        Some((node, value)) if !node.is_empty() && !value.is_empty() => Ok((node, value)),
+        _ => Err(format!("{flag} {spec:?}: expected {form}")),
+    }
+}
+
+struct Gathered {
+    facts: Facts,
+    warnings: Vec<String>,
+    api_calls: u32,
+}
+
+/// Helm's storage Secrets, kept as the newest revision of each release while the list streams.
+impl Sink<SecretItem> for helm::Releases {
+    fn push(&mut self, item: SecretItem) {
+        if let Some(rev) = objects::helm_revision(item) {
+            self.offer(rev);
+        }
+    }
+}
+
+async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Result<Gathered, GatherError> {
+    let reader = Reader::new(target, timeout);
+    let nodes_call = Call::list("nodes", "v1", None);
+    let namespaces_call = Call::list("namespaces", "v1", None);
+    let daemonsets_call = Call::list("daemonsets", "apps/v1", None);
+    let secrets_call = Call::list("secrets", "v1", None).with_field_selector(HELM_SECRETS);
+    let [sandbox_a, sandbox_b] = objects::AGENT_SANDBOX_NAMESPACES;
+    let sandbox_calls =
+        [Call::list("deployments", "apps/v1", Some(sandbox_a)), Call::list("deployments", "apps/v1", Some(sandbox_b))];
+
+    let api = async {
+        tokio::try_join!(
+            reader.server_version(),
+            reader.list(&nodes_call, Vec::<NodeItem>::new()),
+            reader.list(&namespaces_call, Vec::<MetaItem>::new()),
+            reader.list(&daemonsets_call, Vec::<MetaItem>::new()),
+            reader.list(&secrets_call, helm::Releases::default()),
+            reader.list(&sandbox_calls[0], Vec::<DeploymentItem>::new()),
+            reader.list(&sandbox_calls[1], Vec::<DeploymentItem>::new()),
+        )
+    };
+    let (api, (engine, docker_state)) = tokio::join!(api, probe_docker(timeout.min(DOCKER_TIMEOUT)));
+    let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
+    let api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
+
+    let mut warnings = Vec::new();
+    let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let unknown = operator.unknown_nodes(&nodes);
+    if !unknown.is_empty() {
+        let have: Vec<&str> = nodes.iter().take(10).map(|n| n.name.as_str()).collect();
+        return Err(GatherError::Operator(format!(
+            "the cluster has no node {} (nodes: {}{})",
+            unknown.join(", "),
+            have.join(", "),
+            if nodes.len() > have.len() { ", …" } else { "" }
+        )));
+    }
+    let host = Host::detect();
+    let located = nodes::locate(&nodes, operator, &docker_state, &host);
+    warnings.extend(located.warnings);
+    warnings.extend(nodes::read_all(&mut nodes, &located.sources, operator, engine.as_ref(), &host).await);
+
+    let mut daemonsets: Vec<facts::DaemonSet> = daemonsets.0.into_iter().map(objects::daemonset).collect();
+    objects::sort_daemonsets(&mut daemonsets);
+    let mut namespaces: Vec<String> = namespaces.0.into_iter().map(|n| n.metadata.name).collect();
+    namespaces.sort();
+    let (helm_releases, helm_warnings) = releases.0.decode();
+    warnings.extend(helm_warnings);
+    let deployments: Vec<DeploymentItem> = sandbox_a.0.into_iter().chain(sandbox_b.0).collect();
+    let (agent_sandbox, sandbox_warning) = objects::agent_sandbox(&deployments);
+    warnings.extend(sandbox_warning);
+
+    let facts = Facts {
+        schema: facts::SCHEMA.to_string(),
+        gathered_at: chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        cluster: facts::Cluster { context: target.context.clone(), k3d_cluster: located.k3d_cluster, server_version },
+        docker: located.docker,
+        nodes,
+        daemonsets,
+        helm_releases,
+        namespaces,
+        agent_sandbox,
+        fit: None,
+    };
+    Ok(Gathered { facts, warnings, api_calls })
+}
+
+/// The field selector that keeps the Secrets list to Helm's storage Secrets.
+const HELM_SECRETS: &str = "type=helm.sh/release.v1";
+
+async fn probe_docker(timeout: Duration) -> (Option<Bollard>, DockerState) {
+    match Bollard::connect(timeout).await {
+        Err(e) => (None, DockerState::Unreachable(e)),
+        Ok(engine) => {
+            let (rootless, containers) = tokio::join!(engine.rootless(), engine.k3d_containers());
+            let addr = engine.addr().to_string();
+            (Some(engine), DockerState::Reachable { addr, rootless, containers })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(configs: &[&str], sockets: &[&str]) -> FactsArgs {
+        FactsArgs {
+            out: None,
+            containerd_config: configs.iter().map(|s| s.to_string()).collect(),
+            nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
+            request_timeout: 30,
+        }
+    }
+
+    #[test]
+    fn operator_flags_are_checked_before_any_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("config.toml");
+        std::fs::write(&good, "version = 3\n").unwrap();
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[plugins\n").unwrap();
+        let g = good.display().to_string();
+        let b = bad.display().to_string();
+
+        let op = operator(&args(&[&format!("n1={g}")], &["n1=absent"])).unwrap();
+        assert_eq!(op.nri_sockets.get("n1"), Some(&false));
+        assert!(operator(&args(&[&format!("*={g}")], &["n2=present"])).is_ok(), "`*` covers every node");
+
+        let cases: [(Vec<String>, Vec<&str>, &str); 6] = [
+            (vec!["n1".into()], vec![], "expected NODE=FILE"),
+            (vec![format!("n1={}", dir.path().join("missing").display())], vec![], "cannot read"),
+            (vec![format!("n1={b}")], vec![], "is not a containerd config"),
+            (vec![format!("n1={g}"), format!("n1={g}")], vec![], "twice"),
+            (vec![format!("n1={g}")], vec!["n1=maybe"], "`present` or `absent`"),
+            (vec![], vec!["n1=present"], "needs --containerd-config n1=FILE"),
+        ];
+        for (configs, sockets, want) in cases {
+            let c: Vec<&str> = configs.iter().map(String::as_str).collect();
+            let err = operator(&args(&c, &sockets)).unwrap_err();
+            assert!(err.contains(want), "{configs:?} {sockets:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn out_is_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("facts.json");
+        std::fs::write(&out, "old").unwrap();
+        write_atomically(&out, "new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new\n");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
+    }
+}
+
+/// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct GatherOptions {
+    /// A node's containerd config.toml, for a node eas cannot read (repeatable)
+    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    pub containerd_config: Vec<String>,
+    /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    pub nri_socket: Vec<String>,
+}
+
+/// The cluster the global flags name.
+pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
+    Ok(kube::target(global.kubeconfig.as_deref(), global.context.as_deref(), timeout)
+        .await
+        .map_err(GatherError::from)?)
+}
+
+/// Gathers the facts document, printing the gatherer's warnings.
+pub async fn collect(
+    target: &Target,
+    opts: &GatherOptions,
+    timeout: Duration,
+    shell: &Shell,
+) -> Result<Facts, Failure> {
+    let args = FactsArgs {
+        out: None,
+        containerd_config: opts.containerd_config.clone(),
+        nri_socket: opts.nri_socket.clone(),
+        request_timeout: timeout.as_secs(),
+    };
+    let op = operator(&args).map_err(GatherError::Operator)?;
+    let gathered = gather(target, &op, timeout).await?;
+    for w in &gathered.warnings {
+        shell.warn(w);
+    }
+    Ok(gathered.facts)
+}
