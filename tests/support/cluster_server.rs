@@ -124,6 +124,7 @@ struct State {
     faults: Vec<Injection>,
     resource_version: u64,
     token: Option<String>,
+    max_page: Option<usize>,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -137,11 +138,14 @@ pub struct Options {
     pub require_token: bool,
     /// 0: any free port.
     pub port: u16,
+    /// Pages no longer than this, whatever `limit` asks (an API server may return fewer items
+    /// than asked, with a `continue` token).
+    pub max_page: Option<usize>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { context: None, token: "recorded-cluster-token".into(), require_token: true, port: 0 }
+        Options { context: None, token: "recorded-cluster-token".into(), require_token: true, port: 0, max_page: None }
     }
 }
 
@@ -183,6 +187,7 @@ impl ClusterServer {
             faults: Vec::new(),
             resource_version: 1000,
             token: options.require_token.then(|| options.token.clone()),
+            max_page: options.max_page,
         }));
 
         let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
@@ -643,7 +648,13 @@ fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, Stri
         .filter(|v| labels.as_ref().is_none_or(|l| l.matches(v)))
         .filter(|v| fields.as_ref().is_none_or(|f| f.matches(v)))
         .collect();
-    let end = if limit == 0 { matching.len() } else { (start + limit).min(matching.len()) };
+    let page_size = match (limit, s.max_page) {
+        (0, None) => usize::MAX,
+        (0, Some(m)) => m,
+        (l, None) => l,
+        (l, Some(m)) => l.min(m),
+    };
+    let end = start.saturating_add(page_size).min(matching.len());
     let page = matching.get(start..end).unwrap_or(&[]);
     let mut meta = Map::new();
     meta.insert("resourceVersion".into(), json!(s.resource_version.to_string()));

@@ -7,6 +7,7 @@ pub mod cluster_server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[allow(unused_imports)]
 pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options};
 
 pub fn root() -> PathBuf {
