@@ -1,0 +1,65 @@
+//! Serves a recorded cluster outside the tests, for benchmarks and by hand:
+//!
+//!     cargo run --example cluster-server -- fixtures/clusters/scale-2000 [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]
+//!
+//! `--no-auth` serves requests without the kubeconfig's token too: kubectl sends no bearer token
+//! over plain HTTP.
+//!
+//! Prints `kubeconfig <path>` and `url <url>` on stdout once it answers, then serves until
+//! killed or until stdin closes. Every request is logged to stderr.
+
+#[path = "../tests/support/cluster_server.rs"]
+mod cluster_server;
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut fixture: Option<PathBuf> = None;
+    let mut options = cluster_server::Options::default();
+    let mut kubeconfig_out: Option<PathBuf> = None;
+    let mut quiet = false;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--port" => options.port = args.next().and_then(|p| p.parse().ok()).expect("--port N"),
+            "--kubeconfig-out" => kubeconfig_out = args.next().map(PathBuf::from),
+            "--quiet" => quiet = true,
+            "--no-auth" => options.require_token = false,
+            _ if fixture.is_none() => fixture = Some(PathBuf::from(a)),
+            other => panic!("unexpected argument {other}"),
+        }
+    }
+    let fixture = fixture.expect("usage: cluster-server FIXTURE_DIR [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]");
+    let server = cluster_server::ClusterServer::start_with(&fixture, options);
+    let kubeconfig = match &kubeconfig_out {
+        Some(p) => {
+            server.write_kubeconfig(p).expect("write the kubeconfig");
+            p.clone()
+        }
+        None => server.kubeconfig().to_path_buf(),
+    };
+    println!("kubeconfig {}", kubeconfig.display());
+    println!("url {}", server.url());
+    std::io::stdout().flush().expect("stdout");
+    // Serve until stdin closes (or the process is killed), logging requests as they come.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in std::io::stdin().lock().lines() {}
+        let _ = tx.send(());
+    });
+    let mut seen = 0;
+    loop {
+        let done = rx.recv_timeout(std::time::Duration::from_millis(200)).is_ok();
+        if !quiet {
+            let log = server.requests();
+            for r in &log[seen..] {
+                eprintln!("{} {}{}{}", r.method, r.path, if r.query.is_empty() { "" } else { "?" }, r.query);
+            }
+            seen = log.len();
+        }
+        if done {
+            return;
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `eas facts` against the recorded clusters (fixtures/clusters/, served by tests/support):
+//! every field as expected, only reads, a fixed number of calls, no Secret value in the output.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use support::*;
+
+fn gather(name: &str) -> (ClusterServer, std::process::Output) {
+    let server = ClusterServer::start(fixture(name));
+    let out = facts(&server, name, &[]);
+    assert!(out.status.success(), "{name}: eas facts failed:\n{}", text(&out.stderr));
+    (server, out)
+}
+
+/// Every recorded cluster but the 2000-node one, whose document is checked by its properties.
+const SMALL: [&str; 4] = ["k3d-gpu-desktop", "xeon-amx", "k3s-3node-eas", "eat1"];
+
+#[test]
+fn each_recorded_cluster_gives_its_expected_facts() {
+    for name in SMALL {
+        let (server, out) = gather(name);
+        let (facts, at) = stable_facts(&out.stdout);
+        assert!(
+            at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+            "{name}: gathered_at {at:?} is not an RFC 3339 UTC time"
+        );
+        let pretty = format!("{}\n", serde_json::to_string_pretty(&facts).unwrap());
+        golden(&fixture(name).join("expected/facts.json"), &pretty);
+        golden(&fixture(name).join("expected/facts.stderr"), &redact(&text(&out.stderr), &server));
+    }
+}
+
+#[test]
+fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
+    let mut seen = Vec::new();
+    for name in ["xeon-amx", "scale-2000"] {
+        let (server, out) = gather(name);
+        let (facts, _) = stable_facts(&out.stdout);
+        let log = server.requests();
+        let methods: BTreeSet<&str> = log.iter().map(|r| r.method.as_str()).collect();
+        assert_eq!(methods, BTreeSet::from(["GET"]), "{name}: only reads may reach the API");
+        assert!(!log.iter().any(|r| r.path.contains("/secrets/")), "{name}: no Secret is read one by one");
+        let secrets: Vec<&Logged> = log.iter().filter(|r| r.path.ends_with("/secrets")).collect();
+        assert_eq!(secrets.len(), 1, "{name}");
+        assert_eq!(secrets[0].param("fieldSelector").as_deref(), Some("type=helm.sh/release.v1"), "{name}");
+        let paths: BTreeSet<String> = log.iter().map(|r| r.path.clone()).collect();
+        seen.push((name, facts["nodes"].as_array().unwrap().len(), log.len(), paths));
+    }
+    let (small, big) = (&seen[0], &seen[1]);
+    assert_eq!((small.1, big.1), (1, 2000));
+    assert_eq!(small.2, big.2, "requests must not grow with nodes: {} for 1 node, {} for 2000", small.2, big.2);
+    assert_eq!(small.3, big.3);
+    assert_eq!(small.2, 7, "version, nodes, namespaces, daemonsets, secrets, 2 × deployments: {:?}", small.3);
+}
+
+#[test]
+fn no_secret_value_reaches_the_output() {
+    for name in CLUSTERS {
+        let (_server, out) = gather(name);
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(!all.contains("CANARY"), "{name}: a Secret's value reached the output");
+        let secrets: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture(name).join("secrets.json")).unwrap()).unwrap();
+        for s in secrets["items"].as_array().unwrap() {
+            for (key, value) in s["data"].as_object().unwrap() {
+                let v = value.as_str().unwrap();
+                assert!(!all.contains(v), "{name}: data {key} of Secret {} is in the output", s["metadata"]["name"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_2000_node_cluster_is_read_whole_in_one_page() {
+    let (server, out) = gather("scale-2000");
+    let (facts, _) = stable_facts(&out.stdout);
+    let nodes = facts["nodes"].as_array().unwrap();
+    let names: Vec<&str> = nodes.iter().map(|n| n["name"].as_str().unwrap()).collect();
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!((names.len(), unique.len()), (2000, 2000));
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "nodes are listed by name");
+    assert!(nodes.iter().all(|n| n["containerd"]["nri_socket"] == true), "the operator's '*' config covers every node");
+    assert_eq!(nodes[1999]["name"], "scale-server-2");
+    assert_eq!(nodes[1996]["annotations"]["k3s.io/internal-ip"], "10.101.7.204", "each clone has its own address");
+    let node_lists: Vec<Logged> = server.requests().into_iter().filter(|r| r.path == "/api/v1/nodes").collect();
+    assert_eq!(node_lists.len(), 1);
+    assert_eq!(node_lists[0].param("limit").as_deref(), Some("5000"));
+    assert_eq!(
+        facts["helm_releases"],
+        serde_json::json!([
+            {"namespace": "logging", "name": "fluent-bit", "chart": "fluent-bit-0.53.0", "status": "deployed"},
+            {"namespace": "monitoring", "name": "kube-prometheus-stack", "chart": "kube-prometheus-stack-77.6.1", "status": "deployed"},
+            {"namespace": "node-feature-discovery", "name": "node-feature-discovery", "chart": "node-feature-discovery-0.17.1", "status": "deployed"}
+        ])
+    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("2000 nodes (2000 with containerd facts)"), "{stderr}");
+}
+
+#[test]
+fn continue_tokens_are_followed_when_the_server_pages() {
+    let options = Options { max_page: Some(300), ..Options::default() };
+    let server = ClusterServer::start_with(fixture("scale-2000"), options);
+    let out = facts(&server, "scale-2000", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (paged, _) = stable_facts(&out.stdout);
+    let node_lists: Vec<Logged> = server.requests().into_iter().filter(|r| r.path == "/api/v1/nodes").collect();
+    assert_eq!(node_lists.len(), 7, "2000 nodes in pages of 300");
+    assert!(node_lists[0].param("continue").is_none());
+    assert!(node_lists[1..].iter().all(|r| r.param("continue").is_some()));
+
+    let whole = ClusterServer::start(fixture("scale-2000"));
+    let (unpaged, _) = stable_facts(&facts(&whole, "scale-2000", &[]).stdout);
+    assert_eq!(paged, unpaged, "page boundaries do not change the document");
+}
+
+#[test]
+fn out_writes_the_document_to_a_file_and_nothing_to_stdout() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("facts.json");
+    let out = facts(&server, "xeon-amx", &["--out", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let (from_file, _) = stable_facts(&std::fs::read(&path).unwrap());
+    let (from_stdout, _) = stable_facts(&facts(&server, "xeon-amx", &[]).stdout);
+    assert_eq!(from_file, from_stdout);
+    assert!(text(&out.stderr).contains(&format!("wrote {}", path.display())));
+}

@@ -1,0 +1,987 @@
+//! A recorded-cluster Kubernetes API server for tests: the objects of `fixtures/clusters/<name>/`
+//! served over plain HTTP on 127.0.0.1, reached through a generated kubeconfig (a token user).
+//!
+//! It answers what clients such as `kube` and `kubectl` ask of a real API server: `/version`,
+//! discovery, list (label and field selectors, `limit`/`continue` pagination) and get, in the
+//! JSON shapes the API uses (Status objects for errors; list items without kind/apiVersion).
+//! Writes (POST, PUT, PATCH as a JSON merge patch, DELETE) change the in-memory store and are
+//! served back, so a later end-to-end test can run an installer against it. Every request is
+//! logged (method, path, query), and faults are injected on demand: an error status, a slow
+//! answer, or a connection closed without an answer.
+//!
+//! A fixture directory holds `cluster.json` (the kubeconfig context name; optionally `scale`,
+//! which clones one node into many), `version.json`, and any number of `*.json` files, each a
+//! `kind: List` of objects or a single object, as `kubectl get -o json` writes them.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value, json};
+
+/// Where an object lives: the API group/version path, the resource, its namespace ("" for
+/// cluster-scoped objects) and its name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub group_version: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// One request as it reached the server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Logged {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+}
+
+impl Logged {
+    /// A query parameter, percent-decoded.
+    pub fn param(&self, key: &str) -> Option<String> {
+        parse_query(&self.query).remove(key)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Answer with this status code and a Status object carrying `message`.
+    Status(u16, String),
+    /// Wait this long, then answer normally.
+    Slow(Duration),
+    /// Close the connection without answering.
+    Reset,
+}
+
+struct Injection {
+    path_contains: Option<String>,
+    fault: Fault,
+    remaining: Option<u32>,
+}
+
+/// A served resource: its kind, where it lives in the API, and whether it is namespaced.
+pub struct Resource {
+    kind: &'static str,
+    group_version: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    short: &'static [&'static str],
+    /// Field selector labels the API server accepts beyond metadata.name/namespace.
+    fields: &'static [&'static str],
+}
+
+const RESOURCES: &[Resource] = &[
+    Resource { kind: "Node", group_version: "v1", plural: "nodes", namespaced: false, short: &["no"], fields: &["spec.unschedulable"] },
+    Resource { kind: "Namespace", group_version: "v1", plural: "namespaces", namespaced: false, short: &["ns"], fields: &["status.phase"] },
+    Resource { kind: "Secret", group_version: "v1", plural: "secrets", namespaced: true, short: &[], fields: &["type"] },
+    Resource { kind: "ConfigMap", group_version: "v1", plural: "configmaps", namespaced: true, short: &["cm"], fields: &[] },
+    Resource {
+        kind: "Pod",
+        group_version: "v1",
+        plural: "pods",
+        namespaced: true,
+        short: &["po"],
+        fields: &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"],
+    },
+    Resource { kind: "Service", group_version: "v1", plural: "services", namespaced: true, short: &["svc"], fields: &[] },
+    Resource { kind: "ServiceAccount", group_version: "v1", plural: "serviceaccounts", namespaced: true, short: &["sa"], fields: &[] },
+    Resource { kind: "Event", group_version: "v1", plural: "events", namespaced: true, short: &["ev"], fields: &[] },
+    Resource { kind: "DaemonSet", group_version: "apps/v1", plural: "daemonsets", namespaced: true, short: &["ds"], fields: &[] },
+    Resource { kind: "Deployment", group_version: "apps/v1", plural: "deployments", namespaced: true, short: &["deploy"], fields: &[] },
+    Resource { kind: "StatefulSet", group_version: "apps/v1", plural: "statefulsets", namespaced: true, short: &["sts"], fields: &[] },
+    Resource { kind: "ReplicaSet", group_version: "apps/v1", plural: "replicasets", namespaced: true, short: &["rs"], fields: &[] },
+    Resource { kind: "Job", group_version: "batch/v1", plural: "jobs", namespaced: true, short: &[], fields: &[] },
+    Resource {
+        kind: "CustomResourceDefinition",
+        group_version: "apiextensions.k8s.io/v1",
+        plural: "customresourcedefinitions",
+        namespaced: false,
+        short: &["crd", "crds"],
+        fields: &[],
+    },
+];
+
+fn resource_by_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.kind == kind && r.group_version == api_version)
+}
+
+fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.plural == plural && r.group_version == group_version)
+}
+
+struct State {
+    objects: BTreeMap<ObjectKey, Value>,
+    version: Value,
+    log: Vec<Logged>,
+    faults: Vec<Injection>,
+    resource_version: u64,
+    token: Option<String>,
+    max_page: Option<usize>,
+}
+
+/// Options for [`ClusterServer::start_with`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The kubeconfig context name [default: `context` in cluster.json, else `recorded-<dir>`].
+    pub context: Option<String>,
+    /// The bearer token the kubeconfig carries.
+    pub token: String,
+    /// Whether requests without that token are refused (kubectl sends no token over plain HTTP).
+    pub require_token: bool,
+    /// 0: any free port.
+    pub port: u16,
+    /// Pages no longer than this, whatever `limit` asks (an API server may return fewer items
+    /// than asked, with a `continue` token).
+    pub max_page: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { context: None, token: "recorded-cluster-token".into(), require_token: true, port: 0, max_page: None }
+    }
+}
+
+pub struct ClusterServer {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    context: String,
+}
+
+impl ClusterServer {
+    pub fn start(fixture: impl AsRef<Path>) -> ClusterServer {
+        ClusterServer::start_with(fixture, Options::default())
+    }
+
+    pub fn start_with(fixture: impl AsRef<Path>, options: Options) -> ClusterServer {
+        let fixture = fixture.as_ref();
+        let meta: Value = read_json(&fixture.join("cluster.json")).unwrap_or_else(|| json!({}));
+        let context = options.context.clone().unwrap_or_else(|| {
+            meta.get("context").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| {
+                format!("recorded-{}", fixture.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
+            })
+        });
+        let version = read_json(&fixture.join("version.json")).unwrap_or_else(|| {
+            json!({"major": "1", "minor": "37", "gitVersion": "v1.37.1+k3s1", "gitCommit": "", "gitTreeState": "clean",
+                   "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"})
+        });
+        let mut objects = load_objects(fixture);
+        if let Some(scale) = meta.get("scale") {
+            expand(&mut objects, scale);
+        }
+        let state = Arc::new(Mutex::new(State {
+            objects,
+            version,
+            log: Vec::new(),
+            faults: Vec::new(),
+            resource_version: 1000,
+            token: options.require_token.then(|| options.token.clone()),
+            max_page: options.max_page,
+        }));
+
+        let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
+        listener.set_nonblocking(true).expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let served = state.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            rt.block_on(serve(listener, served, rx));
+            rt.shutdown_background();
+        });
+
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(&format!("http://{addr}"), &context, &options.token)).expect("write kubeconfig");
+        ClusterServer { addr, state, shutdown: Some(tx), thread: Some(thread), dir, kubeconfig, context }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    pub fn clear_requests(&self) {
+        self.state.lock().unwrap().log.clear();
+    }
+
+    /// Makes requests whose path contains `path_contains` (all, if `None`) fail with `fault`,
+    /// `times` times (always, if `None`). The first matching injection applies.
+    pub fn inject(&self, path_contains: Option<&str>, fault: Fault, times: Option<u32>) {
+        self.state.lock().unwrap().faults.push(Injection {
+            path_contains: path_contains.map(str::to_string),
+            fault,
+            remaining: times,
+        });
+    }
+
+    pub fn clear_faults(&self) {
+        self.state.lock().unwrap().faults.clear();
+    }
+
+    pub fn object(&self, key: &ObjectKey) -> Option<Value> {
+        self.state.lock().unwrap().objects.get(key).cloned()
+    }
+
+    /// The number of stored objects of one resource.
+    pub fn count(&self, group_version: &str, resource: &str) -> usize {
+        let s = self.state.lock().unwrap();
+        s.objects.keys().filter(|k| k.group_version == group_version && k.resource == resource).count()
+    }
+
+    /// Writes the generated kubeconfig elsewhere too (for tools run outside the test).
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::copy(&self.kubeconfig, path).map(|_| ())
+    }
+
+    pub fn temp_dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for ClusterServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn kubeconfig_text(server: &str, context: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {context}\n  cluster:\n    server: {server}\n\
+         contexts:\n- name: {context}\n  context:\n    cluster: {context}\n    user: {context}-reader\n\
+         current-context: {context}\nusers:\n- name: {context}-reader\n  user:\n    token: {token}\n"
+    )
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
+    let mut objects = BTreeMap::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| !matches!(p.file_name().and_then(|n| n.to_str()), Some("cluster.json" | "version.json")))
+        .collect();
+    files.sort();
+    for file in files {
+        let doc = read_json(&file).expect("readable");
+        let items: Vec<Value> = match doc.get("items") {
+            Some(Value::Array(items)) => {
+                // A typed list (`NodeList`) names its items' kind once; a `List` names each.
+                let list_kind = doc.get("kind").and_then(Value::as_str).unwrap_or("List");
+                let list_api = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
+                items
+                    .iter()
+                    .map(|item| {
+                        let mut item = item.clone();
+                        if list_kind != "List" {
+                            let obj = item.as_object_mut().expect("list items are objects");
+                            obj.entry("kind").or_insert_with(|| json!(list_kind.trim_end_matches("List")));
+                            obj.entry("apiVersion").or_insert_with(|| json!(list_api));
+                        }
+                        item
+                    })
+                    .collect()
+            }
+            _ => vec![doc],
+        };
+        for item in items {
+            let (key, _) = key_of(&item).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            objects.insert(key, item);
+        }
+    }
+    objects
+}
+
+fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
+    let api = obj.get("apiVersion").and_then(Value::as_str).ok_or("an object without apiVersion")?;
+    let kind = obj.get("kind").and_then(Value::as_str).ok_or("an object without kind")?;
+    let r = resource_by_kind(api, kind).ok_or_else(|| format!("{api} {kind} is not a resource this server knows"))?;
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).ok_or("an object without metadata.name")?;
+    let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    if r.namespaced && namespace.is_empty() {
+        return Err(format!("{kind} {name} has no namespace"));
+    }
+    Ok((
+        ObjectKey {
+            group_version: api.to_string(),
+            resource: r.plural.to_string(),
+            namespace: if r.namespaced { namespace.to_string() } else { String::new() },
+            name: name.to_string(),
+        },
+        r,
+    ))
+}
+
+/// Clones the `template` node `count - 1` times, rewriting its name, internal IP, pod CIDR and
+/// UID per copy, so a large cluster needs no large fixture.
+fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
+    let template = scale["template"].as_str().expect("scale.template");
+    let count = scale["count"].as_u64().expect("scale.count") as u32;
+    let ip_base: std::net::Ipv4Addr = scale["ip_base"].as_str().expect("scale.ip_base").parse().expect("an IPv4 address");
+    let cidr_first = scale["pod_cidr_first"].as_u64().unwrap_or(0) as u32;
+    let key = ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: template.into() };
+    let node = objects.get(&key).unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture")).clone();
+    let text = serde_json::to_string(&node).expect("serialise");
+    let prefix = template.trim_end_matches(|c: char| c.is_ascii_digit());
+    let digits = template.len() - prefix.len();
+    let uid = node.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
+    let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str).unwrap_or("").to_string();
+    let base = u32::from(ip_base);
+    for i in 1..count {
+        let name = format!("{prefix}{i:0digits$}");
+        let ip = std::net::Ipv4Addr::from(base + i).to_string();
+        let k = cidr_first + i;
+        let new_cidr = format!("10.{}.{}.0/24", k / 256, k % 256);
+        let new_uid = format!("{}{:012x}", &uid[..uid.len().saturating_sub(12)], i);
+        let copy = text
+            .replace(&format!("\"{template}\""), &format!("\"{name}\""))
+            .replace(&format!("k3s://{template}"), &format!("k3s://{name}"))
+            .replace(&format!("\"{ip_base}\""), &format!("\"{ip}\""))
+            .replace(&format!("\"{cidr}\""), &format!("\"{new_cidr}\""))
+            .replace(&uid, &new_uid);
+        let value: Value = serde_json::from_str(&copy).expect("copy parses");
+        objects.insert(ObjectKey { name, ..key.clone() }, value);
+    }
+}
+
+async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+    let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| handle(req, state.clone()));
+                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        }
+    }
+}
+
+/// The connection is closed without an answer when the handler fails.
+#[derive(Debug)]
+struct ResetConnection;
+
+impl std::fmt::Display for ResetConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("fault injected: connection reset")
+    }
+}
+
+impl std::error::Error for ResetConnection {}
+
+type Answer = Response<Full<Bytes>>;
+
+async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answer, ResetConnection> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    let authorized = match state.lock().unwrap().token.as_deref() {
+        None => true,
+        Some(token) => {
+            req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {token}"))
+        }
+    };
+    let fault = {
+        let mut s = state.lock().unwrap();
+        s.log.push(Logged { method: method.to_string(), path: path.clone(), query: query.clone() });
+        take_fault(&mut s.faults, &path)
+    };
+    match fault {
+        Some(Fault::Reset) => return Err(ResetConnection),
+        Some(Fault::Status(code, message)) => return Ok(status(code, &message, None)),
+        Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
+        None => {}
+    }
+    if !authorized {
+        return Ok(status(401, "Unauthorized", None));
+    }
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(ResetConnection),
+    };
+    let params = parse_query(&query);
+    let answer = route(&method, &path, &params, &body, &state);
+    Ok(answer)
+}
+
+fn take_fault(faults: &mut Vec<Injection>, path: &str) -> Option<Fault> {
+    let i = faults.iter().position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
+    let fault = faults[i].fault.clone();
+    if let Some(n) = &mut faults[i].remaining {
+        *n -= 1;
+        if *n == 0 {
+            faults.remove(i);
+        }
+    }
+    Some(fault)
+}
+
+fn respond(code: u16, body: Vec<u8>) -> Answer {
+    Response::builder()
+        .status(StatusCode::from_u16(code).expect("status code"))
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("response")
+}
+
+fn ok_json(v: &Value) -> Answer {
+    respond(200, serde_json::to_vec(v).expect("serialise"))
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "AlreadyExists",
+        410 => "Expired",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}
+
+fn status(code: u16, message: &str, details: Option<Value>) -> Answer {
+    let mut v = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                       "message": message, "reason": reason(code), "code": code});
+    if let Some(d) = details {
+        v["details"] = d;
+    }
+    respond(code, serde_json::to_vec(&v).expect("serialise"))
+}
+
+/// A parsed API path.
+enum Target<'a> {
+    Version,
+    Discovery(&'a str),
+    Collection { r: &'static Resource, namespace: String },
+    Object { r: &'static Resource, namespace: String, name: String, sub: Option<String> },
+}
+
+fn parse_path(path: &str) -> Result<Target<'_>, String> {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed == "/version" {
+        return Ok(Target::Version);
+    }
+    let segs: Vec<&str> = trimmed.trim_start_matches('/').split('/').collect();
+    let (gv, rest): (String, &[&str]) = match segs.as_slice() {
+        ["api"] | ["apis"] => return Ok(Target::Discovery(trimmed)),
+        ["api", "v1"] | ["apis", _, _] => return Ok(Target::Discovery(trimmed)),
+        ["api", "v1", rest @ ..] => ("v1".to_string(), rest),
+        ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
+        _ => return Err(format!("the server could not find the requested resource ({path})")),
+    };
+    let unknown = |p: &str| format!("the server could not find the requested resource ({gv} {p})");
+    if let ["namespaces", ns, plural, more @ ..] = rest
+        && let Some(r) = resource_by_plural(&gv, plural).filter(|r| r.namespaced)
+    {
+        return Ok(match more {
+            [] => Target::Collection { r, namespace: ns.to_string() },
+            [name] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: None },
+            [name, sub] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: Some(sub.to_string()) },
+            _ => return Err(unknown(plural)),
+        });
+    }
+    let [plural, more @ ..] = rest else { return Err(unknown("")) };
+    let r = resource_by_plural(&gv, plural).ok_or_else(|| unknown(plural))?;
+    match more {
+        [] => Ok(Target::Collection { r, namespace: String::new() }),
+        [name] if !r.namespaced => Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: None }),
+        [name, sub] if !r.namespaced => {
+            Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: Some(sub.to_string()) })
+        }
+        _ => Err(unknown(plural)),
+    }
+}
+
+fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &[u8], state: &Mutex<State>) -> Answer {
+    let target = match parse_path(path) {
+        Ok(t) => t,
+        Err(m) => return status(404, &m, None),
+    };
+    let mut s = state.lock().unwrap();
+    match (method, target) {
+        (&Method::GET, Target::Version) => ok_json(&s.version),
+        (&Method::GET, Target::Discovery(p)) => match discovery(p) {
+            Some(v) => ok_json(&v),
+            None => status(404, "the server could not find the requested resource", None),
+        },
+        (&Method::GET, Target::Collection { r, namespace }) => {
+            if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
+                return status(400, "watch is not supported by the recorded-cluster server", None);
+            }
+            list(&s, r, &namespace, params)
+        }
+        (&Method::GET, Target::Object { r, namespace, name, .. }) => match s.objects.get(&key(r, &namespace, &name)) {
+            Some(v) => ok_json(v),
+            None => not_found(r, &name),
+        },
+        (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
+        (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
+        (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
+        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => match s.objects.remove(&key(r, &namespace, &name)) {
+            Some(v) => ok_json(&v),
+            None => not_found(r, &name),
+        },
+        (m, _) => status(405, &format!("{m} is not supported on {path}"), None),
+    }
+}
+
+fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        group_version: r.group_version.to_string(),
+        resource: r.plural.to_string(),
+        namespace: if r.namespaced { namespace.to_string() } else { String::new() },
+        name: name.to_string(),
+    }
+}
+
+fn not_found(r: &Resource, name: &str) -> Answer {
+    status(
+        404,
+        &format!("{} \"{name}\" not found", r.plural),
+        Some(json!({"name": name, "group": r.group_version.split_once('/').map(|(g, _)| g).unwrap_or(""), "kind": r.plural})),
+    )
+}
+
+fn discovery(path: &str) -> Option<Value> {
+    let resources = |gv: &str| -> Vec<Value> {
+        RESOURCES
+            .iter()
+            .filter(|r| r.group_version == gv)
+            .map(|r| {
+                json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced, "kind": r.kind,
+                       "verbs": ["create", "delete", "get", "list", "patch", "update"], "shortNames": r.short})
+            })
+            .collect()
+    };
+    let mut groups: Vec<&str> = RESOURCES.iter().map(|r| r.group_version).filter(|gv| gv.contains('/')).collect();
+    groups.dedup();
+    match path {
+        "/api" => Some(json!({"kind": "APIVersions", "versions": ["v1"],
+                              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})),
+        "/apis" => Some(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.iter().map(|gv| {
+            let (g, v) = gv.split_once('/').expect("group/version");
+            json!({"name": g, "versions": [{"groupVersion": gv, "version": v}], "preferredVersion": {"groupVersion": gv, "version": v}})
+        }).collect::<Vec<_>>()})),
+        "/api/v1" => Some(json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources("v1")})),
+        p => {
+            let gv = p.strip_prefix("/apis/")?;
+            let list = resources(gv);
+            (!list.is_empty()).then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
+        }
+    }
+}
+
+/// Serves a list the way the API server does, writing items straight into the answer (without
+/// their kind and apiVersion) so a large list costs one copy.
+fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
+    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
+        Ok(l) => l,
+        Err(m) => return status(400, &m, None),
+    };
+    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
+        Ok(f) => f,
+        Err(m) => return status(400, &m, None),
+    };
+    let limit: usize = match params.get("limit").map(|l| l.parse::<usize>()) {
+        None => 0,
+        Some(Ok(l)) => l,
+        Some(Err(_)) => return status(400, "limit must be a non-negative integer", None),
+    };
+    let start: usize = match params.get("continue").filter(|c| !c.is_empty()) {
+        None => 0,
+        Some(token) => match decode_continue(token) {
+            Some(n) => n,
+            None => return status(400, "continue key is not valid", None),
+        },
+    };
+    let matching: Vec<&Value> = s
+        .objects
+        .iter()
+        .filter(|(k, _)| k.group_version == r.group_version && k.resource == r.plural)
+        .filter(|(k, _)| namespace.is_empty() || k.namespace == namespace)
+        .map(|(_, v)| v)
+        .filter(|v| labels.as_ref().is_none_or(|l| l.matches(v)))
+        .filter(|v| fields.as_ref().is_none_or(|f| f.matches(v)))
+        .collect();
+    let page_size = match (limit, s.max_page) {
+        (0, None) => usize::MAX,
+        (0, Some(m)) => m,
+        (l, None) => l,
+        (l, Some(m)) => l.min(m),
+    };
+    let end = start.saturating_add(page_size).min(matching.len());
+    let page = matching.get(start..end).unwrap_or(&[]);
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), json!(s.resource_version.to_string()));
+    if end < matching.len() {
+        meta.insert("continue".into(), json!(encode_continue(end)));
+        meta.insert("remainingItemCount".into(), json!(matching.len() - end));
+    }
+    let api_version = r.group_version;
+    let mut out = Vec::with_capacity(page.len() * 4096 + 256);
+    out.extend_from_slice(format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":", r.kind).as_bytes());
+    serde_json::to_writer(&mut out, &meta).expect("serialise");
+    out.extend_from_slice(b",\"items\":[");
+    for (i, item) in page.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, &WithoutTypeMeta(item)).expect("serialise");
+    }
+    out.extend_from_slice(b"]}");
+    respond(200, out)
+}
+
+struct WithoutTypeMeta<'a>(&'a Value);
+
+impl serde::Serialize for WithoutTypeMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(map) = self.0 else { return self.0.serialize(ser) };
+        let mut m = ser.serialize_map(None)?;
+        for (k, v) in map {
+            if k != "kind" && k != "apiVersion" {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        m.end()
+    }
+}
+
+fn encode_continue(offset: usize) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("recorded:{offset}"))
+}
+
+fn decode_continue(token: &str) -> Option<usize> {
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
+    String::from_utf8(raw).ok()?.strip_prefix("recorded:")?.parse().ok()
+}
+
+fn stamp(s: &mut State, obj: &mut Value, create: bool) {
+    s.resource_version += 1;
+    let rv = s.resource_version;
+    let meta = obj.as_object_mut().expect("object").entry("metadata").or_insert_with(|| json!({}));
+    meta["resourceVersion"] = json!(rv.to_string());
+    if create {
+        meta["uid"] = json!(format!("00000000-0000-4000-8000-{rv:012x}"));
+        meta["creationTimestamp"] = json!("2026-10-29T12:00:00Z");
+    }
+}
+
+fn parse_body(body: &[u8]) -> Result<Value, Answer> {
+    serde_json::from_slice(body).map_err(|e| status(400, &format!("the request body is not JSON: {e}"), None))
+}
+
+fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> Answer {
+    let mut obj = match parse_body(body) {
+        Ok(v) => v,
+        Err(a) => return a,
+    };
+    if obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty)
+        && let Some(prefix) = obj.pointer("/metadata/generateName").and_then(Value::as_str).map(str::to_string)
+    {
+        obj["metadata"]["name"] = json!(format!("{prefix}{:05x}", s.resource_version % 0xfffff));
+    }
+    if r.namespaced {
+        obj["metadata"]["namespace"] = json!(namespace);
+    }
+    obj["apiVersion"] = json!(r.group_version);
+    obj["kind"] = json!(r.kind);
+    let k = match key_of(&obj) {
+        Ok((k, _)) => k,
+        Err(m) => return status(422, &m, None),
+    };
+    if s.objects.contains_key(&k) {
+        return status(409, &format!("{} \"{}\" already exists", r.plural, k.name), None);
+    }
+    stamp(s, &mut obj, true);
+    s.objects.insert(k, obj.clone());
+    respond(201, serde_json::to_vec(&obj).expect("serialise"))
+}
+
+fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
+    let mut obj = match parse_body(body) {
+        Ok(v) => v,
+        Err(a) => return a,
+    };
+    let k = key(r, namespace, name);
+    if !s.objects.contains_key(&k) {
+        return not_found(r, name);
+    }
+    obj["apiVersion"] = json!(r.group_version);
+    obj["kind"] = json!(r.kind);
+    stamp(s, &mut obj, false);
+    s.objects.insert(k, obj.clone());
+    ok_json(&obj)
+}
+
+/// Merge, strategic-merge and apply patches are all applied as a JSON merge patch (RFC 7386);
+/// an apply patch of a missing object creates it.
+fn patch(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
+    let p = match parse_body(body) {
+        Ok(v) => v,
+        Err(a) => return a,
+    };
+    let k = key(r, namespace, name);
+    let mut obj = match s.objects.get(&k) {
+        Some(v) => v.clone(),
+        None => {
+            let mut fresh = json!({"apiVersion": r.group_version, "kind": r.kind, "metadata": {"name": name}});
+            if r.namespaced {
+                fresh["metadata"]["namespace"] = json!(namespace);
+            }
+            merge(&mut fresh, &p);
+            stamp(s, &mut fresh, true);
+            s.objects.insert(k, fresh.clone());
+            return respond(201, serde_json::to_vec(&fresh).expect("serialise"));
+        }
+    };
+    merge(&mut obj, &p);
+    stamp(s, &mut obj, false);
+    s.objects.insert(k, obj.clone());
+    ok_json(&obj)
+}
+
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().expect("object");
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            merge(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+fn parse_query(query: &str) -> BTreeMap<String, String> {
+    query
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%' && i + 3 <= b.len())
+            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .flatten();
+        match (b[i], hex) {
+            (_, Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', None) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (c, None) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A label selector: comma-separated requirements, all of which must hold.
+pub struct LabelSelector(Vec<Requirement>);
+
+enum Requirement {
+    Eq(String, String),
+    NotEq(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+impl LabelSelector {
+    pub fn parse(text: &str) -> Result<LabelSelector, String> {
+        let mut parts = Vec::new();
+        let mut depth = 0;
+        let mut cur = String::new();
+        for c in text.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(std::mem::take(&mut cur));
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        parts.push(cur);
+        let mut reqs = Vec::new();
+        for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+            let set = |rest: &str| -> Result<Vec<String>, String> {
+                let inner = rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or(format!("invalid selector {p:?}"))?;
+                Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
+            };
+            let req = if let Some(k) = p.strip_prefix('!') {
+                Requirement::NotExists(k.trim().to_string())
+            } else if let Some((k, rest)) = p.split_once(" notin ") {
+                Requirement::NotIn(k.trim().to_string(), set(rest)?)
+            } else if let Some((k, rest)) = p.split_once(" in ") {
+                Requirement::In(k.trim().to_string(), set(rest)?)
+            } else if let Some((k, v)) = p.split_once("!=") {
+                Requirement::NotEq(k.trim().to_string(), v.trim().to_string())
+            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                Requirement::Eq(k.trim().to_string(), v.trim().to_string())
+            } else {
+                Requirement::Exists(p.to_string())
+            };
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        let label = |k: &str| obj.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Eq(k, v) => label(k) == Some(v.as_str()),
+            Requirement::NotEq(k, v) => label(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => label(k).is_some_and(|l| vs.iter().any(|v| v == l)),
+            Requirement::NotIn(k, vs) => label(k).is_none_or(|l| !vs.iter().any(|v| v == l)),
+            Requirement::Exists(k) => label(k).is_some(),
+            Requirement::NotExists(k) => label(k).is_none(),
+        })
+    }
+}
+
+/// A field selector, restricted (like the API server) to the fields each resource indexes.
+pub struct FieldSelector(Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    pub fn parse(text: &str, r: &Resource) -> Result<FieldSelector, String> {
+        let mut reqs = Vec::new();
+        for p in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (field, equal, value) = if let Some((f, v)) = p.split_once("!=") {
+                (f, false, v)
+            } else if let Some((f, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
+                (f, true, v)
+            } else {
+                return Err(format!("invalid field selector: {p:?}"));
+            };
+            let field = field.trim();
+            if !matches!(field, "metadata.name" | "metadata.namespace") && !r.fields.contains(&field) {
+                return Err(format!("field label not supported: {field}"));
+            }
+            reqs.push((field.to_string(), equal, value.trim().to_string()));
+        }
+        Ok(FieldSelector(reqs))
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(field, equal, value)| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let found = match obj.pointer(&pointer) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => String::new(),
+            };
+            (found == *value) == *equal
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors() {
+        let obj = json!({"metadata": {"name": "a", "labels": {"app": "x", "tier": "db"}}, "type": "helm.sh/release.v1"});
+        let yes = ["app=x", "app==x", "app!=y", "app in (x,y)", "tier notin (web)", "app", "!missing", "app=x,tier=db"];
+        for s in yes {
+            assert!(LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
+        }
+        let no = ["app=y", "app!=x", "app in (y)", "tier notin (db)", "missing", "!app", "app=x,tier=web"];
+        for s in no {
+            assert!(!LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
+        }
+        let secrets = resource_by_plural("v1", "secrets").unwrap();
+        assert!(FieldSelector::parse("type=helm.sh/release.v1", secrets).unwrap().matches(&obj));
+        assert!(!FieldSelector::parse("type!=helm.sh/release.v1", secrets).unwrap().matches(&obj));
+        assert!(FieldSelector::parse("metadata.name=a", secrets).unwrap().matches(&obj));
+        assert!(FieldSelector::parse("spec.nodeName=x", secrets).is_err());
+    }
+
+    #[test]
+    fn queries_decode() {
+        let q = parse_query("fieldSelector=type%3Dhelm.sh%2Frelease.v1&limit=500&labelSelector=a+in+%28b%29");
+        assert_eq!(q["fieldSelector"], "type=helm.sh/release.v1");
+        assert_eq!(q["labelSelector"], "a in (b)");
+        assert_eq!(q["limit"], "500");
+        assert_eq!(percent_decode("100%"), "100%");
+    }
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        assert_eq!(decode_continue(&encode_continue(4000)), Some(4000));
+        assert_eq!(decode_continue("garbage!"), None);
+    }
+}

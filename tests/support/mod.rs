@@ -1,0 +1,101 @@
+//! The harness the integration tests share: the recorded-cluster server, and running the real
+//! `eas` binary isolated from this machine's kubeconfig, Docker engine and host files.
+#![allow(dead_code)]
+
+pub mod cluster_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+#[allow(unused_imports)]
+pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures").join("clusters").join(name)
+}
+
+/// The recorded clusters kept in the repository.
+pub const CLUSTERS: [&str; 5] = ["k3d-gpu-desktop", "xeon-amx", "k3s-3node-eas", "eat1", "scale-2000"];
+
+/// `eas`, run in `dir`, seeing no kubeconfig, no Docker engine and no k3s on this host unless a
+/// test gives it one.
+pub fn eas(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
+    c.current_dir(dir)
+        .env_remove("KUBECONFIG")
+        .env_remove("DOCKER_CONTEXT")
+        .env_remove("EAS_LOG")
+        .env("HOME", dir.join(".no-home"))
+        .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
+        .env("EAS_HOST_ROOT", dir.join(".no-host-root"))
+        .env("CI", "1")
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// The `eas facts` arguments a recorded cluster is gathered with (its facts-args file).
+pub fn facts_args(name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(fixture(name).join("facts-args")).expect("facts-args");
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+pub fn config_args(name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(fixture(name).join("config-args")).expect("config-args");
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+/// Runs `eas facts` against `server`, in the fixture's directory (facts-args name files there).
+pub fn facts(server: &ClusterServer, name: &str, extra: &[&str]) -> Output {
+    let mut c = eas(&fixture(name));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").args(facts_args(name)).args(extra);
+    c.output().expect("run eas")
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Replaces the parts of output that change from run to run.
+pub fn redact(s: &str, server: &ClusterServer) -> String {
+    s.replace(&server.url(), "http://127.0.0.1:PORT")
+}
+
+/// Compares `actual` with the golden file, or writes it when UPDATE_GOLDEN is set.
+pub fn golden(path: &Path, actual: &str) {
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("create golden dir");
+        std::fs::write(path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    if expected != actual {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .take(5)
+            .map(|(i, (a, b))| format!("line {}:\n  expected: {a}\n  actual:   {b}", i + 1))
+            .collect();
+        panic!(
+            "{} differs from the output ({} vs {} lines):\n{}\n(re-run with UPDATE_GOLDEN=1 after checking the change)",
+            path.display(),
+            expected.lines().count(),
+            actual.lines().count(),
+            diff.join("\n")
+        );
+    }
+}
+
+/// The facts document with its timestamp replaced, for comparison.
+pub fn stable_facts(stdout: &[u8]) -> (serde_json::Value, String) {
+    let mut v: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("facts are JSON: {e}\n{}", text(stdout)));
+    let at = v["gathered_at"].as_str().expect("gathered_at").to_string();
+    v["gathered_at"] = serde_json::json!("<gathered_at>");
+    (v, at)
+}
