@@ -715,6 +715,7 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     }
 }
 
+#[allow(clippy::result_large_err)]
 fn parse_body(body: &[u8]) -> Result<Value, Answer> {
     serde_json::from_slice(body).map_err(|e| status(400, &format!("the request body is not JSON: {e}"), None))
 }
