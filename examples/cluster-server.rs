@@ -30,7 +30,8 @@ fn main() {
             other => panic!("unexpected argument {other}"),
         }
     }
-    let fixture = fixture.expect("usage: cluster-server FIXTURE_DIR [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]");
+    let fixture =
+        fixture.expect("usage: cluster-server FIXTURE_DIR [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]");
     let server = cluster_server::ClusterServer::start_with(&fixture, options);
     let kubeconfig = match &kubeconfig_out {
         Some(p) => {

@@ -29,9 +29,17 @@ fn api_unreachable_names_the_address_and_cause() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let text_kc = std::fs::read_to_string(server.kubeconfig()).unwrap().replace(&server.url(), &format!("http://127.0.0.1:{port}"));
+    let text_kc = std::fs::read_to_string(server.kubeconfig())
+        .unwrap()
+        .replace(&server.url(), &format!("http://127.0.0.1:{port}"));
     std::fs::write(&kubeconfig, text_kc).unwrap();
-    let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(&kubeconfig).arg("facts").args(facts_args("xeon-amx")).output().unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("cannot reach the Kubernetes API at http://127.0.0.1:{port}")), "{stderr}");
@@ -44,13 +52,20 @@ fn a_server_error_names_the_call() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     server.inject(Some("/api/v1/nodes"), Fault::Status(500, "etcdserver: request timed out".into()), None);
     let stderr = failing(&server, &[], 1);
-    assert!(stderr.contains("error: facts: list nodes failed: 500 Internal Server Error: etcdserver: request timed out"), "{stderr}");
+    assert!(
+        stderr.contains("error: facts: list nodes failed: 500 Internal Server Error: etcdserver: request timed out"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn an_overloaded_server_is_retried() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/nodes"), Fault::Status(503, "the server is currently unable to handle the request".into()), Some(1));
+    server.inject(
+        Some("/api/v1/nodes"),
+        Fault::Status(503, "the server is currently unable to handle the request".into()),
+        Some(1),
+    );
     let out = facts(&server, "xeon-amx", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let node_calls = server.requests().iter().filter(|r| r.path == "/api/v1/nodes").count();
@@ -63,7 +78,10 @@ fn a_slow_answer_times_out_at_the_request_timeout() {
     server.inject(Some("/apis/apps/v1/daemonsets"), Fault::Slow(std::time::Duration::from_secs(8)), None);
     let stderr = failing(&server, &["--request-timeout", "1"], 1);
     assert!(
-        stderr.contains(&format!("list daemonsets in all namespaces got no complete answer from {} within 1 s", server.url())),
+        stderr.contains(&format!(
+            "list daemonsets in all namespaces got no complete answer from {} within 1 s",
+            server.url()
+        )),
         "{stderr}"
     );
     assert!(stderr.contains("raise --request-timeout"), "{stderr}");
@@ -74,7 +92,10 @@ fn a_reset_connection_is_reported_as_unreachable() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     server.inject(Some("/api/v1/namespaces"), Fault::Reset, None);
     let stderr = failing(&server, &[], 1);
-    assert!(stderr.contains(&format!("cannot reach the Kubernetes API at {} (list namespaces)", server.url())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot reach the Kubernetes API at {} (list namespaces)", server.url())),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -82,9 +103,17 @@ fn rejected_credentials_name_the_context() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let wrong = std::fs::read_to_string(server.kubeconfig()).unwrap().replace("token: recorded-cluster-token", "token: expired");
+    let wrong = std::fs::read_to_string(server.kubeconfig())
+        .unwrap()
+        .replace("token: recorded-cluster-token", "token: expired");
     std::fs::write(&kubeconfig, wrong).unwrap();
-    let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(&kubeconfig).arg("facts").args(facts_args("xeon-amx")).output().unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");
@@ -94,11 +123,14 @@ fn rejected_credentials_name_the_context() {
 #[test]
 fn a_forbidden_list_names_verb_and_resource() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let message = "secrets is forbidden: User \"reader\" cannot list resource \"secrets\" in API group \"\" at the cluster scope";
+    let message =
+        "secrets is forbidden: User \"reader\" cannot list resource \"secrets\" in API group \"\" at the cluster scope";
     server.inject(Some("/secrets"), Fault::Status(403, message.into()), None);
     let stderr = failing(&server, &[], 1);
     assert!(
-        stderr.contains(&format!("list secrets (type=helm.sh/release.v1) in all namespaces was refused (403 Forbidden): {message}")),
+        stderr.contains(&format!(
+            "list secrets (type=helm.sh/release.v1) in all namespaces was refused (403 Forbidden): {message}"
+        )),
         "{stderr}"
     );
 }
@@ -143,7 +175,8 @@ fn kubeconfig_problems_are_bad_input() {
 
 #[test]
 fn kubeconfig_from_the_environment_and_context_selection() {
-    let server = ClusterServer::start_with(fixture("xeon-amx"), Options { context: Some("lab".into()), ..Options::default() });
+    let server =
+        ClusterServer::start_with(fixture("xeon-amx"), Options { context: Some("lab".into()), ..Options::default() });
     let dir = tempfile::tempdir().unwrap();
     // KUBECONFIG lists a missing file first: skipped, like kubectl does.
     let list = format!("{}:{}", dir.path().join("absent").display(), server.kubeconfig().display());
@@ -187,7 +220,8 @@ fn operator_input_is_checked() {
 #[test]
 fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
     let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
-    let out = eas(&fixture("k3d-gpu-desktop")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
+    let out =
+        eas(&fixture("k3d-gpu-desktop")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "the facts are still gathered: {stderr}");
     let (facts, _) = stable_facts(&out.stdout);

@@ -79,25 +79,109 @@ pub struct Resource {
 }
 
 const RESOURCES: &[Resource] = &[
-    Resource { kind: "Node", group_version: "v1", plural: "nodes", namespaced: false, short: &["no"], fields: &["spec.unschedulable"] },
-    Resource { kind: "Namespace", group_version: "v1", plural: "namespaces", namespaced: false, short: &["ns"], fields: &["status.phase"] },
-    Resource { kind: "Secret", group_version: "v1", plural: "secrets", namespaced: true, short: &[], fields: &["type"] },
-    Resource { kind: "ConfigMap", group_version: "v1", plural: "configmaps", namespaced: true, short: &["cm"], fields: &[] },
+    Resource {
+        kind: "Node",
+        group_version: "v1",
+        plural: "nodes",
+        namespaced: false,
+        short: &["no"],
+        fields: &["spec.unschedulable"],
+    },
+    Resource {
+        kind: "Namespace",
+        group_version: "v1",
+        plural: "namespaces",
+        namespaced: false,
+        short: &["ns"],
+        fields: &["status.phase"],
+    },
+    Resource {
+        kind: "Secret",
+        group_version: "v1",
+        plural: "secrets",
+        namespaced: true,
+        short: &[],
+        fields: &["type"],
+    },
+    Resource {
+        kind: "ConfigMap",
+        group_version: "v1",
+        plural: "configmaps",
+        namespaced: true,
+        short: &["cm"],
+        fields: &[],
+    },
     Resource {
         kind: "Pod",
         group_version: "v1",
         plural: "pods",
         namespaced: true,
         short: &["po"],
-        fields: &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"],
+        fields: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+        ],
     },
-    Resource { kind: "Service", group_version: "v1", plural: "services", namespaced: true, short: &["svc"], fields: &[] },
-    Resource { kind: "ServiceAccount", group_version: "v1", plural: "serviceaccounts", namespaced: true, short: &["sa"], fields: &[] },
-    Resource { kind: "Event", group_version: "v1", plural: "events", namespaced: true, short: &["ev"], fields: &[] },
-    Resource { kind: "DaemonSet", group_version: "apps/v1", plural: "daemonsets", namespaced: true, short: &["ds"], fields: &[] },
-    Resource { kind: "Deployment", group_version: "apps/v1", plural: "deployments", namespaced: true, short: &["deploy"], fields: &[] },
-    Resource { kind: "StatefulSet", group_version: "apps/v1", plural: "statefulsets", namespaced: true, short: &["sts"], fields: &[] },
-    Resource { kind: "ReplicaSet", group_version: "apps/v1", plural: "replicasets", namespaced: true, short: &["rs"], fields: &[] },
+    Resource {
+        kind: "Service",
+        group_version: "v1",
+        plural: "services",
+        namespaced: true,
+        short: &["svc"],
+        fields: &[],
+    },
+    Resource {
+        kind: "ServiceAccount",
+        group_version: "v1",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short: &["sa"],
+        fields: &[],
+    },
+    Resource {
+        kind: "Event",
+        group_version: "v1",
+        plural: "events",
+        namespaced: true,
+        short: &["ev"],
+        fields: &["involvedObject.name", "involvedObject.kind"],
+    },
+    Resource {
+        kind: "DaemonSet",
+        group_version: "apps/v1",
+        plural: "daemonsets",
+        namespaced: true,
+        short: &["ds"],
+        fields: &[],
+    },
+    Resource {
+        kind: "Deployment",
+        group_version: "apps/v1",
+        plural: "deployments",
+        namespaced: true,
+        short: &["deploy"],
+        fields: &[],
+    },
+    Resource {
+        kind: "StatefulSet",
+        group_version: "apps/v1",
+        plural: "statefulsets",
+        namespaced: true,
+        short: &["sts"],
+        fields: &[],
+    },
+    Resource {
+        kind: "ReplicaSet",
+        group_version: "apps/v1",
+        plural: "replicasets",
+        namespaced: true,
+        short: &["rs"],
+        fields: &[],
+    },
     Resource { kind: "Job", group_version: "batch/v1", plural: "jobs", namespaced: true, short: &[], fields: &[] },
     Resource {
         kind: "CustomResourceDefinition",
@@ -105,6 +189,14 @@ const RESOURCES: &[Resource] = &[
         plural: "customresourcedefinitions",
         namespaced: false,
         short: &["crd", "crds"],
+        fields: &[],
+    },
+    Resource {
+        kind: "LLMInferenceService",
+        group_version: "serving.kserve.io/v1alpha2",
+        plural: "llminferenceservices",
+        namespaced: true,
+        short: &["llmisvc"],
         fields: &[],
     },
 ];
@@ -196,14 +288,16 @@ impl ClusterServer {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let served = state.clone();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(serve(listener, served, rx));
             rt.shutdown_background();
         });
 
         let dir = tempfile::tempdir().expect("temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(&format!("http://{addr}"), &context, &options.token)).expect("write kubeconfig");
+        std::fs::write(&kubeconfig, kubeconfig_text(&format!("http://{addr}"), &context, &options.token))
+            .expect("write kubeconfig");
         ClusterServer { addr, state, shutdown: Some(tx), thread: Some(thread), dir, kubeconfig, context }
     }
 
@@ -244,6 +338,25 @@ impl ClusterServer {
 
     pub fn object(&self, key: &ObjectKey) -> Option<Value> {
         self.state.lock().unwrap().objects.get(key).cloned()
+    }
+
+    /// Stores an object as a POST to its collection would (for a test's own setup).
+    pub fn insert(&self, obj: Value) {
+        let (k, _) = key_of(&obj).expect("a test object has apiVersion, kind and metadata.name");
+        let mut s = self.state.lock().unwrap();
+        let mut obj = obj;
+        stamp(&mut s, &mut obj, true);
+        s.objects.insert(k, obj);
+    }
+
+    /// The names of the stored objects of one resource (namespace/name for namespaced ones).
+    pub fn names(&self, group_version: &str, resource: &str) -> Vec<String> {
+        let s = self.state.lock().unwrap();
+        s.objects
+            .keys()
+            .filter(|k| k.group_version == group_version && k.resource == resource)
+            .map(|k| if k.namespace.is_empty() { k.name.clone() } else { format!("{}/{}", k.namespace, k.name) })
+            .collect()
     }
 
     /// The number of stored objects of one resource.
@@ -350,10 +463,17 @@ fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
 fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
     let template = scale["template"].as_str().expect("scale.template");
     let count = scale["count"].as_u64().expect("scale.count") as u32;
-    let ip_base: std::net::Ipv4Addr = scale["ip_base"].as_str().expect("scale.ip_base").parse().expect("an IPv4 address");
+    let ip_base: std::net::Ipv4Addr =
+        scale["ip_base"].as_str().expect("scale.ip_base").parse().expect("an IPv4 address");
     let cidr_first = scale["pod_cidr_first"].as_u64().unwrap_or(0) as u32;
-    let key = ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: template.into() };
-    let node = objects.get(&key).unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture")).clone();
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: template.into(),
+    };
+    let node =
+        objects.get(&key).unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture")).clone();
     let text = serde_json::to_string(&node).expect("serialise");
     let prefix = template.trim_end_matches(|c: char| c.is_ascii_digit());
     let digits = template.len() - prefix.len();
@@ -377,7 +497,11 @@ fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
     }
 }
 
-async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<Mutex<State>>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
     loop {
         tokio::select! {
@@ -415,7 +539,8 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
     let authorized = match state.lock().unwrap().token.as_deref() {
         None => true,
         Some(token) => {
-            req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {token}"))
+            req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+                == Some(&format!("Bearer {token}"))
         }
     };
     let fault = {
@@ -521,7 +646,9 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
         return Ok(match more {
             [] => Target::Collection { r, namespace: ns.to_string() },
             [name] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: None },
-            [name, sub] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: Some(sub.to_string()) },
+            [name, sub] => {
+                Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: Some(sub.to_string()) }
+            }
             _ => return Err(unknown(plural)),
         });
     }
@@ -529,7 +656,9 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
     let r = resource_by_plural(&gv, plural).ok_or_else(|| unknown(plural))?;
     match more {
         [] => Ok(Target::Collection { r, namespace: String::new() }),
-        [name] if !r.namespaced => Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: None }),
+        [name] if !r.namespaced => {
+            Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: None })
+        }
         [name, sub] if !r.namespaced => {
             Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: Some(sub.to_string()) })
         }
@@ -538,6 +667,9 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
 }
 
 fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &[u8], state: &Mutex<State>) -> Answer {
+    if let Some(answer) = service_proxy(method, path, state) {
+        return answer;
+    }
     let target = match parse_path(path) {
         Ok(t) => t,
         Err(m) => return status(404, &m, None),
@@ -562,12 +694,46 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
         (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
-        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => match s.objects.remove(&key(r, &namespace, &name)) {
-            Some(v) => ok_json(&v),
-            None => not_found(r, &name),
-        },
+        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
+            match s.objects.remove(&key(r, &namespace, &name)) {
+                Some(v) => ok_json(&v),
+                None => not_found(r, &name),
+            }
+        }
         (m, _) => status(405, &format!("{m} is not supported on {path}"), None),
     }
+}
+
+/// The API server's service proxy to a model server's workload Service
+/// (`/api/v1/namespaces/NS/services/[SCHEME:]NAME-kserve-workload-svc:PORT/proxy/v1/...`): it
+/// answers as vLLM would while the model's LLMInferenceService is MainWorkloadReady, else 503.
+fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<Answer> {
+    let rest = path.strip_prefix("/api/v1/namespaces/")?;
+    let (ns, rest) = rest.split_once("/services/")?;
+    let (svc, tail) = rest.split_once("/proxy")?;
+    let svc = svc.split(':').find(|p| p.ends_with("-kserve-workload-svc"))?;
+    let model = svc.strip_suffix("-kserve-workload-svc")?;
+    let s = state.lock().unwrap();
+    let k = ObjectKey {
+        group_version: "serving.kserve.io/v1alpha2".into(),
+        resource: "llminferenceservices".into(),
+        namespace: ns.to_string(),
+        name: model.to_string(),
+    };
+    let ready = s
+        .objects
+        .get(&k)
+        .and_then(|o| o.pointer("/status/conditions")?.as_array().cloned())
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "MainWorkloadReady" && c["status"] == "True"));
+    if !ready {
+        return Some(status(503, &format!("no endpoints available for service \"{svc}\""), None));
+    }
+    Some(match (method, tail) {
+        (&Method::GET, "/v1/models") => ok_json(&json!({"object": "list", "data": [{"id": model, "object": "model"}]})),
+        (&Method::POST, "/v1/chat/completions") => ok_json(&json!({"object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}]})),
+        _ => status(404, &format!("{tail} is not served by the recorded model server"), None),
+    })
 }
 
 fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
@@ -583,7 +749,9 @@ fn not_found(r: &Resource, name: &str) -> Answer {
     status(
         404,
         &format!("{} \"{name}\" not found", r.plural),
-        Some(json!({"name": name, "group": r.group_version.split_once('/').map(|(g, _)| g).unwrap_or(""), "kind": r.plural})),
+        Some(
+            json!({"name": name, "group": r.group_version.split_once('/').map(|(g, _)| g).unwrap_or(""), "kind": r.plural}),
+        ),
     )
 }
 
@@ -611,7 +779,8 @@ fn discovery(path: &str) -> Option<Value> {
         p => {
             let gv = p.strip_prefix("/apis/")?;
             let list = resources(gv);
-            (!list.is_empty()).then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
+            (!list.is_empty())
+                .then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}))
         }
     }
 }
@@ -664,7 +833,9 @@ fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, Stri
     }
     let api_version = r.group_version;
     let mut out = Vec::with_capacity(page.len() * 4096 + 256);
-    out.extend_from_slice(format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":", r.kind).as_bytes());
+    out.extend_from_slice(
+        format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":", r.kind).as_bytes(),
+    );
     serde_json::to_writer(&mut out, &meta).expect("serialise");
     out.extend_from_slice(b",\"items\":[");
     for (i, item) in page.iter().enumerate() {
@@ -878,7 +1049,11 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
             let set = |rest: &str| -> Result<Vec<String>, String> {
-                let inner = rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or(format!("invalid selector {p:?}"))?;
+                let inner = rest
+                    .trim()
+                    .strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .ok_or(format!("invalid selector {p:?}"))?;
                 Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
             };
             let req = if let Some(k) = p.strip_prefix('!') {
@@ -955,7 +1130,8 @@ mod tests {
 
     #[test]
     fn selectors() {
-        let obj = json!({"metadata": {"name": "a", "labels": {"app": "x", "tier": "db"}}, "type": "helm.sh/release.v1"});
+        let obj =
+            json!({"metadata": {"name": "a", "labels": {"app": "x", "tier": "db"}}, "type": "helm.sh/release.v1"});
         let yes = ["app=x", "app==x", "app!=y", "app in (x,y)", "tier notin (web)", "app", "!missing", "app=x,tier=db"];
         for s in yes {
             assert!(LabelSelector::parse(s).unwrap().matches(&obj), "{s}");

@@ -2,6 +2,7 @@
 //! `eas` binary isolated from this machine's kubeconfig, Docker engine and host files.
 #![allow(dead_code)]
 
+pub mod artifacts;
 pub mod cluster_server;
 
 use std::path::{Path, PathBuf};
@@ -94,7 +95,8 @@ pub fn golden(path: &Path, actual: &str) {
 
 /// The facts document with its timestamp replaced, for comparison.
 pub fn stable_facts(stdout: &[u8]) -> (serde_json::Value, String) {
-    let mut v: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("facts are JSON: {e}\n{}", text(stdout)));
+    let mut v: serde_json::Value =
+        serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("facts are JSON: {e}\n{}", text(stdout)));
     let at = v["gathered_at"].as_str().expect("gathered_at").to_string();
     v["gathered_at"] = serde_json::json!("<gathered_at>");
     (v, at)

@@ -1,0 +1,412 @@
+//! `eas up` → `eas verify` → `eas down` end to end, against a real Docker Engine (the bastion is
+//! built from the real Dockerfile) and a stateful recorded cluster (tests/support), with
+//! synthetic EAS/EI/EAT trees whose `es_auto_installer.sh` is a test script that acts through
+//! the API (fixtures/synthetic/README.md). The failure paths: the installer fails mid-way
+//! (resume), no bring-your-own-cluster line (stopped), verification times out (exit 5 with
+//! diagnostics), Ctrl-C (130, nothing left running), a second concurrent `eas up` (the lock),
+//! and `eas down` twice. The dry run: a plan, and nothing written.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{ClusterServer, ObjectKey, artifacts};
+
+const BASE: &str = "eas-test-base:bookworm";
+const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
+const CLUSTER: &str = "k3d-gpu-desktop";
+const MODEL: &str = "qwen2-5-coder-7b";
+
+/// The tests share one bastion image; running them one at a time keeps this 2-core machine's
+/// Docker Engine from building it twice.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Setup {
+    dir: PathBuf,
+    pins: PathBuf,
+    repos: PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A git repository of one synthetic tree; its commit SHA.
+fn synthetic_repo(name: &str, to: &Path) -> String {
+    copy_dir(&support::root().join("fixtures/synthetic").join(name), to);
+    git(to, &["init", "-q", "-b", "main"]);
+    git(to, &["add", "-A"]);
+    git(to, &["commit", "-qm", &format!("synthetic {name}")]);
+    git(to, &["rev-parse", "HEAD"])
+}
+
+fn setup() -> &'static Setup {
+    static S: OnceLock<Setup> = OnceLock::new();
+    S.get_or_init(|| {
+        assert!(
+            Command::new("docker").arg("info").output().unwrap().status.success(),
+            "no Docker Engine answers: start one with `bash scripts/docker-up.sh`"
+        );
+        let o = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
+        assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
+        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let dir = tmp.join(format!("up-cycle-{nanos:x}"));
+        std::fs::create_dir_all(dir.join("served")).unwrap();
+        let repos = dir.join("repos");
+        let shas: Vec<(String, String)> =
+            ["eas", "ei", "eat"].iter().map(|n| (n.to_string(), synthetic_repo(n, &repos.join(n)))).collect();
+        // A fixed nonce: the stand-in artifacts, and so the bastion image, are the same every run.
+        let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+        for row in doc["pins"].as_array_mut().unwrap() {
+            if row["profile"] != "main" {
+                continue;
+            }
+            let name = row["name"].as_str().unwrap().to_string();
+            let sha = &shas.iter().find(|(n, _)| *n == name).unwrap().1;
+            row["sha"] = json!(sha);
+            row["locked"] = json!(true);
+        }
+        std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        Setup { dir, pins, repos }
+    })
+}
+
+/// One test's cluster and directories.
+struct Run {
+    server: ClusterServer,
+    state: PathBuf,
+    home: PathBuf,
+}
+
+fn run(mode: &str) -> Run {
+    let s = setup();
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "eas-test"}}));
+    server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": mode}}));
+    let home = tempfile::Builder::new().prefix("home-").tempdir_in(&s.dir).unwrap().keep();
+    Run { server, state: home.join("state"), home }
+}
+
+impl Run {
+    fn eas(&self) -> Command {
+        let s = setup();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
+        c.current_dir(&self.home)
+            .env("HOME", &self.home)
+            .env("XDG_CACHE_HOME", s.dir.join("cache"))
+            .env("EAS_CA_BUNDLE", HOST_CA)
+            .env("CI", "1")
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .env_remove("EAS_BASE_IMAGE")
+            .env_remove("HF_TOKEN")
+            .arg("--kubeconfig")
+            .arg(self.server.kubeconfig())
+            .arg("--state-dir")
+            .arg(&self.state);
+        c
+    }
+
+    fn up_args(&self, extra: &[&str]) -> Vec<String> {
+        let s = setup();
+        let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+        let mut v: Vec<String> = vec![
+            "up".into(),
+            "--pins".into(),
+            s.pins.display().to_string(),
+            "--base-image".into(),
+            BASE.into(),
+            "--allow-unpinned-base".into(),
+            "--containerd-config".into(),
+            format!("k3d-gpu-server-0={}", node_files.display()),
+            "--nri-socket".into(),
+            "k3d-gpu-server-0=present".into(),
+        ];
+        for n in ["eas", "ei", "eat"] {
+            v.push(format!("--{n}-repo"));
+            v.push(s.repos.join(n).display().to_string());
+        }
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    }
+
+    fn up(&self, extra: &[&str]) -> Output {
+        self.eas().args(self.up_args(extra)).output().unwrap()
+    }
+
+    fn spawn_up(&self, extra: &[&str]) -> Child {
+        self.eas().args(self.up_args(extra)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+
+    fn down(&self) -> Output {
+        let s = setup();
+        self.eas()
+            .args(["down", "--yes", "--pins"])
+            .arg(&s.pins)
+            .args(["--base-image", BASE, "--allow-unpinned-base"])
+            .output()
+            .unwrap()
+    }
+
+    fn namespaces(&self) -> Vec<String> {
+        self.server.names("v1", "namespaces")
+    }
+
+    fn state_file(&self) -> Option<Value> {
+        let dirs = std::fs::read_dir(&self.state).ok()?;
+        for d in dirs {
+            let p = d.ok()?.path().join("state.json");
+            if p.exists() {
+                return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
+            }
+        }
+        None
+    }
+
+    fn install_log(&self) -> String {
+        let mut text = String::new();
+        for d in std::fs::read_dir(&self.state).into_iter().flatten() {
+            for f in std::fs::read_dir(d.unwrap().path().join("logs")).into_iter().flatten() {
+                text.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap_or_default());
+            }
+        }
+        text
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Containers this `eas` process made (`eas-bastion-<pid>-...`), running or not.
+fn containers_of(pid: u32) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
+        .args(["--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+fn phase_status(state: &Value, phase: &str) -> String {
+    state["phases"].as_array().unwrap().iter().find(|p| p["phase"] == phase).unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn model_key() -> ObjectKey {
+    ObjectKey {
+        group_version: "serving.kserve.io/v1alpha2".into(),
+        resource: "llminferenceservices".into(),
+        namespace: "llm-inference".into(),
+        name: MODEL.into(),
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn sigint(child: &Child) {
+    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn up_verify_down_and_down_again() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let before = r.namespaces();
+    assert!(before.contains(&"node-feature-discovery".to_string()), "the desktop's own NFD namespace");
+
+    let child = r.spawn_up(&["--yes"]);
+    let pid = child.id();
+    let up = child.wait_with_output().unwrap();
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let err = text(&up.stderr);
+    assert!(err.contains("BYO cluster mode") || r.install_log().contains("BYO cluster mode"), "{err}");
+    assert!(r.server.object(&model_key()).is_some(), "the model server was created");
+    let state = r.state_file().expect("state.json");
+    for p in ["install", "verify", "record"] {
+        assert_eq!(phase_status(&state, p), "done", "{p}: {state}");
+    }
+    let created: Vec<&str> =
+        state["ledger"]["created"]["namespaces"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(created.contains(&ns), "ledger lacks {ns}: {created:?}");
+    }
+    assert!(!created.contains(&"node-feature-discovery"), "a namespace that existed before is not ours");
+    assert!(state["installer_command"].as_array().unwrap().iter().any(|a| a == "--force"));
+    assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+
+    let verify = r.eas().arg("verify").output().unwrap();
+    assert!(verify.status.success(), "eas verify failed:\n{}", text(&verify.stderr));
+    let out = text(&verify.stdout);
+    assert!(out.contains("MainWorkloadReady") && out.contains("chat completion"), "{out}");
+
+    let down = r.down();
+    assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+    let after = r.namespaces();
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}\n{}", text(&down.stderr));
+    }
+    assert!(after.contains(&"node-feature-discovery".to_string()), "the desktop's NFD namespace was deleted");
+    assert!(after.contains(&"kube-system".to_string()));
+    assert!(text(&down.stderr).contains("--skip nfd"), "{}", text(&down.stderr));
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+
+    let again = r.down();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stderr).contains("nothing to remove"), "{}", text(&again.stderr));
+}
+
+#[test]
+fn a_failed_install_says_what_next_and_the_next_up_resumes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("fail-once");
+    let first = r.up(&["--yes"]);
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first.stderr));
+    let err = text(&first.stderr);
+    assert!(err.contains("install") && err.contains("log:"), "{err}");
+    assert!(err.contains("next:") && err.contains("eas up"), "{err}");
+    assert!(err.contains("kserve controller not ready"), "the installer's last lines are shown: {err}");
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "install"), "failed");
+    assert_eq!(state["exit_code"], 1);
+
+    let second = r.up(&["--yes"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(text(&second.stderr).contains("did not finish"), "{}", text(&second.stderr));
+    assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
+}
+
+#[test]
+fn an_installer_without_its_byo_line_is_stopped() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("no-byo");
+    let start = Instant::now();
+    let child = r.spawn_up(&["--yes"]);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("stopped by eas"), "{err}");
+    // The stand-in sleeps 60 s after its Kubespray lines: eas stopped it well before.
+    assert!(start.elapsed() < Duration::from_secs(55), "not stopped: {:?}", start.elapsed());
+    assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+    assert!(r.server.object(&model_key()).is_none());
+}
+
+#[test]
+fn verification_that_times_out_exits_5_with_diagnostics() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("never-ready");
+    let out = r.up(&["--yes", "--verify-timeout", "3"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("MainWorkloadReady=False"), "{err}");
+    assert!(err.contains("MinimumReplicasUnavailable"), "the condition's reason: {err}");
+    assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "failed");
+    assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "done");
+}
+
+#[test]
+fn ctrl_c_leaves_nothing_running_and_a_second_up_meets_the_lock() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang");
+    let child = r.spawn_up(&["--yes"]);
+    let pid = child.id();
+    wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
+    assert_eq!(containers_of(pid).len(), 1, "one bastion container runs the installer");
+
+    let second = r.up(&["--yes"]);
+    assert_ne!(second.status.code(), Some(0));
+    let err = text(&second.stderr);
+    assert!(err.contains("lock") && err.contains(&pid.to_string()), "the holder is named: {err}");
+
+    sigint(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "install"), "interrupted");
+    assert_eq!(state["exit_code"], 130);
+}
+
+#[test]
+fn a_dry_run_prints_the_plan_and_writes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let out_dir = r.home.join("plan");
+    let images_before = Command::new("docker").args(["images", "-q"]).output().unwrap().stdout;
+    let out = r.up(&["--dry-run", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    for want in [
+        "istio_platform: \"k3d\"",
+        "kubernetes_cpu_policy: \"best-effort\"",
+        "install agent-toolkit --env k3d-gpu --force",
+    ] {
+        assert!(plan.contains(want), "plan lacks {want}:\n{plan}");
+    }
+    assert!(plan.contains("0002") && plan.contains("0006"), "overlay decisions:\n{plan}");
+    let names: Vec<String> =
+        std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    for f in ["plan.json", "choices.txt", "eas-overrides.yaml", "repos.agent-toolkit.yaml"] {
+        assert!(names.contains(&f.to_string()), "{names:?}");
+    }
+    let writes: Vec<String> =
+        r.server.requests().iter().filter(|l| l.method != "GET").map(|l| format!("{} {}", l.method, l.path)).collect();
+    assert!(writes.is_empty(), "a dry run wrote to the cluster: {writes:?}");
+    assert!(!r.state.exists() || walk(&r.state).is_empty(), "a dry run wrote state: {:?}", walk(&r.state));
+    let images_after = Command::new("docker").args(["images", "-q"]).output().unwrap().stdout;
+    assert_eq!(images_before, images_after, "a dry run built an image");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}
