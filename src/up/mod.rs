@@ -246,9 +246,21 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = bastion::image::connect().await.map_err(|e| {
-        Failure::step_next("preflight", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST")
-    })?;
+    let docker = match bastion::image::connect().await {
+        Ok(d) => Some(d),
+        // A dry run still prints everything else, and names the step that needs Docker.
+        Err(e) if args.dry_run => {
+            shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
+            None
+        }
+        Err(e) => {
+            return Err(Failure::step_next(
+                "preflight",
+                e,
+                "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
+            ));
+        }
+    };
     trees::git(None, &["--version"], Duration::from_secs(10))
         .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
 
@@ -287,12 +299,12 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
     let image_args = args.image.with_pins(args.select.pins.clone());
     let image = async {
-        if args.dry_run {
-            bastion::plan_image(&docker, &image_args).await.map(|(tag, exists)| (tag, exists, None))
-        } else {
-            bastion::prepare(&docker, &image_args, false, false, shell, &interrupt)
+        match &docker {
+            None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
+            Some(d) if args.dry_run => bastion::plan_image(d, &image_args).await.map(|(tag, exists)| (tag, exists, None)),
+            Some(d) => bastion::prepare(d, &image_args, false, false, shell, &interrupt)
                 .await
-                .map(|p| (p.tag.clone(), p.reused, Some(p)))
+                .map(|p| (p.tag.clone(), p.reused, Some(p))),
         }
     };
     let facts = gather::collect(&target, &args.gather, CALL, shell);
@@ -414,6 +426,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     }
 
     // 5-6. Prepare and install in the bastion, the ledger around them.
+    let docker = docker.expect("a real run has a Docker Engine");
     let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
     let result = if installed {
         Ok(())
