@@ -50,11 +50,19 @@ fn main() {
     });
     let mut seen = 0;
     loop {
-        let done = rx.recv_timeout(std::time::Duration::from_millis(200)).is_ok();
+        let done = rx
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_ok();
         if !quiet {
             let log = server.requests();
             for r in &log[seen..] {
-                eprintln!("{} {}{}{}", r.method, r.path, if r.query.is_empty() { "" } else { "?" }, r.query);
+                eprintln!(
+                    "{} {}{}{}",
+                    r.method,
+                    r.path,
+                    if r.query.is_empty() { "" } else { "?" },
+                    r.query
+                );
             }
             seen = log.len();
         }

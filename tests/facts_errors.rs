@@ -26,23 +26,50 @@ fn failing(server: &ClusterServer, extra: &[&str], code: i32) -> String {
 #[test]
 fn api_unreachable_names_the_address_and_cause() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let text_kc = std::fs::read_to_string(server.kubeconfig()).unwrap().replace(&server.url(), &format!("http://127.0.0.1:{port}"));
+    let text_kc = std::fs::read_to_string(server.kubeconfig())
+        .unwrap()
+        .replace(&server.url(), &format!("http://127.0.0.1:{port}"));
     std::fs::write(&kubeconfig, text_kc).unwrap();
-    let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(&kubeconfig).arg("facts").args(facts_args("xeon-amx")).output().unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains(&format!("cannot reach the Kubernetes API at http://127.0.0.1:{port}")), "{stderr}");
-    assert!(stderr.to_lowercase().contains("connection refused"), "the cause is named: {stderr}");
-    assert!(stderr.contains("next: check that the cluster is running"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the Kubernetes API at http://127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.to_lowercase().contains("connection refused"),
+        "the cause is named: {stderr}"
+    );
+    assert!(
+        stderr.contains("next: check that the cluster is running"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn a_server_error_names_the_call() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/nodes"), Fault::Status(500, "etcdserver: request timed out".into()), None);
+    server.inject(
+        Some("/api/v1/nodes"),
+        Fault::Status(500, "etcdserver: request timed out".into()),
+        None,
+    );
     let stderr = failing(&server, &[], 1);
     assert!(stderr.contains("error: facts: list nodes failed: 500 Internal Server Error: etcdserver: request timed out"), "{stderr}");
 }
@@ -50,20 +77,38 @@ fn a_server_error_names_the_call() {
 #[test]
 fn an_overloaded_server_is_retried() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/nodes"), Fault::Status(503, "the server is currently unable to handle the request".into()), Some(1));
+    server.inject(
+        Some("/api/v1/nodes"),
+        Fault::Status(
+            503,
+            "the server is currently unable to handle the request".into(),
+        ),
+        Some(1),
+    );
     let out = facts(&server, "xeon-amx", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let node_calls = server.requests().iter().filter(|r| r.path == "/api/v1/nodes").count();
+    let node_calls = server
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/api/v1/nodes")
+        .count();
     assert_eq!(node_calls, 2, "one 503, then the answer");
 }
 
 #[test]
 fn a_slow_answer_times_out_at_the_request_timeout() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/apis/apps/v1/daemonsets"), Fault::Slow(std::time::Duration::from_secs(8)), None);
+    server.inject(
+        Some("/apis/apps/v1/daemonsets"),
+        Fault::Slow(std::time::Duration::from_secs(8)),
+        None,
+    );
     let stderr = failing(&server, &["--request-timeout", "1"], 1);
     assert!(
-        stderr.contains(&format!("list daemonsets in all namespaces got no complete answer from {} within 1 s", server.url())),
+        stderr.contains(&format!(
+            "list daemonsets in all namespaces got no complete answer from {} within 1 s",
+            server.url()
+        )),
         "{stderr}"
     );
     assert!(stderr.contains("raise --request-timeout"), "{stderr}");
@@ -74,7 +119,13 @@ fn a_reset_connection_is_reported_as_unreachable() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     server.inject(Some("/api/v1/namespaces"), Fault::Reset, None);
     let stderr = failing(&server, &[], 1);
-    assert!(stderr.contains(&format!("cannot reach the Kubernetes API at {} (list namespaces)", server.url())), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the Kubernetes API at {} (list namespaces)",
+            server.url()
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -82,13 +133,27 @@ fn rejected_credentials_name_the_context() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let wrong = std::fs::read_to_string(server.kubeconfig()).unwrap().replace("token: recorded-cluster-token", "token: expired");
+    let wrong = std::fs::read_to_string(server.kubeconfig())
+        .unwrap()
+        .replace("token: recorded-cluster-token", "token: expired");
     std::fs::write(&kubeconfig, wrong).unwrap();
-    let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(&kubeconfig).arg("facts").args(facts_args("xeon-amx")).output().unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");
-    assert!(stderr.contains("next: refresh the credentials of context default"), "{stderr}");
+    assert!(
+        stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("next: refresh the credentials of context default"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -114,7 +179,10 @@ fn run_with_kubeconfig(kubeconfig: Option<&std::path::Path>, context: Option<&st
     }
     c.args(["facts", "--out", "facts.json"]);
     let out = c.output().unwrap();
-    assert!(!dir.path().join("facts.json").exists(), "nothing is written on bad input");
+    assert!(
+        !dir.path().join("facts.json").exists(),
+        "nothing is written on bad input"
+    );
     out
 }
 
@@ -127,26 +195,58 @@ fn kubeconfig_problems_are_bad_input() {
     std::fs::write(&malformed, "clusters: [ this is: not: yaml").unwrap();
     let cases: [(Option<&std::path::Path>, Option<&str>, &str, &str); 4] = [
         (Some(&missing), None, "kubeconfig", "not found"),
-        (Some(&malformed), None, "is malformed", "kubectl config view"),
-        (Some(server.kubeconfig()), Some("prod"), "context \"prod\" not found", "(contexts: default)"),
-        (None, None, "no kubeconfig: --kubeconfig not given, KUBECONFIG not set", "pass --kubeconfig PATH"),
+        (
+            Some(&malformed),
+            None,
+            "is malformed",
+            "kubectl config view",
+        ),
+        (
+            Some(server.kubeconfig()),
+            Some("prod"),
+            "context \"prod\" not found",
+            "(contexts: default)",
+        ),
+        (
+            None,
+            None,
+            "no kubeconfig: --kubeconfig not given, KUBECONFIG not set",
+            "pass --kubeconfig PATH",
+        ),
     ];
     for (kubeconfig, context, cause, hint) in cases {
         let out = run_with_kubeconfig(kubeconfig, context);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(cause) && stderr.contains(hint), "{cause}: {stderr}");
-        assert_eq!(stderr.lines().count(), 2, "one-line cause and one-line hint: {stderr}");
+        assert!(
+            stderr.contains(cause) && stderr.contains(hint),
+            "{cause}: {stderr}"
+        );
+        assert_eq!(
+            stderr.lines().count(),
+            2,
+            "one-line cause and one-line hint: {stderr}"
+        );
     }
     assert!(server.requests().is_empty(), "no call is made on bad input");
 }
 
 #[test]
 fn kubeconfig_from_the_environment_and_context_selection() {
-    let server = ClusterServer::start_with(fixture("xeon-amx"), Options { context: Some("lab".into()), ..Options::default() });
+    let server = ClusterServer::start_with(
+        fixture("xeon-amx"),
+        Options {
+            context: Some("lab".into()),
+            ..Options::default()
+        },
+    );
     let dir = tempfile::tempdir().unwrap();
     // KUBECONFIG lists a missing file first: skipped, like kubectl does.
-    let list = format!("{}:{}", dir.path().join("absent").display(), server.kubeconfig().display());
+    let list = format!(
+        "{}:{}",
+        dir.path().join("absent").display(),
+        server.kubeconfig().display()
+    );
     let out = eas(&fixture("xeon-amx"))
         .env("KUBECONFIG", list)
         .args(["--context", "lab", "facts"])
@@ -164,12 +264,19 @@ fn operator_input_is_checked() {
     let out = eas(&fixture("xeon-amx"))
         .arg("--kubeconfig")
         .arg(server.kubeconfig())
-        .args(["facts", "--containerd-config", "ghost-node=node-files/xeon-sr-01/config.toml"])
+        .args([
+            "facts",
+            "--containerd-config",
+            "ghost-node=node-files/xeon-sr-01/config.toml",
+        ])
         .output()
         .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("the cluster has no node ghost-node (nodes: xeon-sr-01)"), "{stderr}");
+    assert!(
+        stderr.contains("the cluster has no node ghost-node (nodes: xeon-sr-01)"),
+        "{stderr}"
+    );
 
     let before = server.requests().len();
     let out = eas(&fixture("xeon-amx"))
@@ -180,16 +287,31 @@ fn operator_input_is_checked() {
         .unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("nodes.json is not a containerd config"), "{stderr}");
-    assert_eq!(server.requests().len(), before, "a malformed flag is found before any call");
+    assert!(
+        stderr.contains("nodes.json is not a containerd config"),
+        "{stderr}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        before,
+        "a malformed flag is found before any call"
+    );
 }
 
 #[test]
 fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
     let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
-    let out = eas(&fixture("k3d-gpu-desktop")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
+    let out = eas(&fixture("k3d-gpu-desktop"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("facts")
+        .output()
+        .unwrap();
     let stderr = text(&out.stderr);
-    assert!(out.status.success(), "the facts are still gathered: {stderr}");
+    assert!(
+        out.status.success(),
+        "the facts are still gathered: {stderr}"
+    );
     let (facts, _) = stable_facts(&out.stdout);
     assert_eq!(facts["cluster"]["k3d_cluster"], "gpu");
     assert_eq!(facts["docker"], serde_json::Value::Null);
@@ -198,18 +320,31 @@ fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
         stderr.contains("warning: the nodes are named like k3d cluster \"gpu\", but Docker is unreachable at unix:///nonexistent/eas-test/docker.sock"),
         "{stderr}"
     );
-    assert!(stderr.contains("whether Docker is rootless is unknown"), "{stderr}");
     assert!(
-        stderr.contains("warning: containerd facts unknown for node k3d-gpu-server-0: Docker is unreachable"),
+        stderr.contains("whether Docker is rootless is unknown"),
         "{stderr}"
     );
-    assert!(stderr.contains("containerd config and NRI socket are unknown"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: containerd facts unknown for node k3d-gpu-server-0: Docker is unreachable"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("containerd config and NRI socket are unknown"),
+        "{stderr}"
+    );
 
     // The generator then refuses, naming the way out.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("facts.json"), &out.stdout).unwrap();
-    let config = eas(dir.path()).args(["config", "--facts", "facts.json", "--out", "out"]).output().unwrap();
+    let config = eas(dir.path())
+        .args(["config", "--facts", "facts.json", "--out", "out"])
+        .output()
+        .unwrap();
     assert_eq!(config.status.code(), Some(3), "{}", text(&config.stderr));
-    assert!(text(&config.stderr).contains("REFUSE: containerd facts unreadable on k3d-gpu-server-0"));
+    assert!(
+        text(&config.stderr).contains("REFUSE: containerd facts unreadable on k3d-gpu-server-0")
+    );
     assert!(text(&config.stderr).contains("eas facts --containerd-config NODE=FILE"));
 }

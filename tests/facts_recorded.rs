@@ -10,7 +10,11 @@ use support::*;
 fn gather(name: &str) -> (ClusterServer, std::process::Output) {
     let server = ClusterServer::start(fixture(name));
     let out = facts(&server, name, &[]);
-    assert!(out.status.success(), "{name}: eas facts failed:\n{}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name}: eas facts failed:\n{}",
+        text(&out.stderr)
+    );
     (server, out)
 }
 
@@ -28,7 +32,10 @@ fn each_recorded_cluster_gives_its_expected_facts() {
         );
         let pretty = format!("{}\n", serde_json::to_string_pretty(&facts).unwrap());
         golden(&fixture(name).join("expected/facts.json"), &pretty);
-        golden(&fixture(name).join("expected/facts.stderr"), &redact(&text(&out.stderr), &server));
+        golden(
+            &fixture(name).join("expected/facts.stderr"),
+            &redact(&text(&out.stderr), &server),
+        );
     }
 }
 
@@ -40,19 +47,46 @@ fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
         let (facts, _) = stable_facts(&out.stdout);
         let log = server.requests();
         let methods: BTreeSet<&str> = log.iter().map(|r| r.method.as_str()).collect();
-        assert_eq!(methods, BTreeSet::from(["GET"]), "{name}: only reads may reach the API");
-        assert!(!log.iter().any(|r| r.path.contains("/secrets/")), "{name}: no Secret is read one by one");
-        let secrets: Vec<&Logged> = log.iter().filter(|r| r.path.ends_with("/secrets")).collect();
+        assert_eq!(
+            methods,
+            BTreeSet::from(["GET"]),
+            "{name}: only reads may reach the API"
+        );
+        assert!(
+            !log.iter().any(|r| r.path.contains("/secrets/")),
+            "{name}: no Secret is read one by one"
+        );
+        let secrets: Vec<&Logged> = log
+            .iter()
+            .filter(|r| r.path.ends_with("/secrets"))
+            .collect();
         assert_eq!(secrets.len(), 1, "{name}");
-        assert_eq!(secrets[0].param("fieldSelector").as_deref(), Some("type=helm.sh/release.v1"), "{name}");
+        assert_eq!(
+            secrets[0].param("fieldSelector").as_deref(),
+            Some("type=helm.sh/release.v1"),
+            "{name}"
+        );
         let paths: BTreeSet<String> = log.iter().map(|r| r.path.clone()).collect();
-        seen.push((name, facts["nodes"].as_array().unwrap().len(), log.len(), paths));
+        seen.push((
+            name,
+            facts["nodes"].as_array().unwrap().len(),
+            log.len(),
+            paths,
+        ));
     }
     let (small, big) = (&seen[0], &seen[1]);
     assert_eq!((small.1, big.1), (1, 2000));
-    assert_eq!(small.2, big.2, "requests must not grow with nodes: {} for 1 node, {} for 2000", small.2, big.2);
+    assert_eq!(
+        small.2, big.2,
+        "requests must not grow with nodes: {} for 1 node, {} for 2000",
+        small.2, big.2
+    );
     assert_eq!(small.3, big.3);
-    assert_eq!(small.2, 7, "version, nodes, namespaces, daemonsets, secrets, 2 × deployments: {:?}", small.3);
+    assert_eq!(
+        small.2, 7,
+        "version, nodes, namespaces, daemonsets, secrets, 2 × deployments: {:?}",
+        small.3
+    );
 }
 
 #[test]
@@ -60,13 +94,22 @@ fn no_secret_value_reaches_the_output() {
     for name in CLUSTERS {
         let (_server, out) = gather(name);
         let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-        assert!(!all.contains("CANARY"), "{name}: a Secret's value reached the output");
-        let secrets: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(fixture(name).join("secrets.json")).unwrap()).unwrap();
+        assert!(
+            !all.contains("CANARY"),
+            "{name}: a Secret's value reached the output"
+        );
+        let secrets: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixture(name).join("secrets.json")).unwrap(),
+        )
+        .unwrap();
         for s in secrets["items"].as_array().unwrap() {
             for (key, value) in s["data"].as_object().unwrap() {
                 let v = value.as_str().unwrap();
-                assert!(!all.contains(v), "{name}: data {key} of Secret {} is in the output", s["metadata"]["name"]);
+                assert!(
+                    !all.contains(v),
+                    "{name}: data {key} of Secret {} is in the output",
+                    s["metadata"]["name"]
+                );
             }
         }
     }
@@ -83,10 +126,20 @@ fn the_2000_node_cluster_is_read_whole_in_one_page() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(names, sorted, "nodes are listed by name");
-    assert!(nodes.iter().all(|n| n["containerd"]["nri_socket"] == true), "the operator's '*' config covers every node");
+    assert!(
+        nodes.iter().all(|n| n["containerd"]["nri_socket"] == true),
+        "the operator's '*' config covers every node"
+    );
     assert_eq!(nodes[1999]["name"], "scale-server-2");
-    assert_eq!(nodes[1996]["annotations"]["k3s.io/internal-ip"], "10.101.7.204", "each clone has its own address");
-    let node_lists: Vec<Logged> = server.requests().into_iter().filter(|r| r.path == "/api/v1/nodes").collect();
+    assert_eq!(
+        nodes[1996]["annotations"]["k3s.io/internal-ip"], "10.101.7.204",
+        "each clone has its own address"
+    );
+    let node_lists: Vec<Logged> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/nodes")
+        .collect();
     assert_eq!(node_lists.len(), 1);
     assert_eq!(node_lists[0].param("limit").as_deref(), Some("5000"));
     assert_eq!(
@@ -98,20 +151,34 @@ fn the_2000_node_cluster_is_read_whole_in_one_page() {
         ])
     );
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("2000 nodes (2000 with containerd facts)"), "{stderr}");
+    assert!(
+        stderr.contains("2000 nodes (2000 with containerd facts)"),
+        "{stderr}"
+    );
 }
 
 #[test]
 fn continue_tokens_are_followed_when_the_server_pages() {
-    let options = Options { max_page: Some(300), ..Options::default() };
+    let options = Options {
+        max_page: Some(300),
+        ..Options::default()
+    };
     let server = ClusterServer::start_with(fixture("scale-2000"), options);
     let out = facts(&server, "scale-2000", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let (paged, _) = stable_facts(&out.stdout);
-    let node_lists: Vec<Logged> = server.requests().into_iter().filter(|r| r.path == "/api/v1/nodes").collect();
+    let node_lists: Vec<Logged> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/nodes")
+        .collect();
     assert_eq!(node_lists.len(), 7, "2000 nodes in pages of 300");
     assert!(node_lists[0].param("continue").is_none());
-    assert!(node_lists[1..].iter().all(|r| r.param("continue").is_some()));
+    assert!(
+        node_lists[1..]
+            .iter()
+            .all(|r| r.param("continue").is_some())
+    );
 
     let whole = ClusterServer::start(fixture("scale-2000"));
     let (unpaged, _) = stable_facts(&facts(&whole, "scale-2000", &[]).stdout);

@@ -22,20 +22,37 @@ fn facts_feed_config_on_every_recorded_cluster() {
             .unwrap();
         let expected = fixture(name).join("expected/config");
         let mut produced: Vec<String> = std::fs::read_dir(dir.path().join("out"))
-            .map(|d| d.map(|e| e.unwrap().file_name().into_string().unwrap()).collect())
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
             .unwrap_or_default();
         produced.sort();
-        let refused = fixture(name).join("expected/config.refusal").exists() || config.status.code() == Some(3);
+        let refused = fixture(name).join("expected/config.refusal").exists()
+            || config.status.code() == Some(3);
         if refused {
-            assert_eq!(config.status.code(), Some(3), "{name}: {}", text(&config.stderr));
-            assert!(produced.is_empty(), "{name}: a refusal writes nothing, found {produced:?}");
-            golden(&fixture(name).join("expected/config.refusal"), &text(&config.stderr));
+            assert_eq!(
+                config.status.code(),
+                Some(3),
+                "{name}: {}",
+                text(&config.stderr)
+            );
+            assert!(
+                produced.is_empty(),
+                "{name}: a refusal writes nothing, found {produced:?}"
+            );
+            golden(
+                &fixture(name).join("expected/config.refusal"),
+                &text(&config.stderr),
+            );
             continue;
         }
         assert!(config.status.success(), "{name}: {}", text(&config.stderr));
         if std::env::var_os("UPDATE_GOLDEN").is_none() {
-            let mut wanted: Vec<String> =
-                std::fs::read_dir(&expected).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            let mut wanted: Vec<String> = std::fs::read_dir(&expected)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
             wanted.sort();
             assert_eq!(produced, wanted, "{name}: the generator's files");
         }
@@ -43,6 +60,9 @@ fn facts_feed_config_on_every_recorded_cluster() {
             let actual = std::fs::read_to_string(dir.path().join("out").join(file)).unwrap();
             golden(&expected.join(file), &actual);
         }
-        golden(&fixture(name).join("expected/config.stdout"), &text(&config.stdout));
+        golden(
+            &fixture(name).join("expected/config.stdout"),
+            &text(&config.stdout),
+        );
     }
 }

@@ -231,15 +231,14 @@ pub async fn read_all(
     engine: Option<&impl Engine>,
     host: &Host,
 ) -> Vec<String> {
-    let results: Vec<(usize, Result<(Containerd, Option<String>), String>)> =
-        futures::stream::iter(sources.iter().enumerate())
-            .map(|(i, source)| {
-                let node = &nodes[i];
-                async move { (i, read_one(node, source, operator, engine, host).await) }
-            })
-            .buffer_unordered(CONCURRENT_READS)
-            .collect()
-            .await;
+    let results: Vec<(usize, NodeRead)> = futures::stream::iter(sources.iter().enumerate())
+        .map(|(i, source)| {
+            let node = &nodes[i];
+            async move { (i, read_one(node, source, operator, engine, host).await) }
+        })
+        .buffer_unordered(CONCURRENT_READS)
+        .collect()
+        .await;
     let mut problems: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut ordered = results;
@@ -280,13 +279,16 @@ fn node_list(names: &[String]) -> String {
     )
 }
 
+/// A node's containerd facts and a note about how they were taken, or why they could not be.
+type NodeRead = Result<(Containerd, Option<String>), String>;
+
 async fn read_one(
     node: &Node,
     source: &Source,
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
-) -> Result<(Containerd, Option<String>), String> {
+) -> NodeRead {
     let config_path = containerd::config_path(&node_args(node));
     match source {
         Source::Nowhere(why) => Err(why.clone()),

@@ -79,26 +79,117 @@ pub struct Resource {
 }
 
 const RESOURCES: &[Resource] = &[
-    Resource { kind: "Node", group_version: "v1", plural: "nodes", namespaced: false, short: &["no"], fields: &["spec.unschedulable"] },
-    Resource { kind: "Namespace", group_version: "v1", plural: "namespaces", namespaced: false, short: &["ns"], fields: &["status.phase"] },
-    Resource { kind: "Secret", group_version: "v1", plural: "secrets", namespaced: true, short: &[], fields: &["type"] },
-    Resource { kind: "ConfigMap", group_version: "v1", plural: "configmaps", namespaced: true, short: &["cm"], fields: &[] },
+    Resource {
+        kind: "Node",
+        group_version: "v1",
+        plural: "nodes",
+        namespaced: false,
+        short: &["no"],
+        fields: &["spec.unschedulable"],
+    },
+    Resource {
+        kind: "Namespace",
+        group_version: "v1",
+        plural: "namespaces",
+        namespaced: false,
+        short: &["ns"],
+        fields: &["status.phase"],
+    },
+    Resource {
+        kind: "Secret",
+        group_version: "v1",
+        plural: "secrets",
+        namespaced: true,
+        short: &[],
+        fields: &["type"],
+    },
+    Resource {
+        kind: "ConfigMap",
+        group_version: "v1",
+        plural: "configmaps",
+        namespaced: true,
+        short: &["cm"],
+        fields: &[],
+    },
     Resource {
         kind: "Pod",
         group_version: "v1",
         plural: "pods",
         namespaced: true,
         short: &["po"],
-        fields: &["spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "status.phase", "status.podIP"],
+        fields: &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.phase",
+            "status.podIP",
+        ],
     },
-    Resource { kind: "Service", group_version: "v1", plural: "services", namespaced: true, short: &["svc"], fields: &[] },
-    Resource { kind: "ServiceAccount", group_version: "v1", plural: "serviceaccounts", namespaced: true, short: &["sa"], fields: &[] },
-    Resource { kind: "Event", group_version: "v1", plural: "events", namespaced: true, short: &["ev"], fields: &[] },
-    Resource { kind: "DaemonSet", group_version: "apps/v1", plural: "daemonsets", namespaced: true, short: &["ds"], fields: &[] },
-    Resource { kind: "Deployment", group_version: "apps/v1", plural: "deployments", namespaced: true, short: &["deploy"], fields: &[] },
-    Resource { kind: "StatefulSet", group_version: "apps/v1", plural: "statefulsets", namespaced: true, short: &["sts"], fields: &[] },
-    Resource { kind: "ReplicaSet", group_version: "apps/v1", plural: "replicasets", namespaced: true, short: &["rs"], fields: &[] },
-    Resource { kind: "Job", group_version: "batch/v1", plural: "jobs", namespaced: true, short: &[], fields: &[] },
+    Resource {
+        kind: "Service",
+        group_version: "v1",
+        plural: "services",
+        namespaced: true,
+        short: &["svc"],
+        fields: &[],
+    },
+    Resource {
+        kind: "ServiceAccount",
+        group_version: "v1",
+        plural: "serviceaccounts",
+        namespaced: true,
+        short: &["sa"],
+        fields: &[],
+    },
+    Resource {
+        kind: "Event",
+        group_version: "v1",
+        plural: "events",
+        namespaced: true,
+        short: &["ev"],
+        fields: &[],
+    },
+    Resource {
+        kind: "DaemonSet",
+        group_version: "apps/v1",
+        plural: "daemonsets",
+        namespaced: true,
+        short: &["ds"],
+        fields: &[],
+    },
+    Resource {
+        kind: "Deployment",
+        group_version: "apps/v1",
+        plural: "deployments",
+        namespaced: true,
+        short: &["deploy"],
+        fields: &[],
+    },
+    Resource {
+        kind: "StatefulSet",
+        group_version: "apps/v1",
+        plural: "statefulsets",
+        namespaced: true,
+        short: &["sts"],
+        fields: &[],
+    },
+    Resource {
+        kind: "ReplicaSet",
+        group_version: "apps/v1",
+        plural: "replicasets",
+        namespaced: true,
+        short: &["rs"],
+        fields: &[],
+    },
+    Resource {
+        kind: "Job",
+        group_version: "batch/v1",
+        plural: "jobs",
+        namespaced: true,
+        short: &[],
+        fields: &[],
+    },
     Resource {
         kind: "CustomResourceDefinition",
         group_version: "apiextensions.k8s.io/v1",
@@ -110,11 +201,15 @@ const RESOURCES: &[Resource] = &[
 ];
 
 fn resource_by_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
-    RESOURCES.iter().find(|r| r.kind == kind && r.group_version == api_version)
+    RESOURCES
+        .iter()
+        .find(|r| r.kind == kind && r.group_version == api_version)
 }
 
-fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static Resource> {
-    RESOURCES.iter().find(|r| r.plural == plural && r.group_version == group_version)
+pub fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES
+        .iter()
+        .find(|r| r.plural == plural && r.group_version == group_version)
 }
 
 struct State {
@@ -145,7 +240,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { context: None, token: "recorded-cluster-token".into(), require_token: true, port: 0, max_page: None }
+        Options {
+            context: None,
+            token: "recorded-cluster-token".into(),
+            require_token: true,
+            port: 0,
+            max_page: None,
+        }
     }
 }
 
@@ -168,9 +269,18 @@ impl ClusterServer {
         let fixture = fixture.as_ref();
         let meta: Value = read_json(&fixture.join("cluster.json")).unwrap_or_else(|| json!({}));
         let context = options.context.clone().unwrap_or_else(|| {
-            meta.get("context").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| {
-                format!("recorded-{}", fixture.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
-            })
+            meta.get("context")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    format!(
+                        "recorded-{}",
+                        fixture
+                            .file_name()
+                            .map(|n| n.to_string_lossy().to_string())
+                            .unwrap_or_default()
+                    )
+                })
         });
         let version = read_json(&fixture.join("version.json")).unwrap_or_else(|| {
             json!({"major": "1", "minor": "37", "gitVersion": "v1.37.1+k3s1", "gitCommit": "", "gitTreeState": "clean",
@@ -190,21 +300,40 @@ impl ClusterServer {
             max_page: options.max_page,
         }));
 
-        let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
-        listener.set_nonblocking(true).expect("non-blocking listener");
+        let listener =
+            std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
         let addr = listener.local_addr().expect("local address");
         let (tx, rx) = tokio::sync::oneshot::channel();
         let served = state.clone();
         let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
             rt.block_on(serve(listener, served, rx));
             rt.shutdown_background();
         });
 
         let dir = tempfile::tempdir().expect("temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(&format!("http://{addr}"), &context, &options.token)).expect("write kubeconfig");
-        ClusterServer { addr, state, shutdown: Some(tx), thread: Some(thread), dir, kubeconfig, context }
+        std::fs::write(
+            &kubeconfig,
+            kubeconfig_text(&format!("http://{addr}"), &context, &options.token),
+        )
+        .expect("write kubeconfig");
+        ClusterServer {
+            addr,
+            state,
+            shutdown: Some(tx),
+            thread: Some(thread),
+            dir,
+            kubeconfig,
+            context,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -249,7 +378,10 @@ impl ClusterServer {
     /// The number of stored objects of one resource.
     pub fn count(&self, group_version: &str, resource: &str) -> usize {
         let s = self.state.lock().unwrap();
-        s.objects.keys().filter(|k| k.group_version == group_version && k.resource == resource).count()
+        s.objects
+            .keys()
+            .filter(|k| k.group_version == group_version && k.resource == resource)
+            .count()
     }
 
     /// Writes the generated kubeconfig elsewhere too (for tools run outside the test).
@@ -292,7 +424,12 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("directory entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| !matches!(p.file_name().and_then(|n| n.to_str()), Some("cluster.json" | "version.json")))
+        .filter(|p| {
+            !matches!(
+                p.file_name().and_then(|n| n.to_str()),
+                Some("cluster.json" | "version.json")
+            )
+        })
         .collect();
     files.sort();
     for file in files {
@@ -301,14 +438,18 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
             Some(Value::Array(items)) => {
                 // A typed list (`NodeList`) names its items' kind once; a `List` names each.
                 let list_kind = doc.get("kind").and_then(Value::as_str).unwrap_or("List");
-                let list_api = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("v1");
+                let list_api = doc
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("v1");
                 items
                     .iter()
                     .map(|item| {
                         let mut item = item.clone();
                         if list_kind != "List" {
                             let obj = item.as_object_mut().expect("list items are objects");
-                            obj.entry("kind").or_insert_with(|| json!(list_kind.trim_end_matches("List")));
+                            obj.entry("kind")
+                                .or_insert_with(|| json!(list_kind.trim_end_matches("List")));
                             obj.entry("apiVersion").or_insert_with(|| json!(list_api));
                         }
                         item
@@ -326,11 +467,24 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
 }
 
 fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
-    let api = obj.get("apiVersion").and_then(Value::as_str).ok_or("an object without apiVersion")?;
-    let kind = obj.get("kind").and_then(Value::as_str).ok_or("an object without kind")?;
-    let r = resource_by_kind(api, kind).ok_or_else(|| format!("{api} {kind} is not a resource this server knows"))?;
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).ok_or("an object without metadata.name")?;
-    let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let api = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or("an object without apiVersion")?;
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or("an object without kind")?;
+    let r = resource_by_kind(api, kind)
+        .ok_or_else(|| format!("{api} {kind} is not a resource this server knows"))?;
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .ok_or("an object without metadata.name")?;
+    let namespace = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if r.namespaced && namespace.is_empty() {
         return Err(format!("{kind} {name} has no namespace"));
     }
@@ -338,7 +492,11 @@ fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
         ObjectKey {
             group_version: api.to_string(),
             resource: r.plural.to_string(),
-            namespace: if r.namespaced { namespace.to_string() } else { String::new() },
+            namespace: if r.namespaced {
+                namespace.to_string()
+            } else {
+                String::new()
+            },
             name: name.to_string(),
         },
         r,
@@ -350,15 +508,35 @@ fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
 fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
     let template = scale["template"].as_str().expect("scale.template");
     let count = scale["count"].as_u64().expect("scale.count") as u32;
-    let ip_base: std::net::Ipv4Addr = scale["ip_base"].as_str().expect("scale.ip_base").parse().expect("an IPv4 address");
+    let ip_base: std::net::Ipv4Addr = scale["ip_base"]
+        .as_str()
+        .expect("scale.ip_base")
+        .parse()
+        .expect("an IPv4 address");
     let cidr_first = scale["pod_cidr_first"].as_u64().unwrap_or(0) as u32;
-    let key = ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: template.into() };
-    let node = objects.get(&key).unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture")).clone();
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: template.into(),
+    };
+    let node = objects
+        .get(&key)
+        .unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture"))
+        .clone();
     let text = serde_json::to_string(&node).expect("serialise");
     let prefix = template.trim_end_matches(|c: char| c.is_ascii_digit());
     let digits = template.len() - prefix.len();
-    let uid = node.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("").to_string();
-    let cidr = node.pointer("/spec/podCIDR").and_then(Value::as_str).unwrap_or("").to_string();
+    let uid = node
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let cidr = node
+        .pointer("/spec/podCIDR")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let base = u32::from(ip_base);
     for i in 1..count {
         let name = format!("{prefix}{i:0digits$}");
@@ -373,11 +551,21 @@ fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
             .replace(&format!("\"{cidr}\""), &format!("\"{new_cidr}\""))
             .replace(&uid, &new_uid);
         let value: Value = serde_json::from_str(&copy).expect("copy parses");
-        objects.insert(ObjectKey { name, ..key.clone() }, value);
+        objects.insert(
+            ObjectKey {
+                name,
+                ..key.clone()
+            },
+            value,
+        );
     }
 }
 
-async fn serve(listener: std::net::TcpListener, state: Arc<Mutex<State>>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<Mutex<State>>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
     loop {
         tokio::select! {
@@ -408,19 +596,29 @@ impl std::error::Error for ResetConnection {}
 
 type Answer = Response<Full<Bytes>>;
 
-async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answer, ResetConnection> {
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<Mutex<State>>,
+) -> Result<Answer, ResetConnection> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     let authorized = match state.lock().unwrap().token.as_deref() {
         None => true,
         Some(token) => {
-            req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {token}"))
+            req.headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                == Some(&format!("Bearer {token}"))
         }
     };
     let fault = {
         let mut s = state.lock().unwrap();
-        s.log.push(Logged { method: method.to_string(), path: path.clone(), query: query.clone() });
+        s.log.push(Logged {
+            method: method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+        });
         take_fault(&mut s.faults, &path)
     };
     match fault {
@@ -442,7 +640,9 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
 }
 
 fn take_fault(faults: &mut Vec<Injection>, path: &str) -> Option<Fault> {
-    let i = faults.iter().position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
+    let i = faults
+        .iter()
+        .position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
     let fault = faults[i].fault.clone();
     if let Some(n) = &mut faults[i].remaining {
         *n -= 1;
@@ -497,8 +697,16 @@ fn status(code: u16, message: &str, details: Option<Value>) -> Answer {
 enum Target<'a> {
     Version,
     Discovery(&'a str),
-    Collection { r: &'static Resource, namespace: String },
-    Object { r: &'static Resource, namespace: String, name: String, sub: Option<String> },
+    Collection {
+        r: &'static Resource,
+        namespace: String,
+    },
+    Object {
+        r: &'static Resource,
+        namespace: String,
+        name: String,
+        sub: Option<String>,
+    },
 }
 
 fn parse_path(path: &str) -> Result<Target<'_>, String> {
@@ -512,32 +720,68 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
         ["api", "v1"] | ["apis", _, _] => return Ok(Target::Discovery(trimmed)),
         ["api", "v1", rest @ ..] => ("v1".to_string(), rest),
         ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
-        _ => return Err(format!("the server could not find the requested resource ({path})")),
+        _ => {
+            return Err(format!(
+                "the server could not find the requested resource ({path})"
+            ));
+        }
     };
     let unknown = |p: &str| format!("the server could not find the requested resource ({gv} {p})");
     if let ["namespaces", ns, plural, more @ ..] = rest
         && let Some(r) = resource_by_plural(&gv, plural).filter(|r| r.namespaced)
     {
         return Ok(match more {
-            [] => Target::Collection { r, namespace: ns.to_string() },
-            [name] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: None },
-            [name, sub] => Target::Object { r, namespace: ns.to_string(), name: name.to_string(), sub: Some(sub.to_string()) },
+            [] => Target::Collection {
+                r,
+                namespace: ns.to_string(),
+            },
+            [name] => Target::Object {
+                r,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                sub: None,
+            },
+            [name, sub] => Target::Object {
+                r,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+                sub: Some(sub.to_string()),
+            },
             _ => return Err(unknown(plural)),
         });
     }
-    let [plural, more @ ..] = rest else { return Err(unknown("")) };
+    let [plural, more @ ..] = rest else {
+        return Err(unknown(""));
+    };
     let r = resource_by_plural(&gv, plural).ok_or_else(|| unknown(plural))?;
     match more {
-        [] => Ok(Target::Collection { r, namespace: String::new() }),
-        [name] if !r.namespaced => Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: None }),
-        [name, sub] if !r.namespaced => {
-            Ok(Target::Object { r, namespace: String::new(), name: name.to_string(), sub: Some(sub.to_string()) })
-        }
+        [] => Ok(Target::Collection {
+            r,
+            namespace: String::new(),
+        }),
+        [name] if !r.namespaced => Ok(Target::Object {
+            r,
+            namespace: String::new(),
+            name: name.to_string(),
+            sub: None,
+        }),
+        [name, sub] if !r.namespaced => Ok(Target::Object {
+            r,
+            namespace: String::new(),
+            name: name.to_string(),
+            sub: Some(sub.to_string()),
+        }),
         _ => Err(unknown(plural)),
     }
 }
 
-fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &[u8], state: &Mutex<State>) -> Answer {
+fn route(
+    method: &Method,
+    path: &str,
+    params: &BTreeMap<String, String>,
+    body: &[u8],
+    state: &Mutex<State>,
+) -> Answer {
     let target = match parse_path(path) {
         Ok(t) => t,
         Err(m) => return status(404, &m, None),
@@ -547,22 +791,50 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::GET, Target::Version) => ok_json(&s.version),
         (&Method::GET, Target::Discovery(p)) => match discovery(p) {
             Some(v) => ok_json(&v),
-            None => status(404, "the server could not find the requested resource", None),
+            None => status(
+                404,
+                "the server could not find the requested resource",
+                None,
+            ),
         },
         (&Method::GET, Target::Collection { r, namespace }) => {
             if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return status(400, "watch is not supported by the recorded-cluster server", None);
+                return status(
+                    400,
+                    "watch is not supported by the recorded-cluster server",
+                    None,
+                );
             }
             list(&s, r, &namespace, params)
         }
-        (&Method::GET, Target::Object { r, namespace, name, .. }) => match s.objects.get(&key(r, &namespace, &name)) {
+        (
+            &Method::GET,
+            Target::Object {
+                r, namespace, name, ..
+            },
+        ) => match s.objects.get(&key(r, &namespace, &name)) {
             Some(v) => ok_json(v),
             None => not_found(r, &name),
         },
         (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
-        (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
-        (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
-        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => match s.objects.remove(&key(r, &namespace, &name)) {
+        (
+            &Method::PUT,
+            Target::Object {
+                r, namespace, name, ..
+            },
+        ) => replace(&mut s, r, &namespace, &name, body),
+        (
+            &Method::PATCH,
+            Target::Object {
+                r, namespace, name, ..
+            },
+        ) => patch(&mut s, r, &namespace, &name, body),
+        (
+            &Method::DELETE,
+            Target::Object {
+                r, namespace, name, ..
+            },
+        ) => match s.objects.remove(&key(r, &namespace, &name)) {
             Some(v) => ok_json(&v),
             None => not_found(r, &name),
         },
@@ -574,7 +846,11 @@ fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
     ObjectKey {
         group_version: r.group_version.to_string(),
         resource: r.plural.to_string(),
-        namespace: if r.namespaced { namespace.to_string() } else { String::new() },
+        namespace: if r.namespaced {
+            namespace.to_string()
+        } else {
+            String::new()
+        },
         name: name.to_string(),
     }
 }
@@ -583,7 +859,9 @@ fn not_found(r: &Resource, name: &str) -> Answer {
     status(
         404,
         &format!("{} \"{name}\" not found", r.plural),
-        Some(json!({"name": name, "group": r.group_version.split_once('/').map(|(g, _)| g).unwrap_or(""), "kind": r.plural})),
+        Some(
+            json!({"name": name, "group": r.group_version.split_once('/').map(|(g, _)| g).unwrap_or(""), "kind": r.plural}),
+        ),
     )
 }
 
@@ -598,16 +876,24 @@ fn discovery(path: &str) -> Option<Value> {
             })
             .collect()
     };
-    let mut groups: Vec<&str> = RESOURCES.iter().map(|r| r.group_version).filter(|gv| gv.contains('/')).collect();
+    let mut groups: Vec<&str> = RESOURCES
+        .iter()
+        .map(|r| r.group_version)
+        .filter(|gv| gv.contains('/'))
+        .collect();
     groups.dedup();
     match path {
         "/api" => Some(json!({"kind": "APIVersions", "versions": ["v1"],
                               "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]})),
-        "/apis" => Some(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.iter().map(|gv| {
+        "/apis" => Some(
+            json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups.iter().map(|gv| {
             let (g, v) = gv.split_once('/').expect("group/version");
             json!({"name": g, "versions": [{"groupVersion": gv, "version": v}], "preferredVersion": {"groupVersion": gv, "version": v}})
-        }).collect::<Vec<_>>()})),
-        "/api/v1" => Some(json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources("v1")})),
+        }).collect::<Vec<_>>()}),
+        ),
+        "/api/v1" => Some(
+            json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": resources("v1")}),
+        ),
         p => {
             let gv = p.strip_prefix("/apis/")?;
             let list = resources(gv);
@@ -619,11 +905,19 @@ fn discovery(path: &str) -> Option<Value> {
 /// Serves a list the way the API server does, writing items straight into the answer (without
 /// their kind and apiVersion) so a large list costs one copy.
 fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
-    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
+    let labels = match params
+        .get("labelSelector")
+        .map(|v| LabelSelector::parse(v))
+        .transpose()
+    {
         Ok(l) => l,
         Err(m) => return status(400, &m, None),
     };
-    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
+    let fields = match params
+        .get("fieldSelector")
+        .map(|v| FieldSelector::parse(v, r))
+        .transpose()
+    {
         Ok(f) => f,
         Err(m) => return status(400, &m, None),
     };
@@ -657,14 +951,23 @@ fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, Stri
     let end = start.saturating_add(page_size).min(matching.len());
     let page = matching.get(start..end).unwrap_or(&[]);
     let mut meta = Map::new();
-    meta.insert("resourceVersion".into(), json!(s.resource_version.to_string()));
+    meta.insert(
+        "resourceVersion".into(),
+        json!(s.resource_version.to_string()),
+    );
     if end < matching.len() {
         meta.insert("continue".into(), json!(encode_continue(end)));
         meta.insert("remainingItemCount".into(), json!(matching.len() - end));
     }
     let api_version = r.group_version;
     let mut out = Vec::with_capacity(page.len() * 4096 + 256);
-    out.extend_from_slice(format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":", r.kind).as_bytes());
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":",
+            r.kind
+        )
+        .as_bytes(),
+    );
     serde_json::to_writer(&mut out, &meta).expect("serialise");
     out.extend_from_slice(b",\"items\":[");
     for (i, item) in page.iter().enumerate() {
@@ -682,7 +985,9 @@ struct WithoutTypeMeta<'a>(&'a Value);
 impl serde::Serialize for WithoutTypeMeta<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let Value::Object(map) = self.0 else { return self.0.serialize(ser) };
+        let Value::Object(map) = self.0 else {
+            return self.0.serialize(ser);
+        };
         let mut m = ser.serialize_map(None)?;
         for (k, v) in map {
             if k != "kind" && k != "apiVersion" {
@@ -693,21 +998,31 @@ impl serde::Serialize for WithoutTypeMeta<'_> {
     }
 }
 
-fn encode_continue(offset: usize) -> String {
+pub fn encode_continue(offset: usize) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("recorded:{offset}"))
 }
 
-fn decode_continue(token: &str) -> Option<usize> {
+pub fn decode_continue(token: &str) -> Option<usize> {
     use base64::Engine as _;
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
-    String::from_utf8(raw).ok()?.strip_prefix("recorded:")?.parse().ok()
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()?;
+    String::from_utf8(raw)
+        .ok()?
+        .strip_prefix("recorded:")?
+        .parse()
+        .ok()
 }
 
 fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     s.resource_version += 1;
     let rv = s.resource_version;
-    let meta = obj.as_object_mut().expect("object").entry("metadata").or_insert_with(|| json!({}));
+    let meta = obj
+        .as_object_mut()
+        .expect("object")
+        .entry("metadata")
+        .or_insert_with(|| json!({}));
     meta["resourceVersion"] = json!(rv.to_string());
     if create {
         meta["uid"] = json!(format!("00000000-0000-4000-8000-{rv:012x}"));
@@ -715,17 +1030,29 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     }
 }
 
-fn parse_body(body: &[u8]) -> Result<Value, Answer> {
-    serde_json::from_slice(body).map_err(|e| status(400, &format!("the request body is not JSON: {e}"), None))
+fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(status(
+            400,
+            &format!("the request body is not JSON: {e}"),
+            None,
+        ))
+    })
 }
 
 fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> Answer {
     let mut obj = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
-    if obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty)
-        && let Some(prefix) = obj.pointer("/metadata/generateName").and_then(Value::as_str).map(str::to_string)
+    if obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+        && let Some(prefix) = obj
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     {
         obj["metadata"]["name"] = json!(format!("{prefix}{:05x}", s.resource_version % 0xfffff));
     }
@@ -734,22 +1061,43 @@ fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> 
     }
     obj["apiVersion"] = json!(r.group_version);
     obj["kind"] = json!(r.kind);
+    if r.kind == "Namespace"
+        && let Some(name) = obj.pointer("/metadata/name").cloned()
+    {
+        // The API server labels every namespace with its own name.
+        let labels = obj["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .entry("labels")
+            .or_insert_with(|| json!({}));
+        labels["kubernetes.io/metadata.name"] = name;
+    }
     let k = match key_of(&obj) {
         Ok((k, _)) => k,
         Err(m) => return status(422, &m, None),
     };
     if s.objects.contains_key(&k) {
-        return status(409, &format!("{} \"{}\" already exists", r.plural, k.name), None);
+        return status(
+            409,
+            &format!("{} \"{}\" already exists", r.plural, k.name),
+            None,
+        );
     }
     stamp(s, &mut obj, true);
     s.objects.insert(k, obj.clone());
     respond(201, serde_json::to_vec(&obj).expect("serialise"))
 }
 
-fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
+fn replace(
+    s: &mut State,
+    r: &'static Resource,
+    namespace: &str,
+    name: &str,
+    body: &[u8],
+) -> Answer {
     let mut obj = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let k = key(r, namespace, name);
     if !s.objects.contains_key(&k) {
@@ -767,13 +1115,14 @@ fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, bod
 fn patch(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
     let p = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let k = key(r, namespace, name);
     let mut obj = match s.objects.get(&k) {
         Some(v) => v.clone(),
         None => {
-            let mut fresh = json!({"apiVersion": r.group_version, "kind": r.kind, "metadata": {"name": name}});
+            let mut fresh =
+                json!({"apiVersion": r.group_version, "kind": r.kind, "metadata": {"name": name}});
             if r.namespaced {
                 fresh["metadata"]["namespace"] = json!(namespace);
             }
@@ -807,7 +1156,7 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn parse_query(query: &str) -> BTreeMap<String, String> {
+pub fn parse_query(query: &str) -> BTreeMap<String, String> {
     query
         .split('&')
         .filter(|kv| !kv.is_empty())
@@ -818,13 +1167,17 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         let hex = (b[i] == b'%' && i + 3 <= b.len())
-            .then(|| std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()))
+            .then(|| {
+                std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
             .flatten();
         match (b[i], hex) {
             (_, Some(byte)) => {
@@ -877,7 +1230,11 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         for p in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
             let set = |rest: &str| -> Result<Vec<String>, String> {
-                let inner = rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or(format!("invalid selector {p:?}"))?;
+                let inner = rest
+                    .trim()
+                    .strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .ok_or(format!("invalid selector {p:?}"))?;
                 Ok(inner.split(',').map(|v| v.trim().to_string()).collect())
             };
             let req = if let Some(k) = p.strip_prefix('!') {
@@ -899,7 +1256,11 @@ impl LabelSelector {
     }
 
     pub fn matches(&self, obj: &Value) -> bool {
-        let label = |k: &str| obj.pointer("/metadata/labels").and_then(|l| l.get(k)).and_then(Value::as_str);
+        let label = |k: &str| {
+            obj.pointer("/metadata/labels")
+                .and_then(|l| l.get(k))
+                .and_then(Value::as_str)
+        };
         self.0.iter().all(|r| match r {
             Requirement::Eq(k, v) => label(k) == Some(v.as_str()),
             Requirement::NotEq(k, v) => label(k) != Some(v.as_str()),
@@ -926,7 +1287,9 @@ impl FieldSelector {
                 return Err(format!("invalid field selector: {p:?}"));
             };
             let field = field.trim();
-            if !matches!(field, "metadata.name" | "metadata.namespace") && !r.fields.contains(&field) {
+            if !matches!(field, "metadata.name" | "metadata.namespace")
+                && !r.fields.contains(&field)
+            {
                 return Err(format!("field label not supported: {field}"));
             }
             reqs.push((field.to_string(), equal, value.trim().to_string()));
@@ -945,43 +1308,5 @@ impl FieldSelector {
             };
             (found == *value) == *equal
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors() {
-        let obj = json!({"metadata": {"name": "a", "labels": {"app": "x", "tier": "db"}}, "type": "helm.sh/release.v1"});
-        let yes = ["app=x", "app==x", "app!=y", "app in (x,y)", "tier notin (web)", "app", "!missing", "app=x,tier=db"];
-        for s in yes {
-            assert!(LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
-        }
-        let no = ["app=y", "app!=x", "app in (y)", "tier notin (db)", "missing", "!app", "app=x,tier=web"];
-        for s in no {
-            assert!(!LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
-        }
-        let secrets = resource_by_plural("v1", "secrets").unwrap();
-        assert!(FieldSelector::parse("type=helm.sh/release.v1", secrets).unwrap().matches(&obj));
-        assert!(!FieldSelector::parse("type!=helm.sh/release.v1", secrets).unwrap().matches(&obj));
-        assert!(FieldSelector::parse("metadata.name=a", secrets).unwrap().matches(&obj));
-        assert!(FieldSelector::parse("spec.nodeName=x", secrets).is_err());
-    }
-
-    #[test]
-    fn queries_decode() {
-        let q = parse_query("fieldSelector=type%3Dhelm.sh%2Frelease.v1&limit=500&labelSelector=a+in+%28b%29");
-        assert_eq!(q["fieldSelector"], "type=helm.sh/release.v1");
-        assert_eq!(q["labelSelector"], "a in (b)");
-        assert_eq!(q["limit"], "500");
-        assert_eq!(percent_decode("100%"), "100%");
-    }
-
-    #[test]
-    fn continue_tokens_round_trip() {
-        assert_eq!(decode_continue(&encode_continue(4000)), Some(4000));
-        assert_eq!(decode_continue("garbage!"), None);
     }
 }

@@ -19,7 +19,13 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 /// The recorded clusters kept in the repository.
-pub const CLUSTERS: [&str; 5] = ["k3d-gpu-desktop", "xeon-amx", "k3s-3node-eas", "eat1", "scale-2000"];
+pub const CLUSTERS: [&str; 5] = [
+    "k3d-gpu-desktop",
+    "xeon-amx",
+    "k3s-3node-eas",
+    "eat1",
+    "scale-2000",
+];
 
 /// `eas`, run in `dir`, seeing no kubeconfig, no Docker engine and no k3s on this host unless a
 /// test gives it one.
@@ -51,7 +57,11 @@ pub fn config_args(name: &str) -> Vec<String> {
 /// Runs `eas facts` against `server`, in the fixture's directory (facts-args name files there).
 pub fn facts(server: &ClusterServer, name: &str, extra: &[&str]) -> Output {
     let mut c = eas(&fixture(name));
-    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").args(facts_args(name)).args(extra);
+    c.arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("facts")
+        .args(facts_args(name))
+        .args(extra);
     c.output().expect("run eas")
 }
 
@@ -71,8 +81,12 @@ pub fn golden(path: &Path, actual: &str) {
         std::fs::write(path, actual).expect("write golden");
         return;
     }
-    let expected = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()));
+    let expected = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with UPDATE_GOLDEN=1 to create it)",
+            path.display()
+        )
+    });
     if expected != actual {
         let diff: Vec<String> = expected
             .lines()
@@ -94,7 +108,8 @@ pub fn golden(path: &Path, actual: &str) {
 
 /// The facts document with its timestamp replaced, for comparison.
 pub fn stable_facts(stdout: &[u8]) -> (serde_json::Value, String) {
-    let mut v: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("facts are JSON: {e}\n{}", text(stdout)));
+    let mut v: serde_json::Value = serde_json::from_slice(stdout)
+        .unwrap_or_else(|e| panic!("facts are JSON: {e}\n{}", text(stdout)));
     let at = v["gathered_at"].as_str().expect("gathered_at").to_string();
     v["gathered_at"] = serde_json::json!("<gathered_at>");
     (v, at)
