@@ -79,6 +79,19 @@ impl NodeContainer {
         socket: bool,
         tmpfs_run: bool,
     ) -> NodeContainer {
+        NodeContainer::start_as(cluster, name, name, role, config, socket, tmpfs_run)
+    }
+
+    /// As [`NodeContainer::start`], with a hostname (the node's name) other than the container's.
+    fn start_as(
+        cluster: &str,
+        name: &str,
+        hostname: &str,
+        role: &str,
+        config: &str,
+        socket: bool,
+        tmpfs_run: bool,
+    ) -> NodeContainer {
         let script = format!(
             "import base64, os, socket, time\n\
              os.makedirs(os.path.dirname('{CONFIG_PATH}'), exist_ok=True)\n\
@@ -93,7 +106,7 @@ impl NodeContainer {
             "NODE_CONFIG={}",
             base64::engine::general_purpose::STANDARD.encode(config)
         );
-        let mut args = vec!["run", "-d", "--name", name, "--hostname", name];
+        let mut args = vec!["run", "-d", "--name", name, "--hostname", hostname];
         let labels = [
             format!("k3d.cluster={cluster}"),
             format!("k3d.role={role}"),
@@ -243,7 +256,17 @@ fn k3d_nodes_with_run_on_tmpfs_and_without_a_socket() {
     let v2 = "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  bin_dir = \"/bin\"\n\
               [plugins.\"io.containerd.nri.v1.nri\"]\n  disable = false\n  socket_path = \"/var/run/nri/other.sock\"\n";
     let _s = NodeContainer::start(&cluster, &server_node, "server", v3, true, true);
-    let _a = NodeContainer::start(&cluster, &agent_node, "agent", v2, true, false);
+    // The agent's container is named otherwise: it is found by its hostname.
+    let agent_container = format!("{cluster}-worker");
+    let _a = NodeContainer::start_as(
+        &cluster,
+        &agent_container,
+        &agent_node,
+        "agent",
+        v2,
+        true,
+        false,
+    );
     let dir = tempfile::tempdir().unwrap();
     fixture_with_nodes(dir.path(), &server_node, Some(&agent_node));
     let server = ClusterServer::start(dir.path());

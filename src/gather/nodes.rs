@@ -140,6 +140,10 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
     };
     let by_name: BTreeMap<&str, &K3dContainer> =
         containers.iter().map(|c| (c.name.as_str(), c)).collect();
+    let by_hostname: BTreeMap<&str, &K3dContainer> = containers
+        .iter()
+        .filter_map(|c| c.hostname.as_deref().map(|h| (h, c)))
+        .collect();
     let named_k3d = objects::k3d_cluster_from_names(nodes.iter().map(|n| n.name.as_str()));
     let host_name = host.hostname.clone().unwrap_or_else(|| "unknown".into());
     let docker_why = match docker {
@@ -157,7 +161,10 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
     for n in nodes {
         let source = if operator.config_for(&n.name).is_some() {
             Source::Operator
-        } else if let Some(c) = by_name.get(n.name.as_str()) {
+        } else if let Some(c) = by_name
+            .get(n.name.as_str())
+            .or_else(|| by_hostname.get(n.name.as_str()))
+        {
             matched_clusters.push(&c.cluster);
             Source::Container {
                 id: c.id.clone(),
@@ -408,6 +415,7 @@ mod tests {
         K3dContainer {
             id: format!("id-{name}"),
             name: name.into(),
+            hostname: Some(name.into()),
             cluster: cluster.into(),
             role: "server".into(),
         }
@@ -459,6 +467,27 @@ mod tests {
             &nowhere_host(),
         );
         assert_eq!(l.k3d_cluster.as_deref(), Some("renamed"));
+    }
+
+    #[test]
+    fn a_container_named_otherwise_is_found_by_its_hostname() {
+        let nodes = [node("lab-node-1")];
+        let mut c = container("k3d-lab-server-0", "lab");
+        c.hostname = Some("lab-node-1".into());
+        let l = locate(
+            &nodes,
+            &Operator::default(),
+            &reachable(vec![c], false),
+            &nowhere_host(),
+        );
+        assert_eq!(
+            l.sources,
+            [Source::Container {
+                id: "id-k3d-lab-server-0".into(),
+                name: "k3d-lab-server-0".into()
+            }]
+        );
+        assert_eq!(l.k3d_cluster.as_deref(), Some("lab"));
     }
 
     #[test]
