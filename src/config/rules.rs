@@ -123,7 +123,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     } else if node_args.len() != f.nodes.len() {
         let missing: Vec<&str> =
             f.nodes.iter().filter(|n| !n.annotations.contains_key(NODE_ARGS)).map(|n| n.name.as_str()).collect();
-        refuse.push(format!("not a k3s cluster throughout: nodes without {NODE_ARGS}: {}", missing.join(", ")));
+        refuse.push(format!("not a k3s cluster throughout: nodes without {NODE_ARGS}: {}", names_list(&missing)));
     }
     let servicelb_off: Vec<&str> =
         node_args.iter().filter(|(_, a)| disables(a, "servicelb")).map(|(n, _)| n.name.as_str()).collect();
@@ -131,7 +131,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         refuse.push(format!(
             "k3s ServiceLB is disabled (--disable servicelb on {}): EAS's MetalLB role does not detect \
              another load balancer and eas keeps MetalLB off; re-enable ServiceLB",
-            servicelb_off.join(", ")
+            names_list(&servicelb_off)
         ));
     }
     for ns in &rules.eat1_namespaces {
@@ -162,7 +162,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         refuse.push(format!(
             "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
              (re-gather with `eas facts --containerd-config NODE=FILE`)",
-            unreadable.join(", ")
+            names_list(&unreadable)
         ));
     } else if !f.nodes.is_empty() {
         let mut found: Vec<(&Node, Option<&data::CniLayout>)> = Vec::new();
@@ -299,7 +299,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     let fact = if amx.is_empty() {
         "no node labelled cpu-cpuid.AMXBF16=true".to_string()
     } else {
-        format!("cpu-cpuid.AMXBF16=true on {}", amx.join(", "))
+        format!("cpu-cpuid.AMXBF16=true on {}", names_list(&amx))
     };
     let amx_choice = format!("models.yaml defaults.require_amx: {}", d.require_amx);
     choose(&mut d, fact, amx_choice, "require-amx-affinity");
@@ -346,6 +346,15 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         "extra-vars-last",
     );
     Ok(d)
+}
+
+/// Node names for a choice line: the first three, then how many more (a line per decision
+/// stays a line on a 2000-node cluster).
+fn names_list(names: &[&str]) -> String {
+    match names.len() {
+        0..=3 => names.join(", "),
+        n => format!("{} and {} more", names[..3].join(", "), n - 3),
+    }
 }
 
 fn json_list(v: &[String]) -> String {
@@ -419,7 +428,7 @@ fn cpu_policy(f: &Facts) -> (&'static str, String, &'static str) {
         .map(|n| n.name.as_str())
         .collect();
     if !no_socket.is_empty() {
-        return ("best-effort", format!("no NRI socket on {}", no_socket.join(", ")), "nri-requires-runtime");
+        return ("best-effort", format!("no NRI socket on {}", names_list(&no_socket)), "nri-requires-runtime");
     }
     ("nri-balloons", "NRI socket on every node, no k3s-addon balloons policy".into(), "eas-cpu-policy")
 }

@@ -25,6 +25,8 @@ const MAX_FILE: u64 = 4 * 1024 * 1024;
 pub struct K3dContainer {
     pub id: String,
     pub name: String,
+    /// The container's hostname, which k3d sets to its name and k3s takes as the node name.
+    pub hostname: Option<String>,
     pub cluster: String,
     pub role: String,
 }
@@ -123,7 +125,7 @@ impl Engine for Bollard {
         let filters = HashMap::from([("label".to_string(), vec![K3D_CLUSTER_LABEL.to_string()])]);
         let options = ListContainersOptions { all: false, filters: Some(filters), ..Default::default() };
         let list = self.bounded("list k3d containers", self.docker.list_containers(Some(options))).await?;
-        Ok(list
+        let found: Vec<K3dContainer> = list
             .into_iter()
             .filter_map(|c| {
                 let labels = c.labels.unwrap_or_default();
@@ -132,11 +134,23 @@ impl Engine for Bollard {
                 Some(K3dContainer {
                     id: c.id?,
                     name,
+                    hostname: None,
                     cluster,
                     role: labels.get(K3D_ROLE_LABEL).cloned().unwrap_or_default(),
                 })
             })
-            .collect())
+            .collect();
+        // A node is found by its container's name, or failing that its hostname: one inspect per
+        // k3d container (a few per cluster), made at once.
+        let inspected = futures::future::join_all(found.into_iter().map(|mut c| async move {
+            let what = format!("inspect container {}", c.name);
+            if let Ok(info) = self.bounded(&what, self.docker.inspect_container(&c.id, None)).await {
+                c.hostname = info.config.and_then(|cfg| cfg.hostname);
+            }
+            c
+        }))
+        .await;
+        Ok(inspected)
     }
 
     async fn read_file(&self, container: &str, path: &str) -> Result<Option<Vec<u8>>, DockerError> {

@@ -40,7 +40,7 @@ pub struct FactsArgs {
     /// [default: whether that config enables NRI]. Repeatable
     #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
     pub nri_socket: Vec<String>,
-    /// Seconds each API or Docker call may take
+    /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub request_timeout: u64,
 }

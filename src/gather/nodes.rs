@@ -122,6 +122,8 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
         _ => &[],
     };
     let by_name: BTreeMap<&str, &K3dContainer> = containers.iter().map(|c| (c.name.as_str(), c)).collect();
+    let by_hostname: BTreeMap<&str, &K3dContainer> =
+        containers.iter().filter_map(|c| c.hostname.as_deref().map(|h| (h, c))).collect();
     let named_k3d = objects::k3d_cluster_from_names(nodes.iter().map(|n| n.name.as_str()));
     let host_name = host.hostname.clone().unwrap_or_else(|| "unknown".into());
     let docker_why = match docker {
@@ -137,7 +139,7 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
     for n in nodes {
         let source = if operator.config_for(&n.name).is_some() {
             Source::Operator
-        } else if let Some(c) = by_name.get(n.name.as_str()) {
+        } else if let Some(c) = by_name.get(n.name.as_str()).or_else(|| by_hostname.get(n.name.as_str())) {
             matched_clusters.push(&c.cluster);
             Source::Container { id: c.id.clone(), name: c.name.clone() }
         } else if host.is(n) {
@@ -200,16 +202,14 @@ pub async fn read_all(
     engine: Option<&impl Engine>,
     host: &Host,
 ) -> Vec<String> {
-    #[allow(clippy::type_complexity)]
-    let results: Vec<(usize, Result<(Containerd, Option<String>), String>)> =
-        futures::stream::iter(sources.iter().enumerate())
-            .map(|(i, source)| {
-                let node = &nodes[i];
-                async move { (i, read_one(node, source, operator, engine, host).await) }
-            })
-            .buffer_unordered(CONCURRENT_READS)
-            .collect()
-            .await;
+    let results: Vec<(usize, NodeRead)> = futures::stream::iter(sources.iter().enumerate())
+        .map(|(i, source)| {
+            let node = &nodes[i];
+            async move { (i, read_one(node, source, operator, engine, host).await) }
+        })
+        .buffer_unordered(CONCURRENT_READS)
+        .collect()
+        .await;
     let mut problems: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut ordered = results;
@@ -241,13 +241,16 @@ fn node_list(names: &[String]) -> String {
     format!("{} {noun} ({}, … and {} more)", names.len(), names[..NAMES_SHOWN].join(", "), names.len() - NAMES_SHOWN)
 }
 
+/// A node's containerd facts and a note about how they were taken, or why they could not be.
+type NodeRead = Result<(Containerd, Option<String>), String>;
+
 async fn read_one(
     node: &Node,
     source: &Source,
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
-) -> Result<(Containerd, Option<String>), String> {
+) -> NodeRead {
     let config_path = containerd::config_path(&node_args(node));
     match source {
         Source::Nowhere(why) => Err(why.clone()),
@@ -327,7 +330,13 @@ mod tests {
     }
 
     fn container(name: &str, cluster: &str) -> K3dContainer {
-        K3dContainer { id: format!("id-{name}"), name: name.into(), cluster: cluster.into(), role: "server".into() }
+        K3dContainer {
+            id: format!("id-{name}"),
+            name: name.into(),
+            hostname: Some(name.into()),
+            cluster: cluster.into(),
+            role: "server".into(),
+        }
     }
 
     fn reachable(containers: Vec<K3dContainer>, rootless: bool) -> DockerState {
@@ -370,6 +379,19 @@ mod tests {
             &nowhere_host(),
         );
         assert_eq!(l.k3d_cluster.as_deref(), Some("renamed"));
+    }
+
+    #[test]
+    fn a_container_named_otherwise_is_found_by_its_hostname() {
+        let nodes = [node("lab-node-1")];
+        let mut c = container("k3d-lab-server-0", "lab");
+        c.hostname = Some("lab-node-1".into());
+        let l = locate(&nodes, &Operator::default(), &reachable(vec![c], false), &nowhere_host());
+        assert_eq!(
+            l.sources,
+            [Source::Container { id: "id-k3d-lab-server-0".into(), name: "k3d-lab-server-0".into() }]
+        );
+        assert_eq!(l.k3d_cluster.as_deref(), Some("lab"));
     }
 
     #[test]

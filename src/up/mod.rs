@@ -301,7 +301,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
-            Some(d) if args.dry_run => bastion::plan_image(d, &image_args).await.map(|(tag, exists)| (tag, exists, None)),
+            Some(d) if args.dry_run => {
+                bastion::plan_image(d, &image_args).await.map(|(tag, exists)| (tag, exists, None))
+            }
             Some(d) => bastion::prepare(d, &image_args, false, false, shell, &interrupt)
                 .await
                 .map(|p| (p.tag.clone(), p.reused, Some(p))),

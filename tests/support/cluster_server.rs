@@ -205,7 +205,7 @@ fn resource_by_kind(api_version: &str, kind: &str) -> Option<&'static Resource> 
     RESOURCES.iter().find(|r| r.kind == kind && r.group_version == api_version)
 }
 
-fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static Resource> {
+pub fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static Resource> {
     RESOURCES.iter().find(|r| r.plural == plural && r.group_version == group_version)
 }
 
@@ -637,7 +637,9 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
         ["api", "v1"] | ["apis", _, _] => return Ok(Target::Discovery(trimmed)),
         ["api", "v1", rest @ ..] => ("v1".to_string(), rest),
         ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
-        _ => return Err(format!("the server could not find the requested resource ({path})")),
+        _ => {
+            return Err(format!("the server could not find the requested resource ({path})"));
+        }
     };
     let unknown = |p: &str| format!("the server could not find the requested resource ({gv} {p})");
     if let ["namespaces", ns, plural, more @ ..] = rest
@@ -652,7 +654,9 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
             _ => return Err(unknown(plural)),
         });
     }
-    let [plural, more @ ..] = rest else { return Err(unknown("")) };
+    let [plural, more @ ..] = rest else {
+        return Err(unknown(""));
+    };
     let r = resource_by_plural(&gv, plural).ok_or_else(|| unknown(plural))?;
     match more {
         [] => Ok(Target::Collection { r, namespace: String::new() }),
@@ -853,7 +857,9 @@ struct WithoutTypeMeta<'a>(&'a Value);
 impl serde::Serialize for WithoutTypeMeta<'_> {
     fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let Value::Object(map) = self.0 else { return self.0.serialize(ser) };
+        let Value::Object(map) = self.0 else {
+            return self.0.serialize(ser);
+        };
         let mut m = ser.serialize_map(None)?;
         for (k, v) in map {
             if k != "kind" && k != "apiVersion" {
@@ -864,12 +870,12 @@ impl serde::Serialize for WithoutTypeMeta<'_> {
     }
 }
 
-fn encode_continue(offset: usize) -> String {
+pub fn encode_continue(offset: usize) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("recorded:{offset}"))
 }
 
-fn decode_continue(token: &str) -> Option<usize> {
+pub fn decode_continue(token: &str) -> Option<usize> {
     use base64::Engine as _;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).ok()?;
     String::from_utf8(raw).ok()?.strip_prefix("recorded:")?.parse().ok()
@@ -886,15 +892,14 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     }
 }
 
-#[allow(clippy::result_large_err)]
-fn parse_body(body: &[u8]) -> Result<Value, Answer> {
-    serde_json::from_slice(body).map_err(|e| status(400, &format!("the request body is not JSON: {e}"), None))
+fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
+    serde_json::from_slice(body).map_err(|e| Box::new(status(400, &format!("the request body is not JSON: {e}"), None)))
 }
 
 fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> Answer {
     let mut obj = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     if obj.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty)
         && let Some(prefix) = obj.pointer("/metadata/generateName").and_then(Value::as_str).map(str::to_string)
@@ -906,6 +911,13 @@ fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> 
     }
     obj["apiVersion"] = json!(r.group_version);
     obj["kind"] = json!(r.kind);
+    if r.kind == "Namespace"
+        && let Some(name) = obj.pointer("/metadata/name").cloned()
+    {
+        // The API server labels every namespace with its own name.
+        let labels = obj["metadata"].as_object_mut().expect("metadata").entry("labels").or_insert_with(|| json!({}));
+        labels["kubernetes.io/metadata.name"] = name;
+    }
     let k = match key_of(&obj) {
         Ok((k, _)) => k,
         Err(m) => return status(422, &m, None),
@@ -921,7 +933,7 @@ fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> 
 fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
     let mut obj = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let k = key(r, namespace, name);
     if !s.objects.contains_key(&k) {
@@ -939,7 +951,7 @@ fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, bod
 fn patch(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {
     let p = match parse_body(body) {
         Ok(v) => v,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let k = key(r, namespace, name);
     let mut obj = match s.objects.get(&k) {
@@ -979,7 +991,7 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-fn parse_query(query: &str) -> BTreeMap<String, String> {
+pub fn parse_query(query: &str) -> BTreeMap<String, String> {
     query
         .split('&')
         .filter(|kv| !kv.is_empty())
@@ -990,7 +1002,7 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -1121,44 +1133,5 @@ impl FieldSelector {
             };
             (found == *value) == *equal
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors() {
-        let obj =
-            json!({"metadata": {"name": "a", "labels": {"app": "x", "tier": "db"}}, "type": "helm.sh/release.v1"});
-        let yes = ["app=x", "app==x", "app!=y", "app in (x,y)", "tier notin (web)", "app", "!missing", "app=x,tier=db"];
-        for s in yes {
-            assert!(LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
-        }
-        let no = ["app=y", "app!=x", "app in (y)", "tier notin (db)", "missing", "!app", "app=x,tier=web"];
-        for s in no {
-            assert!(!LabelSelector::parse(s).unwrap().matches(&obj), "{s}");
-        }
-        let secrets = resource_by_plural("v1", "secrets").unwrap();
-        assert!(FieldSelector::parse("type=helm.sh/release.v1", secrets).unwrap().matches(&obj));
-        assert!(!FieldSelector::parse("type!=helm.sh/release.v1", secrets).unwrap().matches(&obj));
-        assert!(FieldSelector::parse("metadata.name=a", secrets).unwrap().matches(&obj));
-        assert!(FieldSelector::parse("spec.nodeName=x", secrets).is_err());
-    }
-
-    #[test]
-    fn queries_decode() {
-        let q = parse_query("fieldSelector=type%3Dhelm.sh%2Frelease.v1&limit=500&labelSelector=a+in+%28b%29");
-        assert_eq!(q["fieldSelector"], "type=helm.sh/release.v1");
-        assert_eq!(q["labelSelector"], "a in (b)");
-        assert_eq!(q["limit"], "500");
-        assert_eq!(percent_decode("100%"), "100%");
-    }
-
-    #[test]
-    fn continue_tokens_round_trip() {
-        assert_eq!(decode_continue(&encode_continue(4000)), Some(4000));
-        assert_eq!(decode_continue("garbage!"), None);
     }
 }
