@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # The test command (README): starts what the tests need on a fresh machine (a Docker Engine
-# and the locally built base image; no registry is reachable), then runs every cargo test.
+# and the locally built base image; no registry is reachable), then runs every cargo test and
+# closes with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
 bash scripts/base-image.sh
-cargo test --all-targets "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --all-targets "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+awk '/^test result: / { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
