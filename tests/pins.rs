@@ -4,22 +4,12 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+mod support;
+
+use support::git;
+
 fn eas(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_eas")).args(args).env("NO_COLOR", "1").output().unwrap()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 /// A repository at `base/owner/name` with one commit on `branch`; returns the full SHA.

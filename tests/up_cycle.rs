@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, ObjectKey, artifacts};
+use support::{ClusterServer, ObjectKey, artifacts, git};
 
 const BASE: &str = "eas-test-base:bookworm";
 const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -29,20 +29,6 @@ struct Setup {
     dir: PathBuf,
     pins: PathBuf,
     repos: PathBuf,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 fn copy_dir(from: &Path, to: &Path) {

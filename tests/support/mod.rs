@@ -101,3 +101,18 @@ pub fn stable_facts(stdout: &[u8]) -> (serde_json::Value, String) {
     v["gathered_at"] = serde_json::json!("<gathered_at>");
     (v, at)
 }
+
+/// Runs git in `dir` with a fixed test identity; its trimmed stdout (panics on failure).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
