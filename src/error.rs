@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 /// Why a command did not succeed, in the terms of the exit-code contract.
 #[derive(Debug)]
-#[allow(dead_code)] // the overlay, verify and interrupt paths construct the rest
 pub enum Failure {
     /// Exit 2: usage error, malformed file, floating ref, schema mismatch. Nothing was written.
     BadInput { cause: String, hint: Option<String> },

@@ -44,7 +44,6 @@ pub struct Shell {
     pub verbose: u8,
 }
 
-#[allow(dead_code)] // phase lines and spinners serve the pipeline commands
 impl Shell {
     pub fn new(mode: ProgressMode, term: &Terminal, quiet: bool, verbose: u8, no_color: bool) -> Self {
         let bars = match mode {
@@ -54,11 +53,6 @@ impl Shell {
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
         Shell { bars, color, quiet, verbose }
-    }
-
-    /// A shell for tests and library use: plain lines, no colour.
-    pub fn plain() -> Self {
-        Shell { bars: false, color: false, quiet: false, verbose: 0 }
     }
 
     /// Installs the tracing subscriber; with bars, log lines go through indicatif's writer so

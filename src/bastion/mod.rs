@@ -52,6 +52,13 @@ pub struct ImageArgs {
     /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
+    #[command(flatten)]
+    pub base: BaseArgs,
+}
+
+/// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
+#[derive(Args, Debug, Clone, Default)]
+pub struct BaseArgs {
     /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
     #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
     pub base_image: Option<String>,
@@ -195,7 +202,7 @@ pub async fn prepare(
     let cache = Cache::new(Cache::default_dir());
 
     let mut changed = false;
-    let base = match context::choose_base(&pins, args.base_image.as_deref(), args.allow_unpinned_base) {
+    let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
         Err(ContextError::UnpinnedBase { reference, from_pins: true }) if lock => {
             shell.phase("bastion", format!("pulling {reference} to record its digest"));
             let digest = image::pull_digest(docker, &reference).await?;
@@ -235,7 +242,7 @@ pub async fn prepare(
             id
         }
     };
-    let ca = match &args.ca_bundle {
+    let ca = match &args.base.ca_bundle {
         Some(p) => Some(read_ca_bundle(p)?),
         None => None,
     };
@@ -271,14 +278,14 @@ pub async fn plan_image(docker: &Docker, args: &ImageArgs) -> Result<(String, bo
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let cache = Cache::new(Cache::default_dir());
-    let base = context::choose_base(&pins, args.base_image.as_deref(), args.allow_unpinned_base)?;
+    let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     let wanted = context::artifacts(&pins);
     context::require_sha256(&wanted)?;
     let base_arg = match &base {
         Base::Digest(r) => r.clone(),
         Base::Local(r) => image::local_id(docker, r).await?,
     };
-    let ca = match &args.ca_bundle {
+    let ca = match &args.base.ca_bundle {
         Some(p) => Some(read_ca_bundle(p)?),
         None => None,
     };

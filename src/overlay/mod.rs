@@ -24,8 +24,6 @@ use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::Shell;
 
-// Called by `eas up` (SPEC §4 step 4); the CLI decides with a chosen overlay directory instead.
-#[allow(dead_code)]
 /// Decides the built-in overlay at `commit` of the clone at `repo`, with the generated choices
 /// when a facts document was available (without them every row is considered needed).
 pub fn decide(repo: &Path, commit: &str, generated: Option<&Generated>) -> Result<Plan, Failure> {

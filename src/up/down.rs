@@ -20,7 +20,7 @@ use crate::state::journal::{State, create_private_dir};
 use crate::state::ledger::{Object, guard_teardown};
 use crate::state::{StateDir, lock};
 
-use super::{CALL, UpImageArgs, cluster, now, runtime, state_root};
+use super::{CALL, cluster, now, runtime, state_root};
 
 #[derive(Args, Debug, Clone)]
 pub struct DownArgs {
@@ -40,7 +40,7 @@ pub struct DownArgs {
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
     #[command(flatten)]
-    pub image: UpImageArgs,
+    pub image: crate::bastion::BaseArgs,
     /// How long the installer's teardown may run, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 45 * 60)]
     pub teardown_timeout: u64,
@@ -99,7 +99,7 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
     let docker = bastion::image::connect()
         .await
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
-    let image_args = args.image.with_pins(args.pins.clone());
+    let image_args = super::image_args(&args.image, args.pins.clone());
     let mut teardown_ok = true;
     if tree.join("env").join(&state.env).exists() {
         let prepared = bastion::prepare(&docker, &image_args, false, false, shell, &interrupt).await?;

@@ -56,7 +56,7 @@ pub struct UpArgs {
     #[command(flatten)]
     pub repos: RepoArgs,
     #[command(flatten)]
-    pub image: UpImageArgs,
+    pub image: bastion::BaseArgs,
     #[command(flatten)]
     pub gather: GatherOptions,
     /// How long the installer may run, in seconds
@@ -81,29 +81,9 @@ pub struct RepoArgs {
     pub eat_repo: Option<PathBuf>,
 }
 
-/// The bastion image flags of `eas bastion build`, minus `--pins` (shared with the trees).
-#[derive(Args, Debug, Clone, Default)]
-pub struct UpImageArgs {
-    /// Base image for the bastion, pinned by digest (REF@sha256:D) [env: EAS_BASE_IMAGE]
-    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
-    pub base_image: Option<String>,
-    /// Accept a local base image without a registry digest (tests, air-gapped mirrors)
-    #[arg(long)]
-    pub allow_unpinned_base: bool,
-    /// A CA bundle the bastion trusts (TLS-intercepting proxies) [env: EAS_CA_BUNDLE]
-    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
-    pub ca_bundle: Option<PathBuf>,
-}
-
-impl UpImageArgs {
-    pub fn with_pins(&self, pins: Option<PathBuf>) -> ImageArgs {
-        ImageArgs {
-            pins,
-            base_image: self.base_image.clone(),
-            allow_unpinned_base: self.allow_unpinned_base,
-            ca_bundle: self.ca_bundle.clone(),
-        }
-    }
+/// The bastion image for these base flags and pins.
+pub fn image_args(base: &bastion::BaseArgs, pins: Option<PathBuf>) -> ImageArgs {
+    ImageArgs { pins, base: base.clone() }
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -297,7 +277,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = args.image.with_pins(args.select.pins.clone());
+    let image_args = image_args(&args.image, args.select.pins.clone());
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
