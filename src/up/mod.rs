@@ -436,13 +436,17 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     // 7. Verify.
     state.begin(PhaseId::Verify, None, &now());
     save(&state)?;
-    let expected = Expected { devices: verify::checks::expected_devices(&facts), models: expected_models(&decision) };
+    let expected = Expected {
+        device_nodes: verify::devices::recorded_nodes(&facts),
+        models: expected_models(&decision),
+        fit: model_decision(&decision),
+    };
     crate::state::journal::write_atomic(
         &sd.dir().join(EXPECTED_FILE),
         serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
     )
     .map_err(|e| Failure::step("record", e))?;
-    let exp = verify::Expect { devices: expected.devices.clone(), models: expected.models.clone() };
+    let exp = expected.expect();
     let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
     let verified = tokio::select! {
         r = verify::verify(&target.client, &exp, &t, shell) => r,
@@ -508,6 +512,11 @@ fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     })
 }
 
+/// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
+fn model_decision(d: &config::Decision) -> Option<String> {
+    d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
+}
+
 fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) -> Result<(), Failure> {
     state.interrupt(&now());
     save(state)?;
@@ -545,37 +554,60 @@ pub struct VerifyArgs {
     /// How long to wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
     pub timeout: u64,
-    #[command(flatten)]
-    pub gather: GatherOptions,
+    /// How long to wait for every device node's resource and plugin pod, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 90)]
+    pub devices_timeout: u64,
 }
 
 /// What a run expects verification to find, kept beside its state.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Expected {
-    pub devices: std::collections::BTreeMap<String, String>,
+    /// The device nodes the run's facts showed: node -> the device resources it advertised.
+    #[serde(default)]
+    pub device_nodes: BTreeMap<String, Vec<String>>,
+    /// The model servers the run deployed (an empty list: none fits).
     pub models: Option<Vec<String>>,
+    /// The generator's model decision, named when no model fits.
+    #[serde(default)]
+    pub fit: Option<String>,
+}
+
+impl Expected {
+    pub fn expect(&self) -> verify::Expect {
+        let models = match &self.models {
+            Some(m) if m.is_empty() => verify::Models::NoneFits(self.fit.clone().unwrap_or_else(|| "-".into())),
+            Some(m) => verify::Models::Named(m.clone()),
+            None => verify::Models::Found,
+        };
+        verify::Expect { device_nodes: self.device_nodes.clone(), models }
+    }
 }
 
 pub const EXPECTED_FILE: &str = "expected.json";
 
-/// `eas verify`: what the recorded run expects, else every model server found and the devices
-/// the cluster's facts show now.
+/// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
+/// record, the devices alone, then exit 5: there is no model server eas installed.
 pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let rt = runtime()?;
     let result = rt.block_on(async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
+        let file = sd.dir().join(EXPECTED_FILE);
         let recorded: Option<Expected> =
-            std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+            std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
         let exp = match recorded {
-            Some(e) => verify::Expect { devices: e.devices, models: e.models },
-            None => {
-                let facts = gather::collect(&target, &args.gather, CALL, shell).await?;
-                verify::Expect { devices: verify::checks::expected_devices(&facts), models: None }
-            }
+            Some(e) => e.expect(),
+            None => verify::Expect {
+                device_nodes: BTreeMap::new(),
+                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+            },
         };
-        let t = verify::Timeouts { models: Duration::from_secs(args.timeout), ..verify::Timeouts::default() };
+        let t = verify::Timeouts {
+            models: Duration::from_secs(args.timeout),
+            devices: Duration::from_secs(args.devices_timeout),
+            ..verify::Timeouts::default()
+        };
         let lines = verify::verify(&target.client, &exp, &t, shell).await?;
         for l in lines {
             println!("ok {l}");
