@@ -14,7 +14,7 @@
 //! Each stage is waited for within the phase's deadline; a failure carries the object's
 //! conditions, events and log tail.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
@@ -70,7 +70,7 @@ pub async fn wait(
         let mut passed = Vec::new();
         let mut pending = Vec::new();
         for name in names {
-            match one(client, name, t).await {
+            match one(client, name, deadline, t).await {
                 Ok(lines) => passed.extend(lines),
                 Err(NotYet::Fail(lines)) => return Err(lines),
                 Err(NotYet::Wait(lines, obj)) => pending.push((lines, obj)),
@@ -111,7 +111,7 @@ pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<V
     }
 }
 
-async fn one(client: &Client, name: &str, t: &Timeouts) -> Result<Vec<String>, NotYet> {
+async fn one(client: &Client, name: &str, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
     let what = format!("LLMInferenceService {NAMESPACE}/{name}");
     let obj = match call("get llminferenceservice", t.call, api.get_opt(name)).await {
@@ -130,19 +130,24 @@ async fn one(client: &Client, name: &str, t: &Timeouts) -> Result<Vec<String>, N
     let list = call("list pods", t.call, pods.list(&lp)).await.map_err(|e| NotYet::Wait(vec![e], None))?;
     passed.extend(workload_pods(name, &list.items).map_err(|(why, pod)| NotYet::Wait(vec![why], pod))?);
     let served = served_name(&obj, name);
-    passed.extend(answers(client, name, &served, t).await?);
+    // The proxy answers 503 until the Service has a ready endpoint, and the client retries a
+    // 503: each attempt is bounded by what is left of the phase (at least 5 s).
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .clamp(Duration::from_secs(5), t.call.max(Duration::from_secs(5)));
+    passed.extend(answers(client, name, &served, left).await?);
     Ok(passed)
 }
 
 /// `GET /v1/models` and a one-token chat completion through the API server's service proxy,
 /// plain HTTP first (EI's pods serve HTTP on 8000), then HTTPS.
-async fn answers(client: &Client, name: &str, served: &str, t: &Timeouts) -> Result<Vec<String>, NotYet> {
+async fn answers(client: &Client, name: &str, served: &str, call_t: Duration) -> Result<Vec<String>, NotYet> {
     let svc = format!("{name}-kserve-workload-svc");
     let mut errors = Vec::new();
     for scheme in ["http", "https"] {
         let base = format!("/api/v1/namespaces/{NAMESPACE}/services/{scheme}:{svc}:8000/proxy");
         let get = http::Request::get(format!("{base}/v1/models")).body(Vec::new()).expect("request builds");
-        let body = match call("GET /v1/models", t.call, client.request_text(get)).await {
+        let body = match call("GET /v1/models", call_t, client.request_text(get)).await {
             Ok(b) => b,
             Err(e) => {
                 errors.push(format!("{scheme}: {e}"));
@@ -158,7 +163,7 @@ async fn answers(client: &Client, name: &str, served: &str, t: &Timeouts) -> Res
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&chat).expect("json"))
             .expect("request builds");
-        let body = call("POST /v1/chat/completions", t.call, client.request_text(post))
+        let body = call("POST /v1/chat/completions", call_t, client.request_text(post))
             .await
             .map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
         checks::chat_answered(&body).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;

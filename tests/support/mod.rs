@@ -4,6 +4,7 @@
 
 pub mod artifacts;
 pub mod cluster_server;
+pub mod kserve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
