@@ -115,7 +115,7 @@ fn a_rollouts_new_pod_is_waited_for_until_ready() {
     let c = desktop_with_model(None);
     let new = format!("{MODEL}-kserve-8d9e7f6a5-new01");
     c.server.insert(kserve::pod(&new, kserve::workload_labels(MODEL), false, Some("ContainerCreating")));
-    let child = c.spawn_verify(&["--timeout", "120"]);
+    let mut child = c.spawn_verify(&["--timeout", "120"]);
     // The new pod turns Ready once verify has looked at the workload pods and found it not Ready.
     let seen = || {
         c.server.requests().iter().any(|l| {
@@ -123,7 +123,8 @@ fn a_rollouts_new_pod_is_waited_for_until_ready() {
                 && l.param("labelSelector").is_some_and(|s| s.contains("kserve.io/component=workload"))
         })
     };
-    while !seen() {
+    // (A verify that ends first, without looking, fails below rather than hanging here.)
+    while !seen() && child.try_wait().unwrap().is_none() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     c.server.update(
