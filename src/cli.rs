@@ -68,6 +68,8 @@ pub enum Command {
     Verify(crate::up::VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(crate::status::StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]

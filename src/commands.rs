@@ -14,6 +14,7 @@ pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
         Command::Down(args) => crate::up::down::command(&args, &cli.global, shell),
         Command::Verify(args) => crate::up::verify_command(&args, &cli.global, shell),
         Command::Doctor => crate::up::doctor::command(&cli.global, shell),
+        Command::Status(args) => crate::status::command(&args, &cli.global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)

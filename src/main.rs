@@ -16,6 +16,7 @@ mod pipeline;
 mod prepare;
 mod sources;
 mod state;
+mod status;
 mod trees;
 mod up;
 mod verify;

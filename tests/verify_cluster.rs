@@ -246,3 +246,54 @@ fn plugin_pod_on(c: &Cluster, node: &str) -> ObjectKey {
         .find(|k| c.server.object(k).is_some_and(|p| p["spec"]["nodeName"] == node))
         .expect("a plugin pod on the node")
 }
+
+#[test]
+fn status_with_nothing_installed_shows_the_live_devices() {
+    let c = Cluster::start("gpu-nodes");
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "status judges nothing: {}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).expect("one JSON document");
+    assert_eq!(doc["schema"], "eas-status/v1");
+    assert!(doc["installed"].is_null(), "{doc}");
+    let nodes: Vec<(&str, bool)> = doc["live"]["device_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["node"].as_str().unwrap(), d["plugin_ready"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(nodes, [("gpu-a", true), ("gpu-b", false), ("gpu-xe", true)], "cpu-0 has no device");
+    assert_eq!(doc["live"]["model_servers"], json!([]));
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let table = text(&cmd.arg("status").output().unwrap().stdout);
+    assert!(table.contains("installed nothing"), "{table}");
+    assert!(table.contains("gpu-b") && table.contains("not Ready"), "{table}");
+}
+
+#[test]
+fn status_shows_a_model_server_kserve_made() {
+    let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    let m = &doc["live"]["model_servers"][0];
+    assert_eq!(m["name"], MODEL);
+    assert_eq!(m["served_name"], "Qwen/Qwen2.5-Coder-7B-Instruct");
+    assert_eq!(m["ready_addresses"], 1);
+    assert!(m["endpoint"].as_str().unwrap().contains(&format!("http:{MODEL}-kserve-workload-svc:8000")), "{m}");
+}
+
+#[test]
+fn status_exits_1_when_the_cluster_cannot_be_read() {
+    let c = Cluster::start("gpu-nodes");
+    c.server.inject(None, support::Fault::Status(500, "etcd is unavailable".into()), None);
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "nothing printed as a result");
+}

@@ -241,7 +241,11 @@ pub async fn run(
     }
 }
 
-async fn read(client: &Client, kinds: &[DeviceResource], t: Duration) -> Result<(Vec<Node>, Vec<PluginPod>), String> {
+pub async fn read(
+    client: &Client,
+    kinds: &[DeviceResource],
+    t: Duration,
+) -> Result<(Vec<Node>, Vec<PluginPod>), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let sets: Api<DaemonSet> = Api::all(client.clone());
     let nodes = call("list nodes", t, nodes.list(&ListParams::default())).await?.items;
