@@ -808,7 +808,9 @@ fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<An
     let found = match port {
         None if ports.len() == 1 => ports.first(),
         None => None,
-        Some(p) => ports.iter().find(|sp| sp["name"].as_str() == Some(p) || sp["port"].to_string() == p),
+        Some(p) => ports.iter().find(|sp| {
+            sp["name"].as_str() == Some(p) || sp["port"].as_u64().map(|n| n.to_string()).as_deref() == Some(p)
+        }),
     };
     let Some(found) = found else {
         return Some(status(503, &format!("no endpoints available for service \"{svc}\" (no port {port:?})"), None));
