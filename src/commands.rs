@@ -64,9 +64,7 @@ fn pins_lock(path: &std::path::Path, git_base: &str, shell: &Shell) -> Result<()
                 shell.note("nothing to lock: every tree row already has a full SHA");
                 return Ok(());
             }
-            let tmp = path.with_extension("json.tmp");
-            std::fs::write(&tmp, pins.to_json())
-                .and_then(|_| std::fs::rename(&tmp, path))
+            crate::atomic::write(path, pins.to_json().as_bytes())
                 .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
             Ok(())
         }

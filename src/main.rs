@@ -1,6 +1,7 @@
 //! `eas`: installs Intel's Enterprise AI Solutions inference stack, with the Agent Toolkit on
 //! top, onto an existing k3s or k3d cluster. See SPEC.md for the contract.
 
+mod atomic;
 mod bastion;
 mod cli;
 mod commands;
@@ -16,6 +17,7 @@ mod overlay;
 mod pins;
 mod pipeline;
 mod prepare;
+mod runtime;
 mod settings;
 mod sources;
 mod state;

@@ -297,9 +297,7 @@ fn record(pins: &mut Pins, name: &str, sha256: &str) {
 }
 
 fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, pins.to_json())
-        .and_then(|_| std::fs::rename(&tmp, path))
+    crate::atomic::write(path, pins.to_json().as_bytes())
         .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
     Ok(())
 }
@@ -359,34 +357,33 @@ pub fn standard(
     }
     let mut route = None;
     let mut copy_dir = None;
-    if let Some(k) = kube {
-        if let Some((text, merged)) = kube_text(k)? {
-            let shown = k.shown();
-            let plan = kubeconfig::plan(&shown, &text, k.context.as_deref())?;
-            // Several files are merged into one copy: the bastion mounts a single file.
-            let copy = match plan.copy {
-                Some(doc) => Some(doc),
-                None if merged => Some(serde_json::from_str(&text).map_err(|e| BastionError::Input(e.to_string()))?),
-                None => None,
-            };
-            let source = match &copy {
-                Some(doc) => {
-                    let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
-                    let path = dir.path().join("config");
-                    write_private(&path, &serde_json::to_vec_pretty(doc).expect("json"))
-                        .map_err(io("kubeconfig copy"))?;
-                    copy_dir = Some(dir);
-                    path
-                }
-                None => {
-                    let p = k.single().expect("one file unless merged");
-                    p.canonicalize().map_err(io(format!("kubeconfig {}", p.display())))?
-                }
-            };
-            spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
-            spec.network = plan.route.network_mode().map(str::to_string);
-            route = Some(plan.route);
-        }
+    if let Some(k) = kube
+        && let Some((text, merged)) = kube_text(k)?
+    {
+        let shown = k.shown();
+        let plan = kubeconfig::plan(&shown, &text, k.context.as_deref())?;
+        // Several files are merged into one copy: the bastion mounts a single file.
+        let copy = match plan.copy {
+            Some(doc) => Some(doc),
+            None if merged => Some(serde_json::from_str(&text).map_err(|e| BastionError::Input(e.to_string()))?),
+            None => None,
+        };
+        let source = match &copy {
+            Some(doc) => {
+                let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                let path = dir.path().join("config");
+                write_private(&path, &serde_json::to_vec_pretty(doc).expect("json")).map_err(io("kubeconfig copy"))?;
+                copy_dir = Some(dir);
+                path
+            }
+            None => {
+                let p = k.single().expect("one file unless merged");
+                p.canonicalize().map_err(io(format!("kubeconfig {}", p.display())))?
+            }
+        };
+        spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
+        spec.network = plan.route.network_mode().map(str::to_string);
+        route = Some(plan.route);
     }
     for v in installer_env() {
         if let Some(value) = env(&v.name).filter(|s| !s.is_empty()) {
@@ -446,19 +443,13 @@ pub fn link_venv(tree: &Path) -> Result<(), BastionError> {
 }
 
 pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("bastion", format!("cannot start the async runtime: {e}")))?;
-    let result = rt.block_on(async {
+    crate::runtime::block_on(async {
         let interrupt = Interrupt::on_signals().map_err(io("installing signal handlers"))?;
         match cmd {
             BastionCommand::Build(a) => build_command(&a, global, shell, &interrupt).await,
             BastionCommand::Run(a) => run_command(&a, global, shell, &interrupt).await,
         }
-    });
-    rt.shutdown_background();
-    result
+    })?
 }
 
 async fn build_command(

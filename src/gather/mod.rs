@@ -12,7 +12,7 @@ pub mod kube;
 pub mod nodes;
 pub mod objects;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Failure;
@@ -66,19 +66,11 @@ impl From<GatherError> for Failure {
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("facts", format!("cannot start the async runtime: {e}")))?;
-    let result = runtime.block_on(async {
+    let gathered = crate::runtime::block_on(async {
         let target = kube::target(&KubeSource::resolve(global), timeout).await?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
         gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
-    });
-    // A read abandoned at its timeout may still hold a blocking thread; do not wait for it.
-    runtime.shutdown_background();
-    let gathered = result?;
+    })??;
     for w in &gathered.warnings {
         shell.warn(w);
     }
@@ -105,7 +97,7 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
                 .map_err(|e| Failure::step("facts", format!("cannot write to stdout: {e}")))?;
         }
         Some(path) => {
-            write_atomically(path, &text).map_err(|e| {
+            crate::atomic::write_private(path, text.as_bytes()).map_err(|e| {
                 Failure::step_next(
                     "facts",
                     format!("cannot write {}: {e}", path.display()),
@@ -116,16 +108,6 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
         }
     }
     Ok(())
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new().prefix(".eas-facts-").tempfile_in(dir)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
 }
 
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
@@ -314,17 +296,6 @@ mod tests {
             let err = operator(&args(&c, &sockets)).unwrap_err();
             assert!(err.contains(want), "{configs:?} {sockets:?}: {err}");
         }
-    }
-
-    #[test]
-    fn out_is_replaced_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("facts.json");
-        std::fs::write(&out, "old").unwrap();
-        write_atomically(&out, "new\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new\n");
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
     }
 }
 

@@ -13,13 +13,10 @@ use crate::gather;
 use crate::output::Shell;
 use crate::settings::Global;
 
-use super::{CALL, runtime, state_root};
+use super::{CALL, state_root};
 
 pub fn command(global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(doctor(global, shell));
-    rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    crate::runtime::block_on(doctor(global, shell))?
 }
 
 /// Free bytes on the filesystem holding `path` (or its nearest existing parent).

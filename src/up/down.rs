@@ -18,7 +18,7 @@ use crate::state::journal::{State, create_private_dir};
 use crate::state::ledger::{Object, guard_teardown};
 use crate::state::{StateDir, lock};
 
-use super::{CALL, cluster, now, runtime, state_root};
+use super::{CALL, cluster, now, state_root};
 
 #[derive(Debug, Clone)]
 pub struct DownSettings {
@@ -38,10 +38,7 @@ pub struct DownSettings {
 }
 
 pub fn command(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(down(args, global, shell));
-    rt.shutdown_timeout(Duration::from_secs(5));
-    result
+    crate::runtime::block_on(down(args, global, shell))?
 }
 
 struct Quiet(Vec<u8>);

@@ -70,19 +70,8 @@ pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>) -> ImageSett
     ImageSettings { pins, base: base.clone() }
 }
 
-pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))
-}
-
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(up(args, global, shell));
-    rt.shutdown_timeout(Duration::from_secs(5));
-    result
+    crate::runtime::block_on(up(args, global, shell))?
 }
 
 pub fn now() -> String {
@@ -541,8 +530,7 @@ pub const EXPECTED_FILE: &str = "expected.json";
 /// `eas verify`: what the recorded run expects, else every model server found and the devices
 /// the cluster's facts show now.
 pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(async {
+    crate::runtime::block_on(async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
@@ -561,7 +549,5 @@ pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> 
             println!("ok {l}");
         }
         Ok(())
-    });
-    rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    })?
 }
