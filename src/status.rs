@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use clap::Args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Endpoints;
 use kube::api::{DynamicObject, ListParams};
@@ -17,9 +16,9 @@ use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cli::Global;
 use crate::error::Failure;
 use crate::output::{OutputFormat, Shell};
+use crate::settings::Global;
 use crate::state::StateDir;
 use crate::state::journal::State;
 use crate::up::{self, CALL, EXPECTED_FILE, Expected};
@@ -27,10 +26,9 @@ use crate::verify::{self, NAMESPACE, devices};
 
 pub const SCHEMA: &str = "eas-status/v1";
 
-#[derive(Args, Debug, Clone)]
-pub struct StatusArgs {
-    /// table (for a person) or json (one eas-status/v1 document)
-    #[arg(long, value_enum, default_value = "table")]
+/// What `eas status` prints.
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
     pub output: OutputFormat,
 }
 
@@ -200,9 +198,8 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
     Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
 }
 
-pub fn command(args: &StatusArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = up::runtime()?;
-    let result: Result<Status, Failure> = rt.block_on(async {
+pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let status = crate::runtime::block_on(async {
         let target = crate::gather::target(global, CALL).await?;
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
         let key = up::cluster::cluster_key(&target.client, CALL).await.map_err(unread)?;
@@ -218,7 +215,7 @@ pub fn command(args: &StatusArgs, global: &Global, shell: &Shell) -> Result<(), 
             std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
         let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
         let live = live(&target.client, &recorded, CALL).await.map_err(unread)?;
-        Ok(Status {
+        Ok::<Status, Failure>(Status {
             schema: SCHEMA,
             cluster: Cluster {
                 context: target.context.clone(),
@@ -229,9 +226,8 @@ pub fn command(args: &StatusArgs, global: &Global, shell: &Shell) -> Result<(), 
             installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
             live,
         })
-    });
-    rt.shutdown_timeout(Duration::from_secs(2));
-    let status = result?;
+    })?;
+    let status = status?;
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).expect("json")),
         OutputFormat::Table => print!("{}", render(&status)),
