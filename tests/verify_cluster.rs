@@ -59,6 +59,15 @@ impl Cluster {
     }
 }
 
+/// Fails unless `doc` satisfies data/eas-status.v1.schema.json.
+fn assert_status_schema(doc: &Value) {
+    let text = std::fs::read_to_string(support::root().join("data/eas-status.v1.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{doc}");
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -256,6 +265,7 @@ fn status_with_nothing_installed_shows_the_live_devices() {
     assert!(out.status.success(), "status judges nothing: {}", text(&out.stderr));
     let doc: Value = serde_json::from_str(&text(&out.stdout)).expect("one JSON document");
     assert_eq!(doc["schema"], "eas-status/v1");
+    assert_status_schema(&doc);
     assert!(doc["installed"].is_null(), "{doc}");
     let nodes: Vec<(&str, bool)> = doc["live"]["device_nodes"]
         .as_array()
@@ -280,6 +290,7 @@ fn status_shows_a_model_server_kserve_made() {
     let out = cmd.args(["status", "--output", "json"]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_status_schema(&doc);
     let m = &doc["live"]["model_servers"][0];
     assert_eq!(m["name"], MODEL);
     assert_eq!(m["served_name"], "Qwen/Qwen2.5-Coder-7B-Instruct");
