@@ -308,3 +308,31 @@ fn status_exits_1_when_the_cluster_cannot_be_read() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).is_empty(), "nothing printed as a result");
 }
+
+#[test]
+fn main_workload_ready_is_watched_for() {
+    let c = desktop_with_model(None);
+    let llmisvc = kserve::key("serving.kserve.io/v1alpha2", "llminferenceservices", MODEL);
+    let not_ready = json!({"status": {"conditions": [
+        {"type": "MainWorkloadReady", "status": "False", "reason": "MinimumReplicasUnavailable"}]}});
+    c.server.update(&llmisvc, not_ready);
+    let mut child = c.spawn_verify(&["--timeout", "120"]);
+    let watching = || {
+        c.server
+            .requests()
+            .iter()
+            .any(|l| l.path.ends_with("/llminferenceservices") && l.param("watch").as_deref() == Some("true"))
+    };
+    while !watching() && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    c.server.update(
+        &llmisvc,
+        json!({"status": {"conditions": [
+        {"type": "MainWorkloadReady", "status": "True", "reason": "MinimumReplicasAvailable"}]}}),
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("MainWorkloadReady"), "{stdout}");
+    assert!(watching(), "verify waited with a watch");
+}

@@ -11,13 +11,15 @@
 //!   under its served name: `.spec.model.name`, else the resource's name (EI's model-manager
 //!   passes `--served-model-name <name>`).
 //!
-//! Each stage is waited for within the phase's deadline; a failure carries the object's
+//! Each stage is waited for within the phase's deadline (`MainWorkloadReady` with
+//! kube-runtime's `await_condition`, a watch; the rest polled); a failure carries the object's
 //! conditions, events and log tail.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
+use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 use serde_json::Value;
 
@@ -66,6 +68,19 @@ pub async fn wait(
     deadline: Instant,
     t: &Timeouts,
 ) -> Result<Vec<String>, Vec<String>> {
+    // The long wait (weights download, the vLLM startup probe) is for MainWorkloadReady: watch
+    // for it. What follows it (pods, endpoints, the first answer) is polled, and at the
+    // deadline the polling reports what is missing. A watch that fails leaves it all to polling.
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
+    for name in names {
+        let ready = |o: Option<&DynamicObject>| {
+            o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::workload_ready(&v).is_ok())
+        };
+        let watched = await_condition(api.clone(), name, ready);
+        if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(Ok(_))) {
+            break;
+        }
+    }
     loop {
         let mut passed = Vec::new();
         let mut pending = Vec::new();

@@ -14,6 +14,8 @@
 //! `kind: List` of objects or a single object, as `kubectl get -o json` writes them, and
 //! optionally `pod-logs/<namespace>/<pod>[.previous].log`, served as the pods' logs.
 //!
+//! Watches (`?watch=true`) stream the changes made from then on, as the API server does.
+//!
 //! The service proxy routes as the API server does: through a port the Service has, to a ready
 //! address of its Endpoints; behind a model server's workload Service it answers as vLLM.
 #![allow(dead_code)]
@@ -224,8 +226,17 @@ pub fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static 
 /// A container log: namespace, pod, and whether it is the previous container's.
 type LogKey = (String, String, bool);
 
+/// One change, as a watch sends it: where, `ADDED`/`MODIFIED`/`DELETED`, and the object.
+#[derive(Clone, Debug)]
+struct Change {
+    key: ObjectKey,
+    kind: &'static str,
+    object: Value,
+}
+
 struct State {
     objects: BTreeMap<ObjectKey, Value>,
+    changes: tokio::sync::broadcast::Sender<Change>,
     logs: BTreeMap<LogKey, String>,
     version: Value,
     log: Vec<Logged>,
@@ -291,6 +302,7 @@ impl ClusterServer {
         let state = Arc::new(Mutex::new(State {
             objects,
             logs: load_logs(fixture),
+            changes: tokio::sync::broadcast::channel(1024).0,
             version,
             log: Vec::new(),
             faults: Vec::new(),
@@ -582,7 +594,7 @@ impl std::fmt::Display for ResetConnection {
 
 impl std::error::Error for ResetConnection {}
 
-type Answer = Response<Full<Bytes>>;
+type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>;
 
 async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answer, ResetConnection> {
     let method = req.method().clone();
@@ -634,7 +646,7 @@ fn respond(code: u16, body: Vec<u8>) -> Answer {
     Response::builder()
         .status(StatusCode::from_u16(code).expect("status code"))
         .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(Bytes::from(body)).boxed())
         .expect("response")
 }
 
@@ -739,7 +751,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         },
         (&Method::GET, Target::Collection { r, namespace }) => {
             if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return status(400, "watch is not supported by the recorded-cluster server", None);
+                return watch(&s, r, &namespace, params);
             }
             list(&s, r, &namespace, params)
         }
@@ -759,7 +771,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
             Response::builder()
                 .status(StatusCode::OK)
                 .header(hyper::header::CONTENT_TYPE, "text/plain")
-                .body(Full::new(Bytes::from(text)))
+                .body(Full::new(Bytes::from(text)).boxed())
                 .expect("response")
         }
         (&Method::GET, Target::Object { r, namespace, name, .. }) => match s.objects.get(&key(r, &namespace, &name)) {
@@ -771,7 +783,11 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
         (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
             match s.objects.remove(&key(r, &namespace, &name)) {
-                Some(v) => ok_json(&v),
+                Some(v) => {
+                    let _ =
+                        s.changes.send(Change { key: key(r, &namespace, &name), kind: "DELETED", object: v.clone() });
+                    ok_json(&v)
+                }
                 None => not_found(r, &name),
             }
         }
@@ -991,6 +1007,8 @@ pub fn decode_continue(token: &str) -> Option<usize> {
     String::from_utf8(raw).ok()?.strip_prefix("recorded:")?.parse().ok()
 }
 
+/// Gives an object its next resourceVersion (and, when created, a UID) right before it is
+/// stored, and tells the watches.
 fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     s.resource_version += 1;
     let rv = s.resource_version;
@@ -1000,6 +1018,61 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
         meta["uid"] = json!(format!("00000000-0000-4000-8000-{rv:012x}"));
         meta["creationTimestamp"] = json!("2026-10-29T12:00:00Z");
     }
+    if let Ok((key, _)) = key_of(obj) {
+        let kind = if create { "ADDED" } else { "MODIFIED" };
+        let _ = s.changes.send(Change { key, kind, object: obj.clone() });
+    }
+}
+
+/// A watch (`?watch=true`): the changes to matching objects from now on, one JSON event per
+/// line (`{"type": "MODIFIED", "object": {...}}`), until `timeoutSeconds` (default 300). No
+/// history is kept: a client lists first, as kube-runtime's watcher does, and changes made
+/// between its list and its watch are not replayed.
+fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
+    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
+        Ok(l) => l,
+        Err(m) => return status(400, &m, None),
+    };
+    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
+        Ok(f) => f,
+        Err(m) => return status(400, &m, None),
+    };
+    let secs = params.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(300);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let namespace = namespace.to_string();
+    let rx = s.changes.subscribe();
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let (labels, fields, namespace) = (labels.clone(), fields.clone(), namespace.clone());
+        async move {
+            loop {
+                let change = tokio::select! {
+                    c = rx.recv() => c,
+                    _ = tokio::time::sleep_until(deadline) => return None,
+                };
+                let c = match change {
+                    Ok(c) => c,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                let here = c.key.group_version == r.group_version
+                    && c.key.resource == r.plural
+                    && (namespace.is_empty() || c.key.namespace == namespace)
+                    && labels.as_ref().is_none_or(|l| l.matches(&c.object))
+                    && fields.as_ref().is_none_or(|f| f.matches(&c.object));
+                if here {
+                    let mut line = serde_json::to_vec(&json!({"type": c.kind, "object": c.object})).expect("json");
+                    line.push(b'\n');
+                    let frame = hyper::body::Frame::data(Bytes::from(line));
+                    return Some((Ok::<_, std::convert::Infallible>(frame), rx));
+                }
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::StreamBody::new(stream).boxed())
+        .expect("response")
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
@@ -1139,8 +1212,10 @@ pub fn percent_decode(s: &str) -> String {
 }
 
 /// A label selector: comma-separated requirements, all of which must hold.
+#[derive(Clone)]
 pub struct LabelSelector(Vec<Requirement>);
 
+#[derive(Clone)]
 enum Requirement {
     Eq(String, String),
     NotEq(String, String),
@@ -1210,6 +1285,7 @@ impl LabelSelector {
 }
 
 /// A field selector, restricted (like the API server) to the fields each resource indexes.
+#[derive(Clone)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
