@@ -90,7 +90,7 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             for line in f.lines() {
-                eprintln!("{line}");
+                eprintln!("{}", crate::text::for_people(&line));
             }
             ExitCode::from(f.exit_code())
         }

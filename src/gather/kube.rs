@@ -8,7 +8,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::{Kubeconfig, KubeconfigError};
 use kube::core::params::ListParams;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -44,6 +44,8 @@ pub enum TargetError {
     NoCurrentContext(String),
     #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
     Unusable { context: String, path: String, cause: String },
+    #[error("{0}")]
+    Proxy(crate::net::proxy::ProxyError),
 }
 
 impl TargetError {
@@ -59,6 +61,7 @@ impl TargetError {
             TargetError::NoContext { .. } | TargetError::NoCurrentContext(_) => {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
+            TargetError::Proxy(e) => e.hint(),
         }
     }
 }
@@ -91,13 +94,17 @@ pub async fn target(
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
         .unwrap_or_default();
-    let options = KubeConfigOptions { context: Some(name.clone()), ..Default::default() };
     let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| unusable(e.to_string()))?;
+    let env = crate::net::proxy::ProxyEnv::from_process();
+    let mut config = match crate::net::kube_config::config_for(&kc, &name, &env, None) {
+        Ok(c) => c,
+        Err(crate::net::kube_config::ConfigError::Proxy(e)) => return Err(TargetError::Proxy(e)),
+        Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),
+    };
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    let client = kube::Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|e| unusable(crate::text::mask_userinfo(&e.to_string())))?;
     Ok(Target { context: name, server, client })
 }
 

@@ -1,0 +1,4 @@
+//! How eas reaches the network: the proxy decision (curl's rules) and the API client's settings.
+
+pub mod kube_config;
+pub mod proxy;
