@@ -397,6 +397,7 @@ pub fn standard(
     }
     let mut route = None;
     let mut copy_dir = None;
+    let mut api_server_seen = String::new();
     if let Some(k) = kube {
         match std::fs::read_to_string(&k.path) {
             Ok(text) => {
@@ -415,6 +416,7 @@ pub fn standard(
                 };
                 spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
                 spec.network = plan.route.network_mode().map(str::to_string);
+                api_server_seen = plan.server.clone();
                 route = Some(plan.route);
             }
             Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
@@ -428,11 +430,11 @@ pub fn standard(
             spec.env.push((v.name.clone(), value));
         }
     }
-    for n in ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"] {
-        if let Some(value) = env(n).filter(|s| !s.is_empty()) {
-            spec.env.push((n.to_string(), value));
-        }
-    }
+    let api_server = route.as_ref().map(|r| match r {
+        kubeconfig::Route::K3dNetwork { server, .. } => server.clone(),
+        _ => api_server_seen.clone(),
+    });
+    spec.env.extend(crate::net::proxy::child_env(env, api_server.as_deref()));
     Ok(Standard { spec, route, _kube_copy: copy_dir })
 }
 
@@ -537,6 +539,25 @@ mod tests {
         );
         assert!(s.spec.mounts.is_empty() && s.spec.network.is_none());
         assert_eq!(s.spec.cmd, vec!["true"], "secrets never join argv");
+    }
+
+    #[test]
+    fn behind_a_proxy_the_installer_reaches_the_api_server_directly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
+             clusters:\n- name: k\n  cluster:\n    server: https://10.0.0.9:6443\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let kube = KubeSource { path, context: None, explicit: true };
+        let env = env_of(&[("HTTPS_PROXY", "http://proxy:3128"), ("NO_PROXY", "localhost")]);
+        let s = standard("img", vec![], None, Some(&kube), &env).unwrap();
+        let no_proxy: Vec<&(String, String)> =
+            s.spec.env.iter().filter(|(k, _)| k.eq_ignore_ascii_case("no_proxy")).collect();
+        assert_eq!(no_proxy.len(), 2, "{:?}", s.spec.env);
+        assert!(no_proxy.iter().all(|(_, v)| v == "localhost,10.0.0.9"), "{no_proxy:?}");
     }
 
     #[test]

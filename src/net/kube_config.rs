@@ -25,7 +25,12 @@ pub enum ConfigError {
 pub type ExtraRoots = Option<Vec<Vec<u8>>>;
 
 /// Builds the client configuration for `context` of `kc`.
-pub fn config_for(kc: &Kubeconfig, context: &str, env: &ProxyEnv, extra_roots: ExtraRoots) -> Result<kube::Config, ConfigError> {
+pub fn config_for(
+    kc: &Kubeconfig,
+    context: &str,
+    env: &ProxyEnv,
+    extra_roots: ExtraRoots,
+) -> Result<kube::Config, ConfigError> {
     let bad = |s: String| ConfigError::Kubeconfig(s);
     let ctx = kc
         .contexts
@@ -39,11 +44,17 @@ pub fn config_for(kc: &Kubeconfig, context: &str, env: &ProxyEnv, extra_roots: E
         .find(|c| c.name == ctx.cluster)
         .and_then(|c| c.cluster.clone())
         .ok_or_else(|| bad(format!("cluster {:?} is not defined", ctx.cluster)))?;
-    let server = cluster.server.clone().filter(|s| !s.is_empty()).ok_or_else(|| bad(format!("cluster {:?} names no server", ctx.cluster)))?;
+    let server = cluster
+        .server
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad(format!("cluster {:?} names no server", ctx.cluster)))?;
     let url: http::Uri =
         server.parse().map_err(|_| bad(format!("server {:?} is not a URL", crate::text::mask_userinfo(&server))))?;
     let mut user = match &ctx.user {
-        Some(name) => kc.auth_infos.iter().find(|u| &u.name == name).and_then(|u| u.auth_info.clone()).unwrap_or_default(),
+        Some(name) => {
+            kc.auth_infos.iter().find(|u| &u.name == name).and_then(|u| u.auth_info.clone()).unwrap_or_default()
+        }
         None => Default::default(),
     };
     if let Some(exec) = &mut user.exec
@@ -73,7 +84,8 @@ fn certificate_authority(cluster: &kube::config::Cluster) -> Result<Option<Vec<V
             .decode(data.trim())
             .map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority-data is not base64: {e}")))?
     } else if let Some(path) = cluster.certificate_authority.as_deref().filter(|p| !p.is_empty()) {
-        std::fs::read(path).map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority {path} cannot be read: {e}")))?
+        std::fs::read(path)
+            .map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority {path} cannot be read: {e}")))?
     } else {
         return Ok(None);
     };
@@ -104,7 +116,11 @@ mod tests {
     #[test]
     fn the_proxy_follows_no_proxy_for_the_server_not_for_the_proxy() {
         let kc = kubeconfig("https://api.corp:6443", "");
-        let env = |no: &str| ProxyEnv { https: Some("http://u:p@proxy.corp:3128".into()), no_proxy: Some(no.into()), ..Default::default() };
+        let env = |no: &str| ProxyEnv {
+            https: Some("http://u:p@proxy.corp:3128".into()),
+            no_proxy: Some(no.into()),
+            ..Default::default()
+        };
         let c = config_for(&kc, "c", &env("other.example,"), None).unwrap();
         assert_eq!(c.proxy_url.unwrap().to_string(), "http://u:p@proxy.corp:3128/");
         // kube's own loader would match "proxy.corp" against the proxy URL; the server decides here.

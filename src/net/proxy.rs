@@ -28,7 +28,9 @@ pub struct ProxyEnv {
 impl ProxyEnv {
     /// Reads the variables through `get` (lowercase first, as curl does); empty values count as unset.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> ProxyEnv {
-        let pick = |lower: &str, upper: &str| get(lower).filter(|v| !v.trim().is_empty()).or_else(|| get(upper)).filter(|v| !v.trim().is_empty());
+        let pick = |lower: &str, upper: &str| {
+            get(lower).filter(|v| !v.trim().is_empty()).or_else(|| get(upper)).filter(|v| !v.trim().is_empty())
+        };
         ProxyEnv {
             https: pick("https_proxy", "HTTPS_PROXY"),
             http: pick("http_proxy", "HTTP_PROXY"),
@@ -54,6 +56,27 @@ impl ProxyEnv {
         }
         entries.join(",")
     }
+}
+
+/// The proxy variables a child process (the installer in the bastion) gets: the ones set in
+/// `get`, as they are; and when any proxy is set and the child talks to `api_server`, both
+/// `NO_PROXY` and `no_proxy` extended to cover the API server's host, so the installer reaches it
+/// directly, as eas itself does when `NO_PROXY` names it.
+pub fn child_env(get: &dyn Fn(&str) -> Option<String>, api_server: Option<&str>) -> Vec<(String, String)> {
+    const NAMES: [&str; 8] =
+        ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"];
+    let mut out: Vec<(String, String)> =
+        NAMES.iter().filter_map(|n| get(n).filter(|v| !v.is_empty()).map(|v| (n.to_string(), v))).collect();
+    let env = ProxyEnv::from_lookup(|k| get(k));
+    let proxied = env.https.is_some() || env.http.is_some() || env.all.is_some();
+    if let (true, Some(server)) = (proxied, api_server) {
+        let (_, host) = scheme_and_host(server);
+        let list = env.no_proxy_with(&[host.as_str()]);
+        out.retain(|(k, _)| k != "NO_PROXY" && k != "no_proxy");
+        out.push(("NO_PROXY".into(), list.clone()));
+        out.push(("no_proxy".into(), list));
+    }
+    out
 }
 
 /// A proxy setting that cannot be used: bad input (exit 2). The message never holds credentials.
@@ -220,10 +243,16 @@ mod tests {
     #[test]
     fn proxy_choice_by_scheme_case_and_no_proxy() {
         let p = |s: &str| Some(s.parse::<http::Uri>().unwrap());
-        let cases: Vec<(Vec<(&str, &str)>, &str, Option<&str>, Option<http::Uri>)> = vec![
+        type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, Option<&'a str>, Option<http::Uri>);
+        let cases: Vec<Case> = vec![
             (vec![], "https://api:6443", None, None),
             (vec![("HTTPS_PROXY", "http://p:3128")], "https://api:6443", None, p("http://p:3128")),
-            (vec![("https_proxy", "http://low:1"), ("HTTPS_PROXY", "http://up:2")], "https://api", None, p("http://low:1")),
+            (
+                vec![("https_proxy", "http://low:1"), ("HTTPS_PROXY", "http://up:2")],
+                "https://api",
+                None,
+                p("http://low:1"),
+            ),
             (vec![("HTTPS_PROXY", "http://p:3128")], "http://api:8080", None, None),
             (vec![("HTTP_PROXY", "http://p:3128")], "http://api:8080", None, p("http://p:3128")),
             (vec![("http_proxy", "p:3128")], "http://api:8080", None, p("http://p:3128")),
@@ -231,8 +260,18 @@ mod tests {
             (vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "*")], "https://api", None, None),
             (vec![("HTTPS_PROXY", "http://p:1"), ("no_proxy", ".corp")], "https://k.corp:6443", None, None),
             (vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "10.0.0.0/8")], "https://10.1.2.3:6443", None, None),
-            (vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "10.0.0.0/8")], "https://192.168.0.1:6443", None, p("http://p:1")),
-            (vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "*")], "https://api", Some("http://kc:9"), p("http://kc:9")),
+            (
+                vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "10.0.0.0/8")],
+                "https://192.168.0.1:6443",
+                None,
+                p("http://p:1"),
+            ),
+            (
+                vec![("HTTPS_PROXY", "http://p:1"), ("NO_PROXY", "*")],
+                "https://api",
+                Some("http://kc:9"),
+                p("http://kc:9"),
+            ),
             (vec![("HTTPS_PROXY", "")], "https://api", None, None),
         ];
         for (vars, url, kc, want) in cases {
@@ -258,6 +297,26 @@ mod tests {
         let e = env(&[("NO_PROXY", "localhost,.corp")]);
         assert_eq!(e.no_proxy_with(&["api.corp", "10.0.0.5", "[::1]"]), "localhost,.corp,10.0.0.5,::1");
         assert_eq!(ProxyEnv::default().no_proxy_with(&["h"]), "h");
+    }
+
+    #[test]
+    fn the_child_reaches_the_api_server_directly() {
+        let vars = [("HTTPS_PROXY", "http://u:p@proxy:3128"), ("no_proxy", ".corp")];
+        let get = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        let got = child_env(&get, Some("https://k3d-gpu-server-0:6443"));
+        assert_eq!(
+            got,
+            vec![
+                ("HTTPS_PROXY".to_string(), "http://u:p@proxy:3128".to_string()),
+                ("NO_PROXY".into(), ".corp,k3d-gpu-server-0".into()),
+                ("no_proxy".into(), ".corp,k3d-gpu-server-0".into()),
+            ]
+        );
+        // Already covered: the list stays; no proxy at all: nothing is added.
+        let got = child_env(&get, Some("https://api.corp:6443"));
+        assert_eq!(got[1], ("NO_PROXY".to_string(), ".corp".to_string()));
+        let none = |_: &str| None;
+        assert_eq!(child_env(&none, Some("https://h:6443")), vec![]);
     }
 
     #[test]
