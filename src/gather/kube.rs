@@ -25,6 +25,8 @@ pub struct Target {
     pub context: String,
     pub server: String,
     pub client: kube::Client,
+    /// The user's exec credential plugin, to name it when it fails.
+    pub plugin: Option<crate::net::exec_auth::Plugin>,
 }
 
 /// Why no cluster could be chosen: always bad input (exit 2).
@@ -46,6 +48,9 @@ pub enum TargetError {
     Unusable { context: String, path: String, cause: String },
     #[error("{0}")]
     Proxy(crate::net::proxy::ProxyError),
+    /// The exec credential plugin failed: a run-time failure (exit 1), not bad input.
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl TargetError {
@@ -62,6 +67,7 @@ impl TargetError {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
             TargetError::Proxy(e) => e.hint(),
+            TargetError::Plugin(_) => String::new(),
         }
     }
 }
@@ -104,8 +110,12 @@ pub async fn target(
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    let client = kube::Client::try_from(config).map_err(|e| unusable(crate::text::mask_userinfo(&e.to_string())))?;
-    Ok(Target { context: name, server, client })
+    let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
+    let client = kube::Client::try_from(config).map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
+        Some(line) => TargetError::Plugin(line),
+        None => unusable(crate::text::mask_userinfo(&e.to_string())),
+    })?;
+    Ok(Target { context: name, server, client, plugin })
 }
 
 fn load(explicit: Option<&Path>) -> Result<(Kubeconfig, String), TargetError> {
@@ -210,6 +220,8 @@ pub enum ApiError {
     Status { call: String, code: u16, message: String },
     #[error("{call}: the answer is not what the Kubernetes API sends: {cause}")]
     Decode { call: String, cause: String },
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl ApiError {
@@ -226,6 +238,7 @@ impl ApiError {
             }
             ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
             ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
+            ApiError::Plugin(_) => "run the credential plugin by hand to see why it fails, or refresh the login it relies on".into(),
         }
     }
 }
@@ -237,11 +250,18 @@ pub struct Reader {
     pub server: String,
     pub context: String,
     pub timeout: Duration,
+    pub plugin: Option<crate::net::exec_auth::Plugin>,
 }
 
 impl Reader {
     pub fn new(t: &Target, timeout: Duration) -> Reader {
-        Reader { client: t.client.clone(), server: t.server.clone(), context: t.context.clone(), timeout }
+        Reader {
+            client: t.client.clone(),
+            server: t.server.clone(),
+            context: t.context.clone(),
+            timeout,
+            plugin: t.plugin.clone(),
+        }
     }
 
     /// The API server's `gitVersion`.
@@ -309,6 +329,9 @@ impl Reader {
     }
 
     fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
+        if let Some(line) = self.plugin.as_ref().and_then(|p| p.describe(&e)) {
+            return ApiError::Plugin(line);
+        }
         let call_s = call.to_string();
         match e {
             kube::Error::Api(status) => match status.code {

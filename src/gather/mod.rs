@@ -61,6 +61,7 @@ enum GatherError {
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         match e {
+            GatherError::Target(TargetError::Plugin(line)) => Failure::step("kubeconfig", line),
             GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
             GatherError::Operator(cause) => Failure::bad_input(
