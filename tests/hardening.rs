@@ -57,3 +57,93 @@ fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
     }
     assert!(server.requests().is_empty());
 }
+
+/// A kubeconfig naming a server that nothing listens on: any network call fails (exit 1).
+fn unreachable_kubeconfig(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// An `--out` directory holding outputs of an earlier run and a file of the user's.
+fn stale_out(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["plan.json", "choices.txt", "eas-overrides.yaml", "repos.agent-toolkit.yaml"] {
+        std::fs::write(out.join(name), "from an earlier run").unwrap();
+    }
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    out
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn up_checks_layer_and_model_before_any_network_call_and_clears_stale_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let pins = root().join("pins.json");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--layer", "nosuch"], "error: unknown layer \"nosuch\""),
+        (&["--model", "nosuch"], "error: unknown model \"nosuch\""),
+        (
+            &["--layer", "inference", "--model", "qwen2-5-coder-7b"],
+            "error: --model applies to the agent-toolkit layer only",
+        ),
+    ];
+    for (args, want) in cases {
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["up", "--dry-run", "--out", out_dir.to_str().unwrap(), "--pins", pins.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: bad input, found before the cluster is read: {stderr}");
+        assert!(stderr.starts_with(want), "{args:?}: {stderr}");
+        assert_eq!(listing(&out_dir), vec!["notes.txt"], "{args:?}: stale outputs removed, the user's file kept");
+    }
+}
+
+#[test]
+fn a_refused_dry_run_leaves_no_stale_outputs() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = stale_out(dir.path());
+    let pins = root().join("pins.json");
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args([
+            "up",
+            "--dry-run",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--pins",
+            pins.to_str().unwrap(),
+            "--layer",
+            "erag",
+        ])
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("REFUSE: --layer erag"), "{stderr}");
+    assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+}

@@ -78,9 +78,10 @@ pub struct Inputs<'a> {
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
 
-pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
-    let rules = data::cluster_rules();
-    let layer = match inp.layer {
+/// The layer and model asked for, checked without reading anything: bad input (exit 2) before
+/// any network call. `None`: a layer eas knows and refuses (the refusal comes with the facts).
+pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Rejection> {
+    let layer = match layer {
         "inference" => Some(Layer::Inference),
         "agent-toolkit" => Some(Layer::AgentToolkit),
         other if data::layers().refused.contains_key(other) => None,
@@ -91,7 +92,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             });
         }
     };
-    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, inp.model)
+    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, model)
         && !data::models().candidates.iter().any(|c| c.name == m)
     {
         let names: Vec<&str> = data::models().candidates.iter().map(|c| c.name.as_str()).collect();
@@ -100,12 +101,18 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             hint: format!("--model takes one of: {}", names.join(", ")),
         });
     }
-    if layer == Some(Layer::Inference) && inp.model.is_some() {
+    if layer == Some(Layer::Inference) && model.is_some() {
         return Err(Rejection::BadInput {
             cause: "--model applies to the agent-toolkit layer only".into(),
             hint: "drop --model, or use --layer agent-toolkit".into(),
         });
     }
+    Ok(layer)
+}
+
+pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
+    let rules = data::cluster_rules();
+    let layer = selection(inp.layer, inp.model)?;
 
     let f = inp.facts;
     let mut refuse = Vec::new();

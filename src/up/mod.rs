@@ -98,7 +98,21 @@ pub fn command(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Fail
     let rt = runtime()?;
     let result = rt.block_on(up(args, global, shell));
     rt.shutdown_timeout(Duration::from_secs(5));
-    result
+    dry_run_outputs(args, result)
+}
+
+/// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
+/// stale plan would describe a run that is not this one. Files eas does not write stay.
+fn dry_run_outputs(args: &UpArgs, result: Result<(), Failure>) -> Result<(), Failure> {
+    match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(_), true, Some(out)) => {
+            write::clear(out).map_err(|e| {
+                Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
+            })?;
+            result
+        }
+        _ => result,
+    }
 }
 
 pub fn now() -> String {
@@ -194,6 +208,10 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let inv = invocation(global, &layer, &args.env, &args.select);
     // Bad input is found before anything else happens.
     let tree_pins = config::select_trees(&args.select)?;
+    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+        config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+        config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+    })?;
     argv::init_argv(&layer, &args.env)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
