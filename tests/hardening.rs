@@ -8,6 +8,10 @@ use std::path::Path;
 
 use support::*;
 
+fn text_of(b: &[u8]) -> String {
+    text(b)
+}
+
 fn write_exec(path: &Path, body: &str) {
     std::fs::write(path, body).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -146,4 +150,70 @@ fn a_refused_dry_run_leaves_no_stale_outputs() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("REFUSE: --layer erag"), "{stderr}");
     assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+}
+
+/// The xeon-amx cluster with its node's `k3s.io/node-args` annotation replaced by `text`.
+fn with_node_args(text: &str) -> ClusterServer {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut node = server.object(&key).expect("the recorded node");
+    node["metadata"]["annotations"]["k3s.io/node-args"] = serde_json::Value::String(text.into());
+    server.insert(node);
+    server
+}
+
+const NOT_A_LIST: &str = "server --disable servicelb --cluster-cidr 10.99.0.0/16";
+const FORGED_CIDR: &str = "[\"server\",\"--cluster-cidr\",\"10.99.0.0/16\\nkubernetes_accelerator: gpu\"]";
+
+#[test]
+fn facts_refuse_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
+    for (text, want) in [
+        (NOT_A_LIST, "error: node \"xeon-sr-01\": annotation k3s.io/node-args is not a JSON list of strings"),
+        (
+            FORGED_CIDR,
+            "error: node \"xeon-sr-01\": annotation k3s.io/node-args gives --cluster-cidr \"10.99.0.0/16\\nkubernetes_accelerator: gpu\", which is not a CIDR list",
+        ),
+    ] {
+        let server = with_node_args(text);
+        let dir = tempfile::tempdir().unwrap();
+        let out_file = dir.path().join("facts.json");
+        let out = facts(&server, "xeon-amx", &["--out", out_file.to_str().unwrap()]);
+        let stderr = text_of(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.lines().any(|l| l.starts_with(want)), "{stderr}");
+        assert!(stderr.contains("hint: "), "{stderr}");
+        assert!(!out_file.exists() && out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    for (text, want) in [(NOT_A_LIST, "is not a JSON list of strings"), (FORGED_CIDR, "which is not a CIDR list")] {
+        let mut doc: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+        doc["nodes"][0]["annotations"]["k3s.io/node-args"] = serde_json::Value::String(text.into());
+        let dir = tempfile::tempdir().unwrap();
+        let facts_file = dir.path().join("facts.json");
+        std::fs::write(&facts_file, doc.to_string()).unwrap();
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = text_of(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with("error: node ")
+                && stderr.contains("annotation k3s.io/node-args")
+                && stderr.contains(want),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("\nkubernetes_accelerator"), "no forged line: {stderr}");
+        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+    }
 }

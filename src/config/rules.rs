@@ -5,6 +5,7 @@ use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
 
 use super::data::{self, ManifestRow};
+use super::node_args;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
@@ -121,8 +122,12 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     }
 
     // Not k3s: no node carries k3s's node-args annotation.
-    let node_args: Vec<(&Node, Vec<String>)> =
-        f.nodes.iter().filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| (n, parse_node_args(a)))).collect();
+    let node_args: Vec<(&Node, Vec<String>)> = f
+        .nodes
+        .iter()
+        .filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| node_args::parse(&n.name, a).map(|args| (n, args))))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Rejection::BadInput { cause: e.to_string(), hint: e.hint().into() })?;
     if f.nodes.is_empty() {
         refuse.push("the facts list no nodes".into());
     } else if node_args.is_empty() {
@@ -369,9 +374,6 @@ fn json_list(v: &[String]) -> String {
 }
 
 /// `k3s.io/node-args` is a JSON array of strings; anything else yields no arguments.
-pub fn parse_node_args(text: &str) -> Vec<String> {
-    serde_json::from_str::<Vec<String>>(text).unwrap_or_default()
-}
 
 /// The values given to `flag` in either `--flag v` or `--flag=v` form, in order.
 fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
@@ -550,12 +552,22 @@ mod tests {
     }
 
     #[test]
-    fn node_args_that_are_not_a_json_list_give_nothing() {
-        assert_eq!(
-            parse_node_args("[\"server\",\"--disable\",\"traefik\"]"),
-            args(&["server", "--disable", "traefik"])
-        );
-        assert!(parse_node_args("server --disable traefik").is_empty());
+    fn node_args_that_are_not_a_json_list_or_hold_a_bad_cidr_are_bad_input() {
+        for (text, want) in [
+            ("server --disable servicelb --cluster-cidr 10.99.0.0/16", "is not a JSON list of strings"),
+            ("[\"server\",\"--cluster-cidr\",\"10.99.0.0/16\\nx: y\"]", "--cluster-cidr \"10.99.0.0/16\\nx: y\""),
+        ] {
+            let mut f = desktop();
+            let node = f.nodes[0].name.clone();
+            f.nodes[0].annotations.insert(NODE_ARGS.into(), text.into());
+            match decide_on(&f, "agent-toolkit", None) {
+                Err(Rejection::BadInput { cause, .. }) => {
+                    assert!(cause.starts_with(&format!("node {node:?}: annotation k3s.io/node-args")), "{cause}");
+                    assert!(cause.contains(want), "{cause}");
+                }
+                other => panic!("{text}: {:?}", other.map(|_| ())),
+            }
+        }
     }
     fn desktop() -> Facts {
         Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()

@@ -56,6 +56,8 @@ enum GatherError {
     Api(#[from] ApiError),
     #[error("{0}")]
     Operator(String),
+    #[error(transparent)]
+    NodeArgs(#[from] crate::config::node_args::NodeArgsError),
 }
 
 impl From<GatherError> for Failure {
@@ -64,6 +66,7 @@ impl From<GatherError> for Failure {
             GatherError::Target(TargetError::Plugin(line)) => Failure::step("kubeconfig", line),
             GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             GatherError::Operator(cause) => Failure::bad_input(
                 cause,
                 "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
@@ -222,6 +225,11 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Resu
     let mut warnings = Vec::new();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    for n in &nodes {
+        if let Some(a) = n.annotations.get(crate::config::node_args::ANNOTATION) {
+            crate::config::node_args::parse(&n.name, a)?;
+        }
+    }
     let unknown = operator.unknown_nodes(&nodes);
     if !unknown.is_empty() {
         let have: Vec<&str> = nodes.iter().take(10).map(|n| n.name.as_str()).collect();
