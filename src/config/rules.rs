@@ -373,8 +373,6 @@ fn json_list(v: &[String]) -> String {
     serde_json::to_string(v).expect("strings serialise")
 }
 
-/// `k3s.io/node-args` is a JSON array of strings; anything else yields no arguments.
-
 /// The values given to `flag` in either `--flag v` or `--flag=v` form, in order.
 fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
