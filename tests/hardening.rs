@@ -217,3 +217,32 @@ fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
         assert_eq!(listing(&out_dir), vec!["notes.txt"]);
     }
 }
+
+#[test]
+fn control_characters_from_the_cluster_are_escaped_in_every_line_for_people() {
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    let run = |doc: &serde_json::Value| {
+        let dir = tempfile::tempdir().unwrap();
+        let facts_file = dir.path().join("facts.json");
+        std::fs::write(&facts_file, doc.to_string()).unwrap();
+        let out_dir = dir.path().join("out");
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+        (text(&out.stdout), text(&out.stderr), choices)
+    };
+    let clean: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+    let mut evil = clean.clone();
+    evil["nodes"][0]["name"] = serde_json::Value::String("evil\u{1b}[31m\nFORGED -> line [x]".into());
+    let (clean_out, _, clean_choices) = run(&clean);
+    let (out, err, choices) = run(&evil);
+    for (name, shown, reference) in [("stdout", &out, &clean_out), ("choices.txt", &choices, &clean_choices)] {
+        assert!(!shown.contains('\u{1b}'), "{name} holds a raw escape: {shown}");
+        assert_eq!(shown.lines().count(), reference.lines().count(), "{name}: no forged line");
+        assert!(shown.contains("evil\\u{1b}[31m\\nFORGED"), "{name} shows the name escaped: {shown}");
+    }
+    assert!(!err.contains('\u{1b}'), "{err}");
+}

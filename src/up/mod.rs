@@ -533,7 +533,9 @@ fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) 
 }
 
 fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
-    print!("{}", plan.render());
+    for line in plan.render().lines() {
+        println!("{}", crate::text::escape_controls(line));
+    }
     if let Some(dir) = out {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));
