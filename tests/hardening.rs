@@ -246,3 +246,25 @@ fn control_characters_from_the_cluster_are_escaped_in_every_line_for_people() {
     }
     assert!(!err.contains('\u{1b}'), "{err}");
 }
+
+#[test]
+fn an_endless_or_huge_facts_file_is_refused_at_64_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // Sparse: 64 MiB and one byte of NULs.
+    std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
+    for facts_file in [Path::new("/dev/zero"), big.as_path()] {
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: facts: {} is larger than 64 MiB", facts_file.display())),
+            "{stderr}"
+        );
+        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+    }
+}
