@@ -353,7 +353,7 @@ impl Reader {
     }
 }
 
-fn status_text(code: u16, message: &str) -> String {
+pub fn status_text(code: u16, message: &str) -> String {
     let reason = http_reason(code);
     match (reason, message.trim()) {
         (r, "") => r.to_string(),

@@ -229,7 +229,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
-            shell.warn(format!("a lock is held: {found:?} (a dry run does not take it)"));
+            shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
         None
     } else {
