@@ -15,6 +15,8 @@ mod overlay;
 mod pins;
 mod pipeline;
 mod prepare;
+#[cfg(test)]
+mod proptests;
 mod sources;
 mod state;
 mod text;
