@@ -268,3 +268,31 @@ fn an_endless_or_huge_facts_file_is_refused_at_64_mib() {
         assert_eq!(listing(&out_dir), vec!["notes.txt"]);
     }
 }
+
+#[test]
+fn a_ca_bundle_with_a_private_key_is_refused_before_docker_or_the_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap();
+    let first_cert: String = {
+        let start = system.find("-----BEGIN CERTIFICATE-----").unwrap();
+        let end =
+            system[start..].find("-----END CERTIFICATE-----").unwrap() + start + "-----END CERTIFICATE-----\n".len();
+        system[start..end].to_string()
+    };
+    let bundle = dir.path().join("bundle.pem");
+    std::fs::write(&bundle, format!("{first_cert}-----BEGIN PRIVATE KEY-----\nAQID\n-----END PRIVATE KEY-----\n"))
+        .unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let pins = root().join("pins.json");
+    let runs: [Vec<&str>; 2] = [
+        vec!["bastion", "build", "--pins", pins.to_str().unwrap(), "--ca-bundle", bundle.to_str().unwrap()],
+        vec!["up", "--dry-run", "--pins", pins.to_str().unwrap(), "--ca-bundle", bundle.to_str().unwrap()],
+    ];
+    for args in runs {
+        let out = eas(dir.path()).arg("--kubeconfig").arg(&kubeconfig).args(&args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("holds a private key (PRIVATE KEY)"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("AQID"));
+    }
+}

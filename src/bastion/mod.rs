@@ -170,9 +170,11 @@ impl From<BastionError> for Failure {
             ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
-            B::Kubeconfig(_) | B::CaBundle { .. } | B::Input(_) => {
-                Failure::bad_input(e.to_string(), "see `eas bastion --help`")
-            }
+            B::CaBundle { .. } => Failure::bad_input(
+                e.to_string(),
+                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
+            ),
+            B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
         }
     }
@@ -316,12 +318,19 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     Ok(())
 }
 
+/// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
+/// the network is touched.
+pub fn check_ca_bundle(base: &BaseArgs) -> Result<(), BastionError> {
+    match &base.ca_bundle {
+        Some(p) => read_ca_bundle(p).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
     let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(bad("holds no PEM certificate".into()));
-    }
+    crate::net::trust::certificates_only(&bytes).map_err(bad)?;
     Ok(bytes)
 }
 
@@ -481,6 +490,7 @@ pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<()
 }
 
 async fn build_command(a: &BuildArgs, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    check_ca_bundle(&a.image.base)?;
     let docker = image::connect().await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
@@ -491,6 +501,7 @@ async fn build_command(a: &BuildArgs, shell: &Shell, interrupt: &Interrupt) -> R
 async fn run_command(a: &RunArgs, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = |n: &str| std::env::var(n).ok();
     let kube = KubeSource::from_global(global, &env)?;
+    check_ca_bundle(&a.image.base)?;
     let docker = image::connect().await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
     let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;

@@ -3,3 +3,4 @@
 pub mod exec_auth;
 pub mod kube_config;
 pub mod proxy;
+pub mod trust;

@@ -213,6 +213,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(&layer, &args.env)?;
+    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
