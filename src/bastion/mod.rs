@@ -151,6 +151,12 @@ impl From<BastionError> for Failure {
                 e,
                 "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
             ),
+            B::Artifact(ArtifactError::Cache { ref path, .. }) => {
+                let next = format!(
+                    "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
+                );
+                Failure::step_next("bastion artifacts", e, next)
+            }
             B::Artifact(_) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -538,6 +544,22 @@ mod tests {
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn a_cache_that_cannot_be_written_points_at_the_cache_not_the_network() {
+        let e = BastionError::Artifact(ArtifactError::Cache {
+            path: "/ro/eas/artifacts".into(),
+            source: std::io::Error::from_raw_os_error(30),
+        });
+        let lines = Failure::from(e).lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1]
+                .starts_with("next: the artifact cache must be writable and have free space: fix /ro/eas/artifacts"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("network"), "{lines:?}");
     }
 
     #[test]
