@@ -32,7 +32,11 @@ pub use crate::kubeconfig::TargetError;
 
 /// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
 /// context, and builds a client whose every read gives up after `timeout`.
-pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, TargetError> {
+pub async fn target(
+    source: &KubeSource,
+    proxy: &crate::net::proxy::ProxyEnv,
+    timeout: Duration,
+) -> Result<Target, TargetError> {
     let (kc, path) = source.load()?;
     let name = match source.context.as_deref() {
         Some(c) => c.to_string(),
@@ -55,8 +59,7 @@ pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, Ta
         .and_then(|c| c.server.clone())
         .unwrap_or_default();
     let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
-    let env = crate::net::proxy::ProxyEnv::from_process();
-    let mut config = match crate::net::kube_config::config_for(&kc, &name, &env, None) {
+    let mut config = match crate::net::kube_config::config_for(&kc, &name, proxy, None) {
         Ok(c) => c,
         Err(crate::net::kube_config::ConfigError::Proxy(e)) => return Err(TargetError::Proxy(e)),
         Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),

@@ -25,6 +25,7 @@ use self::docker::{Bollard, Engine};
 use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+use crate::net::proxy::ProxyEnv;
 
 #[derive(Debug, Clone)]
 pub struct FactsSettings {
@@ -71,7 +72,8 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
     let gathered = crate::runtime::block_on(async {
-        let target = kube::target(&KubeSource::resolve(global), timeout).await?;
+        let target =
+            kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout).await?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
         gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
     })??;
@@ -319,7 +321,9 @@ pub struct GatherOptions {
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
-    Ok(kube::target(&KubeSource::resolve(global), timeout).await.map_err(GatherError::from)?)
+    Ok(kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+        .await
+        .map_err(GatherError::from)?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.

@@ -39,11 +39,6 @@ impl ProxyEnv {
         }
     }
 
-    /// This process's environment.
-    pub fn from_process() -> ProxyEnv {
-        ProxyEnv::from_lookup(|k| std::env::var(k).ok())
-    }
-
     /// The `NO_PROXY` value for a process that must reach `hosts` directly: the current list with
     /// the hosts that it does not already cover appended.
     pub fn no_proxy_with(&self, hosts: &[&str]) -> String {
