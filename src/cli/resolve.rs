@@ -91,6 +91,9 @@ impl From<UpArgs> for UpSettings {
             gather: a.gather.into(),
             install_timeout: a.install_timeout,
             verify_timeout: a.verify_timeout,
+            phase_timeouts: crate::up::phase::PhaseTimeouts::new(
+                a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
+            ),
         }
     }
 }

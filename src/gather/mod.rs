@@ -66,11 +66,11 @@ impl From<GatherError> for Failure {
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let gathered = crate::runtime::block_on(async {
-        let target = kube::target(&KubeSource::resolve(global), timeout).await?;
+    let gathered = crate::runtime::block_on_interruptible(async {
+        let target = kube::target(&KubeSource::resolve(global), timeout).await.map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
-    })??;
+        Ok(gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await?)
+    })?;
     for w in &gathered.warnings {
         shell.warn(w);
     }
