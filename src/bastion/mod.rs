@@ -51,6 +51,16 @@ pub struct ImageSettings {
     /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
     pub pins: Option<PathBuf>,
     pub base: BaseImage,
+    /// Where pinned downloads are cached (`$XDG_CACHE_HOME/eas/artifacts`).
+    pub artifacts: PathBuf,
+    /// Proxy settings passed to the build as Docker's predefined build arguments.
+    pub proxy: Vec<(String, String)>,
+}
+
+impl ImageSettings {
+    pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
+        ImageSettings { pins, base, artifacts: Cache::default_dir(env), proxy: image::proxy_env(env) }
+    }
 }
 
 /// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
@@ -187,7 +197,7 @@ pub async fn prepare(
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
 
     let mut changed = false;
     let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
@@ -250,7 +260,8 @@ pub async fn prepare(
     }
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
     shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
-    let req = BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild };
+    let req =
+        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &args.proxy };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
@@ -265,7 +276,7 @@ pub async fn prepare(
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String, bool), BastionError> {
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     let wanted = context::artifacts(&pins);
     context::require_sha256(&wanted)?;
