@@ -3,6 +3,7 @@
 //! single-file copy all read the cluster through it, so they cannot disagree.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::config::{Kubeconfig, KubeconfigError};
 
@@ -76,6 +77,8 @@ pub enum TargetError {
     NoCurrentContext(String),
     #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
     Unusable { context: String, path: String, cause: String },
+    #[error("the credential plugin of context {context:?} ({command}) {cause}")]
+    Credential { context: String, command: String, cause: String },
 }
 
 impl TargetError {
@@ -84,6 +87,9 @@ impl TargetError {
             TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {
                 "pass --kubeconfig PATH or set KUBECONFIG (k3d: `k3d kubeconfig write <cluster>`; k3s: /etc/rancher/k3s/k3s.yaml)"
                     .into()
+            }
+            TargetError::Credential { command, .. } => {
+                format!("run `{command}` by hand to log in, then re-run eas")
             }
             TargetError::Malformed { .. } | TargetError::Unusable { .. } => {
                 "check the file with `kubectl config view --kubeconfig <path>`".into()
@@ -133,4 +139,107 @@ fn malformed(path: &str, e: KubeconfigError) -> TargetError {
         other => other.to_string(),
     };
     TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
+}
+
+/// A token minted on the host through the context's exec credential plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minted {
+    /// The plugin's `expirationTimestamp`, when it gave one.
+    pub expires: Option<String>,
+}
+
+/// Runs the exec credential plugin of `context`'s user, if it has one, under `timeout` and
+/// killed if the future is dropped (a cancelled run), and puts the token it returns in its
+/// place: the client then never runs the plugin itself (a blocking, unbounded call), and a copy
+/// of this kubeconfig works where the plugin does not exist (the bastion). A plugin that returns
+/// a client certificate instead is left to the client.
+pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) -> Result<Option<Minted>, TargetError> {
+    let Some(user) = kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).map(|c| c.user.clone())
+    else {
+        return Ok(None);
+    };
+    let Some(auth) = kc.auth_infos.iter_mut().find(|a| Some(&a.name) == user.as_ref()).and_then(|a| a.auth_info.as_mut())
+    else {
+        return Ok(None);
+    };
+    let Some(exec) = &auth.exec else { return Ok(None) };
+    let command = exec.command.clone().unwrap_or_default();
+    let fail = |cause: String| TargetError::Credential { context: context.to_string(), command: command.clone(), cause };
+    let api_version = exec.api_version.clone().unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
+    let info = serde_json::json!({"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": false}});
+    let mut cmd = tokio::process::Command::new(&command);
+    cmd.args(exec.args.iter().flatten())
+        .env("KUBERNETES_EXEC_INFO", info.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for e in exec.env.iter().flatten() {
+        if let (Some(n), Some(v)) = (e.get("name"), e.get("value")) {
+            cmd.env(n, v);
+        }
+    }
+    let child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}")))?;
+    let out = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
+        .map_err(|e| fail(e.to_string()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(fail(format!("failed ({}): {}", out.status, err.lines().last().unwrap_or("").trim())));
+    }
+    let cred: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("printed no ExecCredential: {e}")))?;
+    let Some(token) = cred.pointer("/status/token").and_then(serde_json::Value::as_str) else {
+        return Ok(None);
+    };
+    let expires = cred.pointer("/status/expirationTimestamp").and_then(serde_json::Value::as_str).map(str::to_string);
+    auth.token = Some(token.to_string().into());
+    auth.exec = None;
+    Ok(Some(Minted { expires }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_plugin(script: &str) -> (tempfile::TempDir, Kubeconfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = dir.path().join("plugin");
+        std::fs::write(&plugin, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n\
+             contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    exec:\n      \
+             apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      args: [x]\n      \
+             env:\n      - name: GREETING\n        value: hi\n",
+            plugin.display()
+        );
+        (dir, Kubeconfig::from_yaml(&text).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_plugins_token_replaces_the_exec_entry() {
+        let (_d, mut kc) = with_plugin(
+            "#!/bin/sh\n[ \"$1 $GREETING\" = \"x hi\" ] || exit 9\n\
+             echo '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":\"2030-01-01T00:00:00Z\"}}'\n",
+        );
+        let m = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap();
+        assert_eq!(m, Some(Minted { expires: Some("2030-01-01T00:00:00Z".into()) }));
+        let auth = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(auth.exec.is_none());
+        let json = serde_json::to_value(&kc).unwrap();
+        assert_eq!(json.pointer("/users/0/user/token").unwrap(), "t0k");
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_hangs_or_fails_is_named() {
+        let (_d, mut kc) = with_plugin("#!/bin/sh\nexec sleep 30\n");
+        let e = mint_exec(&mut kc, "c", Duration::from_millis(200)).await.unwrap_err().to_string();
+        assert!(e.contains("gave no credential within 1 s"), "{e}");
+        let (_d, mut kc) = with_plugin("#!/bin/sh\necho 'login required' >&2\nexit 3\n");
+        let e = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap_err().to_string();
+        assert!(e.contains("login required"), "{e}");
+    }
 }

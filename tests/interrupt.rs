@@ -124,3 +124,77 @@ fn an_unknown_phase_timeout_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("no phase named \"nope\""), "{}", text(&out.stderr));
 }
+
+/// A kubeconfig whose user runs a credential plugin that records its pid and never returns.
+fn sleeping_plugin(dir: &Path) -> (PathBuf, PathBuf) {
+    let pid_file = dir.join("plugin.pid");
+    let plugin = dir.join("plugin");
+    std::fs::write(&plugin, format!("#!/bin/sh\necho $$ > {}\nexec sleep 300\n", pid_file.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = dir.join("kubeconfig-exec");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: sso\nclusters:\n- name: sso\n  cluster:\n    \
+             server: http://127.0.0.1:1\ncontexts:\n- name: sso\n  context:\n    cluster: sso\n    user: u\n\
+             users:\n- name: u\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      \
+             command: {}\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    (path, pid_file)
+}
+
+fn gone(pid: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            // A zombie has been killed; it waits only for its parent (now init) to reap it.
+            Ok(stat) if stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    false
+}
+
+#[test]
+fn a_sleeping_credential_plugin_is_killed_on_sigint_and_sigterm() {
+    for (args, sig) in [
+        (&["facts"][..], "-INT"),
+        (&["facts"], "-TERM"),
+        (&["up", "--dry-run"], "-INT"),
+        (&["up", "--yes"], "-TERM"),
+        (&["verify"], "-TERM"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (kubeconfig, pid_file) = sleeping_plugin(dir.path());
+        let mut child = eas(dir.path())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            if let Ok(p) = std::fs::read_to_string(&pid_file)
+                && !p.trim().is_empty()
+            {
+                break p.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "{args:?}: the plugin never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
+        assert!(gone(&pid), "{args:?} {sig}: the plugin (pid {pid}) is still running");
+    }
+}

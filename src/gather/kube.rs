@@ -33,7 +33,7 @@ pub use crate::kubeconfig::TargetError;
 /// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
 /// context, and builds a client whose every read gives up after `timeout`.
 pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, TargetError> {
-    let (kc, path) = source.load()?;
+    let (mut kc, path) = source.load()?;
     let name = match source.context.as_deref() {
         Some(c) => c.to_string(),
         None => {
@@ -47,6 +47,7 @@ pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, Ta
         return Err(TargetError::NoContext { name, path, available });
     };
     let cluster_name = ctx.context.as_ref().map(|c| c.cluster.clone()).unwrap_or_default();
+    crate::kubeconfig::mint_exec(&mut kc, &name, crate::settings::timeouts::CREDENTIAL).await?;
     let server = kc
         .clusters
         .iter()
