@@ -16,6 +16,9 @@ pub struct KubeSource {
     pub paths: Vec<PathBuf>,
     pub explicit: bool,
     pub context: Option<String>,
+    /// The merged kubeconfig with a token minted through its exec plugin (JSON), for the
+    /// bastion's copy: set by [`KubeSource::mint`].
+    pub minted: Option<String>,
 }
 
 impl KubeSource {
@@ -23,22 +26,22 @@ impl KubeSource {
     pub fn resolve(g: &Global) -> KubeSource {
         let context = g.context.clone();
         if let Some(p) = &g.kubeconfig {
-            return KubeSource { paths: vec![p.clone()], explicit: true, context };
+            return KubeSource { paths: vec![p.clone()], explicit: true, context, minted: None };
         }
         if let Some(v) = g.env.nonempty("KUBECONFIG") {
             let paths: Vec<PathBuf> = std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect();
             if !paths.is_empty() {
-                return KubeSource { paths, explicit: true, context };
+                return KubeSource { paths, explicit: true, context, minted: None };
             }
         }
         let home = g.env.home().unwrap_or_default();
-        KubeSource { paths: vec![home.join(".kube").join("config")], explicit: false, context }
+        KubeSource { paths: vec![home.join(".kube").join("config")], explicit: false, context, minted: None }
     }
 
     /// One file, as given.
     #[cfg(test)]
     pub fn file(path: PathBuf, explicit: bool, context: Option<String>) -> KubeSource {
-        KubeSource { paths: vec![path], explicit, context }
+        KubeSource { paths: vec![path], explicit, context, minted: None }
     }
 
     /// The paths as the user would write them (`a:b`).
@@ -52,6 +55,26 @@ impl KubeSource {
             [p] => Some(p),
             _ => None,
         }
+    }
+
+    /// When the context's user has an exec credential plugin: mints the token on the host and
+    /// keeps the kubeconfig with the token in place of the plugin, for the bastion (the plugin
+    /// does not exist inside it). Returns when the token expires, as the plugin said.
+    pub async fn mint(&mut self, timeout: Duration) -> Result<Option<Minted>, TargetError> {
+        let (mut kc, _) = match self.load() {
+            Ok(loaded) => loaded,
+            // No kubeconfig at the default place: nothing to mint, the caller decides.
+            Err(TargetError::NoDefault(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(context) = self.context.clone().or_else(|| kc.current_context.clone()) else { return Ok(None) };
+        let minted = mint_exec(&mut kc, &context, timeout).await?;
+        if minted.is_some() {
+            let text = serde_json::to_string(&kc)
+                .map_err(|e| TargetError::Malformed { path: self.shown(), cause: e.to_string() })?;
+            self.minted = Some(text);
+        }
+        Ok(minted)
     }
 
     /// The kubeconfig, the list's files merged in order, and how to name it in messages.
@@ -154,17 +177,20 @@ pub struct Minted {
 /// of this kubeconfig works where the plugin does not exist (the bastion). A plugin that returns
 /// a client certificate instead is left to the client.
 pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) -> Result<Option<Minted>, TargetError> {
-    let Some(user) = kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).map(|c| c.user.clone())
+    let Some(user) =
+        kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).map(|c| c.user.clone())
     else {
         return Ok(None);
     };
-    let Some(auth) = kc.auth_infos.iter_mut().find(|a| Some(&a.name) == user.as_ref()).and_then(|a| a.auth_info.as_mut())
+    let Some(auth) =
+        kc.auth_infos.iter_mut().find(|a| Some(&a.name) == user.as_ref()).and_then(|a| a.auth_info.as_mut())
     else {
         return Ok(None);
     };
     let Some(exec) = &auth.exec else { return Ok(None) };
     let command = exec.command.clone().unwrap_or_default();
-    let fail = |cause: String| TargetError::Credential { context: context.to_string(), command: command.clone(), cause };
+    let fail =
+        |cause: String| TargetError::Credential { context: context.to_string(), command: command.clone(), cause };
     let api_version = exec.api_version.clone().unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
     let info = serde_json::json!({"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": false}});
     let mut cmd = tokio::process::Command::new(&command);
