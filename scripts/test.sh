@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
+bash scripts/test-tools.sh
 bash scripts/base-image.sh
 # tests/docker_context.rs puts a logging socat proxy in front of the engine.
 if ! command -v socat >/dev/null 2>&1; then

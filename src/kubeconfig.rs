@@ -100,8 +100,12 @@ pub enum TargetError {
     NoCurrentContext(String),
     #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
     Unusable { context: String, path: String, cause: String },
-    #[error("the credential plugin of context {context:?} ({command}) {cause}")]
-    Credential { context: String, command: String, cause: String },
+    /// A proxy variable or `proxy-url` that cannot be used (credentials never shown).
+    #[error("{0}")]
+    Proxy(crate::net::proxy::ProxyError),
+    /// The exec credential plugin failed: a run-time failure (exit 1), not bad input.
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl TargetError {
@@ -111,15 +115,14 @@ impl TargetError {
                 "pass --kubeconfig PATH or set KUBECONFIG (k3d: `k3d kubeconfig write <cluster>`; k3s: /etc/rancher/k3s/k3s.yaml)"
                     .into()
             }
-            TargetError::Credential { command, .. } => {
-                format!("run `{command}` by hand to log in, then re-run eas")
-            }
             TargetError::Malformed { .. } | TargetError::Unusable { .. } => {
                 "check the file with `kubectl config view --kubeconfig <path>`".into()
             }
             TargetError::NoContext { .. } | TargetError::NoCurrentContext(_) => {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
+            TargetError::Proxy(e) => e.hint(),
+            TargetError::Plugin(_) => String::new(),
         }
     }
 }
@@ -188,13 +191,17 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         return Ok(None);
     };
     let Some(exec) = &auth.exec else { return Ok(None) };
+    // Failures read as `net::exec_auth` words them when kube runs a plugin: one line, the
+    // command without arguments, the last stderr line with the plugin's secrets masked.
+    let plugin = crate::net::exec_auth::Plugin::of(auth).expect("an exec user");
+    let cmd = crate::text::for_people(&plugin.command);
+    let fail = |what: String| TargetError::Plugin(format!("credential plugin {cmd} {what}"));
     let command = exec.command.clone().unwrap_or_default();
-    let fail =
-        |cause: String| TargetError::Credential { context: context.to_string(), command: command.clone(), cause };
     let api_version = exec.api_version.clone().unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
     let info = serde_json::json!({"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": false}});
-    let mut cmd = tokio::process::Command::new(&command);
-    cmd.args(exec.args.iter().flatten())
+    let mut cmd_line = tokio::process::Command::new(&command);
+    cmd_line
+        .args(exec.args.iter().flatten())
         .env("KUBERNETES_EXEC_INFO", info.to_string())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -202,20 +209,24 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         .kill_on_drop(true);
     for e in exec.env.iter().flatten() {
         if let (Some(n), Some(v)) = (e.get("name"), e.get("value")) {
-            cmd.env(n, v);
+            cmd_line.env(n, v);
         }
     }
-    let child = cmd.spawn().map_err(|e| fail(format!("cannot start: {e}")))?;
+    let child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
     let out = tokio::time::timeout(timeout, child.wait_with_output())
         .await
         .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(format!("could not be run: {e}")))?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(fail(format!("failed ({}): {}", out.status, err.lines().last().unwrap_or("").trim())));
+        let code = out.status.code().map_or_else(|| "on a signal".to_string(), |c| format!("with exit code {c}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        return Err(match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+            Some(l) => fail(format!("failed {code}: {}", plugin.redact(l))),
+            None => fail(format!("failed {code} and printed nothing on stderr")),
+        });
     }
     let cred: serde_json::Value =
-        serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("printed no ExecCredential: {e}")))?;
+        serde_json::from_slice(&out.stdout).map_err(|_| fail("printed no valid ExecCredential".into()))?;
     let Some(token) = cred.pointer("/status/token").and_then(serde_json::Value::as_str) else {
         return Ok(None);
     };
