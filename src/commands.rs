@@ -20,7 +20,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
-        Command::Bastion(cmd) => crate::bastion::command(cmd.into(), global, shell),
+        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, &global.env), global, shell),
     }
 }
 

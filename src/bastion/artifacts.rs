@@ -73,11 +73,8 @@ impl Cache {
     }
 
     /// `$XDG_CACHE_HOME/eas/artifacts`, else `~/.cache/eas/artifacts`.
-    pub fn default_dir() -> PathBuf {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".cache"));
+    pub fn default_dir(env: &crate::settings::Env) -> PathBuf {
+        let base = env.cache_home().unwrap_or_else(|| PathBuf::from(".cache"));
         base.join("eas").join("artifacts")
     }
 

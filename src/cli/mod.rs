@@ -6,7 +6,7 @@ mod args;
 mod resolve;
 
 pub use args::*;
-pub use resolve::settings;
+pub use resolve::{bastion, settings};
 
 use std::path::PathBuf;
 

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod phase;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,8 @@ pub struct UpSettings {
     pub install_timeout: u64,
     /// How long verification may wait for the model servers, in seconds
     pub verify_timeout: u64,
+    /// Phase timeouts (the declared ones unless shortened).
+    pub phase_timeouts: phase::PhaseTimeouts,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -66,8 +69,8 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>) -> ImageSettings {
-    ImageSettings { pins, base: base.clone() }
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), env)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -195,10 +198,15 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
 
     // 1. Lock and preflight.
     shell.phase("preflight", "reading the cluster's identity");
-    let target = gather::target(global, CALL).await?;
-    let key = cluster::cluster_key(&target.client, CALL)
-        .await
-        .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+    let t = &args.phase_timeouts;
+    let (target, key) = phase::run(PhaseId::Preflight, t, &interrupt, async {
+        let target = gather::target(global, CALL).await?;
+        let key = cluster::cluster_key(&target.client, CALL)
+            .await
+            .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+        Ok((target, key))
+    })
+    .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
@@ -217,23 +225,29 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = match bastion::image::connect(&global.env).await {
-        Ok(d) => Some(d),
-        // A dry run still prints everything else, and names the step that needs Docker.
-        Err(e) if args.dry_run => {
-            shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
-            None
-        }
-        Err(e) => {
-            return Err(Failure::step_next(
-                "preflight",
-                e,
-                "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
-            ));
-        }
-    };
-    trees::git(None, &["--version"], Duration::from_secs(10))
-        .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+    let docker = phase::run(PhaseId::Preflight, t, &interrupt, async {
+        let docker = match bastion::image::connect(&global.env).await {
+            Ok(d) => Some(d),
+            // A dry run still prints everything else, and names the step that needs Docker.
+            Err(e) if args.dry_run => {
+                shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
+                None
+            }
+            Err(e) => {
+                return Err(Failure::step_next(
+                    "preflight",
+                    e,
+                    "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
+                ));
+            }
+        };
+        tokio::task::spawn_blocking(|| trees::git(None, &["--version"], Duration::from_secs(10)))
+            .await
+            .map_err(|e| Failure::step("preflight", e))?
+            .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+        Ok(docker)
+    })
+    .await?;
 
     let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
     let mut state = State::new(
@@ -268,7 +282,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone());
+    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -284,10 +298,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
     let (image, facts, resolved) = tokio::select! {
-        r = async { tokio::join!(image, facts, resolved) } => r,
+        r = async {
+            tokio::join!(
+                phase::limit(PhaseId::Bastion, t, image),
+                phase::limit(PhaseId::Facts, t, facts),
+                phase::limit(PhaseId::Trees, t, resolved)
+            )
+        } => r,
         _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
     };
-    let facts: Facts = facts?;
+    let (image, resolved) = (image?, resolved?);
+    let facts: Facts = facts??;
     let facts_hash = crate::state::hash_json(&facts);
     state.facts_hash = Some(facts_hash.clone());
     plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
@@ -579,7 +600,7 @@ pub const EXPECTED_FILE: &str = "expected.json";
 /// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
 /// record, the devices alone, then exit 5: there is no model server eas installed.
 pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on(async {
+    crate::runtime::block_on_interruptible(async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
@@ -603,5 +624,5 @@ pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> 
             println!("ok {}", crate::text::for_people(&l));
         }
         Ok(())
-    })?
+    })
 }
