@@ -220,11 +220,16 @@ pub async fn prepare(
         other => other?,
     };
 
+    let ca = match &args.base.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    let fetcher = fetcher_for(ca.as_deref())?;
     let mut wanted = context::artifacts(&pins);
     if lock {
         for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
             shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&SystemFetcher, &a.url)).await??;
+            let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
             shell.warn(format!(
                 "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
                 a.name, a.url
@@ -248,10 +253,6 @@ pub async fn prepare(
             id
         }
     };
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
 
@@ -261,7 +262,7 @@ pub async fn prepare(
     }
 
     for (a, sha) in artifacts::pinned(&wanted) {
-        let (_, replaced) = interruptible(interrupt, cache.ensure(&SystemFetcher, &a.url, &sha)).await??;
+        let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, &sha)).await??;
         if replaced {
             shell.warn(format!("cached {} did not match its sha256 and was downloaded again", a.name));
         }
@@ -323,6 +324,17 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
 
 /// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
 /// the network is touched.
+/// The host's download client: the system's CAs plus the bundle's, the proxy variables of this
+/// process (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(ca_bundle: Option<&[u8]>) -> Result<SystemFetcher, BastionError> {
+    let roots = match ca_bundle {
+        Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
+        None => Vec::new(),
+    };
+    let env = crate::net::proxy::ProxyEnv::from_lookup(|k| std::env::var(k).ok());
+    SystemFetcher::new(&roots, env).map_err(BastionError::Input)
+}
+
 pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
     match &base.ca_bundle {
         Some(p) => read_ca_bundle(p).map(|_| ()),
