@@ -20,7 +20,7 @@ pub enum ProgressMode {
 }
 
 /// How a command prints its result: a table for a person, or one JSON document on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
     Table,
     Json,

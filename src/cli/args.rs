@@ -131,7 +131,7 @@ pub struct VerifyArgs {
 pub struct StatusArgs {
     /// table (for a person) or json (one eas-status/v1 document)
     #[arg(long, value_enum, default_value = "table")]
-    pub output: crate::output::OutputFormat,
+    pub output: super::OutputArg,
 }
 
 #[derive(Subcommand, Debug)]

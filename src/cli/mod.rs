@@ -60,6 +60,22 @@ pub enum ProgressArg {
     Plain,
 }
 
+/// `--output`: a table for a person, or one JSON document on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    Table,
+    Json,
+}
+
+impl From<OutputArg> for crate::output::OutputFormat {
+    fn from(a: OutputArg) -> Self {
+        match a {
+            OutputArg::Table => crate::output::OutputFormat::Table,
+            OutputArg::Json => crate::output::OutputFormat::Json,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)

@@ -118,7 +118,7 @@ impl From<VerifyArgs> for VerifySettings {
 
 impl From<StatusArgs> for crate::status::StatusSettings {
     fn from(a: StatusArgs) -> Self {
-        crate::status::StatusSettings { output: a.output }
+        crate::status::StatusSettings { output: a.output.into() }
     }
 }
 

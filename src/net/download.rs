@@ -73,9 +73,8 @@ impl Downloader {
         if !status.is_success() {
             return Err(format!("the server answered {status}"));
         }
-        let mut out = tokio::fs::File::create(dest)
-            .await
-            .map_err(|e| format!("writing {} in the cache: {e}", dest.display()))?;
+        let mut out =
+            tokio::fs::File::create(dest).await.map_err(|e| format!("writing {} in the cache: {e}", dest.display()))?;
         let mut body = resp.bytes_stream();
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| one_line(&e))?;

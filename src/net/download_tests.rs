@@ -26,12 +26,16 @@ fn start_server(rt: &tokio::runtime::Runtime) -> Server {
     let ca_cert = ca_params.self_signed(&ca_key).unwrap();
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
+    let leaf =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone()], rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()))
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
@@ -72,7 +76,7 @@ fn with_the_bundle_the_download_succeeds_and_without_it_fails_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("yq");
 
-    let trusting = Downloader::new(&[server.ca_der.clone()], ProxyEnv::default()).unwrap();
+    let trusting = Downloader::new(std::slice::from_ref(&server.ca_der), ProxyEnv::default()).unwrap();
     rt.block_on(trusting.to_file(&url, &dest)).unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), BODY);
 
@@ -92,7 +96,7 @@ fn through_a_forward_proxy_the_proxy_relays_the_download_and_no_proxy_bypasses_i
     let dir = tempfile::tempdir().unwrap();
 
     let proxied = ProxyEnv { https: Some(proxy.url()), ..Default::default() };
-    let d = Downloader::new(&[server.ca_der.clone()], proxied.clone()).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), proxied.clone()).unwrap();
     rt.block_on(d.to_file(&url, &dir.path().join("a"))).unwrap();
     assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), BODY);
     let relayed = proxy.relayed();
@@ -103,13 +107,13 @@ fn through_a_forward_proxy_the_proxy_relays_the_download_and_no_proxy_bypasses_i
 
     let before = proxy.relayed().len();
     let bypass = ProxyEnv { no_proxy: Some("localhost".into()), ..proxied };
-    let d = Downloader::new(&[server.ca_der.clone()], bypass).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), bypass).unwrap();
     rt.block_on(d.to_file(&url, &dir.path().join("b"))).unwrap();
     assert_eq!(proxy.relayed().len(), before, "NO_PROXY=localhost goes direct");
 
     // A wrong password: the proxy refuses, and the message never shows the password.
     let wrong = ProxyEnv { https: Some(proxy.url_with("Wrong-Pass-Sentinel-88")), ..Default::default() };
-    let d = Downloader::new(&[server.ca_der.clone()], wrong).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), wrong).unwrap();
     let e = rt.block_on(d.to_file(&url, &dir.path().join("c"))).unwrap_err();
     assert!(!e.contains("Wrong-Pass-Sentinel-88") && !e.contains(password), "{e}");
 }
