@@ -10,6 +10,7 @@ mod docker_host;
 mod error;
 mod facts;
 mod gather;
+mod git;
 mod installer;
 mod kubeconfig;
 mod net;

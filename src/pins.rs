@@ -5,7 +5,6 @@
 //! reported by `pins check` until `pins lock` resolves it.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
@@ -247,16 +246,16 @@ pub fn repo_url(git_base: &str, repo: &str) -> String {
     format!("{}/{repo}", git_base.trim_end_matches('/'))
 }
 
+/// A remote that does not list its refs within this is unreachable.
+const LS_REMOTE: std::time::Duration = std::time::Duration::from_secs(120);
+
 fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
-    let out = Command::new("git")
-        .args(["ls-remote", "--", url, git_ref])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("git ls-remote {url} {git_ref} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    let g = crate::git::Git::new(None, &["ls-remote", "--", url, git_ref], LS_REMOTE);
+    let out = crate::git::run_blocking(g).map_err(|e| format!("git ls-remote {url} {git_ref}: {e}"))?;
+    if !out.ok {
+        return Err(format!("git ls-remote {url} {git_ref} failed: {}", out.stderr.trim()));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = out.stdout;
     // Prefer the exact ref, then a peeled tag (`^{}` names the commit a tag points to).
     let mut best: Option<String> = None;
     for line in text.lines() {

@@ -20,6 +20,8 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
         .build()
         .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))?;
     let out = rt.block_on(f);
+    // The command is over: a git call abandoned on a blocking thread is not waited for.
+    crate::git::kill_running();
     rt.shutdown_timeout(SHUTDOWN);
     Ok(out)
 }

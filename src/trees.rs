@@ -4,7 +4,6 @@
 //! work offline. Uses the real `git` program.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::pins::Pin;
@@ -19,34 +18,13 @@ pub enum TreeError {
     Io(#[from] std::io::Error),
 }
 
-/// Runs git with a timeout; stdout on success.
+/// Runs git with a timeout ([`crate::git`]); stdout on success. Call from a blocking thread.
 pub fn git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, TreeError> {
-    let mut cmd = Command::new("git");
-    if let Some(d) = dir {
-        cmd.arg("-C").arg(d);
-    }
-    cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(std::process::Stdio::null());
     let desc = args.join(" ");
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| TreeError::Git { args: desc.clone(), msg: format!("cannot run git: {e}") })?;
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(_status) = child.try_wait()? {
-            let out = child.wait_with_output()?;
-            if out.status.success() {
-                return Ok(String::from_utf8_lossy(&out.stdout).trim().to_string());
-            }
-            return Err(TreeError::Git { args: desc, msg: String::from_utf8_lossy(&out.stderr).trim().to_string() });
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(TreeError::Git { args: desc, msg: format!("no result within {}s", timeout.as_secs()) });
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    match crate::git::run_blocking(crate::git::Git::new(dir, args, timeout)) {
+        Ok(o) if o.ok => Ok(o.stdout.trim().to_string()),
+        Ok(o) => Err(TreeError::Git { args: desc, msg: o.stderr.trim().to_string() }),
+        Err(e) => Err(TreeError::Git { args: desc, msg: e.to_string() }),
     }
 }
 
@@ -140,6 +118,7 @@ pub fn head(dir: &Path) -> Result<String, TreeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     fn sh(dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")

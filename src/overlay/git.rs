@@ -2,14 +2,15 @@
 //! index (`GIT_INDEX_FILE` in a temporary directory, filled by `read-tree`), so deciding never
 //! touches the clone's work tree, its index, or its object database.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::git::Git;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
-    #[error("cannot run git: {0}")]
-    Spawn(std::io::Error),
+    #[error("{0}")]
+    Run(crate::git::RunError),
     #[error("{dir} is not a git work tree ({stderr})")]
     NotARepo { dir: String, stderr: String },
     #[error("{what} {rev:?} is not a commit in {dir}")]
@@ -28,23 +29,15 @@ pub struct Output {
     pub stderr: String,
 }
 
-/// A clone, driven through `git -C <dir>` with the caller's git environment cleared, so a
-/// `GIT_DIR` or `GIT_INDEX_FILE` in the user's shell cannot redirect it.
+/// A clone, driven through `git -C <dir>` ([`crate::git`] clears the caller's git environment,
+/// so a `GIT_DIR` or `GIT_INDEX_FILE` in the user's shell cannot redirect it).
 #[derive(Debug, Clone)]
 pub struct Repo {
     dir: PathBuf,
 }
 
-const CLEARED_ENV: &[&str] = &[
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-];
+/// Every overlay git call reads the local clone: a minute is far beyond any of them.
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Repo {
     /// Opens the work tree at `dir`; fails unless git sees a work tree there.
@@ -70,34 +63,19 @@ impl Repo {
         Ok(repo)
     }
 
-    /// Runs `git` with optional stdin and an optional index file in place of the clone's own.
+    /// Runs `git` ([`crate::git`]) with optional stdin and an optional index file in place of
+    /// the clone's own.
     pub fn run(&self, args: &[&str], stdin: Option<&str>, index: Option<&Path>) -> Result<Output, GitError> {
-        let mut cmd = Command::new("git");
-        cmd.arg("-C").arg(&self.dir);
         // Settings that would change what `apply --check` accepts are pinned here.
-        cmd.args(["-c", "apply.whitespace=nowarn", "-c", "core.autocrlf=false"]);
-        cmd.args(args);
-        for v in CLEARED_ENV {
-            cmd.env_remove(v);
-        }
-        cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
-        if let Some(i) = index {
-            cmd.env("GIT_INDEX_FILE", i);
-        }
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(GitError::Spawn)?;
-        if let Some(text) = stdin {
-            let mut pipe = child.stdin.take().expect("stdin was piped");
-            // A failed write means git exited early; its status and stderr say why.
-            let _ = pipe.write_all(text.as_bytes());
-        }
-        let out = child.wait_with_output().map_err(GitError::Spawn)?;
-        Ok(Output {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
+        let mut all = vec!["-c", "apply.whitespace=nowarn", "-c", "core.autocrlf=false"];
+        all.extend_from_slice(args);
+        let g = Git {
+            stdin: stdin.map(str::to_string),
+            index: index.map(Path::to_path_buf),
+            ..Git::new(Some(&self.dir), &all, TIMEOUT)
+        };
+        let out = crate::git::run_blocking(g).map_err(GitError::Run)?;
+        Ok(Output { ok: out.ok, stdout: out.stdout, stderr: out.stderr })
     }
 
     /// Like [`Repo::run`], but a non-zero exit is an error.

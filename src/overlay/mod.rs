@@ -51,7 +51,12 @@ impl From<GitError> for Failure {
             GitError::NoCommit { .. } => {
                 Failure::bad_input(e.to_string(), "check out the pinned EAS commit in that clone")
             }
-            GitError::Spawn(_) => Failure::step_next("overlay", e, "install git (eas doctor checks for it)"),
+            GitError::Run(crate::git::RunError::Spawn(_)) => {
+                Failure::step_next("overlay", e, "install git (eas doctor checks for it)")
+            }
+            GitError::Run(crate::git::RunError::TimedOut(_)) => {
+                Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
+            }
             GitError::Failed { .. } | GitError::Scratch(_) => {
                 Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
             }

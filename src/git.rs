@@ -1,0 +1,198 @@
+//! The one runner of the real `git` program: every call has a timeout, the caller's git
+//! environment (`GIT_DIR`, `GIT_INDEX_FILE`...) cannot redirect it, and it never prompts.
+//!
+//! [`run_async`] is the runner: the child is killed when its future is dropped (a cancelled
+//! phase) or its timeout passes. [`run_blocking`] drives the same future for code that runs on
+//! a blocking thread (`spawn_blocking`) or outside a runtime; a child such a call leaves behind
+//! when the command ends early is killed by [`kill_running`], which the runtime calls on
+//! shutdown.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+/// Variables that would point git at another repository, index or object store.
+const CLEARED_ENV: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+];
+
+/// One git invocation.
+#[derive(Debug, Clone)]
+pub struct Git {
+    pub dir: Option<PathBuf>,
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+    /// An index file in place of the clone's own (`GIT_INDEX_FILE`).
+    pub index: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+/// What git printed and how it exited.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot run git: {0}")]
+    Spawn(std::io::Error),
+    #[error("no result within {}s", .0.as_secs())]
+    TimedOut(Duration),
+}
+
+impl Git {
+    pub fn new(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Git {
+        Git {
+            dir: dir.map(Path::to_path_buf),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            stdin: None,
+            index: None,
+            timeout,
+        }
+    }
+}
+
+static RUNNING: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+fn running(f: impl FnOnce(&mut HashSet<u32>)) {
+    let mut g = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    f(g.get_or_insert_with(HashSet::new));
+}
+
+/// Runs `git`; the child is killed if the future is dropped or the timeout passes.
+pub async fn run_async(g: Git) -> Result<Output, RunError> {
+    let mut cmd = tokio::process::Command::new("git");
+    if let Some(d) = &g.dir {
+        cmd.arg("-C").arg(d);
+    }
+    cmd.args(&g.args);
+    for v in CLEARED_ENV {
+        cmd.env_remove(v);
+    }
+    cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
+    if let Some(i) = &g.index {
+        cmd.env("GIT_INDEX_FILE", i);
+    }
+    cmd.stdin(if g.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    // Its own process group, so its helpers (`git-remote-https`) are killed with it.
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let pid = child.id();
+    if let Some(p) = pid {
+        running(|r| {
+            r.insert(p);
+        });
+    }
+    let mut group = Group { pid, done: false };
+    if let (Some(text), Some(mut pipe)) = (g.stdin, child.stdin.take()) {
+        // A failed write means git exited early; its status and stderr say why.
+        let _ = pipe.write_all(text.as_bytes()).await;
+    }
+    let out = tokio::time::timeout(g.timeout, child.wait_with_output())
+        .await
+        .map_err(|_| RunError::TimedOut(g.timeout))?
+        .map_err(RunError::Spawn)?;
+    group.done = true;
+    Ok(Output {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// The child's process group: killed unless git finished (a timeout, a dropped future).
+struct Group {
+    pid: Option<u32>,
+    done: bool,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(p) = self.pid {
+            running(|r| {
+                r.remove(&p);
+            });
+            if !self.done {
+                kill_group(p);
+            }
+        }
+    }
+}
+
+fn kill_group(pid: u32) {
+    // SAFETY: kill(2) on the process group this process made for a git child it still holds.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
+    }
+}
+
+/// [`run_async`] from a blocking thread (inside `spawn_blocking`) or from code without a
+/// runtime. Never call it on an async worker.
+pub fn run_blocking(g: Git) -> Result<Output, RunError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.block_on(run_async(g)),
+        Err(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(RunError::Spawn)?
+            .block_on(run_async(g)),
+    }
+}
+
+/// `git args` in `dir`; trimmed stdout on success, else the trimmed stderr.
+pub async fn run(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, String> {
+    let desc = args.join(" ");
+    match run_async(Git::new(dir, args, timeout)).await {
+        Ok(o) if o.ok => Ok(o.stdout.trim().to_string()),
+        Ok(o) => Err(format!("git {desc}: {}", o.stderr.trim())),
+        Err(e) => Err(format!("git {desc}: {e}")),
+    }
+}
+
+/// Kills the git children still running (a blocking call abandoned when its phase was
+/// cancelled): the command is ending and nothing may be left behind.
+pub fn kill_running() {
+    running(|r| {
+        for pid in r.drain() {
+            kill_group(pid);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_git_call_past_its_timeout_is_killed_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("stdin-never-closes");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // `git hash-object FIFO` blocks opening a fifo that no one writes.
+        let blocking = Git::new(None, &["hash-object", &fifo.display().to_string()], Duration::from_millis(300));
+        let e = run_blocking(blocking).unwrap_err();
+        assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+    }
+
+    #[test]
+    fn output_and_failure_are_reported() {
+        let ok = run_blocking(Git::new(None, &["--version"], Duration::from_secs(10))).unwrap();
+        assert!(ok.ok && ok.stdout.starts_with("git version"), "{ok:?}");
+        let bad = run_blocking(Git::new(None, &["no-such-subcommand"], Duration::from_secs(10))).unwrap();
+        assert!(!bad.ok && bad.stderr.contains("no-such-subcommand"), "{bad:?}");
+    }
+}
