@@ -55,11 +55,19 @@ pub struct ImageSettings {
     pub artifacts: PathBuf,
     /// Proxy settings passed to the build as Docker's predefined build arguments.
     pub proxy: Vec<(String, String)>,
+    /// The proxy variables the host's downloads follow (curl's rules).
+    pub download_proxy: crate::net::proxy::ProxyEnv,
 }
 
 impl ImageSettings {
     pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
-        ImageSettings { pins, base, artifacts: Cache::default_dir(env), proxy: image::proxy_env(env) }
+        ImageSettings {
+            pins,
+            base,
+            artifacts: Cache::default_dir(env),
+            proxy: image::proxy_env(env),
+            download_proxy: crate::net::proxy::ProxyEnv::from_lookup(|k| env.var(k)),
+        }
     }
 }
 
@@ -193,7 +201,9 @@ pub struct Prepared {
     pub reused: bool,
 }
 
-/// Builds the bastion image, or finds the one built from the same context.
+/// Builds the bastion image, or finds the one built from the same context. With `lock`,
+/// unpinned rows are trusted on first use and recorded first; then it is [`plan_image`]'s plan
+/// half and [`build_planned`]'s act half, the same path `eas up` takes in two steps.
 pub async fn prepare(
     docker: &Docker,
     args: &ImageSettings,
@@ -205,7 +215,10 @@ pub async fn prepare(
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(args.artifacts.clone());
+    let ca = match &args.base.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
 
     let mut changed = false;
     let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
@@ -219,15 +232,9 @@ pub async fn prepare(
         }
         other => other?,
     };
-
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
-    let fetcher = fetcher_for(ca.as_deref())?;
-    let mut wanted = context::artifacts(&pins);
     if lock {
-        for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
+        let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(ca.as_deref(), &args.download_proxy)?);
+        for a in context::artifacts(&pins).into_iter().filter(|a| a.sha256.is_none()) {
             shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
             let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
             shell.warn(format!(
@@ -235,7 +242,6 @@ pub async fn prepare(
                 a.name, a.url
             ));
             record(&mut pins, &a.name, &sha);
-            a.sha256 = Some(sha);
             changed = true;
         }
     }
@@ -243,26 +249,85 @@ pub async fn prepare(
         write_pins(path, &pins)?;
         shell.note(format!("recorded the new sha256s in {}", path.display()));
     }
-    context::require_sha256(&wanted)?;
+    let plan = plan_from(docker, args, &pins, base, ca).await?;
+    build_planned(docker, plan, rebuild, shell, interrupt).await
+}
 
-    let base_arg = match &base {
-        Base::Digest(r) => r.clone(),
+/// The plan half of the bastion phase: the build context named by its content hash, and the
+/// image already built from it. Nothing is downloaded or built.
+#[derive(Debug, Clone)]
+pub struct ImagePlan {
+    pub tag: String,
+    pub digest: String,
+    /// The id of the image built from this context, when one exists.
+    pub existing: Option<String>,
+    ctx: Context,
+    pinned: Vec<(context::Artifact, String)>,
+    cache: Cache,
+    ca: Option<Vec<u8>>,
+    proxy: Vec<(String, String)>,
+    download_proxy: crate::net::proxy::ProxyEnv,
+    /// A local base accepted unpinned: its reference and local image id.
+    local_base: Option<(String, String)>,
+}
+
+/// What `prepare` would do, without downloading or building, for the dry run's plan and as the
+/// first half of a real run's bastion phase.
+pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
+    let pins = Pins::load(args.pins.as_deref())?;
+    context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
+    let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
+    let ca = match &args.base.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    plan_from(docker, args, &pins, base, ca).await
+}
+
+async fn plan_from(
+    docker: &Docker,
+    args: &ImageSettings,
+    pins: &Pins,
+    base: Base,
+    ca: Option<Vec<u8>>,
+) -> Result<ImagePlan, BastionError> {
+    let cache = Cache::new(args.artifacts.clone());
+    let wanted = context::artifacts(pins);
+    context::require_sha256(&wanted)?;
+    let (base_arg, local_base) = match &base {
+        Base::Digest(r) => (r.clone(), None),
         Base::Local(r) => {
             let id = image::local_id(docker, r).await?;
-            shell.warn(format!("base image {r} is not pinned by a registry digest; pinned by its local image ID {id}"));
-            id
+            (id.clone(), Some((r.clone(), id)))
         }
     };
-    let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
+    let pinned = artifacts::pinned(&wanted);
+    let ctx = Context::new(base_arg, ca.clone(), &pinned, |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
+    let existing = image::find(docker, &tag, &digest).await?;
+    let (proxy, download_proxy) = (args.proxy.clone(), args.download_proxy.clone());
+    Ok(ImagePlan { tag, digest, existing, ctx, pinned, cache, ca, proxy, download_proxy, local_base })
+}
 
-    if !rebuild && let Some(id) = image::find(docker, &tag, &digest).await? {
+/// The act half: reuses the planned image, or downloads the pinned artifacts and builds it.
+pub async fn build_planned(
+    docker: &Docker,
+    plan: ImagePlan,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
+    let ImagePlan { tag, digest, existing, ctx, pinned, cache, ca, proxy, download_proxy, local_base } = plan;
+    if let Some((r, id)) = &local_base {
+        shell.warn(format!("base image {r} is not pinned by a registry digest; pinned by its local image ID {id}"));
+    }
+    if let (false, Some(id)) = (rebuild, existing) {
         shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
         return Ok(Prepared { tag, id, digest, reused: true });
     }
-
-    for (a, sha) in artifacts::pinned(&wanted) {
-        let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, &sha)).await??;
+    let fetcher = fetcher_for(ca.as_deref(), &download_proxy)?;
+    for (a, sha) in &pinned {
+        let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, sha)).await??;
         if replaced {
             shell.warn(format!("cached {} did not match its sha256 and was downloaded again", a.name));
         }
@@ -270,7 +335,7 @@ pub async fn prepare(
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
     shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
     let req =
-        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &args.proxy };
+        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &proxy };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
@@ -278,29 +343,6 @@ pub async fn prepare(
         }
         Built::Interrupted => Err(BastionError::Interrupted),
     }
-}
-
-/// What `prepare` would do, without downloading or building: the tag from the context's
-/// content hash, and whether an image of that context exists. For the dry run's plan.
-pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String, bool), BastionError> {
-    let pins = Pins::load(args.pins.as_deref())?;
-    context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(args.artifacts.clone());
-    let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
-    let wanted = context::artifacts(&pins);
-    context::require_sha256(&wanted)?;
-    let base_arg = match &base {
-        Base::Digest(r) => r.clone(),
-        Base::Local(r) => image::local_id(docker, r).await?,
-    };
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
-    let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
-    let (digest, tag) = (ctx.digest(), ctx.tag());
-    let exists = image::find(docker, &tag, &digest).await?.is_some();
-    Ok((tag, exists))
 }
 
 async fn interruptible<T>(interrupt: &Interrupt, f: impl Future<Output = T>) -> Result<T, BastionError> {
@@ -324,15 +366,14 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
 
 /// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
 /// the network is touched.
-/// The host's download client: the system's CAs plus the bundle's, the proxy variables of this
-/// process (curl's rules). A proxy variable that is not a URL is bad input.
-fn fetcher_for(ca_bundle: Option<&[u8]>) -> Result<SystemFetcher, BastionError> {
+/// The host's download client: the system's CAs plus the bundle's, the proxy variables of the
+/// settings' environment (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(ca_bundle: Option<&[u8]>, proxy: &crate::net::proxy::ProxyEnv) -> Result<SystemFetcher, BastionError> {
     let roots = match ca_bundle {
         Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
         None => Vec::new(),
     };
-    let env = crate::net::proxy::ProxyEnv::from_lookup(|k| std::env::var(k).ok());
-    SystemFetcher::new(&roots, env).map_err(BastionError::Input)
+    SystemFetcher::new(&roots, proxy.clone()).map_err(BastionError::Input)
 }
 
 pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
