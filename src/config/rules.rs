@@ -114,7 +114,53 @@ pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Reje
 pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     let rules = data::cluster_rules();
     let layer = selection(inp.layer, inp.model)?;
+    let f = inp.facts;
+    let (mut refuse, node_args) = refusals(inp, rules)?;
+    let layout = cni_layout(f, rules, &mut refuse);
+    if !refuse.is_empty() {
+        return Err(Rejection::Refused(refuse));
+    }
+    let layer = layer.expect("refused layers returned above");
+    let layout = layout.expect("a refusal was returned otherwise");
 
+    let mut d = Decision {
+        layer,
+        overrides: Vec::new(),
+        require_amx: false,
+        model_edits: Vec::new(),
+        manifest: Vec::new(),
+        choices: Vec::new(),
+        warnings: Vec::new(),
+    };
+    cluster_choices(&mut d, f, rules, layout, &node_args);
+    if layer == Layer::AgentToolkit {
+        choose(
+            &mut d,
+            format!("layer agent-toolkit, no foreign agent-sandbox (EAT's is {})", rules.eat_sandbox_version),
+            "agent_sandbox_enabled: true".into(),
+            "agent-sandbox-version",
+        );
+        d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
+        super::model::pick(f, inp.model, &mut d);
+    }
+    manifest(&mut d, inp, layer);
+    choose(
+        &mut d,
+        "overrides must win over global_config and config.<layer>.yaml".into(),
+        "passed last: -- -e @eas-overrides.yaml".into(),
+        "extra-vars-last",
+    );
+    Ok(d)
+}
+
+fn choose(d: &mut Decision, fact: String, choice: String, source: &str) {
+    d.choices.push(Choice { fact, choice, source: source.to_string() });
+}
+
+type NodeArgs<'f> = Vec<(&'f Node, Vec<String>)>;
+
+/// Everything that refuses the cluster except its containerd layout, and each node's k3s args.
+fn refusals<'f>(inp: &Inputs<'f>, rules: &data::ClusterRules) -> Result<(Vec<String>, NodeArgs<'f>), Rejection> {
     let f = inp.facts;
     let mut refuse = Vec::new();
     if let Some(why) = data::layers().refused.get(inp.layer) {
@@ -167,6 +213,11 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             s.version, s.namespace, rules.eat_sandbox_version
         ));
     }
+    Ok((refuse, node_args))
+}
+
+/// The one CNI layout all nodes' containerd facts share; a refusal when there is none.
+fn cni_layout<'r>(f: &Facts, rules: &'r data::ClusterRules, refuse: &mut Vec<String>) -> Option<&'r data::CniLayout> {
     // containerd facts: every node's must be readable, and all must share one known layout.
     let unreadable: Vec<&str> = f.nodes.iter().filter(|n| n.containerd.is_none()).map(|n| n.name.as_str()).collect();
     let mut layout = None;
@@ -204,27 +255,19 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             }
         }
     }
-    if !refuse.is_empty() {
-        return Err(Rejection::Refused(refuse));
-    }
-    let layer = layer.expect("refused layers returned above");
-    let layout = layout.expect("a refusal was returned otherwise");
+    layout
+}
 
-    let mut d = Decision {
-        layer,
-        overrides: Vec::new(),
-        require_amx: false,
-        model_edits: Vec::new(),
-        manifest: Vec::new(),
-        choices: Vec::new(),
-        warnings: Vec::new(),
-    };
-    let choose = |d: &mut Decision, fact: String, choice: String, source: &str| {
-        d.choices.push(Choice { fact, choice, source: source.to_string() });
-    };
-
+/// The choices every layer makes from the cluster's facts.
+fn cluster_choices(
+    d: &mut Decision,
+    f: &Facts,
+    rules: &data::ClusterRules,
+    layout: &data::CniLayout,
+    node_args: &NodeArgs,
+) {
     choose(
-        &mut d,
+        d,
         format!(
             "k3s {} ({NODE_ARGS} on {} node{})",
             f.cluster.server_version,
@@ -239,7 +282,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     let dirs = &f.nodes[0].containerd.as_ref().expect("checked").cni_bin_dirs;
     let overlay = layout.overlay.as_deref().map(|o| format!(" (needs overlay {o})")).unwrap_or_default();
     choose(
-        &mut d,
+        d,
         format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
         format!("istio_platform: {:?}{overlay}", layout.istio_platform),
         &layout.source,
@@ -247,19 +290,19 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     d.overrides.push(("istio_platform", Value::Str(layout.istio_platform.clone())));
 
     // metallb
-    choose(&mut d, "k3s ServiceLB on".into(), "metallb_enabled: false".into(), "metallb-detect");
+    choose(d, "k3s ServiceLB on".into(), "metallb_enabled: false".into(), "metallb-detect");
     d.overrides.push(("metallb_enabled", Value::Bool(false)));
 
     // CPU policy
     let (policy, fact, source) = cpu_policy(f);
     let suffix = if policy == "nri-balloons" { " (needs overlay 0003)" } else { "" };
-    choose(&mut d, fact, format!("kubernetes_cpu_policy: {policy:?}{suffix}"), source);
+    choose(d, fact, format!("kubernetes_cpu_policy: {policy:?}{suffix}"), source);
     d.overrides.push(("kubernetes_cpu_policy", Value::Str(policy.into())));
 
     // NFD
     let (nfd, fact) = nfd_enabled(f);
     let nfd_source = if f.helm_releases.iter().any(|r| r.name == "nfd") { "nfd-helm-docs" } else { "nfd-release-name" };
-    choose(&mut d, fact, format!("nfd_enabled: {nfd}"), nfd_source);
+    choose(d, fact, format!("nfd_enabled: {nfd}"), nfd_source);
     d.overrides.push(("nfd_enabled", Value::Bool(nfd)));
 
     // CIDRs
@@ -272,28 +315,23 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             Some(v) => (format!("{NODE_ARGS} {flag} {v}"), v),
             None => (format!("{NODE_ARGS} without {flag} (k3s default)"), default.clone()),
         };
-        choose(&mut d, fact, format!("{key}: {value:?}"), "k3s-cidr-defaults");
+        choose(d, fact, format!("{key}: {value:?}"), "k3s-cidr-defaults");
         d.overrides.push((key, Value::Str(value)));
     }
 
     choose(
-        &mut d,
+        d,
         "bring-your-own cluster (Kata is a Kubespray provisioning setting; BYO skips Kubespray)".into(),
         "kata_containers_enabled: false".into(),
         "kata-byo-2",
     );
     d.overrides.push(("kata_containers_enabled", Value::Bool(false)));
 
-    choose(
-        &mut d,
-        "vLLM serves on CPU in this stack".into(),
-        "kubernetes_accelerator: \"cpu\"".into(),
-        "accelerator-cpu",
-    );
+    choose(d, "vLLM serves on CPU in this stack".into(), "kubernetes_accelerator: \"cpu\"".into(), "accelerator-cpu");
     d.overrides.push(("kubernetes_accelerator", Value::Str("cpu".into())));
     for (node, res, qty, device) in devices(f) {
         choose(
-            &mut d,
+            d,
             format!("node {node} advertises {res}={qty}"),
             format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
             "erag-experimental-2",
@@ -314,20 +352,11 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         format!("cpu-cpuid.AMXBF16=true on {}", names_list(&amx))
     };
     let amx_choice = format!("models.yaml defaults.require_amx: {}", d.require_amx);
-    choose(&mut d, fact, amx_choice, "require-amx-affinity");
+    choose(d, fact, amx_choice, "require-amx-affinity");
+}
 
-    if layer == Layer::AgentToolkit {
-        choose(
-            &mut d,
-            format!("layer agent-toolkit, no foreign agent-sandbox (EAT's is {})", rules.eat_sandbox_version),
-            "agent_sandbox_enabled: true".into(),
-            "agent-sandbox-version",
-        );
-        d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
-        super::model::pick(f, inp.model, &mut d);
-    }
-
-    // The layer manifest, every rev from the pins.
+/// The layer manifest, every rev from the pins.
+fn manifest(d: &mut Decision, inp: &Inputs, layer: Layer) {
     for row in &data::layers().layers[layer.name()] {
         let pin = match row.pin.as_str() {
             "ei" => &inp.trees.ei,
@@ -340,7 +369,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         let locked = pin.locked;
         let note = if locked { String::new() } else { " (unlocked: abbreviated; `eas pins lock`)".into() };
         choose(
-            &mut d,
+            d,
             format!("pins {} {} {} at {}", inp.trees.profile, row.pin, pin.git_ref, rev),
             format!("repos.{}.yaml {} rev: {rev:?}{note}", layer.name(), row.dest),
             "layer-manifest-rev",
@@ -351,13 +380,6 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         }
         d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
     }
-    choose(
-        &mut d,
-        "overrides must win over global_config and config.<layer>.yaml".into(),
-        "passed last: -- -e @eas-overrides.yaml".into(),
-        "extra-vars-last",
-    );
-    Ok(d)
 }
 
 /// Node names for a choice line: the first three, then how many more (a line per decision

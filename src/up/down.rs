@@ -3,6 +3,7 @@
 //! the ledger says the run created and are still there; then a report of what is left and why.
 //! Safe to run twice: with nothing recorded there is nothing to do.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -49,10 +50,23 @@ impl Sink for Quiet {
     }
 }
 
+/// Reads and deletes through the API server stop on SIGINT/SIGTERM; the bastion's runs react
+/// to the same token themselves (the container is removed).
+async fn cancellable<T>(interrupt: &Interrupt, f: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+    tokio::select! {
+        r = f => r,
+        _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+    }
+}
+
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
-    let target = gather::target(global, CALL).await?;
-    let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+    let (target, key) = cancellable(&interrupt, async {
+        let target = gather::target(global, CALL).await?;
+        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+        Ok((target, key))
+    })
+    .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let Some(mut state) = State::load(&sd.state_file())? else {
         shell.phase(
@@ -72,83 +86,42 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     }
     let _lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
-    let current = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+    let snapshot = || async { cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("down", e)) };
+    let current = cancellable(&interrupt, snapshot()).await?;
     let plan = guard_teardown(&state.ledger, &current);
-    let skip = plan.skip_components();
     for p in &plan.protect {
         shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
     }
-
-    // The installer's teardown, in the recorded work tree.
-    let tree = sd.work_dir().join("eas");
-    let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
-    let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
     let docker = bastion::image::connect(&global.env)
         .await
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
-    let image_args = super::image_args(&args.image, args.pins.clone(), &global.env);
-    let mut teardown_ok = true;
-    if tree.join("env").join(&state.env).exists() {
-        let prepared = bastion::prepare(&docker, &image_args, false, false, shell, &interrupt).await?;
-        let mut argv = teardown_argv(&layer, &state.env)?;
-        if !skip.is_empty() {
-            argv.extend(["--skip".to_string(), skip.join(",")]);
-        }
-        let overrides = tree.join("env").join(&state.env).join(render::OVERRIDES);
-        if overrides.exists() {
-            argv.extend([
-                "--".to_string(),
-                "-e".to_string(),
-                format!("@{}/env/{}/{}", bastion::TREE_TARGET, state.env, render::OVERRIDES),
-            ]);
-        }
-        shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
-        let env = global.env.lookup();
-        let kube = bastion::minted_source(global, shell).await?;
-        let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
-        let mut spec = std.spec.clone();
-        spec.timeout = Some(Duration::from_secs(args.teardown_timeout));
-        let mut sink = Quiet(Vec::new());
-        let outcome = DockerRunner::new(docker.clone()).run(&spec, &mut sink, &interrupt).await;
-        let redactor = super::install::redactor(&global.env);
-        let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
-        let _ = std::fs::write(&log_path, &text);
-        match outcome.map_err(|e| Failure::step("teardown", e))? {
-            RunOutcome::Exited(0) => {}
-            RunOutcome::Interrupted => return Err(Failure::Interrupted),
-            other => {
-                teardown_ok = false;
-                shell.warn(format!("the installer's teardown ended {other:?}; log: {}", log_path.display()));
-                for l in text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev() {
-                    shell.note(format!("  | {l}"));
-                }
-            }
-        }
-    } else {
-        shell.warn(format!(
-            "the work tree {} is gone: the installer's teardown cannot run; removing what the ledger recorded",
-            tree.display()
-        ));
-    }
+    let d = Down {
+        docker: &docker,
+        image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
+        global,
+        shell,
+        interrupt: &interrupt,
+    };
+    let teardown_ok = teardown(&d, args, &sd, &state, &layer, &plan.skip_components()).await?;
 
     // What the ledger says this run created and is still there.
-    let after_teardown = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+    let after_teardown = cancellable(&interrupt, snapshot()).await?;
     let mut failures = Vec::new();
     for o in plan.delete.intersect(&after_teardown).objects() {
         let r = match &o {
             Object::Namespace(n) => cluster::delete_namespace(&target.client, n, CALL).await,
             Object::Crd(c) => cluster::delete_crd(&target.client, c, CALL).await,
-            Object::HelmRelease(rel) => {
-                helm_uninstall(&docker, &image_args, global, shell, &interrupt, &rel.namespace, &rel.name).await
-            }
+            Object::HelmRelease(rel) => helm_uninstall(&d, &rel.namespace, &rel.name).await,
         };
         match r {
             Ok(()) => shell.note(format!("removed {o}")),
             Err(e) => failures.push(format!("{o}: {e}")),
         }
+        if interrupt.graceful.is_cancelled() {
+            return Err(Failure::Interrupted);
+        }
     }
-    let after = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+    let after = cancellable(&interrupt, snapshot()).await?;
     for line in plan.report(&after) {
         shell.note(format!("  {line}"));
     }
@@ -178,17 +151,77 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     Ok(())
 }
 
-async fn helm_uninstall(
-    docker: &bollard::Docker,
-    image_args: &bastion::ImageSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    namespace: &str,
-    name: &str,
-) -> Result<(), String> {
+/// What the bastion's runs in `eas down` share.
+struct Down<'a> {
+    docker: &'a bollard::Docker,
+    image_args: bastion::ImageSettings,
+    global: &'a Global,
+    shell: &'a Shell,
+    interrupt: &'a Interrupt,
+}
+
+/// The installer's teardown, in the recorded work tree; false when it ran and failed.
+async fn teardown(
+    d: &Down<'_>,
+    args: &DownSettings,
+    sd: &StateDir,
+    state: &State,
+    layer: &str,
+    skip: &[String],
+) -> Result<bool, Failure> {
+    let (global, shell) = (d.global, d.shell);
+    let tree = sd.work_dir().join("eas");
+    if !tree.join("env").join(&state.env).exists() {
+        shell.warn(format!(
+            "the work tree {} is gone: the installer's teardown cannot run; removing what the ledger recorded",
+            tree.display()
+        ));
+        return Ok(true);
+    }
+    let logs = sd.logs_dir();
+    create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
+    let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
+    let prepared = bastion::prepare(d.docker, &d.image_args, false, false, shell, d.interrupt).await?;
+    let mut argv = teardown_argv(layer, &state.env)?;
+    if !skip.is_empty() {
+        argv.extend(["--skip".to_string(), skip.join(",")]);
+    }
+    let overrides = tree.join("env").join(&state.env).join(render::OVERRIDES);
+    if overrides.exists() {
+        argv.extend([
+            "--".to_string(),
+            "-e".to_string(),
+            format!("@{}/env/{}/{}", bastion::TREE_TARGET, state.env, render::OVERRIDES),
+        ]);
+    }
+    shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
+    let env = global.env.lookup();
+    let kube = cancellable(d.interrupt, bastion::minted_source(global, shell)).await?;
+    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
+    let mut spec = std.spec.clone();
+    spec.timeout = Some(Duration::from_secs(args.teardown_timeout));
+    let mut sink = Quiet(Vec::new());
+    let outcome = DockerRunner::new(d.docker.clone()).run(&spec, &mut sink, d.interrupt).await;
+    let redactor = super::install::redactor(&global.env);
+    let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
+    let _ = std::fs::write(&log_path, &text);
+    match outcome.map_err(|e| Failure::step("teardown", e))? {
+        RunOutcome::Exited(0) => Ok(true),
+        RunOutcome::Interrupted => Err(Failure::Interrupted),
+        other => {
+            shell.warn(format!("the installer's teardown ended {other:?}; log: {}", log_path.display()));
+            for l in text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev() {
+                shell.note(format!("  | {l}"));
+            }
+            Ok(false)
+        }
+    }
+}
+
+async fn helm_uninstall(d: &Down<'_>, namespace: &str, name: &str) -> Result<(), String> {
+    let (global, shell, interrupt) = (d.global, d.shell, d.interrupt);
     let prepared =
-        bastion::prepare(docker, image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
+        bastion::prepare(d.docker, &d.image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
     let env = global.env.lookup();
     let kube = bastion::minted_source(global, shell).await.map_err(|f| f.lines().join("; "))?;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
@@ -198,7 +231,7 @@ async fn helm_uninstall(
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));
     spec.timeout = Some(Duration::from_secs(600));
     let mut sink = Quiet(Vec::new());
-    match DockerRunner::new(docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
+    match DockerRunner::new(d.docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
         RunOutcome::Exited(0) => Ok(()),
         other => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&sink.0).trim())),
     }

@@ -1,6 +1,9 @@
-//! `eas up` (SPEC §4): lock, preflight; bastion image, facts and upstream trees at once;
-//! config; overlay; prepare; install; verify; record. `--dry-run` is the same pipeline, stopped
-//! before the first phase that writes, printing the plan.
+//! `eas up` (SPEC §4) as phases, each under its declared timeout and the run's one cancellation
+//! token ([`phase`]). The plan halves run in every run: lock and preflight; the bastion image's
+//! plan, facts and the upstream trees at once; config; the overlay, decided once on the run's one
+//! EAS tree. `--dry-run` prints the plan there. The acts follow: the bastion image built or
+//! reused, the decided tree put in place and patched, prepare and install; then verify and
+//! record.
 
 pub mod cluster;
 pub mod doctor;
@@ -177,17 +180,40 @@ fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<
     Ok(())
 }
 
+/// `eas up` as its phases: the plan halves (preflight, gather, decide) run in every run; a dry
+/// run prints the plan and stops before the first act (bastion build, trees and overlay,
+/// prepare and install), then verify and record.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
-    let layer = args.select.layer.clone();
-    let inv = invocation(global, &layer, &args.env, &args.select);
-    // Bad input is found before anything else happens.
+    let inv = invocation(global, &args.select.layer, &args.env, &args.select);
+    let tree_pins = check_input(args)?;
+    let pre = preflight(args, global, shell, &interrupt, &inv).await?;
+    let mut run = Journal::new(args, &pre, &tree_pins);
+    let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await?;
+    let decided = decide(args, global, shell, &interrupt, &pre, &tree_pins, gathered, &mut run).await?;
+    if args.dry_run {
+        return print_plan(&run.plan, args.out.as_deref(), &decided.files);
+    }
+    act(args, global, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
+    verify_phase(args, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
+    run.state.begin(PhaseId::Record, None, &now());
+    run.state.finish(PhaseId::Record, Status::Done, None, &now());
+    run.state.exit_code = Some(0);
+    run.state.finished = Some(now());
+    run.save()?;
+    summary(&run.state, &decided.decision, &pre.sd, shell);
+    Ok(())
+}
+
+/// Bad input is found before anything else happens.
+fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
+    let layer = &args.select.layer;
     let tree_pins = config::select_trees(&args.select)?;
-    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+    config::rules::selection(layer, args.select.model.as_deref()).map_err(|r| match r {
         config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
-    argv::init_argv(&layer, &args.env)?;
+    argv::init_argv(layer, &args.env)?;
     bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
@@ -195,11 +221,29 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             "pass --yes, or run `eas up --dry-run` to see the plan first",
         ));
     }
+    Ok(tree_pins)
+}
 
-    // 1. Lock and preflight.
+/// What the lock and preflight phases established.
+struct Preflight {
+    target: gather::kube::Target,
+    sd: StateDir,
+    _lock: Option<lock::LockGuard>,
+    prev: Option<State>,
+    docker: Option<bollard::Docker>,
+    key: String,
+}
+
+async fn preflight(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    interrupt: &Interrupt,
+    inv: &Invocation,
+) -> Result<Preflight, Failure> {
     shell.phase("preflight", "reading the cluster's identity");
     let t = &args.phase_timeouts;
-    let (target, key) = phase::run(PhaseId::Preflight, t, &interrupt, async {
+    let (target, key) = phase::run(PhaseId::Preflight, t, interrupt, async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL)
             .await
@@ -208,7 +252,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     })
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
-    let _lock = if args.dry_run {
+    let lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
@@ -220,12 +264,12 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     };
     let prev = State::load(&sd.state_file())?;
     if let Some(p) = &prev
-        && let Some(next) = next_for(p, &inv)
+        && let Some(next) = next_for(p, inv)
         && !args.dry_run
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = phase::run(PhaseId::Preflight, t, &interrupt, async {
+    let docker = phase::run(PhaseId::Preflight, t, interrupt, async {
         let docker = match bastion::image::connect(&global.env).await {
             Ok(d) => Some(d),
             // A dry run still prints everything else, and names the step that needs Docker.
@@ -241,60 +285,116 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
                 ));
             }
         };
-        tokio::task::spawn_blocking(|| trees::git(None, &["--version"], Duration::from_secs(10)))
+        crate::git::run(None, &["--version"], Duration::from_secs(10))
             .await
-            .map_err(|e| Failure::step("preflight", e))?
             .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
         Ok(docker)
     })
     .await?;
+    Ok(Preflight { target, sd, _lock: lock, prev, docker, key })
+}
 
-    let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
-    let mut state = State::new(
-        RunInfo {
-            cluster_key: key.clone(),
-            context: target.context.clone(),
-            layer: layer.clone(),
+/// The run's state and plan, saved to the state file in a real run only.
+struct Journal {
+    state: State,
+    plan: Plan,
+    file: Option<PathBuf>,
+}
+
+impl Journal {
+    fn new(args: &UpSettings, pre: &Preflight, tree_pins: &Trees) -> Journal {
+        let pins = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)];
+        let info = RunInfo {
+            cluster_key: pre.key.clone(),
+            context: pre.target.context.clone(),
+            layer: args.select.layer.clone(),
             env: args.env.clone(),
             pins: PinsRecord {
                 profile: tree_pins.profile.clone(),
-                shas: [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
-                    .into_iter()
-                    .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default()))
-                    .collect(),
+                shas: pins.into_iter().map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default())).collect(),
             },
-        },
-        &now(),
-    );
-    if let Some(p) = &prev {
-        state.ledger = p.ledger.clone();
+        };
+        let mut state = State::new(info, &now());
+        if let Some(p) = &pre.prev {
+            state.ledger = p.ledger.clone();
+        }
+        let plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile);
+        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()) }
     }
-    let save = |s: &State| -> Result<(), Failure> {
-        if args.dry_run { Ok(()) } else { s.save(&sd.state_file()).map_err(Failure::from) }
-    };
-    for p in [PhaseId::Lock, PhaseId::Preflight] {
-        state.begin(p, None, &now());
-        state.finish(p, Status::Done, None, &now());
-    }
-    save(&state)?;
 
-    // 2. Bastion image, facts and trees, concurrently.
+    fn save(&self) -> Result<(), Failure> {
+        save_to(self.file.as_deref(), &self.state)
+    }
+
+    fn done(&mut self, phases: &[PhaseId]) -> Result<(), Failure> {
+        for p in phases {
+            self.state.begin(*p, None, &now());
+            self.state.finish(*p, Status::Done, None, &now());
+        }
+        self.save()
+    }
+
+    /// A phase that failed: recorded, saved, and returned.
+    fn failed(&mut self, p: PhaseId, f: Failure) -> Failure {
+        self.state.finish(p, Status::Failed, Some(f.to_string()), &now());
+        self.state.exit_code = Some(f.exit_code());
+        match self.save() {
+            Ok(()) => f,
+            Err(e) => e,
+        }
+    }
+
+    fn interrupted(&mut self) -> Failure {
+        self.state.interrupt(&now());
+        match self.save() {
+            Ok(()) => Failure::Interrupted,
+            Err(e) => e,
+        }
+    }
+}
+
+fn save_to(file: Option<&Path>, s: &State) -> Result<(), Failure> {
+    match file {
+        Some(f) => s.save(f).map_err(Failure::from),
+        None => Ok(()),
+    }
+}
+
+/// The plan halves of bastion, facts and trees, side by side.
+struct Gathered {
+    facts: Facts,
+    image: Option<bastion::ImagePlan>,
+    resolved: Option<Resolved>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn gather_all(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    interrupt: &Interrupt,
+    pre: &Preflight,
+    tree_pins: &Trees,
+    run: &mut Journal,
+) -> Result<Gathered, Failure> {
+    run.done(&[PhaseId::Lock, PhaseId::Preflight])?;
+    let (t, target) = (&args.phase_timeouts, &pre.target);
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
     let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
     let image = async {
-        match &docker {
+        match &pre.docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
-            Some(d) if args.dry_run => {
-                bastion::plan_image(d, &image_args).await.map(|(tag, exists)| (tag, exists, None))
-            }
-            Some(d) => bastion::prepare(d, &image_args, false, false, shell, &interrupt)
-                .await
-                .map(|p| (p.tag.clone(), p.reused, Some(p))),
+            Some(d) => bastion::plan_image(d, &image_args).await,
         }
     };
-    let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell);
+    let facts = gather::collect(target, &args.gather, CALL, &global.env, shell);
+    // Running until they end: an interruption marks them so.
+    for p in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees] {
+        run.state.begin(p, None, &now());
+    }
+    run.save()?;
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
     let (image, facts, resolved) = tokio::select! {
@@ -305,31 +405,29 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
                 phase::limit(PhaseId::Trees, t, resolved)
             )
         } => r,
-        _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
+        _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
     };
     let (image, resolved) = (image?, resolved?);
     let facts: Facts = facts??;
     let facts_hash = crate::state::hash_json(&facts);
-    state.facts_hash = Some(facts_hash.clone());
-    plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
-    let prepared = match image {
-        Ok((tag, exists, prepared)) => {
-            plan.image = Some(ImagePlan { tag, action: if exists { ImageAction::Reuse } else { ImageAction::Build } });
-            prepared
+    run.state.facts_hash = Some(facts_hash.clone());
+    run.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
+    let image = match image {
+        Ok(p) => {
+            let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
+            run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
+            Some(p)
         }
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
+            run.plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
             None
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(p) = &prepared {
-        state.bastion_image = Some(format!("{} ({})", p.tag, p.id));
-    }
     let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
         Ok(r) => Some(r),
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
+            run.plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
             None
         }
         Err(e) => {
@@ -340,128 +438,217 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             ));
         }
     };
-    for p in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees] {
-        state.begin(p, None, &now());
-        state.finish(p, Status::Done, None, &now());
-    }
+    // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
+    run.state.finish(PhaseId::Facts, Status::Done, None, &now());
+    Ok(Gathered { facts, image, resolved })
+}
 
-    // 3. Config: a refusal stops here, before anything reaches the cluster.
-    let decision = config::generate(&facts, &args.select)?;
+/// What the decide phases settled: the config, the overlay on the run's one tree, the
+/// installer's command. Everything the acts need.
+struct Decided {
+    facts: Facts,
+    image: Option<bastion::ImagePlan>,
+    decision: config::Decision,
+    files: Vec<(String, String)>,
+    /// The run's one EAS tree, the overlay decided on it; in a temporary directory until the
+    /// act puts it in place.
+    tree: Option<(tempfile::TempDir, crate::overlay::Plan)>,
+    install: Vec<String>,
+}
+
+/// Config, then the overlay decided once, on the one tree the run will install from.
+#[allow(clippy::too_many_arguments)]
+async fn decide(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    interrupt: &Interrupt,
+    pre: &Preflight,
+    tree_pins: &Trees,
+    g: Gathered,
+    run: &mut Journal,
+) -> Result<Decided, Failure> {
+    let layer = &args.select.layer;
+    // A refusal stops here, before anything reaches the cluster.
+    let decision = config::generate(&g.facts, &args.select)?;
     for w in &decision.warnings {
         shell.warn(w);
     }
-    plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-    plan.warnings = decision.warnings.clone();
-    state.decisions = plan.decisions.clone();
+    run.plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
+    run.plan.warnings = decision.warnings.clone();
+    run.state.decisions = run.plan.decisions.clone();
     let files = render::files(&decision);
-    state.begin(PhaseId::Config, Some(crate::state::hash_json(&plan.decisions)), &now());
-    state.finish(PhaseId::Config, Status::Done, None, &now());
+    run.state.begin(PhaseId::Config, Some(crate::state::hash_json(&run.plan.decisions)), &now());
+    run.state.finish(PhaseId::Config, Status::Done, None, &now());
 
-    // 4. Overlay: decided on a scratch work tree; a real run applies it to the run's own tree.
-    let work = sd.work_dir().join("eas");
-    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
-    let generated = crate::overlay::Generated::from_decision(&decision, &facts);
-    if let Some(r) = &resolved {
-        let dir = scratch.path().join("eas");
-        make_work_tree(r, &tree_pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
-        let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
-        plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
-        if op.stops().count() > 0 {
-            if args.dry_run {
-                print_plan(&plan, args.out.as_deref(), &files)?;
+    let generated = crate::overlay::Generated::from_decision(&decision, &g.facts);
+    let tree = match g.resolved {
+        None => None,
+        Some(r) => {
+            // A dry run's tree is in the system's temporary directory: it writes nothing of its own.
+            let scratch = if args.dry_run {
+                tempfile::Builder::new().prefix("eas-plan-").tempdir()
+            } else {
+                let work = pre.sd.work_dir();
+                std::fs::create_dir_all(&work)
+                    .and_then(|()| tempfile::Builder::new().prefix("eas.next-").tempdir_in(&work))
             }
-            let f = Failure::OverlayStop(op.stop_lines());
-            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
-            state.exit_code = Some(f.exit_code());
-            save(&state)?;
-            return Err(f);
+            .map_err(|e| Failure::step("overlay", e))?;
+            let (dir, pins, layer) = (scratch.path().join("eas"), tree_pins.clone(), layer.clone());
+            let op = blocking("trees", interrupt, run, move || {
+                make_work_tree(&r, &pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
+                crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))
+            })
+            .await?;
+            run.state.finish(PhaseId::Trees, Status::Done, None, &now());
+            run.plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+            if op.stops().count() > 0 {
+                if args.dry_run {
+                    print_plan(&run.plan, args.out.as_deref(), &files)?;
+                }
+                return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(op.stop_lines())));
+            }
+            Some((scratch, op))
         }
-    }
-    state.overlay = plan.overlay.clone();
+    };
+    run.state.overlay = run.plan.overlay.clone();
     let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
-    let install = argv::install_argv(&layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
-    plan.commands = vec![
-        PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(&layer, &args.env)? },
+    let install = argv::install_argv(layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
+    run.plan.commands = vec![
+        PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(layer, &args.env)? },
         PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
     ];
-    state.installer_command = redactor(&global.env).redact_argv(&install);
-    if args.dry_run {
-        print_plan(&plan, args.out.as_deref(), &files)?;
-        return Ok(());
+    run.state.installer_command = redactor(&global.env).redact_argv(&install);
+    Ok(Decided { facts: g.facts, image: g.image, decision, files, tree, install })
+}
+
+/// Blocking work (git, the file system) off the async workers, stopped by the run's token.
+async fn blocking<T: Send + 'static>(
+    step: &'static str,
+    interrupt: &Interrupt,
+    run: &mut Journal,
+    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::select! {
+        r = tokio::task::spawn_blocking(f) => r.map_err(|e| Failure::step(step, e))?,
+        _ = interrupt.graceful.cancelled() => Err(run.interrupted()),
     }
-    let resolved = resolved.expect("trees resolve in a real run");
-    let prepared = prepared.expect("the image is prepared in a real run");
+}
+
+/// The acts: the bastion image, the tree put in place with its overlay, prepare and install.
+#[allow(clippy::too_many_arguments)]
+async fn act(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    interrupt: &Interrupt,
+    pre: &Preflight,
+    inv: &Invocation,
+    d: &Decided,
+    run: &mut Journal,
+) -> Result<(), Failure> {
+    let docker = pre.docker.as_ref().expect("a real run has a Docker Engine");
+    let image = d.image.clone().expect("the image is planned in a real run");
+    let build = bastion::build_planned(docker, image, false, shell, interrupt);
+    let built = tokio::select! {
+        r = phase::limit(PhaseId::Bastion, &args.phase_timeouts, build) => r,
+        _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
+    };
+    let prepared = match built {
+        Ok(Ok(p)) => p,
+        Ok(Err(bastion::BastionError::Interrupted)) => return Err(run.interrupted()),
+        Ok(Err(e)) => return Err(run.failed(PhaseId::Bastion, e.into())),
+        Err(f) => return Err(run.failed(PhaseId::Bastion, f)),
+    };
+    run.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
+    run.state.finish(PhaseId::Bastion, Status::Done, None, &now());
 
     // Resume: the lasting phases are skipped when they finished with the same inputs.
-    let inputs = inputs_hashes(&state, &plan, &files, &install, &prepared.tag);
-    let resume = plan_resume(prev.as_ref(), &inputs);
-    let skipped = resume.skipped();
-    if let Some(p) = &prev {
-        state.carry_over(p, &skipped);
+    let work = pre.sd.work_dir().join("eas");
+    let inputs = inputs_hashes(&run.state, &run.plan, &d.files, &d.install, &prepared.tag);
+    let skipped = plan_resume(pre.prev.as_ref(), &inputs).skipped();
+    if let Some(p) = &pre.prev {
+        run.state.carry_over(p, &skipped);
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
     if installed {
         shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
-    } else {
-        state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
-        make_work_tree(&resolved, &tree_pins, &work, &layer).map_err(|e| Failure::step("trees", e))?;
-        state.finish(PhaseId::Trees, Status::Done, None, &now());
-        state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
-        save(&state)?;
-        let applied = crate::overlay::decide(&work, &resolved.eas.sha, Some(&generated))
-            .and_then(|op| crate::overlay::apply(&op).map(|_| ()));
-        if let Err(f) = applied {
-            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
-            state.exit_code = Some(f.exit_code());
-            save(&state)?;
-            return Err(f);
-        }
-        state.finish(PhaseId::Overlay, Status::Done, None, &now());
+        return Ok(());
+    }
+    let (scratch, op) = d.tree.as_ref().expect("trees resolve in a real run");
+    run.state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
+    put_in_place(&scratch.path().join("eas"), &work).map_err(|e| Failure::step("trees", e))?;
+    run.state.finish(PhaseId::Trees, Status::Done, None, &now());
+    run.state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
+    run.save()?;
+    let op = crate::overlay::Plan { repo: work.clone(), ..op.clone() };
+    match blocking("overlay", interrupt, run, move || crate::overlay::apply(&op).map(|_| ())).await {
+        Err(Failure::Interrupted) => return Err(Failure::Interrupted),
+        Err(f) => return Err(run.failed(PhaseId::Overlay, f)),
+        Ok(()) => run.state.finish(PhaseId::Overlay, Status::Done, None, &now()),
     }
 
-    // 5-6. Prepare and install in the bastion, the ledger around them.
-    let docker = docker.expect("a real run has a Docker Engine");
-    let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
-    let result = if installed {
-        Ok(())
-    } else {
-        let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
-        let r = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await;
-        if let Ok(after) = cluster::snapshot(&target.client, CALL).await {
-            state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, &after);
-        }
-        r
-    };
-    if let Err(f) = result {
-        state.exit_code = Some(f.exit_code());
+    // Prepare and install in the bastion, the ledger around them.
+    let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
+    let client = &pre.target.client;
+    let before = cluster::snapshot(client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
+    let file = run.file.clone();
+    let save = |s: &State| save_to(file.as_deref(), s);
+    let r =
+        install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await;
+    if let Ok(after) = cluster::snapshot(client, CALL).await {
+        run.state.ledger = Ledger::record(pre.prev.as_ref().map(|p| &p.ledger), &before, &after);
+    }
+    if let Err(f) = r {
+        run.state.exit_code = Some(f.exit_code());
         if matches!(f, Failure::Interrupted) {
-            state.interrupt(&now());
+            run.state.interrupt(&now());
         }
-        state.finished = Some(now());
-        save(&state)?;
-        if let Some(next) = next_for(&state, &inv) {
+        run.state.finished = Some(now());
+        run.save()?;
+        if let Some(next) = next_for(&run.state, inv) {
             shell.note(format!("next: {next}"));
         }
         return Err(f);
     }
+    Ok(())
+}
 
-    // 7. Verify.
-    state.begin(PhaseId::Verify, None, &now());
-    save(&state)?;
+/// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
+/// shared with the cache by absolute path).
+fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::rename(from, to)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn verify_phase(
+    args: &UpSettings,
+    shell: &Shell,
+    interrupt: &Interrupt,
+    pre: &Preflight,
+    inv: &Invocation,
+    d: &Decided,
+    run: &mut Journal,
+) -> Result<(), Failure> {
+    run.state.begin(PhaseId::Verify, None, &now());
+    run.save()?;
     let expected = Expected {
-        device_nodes: verify::devices::recorded_nodes(&facts),
-        models: expected_models(&decision),
-        fit: model_decision(&decision),
+        device_nodes: verify::devices::recorded_nodes(&d.facts),
+        models: expected_models(&d.decision),
+        fit: model_decision(&d.decision),
     };
     crate::state::journal::write_atomic(
-        &sd.dir().join(EXPECTED_FILE),
+        &pre.sd.dir().join(EXPECTED_FILE),
         serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
     )
     .map_err(|e| Failure::step("record", e))?;
     let exp = expected.expect();
     let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
     let verified = tokio::select! {
-        r = verify::verify(&target.client, &exp, &t, shell) => r,
+        r = verify::verify(&pre.target.client, &exp, &t, shell) => r,
         _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
     };
     match verified {
@@ -469,26 +656,18 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             for l in &lines {
                 shell.note(format!("  ok {l}"));
             }
-            state.finish(PhaseId::Verify, Status::Done, None, &now());
+            run.state.finish(PhaseId::Verify, Status::Done, None, &now());
+            Ok(())
         }
         Err(f) => {
-            state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());
-            state.exit_code = Some(f.exit_code());
-            state.finished = Some(now());
-            save(&state)?;
+            run.state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());
+            run.state.exit_code = Some(f.exit_code());
+            run.state.finished = Some(now());
+            run.save()?;
             shell.note(format!("next: fix what is named above, then `{}`", inv.verify()));
-            return Err(f);
+            Err(f)
         }
     }
-
-    // 8. Record and summarise.
-    state.begin(PhaseId::Record, None, &now());
-    state.finish(PhaseId::Record, Status::Done, None, &now());
-    state.exit_code = Some(0);
-    state.finished = Some(now());
-    save(&state)?;
-    summary(&state, &decision, &sd, shell);
-    Ok(())
 }
 
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
@@ -527,12 +706,6 @@ fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
 /// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
 fn model_decision(d: &config::Decision) -> Option<String> {
     d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
-}
-
-fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) -> Result<(), Failure> {
-    state.interrupt(&now());
-    save(state)?;
-    Err(Failure::Interrupted)
 }
 
 fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
