@@ -198,3 +198,110 @@ fn a_sleeping_credential_plugin_is_killed_on_sigint_and_sigterm() {
         assert!(gone(&pid), "{args:?} {sig}: the plugin (pid {pid}) is still running");
     }
 }
+
+/// `eas up --yes` on the recorded cluster, through the machine's Docker Engine (preflight needs
+/// one), with the trees taken from `repos` (an empty directory fails at once, so no network).
+fn up_on(dir: &Path, server: &ClusterServer, env: &[(&str, String)], repos: Option<&Path>) -> Child {
+    let mut c = eas(dir);
+    c.env_remove("DOCKER_HOST").envs(env.iter().map(|(k, v)| (k, v)));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.join("state"));
+    c.args(["up", "--yes"]);
+    if let Some(r) = repos {
+        for flag in ["--eas-repo", "--ei-repo", "--eat-repo"] {
+            c.arg(flag).arg(r);
+        }
+    }
+    c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The run's state.json (under `state/<cluster key>/`).
+fn state_of(dir: &Path) -> serde_json::Value {
+    let found = std::fs::read_dir(dir.join("state"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("state.json"))
+        .find(|p| p.exists())
+        .expect("a state.json");
+    serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
+}
+
+fn status_of(state: &serde_json::Value, phase: &str) -> String {
+    let phases = state["phases"].as_array().unwrap();
+    phases.iter().find(|p| p["phase"] == phase).unwrap()["status"].as_str().unwrap().to_string()
+}
+
+/// Processes whose command line or environment names `needle` (a test's own temporary
+/// directory: `eas` runs with HOME inside it, and its children inherit that).
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let environ = String::from_utf8_lossy(&environ);
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        if (cmd.contains(needle) || environ.contains(needle)) && !zombie {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn up_interrupted_while_gathering_facts_exits_130_and_marks_the_state() {
+    for sig in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("no-repo");
+        std::fs::create_dir_all(&empty).unwrap();
+        let server = ClusterServer::start(fixture("xeon-amx"));
+        // The node list, the facts phase's first read, never comes back.
+        server.inject(Some("/api/v1/nodes"), Fault::Slow(Duration::from_secs(600)), None);
+        let mut child = up_on(dir.path(), &server, &[], Some(&empty));
+        until("the facts phase's node list", || server.requests().iter().any(|r| r.path == "/api/v1/nodes"));
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        let state = state_of(dir.path());
+        assert_eq!(status_of(&state, "facts"), "interrupted", "{sig}: {state}");
+        assert_eq!(status_of(&state, "preflight"), "done", "{sig}: {state}");
+        assert_eq!(state["exit_code"], 130);
+    }
+}
+
+#[test]
+fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
+    for sig in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = ClusterServer::start(fixture("xeon-amx"));
+        // git fetches the pinned trees through a proxy that accepts and never answers; the API
+        // server is reached directly.
+        let (port, accepted) = silent_server();
+        let proxy = format!("http://127.0.0.1:{port}");
+        let env =
+            [("HTTPS_PROXY", proxy.clone()), ("https_proxy", proxy), ("NO_PROXY", "127.0.0.1,localhost".to_string())];
+        let mut child = up_on(dir.path(), &server, &env, None);
+        accepted.recv_timeout(Duration::from_secs(60)).expect("git connects to the proxy");
+        let needle = dir.path().display().to_string();
+        assert!(
+            processes_naming(&needle).iter().any(|p| p.contains("git")),
+            "git is cloning: {:?}",
+            processes_naming(&needle)
+        );
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        let left = processes_naming(&needle);
+        assert!(left.is_empty(), "{sig}: left running: {left:?}");
+        let state = state_of(dir.path());
+        assert_eq!(status_of(&state, "trees"), "interrupted", "{sig}: {state}");
+    }
+}
