@@ -160,9 +160,6 @@ pub struct BaseArgs {
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     #[arg(long)]
     pub allow_unpinned_base: bool,
-    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
-    pub ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -50,6 +50,10 @@ pub struct GlobalArgs {
     /// No colour (NO_COLOR is honoured too)
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// PEM bundle of extra trusted CAs (e.g. a TLS-intercepting proxy's), certificates only: used for
+    /// downloads, git, the API server when the kubeconfig pins no CA, and inside the bastion
+    #[arg(long, global = true, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// `--progress`.

@@ -69,8 +69,8 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
-    ImageSettings::new(pins, base.clone(), env)
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), global)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -148,9 +148,17 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
     }
 }
 
-fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path) -> Result<Resolved, String> {
-    let one =
-        |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), cache).map_err(|e| e.to_string());
+fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
     Ok(Resolved {
         eas: one(&t.eas, &repos.eas_repo)?,
         ei: one(&t.ei, &repos.ei_repo)?,
@@ -188,7 +196,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(&layer, &args.env)?;
-    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -282,7 +289,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
+    let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -296,7 +303,8 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     };
     let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell);
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache, ca.as_deref()));
     let (image, facts, resolved) = tokio::select! {
         r = async {
             tokio::join!(
