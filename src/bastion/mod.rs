@@ -121,6 +121,8 @@ pub enum BastionError {
     Io { what: String, source: std::io::Error },
     #[error("{0}")]
     Input(String),
+    #[error("{0}")]
+    Busy(String),
     #[error("interrupted")]
     Interrupted,
 }
@@ -184,6 +186,11 @@ impl From<BastionError> for Failure {
             B::Run(_) => Failure::step("bastion run", e),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
+            B::Busy(_) => Failure::step_next(
+                "bastion",
+                e,
+                "another eas is building this image: let it finish (or stop it), then re-run",
+            ),
         }
     }
 }
@@ -257,7 +264,10 @@ pub async fn prepare(
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
 
-    if !rebuild && let Some(id) = image::find(docker, &tag, &digest).await? {
+    // One build per context at a time: a concurrent `eas` waits here, then reuses what this one built.
+    let _lock = build_lock(&args.artifacts, &digest, &tag, shell, interrupt).await?;
+    let existing = image::find(docker, &tag, &digest).await?;
+    if !rebuild && let Some(id) = existing {
         shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
         return Ok(Prepared { tag, id, digest, reused: true });
     }
@@ -275,6 +285,13 @@ pub async fn prepare(
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
+            // `--rebuild` moved the tag: the image it replaced would be left dangling.
+            if let Some(old) = existing.filter(|old| *old != id) {
+                match image::remove_replaced(docker, &old).await {
+                    Ok(()) => shell.note(format!("removed the image {old} this build replaced")),
+                    Err(e) => shell.warn(format!("the image {old} this build replaced stays: {e}")),
+                }
+            }
             Ok(Prepared { tag, id, digest, reused: false })
         }
         Built::Interrupted => Err(BastionError::Interrupted),
@@ -318,6 +335,65 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     crate::atomic::write(path, pins.to_json().as_bytes())
         .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
     Ok(())
+}
+
+/// How long a build waits for another `eas` building the same context.
+const BUILD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Takes the build lock of the context `digest` (a file lock beside the artifact cache, released
+/// when the file is dropped or the process ends), waiting for another holder up to
+/// `BUILD_LOCK_WAIT` and stopping on an interruption. A cache directory where no lock file can be
+/// made builds without one, with a warning.
+async fn build_lock(
+    artifacts: &Path,
+    digest: &str,
+    tag: &str,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Option<std::fs::File>, BastionError> {
+    let dir = artifacts.parent().unwrap_or(artifacts).join("locks");
+    let path = dir.join(format!("bastion-{}.lock", &digest[..digest.len().min(32)]));
+    let opened = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            shell
+                .warn(format!("no build lock ({}: {e}): a concurrent build of {tag} is not prevented", path.display()));
+            return Ok(None);
+        }
+    };
+    let deadline = std::time::Instant::now() + BUILD_LOCK_WAIT;
+    let mut said = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !said {
+                    shell.phase("bastion", format!("waiting for another eas building {tag} (lock {})", path.display()));
+                    said = true;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(BastionError::Busy(format!(
+                        "another eas held the build lock of {tag} for {}s ({})",
+                        BUILD_LOCK_WAIT.as_secs(),
+                        path.display()
+                    )));
+                }
+                tokio::select! {
+                    _ = interrupt.graceful.cancelled() => return Err(BastionError::Interrupted),
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                shell.warn(format!(
+                    "no build lock ({}: {e}): a concurrent build of {tag} is not prevented",
+                    path.display()
+                ));
+                return Ok(None);
+            }
+        }
+    }
 }
 
 /// The host's download client: the system's CAs plus the global `--ca-bundle`'s (checked once in
