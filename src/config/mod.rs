@@ -1,5 +1,6 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
+pub mod catalog;
 pub mod data;
 pub mod model;
 pub mod render;

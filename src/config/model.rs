@@ -5,6 +5,7 @@
 
 use crate::facts::{self, Facts, FitVerdict, GIB, KV_CACHE_ENV, MAX_MODEL_LEN};
 
+use super::catalog::whole_gib;
 use super::data::{self, Candidate};
 use super::rules::{Choice, Decision, ModelEdit, Value};
 
@@ -38,7 +39,9 @@ fn verdict(c: &Candidate, mem: f64, fit: Option<&facts::Fit>) -> Result<(), Stri
     }
 }
 
-pub fn pick(f: &Facts, forced: Option<&str>, d: &mut Decision) {
+/// The pick and its KV cache. `Err` is a refusal: fit sized a KV cache under one whole GiB,
+/// which vLLM cannot be given without raising it.
+pub fn pick(f: &Facts, forced: Option<&str>, d: &mut Decision) -> Result<(), String> {
     let models = data::models();
     let (mem, node) = largest_node_gib(f);
     let fit = f.fit.as_ref();
@@ -93,7 +96,7 @@ pub fn pick(f: &Facts, forced: Option<&str>, d: &mut Decision) {
     let list = picked.map(|c| vec![c.name.clone()]).unwrap_or_default();
     d.overrides.push(("agent_toolkit_models", Value::List(list)));
 
-    let Some(c) = picked else { return };
+    let Some(c) = picked else { return Ok(()) };
     let catalog = models.catalog_kv_cache_gib;
     let Some(v) = fit.and_then(|fit| fit.candidates.get(&c.name)) else {
         d.choices.push(Choice {
@@ -101,34 +104,51 @@ pub fn pick(f: &Facts, forced: Option<&str>, d: &mut Decision) {
             choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
             source: c.kv_source.clone(),
         });
-        return;
+        return Ok(());
     };
-    kv_cache(c, v, catalog, d);
+    kv_cache(c, v, catalog, d)
 }
 
-fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
+fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) -> Result<(), String> {
     let Some(kv_text) = v.env.get(KV_CACHE_ENV) else {
         d.choices.push(Choice {
             fact: format!("fit sets no {KV_CACHE_ENV} for {}", c.name),
             choice: format!("KV cache: catalog's {} GiB kept", fmt_gib(catalog)),
             source: c.kv_source.clone(),
         });
-        return;
+        return Ok(());
     };
     let kv = facts::parse_gib(kv_text).expect("validated on read");
-    if kv >= catalog {
+    let whole = whole_gib(kv);
+    let ceiling = whole_gib(catalog);
+    // vLLM reads the variable with int(...): a fraction would stop the pod, so fit's figure is
+    // rounded down to whole GiB (never up), and the catalog's is the ceiling.
+    let rounded = if (kv - whole as f64).abs() > f64::EPSILON {
+        format!(", rounded down to {whole} whole GiB (vLLM reads whole GiB)")
+    } else {
+        String::new()
+    };
+    if whole >= ceiling {
         d.choices.push(Choice {
-            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} >= catalog {}", c.name, fmt_gib(catalog)),
-            choice: format!("KV cache: catalog's {} GiB kept (fit may lower it, never raise it)", fmt_gib(catalog)),
+            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {}{rounded} >= catalog {ceiling}", c.name),
+            choice: format!("KV cache: catalog's {ceiling} GiB kept (fit may lower it, never raise it)"),
             source: "memory-is-limit".into(),
         });
-        return;
+        return Ok(());
+    }
+    if whole == 0 {
+        return Err(format!(
+            "fit sizes {}'s KV cache at {kv_text} GiB, under one whole GiB: vLLM reads {KV_CACHE_ENV} as whole \
+             GiB and 0 leaves the size to vLLM; pick a smaller model (--model) or give the node more memory",
+            c.name
+        ));
     }
     let len = v.max_model_len().expect("validated on read").to_string();
+    let value = whole.to_string();
     d.choices.push(Choice {
-        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {}", c.name, fmt_gib(catalog)),
-        choice: format!("models.yaml {} env {KV_CACHE_ENV}: {kv_text:?}", c.name),
-        source: "vllm-kv-space".into(),
+        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {ceiling}{rounded}", c.name),
+        choice: format!("models.yaml {} env {KV_CACHE_ENV}: {value:?}", c.name),
+        source: if rounded.is_empty() { "vllm-kv-space" } else { "vllm-kv-int" }.into(),
     });
     d.choices.push(Choice {
         fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
@@ -137,7 +157,8 @@ fn kv_cache(c: &Candidate, v: &FitVerdict, catalog: f64, d: &mut Decision) {
     });
     d.model_edits.push(ModelEdit {
         name: c.name.clone(),
-        env: vec![(KV_CACHE_ENV.to_string(), kv_text.clone())],
+        env: vec![(KV_CACHE_ENV.to_string(), value)],
         args_append: vec![MAX_MODEL_LEN.to_string(), len],
     });
+    Ok(())
 }

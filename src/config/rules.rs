@@ -312,7 +312,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             "agent-sandbox-version",
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
-        super::model::pick(f, inp.model, &mut d);
+        super::model::pick(f, inp.model, &mut d).map_err(|why| Rejection::Refused(vec![why]))?;
     }
 
     // The layer manifest, every rev from the pins.
