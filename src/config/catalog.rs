@@ -51,6 +51,22 @@ pub struct Catalog {
     pub entries: Vec<Entry>,
 }
 
+/// A catalog and where it was read: `path` inside the EI tree and `at` (`repo@sha7`), or a
+/// file given with `--catalog`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pinned {
+    pub catalog: Catalog,
+    pub path: String,
+    pub at: String,
+}
+
+impl Pinned {
+    /// `model_manager/models.yaml at intel/enterprise-inference@abc1234`.
+    pub fn describe(&self) -> String {
+        if self.at.is_empty() { self.path.clone() } else { format!("{} at {}", self.path, self.at) }
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CatalogError {
     #[error("not a model catalog: {0}")]
@@ -89,21 +105,35 @@ impl Catalog {
                 None => None,
                 Some(v) => Some(gib_value(v).ok_or_else(|| err(&format!("env {KV_CACHE_ENV}: not a number: {v}")))?),
             };
-            let cat = raw.runtimes.get(&runtime).and_then(|r| r.get("categories")).and_then(|c| c.get(&category));
-            let cat_has_kv = cat.and_then(|c| c.get("env")).and_then(|e| e.get(KV_CACHE_ENV)).is_some();
-            let cat_kv = cat_has_kv.then(|| {
-                cat.and_then(|c| c.get("defaults"))
-                    .and_then(|d| d.get("kv_cache_gb"))
-                    .and_then(gib_value)
-                    .unwrap_or(DEFAULT_KV_CACHE_GB)
+            let rt = raw.runtimes.get(&runtime);
+            let cat = rt.and_then(|r| r.get("categories")).and_then(|c| c.get(&category));
+            // The selected server version: the entry's, its servers' default, the runtime's.
+            let version = m
+                .get("server_version")
+                .and_then(Value::as_str)
+                .or_else(|| {
+                    m.get("servers")
+                        .and_then(|s| s.get(&runtime))
+                        .and_then(|s| s.get("default"))
+                        .and_then(Value::as_str)
+                })
+                .or_else(|| rt.and_then(|r| r.get("default_version")).and_then(Value::as_str));
+            let version_kv = version
+                .and_then(|v| rt.and_then(|r| r.get("versions")).and_then(|vs| vs.get(v)))
+                .and_then(|v| v.get("env"))
+                .and_then(|e| e.get(KV_CACHE_ENV))
+                .and_then(gib_value);
+            let cat_kv = cat.and_then(|c| c.get("env")).and_then(|e| e.get(KV_CACHE_ENV)).and_then(|v| match v {
+                Value::String(s) if s.contains("${KV_CACHE_GB}") => Some(
+                    cat.and_then(|c| c.get("defaults"))
+                        .and_then(|d| d.get("kv_cache_gb"))
+                        .and_then(gib_value)
+                        .unwrap_or(DEFAULT_KV_CACHE_GB),
+                ),
+                other => gib_value(other),
             });
-            entries.push(Entry {
-                name,
-                category,
-                autodeploy,
-                kv_from_entry: own.is_some(),
-                kv_cache_gib: own.or(cat_kv),
-            });
+            let kv_cache_gib = own.or(version_kv).or(cat_kv);
+            entries.push(Entry { name, category, autodeploy, kv_from_entry: own.is_some(), kv_cache_gib });
         }
         Ok(Catalog { entries })
     }
@@ -150,6 +180,12 @@ defaults:
   runtime: vllm
 runtimes:
   vllm:
+    default_version: "0.24.0"
+    versions:
+      "0.24.0":
+        image: x
+      "0.19.1":
+        env: { VLLM_CPU_KVCACHE_SPACE: "12" }
     categories:
       llm:
         env:
@@ -177,6 +213,10 @@ models:
   - name: emb
     model_id: org/emb
     category: embed
+  - name: old
+    model_id: org/old
+    category: llm
+    server_version: "0.19.1"
 "#;
 
     #[test]
@@ -188,7 +228,8 @@ models:
         assert!(c.entry("big").unwrap().autodeploy);
         assert_eq!(c.entry("vis").unwrap().kv_cache_gib, Some(DEFAULT_KV_CACHE_GB));
         assert_eq!(c.entry("emb").unwrap().kv_cache_gib, None);
-        assert_eq!(c.llm_names(), vec!["small", "big"]);
+        assert_eq!(c.entry("old").unwrap().kv_cache_gib, Some(12.0), "the version delta wins over the category");
+        assert_eq!(c.llm_names(), vec!["small", "big", "old"]);
         assert_eq!(kv_ceiling_gib(&c, "big"), Some(12));
         assert_eq!(kv_ceiling_gib(&c, "small"), Some(8));
         assert_eq!(kv_ceiling_gib(&c, "emb"), None);

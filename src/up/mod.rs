@@ -2,6 +2,7 @@
 //! config; overlay; prepare; install; verify; record. `--dry-run` is the same pipeline, stopped
 //! before the first phase that writes, printing the plan.
 
+pub mod catalog;
 pub mod cluster;
 pub mod doctor;
 pub mod down;
@@ -333,8 +334,17 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         state.finish(p, Status::Done, None, &now());
     }
 
-    // 3. Config: a refusal stops here, before anything reaches the cluster.
-    let decision = config::generate(&facts, &args.select)?;
+    // 3. Config: a refusal stops here, before anything reaches the cluster. The models are
+    // decided against the catalog `init` will copy, read at the pinned EI commit.
+    let pinned_catalog = match &resolved {
+        Some(r) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, &layer)?,
+        None => None,
+    };
+    match &pinned_catalog {
+        Some(c) => shell.note(format!("model catalog: {}", c.describe())),
+        None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+    }
+    let decision = config::generate_with(&facts, &args.select, pinned_catalog.as_ref())?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -504,6 +514,11 @@ fn inputs_hashes(
 fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     d.overrides.iter().find_map(|(k, v)| match (k, v) {
         (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
+            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
+        } else {
+            vec![]
+        }),
         _ => None,
     })
 }
