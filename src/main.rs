@@ -9,6 +9,7 @@ mod error;
 mod facts;
 mod gather;
 mod installer;
+mod knobs;
 mod output;
 mod overlay;
 mod pins;

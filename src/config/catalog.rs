@@ -146,10 +146,6 @@ impl Catalog {
     pub fn llm_names(&self) -> Vec<&str> {
         self.entries.iter().filter(|e| e.category == "llm").map(|e| e.name.as_str()).collect()
     }
-
-    pub fn names(&self) -> Vec<&str> {
-        self.entries.iter().map(|e| e.name.as_str()).collect()
-    }
 }
 
 fn gib_value(v: &Value) -> Option<f64> {

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod knob_audit;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ pub struct UpArgs {
     /// Everything that reads, nothing that writes: print the plan
     #[arg(long)]
     pub dry_run: bool,
+    /// Proceed although nothing in the pinned trees reads this written key (repeatable)
+    #[arg(long = "allow-unread", value_name = "KEY")]
+    pub allow_unread: Vec<String>,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree)
@@ -369,6 +373,30 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
                 print_plan(&plan, args.out.as_deref(), &files)?;
             }
             let f = Failure::OverlayStop(op.stop_lines());
+            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            save(&state)?;
+            return Err(f);
+        }
+        // The knob audit: each key written must be read at the pinned commits (or by a patch).
+        let audited = [("eas", &tree_pins.eas, &r.eas), ("ei", &tree_pins.ei, &r.ei), ("eat", &tree_pins.eat, &r.eat)]
+            .map(|(name, pin, t)| knob_audit::Tree {
+                name,
+                repo: pin.repo.clone().unwrap_or_default(),
+                objects: t.objects.as_path(),
+                sha: t.sha.as_str(),
+            });
+        let audit = knob_audit::run(&audited, &decision, &op, &args.allow_unread)?;
+        for w in &audit.warnings {
+            shell.warn(w);
+        }
+        plan.decisions.extend(audit.lines.iter().map(|l| format!("audit: {l}")));
+        plan.warnings.extend(audit.warnings.iter().cloned());
+        if !audit.refusals.is_empty() {
+            if args.dry_run {
+                print_plan(&plan, args.out.as_deref(), &files)?;
+            }
+            let f = Failure::Refused(audit.refusals.clone());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
             state.exit_code = Some(f.exit_code());
             save(&state)?;
