@@ -62,7 +62,6 @@ pub fn pick(
     let fit = f.fit.as_ref();
     let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
     let fit_fact = if fit.is_some() { "fit document present" } else { "no fit document (memory alone decides)" };
-    let in_catalog = |name: &str| catalog.is_none_or(|c| c.catalog.llm_names().contains(&name));
     if let Some(c) = catalog {
         d.choices.push(Choice {
             fact: format!("EI catalog {}: LLM entries {}", c.describe(), c.catalog.llm_names().join(", ")),
@@ -92,53 +91,7 @@ pub fn pick(
         });
         Some(p)
     } else {
-        let mut reasons = Vec::new();
-        let mut found = None;
-        for c in &models.candidates {
-            if !in_catalog(&c.name) {
-                reasons.push(format!("{} is not in the catalog", c.name));
-                continue;
-            }
-            let p = Pickable { name: &c.name, cand: Some(c) };
-            match verdict(&p, mem, fit) {
-                Ok(()) => {
-                    found = Some(p);
-                    break;
-                }
-                Err(e) => reasons.push(e),
-            }
-        }
-        if let Some(cat) = catalog
-            && !models.candidates.iter().any(|c| in_catalog(&c.name))
-        {
-            let own: Vec<&str> = models.candidates.iter().map(|c| c.name.as_str()).collect();
-            return Err(format!(
-                "the EI catalog {} holds none of eas's candidates ({}); its LLM entries: {}; choose one with --model",
-                cat.describe(),
-                own.join(", "),
-                cat.catalog.llm_names().join(", ")
-            ));
-        }
-        let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
-        match &found {
-            Some(p) => {
-                let c = p.cand.expect("automatic picks are candidates");
-                d.choices.push(Choice {
-                    fact: format!("{mem_fact}; {fit_fact}{rejected}"),
-                    choice: format!("model: {} ({})", c.name, c.role),
-                    source: c.source.clone(),
-                });
-            }
-            None => {
-                d.warnings.push(format!("no model fits this cluster{rejected}"));
-                d.choices.push(Choice {
-                    fact: format!("{mem_fact}; {fit_fact}{rejected}"),
-                    choice: "model: none ([]): no candidate fits".into(),
-                    source: models.candidates[0].source.clone(),
-                });
-            }
-        }
-        found
+        auto_pick(catalog, mem, fit, &format!("{mem_fact}; {fit_fact}"), d)?
     };
     let list = picked.as_ref().map(|p| vec![p.name.to_string()]).unwrap_or_default();
     match layer {
@@ -174,6 +127,65 @@ pub fn pick(
     kv_cache(p.name, &kv_source, v, ceiling, d)?;
     autodeploy_edit(p.name, layer, d);
     Ok(())
+}
+
+/// The first candidate (in data/models.json's order) that the catalog holds and that fits.
+fn auto_pick<'a>(
+    catalog: Option<&Pinned>,
+    mem: f64,
+    fit: Option<&facts::Fit>,
+    facts: &str,
+    d: &mut Decision,
+) -> Result<Option<Pickable<'a>>, String> {
+    let models = data::models();
+    let in_catalog = |name: &str| catalog.is_none_or(|c| c.catalog.llm_names().contains(&name));
+    let mut reasons = Vec::new();
+    let mut found = None;
+    for c in &models.candidates {
+        if !in_catalog(&c.name) {
+            reasons.push(format!("{} is not in the catalog", c.name));
+            continue;
+        }
+        let p = Pickable { name: &c.name, cand: Some(c) };
+        match verdict(&p, mem, fit) {
+            Ok(()) => {
+                found = Some(p);
+                break;
+            }
+            Err(e) => reasons.push(e),
+        }
+    }
+    if let Some(cat) = catalog
+        && !models.candidates.iter().any(|c| in_catalog(&c.name))
+    {
+        let own: Vec<&str> = models.candidates.iter().map(|c| c.name.as_str()).collect();
+        return Err(format!(
+            "the EI catalog {} holds none of eas's candidates ({}); its LLM entries: {}; choose one with --model",
+            cat.describe(),
+            own.join(", "),
+            cat.catalog.llm_names().join(", ")
+        ));
+    }
+    let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
+    match &found {
+        Some(p) => {
+            let c = p.cand.expect("automatic picks are candidates");
+            d.choices.push(Choice {
+                fact: format!("{facts}{rejected}"),
+                choice: format!("model: {} ({})", c.name, c.role),
+                source: c.source.clone(),
+            });
+        }
+        None => {
+            d.warnings.push(format!("no model fits this cluster{rejected}"));
+            d.choices.push(Choice {
+                fact: format!("{facts}{rejected}"),
+                choice: "model: none ([]): no candidate fits".into(),
+                source: models.candidates[0].source.clone(),
+            });
+        }
+    }
+    Ok(found)
 }
 
 /// The inference layer deploys its model through EI's own switch: the layer config's
