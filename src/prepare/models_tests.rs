@@ -329,7 +329,7 @@ fn the_generated_edit_file_parses() {
 }
 
 /// The catalog's real shape: entries written `- name: x` with keys after, one already marked.
-const REAL_SHAPE: &str = "models:\n\n  # LLM\n  - name: qwen3-0-6b                 # deploy name\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n    cpu: 8\n\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\n    autodeploy: false   # off\n";
+const REAL_SHAPE: &str = "models:\n\n  # LLM\n  - name: qwen3-0-6b                 # deploy name\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n    servers:                         # allow-list\n      vllm: { versions: [\"0.24.0\", \"0.19.1\"], default: \"0.24.0\" }   # engine\n    default_server: vllm\n    cpu: 8                           # cores\n\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\n    autodeploy: false   # off\n";
 
 #[test]
 fn autodeploy_is_added_or_switched_on_in_place() {
@@ -341,7 +341,11 @@ fn autodeploy_is_added_or_switched_on_in_place() {
     let v = parse(&out);
     assert_eq!(v["models"][0]["autodeploy"], Value::Bool(true), "{out}");
     assert_eq!(v["models"][1]["autodeploy"], Value::Bool(true), "{out}");
-    assert!(out.contains("    cpu: 8\n    autodeploy: true\n"), "added after the entry's last key: {out}");
+    assert!(
+        out.contains("    cpu: 8                           # cores\n    autodeploy: true\n"),
+        "added after the entry's last key: {out}"
+    );
+    assert_eq!(v["models"][0]["servers"]["vllm"]["default"], Value::String("0.24.0".into()), "{out}");
     assert!(out.contains("    autodeploy: true   # off\n"), "switched in place, comment kept: {out}");
     // A second application changes nothing.
     assert_eq!(apply_models_edit(&out, &edit(false, vec![add])).unwrap().matches("autodeploy: true").count(), 2);
