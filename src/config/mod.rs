@@ -9,11 +9,11 @@ pub mod write;
 
 use std::path::Path;
 
-use crate::cli::{ConfigArgs, SelectArgs};
 use crate::error::Failure;
 use crate::facts::{Facts, FactsError};
 use crate::output::Shell;
 use crate::pins::{self, Pins, Trees};
+use crate::settings::{ConfigSettings, Select};
 
 pub use rules::Decision;
 
@@ -25,7 +25,7 @@ impl From<FactsError> for Failure {
 
 /// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
 /// default profile and must be a full SHA (anything else floats).
-pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
+pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
     let pins = Pins::load(sel.pins.as_deref())?;
     if let Some(r) = &sel.git_ref {
         if !pins::is_full_sha(r) {
@@ -44,12 +44,12 @@ pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
     Ok(pins.trees(sel.profile.as_deref().unwrap_or("main"))?)
 }
 
-pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
+pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
     generate_with(facts, sel, None)
 }
 
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
-pub fn generate_with(facts: &Facts, sel: &SelectArgs, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
+pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
     let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref(), catalog };
     rules::decide(&inputs).map_err(|r| match r {
@@ -58,7 +58,7 @@ pub fn generate_with(facts: &Facts, sel: &SelectArgs, catalog: Option<&catalog::
     })
 }
 
-pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
     let pinned = match &args.catalog {
         Some(path) => Some(read_catalog(path)?),
         None => None,
