@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod data;
 pub mod model;
+pub mod node_args;
 pub mod render;
 pub mod rules;
 pub mod write;
