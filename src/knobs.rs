@@ -101,11 +101,24 @@ pub fn has_word(text: &str, key: &str) -> bool {
     })
 }
 
+/// Whether a line is a comment (`#` first: YAML, shell, Python; `{#`: a Jinja comment). A key
+/// named only in a comment is not read: a header saying "included when X is on" stays behind
+/// when the gate itself is renamed.
+pub fn is_comment(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with('#') || t.starts_with("{#")
+}
+
+/// Whether `line` reads `key`: holds it as a whole word outside a comment.
+pub fn reads(line: &str, key: &str) -> bool {
+    !is_comment(line) && has_word(line, key)
+}
+
 /// `find(tree, key, paths)`: the files of that tree at its pinned commit holding `key` as a word.
 pub type Finder<'a> = dyn FnMut(&str, &str, &[String]) -> Vec<String> + 'a;
 
 /// Audits the keys written. `find(tree, key, paths)` returns the files of that tree at its
-/// pinned commit that hold `key` as a word.
+/// pinned commit that read `key` ([`reads`]: as a word, outside a comment).
 pub fn audit(
     written: &[&str],
     trees: &[TreeRef],
@@ -129,8 +142,8 @@ pub fn audit(
             }
         }
         for p in patches {
-            let added = p.text.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++"));
-            if added.into_iter().any(|l| has_word(l, key)) {
+            let mut added = p.text.lines().filter_map(|l| l.strip_prefix('+').filter(|_| !l.starts_with("+++")));
+            if added.any(|l| reads(l, key)) {
                 found.push(format!("overlay {} (added by the patch)", p.id));
             }
         }
@@ -230,6 +243,19 @@ mod tests {
         let removed = "-  x: istio_platform\n";
         let a = audit(&["istio_platform"], &trees(), &[Planned { id: "0002", text: removed }], &[], &mut none);
         assert_eq!(a.refusals.len(), 1);
+        // Nor is an added comment that only names the key.
+        let comment = "+        # global.platform comes from istio_platform\n";
+        let a = audit(&["istio_platform"], &trees(), &[Planned { id: "0002", text: comment }], &[], &mut none);
+        assert_eq!(a.refusals.len(), 1, "{a:?}");
+    }
+
+    #[test]
+    fn a_comment_is_not_a_reader() {
+        assert!(reads("  when: llm_services_deploy_models | default(true) | bool", "llm_services_deploy_models"));
+        assert!(reads("x: 1  # llm_services_deploy_models", "llm_services_deploy_models"));
+        assert!(!reads("# Included when llm_services_deploy_models is true.", "llm_services_deploy_models"));
+        assert!(!reads("    #llm_services_deploy_models: false", "llm_services_deploy_models"));
+        assert!(!reads("  {# llm_services_deploy_models #}", "llm_services_deploy_models"));
     }
 
     #[test]

@@ -155,3 +155,37 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
     assert!(stderr.contains("--allow-unread agent_toolkit_models proceeds"), "{stderr}");
     assert!(stdout.contains("audit: agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
 }
+
+#[test]
+fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
+    let t = trees(|_, _| {});
+    let out = dry_run(&t, &["--layer", "inference"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("audit: llm_services_deploy_models (required) -> read by"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("roles/llm_services/tasks/install.yaml"), "{line}");
+    // deploy_models.yaml names the switch only in its header comment.
+    assert!(!line.contains("deploy_models.yaml"), "{line}");
+    assert!(stdout.contains("audit: autodeploy (required) -> read by"), "{stdout}");
+}
+
+#[test]
+fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
+    let t = trees(|n, dir| {
+        if n == "ei" {
+            let f = dir.join("roles/llm_services/tasks/install.yaml");
+            rewrite(&f, "llm_services_deploy_models", "llm_services_models_enabled");
+        }
+    });
+    let out = dry_run(&t, &["--layer", "inference"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}\n{}", text(&out.stdout));
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("REFUSE: llm_services_deploy_models is written but nothing reads it"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("roles/llm_services in intel/enterprise-inference@"), "{line}");
+}

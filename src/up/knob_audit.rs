@@ -31,9 +31,26 @@ pub fn written(d: &Decision) -> Vec<&'static str> {
     keys
 }
 
-/// Files of `tree` at its commit holding `key` as a word, within `paths`.
+/// The comment lines [`knobs::is_comment`] names, as a `git grep` pattern that spans the line
+/// (so `-w` holds at both ends).
+const COMMENT: &str = "^[[:space:]]*(#|\\{#).*$";
+
+/// `key` as a literal in an extended regular expression.
+fn ere_literal(key: &str) -> String {
+    key.chars().fold(String::new(), |mut s, c| {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            s.push('\\');
+        }
+        s.push(c);
+        s
+    })
+}
+
+/// Files of `tree` at its commit reading `key` within `paths`: holding it as a word on a line
+/// that is not a comment ([`knobs::reads`]).
 fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String> {
-    let mut args = vec!["grep", "-l", "-w", "-F", "-e", key, tree.sha, "--"];
+    let key = ere_literal(key);
+    let mut args = vec!["grep", "-l", "-w", "-E", "-e", &key, "--and", "--not", "-e", COMMENT, tree.sha, "--"];
     args.extend(paths.iter().map(String::as_str));
     match trees::git(Some(tree.objects), &args, Duration::from_secs(60)) {
         Ok(out) => {
