@@ -87,7 +87,10 @@ struct Raw {
 
 impl Catalog {
     pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
-        let raw: Raw = serde_saphyr::from_str(text).map_err(|e| CatalogError::Yaml(e.to_string()))?;
+        // The parser's message continues with a rendered snippet of the input on more lines;
+        // bad input is a one-line cause, so only its first line is kept.
+        let raw: Raw = serde_saphyr::from_str(text)
+            .map_err(|e| CatalogError::Yaml(e.to_string().lines().next().unwrap_or_default().to_string()))?;
         let default_rt = raw.defaults.get("runtime").and_then(Value::as_str).unwrap_or("vllm").to_string();
         let mut entries = Vec::new();
         for (index, m) in raw.models.iter().enumerate() {
@@ -193,6 +196,11 @@ runtimes:
         defaults: {cpu: 16, memory: "48Gi"}
       embed:
         defaults: {cpu: 6, memory: "12Gi"}
+  openvino:
+    env: {}
+    categories:
+      llm:
+        defaults: {cpu: 8, memory: "16Gi"}
 models:
   - name: small
     model_id: org/small
@@ -213,6 +221,10 @@ models:
     model_id: org/old
     category: llm
     server_version: "0.19.1"
+  - name: ov
+    model_id: org/ov
+    runtime: openvino
+    category: llm
 "#;
 
     #[test]
@@ -225,7 +237,9 @@ models:
         assert_eq!(c.entry("vis").unwrap().kv_cache_gib, Some(DEFAULT_KV_CACHE_GB));
         assert_eq!(c.entry("emb").unwrap().kv_cache_gib, None);
         assert_eq!(c.entry("old").unwrap().kv_cache_gib, Some(12.0), "the version delta wins over the category");
-        assert_eq!(c.llm_names(), vec!["small", "big", "old"]);
+        assert_eq!(c.entry("ov").unwrap().kv_cache_gib, None, "the flat openvino runtime sets no KV cache");
+        assert_eq!(c.llm_names(), vec!["small", "big", "old", "ov"]);
+        assert_eq!(kv_ceiling_gib(&c, "ov"), None);
         assert_eq!(kv_ceiling_gib(&c, "big"), Some(12));
         assert_eq!(kv_ceiling_gib(&c, "small"), Some(8));
         assert_eq!(kv_ceiling_gib(&c, "emb"), None);
@@ -238,6 +252,8 @@ models:
         assert_eq!(e, CatalogError::Entry { index: 0, msg: "no name".into() });
         let e = Catalog::parse("models:\n  - name: a\n    env: {VLLM_CPU_KVCACHE_SPACE: lots}\n").unwrap_err();
         assert!(e.to_string().contains("not a number"), "{e}");
-        assert!(matches!(Catalog::parse("models: 3\n"), Err(CatalogError::Yaml(_))));
+        let e = Catalog::parse("---\n# x\nmodels: 3\n").unwrap_err();
+        assert!(matches!(e, CatalogError::Yaml(_)), "{e:?}");
+        assert!(!e.to_string().contains('\n') && e.to_string().contains("line 3"), "one line naming where: {e}");
     }
 }
