@@ -2,10 +2,9 @@
 //! environment (`GIT_DIR`, `GIT_INDEX_FILE`...) cannot redirect it, and it never prompts.
 //!
 //! [`run_async`] is the runner: the child is killed when its future is dropped (a cancelled
-//! phase) or its timeout passes. [`run_blocking`] drives the same future for code that runs on
-//! a blocking thread (`spawn_blocking`) or outside a runtime; a child such a call leaves behind
-//! when the command ends early is killed by [`kill_running`], which the runtime calls on
-//! shutdown.
+//! phase) or its timeout passes. [`run_blocking`] drives the same future for synchronous code; a
+//! child such a call leaves behind when the command ends early is killed by [`kill_running`],
+//! which the runtime calls on shutdown.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -35,6 +34,8 @@ pub struct Git {
     pub stdin: Option<String>,
     /// An index file in place of the clone's own (`GIT_INDEX_FILE`).
     pub index: Option<PathBuf>,
+    /// The CA file HTTPS remotes are checked against (`GIT_SSL_CAINFO`).
+    pub ca: Option<PathBuf>,
     pub timeout: Duration,
 }
 
@@ -61,6 +62,7 @@ impl Git {
             args: args.iter().map(|a| a.to_string()).collect(),
             stdin: None,
             index: None,
+            ca: None,
             timeout,
         }
     }
@@ -86,6 +88,9 @@ pub async fn run_async(g: Git) -> Result<Output, RunError> {
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("LC_ALL", "C");
     if let Some(i) = &g.index {
         cmd.env("GIT_INDEX_FILE", i);
+    }
+    if let Some(ca) = &g.ca {
+        cmd.env("GIT_SSL_CAINFO", ca);
     }
     cmd.stdin(if g.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     // Its own process group, so its helpers (`git-remote-https`) are killed with it.
@@ -140,17 +145,21 @@ fn kill_group(pid: u32) {
     }
 }
 
-/// [`run_async`] from a blocking thread (inside `spawn_blocking`) or from code without a
-/// runtime. Never call it on an async worker.
+/// [`run_async`] for synchronous code. It blocks the calling thread, so async code calls it
+/// through `spawn_blocking` (or awaits [`run_async`]). Inside a runtime it drives the call on a
+/// thread of its own, which works from any thread.
 pub fn run_blocking(g: Git) -> Result<Output, RunError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => h.block_on(run_async(g)),
-        Err(_) => tokio::runtime::Builder::new_current_thread()
+    let drive = |g: Git| {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(RunError::Spawn)?
-            .block_on(run_async(g)),
+            .block_on(run_async(g))
+    };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return drive(g);
     }
+    std::thread::scope(|s| s.spawn(|| drive(g)).join()).unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// `git args` in `dir`; trimmed stdout on success, else the trimmed stderr.
@@ -186,6 +195,12 @@ mod tests {
         let blocking = Git::new(None, &["hash-object", &fifo.display().to_string()], Duration::from_millis(300));
         let e = run_blocking(blocking).unwrap_err();
         assert!(matches!(e, RunError::TimedOut(_)), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_blocking_call_works_on_an_async_worker_too() {
+        let ok = run_blocking(Git::new(None, &["--version"], Duration::from_secs(10))).unwrap();
+        assert!(ok.ok, "{ok:?}");
     }
 
     #[test]

@@ -212,8 +212,9 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
     out
 }
 
-/// Resolves unlocked rows to full SHAs. Returns one line per row touched.
-pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>> {
+/// Resolves unlocked rows to full SHAs, git trusting the CA file `ca` (`--ca-bundle`) when given.
+/// Returns one line per row touched.
+pub fn lock(pins: &mut Pins, git_base: &str, ca: Option<&std::path::Path>) -> Result<Vec<String>, Vec<String>> {
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for p in pins.pins.iter_mut() {
@@ -225,7 +226,7 @@ pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>>
         }
         let id = format!("{}/{}", p.profile, p.name);
         let url = repo_url(git_base, &repo);
-        match ls_remote(&url, &p.git_ref) {
+        match ls_remote(&url, &p.git_ref, ca) {
             Ok(full) if full.starts_with(&sha) => {
                 done.push(format!("{id}: {sha} -> {full} ({} at {url})", p.git_ref));
                 p.sha = Some(full);
@@ -249,8 +250,11 @@ pub fn repo_url(git_base: &str, repo: &str) -> String {
 /// A remote that does not list its refs within this is unreachable.
 const LS_REMOTE: std::time::Duration = std::time::Duration::from_secs(120);
 
-fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
-    let g = crate::git::Git::new(None, &["ls-remote", "--", url, git_ref], LS_REMOTE);
+fn ls_remote(url: &str, git_ref: &str, ca: Option<&std::path::Path>) -> Result<String, String> {
+    let g = crate::git::Git {
+        ca: ca.map(std::path::Path::to_path_buf),
+        ..crate::git::Git::new(None, &["ls-remote", "--", url, git_ref], LS_REMOTE)
+    };
     let out = crate::git::run_blocking(g).map_err(|e| format!("git ls-remote {url} {git_ref}: {e}"))?;
     if !out.ok {
         return Err(format!("git ls-remote {url} {git_ref} failed: {}", out.stderr.trim()));

@@ -55,18 +55,22 @@ pub struct ImageSettings {
     pub artifacts: PathBuf,
     /// Proxy settings passed to the build as Docker's predefined build arguments.
     pub proxy: Vec<(String, String)>,
-    /// The proxy variables the host's downloads follow (curl's rules).
+    /// The host's proxy variables, for eas's own downloads.
     pub download_proxy: crate::net::proxy::ProxyEnv,
+    /// The global `--ca-bundle`: trusted by the downloads, built into the image.
+    pub ca_bundle: Option<crate::settings::CaBundle>,
 }
 
 impl ImageSettings {
-    pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
+    pub fn new(pins: Option<PathBuf>, base: BaseImage, global: &Global) -> Self {
+        let env = &global.env;
         ImageSettings {
             pins,
             base,
             artifacts: Cache::default_dir(env),
             proxy: image::proxy_env(env),
-            download_proxy: crate::net::proxy::ProxyEnv::from_lookup(|k| env.var(k)),
+            download_proxy: crate::net::proxy::ProxyEnv::from_lookup(env.lookup()),
+            ca_bundle: global.ca_bundle.clone(),
         }
     }
 }
@@ -78,8 +82,6 @@ pub struct BaseImage {
     pub base_image: Option<String>,
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     pub allow_unpinned_base: bool,
-    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    pub ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -115,12 +117,12 @@ pub enum BastionError {
     Run(#[from] RunError),
     #[error(transparent)]
     Kubeconfig(#[from] KubeconfigError),
-    #[error("CA bundle {path}: {detail}")]
-    CaBundle { path: String, detail: String },
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("{0}")]
     Input(String),
+    #[error("{0}")]
+    Busy(String),
     #[error("interrupted")]
     Interrupted,
 }
@@ -182,12 +184,13 @@ impl From<BastionError> for Failure {
             ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
-            B::CaBundle { .. } => Failure::bad_input(
-                e.to_string(),
-                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
-            ),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
+            B::Busy(_) => Failure::step_next(
+                "bastion",
+                e,
+                "another eas is building this image: let it finish (or stop it), then re-run",
+            ),
         }
     }
 }
@@ -215,10 +218,6 @@ pub async fn prepare(
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
 
     let mut changed = false;
     let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
@@ -233,7 +232,7 @@ pub async fn prepare(
         other => other?,
     };
     if lock {
-        let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(ca.as_deref(), &args.download_proxy)?);
+        let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(args)?);
         for a in context::artifacts(&pins).into_iter().filter(|a| a.sha256.is_none()) {
             shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
             let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
@@ -249,7 +248,7 @@ pub async fn prepare(
         write_pins(path, &pins)?;
         shell.note(format!("recorded the new sha256s in {}", path.display()));
     }
-    let plan = plan_from(docker, args, &pins, base, ca).await?;
+    let plan = plan_from(docker, args, &pins, base).await?;
     build_planned(docker, plan, rebuild, shell, interrupt).await
 }
 
@@ -263,10 +262,9 @@ pub struct ImagePlan {
     pub existing: Option<String>,
     ctx: Context,
     pinned: Vec<(context::Artifact, String)>,
-    cache: Cache,
-    ca: Option<Vec<u8>>,
+    artifacts: PathBuf,
+    fetcher: SystemFetcher,
     proxy: Vec<(String, String)>,
-    download_proxy: crate::net::proxy::ProxyEnv,
     /// A local base accepted unpinned: its reference and local image id.
     local_base: Option<(String, String)>,
 }
@@ -277,20 +275,10 @@ pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePl
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
-    plan_from(docker, args, &pins, base, ca).await
+    plan_from(docker, args, &pins, base).await
 }
 
-async fn plan_from(
-    docker: &Docker,
-    args: &ImageSettings,
-    pins: &Pins,
-    base: Base,
-    ca: Option<Vec<u8>>,
-) -> Result<ImagePlan, BastionError> {
+async fn plan_from(docker: &Docker, args: &ImageSettings, pins: &Pins, base: Base) -> Result<ImagePlan, BastionError> {
     let cache = Cache::new(args.artifacts.clone());
     let wanted = context::artifacts(pins);
     context::require_sha256(&wanted)?;
@@ -302,11 +290,21 @@ async fn plan_from(
         }
     };
     let pinned = artifacts::pinned(&wanted);
-    let ctx = Context::new(base_arg, ca.clone(), &pinned, |s| cache.path(s));
+    let ca = args.ca_bundle.as_ref().map(|b| b.pem.clone());
+    let ctx = Context::new(base_arg, ca, &pinned, |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
     let existing = image::find(docker, &tag, &digest).await?;
-    let (proxy, download_proxy) = (args.proxy.clone(), args.download_proxy.clone());
-    Ok(ImagePlan { tag, digest, existing, ctx, pinned, cache, ca, proxy, download_proxy, local_base })
+    Ok(ImagePlan {
+        tag,
+        digest,
+        existing,
+        ctx,
+        pinned,
+        artifacts: args.artifacts.clone(),
+        fetcher: fetcher_for(args)?,
+        proxy: args.proxy.clone(),
+        local_base,
+    })
 }
 
 /// The act half: reuses the planned image, or downloads the pinned artifacts and builds it.
@@ -317,15 +315,18 @@ pub async fn build_planned(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
-    let ImagePlan { tag, digest, existing, ctx, pinned, cache, ca, proxy, download_proxy, local_base } = plan;
+    let ImagePlan { tag, digest, ctx, pinned, artifacts: dir, fetcher, proxy, local_base, .. } = plan;
     if let Some((r, id)) = &local_base {
         shell.warn(format!("base image {r} is not pinned by a registry digest; pinned by its local image ID {id}"));
     }
-    if let (false, Some(id)) = (rebuild, existing) {
+    // One build per context at a time: a concurrent `eas` waits here, then reuses what this one built.
+    let _lock = build_lock(&dir, &digest, &tag, shell, interrupt).await?;
+    let existing = image::find(docker, &tag, &digest).await?;
+    if !rebuild && let Some(id) = existing {
         shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
         return Ok(Prepared { tag, id, digest, reused: true });
     }
-    let fetcher = fetcher_for(ca.as_deref(), &download_proxy)?;
+    let cache = Cache::new(dir);
     for (a, sha) in &pinned {
         let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, sha)).await??;
         if replaced {
@@ -339,6 +340,13 @@ pub async fn build_planned(
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
+            // `--rebuild` moved the tag: the image it replaced would be left dangling.
+            if let Some(old) = existing.filter(|old| *old != id) {
+                match image::remove_replaced(docker, &old).await {
+                    Ok(()) => shell.note(format!("removed the image {old} this build replaced")),
+                    Err(e) => shell.warn(format!("the image {old} this build replaced stays: {e}")),
+                }
+            }
             Ok(Prepared { tag, id, digest, reused: false })
         }
         Built::Interrupted => Err(BastionError::Interrupted),
@@ -364,30 +372,70 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     Ok(())
 }
 
-/// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
-/// the network is touched.
-/// The host's download client: the system's CAs plus the bundle's, the proxy variables of the
-/// settings' environment (curl's rules). A proxy variable that is not a URL is bad input.
-fn fetcher_for(ca_bundle: Option<&[u8]>, proxy: &crate::net::proxy::ProxyEnv) -> Result<SystemFetcher, BastionError> {
-    let roots = match ca_bundle {
-        Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
-        None => Vec::new(),
-    };
-    SystemFetcher::new(&roots, proxy.clone()).map_err(BastionError::Input)
-}
+/// How long a build waits for another `eas` building the same context.
+const BUILD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
-    match &base.ca_bundle {
-        Some(p) => read_ca_bundle(p).map(|_| ()),
-        None => Ok(()),
+/// Takes the build lock of the context `digest` (a file lock beside the artifact cache, released
+/// when the file is dropped or the process ends), waiting for another holder up to
+/// `BUILD_LOCK_WAIT` and stopping on an interruption. A cache directory where no lock file can be
+/// made builds without one, with a warning.
+async fn build_lock(
+    artifacts: &Path,
+    digest: &str,
+    tag: &str,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Option<std::fs::File>, BastionError> {
+    let dir = artifacts.parent().unwrap_or(artifacts).join("locks");
+    let path = dir.join(format!("bastion-{}.lock", &digest[..digest.len().min(32)]));
+    let opened = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            shell
+                .warn(format!("no build lock ({}: {e}): a concurrent build of {tag} is not prevented", path.display()));
+            return Ok(None);
+        }
+    };
+    let deadline = std::time::Instant::now() + BUILD_LOCK_WAIT;
+    let mut said = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !said {
+                    shell.phase("bastion", format!("waiting for another eas building {tag} (lock {})", path.display()));
+                    said = true;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(BastionError::Busy(format!(
+                        "another eas held the build lock of {tag} for {}s ({})",
+                        BUILD_LOCK_WAIT.as_secs(),
+                        path.display()
+                    )));
+                }
+                tokio::select! {
+                    _ = interrupt.graceful.cancelled() => return Err(BastionError::Interrupted),
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                shell.warn(format!(
+                    "no build lock ({}: {e}): a concurrent build of {tag} is not prevented",
+                    path.display()
+                ));
+                return Ok(None);
+            }
+        }
     }
 }
 
-fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
-    let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
-    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    crate::net::trust::certificates_only(&bytes).map_err(bad)?;
-    Ok(bytes)
+/// The host's download client: the system's CAs plus the global `--ca-bundle`'s (checked once in
+/// the settings), the proxy variables (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(args: &ImageSettings) -> Result<SystemFetcher, BastionError> {
+    let roots = args.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
+    SystemFetcher::new(&roots, args.download_proxy.clone()).map_err(BastionError::Input)
 }
 
 #[derive(Debug, Deserialize)]
@@ -561,7 +609,6 @@ async fn build_command(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
-    check_ca_bundle(&a.image.base)?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
@@ -571,7 +618,6 @@ async fn build_command(
 
 async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = global.env.lookup();
-    check_ca_bundle(&a.image.base)?;
     let kube = minted_source(global, shell).await?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
@@ -752,7 +798,13 @@ mod tests {
              users:\n- name: admin\n  user:\n    token: s3cret\n",
         )
         .unwrap();
-        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None, minted: None };
+        let k = KubeSource {
+            paths: vec![a.clone(), b.clone()],
+            explicit: true,
+            context: None,
+            minted: None,
+            extra_roots: None,
+        };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
         assert!(m.source != a && m.source != b && m.read_only);

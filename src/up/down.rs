@@ -97,7 +97,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
     let d = Down {
         docker: &docker,
-        image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
+        image_args: super::image_args(&args.image, args.pins.clone(), global),
         global,
         shell,
         interrupt: &interrupt,

@@ -5,10 +5,12 @@
 //! reused, the decided tree put in place and patched, prepare and install; then verify and
 //! record.
 
+pub mod catalog;
 pub mod cluster;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod knob_audit;
 pub mod phase;
 
 use std::collections::BTreeMap;
@@ -40,6 +42,8 @@ pub const CALL: Duration = Duration::from_secs(30);
 pub struct UpSettings {
     /// Everything that reads, nothing that writes: print the plan
     pub dry_run: bool,
+    /// Written keys that may go unread by the pinned trees (the knob audit warns instead)
+    pub allow_unread: Vec<String>,
     pub select: Select,
     /// The installer's environment name (env/<name>/ in the EAS tree)
     pub env: String,
@@ -72,8 +76,8 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
-    ImageSettings::new(pins, base.clone(), env)
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), global)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -138,6 +142,7 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
 }
 
 /// The upstream trees resolved in the cache (or the operator's clones).
+#[derive(Debug, Clone)]
 struct Resolved {
     eas: trees::Resolved,
     ei: trees::Resolved,
@@ -151,9 +156,17 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
     }
 }
 
-fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path) -> Result<Resolved, String> {
-    let one =
-        |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), cache).map_err(|e| e.to_string());
+fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
     Ok(Resolved {
         eas: one(&t.eas, &repos.eas_repo)?,
         ei: one(&t.ei, &repos.ei_repo)?,
@@ -209,12 +222,13 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
 fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
     let layer = &args.select.layer;
     let tree_pins = config::select_trees(&args.select)?;
-    config::rules::selection(layer, args.select.model.as_deref()).map_err(|r| match r {
+    // The EI catalog at the pinned commit decides --model later (read after the trees phase).
+    let with_catalog = catalog::catalog_path(layer).is_some();
+    config::rules::selection(layer, args.select.model.as_deref(), with_catalog).map_err(|r| match r {
         config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(layer, &args.env)?;
-    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -382,7 +396,7 @@ async fn gather_all(
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
+    let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &pre.docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -396,7 +410,8 @@ async fn gather_all(
     }
     run.save()?;
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache, ca.as_deref()));
     let (image, facts, resolved) = tokio::select! {
         r = async {
             tokio::join!(
@@ -469,8 +484,17 @@ async fn decide(
     run: &mut Journal,
 ) -> Result<Decided, Failure> {
     let layer = &args.select.layer;
-    // A refusal stops here, before anything reaches the cluster.
-    let decision = config::generate(&g.facts, &args.select)?;
+    // A refusal stops here, before anything reaches the cluster. The models are decided against
+    // the catalog `init` will copy, read at the pinned EI commit.
+    let pinned_catalog = match &g.resolved {
+        Some(r) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, layer)?,
+        None => None,
+    };
+    match &pinned_catalog {
+        Some(c) => shell.note(format!("model catalog: {}", c.describe())),
+        None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+    }
+    let decision = config::generate_with(&g.facts, &args.select, pinned_catalog.as_ref())?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -494,7 +518,8 @@ async fn decide(
                     .and_then(|()| tempfile::Builder::new().prefix("eas.next-").tempdir_in(&work))
             }
             .map_err(|e| Failure::step("overlay", e))?;
-            let (dir, pins, layer) = (scratch.path().join("eas"), tree_pins.clone(), layer.clone());
+            let (dir, pins, layer, resolved) =
+                (scratch.path().join("eas"), tree_pins.clone(), layer.clone(), r.clone());
             let op = blocking("trees", interrupt, run, move || {
                 make_work_tree(&r, &pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
                 crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))
@@ -508,6 +533,7 @@ async fn decide(
                 }
                 return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(op.stop_lines())));
             }
+            audit(args, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
             Some((scratch, op))
         }
     };
@@ -520,6 +546,41 @@ async fn decide(
     ];
     run.state.installer_command = redactor(&global.env).redact_argv(&install);
     Ok(Decided { facts: g.facts, image: g.image, decision, files, tree, install })
+}
+
+/// The knob audit: each key written must be read at the pinned commits (or by a patch).
+#[allow(clippy::too_many_arguments)]
+fn audit(
+    args: &UpSettings,
+    shell: &Shell,
+    tree_pins: &Trees,
+    r: &Resolved,
+    decision: &config::Decision,
+    op: &crate::overlay::Plan,
+    files: &[(String, String)],
+    run: &mut Journal,
+) -> Result<(), Failure> {
+    let audited = [("eas", &tree_pins.eas, &r.eas), ("ei", &tree_pins.ei, &r.ei), ("eat", &tree_pins.eat, &r.eat)].map(
+        |(name, pin, t)| knob_audit::Tree {
+            name,
+            repo: pin.repo.clone().unwrap_or_default(),
+            objects: t.objects.as_path(),
+            sha: t.sha.as_str(),
+        },
+    );
+    let audit = knob_audit::run(&audited, decision, op, &args.allow_unread)?;
+    for w in &audit.warnings {
+        shell.warn(w);
+    }
+    run.plan.decisions.extend(audit.lines.iter().map(|l| format!("audit: {l}")));
+    run.plan.warnings.extend(audit.warnings.iter().cloned());
+    if !audit.refusals.is_empty() {
+        if args.dry_run {
+            print_plan(&run.plan, args.out.as_deref(), files)?;
+        }
+        return Err(run.failed(PhaseId::Overlay, Failure::Refused(audit.refusals.clone())));
+    }
+    Ok(())
 }
 
 /// Blocking work (git, the file system) off the async workers, stopped by the run's token.
@@ -699,6 +760,11 @@ fn inputs_hashes(
 fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     d.overrides.iter().find_map(|(k, v)| match (k, v) {
         (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
+            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
+        } else {
+            vec![]
+        }),
         _ => None,
     })
 }
