@@ -8,6 +8,7 @@ use crate::pins::{self, Pins, PinsError};
 pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
     match cli.command {
         Command::Config(args) => crate::config::command(&args, shell),
+        Command::Fit(args) => crate::fit::command::command(&args, shell),
         Command::Overlay(args) => crate::overlay::command(&args, shell),
         Command::Facts(args) => crate::gather::command(&args, &cli.global, shell),
         Command::Up(args) => crate::up::command(&args, &cli.global, shell),

@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod error;
 mod facts;
+mod fit;
 mod gather;
 mod installer;
 mod output;

@@ -18,6 +18,14 @@ pub enum ProgressMode {
     Plain,
 }
 
+/// How a command prints its result on stdout: a table for people, or JSON for programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 /// What the environment says about the terminal; a seam so tests can decide without one.
 #[derive(Clone, Debug)]
 pub struct Terminal {

@@ -45,11 +45,20 @@ pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
 
 pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
-    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
-    rules::decide(&inputs).map_err(|r| match r {
+    // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
+    let external = sel.fit.as_deref().map(crate::fit::external::read).transpose()?;
+    let (fit, fit_warnings) = crate::fit::external::resolve(facts, external.as_ref());
+    let mut facts = facts.clone();
+    facts.fit = Some(fit);
+    let inputs = rules::Inputs { facts: &facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
+    let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-    })
+    })?;
+    if sel.layer == "agent-toolkit" {
+        d.warnings.splice(0..0, fit_warnings);
+    }
+    Ok(d)
 }
 
 pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
