@@ -15,8 +15,9 @@ pub fn read(path: &Path) -> Result<Fit, Failure> {
         Failure::bad_input(format!("--fit {}: cannot read it: {e}", path.display()), "check the path given to --fit")
     })?;
     parse(&text).map_err(|e| {
+        let cause = e.to_string();
         Failure::bad_input(
-            format!("--fit {}: {e}", path.display()),
+            format!("--fit {}: {}", path.display(), cause.trim_start_matches("facts: ")),
             "give the JSON `k3d-gpu fit` writes: {\"candidates\": {\"<model>\": {\"fits\": .., \"env\": .., \"args\": ..}}}",
         )
     })

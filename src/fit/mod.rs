@@ -161,6 +161,9 @@ pub fn size(arch: &Architecture, budget_bytes: u64, catalog_gib: u64) -> Sized {
         why: String::new(),
     };
     match len {
+        None if weights > budget_bytes => {
+            Sized { why: format!("weights {} exceed the {} budget", gib(weights), gib(budget_bytes)), ..base }
+        }
         None => Sized {
             why: format!(
                 "weights {} leave {} of the {} budget: less than 1 GiB of KV cache",

@@ -155,7 +155,7 @@ pub struct Call {
     /// `None`: all namespaces (or a cluster-scoped resource).
     pub namespace: Option<&'static str>,
     pub path: String,
-    pub field_selector: Option<&'static str>,
+    pub field_selector: Option<String>,
 }
 
 impl Call {
@@ -168,8 +168,8 @@ impl Call {
         Call { verb: "list", resource, namespace, path, field_selector: None }
     }
 
-    pub fn with_field_selector(mut self, selector: &'static str) -> Call {
-        self.field_selector = Some(selector);
+    pub fn with_field_selector(mut self, selector: impl Into<String>) -> Call {
+        self.field_selector = Some(selector.into());
         self
     }
 }
@@ -177,7 +177,7 @@ impl Call {
 impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.verb, self.resource)?;
-        if let Some(s) = self.field_selector {
+        if let Some(s) = &self.field_selector {
             write!(f, " ({s})")?;
         }
         match self.namespace {
@@ -215,7 +215,7 @@ impl ApiError {
                 "refresh the credentials of context {context} (k3d: `k3d kubeconfig merge <cluster>`; k3s: copy /etc/rancher/k3s/k3s.yaml again)"
             ),
             ApiError::Forbidden { .. } => {
-                "use a context allowed to list nodes, namespaces, daemonsets, deployments and secrets (eas facts only reads)".into()
+                "use a context allowed to list nodes, namespaces, pods, daemonsets, deployments and secrets (eas facts only reads)".into()
             }
             ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
             ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
@@ -259,7 +259,7 @@ impl Reader {
         let mut pages = 0;
         loop {
             let mut lp = ListParams::default().limit(PAGE_LIMIT);
-            if let Some(s) = call.field_selector {
+            if let Some(s) = &call.field_selector {
                 lp = lp.fields(s);
             }
             lp.continue_token = token.take();

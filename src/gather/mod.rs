@@ -11,6 +11,7 @@ pub mod helm;
 pub mod kube;
 pub mod nodes;
 pub mod objects;
+pub mod pods;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -216,11 +217,20 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Resu
     };
     let (api, (engine, docker_state)) = tokio::join!(api, probe_docker(timeout.min(DOCKER_TIMEOUT)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
-    let api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
+    let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
+    if let Some(landing) = crate::fit::landing_node(&nodes).map(|n| n.name.clone()) {
+        let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
+        let (requests, calls) = reader.list(&call, pods::Requests::default()).await?;
+        api_calls += calls;
+        if let Some(n) = nodes.iter_mut().find(|n| n.name == landing) {
+            n.pod_requests = Some(requests.to_facts());
+        }
+    }
     let unknown = operator.unknown_nodes(&nodes);
     if !unknown.is_empty() {
         let have: Vec<&str> = nodes.iter().take(10).map(|n| n.name.as_str()).collect();
