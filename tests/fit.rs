@@ -118,3 +118,33 @@ fn eas_agrees_with_its_own_document_given_as_an_external_fit() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn config_prints_each_disagreement_with_an_external_fit_as_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let case = root().join("fixtures/config/external-fit-wins");
+    let out = eas(dir.path())
+        .args(["config", "--facts"])
+        .arg(case.join("facts.json"))
+        .args(["--out", "out", "--fit"])
+        .arg(case.join("fit-doc.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning: k3d-gpu fit gives llama-3-1-8b VLLM_CPU_KVCACHE_SPACE=8, eas 40; k3d-gpu fit wins"),
+        "{err}"
+    );
+    assert!(err.contains("warning: k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits"), "{err}");
+    let bad = root().join("fixtures/fit/external-malformed/fit-doc.json");
+    let out = eas(dir.path())
+        .args(["config", "--facts"])
+        .arg(case.join("facts.json"))
+        .args(["--out", "out2", "--fit"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(!dir.path().join("out2/choices.txt").exists(), "nothing written on bad input");
+}
