@@ -33,7 +33,8 @@ fn weights_and_kv_per_token_by_hand() {
 #[test]
 fn sizing_by_hand() {
     // (name, budget GiB, fits, cache GiB, lowered, max-model-len), each worked out in the comment.
-    let cases: [(&str, u64, bool, u64, bool, Option<u64>); 7] = [
+    type Case = (&'static str, u64, bool, u64, bool, Option<u64>);
+    let cases: [Case; 7] = [
         // 24 GiB − 16 060 522 496 B = 9.04 GiB → 9; 32768 × 128 KiB = 4 GiB fits in 9.
         ("llama-3-1-8b", 24, true, 9, true, Some(32768)),
         // 16 GiB − weights = 1.04 GiB → 1; 1 GiB / 128 KiB = 8192 tokens.
