@@ -120,6 +120,8 @@ pub struct Sized {
     pub cache_gib: u64,
     pub lowered: bool,
     pub max_model_len: Option<u64>,
+    /// Printed once, as the entry's `why`.
+    #[serde(skip_serializing)]
     pub why: String,
 }
 
