@@ -200,3 +200,32 @@ fn properties_over_every_budget() {
         assert!(fitted_at.is_some(), "{name} fits somewhere below 256 GiB");
     }
 }
+
+/// The same properties through the whole document: the landing node's allocatable memory from
+/// 1 to 256 GiB with 2 GiB of pod requests; every verdict is also valid input (`Fit::validate`).
+#[test]
+fn properties_through_the_document() {
+    let mut fitted: BTreeMap<String, u64> = BTreeMap::new();
+    for gib in 1..=256u64 {
+        let mut n = node("a", &format!("{gib}Gi"), false, None);
+        n.pod_requests = Some(StringMap::from([("memory".into(), "2Gi".into())]));
+        let doc = compute(&facts_with(vec![n]));
+        doc.as_fit().validate("").unwrap();
+        for (name, e) in &doc.candidates {
+            if let Some(at) = fitted.get(name) {
+                assert!(e.fits, "{name} fits at {at} GiB but not at {gib} GiB");
+            }
+            if e.fits {
+                fitted.entry(name.clone()).or_insert(gib);
+                let cache: u64 = e.env[KV_CACHE_ENV].parse().unwrap();
+                let len: u64 = e.args[1].parse().unwrap();
+                let kv = e.numbers.as_ref().unwrap().kv_bytes_per_token;
+                assert!(cache <= catalog_cache_gib() && cache * GIB >= kv * len, "{name} at {gib} GiB");
+                assert_eq!(e.args[0], MAX_MODEL_LEN, "{name}: a cache always carries --max-model-len");
+            } else {
+                assert!(e.env.is_empty() && e.args.is_empty(), "{name}: no flags without a fit");
+            }
+        }
+    }
+    assert_eq!(fitted.len(), 3, "every candidate fits somewhere: {fitted:?}");
+}
