@@ -2,26 +2,20 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
-
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::{OutputFormat, Shell};
 
-#[derive(Args, Debug, Clone)]
-pub struct FitArgs {
-    /// Facts document (eas-facts/v1 JSON)
-    #[arg(long, value_name = "FILE")]
+/// `eas fit`, resolved (`src/cli/`).
+#[derive(Debug, Clone)]
+pub struct FitSettings {
     pub facts: PathBuf,
-    /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
-    #[arg(long, value_name = "FILE")]
+    /// An external `k3d-gpu fit` document, which wins.
     pub fit: Option<PathBuf>,
-    /// text: a table; json: the fit document (data/eas-fit.v1.schema.json)
-    #[arg(long, value_enum, default_value = "text")]
     pub output: OutputFormat,
 }
 
-pub fn command(args: &FitArgs, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
     let facts = Facts::read(&args.facts)?;
     let external = args.fit.as_deref().map(super::external::read).transpose()?;
     let own = super::compute(&facts);
