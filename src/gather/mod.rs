@@ -205,10 +205,20 @@ async fn gather(
     // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
     if let Some(landing) = crate::fit::landing_node(&nodes).map(|n| n.name.clone()) {
         let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
-        let (requests, calls) = reader.list(&call, pods::Requests::default()).await?;
-        api_calls += calls;
-        if let Some(n) = nodes.iter_mut().find(|n| n.name == landing) {
-            n.pod_requests = Some(requests.to_facts());
+        match reader.list(&call, pods::Requests::default()).await {
+            Ok((requests, calls)) => {
+                api_calls += calls;
+                if let Some(n) = nodes.iter_mut().find(|n| n.name == landing) {
+                    n.pod_requests = Some(requests.to_facts());
+                }
+            }
+            // A context that may not list pods still gets its facts; the fit then says the
+            // requests are unknown rather than guessing them.
+            Err(e @ ApiError::Forbidden { .. }) => {
+                api_calls += 1;
+                warnings.push(format!("{e}: pod_requests of node {landing} is absent (the fit counts it as unknown)"));
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     let unknown = operator.unknown_nodes(&nodes);
