@@ -132,7 +132,7 @@ impl ApiError {
                 "refresh the credentials of context {context} (k3d: `k3d kubeconfig merge <cluster>`; k3s: copy /etc/rancher/k3s/k3s.yaml again)"
             ),
             ApiError::Forbidden { .. } => {
-                "use a context allowed to list nodes, namespaces, pods, daemonsets, deployments and secrets (eas facts only reads)".into()
+                "use a context allowed to list nodes, namespaces, daemonsets, deployments and secrets (eas facts only reads)".into()
             }
             ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
             ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
