@@ -19,11 +19,10 @@ pub enum ProgressMode {
     Plain,
 }
 
-/// How a command prints its result on stdout: a table for people, or JSON for programs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a command prints its result: a table for a person, or one JSON document on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
-    #[default]
-    Text,
+    Table,
     Json,
 }
 
@@ -96,19 +95,19 @@ impl Shell {
     /// One phase line: `==> phase: message`. Printed even in CI, where bars are hidden.
     pub fn phase(&self, phase: &str, message: impl AsRef<str>) {
         if !self.quiet {
-            self.line(&format!("==> {phase}: {}", message.as_ref()));
+            self.line(&format!("==> {phase}: {}", crate::text::for_people(message.as_ref())));
         }
     }
 
     pub fn note(&self, message: impl AsRef<str>) {
         if !self.quiet {
-            self.line(message.as_ref());
+            self.line(&crate::text::for_people(message.as_ref()));
         }
     }
 
     pub fn warn(&self, message: impl AsRef<str>) {
         let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
-        self.line(&format!("{prefix}: {}", message.as_ref()));
+        self.line(&format!("{prefix}: {}", crate::text::for_people(message.as_ref())));
     }
 
     fn line(&self, text: &str) {

@@ -51,6 +51,16 @@ pub struct ImageSettings {
     /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
     pub pins: Option<PathBuf>,
     pub base: BaseImage,
+    /// Where pinned downloads are cached (`$XDG_CACHE_HOME/eas/artifacts`).
+    pub artifacts: PathBuf,
+    /// Proxy settings passed to the build as Docker's predefined build arguments.
+    pub proxy: Vec<(String, String)>,
+}
+
+impl ImageSettings {
+    pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
+        ImageSettings { pins, base, artifacts: Cache::default_dir(env), proxy: image::proxy_env(env) }
+    }
 }
 
 /// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
@@ -139,6 +149,12 @@ impl From<BastionError> for Failure {
                 e,
                 "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
             ),
+            B::Artifact(ArtifactError::Cache { ref path, .. }) => {
+                let next = format!(
+                    "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
+                );
+                Failure::step_next("bastion artifacts", e, next)
+            }
             B::Artifact(_) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -158,9 +174,11 @@ impl From<BastionError> for Failure {
             ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
-            B::Kubeconfig(_) | B::CaBundle { .. } | B::Input(_) => {
-                Failure::bad_input(e.to_string(), "see `eas bastion --help`")
-            }
+            B::CaBundle { .. } => Failure::bad_input(
+                e.to_string(),
+                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
+            ),
+            B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
         }
     }
@@ -187,7 +205,7 @@ pub async fn prepare(
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
 
     let mut changed = false;
     let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
@@ -202,11 +220,16 @@ pub async fn prepare(
         other => other?,
     };
 
+    let ca = match &args.base.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    let fetcher = fetcher_for(ca.as_deref())?;
     let mut wanted = context::artifacts(&pins);
     if lock {
         for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
             shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&SystemFetcher, &a.url)).await??;
+            let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
             shell.warn(format!(
                 "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
                 a.name, a.url
@@ -230,10 +253,6 @@ pub async fn prepare(
             id
         }
     };
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
 
@@ -243,14 +262,15 @@ pub async fn prepare(
     }
 
     for (a, sha) in artifacts::pinned(&wanted) {
-        let (_, replaced) = interruptible(interrupt, cache.ensure(&SystemFetcher, &a.url, &sha)).await??;
+        let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, &sha)).await??;
         if replaced {
             shell.warn(format!("cached {} did not match its sha256 and was downloaded again", a.name));
         }
     }
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
     shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
-    let req = BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild };
+    let req =
+        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &args.proxy };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
@@ -265,7 +285,7 @@ pub async fn prepare(
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String, bool), BastionError> {
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     let wanted = context::artifacts(&pins);
     context::require_sha256(&wanted)?;
@@ -302,12 +322,30 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     Ok(())
 }
 
+/// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
+/// the network is touched.
+/// The host's download client: the system's CAs plus the bundle's, the proxy variables of this
+/// process (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(ca_bundle: Option<&[u8]>) -> Result<SystemFetcher, BastionError> {
+    let roots = match ca_bundle {
+        Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
+        None => Vec::new(),
+    };
+    let env = crate::net::proxy::ProxyEnv::from_lookup(|k| std::env::var(k).ok());
+    SystemFetcher::new(&roots, env).map_err(BastionError::Input)
+}
+
+pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
+    match &base.ca_bundle {
+        Some(p) => read_ca_bundle(p).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
     let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(bad("holds no PEM certificate".into()));
-    }
+    crate::net::trust::certificates_only(&bytes).map_err(bad)?;
     Ok(bytes)
 }
 
@@ -357,6 +395,7 @@ pub fn standard(
     }
     let mut route = None;
     let mut copy_dir = None;
+    let mut api_server_seen = String::new();
     if let Some(k) = kube
         && let Some((text, merged)) = kube_text(k)?
     {
@@ -383,6 +422,7 @@ pub fn standard(
         };
         spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
         spec.network = plan.route.network_mode().map(str::to_string);
+        api_server_seen = plan.server.clone();
         route = Some(plan.route);
     }
     for v in installer_env() {
@@ -390,17 +430,39 @@ pub fn standard(
             spec.env.push((v.name.clone(), value));
         }
     }
-    for n in ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"] {
-        if let Some(value) = env(n).filter(|s| !s.is_empty()) {
-            spec.env.push((n.to_string(), value));
-        }
-    }
+    let api_server = route.as_ref().map(|r| match r {
+        kubeconfig::Route::K3dNetwork { server, .. } => server.clone(),
+        _ => api_server_seen.clone(),
+    });
+    spec.env.extend(crate::net::proxy::child_env(env, api_server.as_deref()));
     Ok(Standard { spec, route, _kube_copy: copy_dir })
+}
+
+/// The kubeconfig for a bastion run, with a token minted on the host when the context's user
+/// has an exec credential plugin; says how long the token lives.
+pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource, Failure> {
+    let mut kube = KubeSource::resolve(global);
+    match kube.mint(crate::settings::timeouts::CREDENTIAL).await {
+        Ok(Some(m)) => {
+            let until = m.expires.as_deref().unwrap_or("an unknown time (the plugin gave no expiry)");
+            shell.warn(format!(
+                "the credential plugin's token is written into the bastion's private kubeconfig copy and lives until {until}; \
+                 an install that outlasts it fails at that point"
+            ));
+            Ok(kube)
+        }
+        Ok(None) => Ok(kube),
+        Err(crate::kubeconfig::TargetError::Plugin(line)) => Err(Failure::step("kubeconfig", line)),
+        Err(e) => Err(Failure::bad_input(e.to_string(), e.hint())),
+    }
 }
 
 /// The kubeconfig's text (the list's files merged, as JSON, and `true`), or `None` when the
 /// default file is absent.
 fn kube_text(k: &KubeSource) -> Result<Option<(String, bool)>, BastionError> {
+    if let Some(text) = &k.minted {
+        return Ok(Some((text.clone(), true)));
+    }
     if let Some(path) = k.single() {
         return match std::fs::read_to_string(path) {
             Ok(text) => Ok(Some((text, false))),
@@ -458,6 +520,7 @@ async fn build_command(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
+    check_ca_bundle(&a.image.base)?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
@@ -467,7 +530,8 @@ async fn build_command(
 
 async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = global.env.lookup();
-    let kube = KubeSource::resolve(global);
+    check_ca_bundle(&a.image.base)?;
+    let kube = minted_source(global, shell).await?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
     let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
@@ -507,6 +571,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_that_cannot_be_written_points_at_the_cache_not_the_network() {
+        let e = BastionError::Artifact(ArtifactError::Cache {
+            path: "/ro/eas/artifacts".into(),
+            source: std::io::Error::from_raw_os_error(30),
+        });
+        let lines = Failure::from(e).lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1]
+                .starts_with("next: the artifact cache must be writable and have free space: fix /ro/eas/artifacts"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("network"), "{lines:?}");
+    }
+
+    #[test]
     fn secrets_and_proxies_reach_the_container_env_only_when_set() {
         let env = env_of(&[("HF_TOKEN", "hf_x"), ("HTTPS_PROXY", "http://proxy:3128"), ("GRAFANA_ADMIN_PASSWORD", "")]);
         let s = standard("img", vec!["true".into()], None, None, &env).unwrap();
@@ -516,6 +596,25 @@ mod tests {
         );
         assert!(s.spec.mounts.is_empty() && s.spec.network.is_none());
         assert_eq!(s.spec.cmd, vec!["true"], "secrets never join argv");
+    }
+
+    #[test]
+    fn behind_a_proxy_the_installer_reaches_the_api_server_directly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
+             clusters:\n- name: k\n  cluster:\n    server: https://10.0.0.9:6443\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let kube = KubeSource::file(path, true, None);
+        let env = env_of(&[("HTTPS_PROXY", "http://proxy:3128"), ("NO_PROXY", "localhost")]);
+        let s = standard("img", vec![], None, Some(&kube), &env).unwrap();
+        let no_proxy: Vec<&(String, String)> =
+            s.spec.env.iter().filter(|(k, _)| k.eq_ignore_ascii_case("no_proxy")).collect();
+        assert_eq!(no_proxy.len(), 2, "{:?}", s.spec.env);
+        assert!(no_proxy.iter().all(|(_, v)| v == "localhost,10.0.0.9"), "{no_proxy:?}");
     }
 
     #[test]
@@ -612,7 +711,7 @@ mod tests {
              users:\n- name: admin\n  user:\n    token: s3cret\n",
         )
         .unwrap();
-        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None };
+        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None, minted: None };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
         assert!(m.source != a && m.source != b && m.read_only);
@@ -623,6 +722,43 @@ mod tests {
         assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://127.0.0.1:6550");
         assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "s3cret");
         assert_eq!(s.spec.network.as_deref(), Some("host"));
+    }
+
+    #[tokio::test]
+    async fn an_exec_plugins_token_is_minted_on_the_host_into_the_private_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = dir.path().join("plugin");
+        std::fs::write(
+            &plugin,
+            "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"minted\",\"expirationTimestamp\":\"2030-01-01T00:00:00Z\"}}'\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6443\n\
+                 contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    exec:\n      \
+                 apiVersion: client.authentication.k8s.io/v1\n      command: {}\n",
+                plugin.display()
+            ),
+        )
+        .unwrap();
+        let mut k = KubeSource::file(path.clone(), true, None);
+        let m = k.mint(std::time::Duration::from_secs(10)).await.unwrap().unwrap();
+        assert_eq!(m.expires.as_deref(), Some("2030-01-01T00:00:00Z"));
+        let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert!(m.source != path && m.read_only);
+        assert_eq!(std::fs::metadata(&m.source).unwrap().permissions().mode() & 0o777, 0o600);
+        let copy: serde_json::Value = serde_json::from_slice(&std::fs::read(&m.source).unwrap()).unwrap();
+        assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "minted");
+        assert!(copy.pointer("/users/0/user/exec").is_none(), "the plugin does not exist in the bastion");
+        let copy_path = m.source.clone();
+        drop(s);
+        assert!(!copy_path.exists(), "the copy with the token goes with the run");
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod args;
 mod resolve;
 
 pub use args::*;
-pub use resolve::settings;
+pub use resolve::{bastion, settings};
 
 use std::path::PathBuf;
 
@@ -60,11 +60,20 @@ pub enum ProgressArg {
     Plain,
 }
 
-/// `--output`: how a command prints its result on stdout.
+/// `--output`: a table for a person, or one JSON document on stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputArg {
-    Text,
+    Table,
     Json,
+}
+
+impl From<OutputArg> for crate::output::OutputFormat {
+    fn from(a: OutputArg) -> Self {
+        match a {
+            OutputArg::Table => crate::output::OutputFormat::Table,
+            OutputArg::Json => crate::output::OutputFormat::Json,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -91,6 +100,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]

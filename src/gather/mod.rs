@@ -26,6 +26,7 @@ use self::docker::{Bollard, Engine};
 use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+use crate::net::proxy::ProxyEnv;
 
 #[derive(Debug, Clone)]
 pub struct FactsSettings {
@@ -49,13 +50,17 @@ enum GatherError {
     Api(#[from] ApiError),
     #[error("{0}")]
     Operator(String),
+    #[error(transparent)]
+    NodeArgs(#[from] crate::config::node_args::NodeArgsError),
 }
 
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         match e {
+            GatherError::Target(TargetError::Plugin(line)) => Failure::step("kubeconfig", line),
             GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             GatherError::Operator(cause) => Failure::bad_input(
                 cause,
                 "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
@@ -67,11 +72,13 @@ impl From<GatherError> for Failure {
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let gathered = crate::runtime::block_on(async {
-        let target = kube::target(&KubeSource::resolve(global), timeout).await?;
+    let gathered = crate::runtime::block_on_interruptible(async {
+        let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+            .await
+            .map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
-    })??;
+        Ok(gather(&target, &operator, timeout, &global.env).await?)
+    })?;
     for w in &gathered.warnings {
         shell.warn(w);
     }
@@ -168,12 +175,7 @@ impl Sink<SecretItem> for helm::Releases {
     }
 }
 
-async fn gather(
-    target: &Target,
-    operator: &Operator,
-    timeout: Duration,
-    docker_host: String,
-) -> Result<Gathered, GatherError> {
+async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &Env) -> Result<Gathered, GatherError> {
     let reader = Reader::new(target, timeout);
     let nodes_call = Call::list("nodes", "v1", None);
     let namespaces_call = Call::list("namespaces", "v1", None);
@@ -195,13 +197,18 @@ async fn gather(
         )
     };
     let (api, (engine, docker_state)) =
-        tokio::join!(api, probe_docker(docker_host, timeout.min(timeouts::DOCKER_CALL)));
+        tokio::join!(api, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
     let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    for n in &nodes {
+        if let Some(a) = n.annotations.get(crate::config::node_args::ANNOTATION) {
+            crate::config::node_args::parse(&n.name, a)?;
+        }
+    }
     // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
     if let Some(landing) = crate::fit::landing_node(&nodes).map(|n| n.name.clone()) {
         let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
@@ -231,7 +238,7 @@ async fn gather(
             if nodes.len() > have.len() { ", …" } else { "" }
         )));
     }
-    let host = Host::detect();
+    let host = Host::detect(env);
     let located = nodes::locate(&nodes, operator, &docker_state, &host);
     warnings.extend(located.warnings);
     warnings.extend(nodes::read_all(&mut nodes, &located.sources, operator, engine.as_ref(), &host).await);
@@ -330,7 +337,9 @@ pub struct GatherOptions {
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
-    Ok(kube::target(&KubeSource::resolve(global), timeout).await.map_err(GatherError::from)?)
+    Ok(kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+        .await
+        .map_err(GatherError::from)?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.
@@ -348,7 +357,7 @@ pub async fn collect(
         request_timeout: timeout.as_secs(),
     };
     let op = operator(&args).map_err(GatherError::Operator)?;
-    let gathered = gather(target, &op, timeout, crate::docker_host::resolve(env)).await?;
+    let gathered = gather(target, &op, timeout, env).await?;
     for w in &gathered.warnings {
         shell.warn(w);
     }
