@@ -9,7 +9,6 @@ mod config;
 mod docker_host;
 mod error;
 mod facts;
-mod fit;
 mod gather;
 mod installer;
 mod kubeconfig;

@@ -68,8 +68,8 @@ fn pod_requests_come_from_one_call_for_the_landing_node_only() {
     let cases = [
         // lab-w-1 and lab-w-2 tie on memory (the first name wins); lab-cp-1's coredns is left out.
         ("k3s-3node-eas", "lab-w-1", 2048 + 70, "2"),
-        // the finished helm-install pod holds nothing.
-        ("k3d-gpu-desktop", "k3d-gpu-server-0", 70 + 70, "3"),
+        // the finished helm-install pod holds nothing; the GPU plugin's pod requests no memory.
+        ("k3d-gpu-desktop", "k3d-gpu-server-0", 70 + 70, "4"),
         // the servers carry k3s's CriticalAddonsOnly NoExecute taint; the agents tie.
         ("scale-2000", "scale-agent-0000", 0, "2"),
     ];

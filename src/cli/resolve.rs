@@ -1,11 +1,11 @@
 //! Arguments plus the environment seam, resolved once into plain settings.
 
 use super::args::*;
-use super::{ConfigArgs, GlobalArgs, OutputArg, OverlayArgs, ProgressArg, SelectArgs};
+use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
-use crate::fit::command::FitSettings;
+use crate::config::fit::command::FitSettings;
 use crate::gather::{FactsSettings, GatherOptions};
-use crate::output::{OutputFormat, ProgressMode};
+use crate::output::ProgressMode;
 use crate::settings::{ConfigSettings, Env, Global, OverlaySettings, Select};
 use crate::up::down::DownSettings;
 use crate::up::{Repos, UpSettings, VerifySettings};
@@ -28,15 +28,6 @@ impl From<ProgressArg> for ProgressMode {
 impl From<SelectArgs> for Select {
     fn from(a: SelectArgs) -> Self {
         Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins, fit: a.fit }
-    }
-}
-
-impl From<OutputArg> for OutputFormat {
-    fn from(o: OutputArg) -> Self {
-        match o {
-            OutputArg::Text => OutputFormat::Text,
-            OutputArg::Json => OutputFormat::Json,
-        }
     }
 }
 

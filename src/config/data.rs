@@ -88,7 +88,7 @@ pub struct Candidate {
     pub kv_source: String,
     /// What the built-in fit sizes it with; `None`: not read anywhere, so eas does not size it.
     #[serde(default)]
-    pub architecture: Option<crate::fit::Architecture>,
+    pub architecture: Option<crate::config::fit::Architecture>,
 }
 
 #[derive(Debug, Deserialize)]

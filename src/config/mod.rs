@@ -1,6 +1,7 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
 pub mod data;
+pub mod fit;
 pub mod model;
 pub mod node_args;
 pub mod render;
@@ -47,8 +48,8 @@ pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
 pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
-    let external = sel.fit.as_deref().map(crate::fit::external::read).transpose()?;
-    let (fit, fit_warnings) = crate::fit::external::resolve(facts, external.as_ref());
+    let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
+    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref());
     let mut facts = facts.clone();
     facts.fit = Some(fit);
     let inputs = rules::Inputs { facts: &facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };

@@ -29,7 +29,7 @@ fn fmt_gib(v: f64) -> String {
 fn fit_fact(f: &Facts) -> String {
     match f.fit.as_ref().map(|fit| fit.source.as_deref()) {
         None => "no fit document (memory alone decides)".into(),
-        Some(Some(crate::fit::SOURCE_EAS)) => match crate::fit::budget(f) {
+        Some(Some(crate::config::fit::SOURCE_EAS)) => match crate::config::fit::budget(f) {
             Some(b) => format!(
                 "eas fit on node {}: {} GiB budget ({} GiB allocatable, {} pod requests, {} GiB headroom)",
                 b.node,

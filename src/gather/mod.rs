@@ -210,7 +210,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
         }
     }
     // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
-    if let Some(landing) = crate::fit::landing_node(&nodes).map(|n| n.name.clone()) {
+    if let Some(landing) = crate::config::fit::landing_node(&nodes).map(|n| n.name.clone()) {
         let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
         match reader.list(&call, pods::Requests::default()).await {
             Ok((requests, calls)) => {
