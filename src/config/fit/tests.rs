@@ -17,8 +17,8 @@ fn weights_and_kv_per_token_by_hand() {
     // (name, weights bytes = parameters × 2, KV bytes per token = 2 × layers × KV heads × 128 × 2)
     let cases = [
         ("llama-3-1-8b", 8_030_261_248 * 2, 2 * 32 * 8 * 128 * 2),
-        ("qwen2-5-coder-14b", 14_700_000_000 * 2, 2 * 48 * 8 * 128 * 2),
-        ("qwen2-5-coder-7b", 7_610_000_000 * 2, 2 * 28 * 4 * 128 * 2),
+        ("qwen2-5-coder-14b", 14_770_033_664 * 2, 2 * 48 * 8 * 128 * 2),
+        ("qwen2-5-coder-7b", 7_615_616_512 * 2, 2 * 28 * 4 * 128 * 2),
     ];
     for (name, weights, kv) in cases {
         let a = arch(name);
@@ -41,13 +41,13 @@ fn sizing_by_hand() {
         ("llama-3-1-8b", 16, true, 1, true, Some(8192)),
         // 15 GiB − weights = 43 MiB: no whole GiB of cache.
         ("llama-3-1-8b", 15, false, 0, false, None),
-        // 100 GiB − 29.4 GB = 72.6 GiB → capped at the catalog's 40; 32768 × 192 KiB = 6 GiB.
+        // 100 GiB − 29.54 GB = 72.5 GiB → capped at the catalog's 40; 32768 × 192 KiB = 6 GiB.
         ("qwen2-5-coder-14b", 100, true, 40, false, Some(32768)),
-        // 30 GiB − 29.4 GB = 2.6 GiB → 2; 2 GiB / 192 KiB = 10922 → 8192.
+        // 30 GiB − 29.54 GB = 2.49 GiB → 2; 2 GiB / 192 KiB = 10922 → 8192.
         ("qwen2-5-coder-14b", 30, true, 2, true, Some(8192)),
-        // 20 GiB − 15.22 GB = 5.8 GiB → 5; 32768 × 56 KiB = 1.75 GiB fits.
+        // 20 GiB − 15.23 GB = 5.8 GiB → 5; 32768 × 56 KiB = 1.75 GiB fits.
         ("qwen2-5-coder-7b", 20, true, 5, true, Some(32768)),
-        // 14 GiB < 15.22 GB of weights.
+        // 14 GiB < 15.23 GB of weights.
         ("qwen2-5-coder-7b", 14, false, 0, false, None),
     ];
     for (name, budget, fits, cache, lowered, len) in cases {
