@@ -68,6 +68,18 @@ pub enum Command {
     Verify(crate::up::VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// Print a shell completion script to stdout (README: shell completions)
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write a roff man page per command (eas.1, eas-up.1, eas-pins-check.1, ...) to a directory
+    Man {
+        /// Directory for the pages (created when missing)
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -19,6 +19,12 @@ pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
         Command::Bastion(cmd) => crate::bastion::command(cmd, &cli.global, shell),
+        Command::Completions { shell: target } => crate::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Man { out } => {
+            let pages = crate::docs::man_command(&out)?;
+            shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
+            Ok(())
+        }
     }
 }
 

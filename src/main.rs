@@ -5,6 +5,7 @@ mod bastion;
 mod cli;
 mod commands;
 mod config;
+mod docs;
 mod error;
 mod facts;
 mod gather;
