@@ -71,8 +71,9 @@ pub fn man_command(out: &Path) -> Result<Vec<String>, Failure> {
         ));
     }
     let pages = man_pages().map_err(|e| Failure::step("man", e))?;
-    std::fs::create_dir_all(out)
-        .map_err(|e| Failure::bad_input(format!("cannot create {}: {e}", out.display()), "pass a writable directory"))?;
+    std::fs::create_dir_all(out).map_err(|e| {
+        Failure::bad_input(format!("cannot create {}: {e}", out.display()), "pass a writable directory")
+    })?;
     let mut written = Vec::with_capacity(pages.len());
     for page in &pages {
         let path = out.join(&page.file);

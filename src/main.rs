@@ -14,6 +14,8 @@ mod output;
 mod overlay;
 mod pins;
 mod pipeline;
+mod plan_data;
+mod plan_view;
 mod prepare;
 mod sources;
 mod state;

@@ -18,6 +18,21 @@ pub enum ProgressMode {
     Plain,
 }
 
+/// `--output`: text for people, or exactly one JSON document on stdout for machines (logs stay
+/// on stderr either way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl OutputFormat {
+    pub fn is_json(self) -> bool {
+        self == OutputFormat::Json
+    }
+}
+
 /// What the environment says about the terminal; a seam so tests can decide without one.
 #[derive(Clone, Debug)]
 pub struct Terminal {

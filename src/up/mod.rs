@@ -47,6 +47,12 @@ pub struct UpArgs {
     /// With --dry-run: also write the generated files and plan.json here
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: crate::output::OutputFormat,
+    /// Add each decision's source as a permalink to the plan
+    #[arg(long)]
+    pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
@@ -95,6 +101,12 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 pub fn command(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    if args.output.is_json() && !args.dry_run {
+        return Err(Failure::bad_input(
+            "--output json prints a plan, and only a dry run has one",
+            "add --dry-run (a real run reports on stderr and records its state)",
+        ));
+    }
     let rt = runtime()?;
     let result = rt.block_on(up(args, global, shell));
     rt.shutdown_timeout(Duration::from_secs(5));
@@ -245,6 +257,10 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
 
     let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
+    plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
+        .collect();
     let mut state = State::new(
         RunInfo {
             cluster_key: key.clone(),
@@ -306,7 +322,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
             prepared
         }
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
+            plan.unknown.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
             None
         }
         Err(e) => return Err(e.into()),
@@ -317,7 +333,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
         Ok(r) => Some(r),
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
+            plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
             None
         }
         Err(e) => {
@@ -338,11 +354,10 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     for w in &decision.warnings {
         shell.warn(w);
     }
-    plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-    plan.warnings = decision.warnings.clone();
-    state.decisions = plan.decisions.clone();
+    crate::plan_data::fill_decisions(&mut plan, &decision);
+    state.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
     let files = render::files(&decision);
-    state.begin(PhaseId::Config, Some(crate::state::hash_json(&plan.decisions)), &now());
+    state.begin(PhaseId::Config, Some(crate::state::hash_json(&state.decisions)), &now());
     state.finish(PhaseId::Config, Status::Done, None, &now());
 
     // 4. Overlay: decided on a scratch work tree; a real run applies it to the run's own tree.
@@ -353,10 +368,11 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         let dir = scratch.path().join("eas");
         make_work_tree(r, &tree_pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
         let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
-        plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+        plan.overlay = crate::plan_data::patches(&op);
+        state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
         if op.stops().count() > 0 {
             if args.dry_run {
-                print_plan(&plan, args.out.as_deref(), &files)?;
+                print_plan(&plan, args, &files)?;
             }
             let f = Failure::OverlayStop(op.stop_lines());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
@@ -365,7 +381,6 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
             return Err(f);
         }
     }
-    state.overlay = plan.overlay.clone();
     let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
     let install = argv::install_argv(&layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
     plan.commands = vec![
@@ -374,14 +389,14 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     ];
     state.installer_command = redactor().redact_argv(&install);
     if args.dry_run {
-        print_plan(&plan, args.out.as_deref(), &files)?;
+        print_plan(&plan, args, &files)?;
         return Ok(());
     }
     let resolved = resolved.expect("trees resolve in a real run");
     let prepared = prepared.expect("the image is prepared in a real run");
 
     // Resume: the lasting phases are skipped when they finished with the same inputs.
-    let inputs = inputs_hashes(&state, &plan, &files, &install, &prepared.tag);
+    let inputs = inputs_hashes(&state, &files, &install, &prepared.tag);
     let resume = plan_resume(prev.as_ref(), &inputs);
     let skipped = resume.skipped();
     if let Some(p) = &prev {
@@ -471,14 +486,13 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     state.exit_code = Some(0);
     state.finished = Some(now());
     save(&state)?;
-    summary(&state, &decision, &sd, shell);
+    summary(&plan, &state, &decision, &sd, shell);
     Ok(())
 }
 
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
 fn inputs_hashes(
     state: &State,
-    plan: &Plan,
     files: &[(String, String)],
     install: &[String],
     image: &str,
@@ -486,7 +500,7 @@ fn inputs_hashes(
     use crate::state::inputs_hash;
     let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let trees = inputs_hash(&shas);
-    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&plan.overlay)]);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
     let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
     let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
     let mut inst = vec![prepare.clone(), image.to_string()];
@@ -514,9 +528,14 @@ fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) 
     Err(Failure::Interrupted)
 }
 
-fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
-    print!("{}", plan.render());
-    if let Some(dir) = out {
+fn print_plan(plan: &Plan, args: &UpArgs, files: &[(String, String)]) -> Result<(), Failure> {
+    if args.output.is_json() {
+        print!("{}", plan.to_json());
+    } else {
+        let view = crate::plan_view::View { width: crate::plan_view::terminal_width(), explain: args.explain };
+        print!("{}", crate::plan_view::render(plan, view));
+    }
+    if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));
         write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
@@ -524,8 +543,16 @@ fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Re
     Ok(())
 }
 
-fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
+/// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
+fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
     shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
+    let log = state.log_path.as_ref().map(|l| l.display().to_string());
+    let state_file = sd.state_file().display().to_string();
+    let view = crate::plan_view::View { width: crate::plan_view::terminal_width(), explain: false };
+    let ending = crate::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
+    for line in crate::plan_view::summary(plan, view, &ending) {
+        shell.note(line);
+    }
     if let Some(models) = expected_models(d) {
         for m in models {
             shell.note(format!(
@@ -534,10 +561,6 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
             ));
         }
     }
-    if let Some(log) = &state.log_path {
-        shell.note(format!("  log: {}", log.display()));
-    }
-    shell.note(format!("  state: {}", sd.state_file().display()));
 }
 
 #[derive(Args, Debug, Clone)]
