@@ -43,6 +43,9 @@ pub struct FactsArgs {
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub request_timeout: u64,
+    /// The facts are JSON either way; `json` also prints them on stdout when --out is given
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: crate::output::OutputFormat,
 }
 
 /// Docker answers locally or not at all; a hung engine must not hold up the API side.
@@ -121,6 +124,9 @@ pub fn command(args: &FactsArgs, global: &Global, shell: &Shell) -> Result<(), F
                 )
             })?;
             shell.note(format!("wrote {}", path.display()));
+            if args.output.is_json() {
+                print!("{text}");
+            }
         }
     }
     Ok(())
@@ -285,6 +291,7 @@ mod tests {
             containerd_config: configs.iter().map(|s| s.to_string()).collect(),
             nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
             request_timeout: 30,
+            output: Default::default(),
         }
     }
 
@@ -359,6 +366,7 @@ pub async fn collect(
         containerd_config: opts.containerd_config.clone(),
         nri_socket: opts.nri_socket.clone(),
         request_timeout: timeout.as_secs(),
+        output: Default::default(),
     };
     let op = operator(&args).map_err(GatherError::Operator)?;
     let gathered = gather(target, &op, timeout).await?;

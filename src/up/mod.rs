@@ -570,6 +570,24 @@ pub struct VerifyArgs {
     pub timeout: u64,
     #[command(flatten)]
     pub gather: GatherOptions,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: crate::output::OutputFormat,
+}
+
+/// `eas verify --output json`: what passed, or the failure's lines (also on stderr).
+fn verify_json(result: &Result<Vec<String>, Failure>) -> String {
+    let doc = match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => serde_json::json!({
+            "schema": "eas-verify/v1", "passed": false, "checks": [], "exit_code": f.exit_code(), "failure": f.lines()
+        }),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("json");
+    s.push('\n');
+    s
 }
 
 /// What a run expects verification to find, kept beside its state.
@@ -599,11 +617,15 @@ pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Resu
             }
         };
         let t = verify::Timeouts { models: Duration::from_secs(args.timeout), ..verify::Timeouts::default() };
-        let lines = verify::verify(&target.client, &exp, &t, shell).await?;
-        for l in lines {
-            println!("ok {l}");
+        let result = verify::verify(&target.client, &exp, &t, shell).await;
+        if args.output.is_json() {
+            print!("{}", verify_json(&result));
+        } else if let Ok(lines) = &result {
+            for l in lines {
+                println!("ok {l}");
+            }
         }
-        Ok(())
+        result.map(|_| ())
     });
     rt.shutdown_timeout(Duration::from_secs(2));
     result
