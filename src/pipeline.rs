@@ -244,6 +244,9 @@ pub struct NodeGroup {
     pub role: String,
 }
 
+/// A node's shape: cpu, memory, devices, role.
+type Shape = (String, String, Vec<(String, String)>, String);
+
 /// How many nodes of a group the plan names.
 pub const NAMED: usize = 3;
 
@@ -266,7 +269,7 @@ impl FactsSummary {
     pub fn new(f: &Facts, facts_hash: &str) -> Self {
         let prefixes = &crate::config::data::cluster_rules().device_resources;
         let mut groups: Vec<NodeGroup> = Vec::new();
-        let mut index: BTreeMap<(String, String, Vec<(String, String)>, String), usize> = BTreeMap::new();
+        let mut index: BTreeMap<Shape, usize> = BTreeMap::new();
         for n in &f.nodes {
             let cpu = n.allocatable.get("cpu").cloned().unwrap_or_else(|| "?".into());
             let memory = n.allocatable.get("memory").map(|m| gib(m)).unwrap_or_else(|| "?".into());
