@@ -6,8 +6,8 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tracing_indicatif::IndicatifLayer;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tracing_indicatif::writer::IndicatifWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -51,12 +51,16 @@ impl Terminal {
     }
 }
 
+/// Every line for a person goes through here: phase lines, notes, warnings, tracing's log lines
+/// and the spinners all share one [`MultiProgress`], so a line printed while a bar is drawn
+/// suspends the bar instead of tearing it.
 #[derive(Clone, Debug)]
 pub struct Shell {
     pub bars: bool,
     pub color: bool,
     pub quiet: bool,
     pub verbose: u8,
+    multi: MultiProgress,
 }
 
 impl Shell {
@@ -67,11 +71,12 @@ impl Shell {
             ProgressMode::Auto => term.stderr_is_tty && !term.ci,
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
-        Shell { bars, color, quiet, verbose }
+        let target = if bars { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Shell { bars, color, quiet, verbose, multi: MultiProgress::with_draw_target(target) }
     }
 
-    /// Installs the tracing subscriber; with bars, log lines go through indicatif's writer so
-    /// they never tear a bar.
+    /// Installs the tracing subscriber; with bars, log lines go through the shell's
+    /// MultiProgress (tracing-indicatif's writer) so they never tear a bar.
     pub fn init_tracing(&self) {
         let level = match (self.quiet, self.verbose) {
             (true, _) => "warn",
@@ -82,13 +87,12 @@ impl Shell {
         let filter = tracing_subscriber::EnvFilter::try_from_env("EAS_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("eas={level}")));
         if self.bars {
-            let layer = IndicatifLayer::new();
             let fmt = tracing_subscriber::fmt::layer()
-                .with_writer(layer.get_stderr_writer())
+                .with_writer(IndicatifWriter::<tracing_indicatif::writer::Stderr>::new(self.multi.clone()))
                 .with_ansi(self.color)
                 .with_target(false)
                 .without_time();
-            let _ = tracing_subscriber::registry().with(filter).with(fmt).with(layer).try_init();
+            let _ = tracing_subscriber::registry().with(filter).with(fmt).try_init();
         } else {
             let fmt = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
@@ -119,7 +123,7 @@ impl Shell {
 
     fn line(&self, text: &str) {
         if self.bars {
-            tracing_indicatif::suspend_tracing_indicatif(|| eprintln!("{text}"));
+            self.multi.suspend(|| eprintln!("{text}"));
         } else {
             eprintln!("{text}");
         }
@@ -130,7 +134,7 @@ impl Shell {
         if !self.bars || self.quiet {
             return ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         }
-        let pb = ProgressBar::new_spinner();
+        let pb = self.multi.add(ProgressBar::new_spinner());
         pb.set_style(
             ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),

@@ -308,10 +308,15 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let facts = gather::collect(&target, &args.gather, CALL, shell);
     let (tp, repos) = (tree_pins.clone(), args.repos.clone());
     let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos));
+    let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
     let (image, facts, resolved) = tokio::select! {
         r = async { tokio::join!(image, facts, resolved) } => r,
-        _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
+        _ = interrupt.graceful.cancelled() => {
+            waiting.finish_and_clear();
+            return interrupted(&mut state, &save);
+        }
     };
+    waiting.finish_and_clear();
     let facts: Facts = facts?;
     let facts_hash = crate::state::hash_json(&facts);
     state.facts_hash = Some(facts_hash.clone());
