@@ -5,8 +5,8 @@
 use crate::installer::command::shell_line;
 use crate::pipeline::{self, DryRun, ImageAction, NodeGroup, PatchOutcome, Plan};
 
-/// The width a plan is laid out for when nothing says otherwise (not a terminal, no COLUMNS).
-pub const DEFAULT_WIDTH: usize = 100;
+/// Not a terminal and no COLUMNS: lines are not wrapped (a pipe or a file keeps whole lines).
+pub const UNWRAPPED: usize = usize::MAX;
 /// Never narrower than this, so the label column and a few words still fit.
 const MIN_WIDTH: usize = 40;
 /// The column where the summary's values start (after two spaces and the label).
@@ -14,12 +14,10 @@ const LABEL: usize = 13;
 /// Continuation lines of a wrapped item are indented this far.
 const HANG: usize = 6;
 
-/// The terminal's width: `COLUMNS` when set, else stdout's terminal size, else [`DEFAULT_WIDTH`].
+/// The terminal's width: `COLUMNS` when set, else stdout's terminal size, else [`UNWRAPPED`].
 pub fn terminal_width() -> usize {
     let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|c| *c > 0);
-    columns
-        .or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols)))
-        .unwrap_or(DEFAULT_WIDTH)
+    columns.or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols))).unwrap_or(UNWRAPPED)
 }
 
 /// How the summary's last line reads: a dry run wrote nothing; a real run says what it did.
@@ -44,7 +42,7 @@ pub fn wrap(text: &str, width: usize, first: &str, indent: usize) -> Vec<String>
     let mut empty = true;
     for word in text.split(' ').filter(|w| !w.is_empty()) {
         let needed = if empty { word.chars().count() } else { word.chars().count() + 1 };
-        if !empty && line.chars().count() + needed > width {
+        if !empty && line.chars().count().saturating_add(needed) > width {
             lines.push(std::mem::replace(&mut line, pad.clone()));
             empty = true;
         }
@@ -316,6 +314,12 @@ mod tests {
         assert!(lines.iter().all(|l| l.chars().count() <= 40));
         assert!(lines[1].starts_with("        h"), "{lines:?}");
         assert_eq!(wrap("short", 80, "- ", 4), ["- short"]);
+    }
+
+    #[test]
+    fn unwrapped_keeps_each_line_whole() {
+        let long = "word ".repeat(100);
+        assert_eq!(wrap(&long, UNWRAPPED, "  ", 8).len(), 1);
     }
 
     #[test]
