@@ -306,8 +306,17 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         }
     };
     let facts = gather::collect(&target, &args.gather, CALL, shell);
-    let (tp, repos) = (tree_pins.clone(), args.repos.clone());
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos));
+    // The overlay is decided on a scratch work tree; it is made here, while the facts are read,
+    // so its clones and checkouts cost no wall time after them.
+    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
+    let scratch_tree = scratch.path().join("eas");
+    let (tp, repos, st, lay) = (tree_pins.clone(), args.repos.clone(), scratch_tree.clone(), layer.clone());
+    let resolved = tokio::task::spawn_blocking(move || {
+        resolve_trees(&tp, &repos).map(|r| {
+            let made = make_work_tree(&r, &tp, &st, &lay);
+            (r, made)
+        })
+    });
     let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
     let (image, facts, resolved) = tokio::select! {
         r = async { tokio::join!(image, facts, resolved) } => r,
@@ -335,11 +344,11 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     if let Some(p) = &prepared {
         state.bastion_image = Some(format!("{} ({})", p.tag, p.id));
     }
-    let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
-        Ok(r) => Some(r),
+    let (resolved, scratch_made) = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
+        Ok((r, made)) => (Some(r), Some(made)),
         Err(e) if args.dry_run => {
             plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
-            None
+            (None, None)
         }
         Err(e) => {
             return Err(Failure::step_next(
@@ -367,12 +376,10 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
 
     // 4. Overlay: decided on a scratch work tree; a real run applies it to the run's own tree.
     let work = sd.work_dir().join("eas");
-    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
     let generated = crate::overlay::Generated::from_decision(&decision, &facts);
     if let Some(r) = &resolved {
-        let dir = scratch.path().join("eas");
-        make_work_tree(r, &tree_pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
-        let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
+        scratch_made.unwrap_or(Ok(())).map_err(|e| Failure::step("trees", e))?;
+        let op = crate::overlay::decide(&scratch_tree, &r.eas.sha, Some(&generated))?;
         plan.overlay = crate::plan_data::patches(&op);
         state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
         if op.stops().count() > 0 {
