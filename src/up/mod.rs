@@ -306,14 +306,14 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         }
     };
     let facts = gather::collect(&target, &args.gather, CALL, shell);
-    // The overlay is decided on a scratch work tree; it is made here, while the facts are read,
-    // so its clones and checkouts cost no wall time after them.
+    // The overlay is decided on a scratch clone of EAS (no checkout: the decider reads through
+    // git only); it is made here, while the facts are read.
     let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
     let scratch_tree = scratch.path().join("eas");
-    let (tp, repos, st, lay) = (tree_pins.clone(), args.repos.clone(), scratch_tree.clone(), layer.clone());
+    let (tp, repos, st) = (tree_pins.clone(), args.repos.clone(), scratch_tree.clone());
     let resolved = tokio::task::spawn_blocking(move || {
         resolve_trees(&tp, &repos).map(|r| {
-            let made = make_work_tree(&r, &tp, &st, &lay);
+            let made = trees::scratch_clone(&r.eas, &st).map_err(|e| e.to_string());
             (r, made)
         })
     });
