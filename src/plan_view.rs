@@ -15,8 +15,8 @@ const LABEL: usize = 13;
 const HANG: usize = 6;
 
 /// The terminal's width: `COLUMNS` when set, else stdout's terminal size, else [`UNWRAPPED`].
-pub fn terminal_width() -> usize {
-    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|c| *c > 0);
+pub fn terminal_width(env: &crate::settings::Env) -> usize {
+    let columns = env.nonempty("COLUMNS").and_then(|c| c.trim().parse::<usize>().ok()).filter(|c| *c > 0);
     columns.or_else(|| console::Term::stdout().size_checked().map(|(_, cols)| usize::from(cols))).unwrap_or(UNWRAPPED)
 }
 
