@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
+bash scripts/test-tools.sh
 bash scripts/base-image.sh
 # tests/progress_pty.rs draws on a tmux pseudo-terminal; tests/completions.rs sources bash's script.
 if ! command -v tmux >/dev/null 2>&1; then

@@ -81,7 +81,22 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
             "add --dry-run (a real run reports on stderr and records its state)",
         ));
     }
-    crate::runtime::block_on(up(args, global, shell))?
+    let result = crate::runtime::block_on(up(args, global, shell))?;
+    dry_run_outputs(args, result)
+}
+
+/// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
+/// stale plan would describe a run that is not this one. Files eas does not write stay.
+fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
+    match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(_), true, Some(out)) => {
+            write::clear(out).map_err(|e| {
+                Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
+            })?;
+            result
+        }
+        _ => result,
+    }
 }
 
 pub fn now() -> String {
@@ -175,7 +190,12 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let inv = invocation(global, &layer, &args.env, &args.select);
     // Bad input is found before anything else happens.
     let tree_pins = config::select_trees(&args.select)?;
+    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+        config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+        config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+    })?;
     argv::init_argv(&layer, &args.env)?;
+    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -192,7 +212,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
-            shell.warn(format!("a lock is held: {found:?} (a dry run does not take it)"));
+            shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
         None
     } else {
@@ -512,11 +532,14 @@ fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) 
 
 fn print_plan(plan: &Plan, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
     if args.output.is_json() {
+        // serde_json escapes control characters itself.
         print!("{}", plan.to_json());
     } else {
         let view =
             crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
-        print!("{}", crate::plan_view::render(plan, view));
+        for line in crate::plan_view::render(plan, view).lines() {
+            println!("{}", crate::text::escape_controls(line));
+        }
     }
     if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();
@@ -534,7 +557,7 @@ fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, glob
     let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
     let ending = crate::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
     for line in crate::plan_view::summary(plan, view, &ending) {
-        shell.note(line);
+        shell.note(crate::text::escape_controls(&line));
     }
     if let Some(models) = expected_models(d) {
         for m in models {
