@@ -14,6 +14,12 @@ if ! command -v tmux >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq tmux >/dev/null
 fi
+# tests/docker_context.rs puts a logging socat proxy in front of the engine.
+if ! command -v socat >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq socat >/dev/null
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

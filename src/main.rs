@@ -27,6 +27,7 @@ mod runtime;
 mod settings;
 mod sources;
 mod state;
+mod status;
 mod text;
 mod trees;
 mod up;

@@ -19,9 +19,9 @@ pub enum ProgressMode {
     Plain,
 }
 
-/// `--output`: text for people, or exactly one JSON document on stdout for machines (logs stay
-/// on stderr either way).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+/// `--output`: text for people (a table where the result is one), or exactly one JSON document
+/// on stdout for machines; logs stay on stderr either way. The clap side is `cli::OutputArg`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OutputFormat {
     #[default]
     Text,

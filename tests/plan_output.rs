@@ -206,8 +206,7 @@ fn facts_and_verify_print_one_json_document() {
 
     let mut c = support::eas(&support::fixture(cluster));
     c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
-    let out =
-        c.args(["verify", "--timeout", "1", "--output", "json"]).args(support::facts_args(cluster)).output().unwrap();
+    let out = c.args(["verify", "--timeout", "1", "--output", "json"]).output().unwrap();
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
     assert_eq!(doc["schema"], "eas-verify/v1");
@@ -215,5 +214,68 @@ fn facts_and_verify_print_one_json_document() {
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
     assert_eq!(doc["passed"], false);
     assert_eq!(doc["exit_code"], 5);
+    assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
+}
+
+#[test]
+fn output_is_one_flag_with_one_meaning_on_status_verify_facts_and_up() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = support::eas(dir.path());
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+        c.args(args).output().unwrap()
+    };
+    // status: text is the default, and `table` names the same output.
+    let default = run(&["status"]);
+    let textual = run(&["status", "--output", "text"]);
+    let table = run(&["status", "--output", "table"]);
+    for o in [&default, &textual, &table] {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    assert_eq!(text(&textual.stdout), text(&default.stdout));
+    assert_eq!(text(&table.stdout), text(&default.stdout));
+    assert!(serde_json::from_slice::<Value>(&default.stdout).is_err(), "text is not JSON: {}", text(&default.stdout));
+    let json = run(&["status", "--output", "json"]);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("status: one JSON document on stdout");
+    assert_eq!(doc["schema"], "eas-status/v1");
+    // The same values everywhere: anything else is bad input (exit 2) with nothing on stdout.
+    for cmd in [&["status"][..], &["verify"], &["facts"], &["up", "--dry-run"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--output", "yaml"]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o.stdout));
+        assert!(text(&o.stderr).contains("yaml"), "{args:?}: {}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn verify_json_is_printed_when_the_cluster_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    \
+             insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\nusers:\n- name: u\n  user:\n    token: not-a-secret\n"
+        ),
+    )
+    .unwrap();
+    let mut c = support::eas(dir.path());
+    c.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(dir.path().join("state"));
+    let out = c.args(["verify", "--timeout", "1", "--output", "json"]).output().unwrap();
+    let code = out.status.code().expect("an exit code");
+    assert_ne!(code, 0, "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
+    assert_eq!(doc["schema"], "eas-verify/v1");
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["exit_code"], code);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::SelectArgs;
-use crate::output::OutputFormat;
+use crate::pipeline::PhaseId;
 use crate::settings::timeouts;
 
 #[derive(Args, Debug, Clone)]
@@ -26,7 +26,7 @@ pub struct FactsArgs {
     pub request_timeout: u64,
     /// The facts are JSON either way; `json` also prints them on stdout when --out is given
     #[arg(long, value_enum, default_value = "text")]
-    pub output: OutputFormat,
+    pub output: super::OutputArg,
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
@@ -55,7 +55,7 @@ pub struct UpArgs {
     pub out: Option<PathBuf>,
     /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
     #[arg(long, value_enum, default_value = "text")]
-    pub output: OutputFormat,
+    pub output: super::OutputArg,
     /// Add each decision's source as a permalink to the plan
     #[arg(long)]
     pub explain: bool,
@@ -77,6 +77,15 @@ pub struct UpArgs {
     /// How long verification may wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
     pub verify_timeout: u64,
+    /// Shorten a phase's timeout (tests): PHASE=SECS, repeatable
+    #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = phase_timeout)]
+    pub phase_timeout: Vec<(PhaseId, u64)>,
+}
+
+fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
+    let (name, secs) = s.split_once('=').ok_or("expected PHASE=SECS")?;
+    let id = crate::up::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}"))?;
+    Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -122,11 +131,19 @@ pub struct VerifyArgs {
     /// How long to wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
     pub timeout: u64,
-    #[command(flatten)]
-    pub gather: GatherArgs,
+    /// How long to wait for every device node's resource and plugin pod, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY_DEVICES.as_secs())]
+    pub devices_timeout: u64,
     /// `json`: one document (eas-verify/v1) on stdout, passed or not
     #[arg(long, value_enum, default_value = "text")]
-    pub output: OutputFormat,
+    pub output: super::OutputArg,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// text (a table, for a person; `table` is the same) or json (one eas-status/v1 document)
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
 }
 
 #[derive(Subcommand, Debug)]

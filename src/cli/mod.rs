@@ -6,7 +6,7 @@ mod args;
 mod resolve;
 
 pub use args::*;
-pub use resolve::settings;
+pub use resolve::{bastion, settings};
 
 use std::path::PathBuf;
 
@@ -60,6 +60,24 @@ pub enum ProgressArg {
     Plain,
 }
 
+/// `--output` on up --dry-run, facts, fit, status and verify: text for a person (`table` is
+/// accepted for it), or one JSON document on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    #[value(alias = "table")]
+    Text,
+    Json,
+}
+
+impl From<OutputArg> for crate::output::OutputFormat {
+    fn from(a: OutputArg) -> Self {
+        match a {
+            OutputArg::Text => crate::output::OutputFormat::Text,
+            OutputArg::Json => crate::output::OutputFormat::Json,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
@@ -82,6 +100,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(StatusArgs),
     /// Print a shell completion script to stdout (README: shell completions)
     Completions {
         /// The shell to complete for

@@ -49,7 +49,7 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
-            output: a.output,
+            output: a.output.into(),
         }
     }
 }
@@ -72,10 +72,8 @@ impl From<BaseArgs> for BaseImage {
     }
 }
 
-impl From<ImageArgs> for ImageSettings {
-    fn from(a: ImageArgs) -> Self {
-        ImageSettings { pins: a.pins, base: a.base.into() }
-    }
+fn image(a: ImageArgs, env: &Env) -> ImageSettings {
+    ImageSettings::new(a.pins, a.base.into(), env)
 }
 
 impl From<UpArgs> for UpSettings {
@@ -85,7 +83,7 @@ impl From<UpArgs> for UpSettings {
             select: a.select.into(),
             env: a.env,
             out: a.out,
-            output: a.output,
+            output: a.output.into(),
             explain: a.explain,
             yes: a.yes,
             break_lock: a.break_lock,
@@ -94,6 +92,9 @@ impl From<UpArgs> for UpSettings {
             gather: a.gather.into(),
             install_timeout: a.install_timeout,
             verify_timeout: a.verify_timeout,
+            phase_timeouts: crate::up::phase::PhaseTimeouts::new(
+                a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
+            ),
         }
     }
 }
@@ -114,19 +115,24 @@ impl From<DownArgs> for DownSettings {
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, gather: a.gather.into(), output: a.output }
+        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout, output: a.output.into() }
     }
 }
 
-impl From<BastionCommand> for Bastion {
-    fn from(c: BastionCommand) -> Self {
-        match c {
-            BastionCommand::Build(b) => {
-                Bastion::Build(BuildSettings { image: b.image.into(), rebuild: b.rebuild, lock: b.lock })
-            }
-            BastionCommand::Run(r) => {
-                Bastion::Run(RunSettings { image: r.image.into(), tree: r.tree, command: r.command })
-            }
+impl From<StatusArgs> for crate::status::StatusSettings {
+    fn from(a: StatusArgs) -> Self {
+        crate::status::StatusSettings { output: a.output.into() }
+    }
+}
+
+/// `eas bastion`'s settings (the image's cache and proxy come from the environment).
+pub fn bastion(c: BastionCommand, env: &Env) -> Bastion {
+    match c {
+        BastionCommand::Build(b) => {
+            Bastion::Build(BuildSettings { image: image(b.image, env), rebuild: b.rebuild, lock: b.lock })
+        }
+        BastionCommand::Run(r) => {
+            Bastion::Run(RunSettings { image: image(r.image, env), tree: r.tree, command: r.command })
         }
     }
 }
