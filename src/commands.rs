@@ -21,9 +21,9 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
         Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, &global.env), global, shell),
-        Command::Completions { shell: target } => crate::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
         Command::Man { out } => {
-            let pages = crate::docs::man_command(&out)?;
+            let pages = crate::cli::docs::man_command(&out)?;
             shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
             Ok(())
         }

@@ -7,7 +7,6 @@ mod cli;
 mod commands;
 mod config;
 mod docker_host;
-mod docs;
 mod error;
 mod facts;
 mod gather;

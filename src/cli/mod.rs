@@ -3,6 +3,7 @@
 //! settings of `crate::settings` and the domain modules (see `resolve`).
 
 mod args;
+pub mod docs;
 mod resolve;
 
 pub use args::*;

@@ -11,7 +11,7 @@ use crate::error::Failure;
 
 /// Writes the completion script for `shell` to `out` (stdout in the command).
 pub fn completions(shell: CompletionShell, out: &mut dyn Write) -> Result<(), Failure> {
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = super::Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "eas", &mut buf);
     out.write_all(&buf).map_err(|e| Failure::step("completions", e))
@@ -26,7 +26,7 @@ pub struct Page {
 
 /// A page for `eas` and for every (non-hidden) subcommand, nested ones too (`eas-pins-check.1`).
 pub fn man_pages() -> Result<Vec<Page>, std::io::Error> {
-    let mut cmd = crate::cli::Cli::command().disable_help_subcommand(true);
+    let mut cmd = super::Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut pages = Vec::new();
     collect(cmd, &mut pages)?;
@@ -105,7 +105,7 @@ mod tests {
     fn every_command_has_a_page_that_starts_with_th() {
         let pages = man_pages().expect("render");
         let mut expected = Vec::new();
-        all_commands(&crate::cli::Cli::command(), "", &mut expected);
+        all_commands(&super::super::Cli::command(), "", &mut expected);
         let files: Vec<&str> = pages.iter().map(|p| p.file.as_str()).collect();
         for name in &expected {
             let file = format!("{name}.1");
