@@ -45,6 +45,9 @@ pub struct UpArgs {
     /// Everything that reads, nothing that writes: print the plan
     #[arg(long)]
     pub dry_run: bool,
+    /// Proceed although nothing in the pinned trees reads this written key (repeatable)
+    #[arg(long = "allow-unread", value_name = "KEY")]
+    pub allow_unread: Vec<String>,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree)
@@ -172,9 +175,6 @@ pub struct BaseArgs {
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     #[arg(long)]
     pub allow_unpinned_base: bool,
-    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
-    pub ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -51,6 +51,10 @@ pub struct GlobalArgs {
     /// No colour (NO_COLOR is honoured too)
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// PEM bundle of extra trusted CAs (e.g. a TLS-intercepting proxy's), certificates only: used for
+    /// downloads, git, the API server when the kubeconfig pins no CA, and inside the bastion
+    #[arg(long, global = true, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// `--progress`.
@@ -146,6 +150,10 @@ pub struct ConfigArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub select: SelectArgs,
+    /// EI model catalog (models.yaml) to decide against [default: the built-in candidates,
+    /// data/models.json]; `eas up` reads the one at the pinned EI commit
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
     /// Print every source as a full permalink
     #[arg(long)]
     pub explain: bool,

@@ -2,10 +2,12 @@
 //! config; overlay; prepare; install; verify; record. `--dry-run` is the same pipeline, stopped
 //! before the first phase that writes, printing the plan.
 
+pub mod catalog;
 pub mod cluster;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod knob_audit;
 pub mod phase;
 
 use std::collections::BTreeMap;
@@ -20,7 +22,7 @@ use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
-use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
+use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlanDecision, PlannedCommand};
 use crate::settings::{Global, Select};
 use crate::state::journal::{PinsRecord, RunInfo, State, Status};
 use crate::state::ledger::Ledger;
@@ -37,6 +39,8 @@ pub const CALL: Duration = Duration::from_secs(30);
 pub struct UpSettings {
     /// Everything that reads, nothing that writes: print the plan
     pub dry_run: bool,
+    /// Written keys that may go unread by the pinned trees (the knob audit warns instead)
+    pub allow_unread: Vec<String>,
     pub select: Select,
     /// The installer's environment name (env/<name>/ in the EAS tree)
     pub env: String,
@@ -73,8 +77,8 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
-    ImageSettings::new(pins, base.clone(), env)
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), global)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -158,9 +162,17 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
     }
 }
 
-fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path) -> Result<Resolved, String> {
-    let one =
-        |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), cache).map_err(|e| e.to_string());
+fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
     Ok(Resolved {
         eas: one(&t.eas, &repos.eas_repo)?,
         ei: one(&t.ei, &repos.ei_repo)?,
@@ -193,12 +205,13 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let inv = invocation(global, &layer, &args.env, &args.select);
     // Bad input is found before anything else happens.
     let tree_pins = config::select_trees(&args.select)?;
-    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+    // The EI catalog at the pinned commit decides --model later (read after the trees phase).
+    let with_catalog = catalog::catalog_path(&layer).is_some();
+    config::rules::selection(&layer, args.select.model.as_deref(), with_catalog).map_err(|r| match r {
         config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(&layer, &args.env)?;
-    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -296,7 +309,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
+    let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -315,8 +328,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let scratch_tree = scratch.path().join("eas");
     let (tp, repos, cache, st) =
         (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env), scratch_tree.clone());
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let resolved = tokio::task::spawn_blocking(move || {
-        resolve_trees(&tp, &repos, &cache).map(|r| {
+        resolve_trees(&tp, &repos, &cache, ca.as_deref()).map(|r| {
             let made = trees::scratch_clone(&r.eas, &st).map_err(|e| e.to_string());
             (r, made)
         })
@@ -374,8 +388,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         state.finish(p, Status::Done, None, &now());
     }
 
-    // 3. Config: a refusal stops here, before anything reaches the cluster.
-    let decision = config::generate(&facts, &args.select)?;
+    // 3. Config: a refusal stops here, before anything reaches the cluster. The models are
+    // decided against the catalog `init` will copy, read at the pinned EI commit.
+    let pinned_catalog = match &resolved {
+        Some(r) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, &layer)?,
+        None => None,
+    };
+    match &pinned_catalog {
+        Some(c) => shell.note(format!("model catalog: {}", c.describe())),
+        None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+    }
+    let decision = config::generate_with(&facts, &args.select, pinned_catalog.as_ref())?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -398,6 +421,34 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
                 print_plan(&plan, args, global, &files)?;
             }
             let f = Failure::OverlayStop(op.stop_lines());
+            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            save(&state)?;
+            return Err(f);
+        }
+        // The knob audit: each key written must be read at the pinned commits (or by a patch).
+        let audited = [("eas", &tree_pins.eas, &r.eas), ("ei", &tree_pins.ei, &r.ei), ("eat", &tree_pins.eat, &r.eat)]
+            .map(|(name, pin, t)| knob_audit::Tree {
+                name,
+                repo: pin.repo.clone().unwrap_or_default(),
+                objects: t.objects.as_path(),
+                sha: t.sha.as_str(),
+            });
+        let audit = knob_audit::run(&audited, &decision, &op, &args.allow_unread)?;
+        for w in &audit.warnings {
+            shell.warn(w);
+        }
+        plan.decisions.extend(audit.lines.iter().map(|l| {
+            let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+            let source = "knob audit: git grep at the pinned commits".to_string();
+            PlanDecision { fact: format!("knob {fact}"), choice: choice.to_string(), permalink: source.clone(), source }
+        }));
+        plan.warnings.extend(audit.warnings.iter().cloned());
+        if !audit.refusals.is_empty() {
+            if args.dry_run {
+                print_plan(&plan, args, global, &files)?;
+            }
+            let f = Failure::Refused(audit.refusals.clone());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
             state.exit_code = Some(f.exit_code());
             save(&state)?;
@@ -545,6 +596,11 @@ fn inputs_hashes(
 fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     d.overrides.iter().find_map(|(k, v)| match (k, v) {
         (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
+            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
+        } else {
+            vec![]
+        }),
         _ => None,
     })
 }
