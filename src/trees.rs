@@ -142,6 +142,18 @@ pub fn work_tree(res: &Resolved, dest: &Path, origin_url: Option<&str>) -> Resul
     Ok(())
 }
 
+/// A clone of `res`'s objects with no checkout: enough for deciding the overlay, which reads
+/// only through git (a scratch index and `cat-file`), at a fraction of a work tree's cost.
+pub fn scratch_clone(res: &Resolved, dest: &Path) -> Result<(), TreeError> {
+    std::fs::create_dir_all(dest.parent().expect("has parent"))?;
+    git(
+        None,
+        &["clone", "--quiet", "--shared", "--no-checkout", &res.objects.to_string_lossy(), &dest.to_string_lossy()],
+        LOCAL,
+    )?;
+    Ok(())
+}
+
 /// The commit a work tree is at, to verify before acting on it.
 pub fn head(dir: &Path) -> Result<String, TreeError> {
     git(Some(dir), &["rev-parse", "HEAD"], LOCAL)

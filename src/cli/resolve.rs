@@ -73,6 +73,7 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
+            output: a.output.into(),
         }
     }
 }
@@ -107,6 +108,8 @@ impl From<UpArgs> for UpSettings {
             select: a.select.into(),
             env: a.env,
             out: a.out,
+            output: a.output.into(),
+            explain: a.explain,
             yes: a.yes,
             break_lock: a.break_lock,
             repos: a.repos.into(),
@@ -137,7 +140,7 @@ impl From<DownArgs> for DownSettings {
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout }
+        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout, output: a.output.into() }
     }
 }
 
