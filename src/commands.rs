@@ -9,6 +9,7 @@ use crate::settings::Global;
 pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
     match command {
         Command::Config(args) => crate::config::command(&args.into(), shell),
+        Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
         Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
         Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
         Command::Up(args) => crate::up::command(&(*args).into(), global, shell),
@@ -21,6 +22,12 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), global, shell)
         }
         Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
+        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Man { out } => {
+            let pages = crate::cli::docs::man_command(&out)?;
+            shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
+            Ok(())
+        }
     }
 }
 

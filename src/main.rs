@@ -19,6 +19,8 @@ mod output;
 mod overlay;
 mod pins;
 mod pipeline;
+mod plan_data;
+mod plan_view;
 mod prepare;
 #[cfg(test)]
 mod proptests;

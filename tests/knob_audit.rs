@@ -106,11 +106,11 @@ fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}\n{stdout}");
     for want in [
-        "audit: nfd_enabled (required) -> read by intel/enterprise-inference@",
-        "audit: agent_toolkit_models (required) -> read by intel/",
-        "audit: istio_platform (required) -> read by overlay 0002 (added by the patch)",
-        "audit: existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
-        "audit: kata_containers_enabled (defensive) -> note: nothing reads it",
+        "knob nfd_enabled (required) -> read by intel/enterprise-inference@",
+        "knob agent_toolkit_models (required) -> read by intel/",
+        "knob istio_platform (required) -> read by overlay 0002 (added by the patch)",
+        "knob existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
+        "knob kata_containers_enabled (defensive) -> note: nothing reads it",
     ] {
         assert!(stdout.contains(want), "plan lacks {want:?}:\n{stdout}");
     }
@@ -153,7 +153,7 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("--allow-unread agent_toolkit_models proceeds"), "{stderr}");
-    assert!(stdout.contains("audit: agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
+    assert!(stdout.contains("knob agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
 }
 
 #[test]
@@ -164,12 +164,12 @@ fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
     assert!(out.status.success(), "{stderr}\n{stdout}");
     let line = stdout
         .lines()
-        .find(|l| l.contains("audit: llm_services_deploy_models (required) -> read by"))
+        .find(|l| l.contains("knob llm_services_deploy_models (required) -> read by"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.contains("roles/llm_services/tasks/install.yaml"), "{line}");
     // deploy_models.yaml names the switch only in its header comment.
     assert!(!line.contains("deploy_models.yaml"), "{line}");
-    assert!(stdout.contains("audit: autodeploy (required) -> read by"), "{stdout}");
+    assert!(stdout.contains("knob autodeploy (required) -> read by"), "{stdout}");
 }
 
 #[test]

@@ -190,7 +190,7 @@ pub async fn build(
                             step_container = None;
                         }
                         if streamed && !is_noise(&line) {
-                            eprintln!("  | {line}");
+                            shell.note(format!("  | {line}"));
                         }
                     }
                 }

@@ -9,6 +9,19 @@ use crate::pipeline::PhaseId;
 use crate::settings::timeouts;
 
 #[derive(Args, Debug, Clone)]
+pub struct FitArgs {
+    /// Facts document (eas-facts/v1 JSON)
+    #[arg(long, value_name = "FILE")]
+    pub facts: PathBuf,
+    /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
+    #[arg(long, value_name = "FILE")]
+    pub fit: Option<PathBuf>,
+    /// table (for a person) or json: the fit document (data/eas-fit.v1.schema.json)
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: super::OutputArg,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct FactsArgs {
     /// Write the facts document to FILE instead of stdout
     #[arg(long, value_name = "FILE")]
@@ -24,6 +37,9 @@ pub struct FactsArgs {
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
     pub request_timeout: u64,
+    /// The facts are JSON either way; `json` also prints them on stdout when --out is given
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
@@ -53,6 +69,12 @@ pub struct UpArgs {
     /// With --dry-run: also write the generated files and plan.json here
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
+    /// Add each decision's source as a permalink to the plan
+    #[arg(long)]
+    pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
@@ -128,12 +150,15 @@ pub struct VerifyArgs {
     /// How long to wait for every device node's resource and plugin pod, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY_DEVICES.as_secs())]
     pub devices_timeout: u64,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct StatusArgs {
-    /// table (for a person) or json (one eas-status/v1 document)
-    #[arg(long, value_enum, default_value = "table")]
+    /// text (a table, for a person; `table` is the same) or json (one eas-status/v1 document)
+    #[arg(long, value_enum, default_value = "text")]
     pub output: super::OutputArg,
 }
 

@@ -3,6 +3,7 @@
 //! settings of `crate::settings` and the domain modules (see `resolve`).
 
 mod args;
+pub mod docs;
 mod resolve;
 
 pub use args::*;
@@ -64,17 +65,19 @@ pub enum ProgressArg {
     Plain,
 }
 
-/// `--output`: a table for a person, or one JSON document on stdout.
+/// `--output` on up --dry-run, facts, fit, status and verify: text for a person (`table` is
+/// accepted for it), or one JSON document on stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputArg {
-    Table,
+    #[value(alias = "table")]
+    Text,
     Json,
 }
 
 impl From<OutputArg> for crate::output::OutputFormat {
     fn from(a: OutputArg) -> Self {
         match a {
-            OutputArg::Table => crate::output::OutputFormat::Table,
+            OutputArg::Text => crate::output::OutputFormat::Text,
             OutputArg::Json => crate::output::OutputFormat::Json,
         }
     }
@@ -84,6 +87,8 @@ impl From<OutputArg> for crate::output::OutputFormat {
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
     Config(ConfigArgs),
+    /// Size each model candidate against the node it would land on (pure: reads a facts document)
+    Fit(FitArgs),
     /// Validate or lock pins.json
     #[command(subcommand)]
     Pins(PinsCommand),
@@ -104,6 +109,18 @@ pub enum Command {
     Doctor,
     /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
     Status(StatusArgs),
+    /// Print a shell completion script to stdout (README: shell completions)
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write a roff man page per command (eas.1, eas-up.1, eas-pins-check.1, ...) to a directory
+    Man {
+        /// Directory for the pages (created when missing)
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -123,6 +140,9 @@ pub struct SelectArgs {
     /// Pins file [default: the pins.json built into eas]
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
+    /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees
+    #[arg(long, value_name = "FILE")]
+    pub fit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

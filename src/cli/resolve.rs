@@ -3,6 +3,7 @@
 use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
+use crate::config::fit::command::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
@@ -43,7 +44,13 @@ impl From<ProgressArg> for ProgressMode {
 
 impl From<SelectArgs> for Select {
     fn from(a: SelectArgs) -> Self {
-        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins }
+        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins, fit: a.fit }
+    }
+}
+
+impl From<FitArgs> for FitSettings {
+    fn from(a: FitArgs) -> Self {
+        FitSettings { facts: a.facts, fit: a.fit, output: a.output.into() }
     }
 }
 
@@ -66,6 +73,7 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
+            output: a.output.into(),
         }
     }
 }
@@ -100,6 +108,8 @@ impl From<UpArgs> for UpSettings {
             select: a.select.into(),
             env: a.env,
             out: a.out,
+            output: a.output.into(),
+            explain: a.explain,
             yes: a.yes,
             break_lock: a.break_lock,
             repos: a.repos.into(),
@@ -130,7 +140,7 @@ impl From<DownArgs> for DownSettings {
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout }
+        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout, output: a.output.into() }
     }
 }
 

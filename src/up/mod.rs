@@ -25,7 +25,7 @@ use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
-use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
+use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlanDecision, PlannedCommand};
 use crate::settings::{Global, Select};
 use crate::state::journal::{PinsRecord, RunInfo, State, Status};
 use crate::state::ledger::Ledger;
@@ -49,6 +49,10 @@ pub struct UpSettings {
     pub env: String,
     /// With --dry-run: also write the generated files and plan.json here
     pub out: Option<PathBuf>,
+    /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
+    pub output: crate::output::OutputFormat,
+    /// Add each decision's source as a permalink to the plan
+    pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     pub yes: bool,
     /// Take over a lock left by a run that is no longer alive
@@ -81,6 +85,12 @@ pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Glo
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    if args.output.is_json() && !args.dry_run {
+        return Err(Failure::bad_input(
+            "--output json prints a plan, and only a dry run has one",
+            "add --dry-run (a real run reports on stderr and records its state)",
+        ));
+    }
     let result = crate::runtime::block_on(up(args, global, shell))?;
     dry_run_outputs(args, result)
 }
@@ -205,7 +215,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await?;
     let decided = decide(args, global, shell, &interrupt, &pre, &tree_pins, gathered, &mut run).await?;
     if args.dry_run {
-        return print_plan(&run.plan, args.out.as_deref(), &decided.files);
+        return print_plan(&run.plan, args, global, &decided.files);
     }
     act(args, global, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
     verify_phase(args, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
@@ -214,7 +224,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     run.state.exit_code = Some(0);
     run.state.finished = Some(now());
     run.save()?;
-    summary(&run.state, &decided.decision, &pre.sd, shell);
+    summary(&run.plan, &run.state, &decided.decision, &pre.sd, global, shell);
     Ok(())
 }
 
@@ -332,7 +342,11 @@ impl Journal {
         if let Some(p) = &pre.prev {
             state.ledger = p.ledger.clone();
         }
-        let plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile);
+        let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile);
+        plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+            .into_iter()
+            .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
+            .collect();
         Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()) }
     }
 
@@ -412,6 +426,7 @@ async fn gather_all(
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache, ca.as_deref()));
+    let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
     let (image, facts, resolved) = tokio::select! {
         r = async {
             tokio::join!(
@@ -420,8 +435,12 @@ async fn gather_all(
                 phase::limit(PhaseId::Trees, t, resolved)
             )
         } => r,
-        _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
+        _ = interrupt.graceful.cancelled() => {
+            waiting.finish_and_clear();
+            return Err(run.interrupted());
+        }
     };
+    waiting.finish_and_clear();
     let (image, resolved) = (image?, resolved?);
     let facts: Facts = facts??;
     let facts_hash = crate::state::hash_json(&facts);
@@ -434,7 +453,7 @@ async fn gather_all(
             Some(p)
         }
         Err(e) if args.dry_run => {
-            run.plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
+            run.plan.unknown.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
             None
         }
         Err(e) => return Err(e.into()),
@@ -442,7 +461,7 @@ async fn gather_all(
     let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
         Ok(r) => Some(r),
         Err(e) if args.dry_run => {
-            run.plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
+            run.plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
             None
         }
         Err(e) => {
@@ -498,11 +517,10 @@ async fn decide(
     for w in &decision.warnings {
         shell.warn(w);
     }
-    run.plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-    run.plan.warnings = decision.warnings.clone();
-    run.state.decisions = run.plan.decisions.clone();
+    crate::plan_data::fill_decisions(&mut run.plan, &decision);
+    run.state.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
     let files = render::files(&decision);
-    run.state.begin(PhaseId::Config, Some(crate::state::hash_json(&run.plan.decisions)), &now());
+    run.state.begin(PhaseId::Config, Some(crate::state::hash_json(&run.state.decisions)), &now());
     run.state.finish(PhaseId::Config, Status::Done, None, &now());
 
     let generated = crate::overlay::Generated::from_decision(&decision, &g.facts);
@@ -526,18 +544,18 @@ async fn decide(
             })
             .await?;
             run.state.finish(PhaseId::Trees, Status::Done, None, &now());
-            run.plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+            run.plan.overlay = crate::plan_data::patches(&op);
+            run.state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
             if op.stops().count() > 0 {
                 if args.dry_run {
-                    print_plan(&run.plan, args.out.as_deref(), &files)?;
+                    print_plan(&run.plan, args, global, &files)?;
                 }
                 return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(op.stop_lines())));
             }
-            audit(args, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
+            audit(args, global, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
             Some((scratch, op))
         }
     };
-    run.state.overlay = run.plan.overlay.clone();
     let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
     let install = argv::install_argv(layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
     run.plan.commands = vec![
@@ -552,6 +570,7 @@ async fn decide(
 #[allow(clippy::too_many_arguments)]
 fn audit(
     args: &UpSettings,
+    global: &Global,
     shell: &Shell,
     tree_pins: &Trees,
     r: &Resolved,
@@ -572,11 +591,15 @@ fn audit(
     for w in &audit.warnings {
         shell.warn(w);
     }
-    run.plan.decisions.extend(audit.lines.iter().map(|l| format!("audit: {l}")));
+    run.plan.decisions.extend(audit.lines.iter().map(|l| {
+        let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+        let source = "knob audit: git grep at the pinned commits".to_string();
+        PlanDecision { fact: format!("knob {fact}"), choice: choice.to_string(), permalink: source.clone(), source }
+    }));
     run.plan.warnings.extend(audit.warnings.iter().cloned());
     if !audit.refusals.is_empty() {
         if args.dry_run {
-            print_plan(&run.plan, args.out.as_deref(), files)?;
+            print_plan(&run.plan, args, global, files)?;
         }
         return Err(run.failed(PhaseId::Overlay, Failure::Refused(audit.refusals.clone())));
     }
@@ -626,7 +649,7 @@ async fn act(
 
     // Resume: the lasting phases are skipped when they finished with the same inputs.
     let work = pre.sd.work_dir().join("eas");
-    let inputs = inputs_hashes(&run.state, &run.plan, &d.files, &d.install, &prepared.tag);
+    let inputs = inputs_hashes(&run.state, &d.files, &d.install, &prepared.tag);
     let skipped = plan_resume(pre.prev.as_ref(), &inputs).skipped();
     if let Some(p) = &pre.prev {
         run.state.carry_over(p, &skipped);
@@ -734,7 +757,6 @@ async fn verify_phase(
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
 fn inputs_hashes(
     state: &State,
-    plan: &Plan,
     files: &[(String, String)],
     install: &[String],
     image: &str,
@@ -742,7 +764,7 @@ fn inputs_hashes(
     use crate::state::inputs_hash;
     let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let trees = inputs_hash(&shas);
-    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&plan.overlay)]);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
     let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
     let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
     let mut inst = vec![prepare.clone(), image.to_string()];
@@ -774,11 +796,18 @@ fn model_decision(d: &config::Decision) -> Option<String> {
     d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
 }
 
-fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
-    for line in plan.render().lines() {
-        println!("{}", crate::text::escape_controls(line));
+fn print_plan(plan: &Plan, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
+    if args.output.is_json() {
+        // serde_json escapes control characters itself.
+        print!("{}", plan.to_json());
+    } else {
+        let view =
+            crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
+        for line in crate::plan_view::render(plan, view).lines() {
+            println!("{}", crate::text::escape_controls(line));
+        }
     }
-    if let Some(dir) = out {
+    if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));
         write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
@@ -786,8 +815,16 @@ fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Re
     Ok(())
 }
 
-fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
+/// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
+fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
     shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
+    let log = state.log_path.as_ref().map(|l| l.display().to_string());
+    let state_file = sd.state_file().display().to_string();
+    let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
+    let ending = crate::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
+    for line in crate::plan_view::summary(plan, view, &ending) {
+        shell.note(crate::text::escape_controls(&line));
+    }
     if let Some(models) = expected_models(d) {
         for m in models {
             shell.note(format!(
@@ -796,10 +833,6 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
             ));
         }
     }
-    if let Some(log) = &state.log_path {
-        shell.note(format!("  log: {}", log.display()));
-    }
-    shell.note(format!("  state: {}", sd.state_file().display()));
 }
 
 #[derive(Debug, Clone)]
@@ -808,6 +841,23 @@ pub struct VerifySettings {
     pub timeout: u64,
     /// How long to wait for every device node's resource and plugin pod, in seconds
     pub devices_timeout: u64,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    pub output: crate::output::OutputFormat,
+}
+
+/// `eas verify --output json`: what passed, or the failure's lines (also on stderr).
+fn verify_json(result: &Result<Vec<String>, Failure>) -> String {
+    let doc = match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => serde_json::json!({
+            "schema": "eas-verify/v1", "passed": false, "checks": [], "exit_code": f.exit_code(), "failure": f.lines()
+        }),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("json");
+    s.push('\n');
+    s
 }
 
 /// What a run expects verification to find, kept beside its state.
@@ -840,28 +890,36 @@ pub const EXPECTED_FILE: &str = "expected.json";
 /// record, the devices alone, then exit 5: there is no model server eas installed.
 pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     crate::runtime::block_on_interruptible(async {
-        let target = gather::target(global, CALL).await?;
-        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
-        let sd = StateDir::new(&state_root(global)?, &key)?;
-        let file = sd.dir().join(EXPECTED_FILE);
-        let recorded: Option<Expected> =
-            std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
-        let exp = match recorded {
-            Some(e) => e.expect(),
-            None => verify::Expect {
-                device_nodes: BTreeMap::new(),
-                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
-            },
-        };
-        let t = verify::Timeouts {
-            models: Duration::from_secs(args.timeout),
-            devices: Duration::from_secs(args.devices_timeout),
-            ..verify::Timeouts::default()
-        };
-        let lines = verify::verify(&target.client, &exp, &t, shell).await?;
-        for l in lines {
-            println!("ok {}", crate::text::for_people(&l));
+        // Every failure, the cluster not answering included, still makes the one JSON document.
+        let result = async {
+            let target = gather::target(global, CALL).await?;
+            let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+            let sd = StateDir::new(&state_root(global)?, &key)?;
+            let file = sd.dir().join(EXPECTED_FILE);
+            let recorded: Option<Expected> =
+                std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
+            let exp = match recorded {
+                Some(e) => e.expect(),
+                None => verify::Expect {
+                    device_nodes: BTreeMap::new(),
+                    models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+                },
+            };
+            let t = verify::Timeouts {
+                models: Duration::from_secs(args.timeout),
+                devices: Duration::from_secs(args.devices_timeout),
+                ..verify::Timeouts::default()
+            };
+            verify::verify(&target.client, &exp, &t, shell).await
         }
-        Ok(())
+        .await;
+        if args.output.is_json() {
+            print!("{}", verify_json(&result));
+        } else if let Ok(lines) = &result {
+            for l in lines {
+                println!("ok {}", crate::text::for_people(l));
+            }
+        }
+        result.map(|_| ())
     })
 }
