@@ -180,6 +180,40 @@ fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>)
     })
 }
 
+/// `--model` is checked against the catalog at the pinned EI commit before the cluster is read.
+/// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
+/// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
+/// (as its config then does); a real run fails later in the trees phase, as it would have.
+async fn model_before_cluster(
+    model: &str,
+    layer: &str,
+    tree_pins: &Trees,
+    args: &UpSettings,
+    global: &Global,
+    interrupt: &Interrupt,
+) -> Result<(), Failure> {
+    let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let ei = tokio::task::spawn_blocking(move || {
+        let ca_file = match ca.as_deref() {
+            Some(ders) => Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
+            .map_err(|e| e.to_string())
+    });
+    let ei = phase::run(PhaseId::Trees, &args.phase_timeouts, interrupt, async {
+        ei.await.map_err(|e| Failure::step("trees", e))
+    })
+    .await?;
+    let pinned = match ei {
+        Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
+        Err(_) if args.dry_run => None,
+        Err(_) => return Ok(()),
+    };
+    catalog::check_model(model, layer, pinned.as_ref())
+}
+
 /// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them.
 fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<(), String> {
     let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
@@ -217,6 +251,10 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             "eas up changes the cluster and no terminal is attached to confirm",
             "pass --yes, or run `eas up --dry-run` to see the plan first",
         ));
+    }
+
+    if let (Some(model), true) = (args.select.model.as_deref(), with_catalog) {
+        model_before_cluster(model, &layer, &tree_pins, args, global, &interrupt).await?;
     }
 
     // 1. Lock and preflight.
