@@ -35,7 +35,7 @@ fn each_case_gives_its_expected_table_document_and_warnings() {
     for case in all {
         let want_exit: i32 =
             std::fs::read_to_string(case.join("expected-exit")).map(|s| s.trim().parse().unwrap()).unwrap_or(0);
-        let table = run(&case, "table");
+        let table = run(&case, "text");
         let json = run(&case, "json");
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         assert_eq!(table.status.code(), Some(want_exit), "{name}: {}", text(&table.stderr));

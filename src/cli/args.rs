@@ -16,8 +16,8 @@ pub struct FitArgs {
     /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
     #[arg(long, value_name = "FILE")]
     pub fit: Option<PathBuf>,
-    /// table (for a person) or json: the fit document (data/eas-fit.v1.schema.json)
-    #[arg(long, value_enum, default_value = "table")]
+    /// text (a table, for a person; `table` is the same) or json: the fit document (data/eas-fit.v1.schema.json)
+    #[arg(long, value_enum, default_value = "text")]
     pub output: super::OutputArg,
 }
 

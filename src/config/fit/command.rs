@@ -1,4 +1,4 @@
-//! `eas fit --facts FILE [--fit FILE] [--output table|json]`: the built-in fit, printed.
+//! `eas fit --facts FILE [--fit FILE] [--output text|json]`: the built-in fit, printed.
 
 use std::path::PathBuf;
 
