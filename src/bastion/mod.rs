@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod context;
 pub mod image;
 pub mod kubeconfig;
+pub mod publisher;
 pub mod run;
 
 use std::future::Future;
@@ -77,10 +78,14 @@ pub struct BuildArgs {
     /// Build even when an image for this context exists, without Docker's layer cache
     #[arg(long)]
     pub rebuild: bool,
-    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
-    /// record them in the pins file: trust on first use
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's registry
+    /// digest), and record each only when it matches its publisher's checksum
     #[arg(long)]
     pub lock: bool,
+    /// With --lock: record an artifact whose publisher publishes no checksum as downloaded (its
+    /// pins row's source says so)
+    #[arg(long, requires = "lock")]
+    pub trust_on_first_use: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -103,6 +108,8 @@ pub enum BastionError {
     Context(#[from] ContextError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    #[error(transparent)]
+    Publisher(#[from] publisher::PublisherError),
     #[error(transparent)]
     Image(#[from] ImageError),
     #[error(transparent)]
@@ -146,6 +153,13 @@ impl From<BastionError> for Failure {
                     }
                 },
             ),
+            B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
+            B::Publisher(p) => Failure::Refused(vec![
+                p.to_string(),
+                "nothing was recorded; pass --trust-on-first-use to record the download as it is \
+                 (its pins row's source will say so), or write the publisher's sha256 into pins.json"
+                    .into(),
+            ]),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -196,6 +210,25 @@ pub async fn prepare(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
+    let mode = if lock { Some(LockMode { trust_on_first_use: false }) } else { None };
+    prepare_with(docker, args, mode, rebuild, shell, interrupt).await
+}
+
+/// `--lock`, and whether trust on first use is allowed where a publisher publishes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct LockMode {
+    pub trust_on_first_use: bool,
+}
+
+pub async fn prepare_with(
+    docker: &Docker,
+    args: &ImageArgs,
+    lock_mode: Option<LockMode>,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
+    let lock = lock_mode.is_some();
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
@@ -207,24 +240,36 @@ pub async fn prepare(
             shell.phase("bastion", format!("pulling {reference} to record its digest"));
             let digest = image::pull_digest(docker, &reference).await?;
             record(&mut pins, context::BASE_ROW, digest.trim_start_matches("sha256:"));
+            publisher::set_source(&mut pins, context::BASE_ROW, &publisher::base_source(&reference, &digest));
             changed = true;
-            shell.warn(format!("TRUSTED ON FIRST USE: base image {reference} recorded at {digest}"));
+            shell.note(format!("base image {reference} recorded at its registry digest {reference}@{digest}"));
             Base::Digest(format!("{reference}@{digest}"))
         }
         other => other?,
     };
 
     let mut wanted = context::artifacts(&pins);
-    if lock {
-        for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
-            shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&SystemFetcher, &a.url)).await??;
-            shell.warn(format!(
-                "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
-                a.name, a.url
-            ));
-            record(&mut pins, &a.name, &sha);
-            a.sha256 = Some(sha);
+    if let Some(mode) = lock_mode {
+        // Every row is checked before any is recorded: a mismatch or a missing checksum
+        // leaves the pins file as it was.
+        let mut locked = Vec::new();
+        for a in wanted.iter().filter(|a| a.sha256.is_none()) {
+            shell.phase("bastion", format!("downloading {} from {} and its publisher's checksum", a.name, a.url));
+            let fetch = publisher::lock_artifact(&SystemFetcher, &cache, &a.name, &a.url, mode.trust_on_first_use);
+            locked.push((a.name.clone(), interruptible(interrupt, fetch).await??));
+        }
+        for (name, l) in locked {
+            let (sha, line) = publisher::describe(&name, &l);
+            match &l {
+                publisher::Locked::Verified { .. } => shell.note(&line),
+                publisher::Locked::TrustedOnFirstUse { .. } => shell.warn(&line),
+            }
+            record(&mut pins, &name, &sha);
+            let url = wanted.iter().find(|a| a.name == name).map(|a| a.url.clone()).unwrap_or_default();
+            publisher::set_source(&mut pins, &name, &publisher::row_source(&url, &l));
+            if let Some(a) = wanted.iter_mut().find(|a| a.name == name) {
+                a.sha256 = Some(sha);
+            }
             changed = true;
         }
     }
@@ -480,7 +525,8 @@ pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<()
 
 async fn build_command(a: &BuildArgs, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let docker = image::connect().await.map_err(BastionError::from)?;
-    let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
+    let mode = a.lock.then_some(LockMode { trust_on_first_use: a.trust_on_first_use });
+    let p = prepare_with(&docker, &a.image, mode, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
     println!("{}", p.tag);
     Ok(())

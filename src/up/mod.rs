@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod profiles;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -141,6 +142,35 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &SelectArgs) 
         sel.extend(["--pins".to_string(), p.display().to_string()]);
     }
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
+}
+
+/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+fn way_forward(
+    select: &SelectArgs,
+    current: &str,
+    mirror: &Path,
+    generated: &crate::overlay::Generated,
+    inv: &Invocation,
+    dry_run: bool,
+) -> Vec<String> {
+    let Ok(pins) = crate::pins::Pins::load(select.pins.as_deref()) else { return Vec::new() };
+    let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let command = |profile: &str| {
+        let mut other = inv.clone();
+        let mut sel = Vec::new();
+        let mut words = inv.select.iter();
+        while let Some(w) = words.next() {
+            if w == "--profile" || w == "--ref" {
+                words.next();
+            } else {
+                sel.push(w.clone());
+            }
+        }
+        sel.extend(["--profile".to_string(), profile.to_string()]);
+        other.select = sel;
+        if dry_run { other.dry_run() } else { other.up() }
+    };
+    profiles::lines(&tried, &command)
 }
 
 /// The upstream trees resolved in the cache (or the operator's clones).
@@ -358,7 +388,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
             if args.dry_run {
                 print_plan(&plan, args.out.as_deref(), &files)?;
             }
-            let f = Failure::OverlayStop(op.stop_lines());
+            let mut lines = op.stop_lines();
+            lines.extend(way_forward(&args.select, &tree_pins.profile, &r.eas.objects, &generated, &inv, args.dry_run));
+            let f = Failure::OverlayStop(lines);
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
             state.exit_code = Some(f.exit_code());
             save(&state)?;
