@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The test command (README): starts what the tests need on a fresh machine (a Docker Engine
-# and the locally built base image; no registry is reachable), then runs every cargo test and
+# and the locally built base image; no remote registry is reachable), then runs every cargo test and
 # closes with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
 bash scripts/base-image.sh
+# tests/base_digest.rs runs Debian's registry on loopback; tests/ci_smoke.rs reads pins with jq.
+for pkg in docker-registry:docker-registry jq:jq; do
+  if ! command -v "${pkg%%:*}" >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${pkg#*:}" >/dev/null
+  fi
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

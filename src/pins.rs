@@ -186,7 +186,7 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
                 None => out.push(Finding {
                     problem: true,
                     text: format!(
-                        "{id}: no sha256: the artifact {} could not be checksummed here; `eas bastion build --lock` records it on first use",
+                        "{id}: no sha256: the artifact {} could not be checksummed here; `eas bastion build --lock` records it once it matches its publisher's checksum",
                         p.url.as_deref().unwrap_or(&p.git_ref)
                     ),
                 }),

@@ -145,7 +145,7 @@ impl From<BastionError> for Failure {
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
                     ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
+                        "on a connected machine run `eas bastion build --lock --pins pins.json` (checked against each publisher's checksum), \
                      or write the publisher's sha256 into pins.json"
                     }
                     ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
