@@ -20,11 +20,13 @@
 #   EAS_SMOKE_MODEL      the model for the full run [default: qwen3-0-6b, the smallest LLM of the
 #                        catalog read at Mushtaq-BGA/enterprise-inference@1e10d1ac model_manager/models.yaml]
 #   EAS_SMOKE_UP_ARGS    extra `eas up` arguments, word-split (tests: local trees, node files)
+#   EAS_SMOKE_STOCK_K3D  1 (default): a dry run that decides fully must also write the values a
+#                        stock k3d cluster needs (checked in its plan); 0: skip those checks
 #   GITHUB_STEP_SUMMARY  where the Markdown summary goes [default: stdout]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
@@ -77,16 +79,46 @@ cluster_up() {
   export KUBECONFIG="$work/kubeconfig"
 }
 
-# One profile's dry run: prints its verdict, appends its section to the summary, returns eas's code.
+# The values a stock k3d node needs (containerd bin_dirs ["/bin"], ServiceLB on, no NFD, no
+# accelerator); prints the first one the plan lacks.
+stock_k3d_miss() {
+  local plan=$1 file pattern
+  while IFS='|' read -r file pattern; do
+    if ! grep -qE -- "$pattern" "$plan/$file" 2>/dev/null; then
+      echo "$file lacks /$pattern/"
+      return 0
+    fi
+  done <<'EXPECT'
+eas-overrides.yaml|^istio_platform: "k3d"$
+eas-overrides.yaml|^metallb_enabled: false$
+eas-overrides.yaml|^nfd_enabled: true$
+eas-overrides.yaml|^kubernetes_cluster_cidr: "10\.42\.0\.0/16"$
+eas-overrides.yaml|^kubernetes_accelerator: "cpu"$
+global_config.edit.yaml|^existing_kubernetes: "/kube/config"$
+EXPECT
+  return 1
+}
+
+# One profile's dry run: prints its verdict, appends its section to the summary, returns eas's
+# code (1 when the plan does not fit a stock k3d cluster, or the dry run wrote state).
 dry_run() {
-  local profile=$1 eas=$2 out="$work/plan-$1" rc verdict
+  local profile=$1 eas=$2 out="$work/plan-$1" rc verdict miss
   set +e
   "$eas" --progress plain up --dry-run --profile "$profile" --pins "$pins" \
     --out "$out" --state-dir "$work/state" "${up_args[@]}" >"$work/stdout-$profile" 2>"$work/stderr-$profile"
   rc=$?
   set -e
+  if [ "$rc" = 0 ] && [ "${EAS_SMOKE_STOCK_K3D:-1}" = 1 ] && miss=$(stock_k3d_miss "$out"); then
+    rc=1
+    echo "ci-smoke: profile $profile: $miss" >>"$work/stderr-$profile"
+  fi
+  if [ "$rc" = 0 ] && [ -d "$work/state" ] && [ -n "$(find "$work/state" -type f)" ]; then
+    rc=1
+    echo "ci-smoke: profile $profile: the dry run wrote to the state directory" >>"$work/stderr-$profile"
+  fi
   case $rc in
     0) verdict="the overlay decides fully" ;;
+    1) verdict="FAILED: $(tail -n 1 "$work/stderr-$profile")" ;;
     4) verdict="NEEDS REGENERATING: an overlay row STOPs" ;;
     *) verdict="FAILED: eas up --dry-run exited $rc" ;;
   esac

@@ -90,8 +90,15 @@ fn smoke() -> Smoke {
 }
 
 impl Smoke {
+    /// With the stock-k3d checks off: the recorded cluster is k3d-gpu's (NFD already there).
     fn run(&self, args: &[&str]) -> (Output, String) {
-        let summary = self.dir.join(format!("summary-{}.md", args.join("-")));
+        self.run_with(args, &[("EAS_SMOKE_STOCK_K3D", "0")])
+    }
+
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)]) -> (Output, String) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let summary = self.dir.join(format!("summary-{n}.md"));
         let node = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
         let mut up =
             format!("--containerd-config k3d-gpu-server-0={} --nri-socket k3d-gpu-server-0=present", node.display());
@@ -114,6 +121,7 @@ impl Smoke {
             .env("EAS_HOST_ROOT", self.dir.join("no-host-root"))
             .env("NO_COLOR", "1")
             .env_remove("KUBECONFIG")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         (out, std::fs::read_to_string(&summary).unwrap_or_default())
@@ -151,6 +159,17 @@ fn the_smoke_lists_profiles_classifies_a_stop_and_picks_the_profile_that_decides
     assert!(summary.contains("| 0006 | apply 0006 variant release-1.2 |"), "{summary}");
     assert!(!summary.contains("STOP"), "{summary}");
     assert!(summary.contains(&s.rc[..7]), "the decisions are at the rc commit: {summary}");
+
+    // The stock-k3d checks read the plan: this recorded cluster already runs NFD, so eas rightly
+    // writes nfd_enabled: false, which a stock k3d would not get; the profile fails naming it.
+    let (out, summary) = s.run_with(&["dry-run", "v1.2.0-rc.1"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}\n{summary}", text(&out.stderr));
+    assert!(
+        summary.starts_with(
+            "### Profile `v1.2.0-rc.1`: FAILED: ci-smoke: profile v1.2.0-rc.1: eas-overrides.yaml lacks /^nfd_enabled: true$/"
+        ),
+        "{summary}"
+    );
 
     // pick: the first profile whose overlay decides fully.
     let (out, _) = s.run(&["pick"]);
