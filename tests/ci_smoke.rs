@@ -151,6 +151,7 @@ fn the_smoke_lists_profiles_classifies_a_stop_and_picks_the_profile_that_decides
             && summary.contains("--profile v1.2.0-rc.1`"),
         "{summary}"
     );
+    assert!(!summary.contains("--profile main"), "the command replaces the profile: {summary}");
 
     // The rc profile decides fully.
     let (out, summary) = s.run(&["dry-run", "v1.2.0-rc.1"]);

@@ -9,8 +9,11 @@
 //!   line N of the order is field N+1 (mikefarah/yq@ae60fb8e `scripts/extract-checksum.sh`,
 //!   whose build script writes both with `rhash`: mikefarah/yq@57cd67f0 `scripts/xcompile.sh`);
 //! - a Galaxy collection: the collection API's version metadata
-//!   (`…/collections/index/<ns>/<name>/versions/<v>/`), whose `artifact.sha256` is what
-//!   `ansible-galaxy` itself checks the tarball against (`artifact.filename` names the file).
+//!   (`…/collections/index/<ns>/<name>/versions/<v>/`, derived from the artifact URL's base),
+//!   whose `artifact.sha256` is what `ansible-galaxy` itself takes as the tarball's checksum
+//!   (ansible/ansible@fef82fb7 `lib/ansible/galaxy/api.py`, `get_collection_version_metadata`;
+//!   `artifact.filename` names the file). The exact v3 path on galaxy.ansible.com could not be
+//!   fetched here: it follows the pinned artifact URL's prefix.
 //!
 //! The base image's registry digest comes from the Docker API (`bastion::image::pull_digest`).
 //! A publisher that publishes nothing leaves only trust on first use, behind a flag.

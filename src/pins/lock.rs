@@ -108,7 +108,8 @@ impl GitHistory<'_> {
 impl History for GitHistory<'_> {
     fn commits_with_prefix(&self, prefix: &str) -> Result<Vec<String>, String> {
         // `--disambiguate` lists every object with the prefix, of any type; keep the commits.
-        let listed = self.git(&["rev-parse", &format!("--disambiguate={prefix}")]).unwrap_or_default();
+        // No match is an empty list, not an error.
+        let listed = self.git(&["rev-parse", &format!("--disambiguate={prefix}")]).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for sha in listed.lines().map(str::trim).filter(|s| is_full_sha(s)) {
             let kind = self.git(&["cat-file", "-t", sha]).map_err(|e| e.to_string())?;
