@@ -20,10 +20,10 @@ pub use data::{DataError, Overlay};
 pub use decide::Plan;
 pub use git::GitError;
 
-use crate::cli::OverlayArgs;
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::Shell;
+use crate::settings::OverlaySettings;
 
 /// Decides the built-in overlay at `commit` of the clone at `repo`, with the generated choices
 /// when a facts document was available (without them every row is considered needed).
@@ -97,7 +97,7 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &OverlaySettings, shell: &Shell) -> Result<(), Failure> {
     let overlay = match &args.overlay {
         Some(dir) => Overlay::load_dir(dir)?,
         None => Overlay::builtin()?,

@@ -6,51 +6,39 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
-
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
 use crate::bastion::{self, KubeSource};
-use crate::cli::Global;
 use crate::config::render;
 use crate::error::Failure;
 use crate::gather;
 use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
+use crate::settings::Global;
 use crate::state::journal::{State, create_private_dir};
 use crate::state::ledger::{Object, guard_teardown};
 use crate::state::{StateDir, lock};
 
-use super::{CALL, cluster, now, runtime, state_root};
+use super::{CALL, cluster, now, state_root};
 
-#[derive(Args, Debug, Clone)]
-pub struct DownArgs {
+#[derive(Debug, Clone)]
+pub struct DownSettings {
     /// Layer to tear down [default: the recorded one]
-    #[arg(long)]
     pub layer: Option<String>,
     /// Do not ask before changing the cluster (required without a terminal)
-    #[arg(long)]
     pub yes: bool,
     /// Also remove the state directory of this cluster (logs, work tree)
-    #[arg(long)]
     pub purge: bool,
     /// Take over a lock left by a run that is no longer alive
-    #[arg(long)]
     pub break_lock: bool,
     /// Pins file [default: the pins.json built into eas]
-    #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
-    #[command(flatten)]
-    pub image: crate::bastion::BaseArgs,
+    pub image: crate::bastion::BaseImage,
     /// How long the installer's teardown may run, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 45 * 60)]
     pub teardown_timeout: u64,
 }
 
-pub fn command(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(down(args, global, shell));
-    rt.shutdown_timeout(Duration::from_secs(5));
-    result
+pub fn command(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    crate::runtime::block_on(down(args, global, shell))?
 }
 
 struct Quiet(Vec<u8>);
@@ -61,7 +49,7 @@ impl Sink for Quiet {
     }
 }
 
-async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let target = gather::target(global, CALL).await?;
     let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
@@ -96,7 +84,7 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
-    let docker = bastion::image::connect()
+    let docker = bastion::image::connect(&global.env)
         .await
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
     let image_args = super::image_args(&args.image, args.pins.clone());
@@ -116,14 +104,14 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
             ]);
         }
         shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
-        let env = |n: &str| std::env::var(n).ok();
-        let kube = KubeSource::from_global(global, &env)?;
+        let env = global.env.lookup();
+        let kube = KubeSource::resolve(global);
         let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
         let mut spec = std.spec.clone();
         spec.timeout = Some(Duration::from_secs(args.teardown_timeout));
         let mut sink = Quiet(Vec::new());
         let outcome = DockerRunner::new(docker.clone()).run(&spec, &mut sink, &interrupt).await;
-        let redactor = super::install::redactor();
+        let redactor = super::install::redactor(&global.env);
         let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
         let _ = std::fs::write(&log_path, &text);
         match outcome.map_err(|e| Failure::step("teardown", e))? {
@@ -192,7 +180,7 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
 
 async fn helm_uninstall(
     docker: &bollard::Docker,
-    image_args: &bastion::ImageArgs,
+    image_args: &bastion::ImageSettings,
     global: &Global,
     shell: &Shell,
     interrupt: &Interrupt,
@@ -201,8 +189,8 @@ async fn helm_uninstall(
 ) -> Result<(), String> {
     let prepared =
         bastion::prepare(docker, image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
-    let env = |n: &str| std::env::var(n).ok();
-    let kube = KubeSource::from_global(global, &env).map_err(|e| e.to_string())?;
+    let env = global.env.lookup();
+    let kube = KubeSource::resolve(global);
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
     let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&kube), &env)
         .map_err(|e| e.to_string())?;
