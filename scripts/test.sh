@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
+bash scripts/test-tools.sh
 bash scripts/base-image.sh
 # tests/base_digest.rs runs Debian's registry on loopback; tests/ci_smoke.rs reads pins with jq.
 for pkg in docker-registry:docker-registry jq:jq; do
