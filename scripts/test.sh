@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 bash scripts/docker-up.sh
 bash scripts/test-tools.sh
 bash scripts/base-image.sh
-# tests/base_digest.rs runs Debian's registry on loopback; tests/ci_smoke.rs reads pins with jq.
-for pkg in docker-registry:docker-registry jq:jq; do
+# tests/docker_context.rs puts a logging socat proxy in front of the engine; tests/base_digest.rs
+# runs Debian's registry on loopback; tests/ci_smoke.rs reads pins with jq.
+for pkg in socat:socat docker-registry:docker-registry jq:jq; do
   if ! command -v "${pkg%%:*}" >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

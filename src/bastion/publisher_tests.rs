@@ -4,14 +4,15 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::bastion::artifacts::SystemFetcher;
+use crate::net::proxy::ProxyEnv;
 
 fn sha(b: &[u8]) -> String {
     format!("{:x}", Sha256::digest(b))
@@ -98,39 +99,42 @@ fn the_pinned_urls_map_to_their_publishers_checksums() {
     assert_eq!(published("something", "https://example.invalid/tool"), None);
 }
 
-/// Plain HTTP/1.1 GET over a socket: the `Fetcher` the tests use against the loopback server
-/// (the production fetcher is the hardening issue's; this module only uses the trait).
-struct HttpFetcher;
-
-impl Fetcher for HttpFetcher {
-    async fn fetch(&self, url: &str, dest: &Path) -> Result<(), String> {
-        let rest = url.strip_prefix("http://").ok_or("http:// only")?;
-        let (host, path) = rest.split_once('/').ok_or("no path")?;
-        let mut s = tokio::net::TcpStream::connect(host).await.map_err(|e| e.to_string())?;
-        let req = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
-        let split = buf.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no header end")?;
-        let head = String::from_utf8_lossy(&buf[..split]);
-        let status = head.split_whitespace().nth(1).unwrap_or("");
-        if status != "200" {
-            return Err(format!("HTTP {status}"));
-        }
-        std::fs::write(dest, &buf[split + 4..]).map_err(|e| e.to_string())
-    }
+/// The production fetcher (the in-process download client, https only) trusting `ca_der`.
+fn fetcher(ca_der: &[u8]) -> SystemFetcher {
+    SystemFetcher::new(&[ca_der.to_vec()], ProxyEnv::default()).unwrap()
 }
 
-/// A loopback HTTP server answering GET with the files given (path → body), 404 otherwise.
-fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> String {
+/// A loopback HTTPS server for `localhost`, certified by a throwaway CA made here, answering GET
+/// with the files given (path → body), 404 otherwise. Returns the base URL and the CA (DER).
+fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> (String, Vec<u8>) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "eas publisher test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let files = Arc::new(files);
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let addr = listener.local_addr().unwrap();
+    let port = listener.local_addr().unwrap().port();
     rt.spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            let files = files.clone();
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let (files, acceptor) = (files.clone(), acceptor.clone());
             tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
                 let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                     let body = files.get(req.uri().path()).cloned();
                     async move {
@@ -144,16 +148,17 @@ fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> Strin
                         })
                     }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await;
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), svc).await;
             });
         }
     });
-    format!("http://{addr}")
+    (format!("https://localhost:{port}"), ca_cert.der().to_vec())
 }
 
 struct Site {
     rt: tokio::runtime::Runtime,
     base: String,
+    fetcher: SystemFetcher,
     cache: Cache,
     _dir: tempfile::TempDir,
 }
@@ -206,18 +211,18 @@ fn site(tamper: &str, drop: &str) -> (Site, HashMap<&'static str, String>) {
         }
         urls.insert(name, path.to_string());
     }
-    let base = serve(&rt, files);
+    let (base, ca) = serve(&rt, files);
     let urls = urls.into_iter().map(|(n, p)| (n, format!("{base}{p}"))).collect();
     let dir = tempfile::tempdir().unwrap();
     let cache = Cache::new(dir.path().join("artifacts"));
-    (Site { rt, base, cache, _dir: dir }, urls)
+    (Site { rt, base, fetcher: fetcher(&ca), cache, _dir: dir }, urls)
 }
 
 #[test]
 fn a_download_matching_its_publishers_checksum_is_recorded() {
     let (s, urls) = site("", "");
     for (name, url) in &urls {
-        let l = s.rt.block_on(lock_artifact(&HttpFetcher, &s.cache, name, url, false)).unwrap();
+        let l = s.rt.block_on(lock_artifact(&s.fetcher, &s.cache, name, url, false)).unwrap();
         let Locked::Verified { sha256, against } = &l else { panic!("{name}: {l:?}") };
         assert!(s.cache.path(sha256).exists(), "{name} cached under its sha256");
         assert!(against.starts_with(&s.base), "{against}");
@@ -230,7 +235,7 @@ fn a_mismatch_names_the_url_the_expected_and_the_computed_sha256_and_caches_noth
     for name in ["kubectl", "helm", "yq", "kubernetes.core"] {
         let (s, urls) = site(name, "");
         let url = &urls[name];
-        let e = s.rt.block_on(lock_artifact(&HttpFetcher, &s.cache, name, url, true)).unwrap_err();
+        let e = s.rt.block_on(lock_artifact(&s.fetcher, &s.cache, name, url, true)).unwrap_err();
         let PublisherError::Artifact(ArtifactError::Mismatch { url: u, expected, computed }) = &e else {
             panic!("{name}: {e:?}")
         };
@@ -258,18 +263,18 @@ fn a_mismatch_names_the_url_the_expected_and_the_computed_sha256_and_caches_noth
 fn a_missing_checksum_is_refused_unless_trust_on_first_use() {
     let (s, urls) = site("", "kubectl");
     let url = &urls["kubectl"];
-    let e = s.rt.block_on(lock_artifact(&HttpFetcher, &s.cache, "kubectl", url, false)).unwrap_err();
-    assert!(matches!(&e, PublisherError::Missing { detail, .. } if detail.contains("HTTP 404")), "{e:?}");
+    let e = s.rt.block_on(lock_artifact(&s.fetcher, &s.cache, "kubectl", url, false)).unwrap_err();
+    assert!(matches!(&e, PublisherError::Missing { detail, .. } if detail.contains("404")), "{e:?}");
     let f = crate::error::Failure::from(super::super::BastionError::from(e));
     assert_eq!(f.exit_code(), 3);
     assert!(f.lines()[0].starts_with("REFUSE: no publisher checksum for ") && f.lines()[0].contains(url.as_str()));
     assert!(f.lines().iter().any(|l| l.contains("--trust-on-first-use")));
 
-    let l = s.rt.block_on(lock_artifact(&HttpFetcher, &s.cache, "kubectl", url, true)).unwrap();
+    let l = s.rt.block_on(lock_artifact(&s.fetcher, &s.cache, "kubectl", url, true)).unwrap();
     let Locked::TrustedOnFirstUse { sha256, .. } = &l else { panic!("{l:?}") };
     assert_eq!(sha256, &sha(b"kubectl bytes"));
     assert!(row_source(url, &l).contains("TRUSTED ON FIRST USE"), "{}", row_source(url, &l));
     // A publisher known to publish nothing is the same case.
-    let e = s.rt.block_on(lock_artifact(&HttpFetcher, &s.cache, "unknown-tool", url, false)).unwrap_err();
+    let e = s.rt.block_on(lock_artifact(&s.fetcher, &s.cache, "unknown-tool", url, false)).unwrap_err();
     assert!(matches!(e, PublisherError::Missing { .. }));
 }

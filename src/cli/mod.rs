@@ -6,7 +6,7 @@ mod args;
 mod resolve;
 
 pub use args::*;
-pub use resolve::settings;
+pub use resolve::{bastion, settings};
 
 use std::path::PathBuf;
 
@@ -82,6 +82,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -25,3 +25,6 @@ pub const VERIFY_DEVICES: Duration = Duration::from_secs(90);
 pub const VERIFY_POLL: Duration = Duration::from_secs(5);
 /// Building the bastion image.
 pub const BASTION: Duration = mins(30);
+/// An exec credential plugin (aws, gcloud, kubelogin) minting a token; an SSO login waiting in a
+/// browser gives up here instead of hanging the run.
+pub const CREDENTIAL: Duration = Duration::from_secs(60);

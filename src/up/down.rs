@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::bastion;
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
-use crate::bastion::{self, KubeSource};
 use crate::config::render;
 use crate::error::Failure;
 use crate::gather;
@@ -87,7 +87,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let docker = bastion::image::connect(&global.env)
         .await
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
-    let image_args = super::image_args(&args.image, args.pins.clone());
+    let image_args = super::image_args(&args.image, args.pins.clone(), &global.env);
     let mut teardown_ok = true;
     if tree.join("env").join(&state.env).exists() {
         let prepared = bastion::prepare(&docker, &image_args, false, false, shell, &interrupt).await?;
@@ -105,7 +105,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         }
         shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
         let env = global.env.lookup();
-        let kube = KubeSource::resolve(global);
+        let kube = bastion::minted_source(global, shell).await?;
         let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
         let mut spec = std.spec.clone();
         spec.timeout = Some(Duration::from_secs(args.teardown_timeout));
@@ -190,7 +190,7 @@ async fn helm_uninstall(
     let prepared =
         bastion::prepare(docker, image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
     let env = global.env.lookup();
-    let kube = KubeSource::resolve(global);
+    let kube = bastion::minted_source(global, shell).await.map_err(|f| f.lines().join("; "))?;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
     let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&kube), &env)
         .map_err(|e| e.to_string())?;
