@@ -76,7 +76,7 @@ fn with_the_bundle_the_download_succeeds_and_without_it_fails_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("yq");
 
-    let trusting = Downloader::new(&[server.ca_der.clone()], ProxyEnv::default()).unwrap();
+    let trusting = Downloader::new(std::slice::from_ref(&server.ca_der), ProxyEnv::default()).unwrap();
     rt.block_on(trusting.to_file(&url, &dest)).unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), BODY);
 
@@ -96,7 +96,7 @@ fn through_a_forward_proxy_the_proxy_relays_the_download_and_no_proxy_bypasses_i
     let dir = tempfile::tempdir().unwrap();
 
     let proxied = ProxyEnv { https: Some(proxy.url()), ..Default::default() };
-    let d = Downloader::new(&[server.ca_der.clone()], proxied.clone()).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), proxied.clone()).unwrap();
     rt.block_on(d.to_file(&url, &dir.path().join("a"))).unwrap();
     assert_eq!(std::fs::read(dir.path().join("a")).unwrap(), BODY);
     let relayed = proxy.relayed();
@@ -107,13 +107,13 @@ fn through_a_forward_proxy_the_proxy_relays_the_download_and_no_proxy_bypasses_i
 
     let before = proxy.relayed().len();
     let bypass = ProxyEnv { no_proxy: Some("localhost".into()), ..proxied };
-    let d = Downloader::new(&[server.ca_der.clone()], bypass).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), bypass).unwrap();
     rt.block_on(d.to_file(&url, &dir.path().join("b"))).unwrap();
     assert_eq!(proxy.relayed().len(), before, "NO_PROXY=localhost goes direct");
 
     // A wrong password: the proxy refuses, and the message never shows the password.
     let wrong = ProxyEnv { https: Some(proxy.url_with("Wrong-Pass-Sentinel-88")), ..Default::default() };
-    let d = Downloader::new(&[server.ca_der.clone()], wrong).unwrap();
+    let d = Downloader::new(std::slice::from_ref(&server.ca_der), wrong).unwrap();
     let e = rt.block_on(d.to_file(&url, &dir.path().join("c"))).unwrap_err();
     assert!(!e.contains("Wrong-Pass-Sentinel-88") && !e.contains(password), "{e}");
 }
