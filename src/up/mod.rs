@@ -80,9 +80,12 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
 }
 
 /// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
-/// stale plan would describe a run that is not this one. Files eas does not write stay.
+/// stale plan would describe a run that is not this one. Files eas does not write stay. An
+/// overlay STOP is the exception: its plan was written by this run, and its overlay decisions are
+/// what a maintainer regenerates the patch from (the smoke's decision table reads them).
 fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
     match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(Failure::OverlayStop(_)), true, Some(_)) => result,
         (Err(_), true, Some(out)) => {
             write::clear(out).map_err(|e| {
                 Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
