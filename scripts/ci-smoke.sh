@@ -33,7 +33,7 @@ shift
 
 pins=${EAS_PINS:-$root/pins.json}
 cluster=${EAS_SMOKE_CLUSTER:-eas-smoke}
-image=${EAS_SMOKE_K3S_IMAGE:-rancher/k3s:v1.34.1-k3s1}
+image=${EAS_SMOKE_K3S_IMAGE:-rancher/k3s:v1.37.1-k3s1}
 model=${EAS_SMOKE_MODEL:-qwen3-0-6b}
 summary=${GITHUB_STEP_SUMMARY:-/dev/stdout}
 read -r -a up_args <<<"${EAS_SMOKE_UP_ARGS:-}"

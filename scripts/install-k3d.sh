@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs k3d at a pinned version, verified against the sha256 its release publishes
-# (`checksums.txt`, lines `<sha256>  <path>/k3d-linux-amd64`), into DEST (default /usr/local/bin,
-# through sudo when that is not writable). Nothing is installed on a mismatch.
+# (`checksums.txt`, lines `<sha256>  _dist/k3d-linux-amd64`: k3d's release job runs
+# `make gen-checksum`, i.e. `sha256sum _dist/* > _dist/checksums.txt`, and publishes `_dist/*`;
+# k3d-io/k3d@d6017c01 Makefile, @45ea7516 .github/workflows/release.yaml), into DEST (default
+# /usr/local/bin, through sudo when that is not writable). Nothing is installed on a mismatch.
 #
 #   scripts/install-k3d.sh VERSION [DEST]
 #   K3D_BASE_URL   release download base [default: https://github.com/k3d-io/k3d/releases/download]
 #   K3D_ASSET      the asset [default: k3d-linux-amd64]
 set -euo pipefail
 
-[ $# -ge 1 ] || { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 version=$1
 dest=${2:-/usr/local/bin}
 base=${K3D_BASE_URL:-https://github.com/k3d-io/k3d/releases/download}
