@@ -20,7 +20,13 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), global, shell)
         }
-        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, &global.env), global, shell),
+        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
+        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Man { out } => {
+            let pages = crate::cli::docs::man_command(&out)?;
+            shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
+            Ok(())
+        }
     }
 }
 
@@ -58,7 +64,14 @@ fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Sh
     use pins::lock::RowError;
     let mut pins = Pins::load(Some(path))?;
     let cache = crate::trees::cache_dir(&global.env);
-    let outcome = pins::lock::lock(&mut pins, git_base, &cache);
+    let ca_file = match &global.ca_bundle {
+        Some(b) => Some(
+            crate::net::trust::GitCaFile::write(&b.ders)
+                .map_err(|e| Failure::step("pins lock", format!("writing git's CA file: {e}")))?,
+        ),
+        None => None,
+    };
+    let outcome = pins::lock::lock(&mut pins, git_base, &cache, ca_file.as_ref().map(|f| f.path()));
     if !outcome.errors.is_empty() {
         // Nothing is written unless every row locks. Bad input outranks a refusal, which
         // outranks a failed fetch.

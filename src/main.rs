@@ -11,12 +11,15 @@ mod error;
 mod facts;
 mod gather;
 mod installer;
+mod knobs;
 mod kubeconfig;
 mod net;
 mod output;
 mod overlay;
 mod pins;
 mod pipeline;
+mod plan_data;
+mod plan_view;
 mod prepare;
 #[cfg(test)]
 mod proptests;
@@ -26,6 +29,9 @@ mod sources;
 mod state;
 mod status;
 mod text;
+#[cfg(test)]
+#[path = "../tests/support/tls_front.rs"]
+mod tls_front;
 mod trees;
 mod up;
 mod verify;
@@ -39,6 +45,8 @@ fn main() -> std::process::ExitCode {
     let g = &cli.global;
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);
     shell.init_tracing();
-    let global = cli::settings(g, env);
-    error::finish(commands::run(cli.command, &global, &shell))
+    match cli::settings(g, env) {
+        Ok(global) => error::finish(commands::run(cli.command, &global, &shell)),
+        Err(f) => error::finish(Err(f)),
+    }
 }

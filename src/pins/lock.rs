@@ -152,8 +152,8 @@ pub struct Outcome {
 
 /// Resolves every unlocked tree row of `pins` in the mirror cache `cache`, fetching each
 /// repository from `git_base` first. Rows are changed only in `pins`; the caller writes the file,
-/// and only when no row failed.
-pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path) -> Outcome {
+/// and only when no row failed. Git trusts the CA file `ca` (`--ca-bundle`) when given.
+pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path, ca: Option<&Path>) -> Outcome {
     let mut out = Outcome::default();
     for p in pins.pins.iter_mut() {
         let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else {
@@ -164,7 +164,7 @@ pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path) -> Outcome {
         }
         let id = format!("{}/{}", p.profile, p.name);
         let url = repo_url(git_base, &repo);
-        let dir = match trees::update_mirror(&repo, &url, cache) {
+        let dir = match trees::update_mirror(&repo, &url, cache, ca) {
             Ok(d) => d,
             Err(e) => {
                 out.errors.push(RowError::Failed(format!("{id}: fetching {url}: {e}")));

@@ -87,7 +87,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let docker = bastion::image::connect(&global.env)
         .await
         .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
-    let image_args = super::image_args(&args.image, args.pins.clone(), &global.env);
+    let image_args = super::image_args(&args.image, args.pins.clone(), global);
     let mut teardown_ok = true;
     if tree.join("env").join(&state.env).exists() {
         let prepared = bastion::prepare(&docker, &image_args, false, false, shell, &interrupt).await?;
