@@ -126,7 +126,7 @@ dry_run() {
     echo "### Profile \`$profile\`: $verdict"
     echo
     if [ -f "$out/plan.json" ]; then
-      jq -r '.overlay[]' "$out/plan.json" | "$root/scripts/decision-table.sh" "$work/stderr-$profile"
+      jq -r '.overlay[] | "\(.fact) -> \(.choice) [\(.source)]"' "$out/plan.json" | "$root/scripts/decision-table.sh" "$work/stderr-$profile"
     else
       echo '```'
       tail -n 20 "$work/stderr-$profile"
