@@ -9,6 +9,7 @@ use crate::settings::Global;
 pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
     match command {
         Command::Config(args) => crate::config::command(&args.into(), shell),
+        Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
         Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
         Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
         Command::Up(args) => crate::up::command(&(*args).into(), global, shell),

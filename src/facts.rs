@@ -45,6 +45,21 @@ pub struct Node {
     pub capacity: StringMap,
     pub allocatable: StringMap,
     pub containerd: Option<Containerd>,
+    /// The node's taints (added after v1's first release: absent means none were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+    /// What the pods already on this node request (`memory` as a quantity, `pods` a count).
+    /// Gathered for the node a model would land on only (SPEC §3.4); absent on the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_requests: Option<StringMap>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub effect: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +93,9 @@ pub struct AgentSandbox {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
     pub candidates: BTreeMap<String, FitVerdict>,
+    /// Who sized it: `eas` (built in) or `k3d-gpu fit`; absent in documents that predate the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,32 +215,49 @@ impl Facts {
     /// Checks that serde cannot express: a fit KV cache always comes with its context length.
     fn validate(&self) -> Result<(), FactsError> {
         if let Some(fit) = &self.fit {
-            for (name, v) in &fit.candidates {
-                if v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
-                    return Err(FactsError::Field {
-                        field: format!("fit.candidates.{name}.args"),
-                        msg: format!("sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"),
-                    });
-                }
-                if let Some(kv) = v.env.get(KV_CACHE_ENV) {
-                    parse_gib(kv).ok_or_else(|| FactsError::Field {
-                        field: format!("fit.candidates.{name}.env.{KV_CACHE_ENV}"),
-                        msg: format!("{kv:?} is not a number of GiB"),
-                    })?;
-                }
-                if let Some(len) = v.max_model_len() {
-                    len.parse::<u64>().map_err(|_| FactsError::Field {
-                        field: format!("fit.candidates.{name}.args"),
-                        msg: format!("{MAX_MODEL_LEN} {len:?} is not a whole number"),
-                    })?;
-                }
-            }
+            fit.validate("fit.")?;
         }
         for (i, n) in self.nodes.iter().enumerate() {
             if let Some(m) = n.capacity.get("memory") {
                 parse_quantity(m).ok_or_else(|| FactsError::Field {
                     field: format!("nodes[{i}].capacity.memory"),
                     msg: format!("{m:?} is not a Kubernetes quantity"),
+                })?;
+            }
+            for (what, map) in [("allocatable", Some(&n.allocatable)), ("pod_requests", n.pod_requests.as_ref())] {
+                if let Some(m) = map.and_then(|m| m.get("memory")) {
+                    parse_quantity(m).ok_or_else(|| FactsError::Field {
+                        field: format!("nodes[{i}].{what}.memory"),
+                        msg: format!("{m:?} is not a Kubernetes quantity"),
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Fit {
+    /// A KV cache always comes with its context length, and both are numbers. `at` prefixes the
+    /// field named in an error (`fit.` inside a facts document, empty in a fit document).
+    pub fn validate(&self, at: &str) -> Result<(), FactsError> {
+        for (name, v) in &self.candidates {
+            if v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
+                return Err(FactsError::Field {
+                    field: format!("{at}candidates.{name}.args"),
+                    msg: format!("sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"),
+                });
+            }
+            if let Some(kv) = v.env.get(KV_CACHE_ENV) {
+                parse_gib(kv).ok_or_else(|| FactsError::Field {
+                    field: format!("{at}candidates.{name}.env.{KV_CACHE_ENV}"),
+                    msg: format!("{kv:?} is not a number of GiB"),
+                })?;
+            }
+            if let Some(len) = v.max_model_len() {
+                len.parse::<u64>().map_err(|_| FactsError::Field {
+                    field: format!("{at}candidates.{name}.args"),
+                    msg: format!("{MAX_MODEL_LEN} {len:?} is not a whole number"),
                 })?;
             }
         }

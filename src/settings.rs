@@ -53,11 +53,13 @@ pub struct Select {
     pub git_ref: Option<String>,
     pub model: Option<String>,
     pub pins: Option<PathBuf>,
+    /// `--fit FILE`: an external `k3d-gpu fit` document, which wins over eas's own fit.
+    pub fit: Option<PathBuf>,
 }
 
 impl Default for Select {
     fn default() -> Self {
-        Select { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None }
+        Select { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None, fit: None }
     }
 }
 

@@ -247,3 +247,22 @@ fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
     assert!(text(&config.stderr).contains("REFUSE: containerd facts unreadable on k3d-gpu-server-0"));
     assert!(text(&config.stderr).contains("eas facts --containerd-config NODE=FILE"));
 }
+
+#[test]
+fn pods_forbidden_leaves_the_requests_absent_with_a_warning() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(
+        Some("/api/v1/pods"),
+        Fault::Status(403, "pods is forbidden: User \"reader\" cannot list resource \"pods\"".into()),
+        None,
+    );
+    let out = facts(&server, "xeon-amx", &[]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: list pods (spec.nodeName=xeon-sr-01) in all namespaces was refused (403 Forbidden)"),
+        "{stderr}"
+    );
+    let (facts, _) = stable_facts(&out.stdout);
+    assert!(facts["nodes"][0].get("pod_requests").is_none(), "no guessed requests");
+}

@@ -52,7 +52,44 @@ fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
     assert_eq!((small.1, big.1), (1, 2000));
     assert_eq!(small.2, big.2, "requests must not grow with nodes: {} for 1 node, {} for 2000", small.2, big.2);
     assert_eq!(small.3, big.3);
-    assert_eq!(small.2, 7, "version, nodes, namespaces, daemonsets, secrets, 2 × deployments: {:?}", small.3);
+    assert_eq!(
+        small.2, 8,
+        "version, nodes, namespaces, daemonsets, secrets, 2 × deployments, the landing node's pods: {:?}",
+        small.3
+    );
+}
+
+/// The fit's input: the pods of the node a model would land on, asked for in one list call with
+/// a `spec.nodeName` field selector, never every pod of the cluster.
+#[test]
+fn pod_requests_come_from_one_call_for_the_landing_node_only() {
+    // (cluster, landing node: the most allocatable memory, untainted, AMX-labelled when any is;
+    //  its pods' memory requests as the recorded pods set them; how many are counted)
+    let cases = [
+        // lab-w-1 and lab-w-2 tie on memory (the first name wins); lab-cp-1's coredns is left out.
+        ("k3s-3node-eas", "lab-w-1", 2048 + 70, "2"),
+        // the finished helm-install pod holds nothing; the GPU plugin's pod requests no memory.
+        ("k3d-gpu-desktop", "k3d-gpu-server-0", 70 + 70, "4"),
+        // the servers carry k3s's CriticalAddonsOnly NoExecute taint; the agents tie.
+        ("scale-2000", "scale-agent-0000", 0, "2"),
+    ];
+    for (name, node, mib, pods) in cases {
+        let (server, out) = gather(name);
+        let (facts, _) = stable_facts(&out.stdout);
+        let log = server.requests();
+        let calls: Vec<&Logged> = log.iter().filter(|r| r.path.ends_with("/pods")).collect();
+        assert_eq!(calls.len(), 1, "{name}: one pods call");
+        assert_eq!(calls[0].path, "/api/v1/pods", "{name}");
+        assert_eq!(calls[0].param("fieldSelector"), Some(format!("spec.nodeName={node}")), "{name}");
+        for n in facts["nodes"].as_array().unwrap() {
+            if n["name"] == node {
+                let want = serde_json::json!({"memory": (mib as u64 * 1024 * 1024).to_string(), "pods": pods});
+                assert_eq!(n["pod_requests"], want, "{name}");
+            } else {
+                assert!(n.get("pod_requests").is_none(), "{name}: {} is not the landing node", n["name"]);
+            }
+        }
+    }
 }
 
 #[test]

@@ -117,7 +117,10 @@ fn output_json_is_one_schema_valid_document_with_the_plan_as_data() {
     assert!(errors.is_empty(), "plan vs schema: {errors:?}");
     assert!(text(&out.stderr).contains("==> facts:"), "logs stay on stderr: {}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("\"schema\""), "the document is not on stderr");
-    assert_eq!(doc["decisions"].as_array().unwrap().len(), 17);
+    // 18 of eas config's decisions and 12 of the knob audit (one per key written).
+    let decisions = doc["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 30);
+    assert_eq!(decisions.iter().filter(|d| d["fact"].as_str().unwrap().starts_with("knob ")).count(), 12);
     assert!(
         doc["decisions"]
             .as_array()
@@ -160,7 +163,7 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
         .collect();
     assert_eq!(labels, ["cluster", "profile", "layer", "decisions", "bastion", "installer", "unknown"], "{plan}");
     let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
-    assert!(decisions.contains("17 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
+    assert!(decisions.contains("30 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
     for l in &lines {
         assert!(l.chars().count() <= 80 || !l.trim().contains(' '), "over 80 columns: {l:?}");
     }

@@ -85,8 +85,14 @@ fn in_pane(line: &str, dir: &Path, escapes: bool) -> String {
 }
 
 /// A screen line eas may leave: a phase line, a warning, a note or the plan's end.
+/// A line no bar tore: it starts with its own prefix, or (a note, such as the model catalog's)
+/// carries no phase, warning or spinner text in its middle.
 fn whole(line: &str) -> bool {
-    line.is_empty() || line.starts_with("==> ") || line.starts_with("warning: ") || line.starts_with("EXIT=")
+    line.is_empty()
+        || line.starts_with("==> ")
+        || line.starts_with("warning: ")
+        || line.starts_with("EXIT=")
+        || !(line.contains("==> ") || line.contains("warning: ") || line.contains("waiting for the bastion image"))
 }
 
 #[test]

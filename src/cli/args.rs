@@ -9,6 +9,19 @@ use crate::pipeline::PhaseId;
 use crate::settings::timeouts;
 
 #[derive(Args, Debug, Clone)]
+pub struct FitArgs {
+    /// Facts document (eas-facts/v1 JSON)
+    #[arg(long, value_name = "FILE")]
+    pub facts: PathBuf,
+    /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
+    #[arg(long, value_name = "FILE")]
+    pub fit: Option<PathBuf>,
+    /// table (for a person) or json: the fit document (data/eas-fit.v1.schema.json)
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: super::OutputArg,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct FactsArgs {
     /// Write the facts document to FILE instead of stdout
     #[arg(long, value_name = "FILE")]

@@ -87,6 +87,8 @@ impl From<OutputArg> for crate::output::OutputFormat {
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
     Config(ConfigArgs),
+    /// Size each model candidate against the node it would land on (pure: reads a facts document)
+    Fit(FitArgs),
     /// Validate or lock pins.json
     #[command(subcommand)]
     Pins(PinsCommand),
@@ -138,6 +140,9 @@ pub struct SelectArgs {
     /// Pins file [default: the pins.json built into eas]
     #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
+    /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees
+    #[arg(long, value_name = "FILE")]
+    pub fit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,6 +3,7 @@
 use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
+use crate::config::fit::command::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
@@ -43,7 +44,13 @@ impl From<ProgressArg> for ProgressMode {
 
 impl From<SelectArgs> for Select {
     fn from(a: SelectArgs) -> Self {
-        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins }
+        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins, fit: a.fit }
+    }
+}
+
+impl From<FitArgs> for FitSettings {
+    fn from(a: FitArgs) -> Self {
+        FitSettings { facts: a.facts, fit: a.fit, output: a.output.into() }
     }
 }
 

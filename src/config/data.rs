@@ -74,6 +74,8 @@ pub struct Nfd {
 #[derive(Debug, Deserialize)]
 pub struct Models {
     pub catalog_kv_cache_gib: f64,
+    /// Memory kept free on the landing node beyond weights and KV cache (why: `headroom_why`).
+    pub headroom_gib: u64,
     pub candidates: Vec<Candidate>,
 }
 
@@ -84,6 +86,9 @@ pub struct Candidate {
     pub host_memory_gib: f64,
     pub source: String,
     pub kv_source: String,
+    /// What the built-in fit sizes it with; `None`: not read anywhere, so eas does not size it.
+    #[serde(default)]
+    pub architecture: Option<crate::config::fit::Architecture>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -2,6 +2,7 @@
 
 pub mod catalog;
 pub mod data;
+pub mod fit;
 pub mod model;
 pub mod node_args;
 pub mod render;
@@ -52,11 +53,21 @@ pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
 pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
-    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref(), catalog };
-    rules::decide(&inputs).map_err(|r| match r {
+    // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
+    let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
+    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref());
+    let mut facts = facts.clone();
+    facts.fit = Some(fit);
+    let inputs =
+        rules::Inputs { facts: &facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref(), catalog };
+    let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-    })
+    })?;
+    if sel.layer == "agent-toolkit" {
+        d.warnings.splice(0..0, fit_warnings);
+    }
+    Ok(d)
 }
 
 pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {

@@ -26,6 +26,28 @@ fn fmt_gib(v: f64) -> String {
     if (v - v.round()).abs() < 0.05 { format!("{:.0}", v.round()) } else { format!("{v:.1}") }
 }
 
+/// Which fit decides, and for eas's own, the budget it sized against.
+fn fit_fact(f: &Facts) -> String {
+    match f.fit.as_ref().map(|fit| fit.source.as_deref()) {
+        None => "no fit document (memory alone decides)".into(),
+        Some(Some(crate::config::fit::SOURCE_EAS)) => match crate::config::fit::budget(f) {
+            Some(b) => format!(
+                "eas fit on node {}: {} GiB budget ({} GiB allocatable, {} pod requests, {} GiB headroom)",
+                b.node,
+                fmt_gib(b.budget_bytes as f64 / GIB),
+                fmt_gib(b.allocatable_bytes as f64 / GIB),
+                b.pod_requests_bytes
+                    .map(|r| format!("{} GiB", fmt_gib(r as f64 / GIB)))
+                    .unwrap_or_else(|| "unknown".into()),
+                fmt_gib(b.headroom_bytes as f64 / GIB)
+            ),
+            None => "eas fit: no node a model may be scheduled on".into(),
+        },
+        Some(Some(other)) => format!("{other} document present"),
+        Some(None) => "fit document present".into(),
+    }
+}
+
 /// A model eas may pick or be given: a built-in candidate, or (with a catalog) any LLM entry.
 struct Pickable<'a> {
     name: &'a str,
@@ -61,7 +83,8 @@ pub fn pick(
     let (mem, node) = largest_node_gib(f);
     let fit = f.fit.as_ref();
     let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
-    let fit_fact = if fit.is_some() { "fit document present" } else { "no fit document (memory alone decides)" };
+    let fit_fact = fit_fact(f);
+    let fit_fact = fit_fact.as_str();
     if let Some(c) = catalog {
         d.choices.push(Choice {
             fact: format!("EI catalog {}: LLM entries {}", c.describe(), c.catalog.llm_names().join(", ")),

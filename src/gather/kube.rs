@@ -84,7 +84,7 @@ pub struct Call {
     /// `None`: all namespaces (or a cluster-scoped resource).
     pub namespace: Option<&'static str>,
     pub path: String,
-    pub field_selector: Option<&'static str>,
+    pub field_selector: Option<String>,
 }
 
 impl Call {
@@ -97,8 +97,8 @@ impl Call {
         Call { verb: "list", resource, namespace, path, field_selector: None }
     }
 
-    pub fn with_field_selector(mut self, selector: &'static str) -> Call {
-        self.field_selector = Some(selector);
+    pub fn with_field_selector(mut self, selector: impl Into<String>) -> Call {
+        self.field_selector = Some(selector.into());
         self
     }
 }
@@ -106,7 +106,7 @@ impl Call {
 impl fmt::Display for Call {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.verb, self.resource)?;
-        if let Some(s) = self.field_selector {
+        if let Some(s) = &self.field_selector {
             write!(f, " ({s})")?;
         }
         match self.namespace {
@@ -198,7 +198,7 @@ impl Reader {
         let mut pages = 0;
         loop {
             let mut lp = ListParams::default().limit(PAGE_LIMIT);
-            if let Some(s) = call.field_selector {
+            if let Some(s) = &call.field_selector {
                 lp = lp.fields(s);
             }
             lp.continue_token = token.take();

@@ -11,6 +11,7 @@ pub mod helm;
 pub mod kube;
 pub mod nodes;
 pub mod objects;
+pub mod pods;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -203,7 +204,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     let (api, (engine, docker_state)) =
         tokio::join!(api, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
-    let api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
+    let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
@@ -211,6 +212,25 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     for n in &nodes {
         if let Some(a) = n.annotations.get(crate::config::node_args::ANNOTATION) {
             crate::config::node_args::parse(&n.name, a)?;
+        }
+    }
+    // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
+    if let Some(landing) = crate::config::fit::landing_node(&nodes).map(|n| n.name.clone()) {
+        let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
+        match reader.list(&call, pods::Requests::default()).await {
+            Ok((requests, calls)) => {
+                api_calls += calls;
+                if let Some(n) = nodes.iter_mut().find(|n| n.name == landing) {
+                    n.pod_requests = Some(requests.to_facts());
+                }
+            }
+            // A context that may not list pods still gets its facts; the fit then says the
+            // requests are unknown rather than guessing them.
+            Err(e @ ApiError::Forbidden { .. }) => {
+                api_calls += 1;
+                warnings.push(format!("{e}: pod_requests of node {landing} is absent (the fit counts it as unknown)"));
+            }
+            Err(e) => return Err(e.into()),
         }
     }
     let unknown = operator.unknown_nodes(&nodes);

@@ -326,6 +326,8 @@ mod tests {
             capacity: StringMap::new(),
             allocatable: StringMap::new(),
             containerd: None,
+            taints: vec![],
+            pod_requests: None,
         }
     }
 

@@ -31,6 +31,14 @@ pub struct NodeItem {
     pub metadata: Meta,
     #[serde(default)]
     pub status: NodeStatus,
+    #[serde(default)]
+    pub spec: NodeSpec,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct NodeSpec {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub taints: Vec<crate::facts::Taint>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -118,6 +126,8 @@ pub fn node(item: NodeItem) -> Node {
         capacity: item.status.capacity,
         allocatable: item.status.allocatable,
         containerd: None,
+        taints: item.spec.taints,
+        pod_requests: None,
     }
 }
 

@@ -1,0 +1,42 @@
+//! `eas fit --facts FILE [--fit FILE] [--output table|json]`: the built-in fit, printed.
+
+use std::path::PathBuf;
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::output::{OutputFormat, Shell};
+
+/// `eas fit`, resolved (`src/cli/`).
+#[derive(Debug, Clone)]
+pub struct FitSettings {
+    pub facts: PathBuf,
+    /// An external `k3d-gpu fit` document, which wins.
+    pub fit: Option<PathBuf>,
+    pub output: OutputFormat,
+}
+
+pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
+    let facts = Facts::read(&args.facts)?;
+    let external = args.fit.as_deref().map(super::external::read).transpose()?;
+    let own = super::compute(&facts);
+    let (doc, warnings) = match external.as_ref().or(facts.fit.as_ref()) {
+        Some(x) => {
+            let mut x = x.clone();
+            x.source.get_or_insert_with(|| super::SOURCE_EXTERNAL.to_string());
+            (super::report::merge(&own, &x), super::external::disagreements(&own, &x))
+        }
+        None => (own, vec![]),
+    };
+    for w in &warnings {
+        shell.warn(w);
+    }
+    let text = match args.output {
+        OutputFormat::Text => super::report::table(&doc),
+        OutputFormat::Json => super::report::json(&doc),
+    };
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| Failure::step("fit", format!("cannot write to stdout: {e}")))
+}

@@ -1,0 +1,100 @@
+//! An external `k3d-gpu fit` document (`--fit FILE`), which wins over eas's own answer, and the
+//! disagreements between the two, each printed as a warning.
+
+use std::path::Path;
+
+use crate::error::Failure;
+use crate::facts::{self, Facts, FactsError, Fit, FitVerdict, KV_CACHE_ENV};
+
+use super::{FitDoc, SOURCE_EXTERNAL};
+
+/// Reads a fit document: an object whose `candidates` map has the facts' `fit` shape. Malformed
+/// input is exit 2, with the same checks as a `fit` inside a facts document.
+pub fn read(path: &Path) -> Result<Fit, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::bad_input(format!("--fit {}: cannot read it: {e}", path.display()), "check the path given to --fit")
+    })?;
+    parse(&text).map_err(|e| {
+        let cause = e.to_string();
+        Failure::bad_input(
+            format!("--fit {}: {}", path.display(), cause.trim_start_matches("facts: ")),
+            "give the JSON `k3d-gpu fit` writes: {\"candidates\": {\"<model>\": {\"fits\": .., \"env\": .., \"args\": ..}}}",
+        )
+    })
+}
+
+pub fn parse(text: &str) -> Result<Fit, FactsError> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| FactsError::Json {
+        line: e.line(),
+        column: e.column(),
+        msg: e.to_string(),
+    })?;
+    let mut fit: Fit = serde_path_to_error::deserialize(value)
+        .map_err(|e| FactsError::Field { field: e.path().to_string(), msg: e.inner().to_string() })?;
+    fit.validate("")?;
+    fit.source = Some(SOURCE_EXTERNAL.to_string());
+    Ok(fit)
+}
+
+/// The fit the generator uses, and the warnings to print: `external` wins, then a `fit` the facts
+/// carry, then eas's own. Every candidate where the winner and eas disagree is a warning.
+pub fn resolve(f: &Facts, external: Option<&Fit>) -> (Fit, Vec<String>) {
+    let own = super::compute(f);
+    let winner = match (external, &f.fit) {
+        (Some(x), _) => x.clone(),
+        (None, Some(x)) => {
+            let mut x = x.clone();
+            x.source.get_or_insert_with(|| SOURCE_EXTERNAL.to_string());
+            x
+        }
+        (None, None) => return (own.as_fit(), vec![]),
+    };
+    let warnings = disagreements(&own, &winner);
+    (winner, warnings)
+}
+
+pub fn disagreements(own: &FitDoc, other: &Fit) -> Vec<String> {
+    let who = other.source.as_deref().unwrap_or(SOURCE_EXTERNAL);
+    let mut out = Vec::new();
+    for (name, mine) in &own.candidates {
+        let Some(theirs) = other.candidates.get(name) else {
+            out.push(format!("{who} has no verdict for {name}; eas says it {}", fits_word(mine.fits)));
+            continue;
+        };
+        if theirs.fits != mine.fits {
+            out.push(format!(
+                "{who} says {name} {}, eas says it {} ({}); {who} wins",
+                fits_word(theirs.fits),
+                fits_word(mine.fits),
+                mine.why
+            ));
+            continue;
+        }
+        let mine_v = FitVerdict { fits: mine.fits, env: mine.env.clone(), args: mine.args.clone() };
+        let (kv_a, kv_b) = (cache(theirs), cache(&mine_v));
+        if kv_a != kv_b {
+            out.push(format!(
+                "{who} gives {name} {KV_CACHE_ENV}={}, eas {}; {who} wins",
+                kv_a.as_deref().unwrap_or("(none)"),
+                kv_b.as_deref().unwrap_or("(none)")
+            ));
+        }
+        if theirs.max_model_len() != mine_v.max_model_len() {
+            out.push(format!(
+                "{who} gives {name} --max-model-len {}, eas {}; {who} wins",
+                theirs.max_model_len().unwrap_or("(none)"),
+                mine_v.max_model_len().unwrap_or("(none)")
+            ));
+        }
+    }
+    out
+}
+
+fn fits_word(fits: bool) -> &'static str {
+    if fits { "fits" } else { "does not fit" }
+}
+
+/// The cache in whole GiB as vLLM reads it (`int()`), so "8" and "8.0" agree.
+fn cache(v: &FitVerdict) -> Option<String> {
+    v.env.get(KV_CACHE_ENV).map(|s| facts::parse_gib(s).map(|g| super::whole_gib(g).to_string()).unwrap_or(s.clone()))
+}

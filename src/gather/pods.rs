@@ -1,0 +1,145 @@
+//! The memory the pods on one node request: one list call with a `spec.nodeName` field selector
+//! (never every pod of the cluster), summed as the scheduler counts it. Only the node a model
+//! would land on is asked about; which node that is comes from the fit's pure rule.
+
+use serde::Deserialize;
+
+use crate::facts::StringMap;
+
+use super::kube::Sink;
+
+#[derive(Debug, Deserialize, Default)]
+pub struct PodItem {
+    #[serde(default)]
+    pub spec: PodSpec,
+    #[serde(default)]
+    pub status: PodStatus,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    #[serde(default)]
+    pub containers: Option<Vec<Container>>,
+    #[serde(default)]
+    pub init_containers: Option<Vec<Container>>,
+    #[serde(default)]
+    pub overhead: Option<StringMap>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct Container {
+    #[serde(default)]
+    pub resources: Option<Resources>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct Resources {
+    #[serde(default)]
+    pub requests: Option<StringMap>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct PodStatus {
+    #[serde(default)]
+    pub phase: Option<String>,
+}
+
+/// The field selector for the pods of `node`.
+pub fn selector(node: &str) -> String {
+    format!("spec.nodeName={node}")
+}
+
+/// The running total while the list streams.
+#[derive(Debug, Default)]
+pub struct Requests {
+    pub memory_bytes: f64,
+    pub pods: u32,
+}
+
+fn memory(c: &Container) -> f64 {
+    c.resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("memory"))
+        .and_then(|m| crate::facts::parse_quantity(m))
+        .unwrap_or(0.0)
+}
+
+/// A pod's effective request, as the scheduler reckons it: the larger of its containers' sum and
+/// its largest init container, plus the runtime class's overhead.
+pub fn pod_memory(p: &PodItem) -> f64 {
+    let sum: f64 = p.spec.containers.iter().flatten().map(memory).sum();
+    let init = p.spec.init_containers.iter().flatten().map(memory).fold(0.0, f64::max);
+    let overhead = p
+        .spec
+        .overhead
+        .as_ref()
+        .and_then(|o| o.get("memory"))
+        .and_then(|m| crate::facts::parse_quantity(m))
+        .unwrap_or(0.0);
+    sum.max(init) + overhead
+}
+
+impl Sink<PodItem> for Requests {
+    fn push(&mut self, item: PodItem) {
+        // Finished pods hold no memory; the scheduler does not count them either.
+        if matches!(item.status.phase.as_deref(), Some("Succeeded" | "Failed")) {
+            return;
+        }
+        self.memory_bytes += pod_memory(&item);
+        self.pods += 1;
+    }
+}
+
+impl Requests {
+    pub fn to_facts(&self) -> StringMap {
+        StringMap::from([
+            ("memory".to_string(), format!("{}", self.memory_bytes.round() as u64)),
+            ("pods".to_string(), self.pods.to_string()),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: &str) -> PodItem {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn effective_request_as_the_scheduler_counts_it() {
+        let cases = [
+            (
+                r#"{"spec":{"containers":[{"resources":{"requests":{"memory":"1Gi"}}},{"resources":{"requests":{"memory":"512Mi"}}}]}}"#,
+                1.5,
+            ),
+            (
+                r#"{"spec":{"containers":[{"resources":{"requests":{"memory":"1Gi"}}}],"initContainers":[{"resources":{"requests":{"memory":"2Gi"}}}]}}"#,
+                2.0,
+            ),
+            (
+                r#"{"spec":{"containers":[{"resources":{"requests":{"memory":"1Gi"}}}],"overhead":{"memory":"256Mi"}}}"#,
+                1.25,
+            ),
+            (r#"{"spec":{"containers":[{"resources":{}},{"name":"x"}]}}"#, 0.0),
+            (r#"{"spec":{"containers":null}}"#, 0.0),
+        ];
+        for (json, gib) in cases {
+            assert_eq!(pod_memory(&pod(json)), gib * (1u64 << 30) as f64, "{json}");
+        }
+    }
+
+    #[test]
+    fn finished_pods_are_not_counted() {
+        let mut r = Requests::default();
+        let req = r#"{"resources":{"requests":{"memory":"1Gi"}}}"#;
+        for phase in ["Running", "Pending", "Succeeded", "Failed"] {
+            r.push(pod(&format!(r#"{{"spec":{{"containers":[{req}]}},"status":{{"phase":"{phase}"}}}}"#)));
+        }
+        assert_eq!((r.pods, r.memory_bytes), (2, 2.0 * (1u64 << 30) as f64));
+        assert_eq!(r.to_facts()["memory"], "2147483648");
+    }
+}
