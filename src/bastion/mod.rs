@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod context;
 pub mod image;
 pub mod kubeconfig;
+pub mod publisher;
 pub mod run;
 
 use std::future::Future;
@@ -89,9 +90,12 @@ pub struct BuildSettings {
     pub image: ImageSettings,
     /// Build even when an image for this context exists, without Docker's layer cache
     pub rebuild: bool,
-    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
-    /// record them in the pins file: trust on first use
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's registry
+    /// digest), and record each only when it matches its publisher's checksum
     pub lock: bool,
+    /// With lock: record an artifact whose publisher publishes no checksum as downloaded (its
+    /// pins row's source says so)
+    pub trust_on_first_use: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +115,8 @@ pub enum BastionError {
     Context(#[from] ContextError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    #[error(transparent)]
+    Publisher(#[from] publisher::PublisherError),
     #[error(transparent)]
     Image(#[from] ImageError),
     #[error(transparent)]
@@ -146,7 +152,7 @@ impl From<BastionError> for Failure {
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
                     ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
+                        "on a connected machine run `eas bastion build --lock --pins pins.json` (checked against each publisher's checksum), \
                      or write the publisher's sha256 into pins.json"
                     }
                     ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
@@ -154,6 +160,13 @@ impl From<BastionError> for Failure {
                     }
                 },
             ),
+            B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
+            B::Publisher(p) => Failure::Refused(vec![
+                p.to_string(),
+                "nothing was recorded; pass --trust-on-first-use to record the download as it is \
+                 (its pins row's source will say so), or write the publisher's sha256 into pins.json"
+                    .into(),
+            ]),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -213,6 +226,25 @@ pub async fn prepare(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
+    let mode = if lock { Some(LockMode { trust_on_first_use: false }) } else { None };
+    prepare_with(docker, args, mode, rebuild, shell, interrupt).await
+}
+
+/// `--lock`, and whether trust on first use is allowed where a publisher publishes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct LockMode {
+    pub trust_on_first_use: bool,
+}
+
+pub async fn prepare_with(
+    docker: &Docker,
+    args: &ImageSettings,
+    lock_mode: Option<LockMode>,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
+    let lock = lock_mode.is_some();
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
@@ -224,8 +256,9 @@ pub async fn prepare(
             shell.phase("bastion", format!("pulling {reference} to record its digest"));
             let digest = image::pull_digest(docker, &reference).await?;
             record(&mut pins, context::BASE_ROW, digest.trim_start_matches("sha256:"));
+            publisher::set_source(&mut pins, context::BASE_ROW, &publisher::base_source(&reference, &digest));
             changed = true;
-            shell.warn(format!("TRUSTED ON FIRST USE: base image {reference} recorded at {digest}"));
+            shell.note(format!("base image {reference} recorded at its registry digest {reference}@{digest}"));
             Base::Digest(format!("{reference}@{digest}"))
         }
         other => other?,
@@ -234,16 +267,27 @@ pub async fn prepare(
     let ca = args.ca_bundle.as_ref().map(|b| b.pem.clone());
     let fetcher = fetcher_for(args)?;
     let mut wanted = context::artifacts(&pins);
-    if lock {
-        for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
-            shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
-            shell.warn(format!(
-                "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
-                a.name, a.url
-            ));
-            record(&mut pins, &a.name, &sha);
-            a.sha256 = Some(sha);
+    if let Some(mode) = lock_mode {
+        // Every row is checked before any is recorded: a mismatch or a missing checksum
+        // leaves the pins file as it was.
+        let mut locked = Vec::new();
+        for a in wanted.iter().filter(|a| a.sha256.is_none()) {
+            shell.phase("bastion", format!("downloading {} from {} and its publisher's checksum", a.name, a.url));
+            let fetch = publisher::lock_artifact(&fetcher, &cache, &a.name, &a.url, mode.trust_on_first_use);
+            locked.push((a.name.clone(), interruptible(interrupt, fetch).await??));
+        }
+        for (name, l) in locked {
+            let (sha, line) = publisher::describe(&name, &l);
+            match &l {
+                publisher::Locked::Verified { .. } => shell.note(&line),
+                publisher::Locked::TrustedOnFirstUse { .. } => shell.warn(&line),
+            }
+            record(&mut pins, &name, &sha);
+            let url = wanted.iter().find(|a| a.name == name).map(|a| a.url.clone()).unwrap_or_default();
+            publisher::set_source(&mut pins, &name, &publisher::row_source(&url, &l));
+            if let Some(a) = wanted.iter_mut().find(|a| a.name == name) {
+                a.sha256 = Some(sha);
+            }
             changed = true;
         }
     }
@@ -575,7 +619,8 @@ async fn build_command(
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
-    let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
+    let mode = a.lock.then_some(LockMode { trust_on_first_use: a.trust_on_first_use });
+    let p = prepare_with(&docker, &a.image, mode, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
     println!("{}", p.tag);
     Ok(())

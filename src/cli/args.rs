@@ -197,10 +197,14 @@ pub struct BuildArgs {
     /// Build even when an image for this context exists, without Docker's layer cache
     #[arg(long)]
     pub rebuild: bool,
-    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
-    /// record them in the pins file: trust on first use
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's registry
+    /// digest), and record each only when it matches its publisher's checksum
     #[arg(long)]
     pub lock: bool,
+    /// With --lock: record an artifact whose publisher publishes no checksum as downloaded (its
+    /// pins row's source says so)
+    #[arg(long, requires = "lock")]
+    pub trust_on_first_use: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -153,9 +153,12 @@ impl From<StatusArgs> for crate::status::StatusSettings {
 /// `eas bastion`'s settings (the image's cache and proxy come from the environment).
 pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
     match c {
-        BastionCommand::Build(b) => {
-            Bastion::Build(BuildSettings { image: image(b.image, global), rebuild: b.rebuild, lock: b.lock })
-        }
+        BastionCommand::Build(b) => Bastion::Build(BuildSettings {
+            image: image(b.image, global),
+            rebuild: b.rebuild,
+            lock: b.lock,
+            trust_on_first_use: b.trust_on_first_use,
+        }),
         BastionCommand::Run(r) => {
             Bastion::Run(RunSettings { image: image(r.image, global), tree: r.tree, command: r.command })
         }

@@ -9,6 +9,7 @@ pub mod down;
 pub mod install;
 pub mod knob_audit;
 pub mod phase;
+pub mod profiles;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,9 +94,12 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
 }
 
 /// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
-/// stale plan would describe a run that is not this one. Files eas does not write stay.
+/// stale plan would describe a run that is not this one. Files eas does not write stay. An
+/// overlay STOP is the exception: its plan was written by this run, and its overlay decisions are
+/// what a maintainer regenerates the patch from (the smoke's decision table reads them).
 fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
     match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(Failure::OverlayStop(_)), true, Some(_)) => result,
         (Err(_), true, Some(out)) => {
             write::clear(out).map_err(|e| {
                 Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
@@ -146,6 +150,35 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
         sel.extend(["--pins".to_string(), p.display().to_string()]);
     }
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
+}
+
+/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+fn way_forward(
+    select: &crate::settings::Select,
+    current: &str,
+    mirror: &Path,
+    generated: &crate::overlay::Generated,
+    inv: &Invocation,
+    dry_run: bool,
+) -> Vec<String> {
+    let Ok(pins) = crate::pins::Pins::load(select.pins.as_deref()) else { return Vec::new() };
+    let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let command = |profile: &str| {
+        let mut other = inv.clone();
+        let mut sel = Vec::new();
+        let mut words = inv.select.iter();
+        while let Some(w) = words.next() {
+            if w == "--profile" || w == "--ref" {
+                words.next();
+            } else {
+                sel.push(w.clone());
+            }
+        }
+        sel.extend(["--profile".to_string(), profile.to_string()]);
+        other.select = sel;
+        if dry_run { other.dry_run() } else { other.up() }
+    };
+    profiles::lines(&tried, &command)
 }
 
 /// The upstream trees resolved in the cache (or the operator's clones).
@@ -458,7 +491,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             if args.dry_run {
                 print_plan(&plan, args, global, &files)?;
             }
-            let f = Failure::OverlayStop(op.stop_lines());
+            let mut lines = op.stop_lines();
+            lines.extend(way_forward(&args.select, &tree_pins.profile, &r.eas.objects, &generated, &inv, args.dry_run));
+            let f = Failure::OverlayStop(lines);
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
             state.exit_code = Some(f.exit_code());
             save(&state)?;
