@@ -65,6 +65,9 @@ pub struct UpArgs {
     /// How long verification may wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
     pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120, hide = true)]
+    pub ledger_timeout: u64,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -410,16 +413,41 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     // 5-6. Prepare and install in the bastion, the ledger around them.
     let docker = docker.expect("a real run has a Docker Engine");
     let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
+    // The ledger fails closed: the `before` is saved before the installer runs, and a record
+    // left pending (this run's, or a dead run's) is completed from the cluster afterwards.
+    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
     let result = if installed {
         Ok(())
     } else {
-        let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
-        let r = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await;
-        if let Ok(after) = cluster::snapshot(&target.client, CALL).await {
-            state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, &after);
-        }
-        r
+        let before = cluster::snapshot_within(&target.client, CALL, ledger_deadline)
+            .await
+            .map_err(|e| Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed"))?;
+        state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
+        save(&state)?;
+        install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await
     };
+    let mut ledger_failure = None;
+    if state.ledger.pending.is_some() {
+        match cluster::snapshot_within(&target.client, CALL, ledger_deadline).await {
+            Ok(after) => state.ledger = state.ledger.complete(&after),
+            Err(e) => {
+                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+                state.ledger = state.ledger.fail(&e);
+                ledger_failure = Some(e);
+            }
+        }
+        save(&state)?;
+    }
+    if let (Ok(()), Some(e)) = (&result, &ledger_failure) {
+        state.exit_code = Some(1);
+        state.finished = Some(now());
+        save(&state)?;
+        return Err(Failure::step_next(
+            "ledger",
+            format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+            format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+        ));
+    }
     if let Err(f) = result {
         state.exit_code = Some(f.exit_code());
         if matches!(f, Failure::Interrupted) {

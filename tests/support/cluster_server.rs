@@ -700,7 +700,13 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
         (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
             match s.objects.remove(&key(r, &namespace, &name)) {
-                Some(v) => ok_json(&v),
+                Some(v) => {
+                    // Deleting a namespace deletes what is inside it.
+                    if r.kind == "Namespace" {
+                        s.objects.retain(|k, _| k.namespace != name);
+                    }
+                    ok_json(&v)
+                }
                 None => not_found(r, &name),
             }
         }
