@@ -465,7 +465,10 @@ impl TeardownPlan {
             let gone: Vec<String> = self.gone.iter().map(ToString::to_string).collect();
             lines.push(format!("already removed: {}", gone.join(", ")));
         }
-        lines.push(format!("{} objects that existed before eas up were left alone", self.kept_before.saturating_sub(lost.len())));
+        lines.push(format!(
+            "{} objects that existed before eas up were left alone",
+            self.kept_before.saturating_sub(lost.len())
+        ));
         lines
     }
 }

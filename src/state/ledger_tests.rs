@@ -245,13 +245,13 @@ fn a_second_down_still_skips_what_the_first_one_lost() {
 #[test]
 fn objects_made_inside_a_pre_existing_namespace_are_tracked_and_removed() {
     // The user had llm-inference with their own model server; eas adds one, and a Secret.
-    let before = k3d_gpu()
-        .union(&snap(&["llm-inference"], &[], &[]))
-        .union(&inside(&[("LLMInferenceService", "llm-inference", "users-model")]));
-    let after = before.union(&inside(&[
-        ("LLMInferenceService", "llm-inference", "qwen"),
-        ("Secret", "llm-inference", "hf-token"),
-    ]));
+    let before = k3d_gpu().union(&snap(&["llm-inference"], &[], &[])).union(&inside(&[(
+        "LLMInferenceService",
+        "llm-inference",
+        "users-model",
+    )]));
+    let after = before
+        .union(&inside(&[("LLMInferenceService", "llm-inference", "qwen"), ("Secret", "llm-inference", "hf-token")]));
     let ledger = Ledger::record(None, &before, &after);
     assert_eq!(
         ledger.created.objects(),

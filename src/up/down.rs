@@ -121,7 +121,10 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
         shell.phase("down", nothing());
         return Ok(());
     }
-    confirm(args, if args.purge { "eas down --purge removes the state directory" } else { "eas down changes the cluster" })?;
+    confirm(
+        args,
+        if args.purge { "eas down --purge removes the state directory" } else { "eas down changes the cluster" },
+    )?;
     let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
     let Some(mut state) = State::load(&sd.state_file())? else {
         shell.phase("down", nothing());

@@ -419,9 +419,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     let result = if installed {
         Ok(())
     } else {
-        let before = cluster::snapshot_within(&target.client, CALL, ledger_deadline)
-            .await
-            .map_err(|e| Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed"))?;
+        let before = cluster::snapshot_within(&target.client, CALL, ledger_deadline).await.map_err(|e| {
+            Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+        })?;
         state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
         save(&state)?;
         install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await
