@@ -70,7 +70,7 @@ fn setup() -> &'static Setup {
         let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
         let dir = tmp.join(format!("down-safety-{nanos:x}"));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir.join("served")).unwrap();
         let repos = dir.join("repos");
         let shas: Vec<(String, String)> =
             ["eas", "ei", "eat"].iter().map(|n| (n.to_string(), synthetic_repo(n, &repos.join(n)))).collect();
