@@ -3,6 +3,7 @@
 //! before the first phase that writes, printing the plan.
 
 pub mod cluster;
+pub mod crash;
 pub mod doctor;
 pub mod down;
 pub mod install;
@@ -212,6 +213,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         .await
         .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
+    let mut dead = None;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("a lock is held: {found:?} (a dry run does not take it)"));
@@ -220,6 +222,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     } else {
         crate::state::journal::create_private_dir(sd.dir())
             .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
+        dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
         Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
     };
     let prev = State::load(&sd.state_file())?;
@@ -246,6 +249,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     };
     trees::git(None, &["--version"], Duration::from_secs(10))
         .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+    if let (Some(holder), Some(d)) = (&dead, &docker) {
+        crash::reap(d, holder, shell).await?;
+    }
 
     let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
     let mut state = State::new(
