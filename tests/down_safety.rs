@@ -390,3 +390,98 @@ fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
 }
+
+/// Containers of the `eas` process `pid` (`eas-bastion-<pid>-...`), running or not.
+fn containers_of(pid: u32) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
+        .args(["--format", "{{.Names}}"])
+        .output()
+        .unwrap();
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+impl Run {
+    fn install_log(&self) -> String {
+        let mut t = String::new();
+        for d in std::fs::read_dir(&self.state).into_iter().flatten() {
+            for f in std::fs::read_dir(d.unwrap().path().join("logs")).into_iter().flatten() {
+                t.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap_or_default());
+            }
+        }
+        t
+    }
+}
+
+/// SIGKILL `eas up` once the install log shows `marker`; then `eas up --break-lock` removes the
+/// dead run's container and completes, `eas down` leaves the served objects as they were before
+/// the first `up`, and a second `down` has nothing to do. The full set of points runs in
+/// scripts/crash-consistency.sh.
+fn crash_at(mode: &str, marker: &str) {
+    let r = run();
+    let before = r.server.served();
+    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": mode}}));
+    let s = setup();
+    let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let mut c = r.eas();
+    c.args(["up", "--yes", "--pins"])
+        .arg(&s.pins)
+        .args(["--base-image", BASE, "--allow-unpinned-base", "--containerd-config"])
+        .arg(format!("k3d-gpu-server-0={}", node_files.display()))
+        .args(["--nri-socket", "k3d-gpu-server-0=present"]);
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(s.repos.join(n));
+    }
+    // The stand-in's "hang" mode waits at the KServe step, so every marker up to it is reached
+    // while the installer still runs.
+    let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let pid = child.id();
+    let start = std::time::Instant::now();
+    while !r.install_log().contains(marker) {
+        assert!(start.elapsed() < std::time::Duration::from_secs(600), "no {marker:?} in the install log");
+        assert!(child.try_wait().unwrap().is_none(), "eas up ended before {marker:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Killed while the installer ran, its container is left (running, or exited and not removed).
+    let left = containers_of(pid);
+    assert!(left.len() <= 1, "{left:?}");
+    // The installer is told to go on normally from now on.
+    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
+
+    let up = r.up(&["--break-lock"]);
+    let err = text(&up.stderr);
+    assert!(up.status.success(), "{err}");
+    if !left.is_empty() {
+        assert!(err.contains(&format!("stopped and removed eas-bastion-{pid}-")), "{err}");
+    }
+    assert!(containers_of(pid).is_empty(), "{:?}", containers_of(pid));
+    let down = r.down(&[]);
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    let after = r.server.served();
+    let differ: Vec<&String> = before.keys().chain(after.keys()).filter(|k| before.get(*k) != after.get(*k)).collect();
+    assert!(differ.is_empty(), "the cluster differs from before the first up: {differ:?}\n{}", text(&down.stderr));
+    let again = r.down(&[]);
+    assert!(again.status.success() && text(&again.stderr).contains("nothing to remove"));
+}
+
+#[test]
+fn crash_while_the_installer_waits() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crash_at("hang", "Wait for the controller");
+}
+
+#[test]
+fn crash_as_the_installer_starts() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crash_at("ok", "Install KServe");
+}
+
+#[test]
+fn crash_as_the_models_deploy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    crash_at("ok", "Deploy models");
+}

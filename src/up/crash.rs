@@ -31,18 +31,16 @@ pub fn dead_holder(lock_file: &Path, break_lock: bool) -> Option<Holder> {
 /// Stops and removes every container the dead run left, found by its run-id label.
 pub async fn reap(docker: &Docker, dead: &Holder, shell: &Shell) -> Result<Vec<String>, Failure> {
     let id = dead.run_id();
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{MANAGED_LABEL}=true"), format!("{RUN_LABEL}={id}")],
-    )]);
+    let filters =
+        HashMap::from([("label".to_string(), vec![format!("{MANAGED_LABEL}=true"), format!("{RUN_LABEL}={id}")])]);
     let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-    let list = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|e| Failure::step_next("lock", format!("cannot list the dead run's containers: {e}"), "check the Docker Engine"))?;
+    let list = docker.list_containers(Some(options)).await.map_err(|e| {
+        Failure::step_next("lock", format!("cannot list the dead run's containers: {e}"), "check the Docker Engine")
+    })?;
     let mut removed = Vec::new();
     for c in list {
-        let name = c.names.unwrap_or_default().into_iter().next().unwrap_or_default().trim_start_matches('/').to_string();
+        let name =
+            c.names.unwrap_or_default().into_iter().next().unwrap_or_default().trim_start_matches('/').to_string();
         let Some(cid) = c.id else { continue };
         // Force removal kills a running container at once: the dead run cannot stop it gracefully.
         let opts = RemoveContainerOptionsBuilder::new().force(true).v(true).build();

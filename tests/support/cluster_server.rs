@@ -392,6 +392,28 @@ impl ClusterServer {
             .collect()
     }
 
+    /// Every served object, without the fields the server sets (resourceVersion, uid,
+    /// timestamps, generation, managedFields) and without status: what "the same cluster" means.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn served(&self) -> BTreeMap<String, Value> {
+        let s = self.state.lock().unwrap();
+        s.objects
+            .iter()
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("status");
+                }
+                if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    for f in ["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"] {
+                        m.remove(f);
+                    }
+                }
+                (format!("{} {} {}/{}", k.group_version, k.resource, k.namespace, k.name), v)
+            })
+            .collect()
+    }
+
     /// The number of stored objects of one resource.
     pub fn count(&self, group_version: &str, resource: &str) -> usize {
         let s = self.state.lock().unwrap();
