@@ -1,24 +1,25 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out.
 
-use crate::cli::{Cli, Command, PinsCommand};
+use crate::cli::{Command, PinsCommand};
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::{self, Pins, PinsError};
+use crate::settings::Global;
 
-pub fn run(cli: Cli, shell: &Shell) -> Result<(), Failure> {
-    match cli.command {
-        Command::Config(args) => crate::config::command(&args, shell),
-        Command::Overlay(args) => crate::overlay::command(&args, shell),
-        Command::Facts(args) => crate::gather::command(&args, &cli.global, shell),
-        Command::Up(args) => crate::up::command(&args, &cli.global, shell),
-        Command::Down(args) => crate::up::down::command(&args, &cli.global, shell),
-        Command::Verify(args) => crate::up::verify_command(&args, &cli.global, shell),
-        Command::Doctor => crate::up::doctor::command(&cli.global, shell),
+pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    match command {
+        Command::Config(args) => crate::config::command(&args.into(), shell),
+        Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
+        Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
+        Command::Up(args) => crate::up::command(&(*args).into(), global, shell),
+        Command::Down(args) => crate::up::down::command(&args.into(), global, shell),
+        Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
+        Command::Doctor => crate::up::doctor::command(global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
-        Command::Bastion(cmd) => crate::bastion::command(cmd, &cli.global, shell),
+        Command::Bastion(cmd) => crate::bastion::command(cmd.into(), global, shell),
     }
 }
 
@@ -63,9 +64,7 @@ fn pins_lock(path: &std::path::Path, git_base: &str, shell: &Shell) -> Result<()
                 shell.note("nothing to lock: every tree row already has a full SHA");
                 return Ok(());
             }
-            let tmp = path.with_extension("json.tmp");
-            std::fs::write(&tmp, pins.to_json())
-                .and_then(|_| std::fs::rename(&tmp, path))
+            crate::atomic::write(path, pins.to_json().as_bytes())
                 .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
             Ok(())
         }

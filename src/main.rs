@@ -1,19 +1,24 @@
 //! `eas`: installs Intel's Enterprise AI Solutions inference stack, with the Agent Toolkit on
 //! top, onto an existing k3s or k3d cluster. See SPEC.md for the contract.
 
+mod atomic;
 mod bastion;
 mod cli;
 mod commands;
 mod config;
+mod docker_host;
 mod error;
 mod facts;
 mod gather;
 mod installer;
+mod kubeconfig;
 mod output;
 mod overlay;
 mod pins;
 mod pipeline;
 mod prepare;
+mod runtime;
+mod settings;
 mod sources;
 mod state;
 mod trees;
@@ -24,9 +29,11 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    let term = output::Terminal::detect();
-    let shell =
-        output::Shell::new(cli.global.progress, &term, cli.global.quiet, cli.global.verbose, cli.global.no_color);
+    let env = settings::Env::from_process();
+    let term = output::Terminal::from_env(&env);
+    let g = &cli.global;
+    let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);
     shell.init_tracing();
-    error::finish(commands::run(cli, &shell))
+    let global = cli::settings(g, env);
+    error::finish(commands::run(cli.command, &global, &shell))
 }

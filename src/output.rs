@@ -3,7 +3,6 @@
 //!
 //! Logs go to stderr; machine-readable results go to stdout or files, never through here.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -11,7 +10,9 @@ use tracing_indicatif::IndicatifLayer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+use crate::settings::Env;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgressMode {
     Auto,
     Tty,
@@ -27,11 +28,11 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    pub fn detect() -> Self {
+    pub fn from_env(env: &Env) -> Self {
         Terminal {
-            stderr_is_tty: std::io::stderr().is_terminal(),
-            ci: std::env::var_os("CI").is_some_and(|v| !v.is_empty()),
-            no_color_env: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+            stderr_is_tty: env.stderr_is_tty,
+            ci: env.nonempty("CI").is_some(),
+            no_color_env: env.nonempty("NO_COLOR").is_some(),
         }
     }
 }

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use crate::settings::timeouts;
+
 use serde::{Deserialize, Serialize};
 
 use crate::facts::Facts;
@@ -119,7 +121,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "bastion",
         // A cold build downloads the pinned tools and pip-installs the installer's Python
         // requirements with hash checking: minutes on a small machine. A reuse is an inspect.
-        timeout: min(30),
+        timeout: timeouts::BASTION,
         writes: Some("the bastion image (labelled io.eas.managed=true)"),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "hash the build context and say whether the image would be built or reused; build nothing",
@@ -181,7 +183,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // EAT 1.x documents 20-40 minutes for an install on a fresh node plus 10-15 minutes of
         // weight download (enterprise-inference.md §2.1); EAS adds the platform layer. Twice the
         // upper figure, rounded up.
-        timeout: min(90),
+        timeout: timeouts::INSTALL,
         writes: Some("the cluster: namespaces, Helm releases, CRDs, the model server"),
         dry_run: DryRun::Stops,
         dry_run_says: "run the installer in the bastion with the kubeconfig mounted read-only",
@@ -192,7 +194,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "verify",
         // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
         // 120 x 10 s = 20 minutes (enterprise-inference.md §2.1), then the route patch.
-        timeout: min(40),
+        timeout: timeouts::VERIFY,
         writes: None,
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",

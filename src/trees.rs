@@ -69,11 +69,8 @@ pub struct Resolved {
     pub sha: String,
 }
 
-pub fn cache_dir() -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"));
+pub fn cache_dir(env: &crate::settings::Env) -> PathBuf {
+    let base = env.cache_home().unwrap_or_else(|| PathBuf::from(".cache"));
     base.join("eas").join("repos")
 }
 

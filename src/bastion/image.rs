@@ -11,10 +11,10 @@ use futures::StreamExt;
 use super::run::Interrupt;
 use super::{CONTEXT_LABEL, MANAGED_LABEL};
 use crate::output::Shell;
+use crate::settings::{Env, timeouts};
 
 /// Lines of build output kept to show when a step fails.
 const TAIL: usize = 25;
-const DEFAULT_TIMEOUT_SECS: u64 = 120;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -44,15 +44,15 @@ fn tail_text(tail: &[String]) -> String {
     s
 }
 
-/// Connects as the docker CLI would (`DOCKER_HOST`, else the local socket), with the request
+/// Connects as the docker CLI would ([`crate::docker_host`]), with the request
 /// timeout from `EAS_DOCKER_TIMEOUT` (seconds, default 120; it bounds each request until its
 /// response starts, not a streamed body), and agrees an API version with the daemon.
-pub async fn connect() -> Result<Docker, ImageError> {
-    let secs = match std::env::var("EAS_DOCKER_TIMEOUT") {
-        Ok(v) if !v.is_empty() => v.parse::<u64>().map_err(|_| ImageError::Timeout(v))?,
-        _ => DEFAULT_TIMEOUT_SECS,
+pub async fn connect(env: &Env) -> Result<Docker, ImageError> {
+    let secs = match env.nonempty("EAS_DOCKER_TIMEOUT") {
+        Some(v) => v.parse::<u64>().map_err(|_| ImageError::Timeout(v))?,
+        None => timeouts::DOCKER_BUILD_SECS,
     };
-    let docker = Docker::connect_with_defaults()
+    let docker = Docker::connect_with_host(&crate::docker_host::resolve(env))
         .map_err(|e| ImageError::Connect(e.to_string()))?
         .with_timeout(Duration::from_secs(secs));
     docker.negotiate_version().await.map_err(|e| ImageError::Connect(e.to_string()))

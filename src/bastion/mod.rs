@@ -19,13 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use bollard::Docker;
-use clap::{Args, Subcommand};
 use serde::Deserialize;
 
-use crate::cli::Global;
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::{Pins, PinsError};
+use crate::settings::Global;
 use artifacts::{ArtifactError, Cache, SystemFetcher};
 use context::{Base, Context, ContextError};
 use image::{BuildRequest, Built, ImageError};
@@ -39,59 +38,48 @@ pub const VENV: &str = "/opt/eas/venv";
 pub const TREE_TARGET: &str = "/eas";
 pub const KUBECONFIG_TARGET: &str = "/kube/config";
 
-#[derive(Subcommand, Debug)]
+#[derive(Debug)]
 pub enum BastionCommand {
     /// Build the pinned bastion image, or reuse it when its build context is unchanged; prints the image tag
-    Build(BuildArgs),
+    Build(BuildSettings),
     /// Run a command in the bastion with the installer's mounts and environment; exits with its exit code
-    Run(RunArgs),
+    Run(RunSettings),
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct ImageArgs {
+#[derive(Debug, Clone)]
+pub struct ImageSettings {
     /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
-    #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
-    #[command(flatten)]
-    pub base: BaseArgs,
+    pub base: BaseImage,
 }
 
 /// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
-#[derive(Args, Debug, Clone, Default)]
-pub struct BaseArgs {
+#[derive(Debug, Clone, Default)]
+pub struct BaseImage {
     /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
-    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
     pub base_image: Option<String>,
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
-    #[arg(long)]
     pub allow_unpinned_base: bool,
     /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
     pub ca_bundle: Option<PathBuf>,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct BuildArgs {
-    #[command(flatten)]
-    pub image: ImageArgs,
+#[derive(Debug, Clone)]
+pub struct BuildSettings {
+    pub image: ImageSettings,
     /// Build even when an image for this context exists, without Docker's layer cache
-    #[arg(long)]
     pub rebuild: bool,
     /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
     /// record them in the pins file: trust on first use
-    #[arg(long)]
     pub lock: bool,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub image: ImageArgs,
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub image: ImageSettings,
     /// EAS work tree, mounted read-write at /eas (its .venv is linked to the bastion's)
-    #[arg(long, value_name = "DIR")]
     pub tree: Option<PathBuf>,
     /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
@@ -190,7 +178,7 @@ pub struct Prepared {
 /// Builds the bastion image, or finds the one built from the same context.
 pub async fn prepare(
     docker: &Docker,
-    args: &ImageArgs,
+    args: &ImageSettings,
     lock: bool,
     rebuild: bool,
     shell: &Shell,
@@ -274,7 +262,7 @@ pub async fn prepare(
 
 /// What `prepare` would do, without downloading or building: the tag from the context's
 /// content hash, and whether an image of that context exists. For the dry run's plan.
-pub async fn plan_image(docker: &Docker, args: &ImageArgs) -> Result<(String, bool), BastionError> {
+pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String, bool), BastionError> {
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let cache = Cache::new(Cache::default_dir());
@@ -309,9 +297,7 @@ fn record(pins: &mut Pins, name: &str, sha256: &str) {
 }
 
 fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, pins.to_json())
-        .and_then(|_| std::fs::rename(&tmp, path))
+    crate::atomic::write(path, pins.to_json().as_bytes())
         .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
     Ok(())
 }
@@ -343,33 +329,7 @@ pub fn installer_env() -> &'static [EnvVar] {
         .env
 }
 
-/// Where the kubeconfig comes from, and whether the user named it (a missing named file is an error).
-#[derive(Debug, Clone)]
-pub struct KubeSource {
-    pub path: PathBuf,
-    pub explicit: bool,
-    pub context: Option<String>,
-}
-
-impl KubeSource {
-    /// `--kubeconfig`, else `$KUBECONFIG` (one file), else `~/.kube/config`.
-    pub fn from_global(g: &Global, env: &dyn Fn(&str) -> Option<String>) -> Result<KubeSource, BastionError> {
-        let context = g.context.clone();
-        if let Some(p) = &g.kubeconfig {
-            return Ok(KubeSource { path: p.clone(), explicit: true, context });
-        }
-        if let Some(v) = env("KUBECONFIG").filter(|v| !v.is_empty()) {
-            if v.contains(':') {
-                return Err(BastionError::Input(format!(
-                    "KUBECONFIG lists several files ({v}); the bastion mounts one: pass --kubeconfig FILE"
-                )));
-            }
-            return Ok(KubeSource { path: v.into(), explicit: true, context });
-        }
-        let home = env("HOME").unwrap_or_default();
-        Ok(KubeSource { path: Path::new(&home).join(".kube/config"), explicit: false, context })
-    }
-}
+pub use crate::kubeconfig::KubeSource;
 
 /// A run spec with the standard mounts, network and environment, plus what must outlive the run.
 pub struct Standard {
@@ -397,31 +357,33 @@ pub fn standard(
     }
     let mut route = None;
     let mut copy_dir = None;
-    if let Some(k) = kube {
-        match std::fs::read_to_string(&k.path) {
-            Ok(text) => {
-                let plan = kubeconfig::plan(&k.path.display().to_string(), &text, k.context.as_deref())?;
-                let source = match &plan.copy {
-                    Some(doc) => {
-                        let dir =
-                            tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
-                        let path = dir.path().join("config");
-                        write_private(&path, &serde_json::to_vec_pretty(doc).expect("json"))
-                            .map_err(io("kubeconfig copy"))?;
-                        copy_dir = Some(dir);
-                        path
-                    }
-                    None => k.path.canonicalize().map_err(io(format!("kubeconfig {}", k.path.display())))?,
-                };
-                spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
-                spec.network = plan.route.network_mode().map(str::to_string);
-                route = Some(plan.route);
+    if let Some(k) = kube
+        && let Some((text, merged)) = kube_text(k)?
+    {
+        let shown = k.shown();
+        let plan = kubeconfig::plan(&shown, &text, k.context.as_deref())?;
+        // Several files are merged into one copy: the bastion mounts a single file.
+        let copy = match plan.copy {
+            Some(doc) => Some(doc),
+            None if merged => Some(serde_json::from_str(&text).map_err(|e| BastionError::Input(e.to_string()))?),
+            None => None,
+        };
+        let source = match &copy {
+            Some(doc) => {
+                let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                let path = dir.path().join("config");
+                write_private(&path, &serde_json::to_vec_pretty(doc).expect("json")).map_err(io("kubeconfig copy"))?;
+                copy_dir = Some(dir);
+                path
             }
-            Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(BastionError::Input(format!("kubeconfig {}: {e}", k.path.display())));
+            None => {
+                let p = k.single().expect("one file unless merged");
+                p.canonicalize().map_err(io(format!("kubeconfig {}", p.display())))?
             }
-            Err(_) => {}
-        }
+        };
+        spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
+        spec.network = plan.route.network_mode().map(str::to_string);
+        route = Some(plan.route);
     }
     for v in installer_env() {
         if let Some(value) = env(&v.name).filter(|s| !s.is_empty()) {
@@ -434,6 +396,24 @@ pub fn standard(
         }
     }
     Ok(Standard { spec, route, _kube_copy: copy_dir })
+}
+
+/// The kubeconfig's text (the list's files merged, as JSON, and `true`), or `None` when the
+/// default file is absent.
+fn kube_text(k: &KubeSource) -> Result<Option<(String, bool)>, BastionError> {
+    if let Some(path) = k.single() {
+        return match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some((text, false))),
+            Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
+                Err(BastionError::Input(format!("kubeconfig {}: {e}", path.display())))
+            }
+            Err(_) => Ok(None),
+        };
+    }
+    let (merged, _) = k.load().map_err(|e| BastionError::Input(e.to_string()))?;
+    let text =
+        serde_json::to_string(&merged).map_err(|e| BastionError::Input(format!("kubeconfig {}: {e}", k.shown())))?;
+    Ok(Some((text, true)))
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -463,33 +443,32 @@ pub fn link_venv(tree: &Path) -> Result<(), BastionError> {
 }
 
 pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("bastion", format!("cannot start the async runtime: {e}")))?;
-    let result = rt.block_on(async {
+    crate::runtime::block_on(async {
         let interrupt = Interrupt::on_signals().map_err(io("installing signal handlers"))?;
         match cmd {
-            BastionCommand::Build(a) => build_command(&a, shell, &interrupt).await,
+            BastionCommand::Build(a) => build_command(&a, global, shell, &interrupt).await,
             BastionCommand::Run(a) => run_command(&a, global, shell, &interrupt).await,
         }
-    });
-    rt.shutdown_background();
-    result
+    })?
 }
 
-async fn build_command(a: &BuildArgs, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
-    let docker = image::connect().await.map_err(BastionError::from)?;
+async fn build_command(
+    a: &BuildSettings,
+    global: &Global,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<(), Failure> {
+    let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
     println!("{}", p.tag);
     Ok(())
 }
 
-async fn run_command(a: &RunArgs, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
-    let env = |n: &str| std::env::var(n).ok();
-    let kube = KubeSource::from_global(global, &env)?;
-    let docker = image::connect().await.map_err(BastionError::from)?;
+async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    let env = global.env.lookup();
+    let kube = KubeSource::resolve(global);
+    let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
     let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
     let secret = |k: &str| installer_env().iter().any(|v| v.secret && v.name == k);
@@ -565,7 +544,7 @@ mod tests {
             )
         };
         std::fs::write(&path, yaml("https://0.0.0.0:6550")).unwrap();
-        let k = KubeSource { path: path.clone(), explicit: true, context: None };
+        let k = KubeSource::file(path.clone(), true, None);
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
         assert_eq!(
@@ -592,7 +571,7 @@ mod tests {
 
     #[test]
     fn a_missing_kubeconfig_is_an_error_only_when_named() {
-        let k = KubeSource { path: "/nonexistent/eas/config".into(), explicit: false, context: None };
+        let k = KubeSource::file("/nonexistent/eas/config".into(), false, None);
         assert!(standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap().spec.mounts.is_empty());
         let k = KubeSource { explicit: true, ..k };
         let e = standard("img", vec![], None, Some(&k), &env_of(&[])).err().unwrap().to_string();
@@ -601,21 +580,49 @@ mod tests {
 
     #[test]
     fn kubeconfig_source_order() {
-        let g = |k: Option<&str>| Global {
+        use crate::settings::{Env, Global};
+        let g = |k: Option<&str>, env: &[(&str, &str)]| Global {
             kubeconfig: k.map(PathBuf::from),
-            context: None,
-            state_dir: None,
-            progress: crate::output::ProgressMode::Plain,
-            verbose: 0,
-            quiet: false,
-            no_color: false,
+            env: Env::of(env),
+            ..Global::default()
         };
-        let env = env_of(&[("KUBECONFIG", "/e/config"), ("HOME", "/h")]);
-        assert_eq!(KubeSource::from_global(&g(Some("/f")), &env).unwrap().path, Path::new("/f"));
-        assert_eq!(KubeSource::from_global(&g(None), &env).unwrap().path, Path::new("/e/config"));
-        let s = KubeSource::from_global(&g(None), &env_of(&[("HOME", "/h")])).unwrap();
-        assert_eq!((s.path.as_path(), s.explicit), (Path::new("/h/.kube/config"), false));
-        assert!(KubeSource::from_global(&g(None), &env_of(&[("KUBECONFIG", "/a:/b")])).is_err());
+        let env = [("KUBECONFIG", "/e/config"), ("HOME", "/h")];
+        assert_eq!(KubeSource::resolve(&g(Some("/f"), &env)).paths, [Path::new("/f")]);
+        assert_eq!(KubeSource::resolve(&g(None, &env)).paths, [Path::new("/e/config")]);
+        let s = KubeSource::resolve(&g(None, &[("HOME", "/h")]));
+        assert_eq!((s.paths, s.explicit), (vec![PathBuf::from("/h/.kube/config")], false));
+        let s = KubeSource::resolve(&g(None, &[("KUBECONFIG", "/a::/b")]));
+        assert_eq!((s.paths, s.explicit), (vec![PathBuf::from("/a"), PathBuf::from("/b")], true));
+    }
+
+    #[test]
+    fn a_kubeconfig_list_is_merged_into_one_private_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        std::fs::write(
+            &a,
+            "apiVersion: v1\nkind: Config\ncurrent-context: k3d-gpu\nclusters: []\ncontexts: []\nusers: []\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &b,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k3d-gpu\n  cluster:\n    server: https://127.0.0.1:6550\n\
+             contexts:\n- name: k3d-gpu\n  context:\n    cluster: k3d-gpu\n    user: admin\n\
+             users:\n- name: admin\n  user:\n    token: s3cret\n",
+        )
+        .unwrap();
+        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None };
+        let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert!(m.source != a && m.source != b && m.read_only);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&m.source).unwrap().permissions().mode() & 0o777, 0o600);
+        let copy: serde_json::Value = serde_json::from_slice(&std::fs::read(&m.source).unwrap()).unwrap();
+        assert_eq!(copy["current-context"], "k3d-gpu");
+        assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://127.0.0.1:6550");
+        assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "s3cret");
+        assert_eq!(s.spec.network.as_deref(), Some("host"));
     }
 
     #[test]

@@ -8,11 +8,11 @@ pub mod write;
 
 use std::path::Path;
 
-use crate::cli::{ConfigArgs, SelectArgs};
 use crate::error::Failure;
 use crate::facts::{Facts, FactsError};
 use crate::output::Shell;
 use crate::pins::{self, Pins, Trees};
+use crate::settings::{ConfigSettings, Select};
 
 pub use rules::Decision;
 
@@ -24,7 +24,7 @@ impl From<FactsError> for Failure {
 
 /// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
 /// default profile and must be a full SHA (anything else floats).
-pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
+pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
     let pins = Pins::load(sel.pins.as_deref())?;
     if let Some(r) = &sel.git_ref {
         if !pins::is_full_sha(r) {
@@ -43,7 +43,7 @@ pub fn select_trees(sel: &SelectArgs) -> Result<Trees, Failure> {
     Ok(pins.trees(sel.profile.as_deref().unwrap_or("main"))?)
 }
 
-pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
+pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
     let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
     rules::decide(&inputs).map_err(|r| match r {
@@ -52,7 +52,7 @@ pub fn generate(facts: &Facts, sel: &SelectArgs) -> Result<Decision, Failure> {
     })
 }
 
-pub fn command(args: &ConfigArgs, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
     let result = Facts::read(&args.facts).map_err(Failure::from).and_then(|facts| generate(&facts, &args.select));
     let decision = match result {
         Ok(d) => d,

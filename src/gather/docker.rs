@@ -62,10 +62,8 @@ pub struct Bollard {
 }
 
 impl Bollard {
-    /// Connects as the docker CLI would (`DOCKER_HOST`, else the current docker context, else
-    /// the local socket) and agrees an API version with the engine, so an older engine works.
-    pub async fn connect(timeout: Duration) -> Result<Bollard, DockerError> {
-        let addr = docker_host();
+    /// Connects to `addr` (see [`crate::docker_host`]) and agrees an API version with the engine, so an older engine works.
+    pub async fn connect(addr: String, timeout: Duration) -> Result<Bollard, DockerError> {
         let unreachable = |cause: String| DockerError::Unreachable { addr: addr.clone(), cause };
         let docker = Docker::connect_with_host(&addr).map_err(|e| unreachable(super::kube::chain(&e)))?;
         let docker = tokio::time::timeout(timeout, docker.negotiate_version())
@@ -229,40 +227,6 @@ fn first_file(tar: &[u8]) -> Result<Vec<u8>, String> {
 /// `docker info`'s security options name rootless mode as `name=rootless`.
 pub fn is_rootless_option(option: &str) -> bool {
     option.split(',').any(|kv| kv.trim() == "name=rootless")
-}
-
-/// The engine address the docker CLI would use: `DOCKER_HOST`, else the endpoint of the current
-/// docker context (rootless setups switch context rather than set `DOCKER_HOST`), else the
-/// default local socket.
-fn docker_host() -> String {
-    if let Some(h) = std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()) {
-        return h;
-    }
-    context_host().unwrap_or_else(|| "unix:///var/run/docker.sock".to_string())
-}
-
-fn context_host() -> Option<String> {
-    let dir = std::env::var_os("DOCKER_CONFIG")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")))?;
-    let name = match std::env::var("DOCKER_CONTEXT").ok().filter(|c| !c.is_empty()) {
-        Some(c) => c,
-        None => {
-            let config: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()?;
-            config.get("currentContext")?.as_str()?.to_string()
-        }
-    };
-    if name == "default" {
-        return None;
-    }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(name.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("contexts").join("meta").join(hex).join("meta.json")).ok()?)
-            .ok()?;
-    meta.pointer("/Endpoints/docker/Host")?.as_str().map(str::to_string)
 }
 
 #[cfg(test)]

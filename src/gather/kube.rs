@@ -5,10 +5,11 @@
 use std::fmt;
 use std::io::BufReader;
 use std::marker::PhantomData;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::config::KubeConfigOptions;
+
+use crate::kubeconfig::KubeSource;
 use kube::core::params::ListParams;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -27,51 +28,13 @@ pub struct Target {
     pub client: kube::Client,
 }
 
-/// Why no cluster could be chosen: always bad input (exit 2).
-#[derive(Debug, thiserror::Error)]
-pub enum TargetError {
-    #[error("kubeconfig {0} not found")]
-    Missing(PathBuf),
-    #[error("kubeconfig {path} cannot be read: {cause}")]
-    Unreadable { path: PathBuf, cause: String },
-    #[error("kubeconfig {path} is malformed: {cause}")]
-    Malformed { path: String, cause: String },
-    #[error("no kubeconfig: --kubeconfig not given, KUBECONFIG not set, and {0} does not exist")]
-    NoDefault(PathBuf),
-    #[error("context {name:?} not found in kubeconfig {path} (contexts: {available})")]
-    NoContext { name: String, path: String, available: String },
-    #[error("kubeconfig {0} sets no current-context")]
-    NoCurrentContext(String),
-    #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
-    Unusable { context: String, path: String, cause: String },
-}
-
-impl TargetError {
-    pub fn hint(&self) -> String {
-        match self {
-            TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {
-                "pass --kubeconfig PATH or set KUBECONFIG (k3d: `k3d kubeconfig write <cluster>`; k3s: /etc/rancher/k3s/k3s.yaml)"
-                    .into()
-            }
-            TargetError::Malformed { .. } | TargetError::Unusable { .. } => {
-                "check the file with `kubectl config view --kubeconfig <path>`".into()
-            }
-            TargetError::NoContext { .. } | TargetError::NoCurrentContext(_) => {
-                "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
-            }
-        }
-    }
-}
+pub use crate::kubeconfig::TargetError;
 
 /// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
 /// context, and builds a client whose every read gives up after `timeout`.
-pub async fn target(
-    kubeconfig: Option<&Path>,
-    context: Option<&str>,
-    timeout: Duration,
-) -> Result<Target, TargetError> {
-    let (kc, path) = load(kubeconfig)?;
-    let name = match context {
+pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, TargetError> {
+    let (kc, path) = source.load()?;
+    let name = match source.context.as_deref() {
         Some(c) => c.to_string(),
         None => {
             kc.current_context.clone().filter(|c| !c.is_empty()).ok_or(TargetError::NoCurrentContext(path.clone()))?
@@ -99,52 +62,6 @@ pub async fn target(
     config.write_timeout = Some(timeout);
     let client = kube::Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
     Ok(Target { context: name, server, client })
-}
-
-fn load(explicit: Option<&Path>) -> Result<(Kubeconfig, String), TargetError> {
-    let read = |p: &Path| -> Result<Kubeconfig, TargetError> {
-        match std::fs::metadata(p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TargetError::Missing(p.to_path_buf()));
-            }
-            Err(e) => {
-                return Err(TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() });
-            }
-            Ok(_) => {}
-        }
-        Kubeconfig::read_from(p).map_err(|e| malformed(&p.display().to_string(), e))
-    };
-    if let Some(p) = explicit {
-        return Ok((read(p)?, p.display().to_string()));
-    }
-    if let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        let paths: Vec<PathBuf> = std::env::split_paths(&list).filter(|p| !p.as_os_str().is_empty()).collect();
-        let shown = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
-        // Like kubectl: files in the list that do not exist are skipped, the rest merged in order.
-        let mut merged: Option<Kubeconfig> = None;
-        for p in paths.iter().filter(|p| p.exists()) {
-            let next = read(p)?;
-            merged = Some(match merged {
-                None => next,
-                Some(m) => m.merge(next).map_err(|e| malformed(&shown, e))?,
-            });
-        }
-        return merged.map(|m| (m, shown.clone())).ok_or_else(|| TargetError::Missing(PathBuf::from(shown)));
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-    let default = home.join(".kube").join("config");
-    if !default.exists() {
-        return Err(TargetError::NoDefault(default));
-    }
-    Ok((read(&default)?, default.display().to_string()))
-}
-
-fn malformed(path: &str, e: KubeconfigError) -> TargetError {
-    let cause = match e {
-        KubeconfigError::ReadConfig(io, _) => io.to_string(),
-        other => other.to_string(),
-    };
-    TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
 }
 
 /// One read the gatherer makes, named the way the person reading an error thinks of it.

@@ -12,41 +12,33 @@ pub mod kube;
 pub mod nodes;
 pub mod objects;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
-
-use crate::cli::Global;
 use crate::error::Failure;
 use crate::facts::{self, Facts};
+use crate::kubeconfig::KubeSource;
 use crate::output::Shell;
+use crate::settings::{Env, Global, timeouts};
 
 use self::docker::{Bollard, Engine};
 use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
 
-#[derive(Args, Debug, Clone)]
-pub struct FactsArgs {
+#[derive(Debug, Clone)]
+pub struct FactsSettings {
     /// Write the facts document to FILE instead of stdout
-    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
     /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
-    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
     pub containerd_config: Vec<String>,
     /// Whether a node's NRI socket exists, for a node given with --containerd-config
     /// [default: whether that config enables NRI]. Repeatable
-    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
     pub nri_socket: Vec<String>,
     /// Seconds each API call may take (each Docker call: at most 10)
-    #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub request_timeout: u64,
 }
-
-/// Docker answers locally or not at all; a hung engine must not hold up the API side.
-const DOCKER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 enum GatherError {
@@ -71,22 +63,14 @@ impl From<GatherError> for Failure {
     }
 }
 
-pub fn command(args: &FactsArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("facts", format!("cannot start the async runtime: {e}")))?;
-    let result = runtime.block_on(async {
-        let target = kube::target(global.kubeconfig.as_deref(), global.context.as_deref(), timeout).await?;
+    let gathered = crate::runtime::block_on(async {
+        let target = kube::target(&KubeSource::resolve(global), timeout).await?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        gather(&target, &operator, timeout).await
-    });
-    // A read abandoned at its timeout may still hold a blocking thread; do not wait for it.
-    runtime.shutdown_background();
-    let gathered = result?;
+        gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
+    })??;
     for w in &gathered.warnings {
         shell.warn(w);
     }
@@ -113,7 +97,7 @@ pub fn command(args: &FactsArgs, global: &Global, shell: &Shell) -> Result<(), F
                 .map_err(|e| Failure::step("facts", format!("cannot write to stdout: {e}")))?;
         }
         Some(path) => {
-            write_atomically(path, &text).map_err(|e| {
+            crate::atomic::write_private(path, text.as_bytes()).map_err(|e| {
                 Failure::step_next(
                     "facts",
                     format!("cannot write {}: {e}", path.display()),
@@ -126,19 +110,9 @@ pub fn command(args: &FactsArgs, global: &Global, shell: &Shell) -> Result<(), F
     Ok(())
 }
 
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new().prefix(".eas-facts-").tempfile_in(dir)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.persist(path).map(|_| ()).map_err(|e| e.error)
-}
-
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
 /// found before any call is made.
-fn operator(args: &FactsArgs) -> Result<Operator, String> {
+fn operator(args: &FactsSettings) -> Result<Operator, String> {
     let mut op = Operator::default();
     for spec in &args.containerd_config {
         let (node, file) = split_node(spec, "--containerd-config", "NODE=FILE")?;
@@ -193,7 +167,12 @@ impl Sink<SecretItem> for helm::Releases {
     }
 }
 
-async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Result<Gathered, GatherError> {
+async fn gather(
+    target: &Target,
+    operator: &Operator,
+    timeout: Duration,
+    docker_host: String,
+) -> Result<Gathered, GatherError> {
     let reader = Reader::new(target, timeout);
     let nodes_call = Call::list("nodes", "v1", None);
     let namespaces_call = Call::list("namespaces", "v1", None);
@@ -214,7 +193,8 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Resu
             reader.list(&sandbox_calls[1], Vec::<DeploymentItem>::new()),
         )
     };
-    let (api, (engine, docker_state)) = tokio::join!(api, probe_docker(timeout.min(DOCKER_TIMEOUT)));
+    let (api, (engine, docker_state)) =
+        tokio::join!(api, probe_docker(docker_host, timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
     let api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
@@ -264,8 +244,9 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration) -> Resu
 /// The field selector that keeps the Secrets list to Helm's storage Secrets.
 const HELM_SECRETS: &str = "type=helm.sh/release.v1";
 
-async fn probe_docker(timeout: Duration) -> (Option<Bollard>, DockerState) {
-    match Bollard::connect(timeout).await {
+async fn probe_docker(addr: String, timeout: Duration) -> (Option<Bollard>, DockerState) {
+    // Docker answers locally or not at all; a hung engine must not hold up the API side.
+    match Bollard::connect(addr, timeout).await {
         Err(e) => (None, DockerState::Unreachable(e)),
         Ok(engine) => {
             let (rootless, containers) = tokio::join!(engine.rootless(), engine.k3d_containers());
@@ -279,8 +260,8 @@ async fn probe_docker(timeout: Duration) -> (Option<Bollard>, DockerState) {
 mod tests {
     use super::*;
 
-    fn args(configs: &[&str], sockets: &[&str]) -> FactsArgs {
-        FactsArgs {
+    fn args(configs: &[&str], sockets: &[&str]) -> FactsSettings {
+        FactsSettings {
             out: None,
             containerd_config: configs.iter().map(|s| s.to_string()).collect(),
             nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
@@ -316,35 +297,20 @@ mod tests {
             assert!(err.contains(want), "{configs:?} {sockets:?}: {err}");
         }
     }
-
-    #[test]
-    fn out_is_replaced_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("facts.json");
-        std::fs::write(&out, "old").unwrap();
-        write_atomically(&out, "new\n").unwrap();
-        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new\n");
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "no temporary file left behind");
-    }
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct GatherOptions {
     /// A node's containerd config.toml, for a node eas cannot read (repeatable)
-    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
     pub containerd_config: Vec<String>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
-    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
     pub nri_socket: Vec<String>,
 }
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
-    Ok(kube::target(global.kubeconfig.as_deref(), global.context.as_deref(), timeout)
-        .await
-        .map_err(GatherError::from)?)
+    Ok(kube::target(&KubeSource::resolve(global), timeout).await.map_err(GatherError::from)?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.
@@ -352,16 +318,17 @@ pub async fn collect(
     target: &Target,
     opts: &GatherOptions,
     timeout: Duration,
+    env: &Env,
     shell: &Shell,
 ) -> Result<Facts, Failure> {
-    let args = FactsArgs {
+    let args = FactsSettings {
         out: None,
         containerd_config: opts.containerd_config.clone(),
         nri_socket: opts.nri_socket.clone(),
         request_timeout: timeout.as_secs(),
     };
     let op = operator(&args).map_err(GatherError::Operator)?;
-    let gathered = gather(target, &op, timeout).await?;
+    let gathered = gather(target, &op, timeout, crate::docker_host::resolve(env)).await?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

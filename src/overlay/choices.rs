@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::cli::SelectArgs;
 use crate::config::{self, rules::Value};
 use crate::error::Failure;
 use crate::facts::Facts;
+use crate::settings::Select;
 
 /// The generated choices and node labels one cluster's overlay decisions depend on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,8 +21,7 @@ impl Generated {
     /// From a facts document: runs the generator's own rules (the default layer and profile; the
     /// choices the overlay reads do not depend on either). A refusal is the generator's, exit 3.
     pub fn from_facts(facts: &Facts) -> Result<Generated, Failure> {
-        let select =
-            SelectArgs { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None };
+        let select = Select { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None };
         let decision = config::generate(facts, &select)?;
         Ok(Generated::from_decision(&decision, facts))
     }

@@ -19,10 +19,10 @@ pub use data::{DataError, Overlay};
 pub use decide::Plan;
 pub use git::GitError;
 
-use crate::cli::OverlayArgs;
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::Shell;
+use crate::settings::OverlaySettings;
 
 /// Decides the built-in overlay at `commit` of the clone at `repo`, with the generated choices
 /// when a facts document was available (without them every row is considered needed).
@@ -79,7 +79,7 @@ fn failure_for_apply(e: ApplyError, plan: &Plan) -> Failure {
     }
 }
 
-pub fn command(args: &OverlayArgs, shell: &Shell) -> Result<(), Failure> {
+pub fn command(args: &OverlaySettings, shell: &Shell) -> Result<(), Failure> {
     let overlay = match &args.overlay {
         Some(dir) => Overlay::load_dir(dir)?,
         None => Overlay::builtin()?,

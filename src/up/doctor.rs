@@ -8,18 +8,15 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 
-use crate::cli::Global;
 use crate::error::Failure;
 use crate::gather;
 use crate::output::Shell;
+use crate::settings::Global;
 
-use super::{CALL, runtime, state_root};
+use super::{CALL, state_root};
 
 pub fn command(global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(doctor(global, shell));
-    rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    crate::runtime::block_on(doctor(global, shell))?
 }
 
 /// Free bytes on the filesystem holding `path` (or its nearest existing parent).
@@ -48,7 +45,7 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
             failed.push(name.to_string());
         }
     };
-    match crate::bastion::image::connect().await {
+    match crate::bastion::image::connect(&global.env).await {
         Ok(d) => match d.version().await {
             Ok(v) => line(true, "docker", format!("engine {}", v.version.unwrap_or_default())),
             Err(e) => line(false, "docker", e.to_string()),

@@ -13,61 +13,47 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
-
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
 use crate::bastion::{self, KubeSource};
-use crate::cli::Global;
 use crate::config::render;
 use crate::error::Failure;
 use crate::gather;
 use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
+use crate::settings::Global;
 use crate::state::journal::{State, create_private_dir};
 use crate::state::ledger::{Finding, FindingKind, Object, all_guarded_components, guard_teardown};
 use crate::state::{StateDir, lock};
 
-use super::{CALL, cluster, now, runtime, state_root};
+use super::{CALL, cluster, now, state_root};
 
 /// How long `down` keeps retrying a cluster snapshot before it stops.
-const SNAPSHOT_DEADLINE: Duration = Duration::from_secs(60);
+const SNAPSHOT_DEADLINE: Duration = crate::settings::timeouts::LEDGER;
 
-#[derive(Args, Debug, Clone)]
-pub struct DownArgs {
+#[derive(Debug, Clone)]
+pub struct DownSettings {
     /// Layer to tear down [default: the recorded one]
-    #[arg(long)]
     pub layer: Option<String>,
     /// Do not ask before changing the cluster (required without a terminal)
-    #[arg(long)]
     pub yes: bool,
     /// Also remove the state directory of this cluster (logs, work tree); takes the lock
-    #[arg(long)]
     pub purge: bool,
     /// Drop the losses and leftovers an earlier `eas down` found, once dealt with
-    #[arg(long)]
     pub acknowledge: bool,
     /// With an incomplete record: run the installer's teardown with every guard applied
     /// (deletes nothing directly)
-    #[arg(long)]
     pub force_incomplete: bool,
     /// Take over a lock left by a run that is no longer alive
-    #[arg(long)]
     pub break_lock: bool,
     /// Pins file [default: the pins.json built into eas]
-    #[arg(long, value_name = "FILE")]
     pub pins: Option<PathBuf>,
-    #[command(flatten)]
-    pub image: crate::bastion::BaseArgs,
+    pub image: crate::bastion::BaseImage,
     /// How long the installer's teardown may run, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 45 * 60)]
     pub teardown_timeout: u64,
 }
 
-pub fn command(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(down(args, global, shell));
-    rt.shutdown_timeout(Duration::from_secs(5));
-    result
+pub fn command(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    crate::runtime::block_on(down(args, global, shell))?
 }
 
 struct Quiet(Vec<u8>);
@@ -78,7 +64,7 @@ impl Sink for Quiet {
     }
 }
 
-fn confirm(args: &DownArgs, what: &str) -> Result<(), Failure> {
+fn confirm(args: &DownSettings, what: &str) -> Result<(), Failure> {
     if !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(format!("{what} and no terminal is attached to confirm"), "pass --yes"));
     }
@@ -102,16 +88,16 @@ fn purge(sd: &StateDir, lock: lock::LockGuard) -> Result<(), Failure> {
 
 /// What one `down` needs to run the installer's teardown.
 struct Ctx<'a> {
-    args: &'a DownArgs,
+    args: &'a DownSettings,
     global: &'a Global,
     shell: &'a Shell,
     interrupt: &'a Interrupt,
     sd: &'a StateDir,
     docker: bollard::Docker,
-    image_args: bastion::ImageArgs,
+    image_args: bastion::ImageSettings,
 }
 
-async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let target = gather::target(global, CALL).await?;
     let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
@@ -142,7 +128,7 @@ async fn down(args: &DownArgs, global: &Global, shell: &Shell) -> Result<(), Fai
     }
     let ack_next = "deal with what is named above, then run `eas down --yes --acknowledge`";
     let docker = || async {
-        bastion::image::connect()
+        bastion::image::connect(&global.env)
             .await
             .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))
     };
@@ -320,14 +306,14 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
         ]);
     }
     shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
-    let env = |n: &str| std::env::var(n).ok();
-    let kube = KubeSource::from_global(ctx.global, &env)?;
+    let env = ctx.global.env.lookup();
+    let kube = KubeSource::resolve(ctx.global);
     let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
     let mut sink = Quiet(Vec::new());
     let outcome = DockerRunner::new(ctx.docker.clone()).run(&spec, &mut sink, ctx.interrupt).await;
-    let redactor = super::install::redactor();
+    let redactor = super::install::redactor(&ctx.global.env);
     let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
     let _ = std::fs::write(&log_path, &text);
     match outcome.map_err(|e| Failure::step("teardown", e))? {
@@ -348,8 +334,8 @@ async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<()
     let prepared = bastion::prepare(docker, &ctx.image_args, false, false, ctx.shell, interrupt)
         .await
         .map_err(|e| e.to_string())?;
-    let env = |n: &str| std::env::var(n).ok();
-    let kube = KubeSource::from_global(ctx.global, &env).map_err(|e| e.to_string())?;
+    let env = ctx.global.env.lookup();
+    let kube = KubeSource::resolve(ctx.global);
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
     let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&kube), &env)
         .map_err(|e| e.to_string())?;

@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
 use crate::bastion::{self, KubeSource};
-use crate::cli::Global;
 use crate::config::{self, render};
 use crate::error::Failure;
 use crate::installer::command::shell_line;
@@ -23,10 +22,11 @@ use crate::output::Shell;
 use crate::pipeline::PhaseId;
 use crate::prepare::global_config::merge_global_edit;
 use crate::prepare::models::{ModelsEdit, apply_models_edit};
+use crate::settings::{Env, Global};
 use crate::state::StateDir;
 use crate::state::journal::{State, Status, create_private_dir};
 
-use super::{UpArgs, now};
+use super::{UpSettings, now};
 
 pub struct Ctx<'a> {
     pub docker: &'a Docker,
@@ -37,16 +37,12 @@ pub struct Ctx<'a> {
     pub interrupt: &'a Interrupt,
 }
 
-fn env_lookup(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
 /// The secrets the installer may see, so no log line carries them.
-pub fn redactor() -> Redactor {
+pub fn redactor(env: &Env) -> Redactor {
     let secrets: Vec<String> = bastion::installer_env()
         .iter()
         .filter(|v| v.secret)
-        .filter_map(|v| std::env::var(&v.name).ok())
+        .filter_map(|v| env.var(&v.name))
         .filter(|s| !s.is_empty())
         .collect();
     Redactor::new(secrets)
@@ -118,8 +114,8 @@ async fn run_installer(
     timeout: Duration,
     guard_byo: bool,
 ) -> Result<(Outcome, Tail), Failure> {
-    let kube = KubeSource::from_global(ctx.global, &env_lookup)?;
-    let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &env_lookup)?;
+    let kube = KubeSource::resolve(ctx.global);
+    let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(timeout);
     let log = std::fs::OpenOptions::new()
@@ -133,7 +129,7 @@ async fn run_installer(
     let bar = ctx.shell.spinner(shell_line(argv));
     let mut sink = InstallSink {
         log,
-        redactor: redactor(),
+        redactor: redactor(&ctx.global.env),
         progress: Progress::new(),
         tail: Tail::new(30),
         partial: Vec::new(),
@@ -204,7 +200,7 @@ pub async fn prepare_and_install(
     files: &[(String, String)],
     decision: &config::Decision,
     inputs: &BTreeMap<PhaseId, String>,
-    args: &UpArgs,
+    args: &UpSettings,
     save: &dyn Fn(&State) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let (layer, env) = (args.select.layer.as_str(), args.env.as_str());

@@ -12,10 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Args;
-
-use crate::bastion::{self, ImageArgs, run::Interrupt};
-use crate::cli::{Global, SelectArgs};
+use crate::bastion::{self, ImageSettings, run::Interrupt};
 use crate::config::{self, render, write};
 use crate::error::Failure;
 use crate::facts::Facts;
@@ -24,6 +21,7 @@ use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
 use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
+use crate::settings::{Global, Select};
 use crate::state::journal::{PinsRecord, RunInfo, State, Status};
 use crate::state::ledger::Ledger;
 use crate::state::resume::{Invocation, next_for, plan_resume};
@@ -35,74 +33,48 @@ use install::redactor;
 /// Every cluster API call's deadline (a list, a get, a delete).
 pub const CALL: Duration = Duration::from_secs(30);
 
-#[derive(Args, Debug, Clone)]
-pub struct UpArgs {
+#[derive(Debug, Clone)]
+pub struct UpSettings {
     /// Everything that reads, nothing that writes: print the plan
-    #[arg(long)]
     pub dry_run: bool,
-    #[command(flatten)]
-    pub select: SelectArgs,
+    pub select: Select,
     /// The installer's environment name (env/<name>/ in the EAS tree)
-    #[arg(long, default_value = "k3d-gpu")]
     pub env: String,
     /// With --dry-run: also write the generated files and plan.json here
-    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Do not ask before changing the cluster (required without a terminal)
-    #[arg(long)]
     pub yes: bool,
     /// Take over a lock left by a run that is no longer alive
-    #[arg(long)]
     pub break_lock: bool,
-    #[command(flatten)]
-    pub repos: RepoArgs,
-    #[command(flatten)]
-    pub image: bastion::BaseArgs,
-    #[command(flatten)]
+    pub repos: Repos,
+    pub image: bastion::BaseImage,
     pub gather: GatherOptions,
     /// How long the installer may run, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 90 * 60)]
     pub install_timeout: u64,
     /// How long verification may wait for the model servers, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
     pub verify_timeout: u64,
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 120, hide = true)]
     pub ledger_timeout: u64,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
-#[derive(Args, Debug, Clone, Default)]
-pub struct RepoArgs {
+#[derive(Debug, Clone, Default)]
+pub struct Repos {
     /// An EAS clone or mirror holding the pinned commit
-    #[arg(long, value_name = "DIR")]
     pub eas_repo: Option<PathBuf>,
     /// An EI (enterprise-inference) clone or mirror holding the pinned commit
-    #[arg(long, value_name = "DIR")]
     pub ei_repo: Option<PathBuf>,
     /// An EAT (agent toolkit) clone or mirror holding the pinned commit
-    #[arg(long, value_name = "DIR")]
     pub eat_repo: Option<PathBuf>,
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseArgs, pins: Option<PathBuf>) -> ImageArgs {
-    ImageArgs { pins, base: base.clone() }
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>) -> ImageSettings {
+    ImageSettings { pins, base: base.clone() }
 }
 
-pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))
-}
-
-pub fn command(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(up(args, global, shell));
-    rt.shutdown_timeout(Duration::from_secs(5));
-    result
+pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    crate::runtime::block_on(up(args, global, shell))?
 }
 
 pub fn now() -> String {
@@ -113,14 +85,14 @@ pub fn state_root(global: &Global) -> Result<PathBuf, Failure> {
     match &global.state_dir {
         Some(d) => Ok(d.clone()),
         None => Ok(crate::state::default_root(
-            std::env::var_os("XDG_STATE_HOME").as_deref(),
-            std::env::var_os("HOME").as_deref(),
+            global.env.var("XDG_STATE_HOME").as_deref().map(std::ffi::OsStr::new),
+            global.env.var("HOME").as_deref().map(std::ffi::OsStr::new),
         )?),
     }
 }
 
 /// The follow-up commands repeat the user's flags.
-pub fn invocation(global: &Global, layer: &str, env: &str, select: &SelectArgs) -> Invocation {
+pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> Invocation {
     let mut g = Vec::new();
     if let Some(k) = &global.kubeconfig {
         g.extend(["--kubeconfig".to_string(), k.display().to_string()]);
@@ -161,11 +133,9 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
     }
 }
 
-fn resolve_trees(t: &Trees, repos: &RepoArgs) -> Result<Resolved, String> {
-    let cache = trees::cache_dir();
-    let one = |pin: &Pin, local: &Option<PathBuf>| {
-        trees::resolve(pin, &origin(pin, local), &cache).map_err(|e| e.to_string())
-    };
+fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path) -> Result<Resolved, String> {
+    let one =
+        |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), cache).map_err(|e| e.to_string());
     Ok(Resolved {
         eas: one(&t.eas, &repos.eas_repo)?,
         ei: one(&t.ei, &repos.ei_repo)?,
@@ -192,7 +162,7 @@ fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<
     Ok(())
 }
 
-async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
+async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let layer = args.select.layer.clone();
     let inv = invocation(global, &layer, &args.env, &args.select);
@@ -232,7 +202,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = match bastion::image::connect().await {
+    let docker = match bastion::image::connect(&global.env).await {
         Ok(d) => Some(d),
         // A dry run still prints everything else, and names the step that needs Docker.
         Err(e) if args.dry_run => {
@@ -298,9 +268,9 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
                 .map(|p| (p.tag.clone(), p.reused, Some(p))),
         }
     };
-    let facts = gather::collect(&target, &args.gather, CALL, shell);
-    let (tp, repos) = (tree_pins.clone(), args.repos.clone());
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos));
+    let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell);
+    let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
+    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
     let (image, facts, resolved) = tokio::select! {
         r = async { tokio::join!(image, facts, resolved) } => r,
         _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
@@ -381,7 +351,7 @@ async fn up(args: &UpArgs, global: &Global, shell: &Shell) -> Result<(), Failure
         PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(&layer, &args.env)? },
         PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
     ];
-    state.installer_command = redactor().redact_argv(&install);
+    state.installer_command = redactor(&global.env).redact_argv(&install);
     if args.dry_run {
         print_plan(&plan, args.out.as_deref(), &files)?;
         return Ok(());
@@ -574,12 +544,10 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
     shell.note(format!("  state: {}", sd.state_file().display()));
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct VerifyArgs {
+#[derive(Debug, Clone)]
+pub struct VerifySettings {
     /// How long to wait for the model servers, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = 40 * 60)]
     pub timeout: u64,
-    #[command(flatten)]
     pub gather: GatherOptions,
 }
 
@@ -594,9 +562,8 @@ pub const EXPECTED_FILE: &str = "expected.json";
 
 /// `eas verify`: what the recorded run expects, else every model server found and the devices
 /// the cluster's facts show now.
-pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let rt = runtime()?;
-    let result = rt.block_on(async {
+pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    crate::runtime::block_on(async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
@@ -605,7 +572,7 @@ pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Resu
         let exp = match recorded {
             Some(e) => verify::Expect { devices: e.devices, models: e.models },
             None => {
-                let facts = gather::collect(&target, &args.gather, CALL, shell).await?;
+                let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell).await?;
                 verify::Expect { devices: verify::checks::expected_devices(&facts), models: None }
             }
         };
@@ -615,7 +582,5 @@ pub fn verify_command(args: &VerifyArgs, global: &Global, shell: &Shell) -> Resu
             println!("ok {l}");
         }
         Ok(())
-    });
-    rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    })?
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::error::Failure;
 use crate::output::Shell;
+use crate::settings::timeouts;
 
 pub const NAMESPACE: &str = "llm-inference";
 
@@ -38,10 +39,10 @@ impl Default for Timeouts {
     fn default() -> Self {
         // The vLLM startup probe alone allows 20 minutes, and weights download before it.
         Timeouts {
-            devices: Duration::from_secs(90),
-            models: Duration::from_secs(40 * 60),
-            poll: Duration::from_secs(5),
-            call: Duration::from_secs(30),
+            devices: timeouts::VERIFY_DEVICES,
+            models: timeouts::VERIFY,
+            poll: timeouts::VERIFY_POLL,
+            call: timeouts::CALL,
         }
     }
 }

@@ -1,10 +1,16 @@
-//! The command line (SPEC §1). Thin: each command's arguments, then a call into its module.
+//! The command line (SPEC §1). The only module (with `main.rs` and the command layer) that knows
+//! clap: each command's arguments, resolved once with the environment seam into the plain
+//! settings of `crate::settings` and the domain modules (see `resolve`).
+
+mod args;
+mod resolve;
+
+pub use args::*;
+pub use resolve::settings;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-
-use crate::output::ProgressMode;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -16,13 +22,13 @@ use crate::output::ProgressMode;
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub global: Global,
+    pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct Global {
+pub struct GlobalArgs {
     /// Kubeconfig to read (never modified) [default: $KUBECONFIG, then ~/.kube/config]
     #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
@@ -34,7 +40,7 @@ pub struct Global {
     pub state_dir: Option<PathBuf>,
     /// Progress display: bars on a terminal, plain lines otherwise or when CI is set
     #[arg(long, global = true, value_enum, default_value = "auto")]
-    pub progress: ProgressMode,
+    pub progress: ProgressArg,
     /// More detail (repeat for more)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -46,6 +52,14 @@ pub struct Global {
     pub no_color: bool,
 }
 
+/// `--progress`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressArg {
+    Auto,
+    Tty,
+    Plain,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
@@ -55,17 +69,17 @@ pub enum Command {
     Pins(PinsCommand),
     /// The installer's pinned toolbox image: build (or reuse) it, run a command in it
     #[command(subcommand)]
-    Bastion(crate::bastion::BastionCommand),
+    Bastion(BastionCommand),
     /// Decide (and with --apply, apply) the k3s/k3d patches to an EAS git clone
     Overlay(OverlayArgs),
     /// Gather the facts document (eas-facts/v1) from the cluster; read-only
-    Facts(crate::gather::FactsArgs),
+    Facts(FactsArgs),
     /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
-    Up(Box<crate::up::UpArgs>),
+    Up(Box<UpArgs>),
     /// Remove what `eas up` installed, and nothing else
-    Down(crate::up::down::DownArgs),
+    Down(DownArgs),
     /// Check device resources and the model servers against the cluster
-    Verify(crate::up::VerifyArgs),
+    Verify(VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
 }

@@ -1,0 +1,183 @@
+//! The arguments of `facts`, `up`, `down`, `verify` and `bastion`, as clap parses them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::SelectArgs;
+use crate::settings::timeouts;
+
+#[derive(Args, Debug, Clone)]
+pub struct FactsArgs {
+    /// Write the facts document to FILE instead of stdout
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
+    /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
+    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    pub containerd_config: Vec<String>,
+    /// Whether a node's NRI socket exists, for a node given with --containerd-config
+    /// [default: whether that config enables NRI]. Repeatable
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    pub nri_socket: Vec<String>,
+    /// Seconds each API call may take (each Docker call: at most 10)
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
+    pub request_timeout: u64,
+}
+
+/// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct GatherArgs {
+    /// A node's containerd config.toml, for a node eas cannot read (repeatable)
+    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    pub containerd_config: Vec<String>,
+    /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    pub nri_socket: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct UpArgs {
+    /// Everything that reads, nothing that writes: print the plan
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// The installer's environment name (env/<name>/ in the EAS tree)
+    #[arg(long, default_value = "k3d-gpu")]
+    pub env: String,
+    /// With --dry-run: also write the generated files and plan.json here
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not ask before changing the cluster (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+    /// Take over a lock left by a run that is no longer alive
+    #[arg(long)]
+    pub break_lock: bool,
+    #[command(flatten)]
+    pub repos: RepoArgs,
+    #[command(flatten)]
+    pub image: BaseArgs,
+    #[command(flatten)]
+    pub gather: GatherArgs,
+    /// How long the installer may run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::INSTALL.as_secs())]
+    pub install_timeout: u64,
+    /// How long verification may wait for the model servers, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
+    pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]
+    pub ledger_timeout: u64,
+}
+
+/// Existing clones or mirrors to use instead of fetching (offline use).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RepoArgs {
+    /// An EAS clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub eas_repo: Option<PathBuf>,
+    /// An EI (enterprise-inference) clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub ei_repo: Option<PathBuf>,
+    /// An EAT (agent toolkit) clone or mirror holding the pinned commit
+    #[arg(long, value_name = "DIR")]
+    pub eat_repo: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DownArgs {
+    /// Layer to tear down [default: the recorded one]
+    #[arg(long)]
+    pub layer: Option<String>,
+    /// Do not ask before changing the cluster (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+    /// Also remove the state directory of this cluster (logs, work tree); takes the lock
+    #[arg(long)]
+    pub purge: bool,
+    /// Drop the losses and leftovers an earlier `eas down` found, once dealt with
+    #[arg(long)]
+    pub acknowledge: bool,
+    /// With an incomplete record: run the installer's teardown with every guard applied
+    /// (deletes nothing directly)
+    #[arg(long)]
+    pub force_incomplete: bool,
+    /// Take over a lock left by a run that is no longer alive
+    #[arg(long)]
+    pub break_lock: bool,
+    /// Pins file [default: the pins.json built into eas]
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    #[command(flatten)]
+    pub image: BaseArgs,
+    /// How long the installer's teardown may run, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::TEARDOWN.as_secs())]
+    pub teardown_timeout: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// How long to wait for the model servers, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
+    pub timeout: u64,
+    #[command(flatten)]
+    pub gather: GatherArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BastionCommand {
+    /// Build the pinned bastion image, or reuse it when its build context is unchanged; prints the image tag
+    Build(BuildArgs),
+    /// Run a command in the bastion with the installer's mounts and environment; exits with its exit code
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImageArgs {
+    /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
+    #[arg(long, value_name = "FILE")]
+    pub pins: Option<PathBuf>,
+    #[command(flatten)]
+    pub base: BaseArgs,
+}
+
+/// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
+#[derive(Args, Debug, Clone, Default)]
+pub struct BaseArgs {
+    /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
+    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
+    pub base_image: Option<String>,
+    /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
+    #[arg(long)]
+    pub allow_unpinned_base: bool,
+    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
+    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// Build even when an image for this context exists, without Docker's layer cache
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
+    /// record them in the pins file: trust on first use
+    #[arg(long)]
+    pub lock: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub image: ImageArgs,
+    /// EAS work tree, mounted read-write at /eas (its .venv is linked to the bastion's)
+    #[arg(long, value_name = "DIR")]
+    pub tree: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}

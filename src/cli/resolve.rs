@@ -1,0 +1,132 @@
+//! Arguments plus the environment seam, resolved once into plain settings.
+
+use super::args::*;
+use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
+use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
+use crate::gather::{FactsSettings, GatherOptions};
+use crate::output::ProgressMode;
+use crate::settings::{ConfigSettings, Env, Global, OverlaySettings, Select};
+use crate::up::down::DownSettings;
+use crate::up::{Repos, UpSettings, VerifySettings};
+
+/// The global flags and the environment, as the settings every command shares.
+pub fn settings(g: &GlobalArgs, env: Env) -> Global {
+    Global { kubeconfig: g.kubeconfig.clone(), context: g.context.clone(), state_dir: g.state_dir.clone(), env }
+}
+
+impl From<ProgressArg> for ProgressMode {
+    fn from(p: ProgressArg) -> Self {
+        match p {
+            ProgressArg::Auto => ProgressMode::Auto,
+            ProgressArg::Tty => ProgressMode::Tty,
+            ProgressArg::Plain => ProgressMode::Plain,
+        }
+    }
+}
+
+impl From<SelectArgs> for Select {
+    fn from(a: SelectArgs) -> Self {
+        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins }
+    }
+}
+
+impl From<ConfigArgs> for ConfigSettings {
+    fn from(a: ConfigArgs) -> Self {
+        ConfigSettings { facts: a.facts, out: a.out, select: a.select.into(), explain: a.explain }
+    }
+}
+
+impl From<OverlayArgs> for OverlaySettings {
+    fn from(a: OverlayArgs) -> Self {
+        OverlaySettings { repo: a.repo, facts: a.facts, apply: a.apply, explain: a.explain, overlay: a.overlay }
+    }
+}
+
+impl From<FactsArgs> for FactsSettings {
+    fn from(a: FactsArgs) -> Self {
+        FactsSettings {
+            out: a.out,
+            containerd_config: a.containerd_config,
+            nri_socket: a.nri_socket,
+            request_timeout: a.request_timeout,
+        }
+    }
+}
+
+impl From<GatherArgs> for GatherOptions {
+    fn from(a: GatherArgs) -> Self {
+        GatherOptions { containerd_config: a.containerd_config, nri_socket: a.nri_socket }
+    }
+}
+
+impl From<RepoArgs> for Repos {
+    fn from(a: RepoArgs) -> Self {
+        Repos { eas_repo: a.eas_repo, ei_repo: a.ei_repo, eat_repo: a.eat_repo }
+    }
+}
+
+impl From<BaseArgs> for BaseImage {
+    fn from(a: BaseArgs) -> Self {
+        BaseImage { base_image: a.base_image, allow_unpinned_base: a.allow_unpinned_base, ca_bundle: a.ca_bundle }
+    }
+}
+
+impl From<ImageArgs> for ImageSettings {
+    fn from(a: ImageArgs) -> Self {
+        ImageSettings { pins: a.pins, base: a.base.into() }
+    }
+}
+
+impl From<UpArgs> for UpSettings {
+    fn from(a: UpArgs) -> Self {
+        UpSettings {
+            dry_run: a.dry_run,
+            select: a.select.into(),
+            env: a.env,
+            out: a.out,
+            yes: a.yes,
+            break_lock: a.break_lock,
+            repos: a.repos.into(),
+            image: a.image.into(),
+            gather: a.gather.into(),
+            install_timeout: a.install_timeout,
+            verify_timeout: a.verify_timeout,
+            ledger_timeout: a.ledger_timeout,
+        }
+    }
+}
+
+impl From<DownArgs> for DownSettings {
+    fn from(a: DownArgs) -> Self {
+        DownSettings {
+            layer: a.layer,
+            yes: a.yes,
+            purge: a.purge,
+            acknowledge: a.acknowledge,
+            force_incomplete: a.force_incomplete,
+            break_lock: a.break_lock,
+            pins: a.pins,
+            image: a.image.into(),
+            teardown_timeout: a.teardown_timeout,
+        }
+    }
+}
+
+impl From<VerifyArgs> for VerifySettings {
+    fn from(a: VerifyArgs) -> Self {
+        VerifySettings { timeout: a.timeout, gather: a.gather.into() }
+    }
+}
+
+impl From<BastionCommand> for Bastion {
+    fn from(c: BastionCommand) -> Self {
+        match c {
+            BastionCommand::Build(b) => {
+                Bastion::Build(BuildSettings { image: b.image.into(), rebuild: b.rebuild, lock: b.lock })
+            }
+            BastionCommand::Run(r) => {
+                Bastion::Run(RunSettings { image: r.image.into(), tree: r.tree, command: r.command })
+            }
+        }
+    }
+}

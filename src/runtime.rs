@@ -1,0 +1,25 @@
+//! The one async runtime every command runs in, with one shutdown policy.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::Failure;
+
+/// Worker threads: the machine is small and the work is I/O; blocking work goes to
+/// `spawn_blocking`, never onto these.
+const WORKERS: usize = 2;
+/// How long tasks still running when the command's future returns may take to finish (a
+/// container removal); a read abandoned at its timeout on a blocking thread is not waited for.
+const SHUTDOWN: Duration = Duration::from_secs(2);
+
+/// Runs `f` to completion on a fresh runtime.
+pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))?;
+    let out = rt.block_on(f);
+    rt.shutdown_timeout(SHUTDOWN);
+    Ok(out)
+}

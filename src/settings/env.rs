@@ -1,0 +1,56 @@
+//! The one environment seam (rustup's `process.rs`): the variables, the home directory and the
+//! terminal, read from the process once in `main` and passed down. Tests build their own.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    vars: BTreeMap<String, String>,
+    /// Whether stderr is a terminal (progress bars, colour).
+    pub stderr_is_tty: bool,
+}
+
+impl Env {
+    /// The process's environment (non-UTF-8 values are left out) and terminal.
+    pub fn from_process() -> Self {
+        Env {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+            stderr_is_tty: std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// A fixed environment (tests).
+    #[cfg(test)]
+    pub fn of(pairs: &[(&str, &str)]) -> Self {
+        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), stderr_is_tty: false }
+    }
+
+    /// A variable's value, as set (possibly empty).
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.vars.get(name).cloned()
+    }
+
+    /// A variable's value when set and not empty.
+    pub fn nonempty(&self, name: &str) -> Option<String> {
+        self.vars.get(name).filter(|v| !v.is_empty()).cloned()
+    }
+
+    /// `$HOME`, when set.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.nonempty("HOME").map(PathBuf::from)
+    }
+
+    /// `$XDG_CACHE_HOME`, else `~/.cache`.
+    pub fn cache_home(&self) -> Option<PathBuf> {
+        self.nonempty("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| self.home().map(|h| h.join(".cache")))
+    }
+
+    /// A lookup function over this environment, for code that takes `&dyn Fn(&str) -> Option<String>`.
+    pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        move |n| self.var(n)
+    }
+}
