@@ -22,10 +22,12 @@ use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
 use crate::settings::Global;
 use crate::state::journal::{State, create_private_dir};
-use crate::state::ledger::{Finding, FindingKind, Object, all_guarded_components, guard_teardown};
+use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, all_guarded_components, guard_teardown};
 use crate::state::{StateDir, lock};
 
 use super::{CALL, cluster, now, state_root};
+
+const ACK_NEXT: &str = "deal with what is named above, then run `eas down --yes --acknowledge`";
 
 /// How long `down` keeps retrying a cluster snapshot before it stops.
 const SNAPSHOT_DEADLINE: Duration = crate::settings::timeouts::LEDGER;
@@ -103,7 +105,8 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let nothing = || format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display());
-    if !sd.state_file().exists() && !(args.purge && sd.dir().exists()) {
+    let purgeable = args.purge && sd.dir().exists();
+    if !sd.state_file().exists() && !purgeable {
         shell.phase("down", nothing());
         return Ok(());
     }
@@ -126,7 +129,6 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             shell.warn(format!("{f} (found by an earlier eas down)"));
         }
     }
-    let ack_next = "deal with what is named above, then run `eas down --yes --acknowledge`";
     let docker = || async {
         bastion::image::connect(&global.env)
             .await
@@ -164,38 +166,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             docker: docker().await?,
             image_args: super::image_args(&args.image, args.pins.clone()),
         };
-        let ok = teardown(&ctx, &state, &layer, &all_guarded_components()).await?;
-        let current = cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE)
-            .await
-            .map_err(|e| Failure::step("down", e))?;
-        let t = now();
-        let mut found: Vec<Finding> = state
-            .ledger
-            .created
-            .intersect(&current)
-            .objects()
-            .into_iter()
-            .map(|o| Finding {
-                kind: FindingKind::MayBeLeft,
-                object: o.to_string(),
-                note: "created by eas up; the teardown ran with every guard and eas deleted nothing itself".into(),
-                found: t.clone(),
-            })
-            .collect();
-        found.push(Finding {
-            kind: FindingKind::MayBeLeft,
-            object: "anything the run created after its last record".into(),
-            note: reason.clone(),
-            found: t,
-        });
-        for f in &found {
-            shell.warn(f.to_string());
-        }
-        state.ledger.findings = found;
-        state.finished = Some(now());
-        state.save(&sd.state_file())?;
-        let what = if ok { "the teardown ran with every guard" } else { "the teardown with every guard failed" };
-        return Err(Failure::step_next("down", format!("{what}; the record is kept"), ack_next));
+        return force_incomplete(&ctx, &mut state, &layer, &reason, &target.client).await;
     }
 
     let current = cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE)
@@ -221,19 +192,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let after_teardown = cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE)
         .await
         .map_err(|e| Failure::step("down", e))?;
-    let mut failures = Vec::new();
-    for o in plan.delete.intersect(&after_teardown).objects() {
-        let r = match &o {
-            Object::Namespace(n) => cluster::delete_namespace(&target.client, n, CALL).await,
-            Object::Crd(c) => cluster::delete_crd(&target.client, c, CALL).await,
-            Object::Namespaced(n) => cluster::delete_named(&target.client, n, CALL).await,
-            Object::HelmRelease(rel) => helm_uninstall(&ctx, &rel.namespace, &rel.name).await,
-        };
-        match r {
-            Ok(()) => shell.note(format!("removed {o}")),
-            Err(e) => failures.push(format!("{o}: {e}")),
-        }
-    }
+    let failures = delete_recorded(&ctx, &target.client, &plan.delete.intersect(&after_teardown)).await;
     let after = cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE)
         .await
         .map_err(|e| Failure::step("down", e))?;
@@ -257,7 +216,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         let next = if state.ledger.findings.is_empty() {
             "read the log and the lines above, then run `eas down --yes` again"
         } else {
-            ack_next
+            ACK_NEXT
         };
         return Err(Failure::step_next("down", cause, next));
     }
@@ -268,6 +227,66 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         return purge(&sd, lock);
     }
     Ok(())
+}
+
+/// `--force-incomplete`: the teardown with every guard's `--skip`, no deletion by eas itself,
+/// and what may be left kept in the record until `--acknowledge`.
+async fn force_incomplete(
+    ctx: &Ctx<'_>,
+    state: &mut State,
+    layer: &str,
+    reason: &str,
+    client: &kube::Client,
+) -> Result<(), Failure> {
+    let ok = teardown(ctx, state, layer, &all_guarded_components()).await?;
+    let current =
+        cluster::snapshot_within(client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))?;
+    let t = now();
+    let mut found: Vec<Finding> = state
+        .ledger
+        .created
+        .intersect(&current)
+        .objects()
+        .into_iter()
+        .map(|o| Finding {
+            kind: FindingKind::MayBeLeft,
+            object: o.to_string(),
+            note: "created by eas up; the teardown ran with every guard and eas deleted nothing itself".into(),
+            found: t.clone(),
+        })
+        .collect();
+    found.push(Finding {
+        kind: FindingKind::MayBeLeft,
+        object: "anything the run created after its last record".into(),
+        note: reason.to_string(),
+        found: t,
+    });
+    for f in &found {
+        ctx.shell.warn(f.to_string());
+    }
+    state.ledger.findings = found;
+    state.finished = Some(now());
+    state.save(&ctx.sd.state_file())?;
+    let what = if ok { "the teardown ran with every guard" } else { "the teardown with every guard failed" };
+    Err(Failure::step_next("down", format!("{what}; the record is kept"), ACK_NEXT))
+}
+
+/// Deletes what the ledger says the run created and the teardown left; the failures.
+async fn delete_recorded(ctx: &Ctx<'_>, client: &kube::Client, left: &Snapshot) -> Vec<String> {
+    let mut failures = Vec::new();
+    for o in left.objects() {
+        let r = match &o {
+            Object::Namespace(n) => cluster::delete_namespace(client, n, CALL).await,
+            Object::Crd(c) => cluster::delete_crd(client, c, CALL).await,
+            Object::Namespaced(n) => cluster::delete_named(client, n, CALL).await,
+            Object::HelmRelease(rel) => helm_uninstall(ctx, &rel.namespace, &rel.name).await,
+        };
+        match r {
+            Ok(()) => ctx.shell.note(format!("removed {o}")),
+            Err(e) => failures.push(format!("{o}: {e}")),
+        }
+    }
+    failures
 }
 
 fn list(objects: &[Object]) -> String {
