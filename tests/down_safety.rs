@@ -418,6 +418,22 @@ impl Run {
 /// the first `up`, and a second `down` has nothing to do. The full set of points runs in
 /// scripts/crash-consistency.sh.
 fn crash_at(mode: &str, marker: &str) {
+    crash(mode, &|r: &Run, child: &mut std::process::Child| {
+        let start = std::time::Instant::now();
+        while !r.install_log().contains(marker) {
+            assert!(start.elapsed() < std::time::Duration::from_secs(600), "no {marker:?} in the install log");
+            assert!(child.try_wait().unwrap().is_none(), "eas up ended before {marker:?}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    });
+}
+
+/// SIGKILL `eas up` `after` its start (or let it finish, if it is quicker).
+fn crash_after(after: std::time::Duration) {
+    crash("ok", &|_: &Run, _: &mut std::process::Child| std::thread::sleep(after));
+}
+
+fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) {
     let r = run();
     let before = r.server.served();
     r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -437,13 +453,8 @@ fn crash_at(mode: &str, marker: &str) {
     // while the installer still runs.
     let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let pid = child.id();
-    let start = std::time::Instant::now();
-    while !r.install_log().contains(marker) {
-        assert!(start.elapsed() < std::time::Duration::from_secs(600), "no {marker:?} in the install log");
-        assert!(child.try_wait().unwrap().is_none(), "eas up ended before {marker:?}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    child.kill().unwrap(); // SIGKILL
+    wait(&r, &mut child);
+    let _ = child.kill(); // SIGKILL (an error: it had already exited)
     child.wait().unwrap();
     // Killed while the installer ran, its container is left (running, or exited and not removed).
     let left = containers_of(pid);
@@ -484,4 +495,43 @@ fn crash_as_the_installer_starts() {
 fn crash_as_the_models_deploy() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     crash_at("ok", "Deploy models");
+}
+
+/// All 30 points (scripts/crash-consistency.sh): the three markers above, and 27 offsets from
+/// the start of `eas up`, drawn with a fixed seed over its first eight seconds (preflight, the
+/// bastion, facts and trees, config, overlay, prepare, install, verify, record).
+#[test]
+#[ignore = "about 30 up/down cycles: run by scripts/crash-consistency.sh"]
+fn crash_consistency_at_30_points() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seed: u64 = 11;
+    let mut offsets: Vec<u64> = (0..27)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % 8000
+        })
+        .collect();
+    offsets.sort_unstable();
+    let mut passed = 0;
+    let points: Vec<(String, Box<dyn Fn()>)> =
+        [("hang", "Wait for the controller"), ("ok", "Install KServe"), ("ok", "Deploy models")]
+            .into_iter()
+            .map(|(m, k)| (format!("marker {k:?}"), Box::new(move || crash_at(m, k)) as Box<dyn Fn()>))
+            .chain(offsets.iter().map(|&ms| {
+                (
+                    format!("{ms} ms"),
+                    Box::new(move || crash_after(std::time::Duration::from_millis(ms))) as Box<dyn Fn()>,
+                )
+            }))
+            .collect();
+    let mut failed = Vec::new();
+    for (name, point) in &points {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(point)) {
+            Ok(()) => passed += 1,
+            Err(_) => failed.push(name.clone()),
+        }
+        eprintln!("crash point {name}: {}", if failed.last() == Some(name) { "FAILED" } else { "ok" });
+    }
+    eprintln!("crash consistency: {passed} of {} points", points.len());
+    assert!(failed.is_empty(), "failed at: {failed:?}");
 }
