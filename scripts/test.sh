@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/docker-up.sh
+bash scripts/test-tools.sh
 bash scripts/base-image.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

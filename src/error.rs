@@ -70,7 +70,7 @@ impl Failure {
             }
             Failure::OverlayStop(lines) => lines.iter().map(|l| format!("STOP: {l}")).collect(),
             Failure::Verify(lines) => lines.iter().map(|l| format!("verify: {l}")).collect(),
-            Failure::Interrupted => vec!["interrupted: containers stopped and removed".to_string()],
+            Failure::Interrupted => vec!["interrupted: nothing eas started is left running".to_string()],
             Failure::Exit { step, code } => vec![format!("{step}: the command exited {code}")],
         }
     }
@@ -90,7 +90,7 @@ pub fn finish(result: Result<(), Failure>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             for line in f.lines() {
-                eprintln!("{line}");
+                eprintln!("{}", crate::text::for_people(&line));
             }
             ExitCode::from(f.exit_code())
         }
@@ -114,6 +114,12 @@ mod tests {
         for (f, code) in cases {
             assert_eq!(f.exit_code(), code, "{f:?}");
         }
+    }
+
+    #[test]
+    fn an_interruption_claims_no_containers_it_may_not_have_had() {
+        // A dry run has no container to stop: the line must hold whether or not one ran.
+        assert_eq!(Failure::Interrupted.lines(), vec!["interrupted: nothing eas started is left running"]);
     }
 
     #[test]

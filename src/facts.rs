@@ -119,12 +119,19 @@ pub enum FactsError {
     Field { field: String, msg: String },
     #[error("facts: schema is {found:?}, expected {SCHEMA:?}")]
     Schema { found: String },
+    #[error("facts: {path} is larger than {} MiB", MAX_FACTS_BYTES >> 20)]
+    TooLarge { path: String },
 }
+
+/// The largest facts document read: 64 MiB.
+pub const MAX_FACTS_BYTES: u64 = 64 << 20;
 
 impl FactsError {
     pub fn hint(&self) -> &'static str {
         match self {
-            FactsError::Read { .. } => "check the path given to --facts",
+            FactsError::Read { .. } | FactsError::TooLarge { .. } => {
+                "check the path given to --facts: it takes a document written by `eas facts --out FILE`"
+            }
             FactsError::Json { .. } | FactsError::Field { .. } => {
                 "regenerate the document with `eas facts --out FILE` (schema: data/eas-facts.v1.schema.json)"
             }
@@ -166,9 +173,24 @@ impl Facts {
         Ok(facts)
     }
 
+    /// Reads at most [`MAX_FACTS_BYTES`] (a 5000-node cluster's facts are a few MiB): a larger
+    /// file, or an endless one such as `/dev/zero`, is refused before memory grows.
     pub fn read(path: &std::path::Path) -> Result<Facts, FactsError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| FactsError::Read { path: path.display().to_string(), source })?;
+        use std::io::Read;
+        let shown = || path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|source| FactsError::Read { path: shown(), source })?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FACTS_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| FactsError::Read { path: shown(), source })?;
+        if bytes.len() as u64 > MAX_FACTS_BYTES {
+            return Err(FactsError::TooLarge { path: shown() });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| FactsError::Json {
+            line: 0,
+            column: 0,
+            msg: "not UTF-8 text".into(),
+        })?;
         Facts::parse(&text)
     }
 

@@ -76,6 +76,12 @@ pub enum TargetError {
     NoCurrentContext(String),
     #[error("context {context:?} in kubeconfig {path} is unusable: {cause}")]
     Unusable { context: String, path: String, cause: String },
+    /// A proxy variable or `proxy-url` that cannot be used (credentials never shown).
+    #[error("{0}")]
+    Proxy(crate::net::proxy::ProxyError),
+    /// The exec credential plugin failed: a run-time failure (exit 1), not bad input.
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl TargetError {
@@ -91,6 +97,8 @@ impl TargetError {
             TargetError::NoContext { .. } | TargetError::NoCurrentContext(_) => {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
+            TargetError::Proxy(e) => e.hint(),
+            TargetError::Plugin(_) => String::new(),
         }
     }
 }

@@ -88,19 +88,19 @@ impl Shell {
     /// One phase line: `==> phase: message`. Printed even in CI, where bars are hidden.
     pub fn phase(&self, phase: &str, message: impl AsRef<str>) {
         if !self.quiet {
-            self.line(&format!("==> {phase}: {}", message.as_ref()));
+            self.line(&format!("==> {phase}: {}", crate::text::for_people(message.as_ref())));
         }
     }
 
     pub fn note(&self, message: impl AsRef<str>) {
         if !self.quiet {
-            self.line(message.as_ref());
+            self.line(&crate::text::for_people(message.as_ref()));
         }
     }
 
     pub fn warn(&self, message: impl AsRef<str>) {
         let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
-        self.line(&format!("{prefix}: {}", message.as_ref()));
+        self.line(&format!("{prefix}: {}", crate::text::for_people(message.as_ref())));
     }
 
     fn line(&self, text: &str) {

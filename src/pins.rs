@@ -66,6 +66,8 @@ pub enum PinsError {
     Malformed(String),
     #[error("pins: unknown profile {0:?} (profiles: {1})")]
     UnknownProfile(String, String),
+    #[error("pins: profile {0:?} has no row for {1} (each profile pins eas, ei and eat)")]
+    MissingRows(String, String),
     #[error("pins: cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
 }
@@ -81,8 +83,16 @@ pub struct Trees {
 
 impl Pins {
     pub fn parse(text: &str) -> Result<Pins, PinsError> {
-        let pins: Pins = serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
-            .map_err(|e| PinsError::Malformed(format!("field `{}`: {}", e.path(), e.inner())))?;
+        let pins: Pins =
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text)).map_err(|e| {
+                let inner = e.inner();
+                match inner.classify() {
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                        PinsError::Malformed(format!("not JSON at line {} column {}", inner.line(), inner.column()))
+                    }
+                    _ => PinsError::Malformed(format!("field `{}`: {inner}", e.path())),
+                }
+            })?;
         if pins.schema != SCHEMA {
             return Err(PinsError::Malformed(format!("schema is {:?}, expected {SCHEMA:?}", pins.schema)));
         }
@@ -141,6 +151,14 @@ impl Pins {
         let get = |name: &str| self.row(profile, name).cloned();
         match (get("eas"), get("ei"), get("eat")) {
             (Some(eas), Some(ei), Some(eat)) => Ok(Trees { profile: profile.to_string(), eas, ei, eat }),
+            (eas, ei, eat) if eas.is_some() || ei.is_some() || eat.is_some() => {
+                let missing: Vec<&str> = [("eas", eas.is_none()), ("ei", ei.is_none()), ("eat", eat.is_none())]
+                    .iter()
+                    .filter(|(_, m)| *m)
+                    .map(|(n, _)| *n)
+                    .collect();
+                Err(PinsError::MissingRows(profile.to_string(), missing.join(", ")))
+            }
             _ => {
                 let known: Vec<&str> = self.profiles().into_iter().filter(|p| self.row(p, "eas").is_some()).collect();
                 Err(PinsError::UnknownProfile(profile.to_string(), known.join(", ")))
@@ -266,6 +284,18 @@ mod tests {
             assert_eq!(t.eas.repo.as_deref(), Some("intel/enterprise-ai-solutions"));
         }
         assert!(matches!(pins.trees("bastion"), Err(PinsError::UnknownProfile(..))));
+    }
+
+    #[test]
+    fn a_profile_missing_a_row_and_pins_that_are_not_json_say_so() {
+        let mut pins = Pins::parse(EMBEDDED).unwrap();
+        pins.pins.retain(|p| !(p.profile == "main" && p.name == "ei"));
+        let e = pins.trees("main").err().unwrap().to_string();
+        assert_eq!(e, "pins: profile \"main\" has no row for ei (each profile pins eas, ei and eat)");
+        for text in ["{not json", "", "{\"schema\": "] {
+            let e = Pins::parse(text).err().unwrap().to_string();
+            assert!(e.starts_with("pins: not JSON at line 1 column "), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -310,7 +310,7 @@ fn sigint_stops_and_removes_the_running_container() {
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(status.code(), Some(130), "{err}");
-    assert!(err.contains("interrupted: containers stopped and removed"), "{err}");
+    assert!(err.contains("interrupted: nothing eas started is left running"), "{err}");
     assert_eq!(containers_of(pid), "", "container left behind");
 }
 
@@ -355,7 +355,7 @@ fn sigint_during_a_build_leaves_no_build_container_and_no_new_image() {
     stderr.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{seen}{rest}");
-    assert!(rest.contains("interrupted: containers stopped and removed"), "{rest}");
+    assert!(rest.contains("interrupted: nothing eas started is left running"), "{rest}");
     assert!(pip_step().iter().all(|(c, _)| *c != container), "the build container is still there");
     assert_eq!(docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]), image_before);
     // The uncached layers this build committed before pip are dangling now; drop them.

@@ -21,6 +21,32 @@ const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
 const CLUSTER: &str = "k3d-gpu-desktop";
 const MODEL: &str = "qwen2-5-coder-7b";
 
+/// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
+/// appear in any output, record, log or work tree (issue 10).
+const TOKEN: &str = "sentinel-bearer-7d1c0e";
+const SECRETS: [(&str, &str); 3] = [
+    ("HF_TOKEN", "hf_sentinel_token_52ab"),
+    ("KEYCLOAK_ADMIN_PASSWORD", "sentinel-keycloak-pw-93e1"),
+    ("GRAFANA_ADMIN_PASSWORD", "sentinel-grafana-pw-04fd"),
+];
+
+/// Every file under `dirs` (and the given outputs) that holds a sentinel, with the sentinel.
+fn sentinel_leaks(outputs: &[(&str, &str)], dirs: &[&Path]) -> Vec<String> {
+    let sentinels: Vec<&str> = std::iter::once(TOKEN).chain(SECRETS.iter().map(|(_, v)| *v)).collect();
+    let mut leaks = Vec::new();
+    for (name, text) in outputs {
+        leaks.extend(sentinels.iter().filter(|s| text.contains(*s)).map(|s| format!("{name}: {s}")));
+    }
+    for dir in dirs {
+        for f in walk(dir) {
+            let Ok(bytes) = std::fs::read(&f) else { continue };
+            let body = String::from_utf8_lossy(&bytes);
+            leaks.extend(sentinels.iter().filter(|s| body.contains(*s)).map(|s| format!("{}: {s}", f.display())));
+        }
+    }
+    leaks
+}
+
 /// The tests share one bastion image; running them one at a time keeps this 2-core machine's
 /// Docker Engine from building it twice.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -95,7 +121,8 @@ struct Run {
 
 fn run(mode: &str) -> Run {
     let s = setup();
-    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let options = support::Options { token: TOKEN.into(), ..support::Options::default() };
+    let server = ClusterServer::start_with(support::fixture(CLUSTER), options);
     server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "eas-test"}}));
     server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": mode}}));
@@ -115,7 +142,7 @@ impl Run {
             .env("NO_COLOR", "1")
             .env_remove("KUBECONFIG")
             .env_remove("EAS_BASE_IMAGE")
-            .env_remove("HF_TOKEN")
+            .envs(SECRETS)
             .arg("--kubeconfig")
             .arg(self.server.kubeconfig())
             .arg("--state-dir")
@@ -259,6 +286,9 @@ fn up_verify_down_and_down_again() {
     assert!(!created.contains(&"node-feature-discovery"), "a namespace that existed before is not ours");
     assert!(state["installer_command"].as_array().unwrap().iter().any(|a| a == "--force"));
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+    let (up_out, up_err) = (text(&up.stdout), text(&up.stderr));
+    let leaks = sentinel_leaks(&[("stdout", &up_out), ("stderr", &up_err)], &[&r.state, &r.home]);
+    assert_eq!(leaks, Vec::<String>::new(), "secrets in the run's outputs, state, logs or work tree");
 
     let verify = r.eas().arg("verify").output().unwrap();
     assert!(verify.status.success(), "eas verify failed:\n{}", text(&verify.stderr));
@@ -382,6 +412,9 @@ fn a_dry_run_prints_the_plan_and_writes_nothing() {
     assert!(!r.state.exists() || walk(&r.state).is_empty(), "a dry run wrote state: {:?}", walk(&r.state));
     let images_after = Command::new("docker").args(["images", "-q"]).output().unwrap().stdout;
     assert_eq!(images_before, images_after, "a dry run built an image");
+    let err = text(&out.stderr);
+    let leaks = sentinel_leaks(&[("stdout", &plan), ("stderr", &err)], &[&out_dir, &r.home]);
+    assert_eq!(leaks, Vec::<String>::new(), "secrets in the plan, plan.json or the outputs");
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -38,7 +38,11 @@ pub struct SystemFetcher;
 impl Fetcher for SystemFetcher {
     async fn fetch(&self, url: &str, dest: &Path) -> Result<(), String> {
         if let Some(path) = url.strip_prefix("file://") {
-            return tokio::fs::copy(path, dest).await.map(drop).map_err(|e| format!("{path}: {e}"));
+            // Name both ends: a full or read-only cache is the destination's fault, not the source's.
+            return tokio::fs::copy(path, dest)
+                .await
+                .map(drop)
+                .map_err(|e| format!("copying {path} into the cache at {}: {e}", dest.display()));
         }
         if !url.starts_with("https://") {
             return Err("only https:// and file:// URLs are accepted".into());

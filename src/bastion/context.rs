@@ -279,7 +279,10 @@ impl Context {
         format!("{IMAGE_REPO}:{}", &self.digest()[..12])
     }
 
-    /// The context as an uncompressed tar, reading cached artifacts from disk.
+    /// The context as an uncompressed tar, reading cached artifacts from disk. Each cached file
+    /// is read once and hashed from the very bytes that go into the tar: a file swapped in the
+    /// cache after `Cache::ensure` checked it fails the build instead of reaching the image
+    /// under a manifest that claims the pinned sha256.
     pub fn tar(&self) -> std::io::Result<Vec<u8>> {
         let mut b = tar::Builder::new(Vec::new());
         let mut dir = tar::Header::new_gnu();
@@ -292,7 +295,22 @@ impl Context {
         for f in self.files.iter().chain(std::iter::once(&manifest)) {
             let bytes = match &f.body {
                 Body::Inline(v) => std::borrow::Cow::Borrowed(v.as_slice()),
-                Body::Cached(p) => std::borrow::Cow::Owned(std::fs::read(p)?),
+                Body::Cached(p) => {
+                    let bytes = std::fs::read(p)?;
+                    let found = sha256_hex(&bytes);
+                    if found != f.sha256 {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!(
+                                "{} changed in the cache after it was checked: sha256 {found}, pinned {}; remove {} and re-run",
+                                f.path,
+                                f.sha256,
+                                p.display()
+                            ),
+                        ));
+                    }
+                    std::borrow::Cow::Owned(bytes)
+                }
             };
             let mut h = tar::Header::new_gnu();
             h.set_size(bytes.len() as u64);
@@ -450,6 +468,22 @@ mod tests {
         let m = base.manifest();
         assert!(m.starts_with("eas-bastion-context/v1\nbase img@sha256:x\n"), "{m}");
         assert!(m.contains(&format!("{k1} 0755 artifacts/kubectl\n")), "{m}");
+    }
+
+    #[test]
+    fn a_cached_file_swapped_after_the_check_fails_the_tar() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubectl = b"#!/bin/sh\necho kubectl\n";
+        let sha = sha256_hex(kubectl);
+        let a = artifacts(&pins());
+        let c = Context::new("b".into(), None, &[(a[0].clone(), sha.clone())], |s| dir.path().join(s));
+        std::fs::write(dir.path().join(&sha), kubectl).unwrap();
+        c.tar().unwrap();
+        // The cache entry is replaced between the check and the read.
+        std::fs::write(dir.path().join(&sha), b"#!/bin/sh\necho tampered\n").unwrap();
+        let e = c.tar().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().starts_with("artifacts/kubectl changed in the cache after it was checked"), "{e}");
     }
 
     #[test]

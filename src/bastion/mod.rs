@@ -139,6 +139,12 @@ impl From<BastionError> for Failure {
                 e,
                 "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
             ),
+            B::Artifact(ArtifactError::Cache { ref path, .. }) => {
+                let next = format!(
+                    "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
+                );
+                Failure::step_next("bastion artifacts", e, next)
+            }
             B::Artifact(_) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -158,9 +164,11 @@ impl From<BastionError> for Failure {
             ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
-            B::Kubeconfig(_) | B::CaBundle { .. } | B::Input(_) => {
-                Failure::bad_input(e.to_string(), "see `eas bastion --help`")
-            }
+            B::CaBundle { .. } => Failure::bad_input(
+                e.to_string(),
+                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
+            ),
+            B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
         }
     }
@@ -302,12 +310,19 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     Ok(())
 }
 
+/// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
+/// the network is touched.
+pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
+    match &base.ca_bundle {
+        Some(p) => read_ca_bundle(p).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
 fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
     let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(bad("holds no PEM certificate".into()));
-    }
+    crate::net::trust::certificates_only(&bytes).map_err(bad)?;
     Ok(bytes)
 }
 
@@ -357,6 +372,7 @@ pub fn standard(
     }
     let mut route = None;
     let mut copy_dir = None;
+    let mut api_server_seen = String::new();
     if let Some(k) = kube
         && let Some((text, merged)) = kube_text(k)?
     {
@@ -383,6 +399,7 @@ pub fn standard(
         };
         spec.mounts.push(BindMount { source, target: KUBECONFIG_TARGET.into(), read_only: true });
         spec.network = plan.route.network_mode().map(str::to_string);
+        api_server_seen = plan.server.clone();
         route = Some(plan.route);
     }
     for v in installer_env() {
@@ -390,11 +407,11 @@ pub fn standard(
             spec.env.push((v.name.clone(), value));
         }
     }
-    for n in ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"] {
-        if let Some(value) = env(n).filter(|s| !s.is_empty()) {
-            spec.env.push((n.to_string(), value));
-        }
-    }
+    let api_server = route.as_ref().map(|r| match r {
+        kubeconfig::Route::K3dNetwork { server, .. } => server.clone(),
+        _ => api_server_seen.clone(),
+    });
+    spec.env.extend(crate::net::proxy::child_env(env, api_server.as_deref()));
     Ok(Standard { spec, route, _kube_copy: copy_dir })
 }
 
@@ -458,6 +475,7 @@ async fn build_command(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
+    check_ca_bundle(&a.image.base)?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
@@ -468,6 +486,7 @@ async fn build_command(
 async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = global.env.lookup();
     let kube = KubeSource::resolve(global);
+    check_ca_bundle(&a.image.base)?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
     let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
@@ -507,6 +526,22 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_that_cannot_be_written_points_at_the_cache_not_the_network() {
+        let e = BastionError::Artifact(ArtifactError::Cache {
+            path: "/ro/eas/artifacts".into(),
+            source: std::io::Error::from_raw_os_error(30),
+        });
+        let lines = Failure::from(e).lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[1]
+                .starts_with("next: the artifact cache must be writable and have free space: fix /ro/eas/artifacts"),
+            "{lines:?}"
+        );
+        assert!(!lines[1].contains("network"), "{lines:?}");
+    }
+
+    #[test]
     fn secrets_and_proxies_reach_the_container_env_only_when_set() {
         let env = env_of(&[("HF_TOKEN", "hf_x"), ("HTTPS_PROXY", "http://proxy:3128"), ("GRAFANA_ADMIN_PASSWORD", "")]);
         let s = standard("img", vec!["true".into()], None, None, &env).unwrap();
@@ -516,6 +551,25 @@ mod tests {
         );
         assert!(s.spec.mounts.is_empty() && s.spec.network.is_none());
         assert_eq!(s.spec.cmd, vec!["true"], "secrets never join argv");
+    }
+
+    #[test]
+    fn behind_a_proxy_the_installer_reaches_the_api_server_directly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
+             clusters:\n- name: k\n  cluster:\n    server: https://10.0.0.9:6443\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let kube = KubeSource::file(path, true, None);
+        let env = env_of(&[("HTTPS_PROXY", "http://proxy:3128"), ("NO_PROXY", "localhost")]);
+        let s = standard("img", vec![], None, Some(&kube), &env).unwrap();
+        let no_proxy: Vec<&(String, String)> =
+            s.spec.env.iter().filter(|(k, _)| k.eq_ignore_ascii_case("no_proxy")).collect();
+        assert_eq!(no_proxy.len(), 2, "{:?}", s.spec.env);
+        assert!(no_proxy.iter().all(|(_, v)| v == "localhost,10.0.0.9"), "{no_proxy:?}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod model;
+pub mod node_args;
 pub mod render;
 pub mod rules;
 pub mod write;

@@ -101,7 +101,8 @@ pub fn repos(d: &Decision) -> String {
 pub fn choice_line(c: &Choice, explain: bool) -> String {
     let src = sources::get(&c.source);
     let cite = if explain { src.permalink() } else { src.short() };
-    format!("{} -> {} [{cite}]", c.fact, c.choice)
+    // Facts come from the cluster: a control character there must not forge or recolour a line.
+    crate::text::escape_controls(&format!("{} -> {} [{cite}]", c.fact, c.choice))
 }
 
 pub fn choices(d: &Decision) -> String {

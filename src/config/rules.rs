@@ -5,6 +5,7 @@ use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
 
 use super::data::{self, ManifestRow};
+use super::node_args;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
@@ -78,9 +79,10 @@ pub struct Inputs<'a> {
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
 
-pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
-    let rules = data::cluster_rules();
-    let layer = match inp.layer {
+/// The layer and model asked for, checked without reading anything: bad input (exit 2) before
+/// any network call. `None`: a layer eas knows and refuses (the refusal comes with the facts).
+pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Rejection> {
+    let layer = match layer {
         "inference" => Some(Layer::Inference),
         "agent-toolkit" => Some(Layer::AgentToolkit),
         other if data::layers().refused.contains_key(other) => None,
@@ -91,7 +93,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             });
         }
     };
-    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, inp.model)
+    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, model)
         && !data::models().candidates.iter().any(|c| c.name == m)
     {
         let names: Vec<&str> = data::models().candidates.iter().map(|c| c.name.as_str()).collect();
@@ -100,12 +102,18 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             hint: format!("--model takes one of: {}", names.join(", ")),
         });
     }
-    if layer == Some(Layer::Inference) && inp.model.is_some() {
+    if layer == Some(Layer::Inference) && model.is_some() {
         return Err(Rejection::BadInput {
             cause: "--model applies to the agent-toolkit layer only".into(),
             hint: "drop --model, or use --layer agent-toolkit".into(),
         });
     }
+    Ok(layer)
+}
+
+pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
+    let rules = data::cluster_rules();
+    let layer = selection(inp.layer, inp.model)?;
 
     let f = inp.facts;
     let mut refuse = Vec::new();
@@ -114,8 +122,12 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     }
 
     // Not k3s: no node carries k3s's node-args annotation.
-    let node_args: Vec<(&Node, Vec<String>)> =
-        f.nodes.iter().filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| (n, parse_node_args(a)))).collect();
+    let node_args: Vec<(&Node, Vec<String>)> = f
+        .nodes
+        .iter()
+        .filter_map(|n| n.annotations.get(NODE_ARGS).map(|a| node_args::parse(&n.name, a).map(|args| (n, args))))
+        .collect::<Result<_, _>>()
+        .map_err(|e| Rejection::BadInput { cause: e.to_string(), hint: e.hint().into() })?;
     if f.nodes.is_empty() {
         refuse.push("the facts list no nodes".into());
     } else if node_args.is_empty() {
@@ -361,11 +373,6 @@ fn json_list(v: &[String]) -> String {
     serde_json::to_string(v).expect("strings serialise")
 }
 
-/// `k3s.io/node-args` is a JSON array of strings; anything else yields no arguments.
-pub fn parse_node_args(text: &str) -> Vec<String> {
-    serde_json::from_str::<Vec<String>>(text).unwrap_or_default()
-}
-
 /// The values given to `flag` in either `--flag v` or `--flag=v` form, in order.
 fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
@@ -543,12 +550,22 @@ mod tests {
     }
 
     #[test]
-    fn node_args_that_are_not_a_json_list_give_nothing() {
-        assert_eq!(
-            parse_node_args("[\"server\",\"--disable\",\"traefik\"]"),
-            args(&["server", "--disable", "traefik"])
-        );
-        assert!(parse_node_args("server --disable traefik").is_empty());
+    fn node_args_that_are_not_a_json_list_or_hold_a_bad_cidr_are_bad_input() {
+        for (text, want) in [
+            ("server --disable servicelb --cluster-cidr 10.99.0.0/16", "is not a JSON list of strings"),
+            ("[\"server\",\"--cluster-cidr\",\"10.99.0.0/16\\nx: y\"]", "--cluster-cidr \"10.99.0.0/16\\nx: y\""),
+        ] {
+            let mut f = desktop();
+            let node = f.nodes[0].name.clone();
+            f.nodes[0].annotations.insert(NODE_ARGS.into(), text.into());
+            match decide_on(&f, "agent-toolkit", None) {
+                Err(Rejection::BadInput { cause, .. }) => {
+                    assert!(cause.starts_with(&format!("node {node:?}: annotation k3s.io/node-args")), "{cause}");
+                    assert!(cause.contains(want), "{cause}");
+                }
+                other => panic!("{text}: {:?}", other.map(|_| ())),
+            }
+        }
     }
     fn desktop() -> Facts {
         Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()

@@ -7,8 +7,6 @@ use std::io::BufReader;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use kube::config::KubeConfigOptions;
-
 use crate::kubeconfig::KubeSource;
 use kube::core::params::ListParams;
 use serde::Deserialize;
@@ -26,13 +24,19 @@ pub struct Target {
     pub context: String,
     pub server: String,
     pub client: kube::Client,
+    /// The user's exec credential plugin, to name it when it fails.
+    pub plugin: Option<crate::net::exec_auth::Plugin>,
 }
 
 pub use crate::kubeconfig::TargetError;
 
 /// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
 /// context, and builds a client whose every read gives up after `timeout`.
-pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, TargetError> {
+pub async fn target(
+    source: &KubeSource,
+    proxy: &crate::net::proxy::ProxyEnv,
+    timeout: Duration,
+) -> Result<Target, TargetError> {
     let (kc, path) = source.load()?;
     let name = match source.context.as_deref() {
         Some(c) => c.to_string(),
@@ -54,14 +58,21 @@ pub async fn target(source: &KubeSource, timeout: Duration) -> Result<Target, Ta
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.server.clone())
         .unwrap_or_default();
-    let options = KubeConfigOptions { context: Some(name.clone()), ..Default::default() };
     let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &options).await.map_err(|e| unusable(e.to_string()))?;
+    let mut config = match crate::net::kube_config::config_for(&kc, &name, proxy, None) {
+        Ok(c) => c,
+        Err(crate::net::kube_config::ConfigError::Proxy(e)) => return Err(TargetError::Proxy(e)),
+        Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),
+    };
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    let client = kube::Client::try_from(config).map_err(|e| unusable(e.to_string()))?;
-    Ok(Target { context: name, server, client })
+    let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
+    let client = kube::Client::try_from(config).map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
+        Some(line) => TargetError::Plugin(line),
+        None => unusable(crate::text::mask_userinfo(&e.to_string())),
+    })?;
+    Ok(Target { context: name, server, client, plugin })
 }
 
 /// One read the gatherer makes, named the way the person reading an error thinks of it.
@@ -120,6 +131,8 @@ pub enum ApiError {
     Status { call: String, code: u16, message: String },
     #[error("{call}: the answer is not what the Kubernetes API sends: {cause}")]
     Decode { call: String, cause: String },
+    #[error("{0}")]
+    Plugin(String),
 }
 
 impl ApiError {
@@ -136,6 +149,7 @@ impl ApiError {
             }
             ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
             ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
+            ApiError::Plugin(_) => "run the credential plugin by hand to see why it fails, or refresh the login it relies on".into(),
         }
     }
 }
@@ -147,11 +161,18 @@ pub struct Reader {
     pub server: String,
     pub context: String,
     pub timeout: Duration,
+    pub plugin: Option<crate::net::exec_auth::Plugin>,
 }
 
 impl Reader {
     pub fn new(t: &Target, timeout: Duration) -> Reader {
-        Reader { client: t.client.clone(), server: t.server.clone(), context: t.context.clone(), timeout }
+        Reader {
+            client: t.client.clone(),
+            server: t.server.clone(),
+            context: t.context.clone(),
+            timeout,
+            plugin: t.plugin.clone(),
+        }
     }
 
     /// The API server's `gitVersion`.
@@ -219,6 +240,9 @@ impl Reader {
     }
 
     fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
+        if let Some(line) = self.plugin.as_ref().and_then(|p| p.describe(&e)) {
+            return ApiError::Plugin(line);
+        }
         let call_s = call.to_string();
         match e {
             kube::Error::Api(status) => match status.code {
@@ -240,7 +264,7 @@ impl Reader {
     }
 }
 
-fn status_text(code: u16, message: &str) -> String {
+pub fn status_text(code: u16, message: &str) -> String {
     let reason = http_reason(code);
     match (reason, message.trim()) {
         (r, "") => r.to_string(),

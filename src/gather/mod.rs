@@ -25,6 +25,7 @@ use self::docker::{Bollard, Engine};
 use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+use crate::net::proxy::ProxyEnv;
 
 #[derive(Debug, Clone)]
 pub struct FactsSettings {
@@ -48,13 +49,17 @@ enum GatherError {
     Api(#[from] ApiError),
     #[error("{0}")]
     Operator(String),
+    #[error(transparent)]
+    NodeArgs(#[from] crate::config::node_args::NodeArgsError),
 }
 
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         match e {
+            GatherError::Target(TargetError::Plugin(line)) => Failure::step("kubeconfig", line),
             GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             GatherError::Operator(cause) => Failure::bad_input(
                 cause,
                 "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
@@ -67,7 +72,8 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
     let gathered = crate::runtime::block_on(async {
-        let target = kube::target(&KubeSource::resolve(global), timeout).await?;
+        let target =
+            kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout).await?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
         gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
     })??;
@@ -201,6 +207,11 @@ async fn gather(
     let mut warnings = Vec::new();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    for n in &nodes {
+        if let Some(a) = n.annotations.get(crate::config::node_args::ANNOTATION) {
+            crate::config::node_args::parse(&n.name, a)?;
+        }
+    }
     let unknown = operator.unknown_nodes(&nodes);
     if !unknown.is_empty() {
         let have: Vec<&str> = nodes.iter().take(10).map(|n| n.name.as_str()).collect();
@@ -310,7 +321,9 @@ pub struct GatherOptions {
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
-    Ok(kube::target(&KubeSource::resolve(global), timeout).await.map_err(GatherError::from)?)
+    Ok(kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+        .await
+        .map_err(GatherError::from)?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.

@@ -225,6 +225,10 @@ impl State {
         match std::fs::read_to_string(path) {
             Ok(text) => State::parse(&text, path).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            // Not UTF-8: damaged like bad JSON (exit 2), not a permissions problem.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Err(JournalError::Malformed { path: path.to_path_buf(), msg: "not UTF-8 text".into() })
+            }
             Err(source) => Err(JournalError::Read { path: path.to_path_buf(), source }),
         }
     }
@@ -344,5 +348,15 @@ mod tests {
         assert_eq!(next.entry(PhaseId::Prepare), prev.entry(PhaseId::Prepare));
         assert_eq!(next.entry(PhaseId::Install).status, Status::Pending);
         assert_eq!(next.started, "t5");
+    }
+
+    #[test]
+    fn a_state_file_that_is_not_utf8_is_damaged_not_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, b"{\"schema_version\": 1, \xff\xfe}").unwrap();
+        let e = State::load(&path).unwrap_err();
+        assert!(matches!(e, JournalError::Malformed { .. }), "{e:?}");
+        assert_eq!(crate::error::Failure::from(e).exit_code(), 2);
     }
 }

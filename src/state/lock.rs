@@ -64,6 +64,17 @@ pub enum Found {
     Unreadable(String),
 }
 
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Found::Live(h) => write!(f, "held by {}", h.describe()),
+            Found::Stale(h) => write!(f, "stale: {} is no longer running", h.describe()),
+            Found::OtherHost(h) => write!(f, "held from another host: {}", h.describe()),
+            Found::Unreadable(msg) => write!(f, "unreadable: {msg}"),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     #[error("another eas run holds {}: {}", .path.display(), .holder.describe())]
@@ -402,5 +413,17 @@ mod tests {
         fs::write(&path, serde_json::to_string(&other).unwrap()).unwrap();
         drop(guard);
         assert!(path.exists());
+    }
+
+    #[test]
+    fn found_locks_read_as_sentences_not_dumps() {
+        let h = Holder { pid: 42, host: "box".into(), started: "t0".into(), command: "eas up".into(), pid_start: None };
+        assert_eq!(
+            Found::Stale(h.clone()).to_string(),
+            "stale: pid 42 on box since t0 (`eas up`) is no longer running"
+        );
+        assert_eq!(Found::Live(h.clone()).to_string(), "held by pid 42 on box since t0 (`eas up`)");
+        assert_eq!(Found::OtherHost(h).to_string(), "held from another host: pid 42 on box since t0 (`eas up`)");
+        assert_eq!(Found::Unreadable("bad".into()).to_string(), "unreadable: bad");
     }
 }

@@ -17,8 +17,29 @@ const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+    }
+}
+
+/// A kube error for people: an API answer as its code, reason and message (never a `Status { … }`
+/// dump), anything else as its chain of causes, credentials masked.
+pub fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let reason = match s.code {
+                401 => "Unauthorized (the kubeconfig's credentials were rejected)",
+                403 => "Forbidden",
+                _ => "",
+            };
+            let text = crate::gather::kube::status_text(s.code, &s.message);
+            match (reason, text.as_str()) {
+                ("", t) => format!("{} {t}", s.code),
+                (r, "") => format!("{} {r}", s.code),
+                (r, t) => format!("{} {r}: {t}", s.code),
+            }
+        }
+        other => crate::text::mask_userinfo(&crate::gather::kube::chain(other)),
     }
 }
 
@@ -140,4 +161,35 @@ pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Resul
 pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), String> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     timed(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_answers_are_a_code_and_a_reason_not_a_dump() {
+        let status = |code: u16, message: &str| {
+            let mut s = kube::core::Status::failure(message, "");
+            s.code = code;
+            kube::Error::Api(Box::new(s))
+        };
+        let cases = [
+            (
+                status(401, "Unauthorized"),
+                "401 Unauthorized (the kubeconfig's credentials were rejected): Unauthorized",
+            ),
+            (
+                status(403, "namespaces \"kube-system\" is forbidden"),
+                "403 Forbidden: namespaces \"kube-system\" is forbidden",
+            ),
+            (status(500, "etcd down"), "500 Internal Server Error: etcd down"),
+            (status(500, ""), "500 Internal Server Error"),
+        ];
+        for (e, want) in cases {
+            let got = said(&e);
+            assert_eq!(got, want);
+            assert!(!got.contains("Status {"), "{got}");
+        }
+    }
 }

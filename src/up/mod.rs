@@ -74,7 +74,22 @@ pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>) -> ImageSett
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on(up(args, global, shell))?
+    let result = crate::runtime::block_on(up(args, global, shell))?;
+    dry_run_outputs(args, result)
+}
+
+/// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
+/// stale plan would describe a run that is not this one. Files eas does not write stay.
+fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
+    match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(_), true, Some(out)) => {
+            write::clear(out).map_err(|e| {
+                Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
+            })?;
+            result
+        }
+        _ => result,
+    }
 }
 
 pub fn now() -> String {
@@ -168,7 +183,12 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let inv = invocation(global, &layer, &args.env, &args.select);
     // Bad input is found before anything else happens.
     let tree_pins = config::select_trees(&args.select)?;
+    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+        config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+        config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+    })?;
     argv::init_argv(&layer, &args.env)?;
+    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -186,7 +206,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let mut dead = None;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
-            shell.warn(format!("a lock is held: {found:?} (a dry run does not take it)"));
+            shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
         None
     } else {
@@ -519,7 +539,9 @@ fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) 
 }
 
 fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
-    print!("{}", plan.render());
+    for line in plan.render().lines() {
+        println!("{}", crate::text::escape_controls(line));
+    }
     if let Some(dir) = out {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));

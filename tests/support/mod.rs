@@ -4,6 +4,7 @@
 
 pub mod artifacts;
 pub mod cluster_server;
+pub mod forward_proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -30,6 +31,14 @@ pub fn eas(dir: &Path) -> Command {
         .env_remove("KUBECONFIG")
         .env_remove("DOCKER_CONTEXT")
         .env_remove("EAS_LOG")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
         .env("EAS_HOST_ROOT", dir.join(".no-host-root"))

@@ -1,0 +1,298 @@
+//! Hostile and unlucky input (issue 10): each case names what must hold, and every one of them
+//! failed before the fix it tests.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use support::*;
+
+fn text_of(b: &[u8]) -> String {
+    text(b)
+}
+
+fn write_exec(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("get-token");
+    write_exec(
+        &plugin,
+        "#!/bin/sh\necho starting >&2\necho \"auth failed: token=SECRETTOKEN for $PLUGIN_SECRET\" >&2\nexit 7\n",
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"{}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    exec:\n\
+             \x20     apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      args: [\"--secret=ARGSECRET\"]\n\
+             \x20     env: [{{name: PLUGIN_SECRET, value: ENVSECRET}}]\n      interactiveMode: Never\n",
+            server.url(),
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "a run-time failure: {stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("==>")).collect();
+    assert_eq!(
+        lines,
+        vec![format!(
+            "error: kubeconfig: credential plugin {} failed with exit code 7: auth failed: token=*** for ***",
+            plugin.display()
+        )],
+    );
+    for secret in ["ARGSECRET", "ENVSECRET", "SECRETTOKEN", "Output {", "KUBERNETES_EXEC_INFO"] {
+        assert!(!stderr.contains(secret) && !text(&out.stdout).contains(secret), "{secret} shown: {stderr}");
+    }
+    assert!(server.requests().is_empty());
+}
+
+/// A kubeconfig naming a server that nothing listens on: any network call fails (exit 1).
+fn unreachable_kubeconfig(dir: &Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// An `--out` directory holding outputs of an earlier run and a file of the user's.
+fn stale_out(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["plan.json", "choices.txt", "eas-overrides.yaml", "repos.agent-toolkit.yaml"] {
+        std::fs::write(out.join(name), "from an earlier run").unwrap();
+    }
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    out
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn up_checks_layer_and_model_before_any_network_call_and_clears_stale_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let pins = root().join("pins.json");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--layer", "nosuch"], "error: unknown layer \"nosuch\""),
+        (&["--model", "nosuch"], "error: unknown model \"nosuch\""),
+        (
+            &["--layer", "inference", "--model", "qwen2-5-coder-7b"],
+            "error: --model applies to the agent-toolkit layer only",
+        ),
+    ];
+    for (args, want) in cases {
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["up", "--dry-run", "--out", out_dir.to_str().unwrap(), "--pins", pins.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: bad input, found before the cluster is read: {stderr}");
+        assert!(stderr.starts_with(want), "{args:?}: {stderr}");
+        assert_eq!(listing(&out_dir), vec!["notes.txt"], "{args:?}: stale outputs removed, the user's file kept");
+    }
+}
+
+#[test]
+fn a_refused_dry_run_leaves_no_stale_outputs() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = stale_out(dir.path());
+    let pins = root().join("pins.json");
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args([
+            "up",
+            "--dry-run",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--pins",
+            pins.to_str().unwrap(),
+            "--layer",
+            "erag",
+        ])
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("REFUSE: --layer erag"), "{stderr}");
+    assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+}
+
+/// The xeon-amx cluster with its node's `k3s.io/node-args` annotation replaced by `text`.
+fn with_node_args(text: &str) -> ClusterServer {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut node = server.object(&key).expect("the recorded node");
+    node["metadata"]["annotations"]["k3s.io/node-args"] = serde_json::Value::String(text.into());
+    server.insert(node);
+    server
+}
+
+const NOT_A_LIST: &str = "server --disable servicelb --cluster-cidr 10.99.0.0/16";
+const FORGED_CIDR: &str = "[\"server\",\"--cluster-cidr\",\"10.99.0.0/16\\nkubernetes_accelerator: gpu\"]";
+
+#[test]
+fn facts_refuse_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
+    for (text, want) in [
+        (NOT_A_LIST, "error: node \"xeon-sr-01\": annotation k3s.io/node-args is not a JSON list of strings"),
+        (
+            FORGED_CIDR,
+            "error: node \"xeon-sr-01\": annotation k3s.io/node-args gives --cluster-cidr \"10.99.0.0/16\\nkubernetes_accelerator: gpu\", which is not a CIDR list",
+        ),
+    ] {
+        let server = with_node_args(text);
+        let dir = tempfile::tempdir().unwrap();
+        let out_file = dir.path().join("facts.json");
+        let out = facts(&server, "xeon-amx", &["--out", out_file.to_str().unwrap()]);
+        let stderr = text_of(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.lines().any(|l| l.starts_with(want)), "{stderr}");
+        assert!(stderr.contains("hint: "), "{stderr}");
+        assert!(!out_file.exists() && out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    for (text, want) in [(NOT_A_LIST, "is not a JSON list of strings"), (FORGED_CIDR, "which is not a CIDR list")] {
+        let mut doc: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+        doc["nodes"][0]["annotations"]["k3s.io/node-args"] = serde_json::Value::String(text.into());
+        let dir = tempfile::tempdir().unwrap();
+        let facts_file = dir.path().join("facts.json");
+        std::fs::write(&facts_file, doc.to_string()).unwrap();
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = text_of(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with("error: node ")
+                && stderr.contains("annotation k3s.io/node-args")
+                && stderr.contains(want),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("\nkubernetes_accelerator"), "no forged line: {stderr}");
+        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+    }
+}
+
+#[test]
+fn control_characters_from_the_cluster_are_escaped_in_every_line_for_people() {
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    let run = |doc: &serde_json::Value| {
+        let dir = tempfile::tempdir().unwrap();
+        let facts_file = dir.path().join("facts.json");
+        std::fs::write(&facts_file, doc.to_string()).unwrap();
+        let out_dir = dir.path().join("out");
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+        (text(&out.stdout), text(&out.stderr), choices)
+    };
+    let clean: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+    let mut evil = clean.clone();
+    evil["nodes"][0]["name"] = serde_json::Value::String("evil\u{1b}[31m\nFORGED -> line [x]".into());
+    let (clean_out, _, clean_choices) = run(&clean);
+    let (out, err, choices) = run(&evil);
+    for (name, shown, reference) in [("stdout", &out, &clean_out), ("choices.txt", &choices, &clean_choices)] {
+        assert!(!shown.contains('\u{1b}'), "{name} holds a raw escape: {shown}");
+        assert_eq!(shown.lines().count(), reference.lines().count(), "{name}: no forged line");
+        assert!(shown.contains("evil\\u{1b}[31m\\nFORGED"), "{name} shows the name escaped: {shown}");
+    }
+    assert!(!err.contains('\u{1b}'), "{err}");
+}
+
+#[test]
+fn an_endless_or_huge_facts_file_is_refused_at_64_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // Sparse: 64 MiB and one byte of NULs.
+    std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
+    for facts_file in [Path::new("/dev/zero"), big.as_path()] {
+        let out_dir = stale_out(dir.path());
+        let out = eas(dir.path())
+            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: facts: {} is larger than 64 MiB", facts_file.display())),
+            "{stderr}"
+        );
+        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+    }
+}
+
+#[test]
+fn a_ca_bundle_with_a_private_key_is_refused_before_docker_or_the_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap();
+    let first_cert: String = {
+        let start = system.find("-----BEGIN CERTIFICATE-----").unwrap();
+        let end =
+            system[start..].find("-----END CERTIFICATE-----").unwrap() + start + "-----END CERTIFICATE-----\n".len();
+        system[start..end].to_string()
+    };
+    let bundle = dir.path().join("bundle.pem");
+    std::fs::write(&bundle, format!("{first_cert}-----BEGIN PRIVATE KEY-----\nAQID\n-----END PRIVATE KEY-----\n"))
+        .unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let pins = root().join("pins.json");
+    let runs: [Vec<&str>; 2] = [
+        vec!["bastion", "build", "--pins", pins.to_str().unwrap(), "--ca-bundle", bundle.to_str().unwrap()],
+        vec!["up", "--dry-run", "--pins", pins.to_str().unwrap(), "--ca-bundle", bundle.to_str().unwrap()],
+    ];
+    for args in runs {
+        let out = eas(dir.path()).arg("--kubeconfig").arg(&kubeconfig).args(&args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("holds a private key (PRIVATE KEY)"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("AQID"));
+    }
+}
