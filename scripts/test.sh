@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 bash scripts/docker-up.sh
 bash scripts/test-tools.sh
 bash scripts/base-image.sh
+# tests/docker_context.rs puts a logging socat proxy in front of the engine.
+if ! command -v socat >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq socat >/dev/null
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -15,11 +15,12 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Down(args) => crate::up::down::command(&args.into(), global, shell),
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
         Command::Doctor => crate::up::doctor::command(global, shell),
+        Command::Status(args) => crate::status::command(&args.into(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
         }
-        Command::Bastion(cmd) => crate::bastion::command(cmd.into(), global, shell),
+        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, &global.env), global, shell),
     }
 }
 

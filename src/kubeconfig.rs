@@ -3,6 +3,7 @@
 //! single-file copy all read the cluster through it, so they cannot disagree.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::config::{Kubeconfig, KubeconfigError};
 
@@ -15,6 +16,9 @@ pub struct KubeSource {
     pub paths: Vec<PathBuf>,
     pub explicit: bool,
     pub context: Option<String>,
+    /// The merged kubeconfig with a token minted through its exec plugin (JSON), for the
+    /// bastion's copy: set by [`KubeSource::mint`].
+    pub minted: Option<String>,
 }
 
 impl KubeSource {
@@ -22,22 +26,22 @@ impl KubeSource {
     pub fn resolve(g: &Global) -> KubeSource {
         let context = g.context.clone();
         if let Some(p) = &g.kubeconfig {
-            return KubeSource { paths: vec![p.clone()], explicit: true, context };
+            return KubeSource { paths: vec![p.clone()], explicit: true, context, minted: None };
         }
         if let Some(v) = g.env.nonempty("KUBECONFIG") {
             let paths: Vec<PathBuf> = std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect();
             if !paths.is_empty() {
-                return KubeSource { paths, explicit: true, context };
+                return KubeSource { paths, explicit: true, context, minted: None };
             }
         }
         let home = g.env.home().unwrap_or_default();
-        KubeSource { paths: vec![home.join(".kube").join("config")], explicit: false, context }
+        KubeSource { paths: vec![home.join(".kube").join("config")], explicit: false, context, minted: None }
     }
 
     /// One file, as given.
     #[cfg(test)]
     pub fn file(path: PathBuf, explicit: bool, context: Option<String>) -> KubeSource {
-        KubeSource { paths: vec![path], explicit, context }
+        KubeSource { paths: vec![path], explicit, context, minted: None }
     }
 
     /// The paths as the user would write them (`a:b`).
@@ -51,6 +55,26 @@ impl KubeSource {
             [p] => Some(p),
             _ => None,
         }
+    }
+
+    /// When the context's user has an exec credential plugin: mints the token on the host and
+    /// keeps the kubeconfig with the token in place of the plugin, for the bastion (the plugin
+    /// does not exist inside it). Returns when the token expires, as the plugin said.
+    pub async fn mint(&mut self, timeout: Duration) -> Result<Option<Minted>, TargetError> {
+        let (mut kc, _) = match self.load() {
+            Ok(loaded) => loaded,
+            // No kubeconfig at the default place: nothing to mint, the caller decides.
+            Err(TargetError::NoDefault(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(context) = self.context.clone().or_else(|| kc.current_context.clone()) else { return Ok(None) };
+        let minted = mint_exec(&mut kc, &context, timeout).await?;
+        if minted.is_some() {
+            let text = serde_json::to_string(&kc)
+                .map_err(|e| TargetError::Malformed { path: self.shown(), cause: e.to_string() })?;
+            self.minted = Some(text);
+        }
+        Ok(minted)
     }
 
     /// The kubeconfig, the list's files merged in order, and how to name it in messages.
@@ -141,4 +165,118 @@ fn malformed(path: &str, e: KubeconfigError) -> TargetError {
         other => other.to_string(),
     };
     TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
+}
+
+/// A token minted on the host through the context's exec credential plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Minted {
+    /// The plugin's `expirationTimestamp`, when it gave one.
+    pub expires: Option<String>,
+}
+
+/// Runs the exec credential plugin of `context`'s user, if it has one, under `timeout` and
+/// killed if the future is dropped (a cancelled run), and puts the token it returns in its
+/// place: the client then never runs the plugin itself (a blocking, unbounded call), and a copy
+/// of this kubeconfig works where the plugin does not exist (the bastion). A plugin that returns
+/// a client certificate instead is left to the client.
+pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) -> Result<Option<Minted>, TargetError> {
+    let Some(user) =
+        kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).map(|c| c.user.clone())
+    else {
+        return Ok(None);
+    };
+    let Some(auth) =
+        kc.auth_infos.iter_mut().find(|a| Some(&a.name) == user.as_ref()).and_then(|a| a.auth_info.as_mut())
+    else {
+        return Ok(None);
+    };
+    let Some(exec) = &auth.exec else { return Ok(None) };
+    // Failures read as `net::exec_auth` words them when kube runs a plugin: one line, the
+    // command without arguments, the last stderr line with the plugin's secrets masked.
+    let plugin = crate::net::exec_auth::Plugin::of(auth).expect("an exec user");
+    let cmd = crate::text::for_people(&plugin.command);
+    let fail = |what: String| TargetError::Plugin(format!("credential plugin {cmd} {what}"));
+    let command = exec.command.clone().unwrap_or_default();
+    let api_version = exec.api_version.clone().unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
+    let info = serde_json::json!({"apiVersion": api_version, "kind": "ExecCredential", "spec": {"interactive": false}});
+    let mut cmd_line = tokio::process::Command::new(&command);
+    cmd_line
+        .args(exec.args.iter().flatten())
+        .env("KUBERNETES_EXEC_INFO", info.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for e in exec.env.iter().flatten() {
+        if let (Some(n), Some(v)) = (e.get("name"), e.get("value")) {
+            cmd_line.env(n, v);
+        }
+    }
+    let child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
+    let out = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
+        .map_err(|e| fail(format!("could not be run: {e}")))?;
+    if !out.status.success() {
+        let code = out.status.code().map_or_else(|| "on a signal".to_string(), |c| format!("with exit code {c}"));
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        return Err(match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+            Some(l) => fail(format!("failed {code}: {}", plugin.redact(l))),
+            None => fail(format!("failed {code} and printed nothing on stderr")),
+        });
+    }
+    let cred: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(|_| fail("printed no valid ExecCredential".into()))?;
+    let Some(token) = cred.pointer("/status/token").and_then(serde_json::Value::as_str) else {
+        return Ok(None);
+    };
+    let expires = cred.pointer("/status/expirationTimestamp").and_then(serde_json::Value::as_str).map(str::to_string);
+    auth.token = Some(token.to_string().into());
+    auth.exec = None;
+    Ok(Some(Minted { expires }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_plugin(script: &str) -> (tempfile::TempDir, Kubeconfig) {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = dir.path().join("plugin");
+        std::fs::write(&plugin, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\n\
+             contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    exec:\n      \
+             apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      args: [x]\n      \
+             env:\n      - name: GREETING\n        value: hi\n",
+            plugin.display()
+        );
+        (dir, Kubeconfig::from_yaml(&text).unwrap())
+    }
+
+    #[tokio::test]
+    async fn the_plugins_token_replaces_the_exec_entry() {
+        let (_d, mut kc) = with_plugin(
+            "#!/bin/sh\n[ \"$1 $GREETING\" = \"x hi\" ] || exit 9\n\
+             echo '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":\"2030-01-01T00:00:00Z\"}}'\n",
+        );
+        let m = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap();
+        assert_eq!(m, Some(Minted { expires: Some("2030-01-01T00:00:00Z".into()) }));
+        let auth = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(auth.exec.is_none());
+        let json = serde_json::to_value(&kc).unwrap();
+        assert_eq!(json.pointer("/users/0/user/token").unwrap(), "t0k");
+    }
+
+    #[tokio::test]
+    async fn a_plugin_that_hangs_or_fails_is_named() {
+        let (_d, mut kc) = with_plugin("#!/bin/sh\nexec sleep 30\n");
+        let e = mint_exec(&mut kc, "c", Duration::from_millis(200)).await.unwrap_err().to_string();
+        assert!(e.contains("gave no credential within 1 s"), "{e}");
+        let (_d, mut kc) = with_plugin("#!/bin/sh\necho 'login required' >&2\nexit 3\n");
+        let e = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap_err().to_string();
+        assert!(e.contains("login required"), "{e}");
+    }
 }

@@ -24,6 +24,7 @@ mod runtime;
 mod settings;
 mod sources;
 mod state;
+mod status;
 mod text;
 mod trees;
 mod up;

@@ -19,6 +19,13 @@ pub enum ProgressMode {
     Plain,
 }
 
+/// How a command prints its result: a table for a person, or one JSON document on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
 /// What the environment says about the terminal; a seam so tests can decide without one.
 #[derive(Clone, Debug)]
 pub struct Terminal {

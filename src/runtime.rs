@@ -23,3 +23,18 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
     rt.shutdown_timeout(SHUTDOWN);
     Ok(out)
 }
+
+/// Like [`block_on`], and SIGINT or SIGTERM ends `f` with [`Failure::Interrupted`] (exit 130)
+/// for commands that only read (`facts`, `verify`, `doctor`): dropping `f` cancels its calls.
+pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+    block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let handlers = signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
+        let (mut int, mut term) = handlers.map_err(|e| Failure::step("signals", e))?;
+        tokio::select! {
+            r = f => r,
+            _ = int.recv() => Err(Failure::Interrupted),
+            _ = term.recv() => Err(Failure::Interrupted),
+        }
+    })?
+}

@@ -294,6 +294,28 @@ fn up_verify_down_and_down_again() {
     assert!(verify.status.success(), "eas verify failed:\n{}", text(&verify.stderr));
     let out = text(&verify.stdout);
     assert!(out.contains("MainWorkloadReady") && out.contains("chat completion"), "{out}");
+    assert!(out.contains("Intel GPU on node k3d-gpu-server-0"), "devices node by node: {out}");
+
+    let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
+    assert!(status.status.success(), "eas status failed:\n{}", text(&status.stderr));
+    let doc: Value = serde_json::from_str(&text(&status.stdout)).expect("one JSON document");
+    assert_eq!(doc["schema"], "eas-status/v1");
+    let installed = &doc["installed"];
+    assert_eq!(installed["layer"], "agent-toolkit");
+    assert_eq!(installed["models"], json!([MODEL]));
+    assert_eq!(installed["outcome"], "succeeded");
+    assert_eq!(installed["commits"]["eas"].as_str().unwrap().len(), 40, "{installed}");
+    assert!(installed["log_path"].is_string(), "{installed}");
+    let server = &doc["live"]["model_servers"][0];
+    assert_eq!(server["name"], MODEL);
+    assert_eq!((server["pods_ready"].as_i64(), server["pods_desired"].as_i64()), (Some(1), Some(1)), "{server}");
+    assert_eq!(server["ready_addresses"], 1);
+    assert!(server["conditions"].as_array().unwrap().iter().any(|c| c == "MainWorkloadReady=True (Ready)"), "{server}");
+    let dev = &doc["live"]["device_nodes"][0];
+    assert_eq!((dev["node"].as_str(), dev["plugin_ready"].as_bool()), (Some("k3d-gpu-server-0"), Some(true)), "{dev}");
+    let table = r.eas().arg("status").output().unwrap();
+    let table = text(&table.stdout);
+    assert!(table.contains("installed agent-toolkit") && table.contains("last run  succeeded"), "{table}");
 
     let down = r.down();
     assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));

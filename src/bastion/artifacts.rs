@@ -7,14 +7,12 @@
 use std::future::Future;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use super::context::Artifact;
-
-/// Downloads have a ceiling: kubectl is the largest artifact, well under this on a slow link.
-const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(1800);
+use crate::net::download::Downloader;
+use crate::net::proxy::ProxyEnv;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -31,9 +29,19 @@ pub trait Fetcher {
     fn fetch(&self, url: &str, dest: &Path) -> impl Future<Output = Result<(), String>> + Send;
 }
 
-/// `file://` URLs are copied; `https://` URLs are downloaded with curl, which brings the host's
-/// proxy settings, trust store and redirects.
-pub struct SystemFetcher;
+/// `file://` URLs are copied; `https://` URLs are downloaded in-process (`net::download`), with
+/// the `--ca-bundle` certificates trusted and the proxy chosen by curl's rules.
+#[derive(Clone, Debug)]
+pub struct SystemFetcher {
+    download: Downloader,
+}
+
+impl SystemFetcher {
+    /// A fetcher trusting the system's CAs and `extra_roots` (DER), proxied as `env` says.
+    pub fn new(extra_roots: &[Vec<u8>], env: ProxyEnv) -> Result<SystemFetcher, String> {
+        Ok(SystemFetcher { download: Downloader::new(extra_roots, env)? })
+    }
+}
 
 impl Fetcher for SystemFetcher {
     async fn fetch(&self, url: &str, dest: &Path) -> Result<(), String> {
@@ -44,21 +52,7 @@ impl Fetcher for SystemFetcher {
                 .map(drop)
                 .map_err(|e| format!("copying {path} into the cache at {}: {e}", dest.display()));
         }
-        if !url.starts_with("https://") {
-            return Err("only https:// and file:// URLs are accepted".into());
-        }
-        let mut cmd = tokio::process::Command::new("curl");
-        cmd.args(["--fail", "--silent", "--show-error", "--location", "--proto", "=https", "--proto-redir", "=https"])
-            .args(["--connect-timeout", "30", "--retry", "2", "--output"])
-            .arg(dest)
-            .arg(url)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(DOWNLOAD_TIMEOUT, cmd.output())
-            .await
-            .map_err(|_| format!("no answer within {} s", DOWNLOAD_TIMEOUT.as_secs()))?
-            .map_err(|e| format!("cannot run curl: {e}"))?;
-        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_string()) }
+        self.download.to_file(url, dest).await
     }
 }
 
@@ -73,11 +67,8 @@ impl Cache {
     }
 
     /// `$XDG_CACHE_HOME/eas/artifacts`, else `~/.cache/eas/artifacts`.
-    pub fn default_dir() -> PathBuf {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".cache"));
+    pub fn default_dir(env: &crate::settings::Env) -> PathBuf {
+        let base = env.cache_home().unwrap_or_else(|| PathBuf::from(".cache"));
         base.join("eas").join("artifacts")
     }
 
@@ -165,6 +156,10 @@ mod tests {
     use super::*;
     use crate::bastion::context::sha256_hex;
 
+    fn fetcher() -> SystemFetcher {
+        SystemFetcher::new(&[], ProxyEnv::default()).unwrap()
+    }
+
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
     }
@@ -188,12 +183,12 @@ mod tests {
         let s = served(b"yq v4\n");
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = Cache::new(cache_dir.path().join("artifacts"));
-        let (p, replaced) = rt().block_on(cache.ensure(&SystemFetcher, &s.url, &s.sha)).unwrap();
+        let (p, replaced) = rt().block_on(cache.ensure(&fetcher(), &s.url, &s.sha)).unwrap();
         assert_eq!((p.clone(), replaced), (cache.path(&s.sha), false));
         assert_eq!(std::fs::read(&p).unwrap(), b"yq v4\n");
         // The source is gone: a second call must not need it.
         std::fs::remove_file(&s.file).unwrap();
-        assert_eq!(rt().block_on(cache.ensure(&SystemFetcher, &s.url, &s.sha)).unwrap(), (p, false));
+        assert_eq!(rt().block_on(cache.ensure(&fetcher(), &s.url, &s.sha)).unwrap(), (p, false));
         let left: Vec<_> = std::fs::read_dir(cache.dir.clone()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from(&s.sha)], "no partial files left");
     }
@@ -204,7 +199,7 @@ mod tests {
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = Cache::new(cache_dir.path().to_path_buf());
         let expected = sha256_hex(b"original\n");
-        let e = rt().block_on(cache.ensure(&SystemFetcher, &s.url, &expected)).unwrap_err();
+        let e = rt().block_on(cache.ensure(&fetcher(), &s.url, &expected)).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!("checksum failed for {}: expected sha256 {expected}, computed {}", s.url, s.sha)
@@ -218,7 +213,7 @@ mod tests {
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = Cache::new(cache_dir.path().to_path_buf());
         std::fs::write(cache.path(&s.sha), b"bit rot").unwrap();
-        let (p, replaced) = rt().block_on(cache.ensure(&SystemFetcher, &s.url, &s.sha)).unwrap();
+        let (p, replaced) = rt().block_on(cache.ensure(&fetcher(), &s.url, &s.sha)).unwrap();
         assert!(replaced);
         assert_eq!(std::fs::read(p).unwrap(), b"helm\n");
     }
@@ -228,7 +223,7 @@ mod tests {
         let s = served(b"kubectl\n");
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = Cache::new(cache_dir.path().to_path_buf());
-        let sha = rt().block_on(cache.trust_on_first_use(&SystemFetcher, &s.url)).unwrap();
+        let sha = rt().block_on(cache.trust_on_first_use(&fetcher(), &s.url)).unwrap();
         assert_eq!(sha, s.sha);
         assert!(cache.path(&sha).exists());
     }
@@ -242,7 +237,7 @@ mod tests {
             ("http://example.invalid/yq", "only https:// and file://"),
             ("file:///nonexistent/eas/yq", "/nonexistent/eas/yq"),
         ] {
-            let e = rt().block_on(cache.ensure(&SystemFetcher, url, &sha)).unwrap_err().to_string();
+            let e = rt().block_on(cache.ensure(&fetcher(), url, &sha)).unwrap_err().to_string();
             assert!(e.starts_with(&format!("cannot download {url}: ")) && e.contains(why), "{e}");
         }
     }

@@ -106,6 +106,7 @@ pub struct BuildRequest<'a> {
     pub digest: &'a str,
     pub base_arg: &'a str,
     pub nocache: bool,
+    pub proxy: &'a [(String, String)],
 }
 
 pub enum Built {
@@ -115,9 +116,9 @@ pub enum Built {
 
 /// Proxy settings reach the build as Docker's predefined build arguments (not kept in the
 /// image) and the run as environment.
-pub fn proxy_env() -> Vec<(String, String)> {
+pub fn proxy_env(env: &Env) -> Vec<(String, String)> {
     let names = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"];
-    names.iter().filter_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()).map(|v| (n.to_string(), v))).collect()
+    names.iter().filter_map(|n| env.nonempty(n).map(|v| (n.to_string(), v))).collect()
 }
 
 pub async fn build(
@@ -130,7 +131,7 @@ pub async fn build(
         (MANAGED_LABEL.to_string(), "true".to_string()),
         (CONTEXT_LABEL.to_string(), req.digest.to_string()),
     ]);
-    let mut args: HashMap<String, String> = proxy_env().into_iter().collect();
+    let mut args: HashMap<String, String> = req.proxy.iter().cloned().collect();
     args.insert("BASE_IMAGE".into(), req.base_arg.into());
     let opts = BuildImageOptionsBuilder::new()
         .dockerfile("Dockerfile")

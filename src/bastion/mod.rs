@@ -51,6 +51,16 @@ pub struct ImageSettings {
     /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
     pub pins: Option<PathBuf>,
     pub base: BaseImage,
+    /// Where pinned downloads are cached (`$XDG_CACHE_HOME/eas/artifacts`).
+    pub artifacts: PathBuf,
+    /// Proxy settings passed to the build as Docker's predefined build arguments.
+    pub proxy: Vec<(String, String)>,
+}
+
+impl ImageSettings {
+    pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
+        ImageSettings { pins, base, artifacts: Cache::default_dir(env), proxy: image::proxy_env(env) }
+    }
 }
 
 /// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
@@ -195,7 +205,7 @@ pub async fn prepare(
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
 
     let mut changed = false;
     let base = match context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
@@ -210,11 +220,16 @@ pub async fn prepare(
         other => other?,
     };
 
+    let ca = match &args.base.ca_bundle {
+        Some(p) => Some(read_ca_bundle(p)?),
+        None => None,
+    };
+    let fetcher = fetcher_for(ca.as_deref())?;
     let mut wanted = context::artifacts(&pins);
     if lock {
         for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
             shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&SystemFetcher, &a.url)).await??;
+            let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
             shell.warn(format!(
                 "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
                 a.name, a.url
@@ -238,10 +253,6 @@ pub async fn prepare(
             id
         }
     };
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
 
@@ -251,14 +262,15 @@ pub async fn prepare(
     }
 
     for (a, sha) in artifacts::pinned(&wanted) {
-        let (_, replaced) = interruptible(interrupt, cache.ensure(&SystemFetcher, &a.url, &sha)).await??;
+        let (_, replaced) = interruptible(interrupt, cache.ensure(&fetcher, &a.url, &sha)).await??;
         if replaced {
             shell.warn(format!("cached {} did not match its sha256 and was downloaded again", a.name));
         }
     }
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
     shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
-    let req = BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild };
+    let req =
+        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &args.proxy };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
@@ -273,7 +285,7 @@ pub async fn prepare(
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String, bool), BastionError> {
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
-    let cache = Cache::new(Cache::default_dir());
+    let cache = Cache::new(args.artifacts.clone());
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     let wanted = context::artifacts(&pins);
     context::require_sha256(&wanted)?;
@@ -312,6 +324,17 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
 
 /// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
 /// the network is touched.
+/// The host's download client: the system's CAs plus the bundle's, the proxy variables of this
+/// process (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(ca_bundle: Option<&[u8]>) -> Result<SystemFetcher, BastionError> {
+    let roots = match ca_bundle {
+        Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
+        None => Vec::new(),
+    };
+    let env = crate::net::proxy::ProxyEnv::from_lookup(|k| std::env::var(k).ok());
+    SystemFetcher::new(&roots, env).map_err(BastionError::Input)
+}
+
 pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
     match &base.ca_bundle {
         Some(p) => read_ca_bundle(p).map(|_| ()),
@@ -415,9 +438,31 @@ pub fn standard(
     Ok(Standard { spec, route, _kube_copy: copy_dir })
 }
 
+/// The kubeconfig for a bastion run, with a token minted on the host when the context's user
+/// has an exec credential plugin; says how long the token lives.
+pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource, Failure> {
+    let mut kube = KubeSource::resolve(global);
+    match kube.mint(crate::settings::timeouts::CREDENTIAL).await {
+        Ok(Some(m)) => {
+            let until = m.expires.as_deref().unwrap_or("an unknown time (the plugin gave no expiry)");
+            shell.warn(format!(
+                "the credential plugin's token is written into the bastion's private kubeconfig copy and lives until {until}; \
+                 an install that outlasts it fails at that point"
+            ));
+            Ok(kube)
+        }
+        Ok(None) => Ok(kube),
+        Err(crate::kubeconfig::TargetError::Plugin(line)) => Err(Failure::step("kubeconfig", line)),
+        Err(e) => Err(Failure::bad_input(e.to_string(), e.hint())),
+    }
+}
+
 /// The kubeconfig's text (the list's files merged, as JSON, and `true`), or `None` when the
 /// default file is absent.
 fn kube_text(k: &KubeSource) -> Result<Option<(String, bool)>, BastionError> {
+    if let Some(text) = &k.minted {
+        return Ok(Some((text.clone(), true)));
+    }
     if let Some(path) = k.single() {
         return match std::fs::read_to_string(path) {
             Ok(text) => Ok(Some((text, false))),
@@ -485,8 +530,8 @@ async fn build_command(
 
 async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = global.env.lookup();
-    let kube = KubeSource::resolve(global);
     check_ca_bundle(&a.image.base)?;
+    let kube = minted_source(global, shell).await?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
     let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
@@ -666,7 +711,7 @@ mod tests {
              users:\n- name: admin\n  user:\n    token: s3cret\n",
         )
         .unwrap();
-        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None };
+        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None, minted: None };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
         assert!(m.source != a && m.source != b && m.read_only);
@@ -677,6 +722,43 @@ mod tests {
         assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://127.0.0.1:6550");
         assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "s3cret");
         assert_eq!(s.spec.network.as_deref(), Some("host"));
+    }
+
+    #[tokio::test]
+    async fn an_exec_plugins_token_is_minted_on_the_host_into_the_private_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugin = dir.path().join("plugin");
+        std::fs::write(
+            &plugin,
+            "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"minted\",\"expirationTimestamp\":\"2030-01-01T00:00:00Z\"}}'\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:6443\n\
+                 contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    exec:\n      \
+                 apiVersion: client.authentication.k8s.io/v1\n      command: {}\n",
+                plugin.display()
+            ),
+        )
+        .unwrap();
+        let mut k = KubeSource::file(path.clone(), true, None);
+        let m = k.mint(std::time::Duration::from_secs(10)).await.unwrap().unwrap();
+        assert_eq!(m.expires.as_deref(), Some("2030-01-01T00:00:00Z"));
+        let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
+        let m = &s.spec.mounts[0];
+        assert!(m.source != path && m.read_only);
+        assert_eq!(std::fs::metadata(&m.source).unwrap().permissions().mode() & 0o777, 0o600);
+        let copy: serde_json::Value = serde_json::from_slice(&std::fs::read(&m.source).unwrap()).unwrap();
+        assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "minted");
+        assert!(copy.pointer("/users/0/user/exec").is_none(), "the plugin does not exist in the bastion");
+        let copy_path = m.source.clone();
+        drop(s);
+        assert!(!copy_path.exists(), "the copy with the token goes with the run");
     }
 
     #[test]

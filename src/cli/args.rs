@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::SelectArgs;
+use crate::pipeline::PhaseId;
 use crate::settings::timeouts;
 
 #[derive(Args, Debug, Clone)]
@@ -70,6 +71,15 @@ pub struct UpArgs {
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]
     pub ledger_timeout: u64,
+    /// Shorten a phase's timeout (tests): PHASE=SECS, repeatable
+    #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = phase_timeout)]
+    pub phase_timeout: Vec<(PhaseId, u64)>,
+}
+
+fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
+    let (name, secs) = s.split_once('=').ok_or("expected PHASE=SECS")?;
+    let id = crate::up::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}"))?;
+    Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -122,8 +132,16 @@ pub struct VerifyArgs {
     /// How long to wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
     pub timeout: u64,
-    #[command(flatten)]
-    pub gather: GatherArgs,
+    /// How long to wait for every device node's resource and plugin pod, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY_DEVICES.as_secs())]
+    pub devices_timeout: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    /// table (for a person) or json (one eas-status/v1 document)
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: super::OutputArg,
 }
 
 #[derive(Subcommand, Debug)]

@@ -6,7 +6,7 @@ mod args;
 mod resolve;
 
 pub use args::*;
-pub use resolve::settings;
+pub use resolve::{bastion, settings};
 
 use std::path::PathBuf;
 
@@ -60,6 +60,22 @@ pub enum ProgressArg {
     Plain,
 }
 
+/// `--output`: a table for a person, or one JSON document on stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    Table,
+    Json,
+}
+
+impl From<OutputArg> for crate::output::OutputFormat {
+    fn from(a: OutputArg) -> Self {
+        match a {
+            OutputArg::Table => crate::output::OutputFormat::Table,
+            OutputArg::Json => crate::output::OutputFormat::Json,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
@@ -82,6 +98,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
     Doctor,
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(StatusArgs),
 }
 
 #[derive(Args, Debug, Clone)]

@@ -71,10 +71,8 @@ impl From<BaseArgs> for BaseImage {
     }
 }
 
-impl From<ImageArgs> for ImageSettings {
-    fn from(a: ImageArgs) -> Self {
-        ImageSettings { pins: a.pins, base: a.base.into() }
-    }
+fn image(a: ImageArgs, env: &Env) -> ImageSettings {
+    ImageSettings::new(a.pins, a.base.into(), env)
 }
 
 impl From<UpArgs> for UpSettings {
@@ -92,6 +90,9 @@ impl From<UpArgs> for UpSettings {
             install_timeout: a.install_timeout,
             verify_timeout: a.verify_timeout,
             ledger_timeout: a.ledger_timeout,
+            phase_timeouts: crate::up::phase::PhaseTimeouts::new(
+                a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
+            ),
         }
     }
 }
@@ -114,19 +115,24 @@ impl From<DownArgs> for DownSettings {
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, gather: a.gather.into() }
+        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout }
     }
 }
 
-impl From<BastionCommand> for Bastion {
-    fn from(c: BastionCommand) -> Self {
-        match c {
-            BastionCommand::Build(b) => {
-                Bastion::Build(BuildSettings { image: b.image.into(), rebuild: b.rebuild, lock: b.lock })
-            }
-            BastionCommand::Run(r) => {
-                Bastion::Run(RunSettings { image: r.image.into(), tree: r.tree, command: r.command })
-            }
+impl From<StatusArgs> for crate::status::StatusSettings {
+    fn from(a: StatusArgs) -> Self {
+        crate::status::StatusSettings { output: a.output.into() }
+    }
+}
+
+/// `eas bastion`'s settings (the image's cache and proxy come from the environment).
+pub fn bastion(c: BastionCommand, env: &Env) -> Bastion {
+    match c {
+        BastionCommand::Build(b) => {
+            Bastion::Build(BuildSettings { image: image(b.image, env), rebuild: b.rebuild, lock: b.lock })
+        }
+        BastionCommand::Run(r) => {
+            Bastion::Run(RunSettings { image: image(r.image, env), tree: r.tree, command: r.command })
         }
     }
 }

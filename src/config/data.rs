@@ -47,6 +47,15 @@ impl CniLayout {
 pub struct DeviceResource {
     pub prefix: String,
     pub device: String,
+    /// The resources of which a node of this device must have at least one allocatable.
+    #[serde(default)]
+    pub allocatable: Vec<String>,
+    /// A node label (value `true`) that marks a node with this device (NFD's).
+    #[serde(default)]
+    pub node_label: Option<String>,
+    /// The name (or name prefix) of the device plugin's DaemonSet.
+    #[serde(default)]
+    pub plugin: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

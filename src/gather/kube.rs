@@ -37,7 +37,7 @@ pub async fn target(
     proxy: &crate::net::proxy::ProxyEnv,
     timeout: Duration,
 ) -> Result<Target, TargetError> {
-    let (kc, path) = source.load()?;
+    let (mut kc, path) = source.load()?;
     let name = match source.context.as_deref() {
         Some(c) => c.to_string(),
         None => {
@@ -51,6 +51,7 @@ pub async fn target(
         return Err(TargetError::NoContext { name, path, available });
     };
     let cluster_name = ctx.context.as_ref().map(|c| c.cluster.clone()).unwrap_or_default();
+    crate::kubeconfig::mint_exec(&mut kc, &name, crate::settings::timeouts::CREDENTIAL).await?;
     let server = kc
         .clusters
         .iter()

@@ -71,12 +71,13 @@ impl From<GatherError> for Failure {
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let operator = operator(args).map_err(GatherError::Operator)?;
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let gathered = crate::runtime::block_on(async {
-        let target =
-            kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout).await?;
+    let gathered = crate::runtime::block_on_interruptible(async {
+        let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+            .await
+            .map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        gather(&target, &operator, timeout, crate::docker_host::resolve(&global.env)).await
-    })??;
+        Ok(gather(&target, &operator, timeout, &global.env).await?)
+    })?;
     for w in &gathered.warnings {
         shell.warn(w);
     }
@@ -173,12 +174,7 @@ impl Sink<SecretItem> for helm::Releases {
     }
 }
 
-async fn gather(
-    target: &Target,
-    operator: &Operator,
-    timeout: Duration,
-    docker_host: String,
-) -> Result<Gathered, GatherError> {
+async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &Env) -> Result<Gathered, GatherError> {
     let reader = Reader::new(target, timeout);
     let nodes_call = Call::list("nodes", "v1", None);
     let namespaces_call = Call::list("namespaces", "v1", None);
@@ -200,7 +196,7 @@ async fn gather(
         )
     };
     let (api, (engine, docker_state)) =
-        tokio::join!(api, probe_docker(docker_host, timeout.min(timeouts::DOCKER_CALL)));
+        tokio::join!(api, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
     let api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
@@ -222,7 +218,7 @@ async fn gather(
             if nodes.len() > have.len() { ", …" } else { "" }
         )));
     }
-    let host = Host::detect();
+    let host = Host::detect(env);
     let located = nodes::locate(&nodes, operator, &docker_state, &host);
     warnings.extend(located.warnings);
     warnings.extend(nodes::read_all(&mut nodes, &located.sources, operator, engine.as_ref(), &host).await);
@@ -341,7 +337,7 @@ pub async fn collect(
         request_timeout: timeout.as_secs(),
     };
     let op = operator(&args).map_err(GatherError::Operator)?;
-    let gathered = gather(target, &op, timeout, crate::docker_host::resolve(env)).await?;
+    let gathered = gather(target, &op, timeout, env).await?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

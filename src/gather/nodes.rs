@@ -74,13 +74,13 @@ pub struct Host {
 }
 
 impl Host {
-    pub fn detect() -> Host {
+    pub fn detect(env: &crate::settings::Env) -> Host {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .ok()
             .map(|h| h.trim().to_string())
             .filter(|h| !h.is_empty());
-        let root = std::env::var_os("EAS_HOST_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+        let root = env.nonempty("EAS_HOST_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
         Host { hostname, root }
     }
 

@@ -28,3 +28,8 @@ pub const VERIFY_DEVICES: Duration = Duration::from_secs(90);
 pub const VERIFY_POLL: Duration = Duration::from_secs(5);
 /// Building the bastion image.
 pub const BASTION: Duration = mins(30);
+/// An exec credential plugin (aws, gcloud, kubelogin) minting a token; an SSO login waiting in a
+/// browser gives up here instead of hanging the run.
+pub const CREDENTIAL: Duration = Duration::from_secs(60);
+/// Waiting for an answer at a confirmation prompt on a terminal (`eas down` without `--yes`).
+pub const PROMPT: Duration = mins(10);

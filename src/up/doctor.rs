@@ -16,7 +16,7 @@ use crate::settings::Global;
 use super::{CALL, state_root};
 
 pub fn command(global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on(doctor(global, shell))?
+    crate::runtime::block_on_interruptible(doctor(global, shell))
 }
 
 /// Free bytes on the filesystem holding `path` (or its nearest existing parent).

@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::bastion;
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
-use crate::bastion::{self, KubeSource};
 use crate::config::render;
 use crate::error::Failure;
 use crate::gather;
@@ -66,11 +66,44 @@ impl Sink for Quiet {
     }
 }
 
-fn confirm(args: &DownSettings, what: &str) -> Result<(), Failure> {
-    if !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+/// `--yes`, or a `y` typed at a prompt on a terminal; without a terminal, bad input. Nothing
+/// has been written when this refuses.
+async fn confirm(args: &DownSettings, what: &str, interrupt: &Interrupt) -> Result<(), Failure> {
+    if args.yes {
+        return Ok(());
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(format!("{what} and no terminal is attached to confirm"), "pass --yes"));
     }
-    Ok(())
+    eprint!("{what}. Continue? [y/N] ");
+    let read = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    });
+    let limit = crate::settings::timeouts::PROMPT;
+    let line = tokio::select! {
+        r = tokio::time::timeout(limit, read) => match r {
+            Ok(Ok(Ok(line))) => line,
+            Ok(_) => String::new(),
+            Err(_) => {
+                return Err(Failure::bad_input(
+                    format!("no answer within {} min: nothing was changed", limit.as_secs() / 60),
+                    "pass --yes",
+                ));
+            }
+        },
+        _ = interrupt.graceful.cancelled() => return Err(Failure::Interrupted),
+    };
+    if affirmative(&line) {
+        Ok(())
+    } else {
+        Err(Failure::bad_input(format!("{what}: not confirmed, nothing was changed"), "answer y, or pass --yes"))
+    }
+}
+
+/// Whether a prompt's answer says yes (`y` or `yes`, any case).
+fn affirmative(line: &str) -> bool {
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// Removes the state directory: everything but the lock while it is held, then the lock.
@@ -97,6 +130,8 @@ struct Ctx<'a> {
     sd: &'a StateDir,
     docker: bollard::Docker,
     image_args: bastion::ImageSettings,
+    /// The kubeconfig for the bastion, with an exec plugin's token minted once for this `down`.
+    kube: crate::kubeconfig::KubeSource,
 }
 
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -110,10 +145,12 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         shell.phase("down", nothing());
         return Ok(());
     }
-    confirm(
-        args,
-        if args.purge { "eas down --purge removes the state directory" } else { "eas down changes the cluster" },
-    )?;
+    let what = if args.purge {
+        format!("eas down --purge removes the state directory {}", sd.dir().display())
+    } else {
+        format!("eas down changes the cluster {}", target.context)
+    };
+    confirm(args, &what, &interrupt).await?;
     let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
     let Some(mut state) = State::load(&sd.state_file())? else {
         shell.phase("down", nothing());
@@ -164,7 +201,8 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             interrupt: &interrupt,
             sd: &sd,
             docker: docker().await?,
-            image_args: super::image_args(&args.image, args.pins.clone()),
+            kube: bastion::minted_source(global, shell).await?,
+            image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
         };
         return force_incomplete(&ctx, &mut state, &layer, &reason, &target.client).await;
     }
@@ -184,7 +222,8 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         interrupt: &interrupt,
         sd: &sd,
         docker: docker().await?,
-        image_args: super::image_args(&args.image, args.pins.clone()),
+        kube: bastion::minted_source(global, shell).await?,
+        image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
     };
     let teardown_ok = teardown(&ctx, &state, &layer, &skip).await?;
 
@@ -326,8 +365,8 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     }
     shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
     let env = ctx.global.env.lookup();
-    let kube = KubeSource::resolve(ctx.global);
-    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
+    let kube = &ctx.kube;
+    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(kube), &env)?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
     let mut sink = Quiet(Vec::new());
@@ -354,9 +393,9 @@ async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<()
         .await
         .map_err(|e| e.to_string())?;
     let env = ctx.global.env.lookup();
-    let kube = KubeSource::resolve(ctx.global);
+    let kube = &ctx.kube;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
-    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&kube), &env)
+    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
         .map_err(|e| e.to_string())?;
     let mut spec = std.spec.clone();
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));
@@ -365,5 +404,18 @@ async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<()
     match DockerRunner::new(docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
         RunOutcome::Exited(0) => Ok(()),
         other => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&sink.0).trim())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_y_or_yes_confirms() {
+        for yes in ["y\n", "Y\n", " yes \n", "YES"] {
+            assert!(super::affirmative(yes), "{yes:?}");
+        }
+        for no in ["\n", "", "n\n", "no\n", "yep\n", "y es\n"] {
+            assert!(!super::affirmative(no), "{no:?}");
+        }
     }
 }

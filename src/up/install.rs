@@ -11,8 +11,8 @@ use bollard::Docker;
 use indicatif::ProgressBar;
 use tokio_util::sync::CancellationToken;
 
+use crate::bastion;
 use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
-use crate::bastion::{self, KubeSource};
 use crate::config::{self, render};
 use crate::error::Failure;
 use crate::installer::command::shell_line;
@@ -114,7 +114,7 @@ async fn run_installer(
     timeout: Duration,
     guard_byo: bool,
 ) -> Result<(Outcome, Tail), Failure> {
-    let kube = KubeSource::resolve(ctx.global);
+    let kube = bastion::minted_source(ctx.global, ctx.shell).await?;
     let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(timeout);

@@ -7,6 +7,7 @@ pub mod crash;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod phase;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,6 +56,8 @@ pub struct UpSettings {
     pub verify_timeout: u64,
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
     pub ledger_timeout: u64,
+    /// Phase timeouts (the declared ones unless shortened).
+    pub phase_timeouts: phase::PhaseTimeouts,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -69,8 +72,8 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>) -> ImageSettings {
-    ImageSettings { pins, base: base.clone() }
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), env)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -198,10 +201,15 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
 
     // 1. Lock and preflight.
     shell.phase("preflight", "reading the cluster's identity");
-    let target = gather::target(global, CALL).await?;
-    let key = cluster::cluster_key(&target.client, CALL)
-        .await
-        .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+    let t = &args.phase_timeouts;
+    let (target, key) = phase::run(PhaseId::Preflight, t, &interrupt, async {
+        let target = gather::target(global, CALL).await?;
+        let key = cluster::cluster_key(&target.client, CALL)
+            .await
+            .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+        Ok((target, key))
+    })
+    .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let mut dead = None;
     let _lock = if args.dry_run {
@@ -222,23 +230,29 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     {
         shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
     }
-    let docker = match bastion::image::connect(&global.env).await {
-        Ok(d) => Some(d),
-        // A dry run still prints everything else, and names the step that needs Docker.
-        Err(e) if args.dry_run => {
-            shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
-            None
-        }
-        Err(e) => {
-            return Err(Failure::step_next(
-                "preflight",
-                e,
-                "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
-            ));
-        }
-    };
-    trees::git(None, &["--version"], Duration::from_secs(10))
-        .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+    let docker = phase::run(PhaseId::Preflight, t, &interrupt, async {
+        let docker = match bastion::image::connect(&global.env).await {
+            Ok(d) => Some(d),
+            // A dry run still prints everything else, and names the step that needs Docker.
+            Err(e) if args.dry_run => {
+                shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
+                None
+            }
+            Err(e) => {
+                return Err(Failure::step_next(
+                    "preflight",
+                    e,
+                    "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
+                ));
+            }
+        };
+        tokio::task::spawn_blocking(|| trees::git(None, &["--version"], Duration::from_secs(10)))
+            .await
+            .map_err(|e| Failure::step("preflight", e))?
+            .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
+        Ok(docker)
+    })
+    .await?;
     if let (Some(holder), Some(d)) = (&dead, &docker) {
         crash::reap(d, holder, shell).await?;
     }
@@ -276,7 +290,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone());
+    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -292,10 +306,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
     let (image, facts, resolved) = tokio::select! {
-        r = async { tokio::join!(image, facts, resolved) } => r,
+        r = async {
+            tokio::join!(
+                phase::limit(PhaseId::Bastion, t, image),
+                phase::limit(PhaseId::Facts, t, facts),
+                phase::limit(PhaseId::Trees, t, resolved)
+            )
+        } => r,
         _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
     };
-    let facts: Facts = facts?;
+    let (image, resolved) = (image?, resolved?);
+    let facts: Facts = facts??;
     let facts_hash = crate::state::hash_json(&facts);
     state.facts_hash = Some(facts_hash.clone());
     plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
@@ -460,13 +481,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     // 7. Verify.
     state.begin(PhaseId::Verify, None, &now());
     save(&state)?;
-    let expected = Expected { devices: verify::checks::expected_devices(&facts), models: expected_models(&decision) };
+    let expected = Expected {
+        device_nodes: verify::devices::recorded_nodes(&facts),
+        models: expected_models(&decision),
+        fit: model_decision(&decision),
+    };
     crate::state::journal::write_atomic(
         &sd.dir().join(EXPECTED_FILE),
         serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
     )
     .map_err(|e| Failure::step("record", e))?;
-    let exp = verify::Expect { devices: expected.devices.clone(), models: expected.models.clone() };
+    let exp = expected.expect();
     let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
     let verified = tokio::select! {
         r = verify::verify(&target.client, &exp, &t, shell) => r,
@@ -532,6 +557,11 @@ fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     })
 }
 
+/// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
+fn model_decision(d: &config::Decision) -> Option<String> {
+    d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
+}
+
 fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) -> Result<(), Failure> {
     state.interrupt(&now());
     save(state)?;
@@ -570,39 +600,62 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
 pub struct VerifySettings {
     /// How long to wait for the model servers, in seconds
     pub timeout: u64,
-    pub gather: GatherOptions,
+    /// How long to wait for every device node's resource and plugin pod, in seconds
+    pub devices_timeout: u64,
 }
 
 /// What a run expects verification to find, kept beside its state.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Expected {
-    pub devices: std::collections::BTreeMap<String, String>,
+    /// The device nodes the run's facts showed: node -> the device resources it advertised.
+    #[serde(default)]
+    pub device_nodes: BTreeMap<String, Vec<String>>,
+    /// The model servers the run deployed (an empty list: none fits).
     pub models: Option<Vec<String>>,
+    /// The generator's model decision, named when no model fits.
+    #[serde(default)]
+    pub fit: Option<String>,
+}
+
+impl Expected {
+    pub fn expect(&self) -> verify::Expect {
+        let models = match &self.models {
+            Some(m) if m.is_empty() => verify::Models::NoneFits(self.fit.clone().unwrap_or_else(|| "-".into())),
+            Some(m) => verify::Models::Named(m.clone()),
+            None => verify::Models::Found,
+        };
+        verify::Expect { device_nodes: self.device_nodes.clone(), models }
+    }
 }
 
 pub const EXPECTED_FILE: &str = "expected.json";
 
-/// `eas verify`: what the recorded run expects, else every model server found and the devices
-/// the cluster's facts show now.
+/// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
+/// record, the devices alone, then exit 5: there is no model server eas installed.
 pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on(async {
+    crate::runtime::block_on_interruptible(async {
         let target = gather::target(global, CALL).await?;
         let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
+        let file = sd.dir().join(EXPECTED_FILE);
         let recorded: Option<Expected> =
-            std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+            std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
         let exp = match recorded {
-            Some(e) => verify::Expect { devices: e.devices, models: e.models },
-            None => {
-                let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell).await?;
-                verify::Expect { devices: verify::checks::expected_devices(&facts), models: None }
-            }
+            Some(e) => e.expect(),
+            None => verify::Expect {
+                device_nodes: BTreeMap::new(),
+                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+            },
         };
-        let t = verify::Timeouts { models: Duration::from_secs(args.timeout), ..verify::Timeouts::default() };
+        let t = verify::Timeouts {
+            models: Duration::from_secs(args.timeout),
+            devices: Duration::from_secs(args.devices_timeout),
+            ..verify::Timeouts::default()
+        };
         let lines = verify::verify(&target.client, &exp, &t, shell).await?;
         for l in lines {
-            println!("ok {l}");
+            println!("ok {}", crate::text::for_people(&l));
         }
         Ok(())
-    })?
+    })
 }

@@ -1,52 +1,8 @@
 //! What "installed and serving" means (SPEC §7), as pure checks over objects read from the
 //! cluster. The waiting and reading live in `mod.rs`.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
-
-use crate::config::data;
-use crate::facts::{self, Facts};
-
-/// The devices the facts showed, by resource name: each must stay allocatable.
-pub fn expected_devices(f: &Facts) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for n in &f.nodes {
-        for (res, qty) in &n.capacity {
-            if let Some(dev) = data::cluster_rules().device_resources.iter().find(|d| res.starts_with(&d.prefix))
-                && facts::parse_quantity(qty).is_some_and(|q| q > 0.0)
-            {
-                out.insert(res.clone(), dev.device.clone());
-            }
-        }
-    }
-    out
-}
-
-/// The sum of one resource over the nodes' `allocatable`.
-pub fn allocatable_sum(nodes: &[Node], resource: &str) -> f64 {
-    nodes
-        .iter()
-        .filter_map(|n| n.status.as_ref()?.allocatable.as_ref()?.get(resource))
-        .filter_map(|q| facts::parse_quantity(&q.0))
-        .sum()
-}
-
-/// `Err` names each device resource whose allocatable sum is zero.
-pub fn devices_allocatable(expected: &BTreeMap<String, String>, nodes: &[Node]) -> Result<Vec<String>, Vec<String>> {
-    let mut ok = Vec::new();
-    let mut missing = Vec::new();
-    for (res, dev) in expected {
-        let sum = allocatable_sum(nodes, res);
-        if sum > 0.0 {
-            ok.push(format!("{dev}: {res} allocatable {sum}"));
-        } else {
-            missing.push(format!("{dev}: {res} is allocatable on no node (the device plugin is not serving it)"));
-        }
-    }
-    if missing.is_empty() { Ok(ok) } else { Err(missing) }
-}
 
 /// The status of a condition of a custom resource, if it has one by that type.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
@@ -124,30 +80,6 @@ pub fn truncate(s: &str, n: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn node(alloc: &[(&str, &str)]) -> Node {
-        serde_json::from_value(json!({
-            "metadata": {"name": "n"},
-            "status": {"allocatable": alloc.iter().cloned().collect::<BTreeMap<_, _>>()}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn devices_need_a_positive_allocatable_sum() {
-        let expected: BTreeMap<String, String> =
-            [("gpu.intel.com/i915".to_string(), "Intel GPU".to_string())].into_iter().collect();
-        assert!(devices_allocatable(&expected, &[node(&[("gpu.intel.com/i915", "1")])]).is_ok());
-        assert!(devices_allocatable(&expected, &[node(&[("gpu.intel.com/i915", "0")]), node(&[])]).is_err());
-        assert!(
-            devices_allocatable(
-                &expected,
-                &[node(&[("gpu.intel.com/i915", "0")]), node(&[("gpu.intel.com/i915", "2")])]
-            )
-            .is_ok()
-        );
-        assert!(devices_allocatable(&BTreeMap::new(), &[]).is_ok());
-    }
 
     #[test]
     fn main_workload_ready_not_ready() {

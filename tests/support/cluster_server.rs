@@ -11,7 +11,13 @@
 //!
 //! A fixture directory holds `cluster.json` (the kubeconfig context name; optionally `scale`,
 //! which clones one node into many), `version.json`, and any number of `*.json` files, each a
-//! `kind: List` of objects or a single object, as `kubectl get -o json` writes them.
+//! `kind: List` of objects or a single object, as `kubectl get -o json` writes them, and
+//! optionally `pod-logs/<namespace>/<pod>[.previous].log`, served as the pods' logs.
+//!
+//! Watches (`?watch=true`) stream the changes made from then on, as the API server does.
+//!
+//! The service proxy routes as the API server does: through a port the Service has, to a ready
+//! address of its Endpoints; behind a model server's workload Service it answers as vLLM.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -152,6 +158,14 @@ const RESOURCES: &[Resource] = &[
         fields: &[],
     },
     Resource {
+        kind: "Endpoints",
+        group_version: "v1",
+        plural: "endpoints",
+        namespaced: true,
+        short: &["ep"],
+        fields: &[],
+    },
+    Resource {
         kind: "ServiceAccount",
         group_version: "v1",
         plural: "serviceaccounts",
@@ -226,8 +240,21 @@ pub fn resource_by_plural(group_version: &str, plural: &str) -> Option<&'static 
     RESOURCES.iter().find(|r| r.plural == plural && r.group_version == group_version)
 }
 
+/// A container log: namespace, pod, and whether it is the previous container's.
+type LogKey = (String, String, bool);
+
+/// One change, as a watch sends it: where, `ADDED`/`MODIFIED`/`DELETED`, and the object.
+#[derive(Clone, Debug)]
+struct Change {
+    key: ObjectKey,
+    kind: &'static str,
+    object: Value,
+}
+
 struct State {
     objects: BTreeMap<ObjectKey, Value>,
+    changes: tokio::sync::broadcast::Sender<Change>,
+    logs: BTreeMap<LogKey, String>,
     version: Value,
     log: Vec<Logged>,
     faults: Vec<Injection>,
@@ -291,6 +318,8 @@ impl ClusterServer {
         }
         let state = Arc::new(Mutex::new(State {
             objects,
+            logs: load_logs(fixture),
+            changes: tokio::sync::broadcast::channel(1024).0,
             version,
             log: Vec::new(),
             faults: Vec::new(),
@@ -380,6 +409,20 @@ impl ClusterServer {
         let mut obj = obj;
         stamp(&mut s, &mut obj, true);
         s.objects.insert(k, obj);
+    }
+
+    /// Sets what `GET .../pods/NAME/log` (`?previous=true` for `previous`) answers.
+    pub fn set_log(&self, namespace: &str, pod: &str, previous: bool, text: &str) {
+        self.state.lock().unwrap().logs.insert((namespace.into(), pod.into(), previous), text.into());
+    }
+
+    /// Applies a JSON merge patch to a stored object, as a controller's update would.
+    pub fn update(&self, key: &ObjectKey, patch: Value) {
+        let mut s = self.state.lock().unwrap();
+        let mut obj = s.objects.get(key).cloned().unwrap_or_else(|| panic!("no object {key:?}"));
+        merge(&mut obj, &patch);
+        stamp(&mut s, &mut obj, false);
+        s.objects.insert(key.clone(), obj);
     }
 
     /// The names of the stored objects of one resource (namespace/name for namespaced ones).
@@ -493,6 +536,27 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
     objects
 }
 
+/// `pod-logs/<namespace>/<pod>[.previous].log`: what `kubectl logs [--previous]` would print.
+fn load_logs(dir: &Path) -> BTreeMap<LogKey, String> {
+    let mut logs = BTreeMap::new();
+    for ns in std::fs::read_dir(dir.join("pod-logs")).into_iter().flatten() {
+        let ns = ns.expect("directory entry");
+        let namespace = ns.file_name().to_string_lossy().to_string();
+        for f in std::fs::read_dir(ns.path()).into_iter().flatten() {
+            let path = f.expect("directory entry").path();
+            let file = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let Some(stem) = file.strip_suffix(".log") else { continue };
+            let (pod, previous) = match stem.strip_suffix(".previous") {
+                Some(p) => (p.to_string(), true),
+                None => (stem.to_string(), false),
+            };
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            logs.insert((namespace.clone(), pod, previous), text);
+        }
+    }
+    logs
+}
+
 fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
     let api = obj.get("apiVersion").and_then(Value::as_str).ok_or("an object without apiVersion")?;
     let kind = obj.get("kind").and_then(Value::as_str).ok_or("an object without kind")?;
@@ -585,7 +649,7 @@ impl std::fmt::Display for ResetConnection {
 
 impl std::error::Error for ResetConnection {}
 
-type Answer = Response<Full<Bytes>>;
+type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>;
 
 async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answer, ResetConnection> {
     let method = req.method().clone();
@@ -644,7 +708,7 @@ fn respond(code: u16, body: Vec<u8>) -> Answer {
     Response::builder()
         .status(StatusCode::from_u16(code).expect("status code"))
         .header(hyper::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(Bytes::from(body)).boxed())
         .expect("response")
 }
 
@@ -749,9 +813,28 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         },
         (&Method::GET, Target::Collection { r, namespace }) => {
             if params.get("watch").is_some_and(|w| w == "true" || w == "1") {
-                return status(400, "watch is not supported by the recorded-cluster server", None);
+                return watch(&s, r, &namespace, params);
             }
             list(&s, r, &namespace, params)
+        }
+        (&Method::GET, Target::Object { r, namespace, name, sub: Some(sub) }) if r.kind == "Pod" && sub == "log" => {
+            if !s.objects.contains_key(&key(r, &namespace, &name)) {
+                return not_found(r, &name);
+            }
+            let previous = params.get("previous").is_some_and(|p| p == "true");
+            let text = s.logs.get(&(namespace, name, previous)).cloned().unwrap_or_default();
+            let text = match params.get("tailLines").and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) => {
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(n)..].iter().map(|l| format!("{l}\n")).collect()
+                }
+                None => text,
+            };
+            Response::builder()
+                .status(StatusCode::OK)
+                .header(hyper::header::CONTENT_TYPE, "text/plain")
+                .body(Full::new(Bytes::from(text)).boxed())
+                .expect("response")
         }
         (&Method::GET, Target::Object { r, namespace, name, .. }) => match s.objects.get(&key(r, &namespace, &name)) {
             Some(v) => ok_json(v),
@@ -763,9 +846,17 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
             match s.objects.remove(&key(r, &namespace, &name)) {
                 Some(v) => {
+                    let _ =
+                        s.changes.send(Change { key: key(r, &namespace, &name), kind: "DELETED", object: v.clone() });
                     // Deleting a namespace deletes what is inside it.
                     if r.kind == "Namespace" {
-                        s.objects.retain(|k, _| k.namespace != name);
+                        let inside: Vec<ObjectKey> =
+                            s.objects.keys().filter(|k| k.namespace == name).cloned().collect();
+                        for k in inside {
+                            if let Some(o) = s.objects.remove(&k) {
+                                let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
+                            }
+                        }
                     }
                     ok_json(&v)
                 }
@@ -776,33 +867,72 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
     }
 }
 
-/// The API server's service proxy to a model server's workload Service
-/// (`/api/v1/namespaces/NS/services/[SCHEME:]NAME-kserve-workload-svc:PORT/proxy/v1/...`): it
-/// answers as vLLM would while the model's LLMInferenceService is MainWorkloadReady, else 503.
+/// The API server's service proxy (`/api/v1/namespaces/NS/services/[SCHEME:]NAME[:PORT]/proxy/...`),
+/// as it really routes: the Service must exist and have that port (by name or number; without
+/// one, its only port), and its Endpoints must have a ready address for that port, else 503.
+/// Behind a model server's workload Service (`<n>-kserve-workload-svc`) it answers as vLLM
+/// would, under the served name (`.spec.model.name` of the LLMInferenceService, else `<n>`).
 fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<Answer> {
     let rest = path.strip_prefix("/api/v1/namespaces/")?;
     let (ns, rest) = rest.split_once("/services/")?;
-    let (svc, tail) = rest.split_once("/proxy")?;
-    let svc = svc.split(':').find(|p| p.ends_with("-kserve-workload-svc"))?;
-    let model = svc.strip_suffix("-kserve-workload-svc")?;
+    let (spec, tail) = rest.split_once("/proxy")?;
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (svc, port) = match parts.as_slice() {
+        [name] => (*name, None),
+        [s, name] if *s == "http" || *s == "https" => (*name, None),
+        [name, port] => (*name, Some(*port)),
+        [_, name, port] => (*name, Some(*port)),
+        _ => return Some(status(400, &format!("invalid service request {spec:?}"), None)),
+    };
     let s = state.lock().unwrap();
-    let k = ObjectKey {
+    let get = |plural: &str, name: &str| {
+        let r = resource_by_plural("v1", plural).expect("a served resource");
+        s.objects.get(&key(r, ns, name))
+    };
+    let Some(service) = get("services", svc) else {
+        return Some(status(404, &format!("services \"{svc}\" not found"), None));
+    };
+    let ports = service.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    let found = match port {
+        None if ports.len() == 1 => ports.first(),
+        None => None,
+        Some(p) => ports.iter().find(|sp| {
+            sp["name"].as_str() == Some(p) || sp["port"].as_u64().map(|n| n.to_string()).as_deref() == Some(p)
+        }),
+    };
+    let Some(found) = found else {
+        return Some(status(503, &format!("no endpoints available for service \"{svc}\" (no port {port:?})"), None));
+    };
+    let port_name = found["name"].as_str().unwrap_or("");
+    let ready =
+        get("endpoints", svc).and_then(|e| e["subsets"].as_array().cloned()).unwrap_or_default().iter().any(|ss| {
+            ss["addresses"].as_array().is_some_and(|a| !a.is_empty())
+                && ss["ports"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"].as_str().unwrap_or("") == port_name))
+        });
+    if !ready {
+        return Some(status(503, &format!("no endpoints available for service \"{svc}\""), None));
+    }
+    let Some(model) = svc.strip_suffix("-kserve-workload-svc") else {
+        return Some(status(502, &format!("the recorded cluster serves nothing behind {svc}"), None));
+    };
+    let llmisvc = ObjectKey {
         group_version: "serving.kserve.io/v1alpha2".into(),
         resource: "llminferenceservices".into(),
         namespace: ns.to_string(),
         name: model.to_string(),
     };
-    let ready = s
+    let served = s
         .objects
-        .get(&k)
-        .and_then(|o| o.pointer("/status/conditions")?.as_array().cloned())
-        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "MainWorkloadReady" && c["status"] == "True"));
-    if !ready {
-        return Some(status(503, &format!("no endpoints available for service \"{svc}\""), None));
-    }
+        .get(&llmisvc)
+        .and_then(|o| o.pointer("/spec/model/name")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| model.to_string());
     Some(match (method, tail) {
-        (&Method::GET, "/v1/models") => ok_json(&json!({"object": "list", "data": [{"id": model, "object": "model"}]})),
-        (&Method::POST, "/v1/chat/completions") => ok_json(&json!({"object": "chat.completion", "model": model,
+        (&Method::GET, "/v1/models") => {
+            ok_json(&json!({"object": "list", "data": [{"id": served, "object": "model"}]}))
+        }
+        (&Method::POST, "/v1/chat/completions") => ok_json(&json!({"object": "chat.completion", "model": served,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}]})),
         _ => status(404, &format!("{tail} is not served by the recorded model server"), None),
     })
@@ -949,6 +1079,8 @@ pub fn decode_continue(token: &str) -> Option<usize> {
     String::from_utf8(raw).ok()?.strip_prefix("recorded:")?.parse().ok()
 }
 
+/// Gives an object its next resourceVersion (and, when created, a UID) right before it is
+/// stored, and tells the watches.
 fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     s.resource_version += 1;
     let rv = s.resource_version;
@@ -958,6 +1090,61 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
         meta["uid"] = json!(format!("00000000-0000-4000-8000-{rv:012x}"));
         meta["creationTimestamp"] = json!("2026-10-29T12:00:00Z");
     }
+    if let Ok((key, _)) = key_of(obj) {
+        let kind = if create { "ADDED" } else { "MODIFIED" };
+        let _ = s.changes.send(Change { key, kind, object: obj.clone() });
+    }
+}
+
+/// A watch (`?watch=true`): the changes to matching objects from now on, one JSON event per
+/// line (`{"type": "MODIFIED", "object": {...}}`), until `timeoutSeconds` (default 300). No
+/// history is kept: a client lists first, as kube-runtime's watcher does, and changes made
+/// between its list and its watch are not replayed.
+fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
+    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
+        Ok(l) => l,
+        Err(m) => return status(400, &m, None),
+    };
+    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
+        Ok(f) => f,
+        Err(m) => return status(400, &m, None),
+    };
+    let secs = params.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(300);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let namespace = namespace.to_string();
+    let rx = s.changes.subscribe();
+    let stream = futures::stream::unfold(rx, move |mut rx| {
+        let (labels, fields, namespace) = (labels.clone(), fields.clone(), namespace.clone());
+        async move {
+            loop {
+                let change = tokio::select! {
+                    c = rx.recv() => c,
+                    _ = tokio::time::sleep_until(deadline) => return None,
+                };
+                let c = match change {
+                    Ok(c) => c,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                let here = c.key.group_version == r.group_version
+                    && c.key.resource == r.plural
+                    && (namespace.is_empty() || c.key.namespace == namespace)
+                    && labels.as_ref().is_none_or(|l| l.matches(&c.object))
+                    && fields.as_ref().is_none_or(|f| f.matches(&c.object));
+                if here {
+                    let mut line = serde_json::to_vec(&json!({"type": c.kind, "object": c.object})).expect("json");
+                    line.push(b'\n');
+                    let frame = hyper::body::Frame::data(Bytes::from(line));
+                    return Some((Ok::<_, std::convert::Infallible>(frame), rx));
+                }
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::StreamBody::new(stream).boxed())
+        .expect("response")
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
@@ -1097,8 +1284,10 @@ pub fn percent_decode(s: &str) -> String {
 }
 
 /// A label selector: comma-separated requirements, all of which must hold.
+#[derive(Clone)]
 pub struct LabelSelector(Vec<Requirement>);
 
+#[derive(Clone)]
 enum Requirement {
     Eq(String, String),
     NotEq(String, String),
@@ -1168,6 +1357,7 @@ impl LabelSelector {
 }
 
 /// A field selector, restricted (like the API server) to the fields each resource indexes.
+#[derive(Clone)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {

@@ -5,6 +5,7 @@
 pub mod artifacts;
 pub mod cluster_server;
 pub mod forward_proxy;
+pub mod kserve;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,290 @@
+//! `eas status [--output json]` (SPEC §1): what `eas up` installed on this cluster, from its
+//! record (layer, profile, commits, model, when, the last run's outcome and log), and how it is
+//! now, read live: device resources per device node, the model servers with their conditions,
+//! their workload pods ready out of desired, and their service endpoint. Judging health is
+//! `verify`'s job: status exits 0 whenever it could read the cluster, 1 when it could not.
+//!
+//! The JSON document is `eas-status/v1`, described by data/eas-status.v1.schema.json.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Endpoints;
+use kube::api::{DynamicObject, ListParams};
+use kube::{Api, Client};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::Failure;
+use crate::output::{OutputFormat, Shell};
+use crate::settings::Global;
+use crate::state::StateDir;
+use crate::state::journal::State;
+use crate::up::{self, CALL, EXPECTED_FILE, Expected};
+use crate::verify::{self, NAMESPACE, devices};
+
+pub const SCHEMA: &str = "eas-status/v1";
+
+/// What `eas status` prints.
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub schema: &'static str,
+    pub cluster: Cluster,
+    /// `null` when no run of `eas up` is recorded for this cluster.
+    pub installed: Option<Installed>,
+    pub live: Live,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cluster {
+    pub context: String,
+    pub server: String,
+    /// The `kube-system` namespace UID: the key of the state directory.
+    pub key: String,
+    pub state_dir: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Installed {
+    pub layer: String,
+    pub env: String,
+    pub profile: String,
+    /// Tree (`eas`, `ei`, `eat`) -> commit.
+    pub commits: BTreeMap<String, String>,
+    /// The model servers the run deployed (empty: none fits; `null`: the layer writes none).
+    pub models: Option<Vec<String>>,
+    pub started: String,
+    pub finished: Option<String>,
+    /// The last run's outcome: `succeeded`, `failed in <phase>`, `interrupted` or `running`.
+    pub outcome: String,
+    pub exit_code: Option<u8>,
+    pub log_path: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Live {
+    pub device_nodes: Vec<DeviceNode>,
+    pub model_servers: Vec<ModelServer>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceNode {
+    pub node: String,
+    pub device: String,
+    pub allocatable: BTreeMap<String, f64>,
+    pub plugin_pod: Option<String>,
+    pub plugin_ready: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelServer {
+    pub name: String,
+    pub served_name: String,
+    /// `type=status` (reason) for each condition.
+    pub conditions: Vec<String>,
+    pub pods_ready: i32,
+    pub pods_desired: i32,
+    /// The service proxy path the model answers at, and how many ready addresses back it.
+    pub endpoint: String,
+    pub ready_addresses: usize,
+}
+
+fn outcome(s: &State) -> String {
+    use crate::state::journal::Status as S;
+    if let Some(p) = s.phases.iter().find(|p| p.status == S::Failed) {
+        return format!(
+            "failed in {}",
+            serde_json::to_value(p.phase).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+        );
+    }
+    match s.exit_code {
+        Some(0) => "succeeded".into(),
+        Some(130) => "interrupted".into(),
+        Some(c) => format!("failed (exit {c})"),
+        None => "running or stopped without a record of its end".into(),
+    }
+}
+
+pub fn installed(s: &State, expected: Option<&Expected>) -> Installed {
+    Installed {
+        layer: s.layer.clone(),
+        env: s.env.clone(),
+        profile: s.pins.profile.clone(),
+        commits: s.pins.shas.clone(),
+        models: expected.and_then(|e| e.models.clone()),
+        started: s.started.clone(),
+        finished: s.finished.clone(),
+        outcome: outcome(s),
+        exit_code: s.exit_code,
+        log_path: s.log_path.as_ref().map(|p| p.display().to_string()),
+    }
+}
+
+async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>, String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &verify::llmisvc_resource());
+    let list = match tokio::time::timeout(t, api.list(&ListParams::default())).await {
+        Ok(Ok(l)) => l.items,
+        // No KServe CRD (or no namespace): no model servers.
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => Vec::new(),
+        Ok(Err(e)) => return Err(format!("list llminferenceservices: {e}")),
+        Err(_) => return Err(format!("list llminferenceservices: no answer within {}s", t.as_secs())),
+    };
+    let deps: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut out = Vec::new();
+    for o in list {
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let v = serde_json::to_value(&o).unwrap_or(Value::Null);
+        let conditions = v
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
+                        format!("{}={} ({})", s("type"), s("status"), s("reason"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let dep =
+            tokio::time::timeout(t, deps.get_opt(&format!("{name}-kserve"))).await.ok().and_then(Result::ok).flatten();
+        let (ready, desired) = dep
+            .map(|d| {
+                let st = d.status.unwrap_or_default();
+                (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
+            })
+            .unwrap_or((0, 0));
+        let svc = format!("{name}-kserve-workload-svc");
+        let ep = tokio::time::timeout(t, eps.get_opt(&svc)).await.ok().and_then(Result::ok).flatten();
+        let ready_addresses = ep
+            .and_then(|e| e.subsets)
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
+            .sum();
+        out.push(ModelServer {
+            served_name: verify::servers::served_name(&v, &name),
+            conditions,
+            pods_ready: ready,
+            pods_desired: desired,
+            endpoint: format!("/api/v1/namespaces/{NAMESPACE}/services/http:{svc}:8000/proxy/v1"),
+            ready_addresses,
+            name,
+        });
+    }
+    Ok(out)
+}
+
+async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, String> {
+    let kinds = &crate::config::data::cluster_rules().device_resources;
+    let (nodes, pods) = devices::read(client, kinds, t).await?;
+    let device_nodes = devices::check(kinds, recorded, &nodes, &pods)
+        .into_iter()
+        .map(|c| DeviceNode {
+            node: c.node,
+            device: c.device,
+            allocatable: c.allocatable.into_iter().collect(),
+            plugin_ready: c.pod.as_ref().is_some_and(|p| p.ready),
+            plugin_pod: c.pod.map(|p| format!("{}/{}", p.namespace, p.name)),
+        })
+        .collect();
+    Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
+}
+
+pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let status = crate::runtime::block_on(async {
+        let target = crate::gather::target(global, CALL).await?;
+        let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
+        let key = up::cluster::cluster_key(&target.client, CALL).await.map_err(unread)?;
+        let sd = StateDir::new(&up::state_root(global)?, &key)?;
+        let state = match State::load(&sd.state_file()) {
+            Ok(s) => s,
+            Err(e) => {
+                shell.warn(format!("the record cannot be read: {e}"));
+                None
+            }
+        };
+        let expected: Option<Expected> =
+            std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
+        let live = live(&target.client, &recorded, CALL).await.map_err(unread)?;
+        Ok::<Status, Failure>(Status {
+            schema: SCHEMA,
+            cluster: Cluster {
+                context: target.context.clone(),
+                server: target.server.clone(),
+                key,
+                state_dir: sd.dir().display().to_string(),
+            },
+            installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
+            live,
+        })
+    })?;
+    let status = status?;
+    match args.output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).expect("json")),
+        // Names and reasons come from the cluster: escaped before they reach a terminal.
+        OutputFormat::Table => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
+    }
+    Ok(())
+}
+
+/// The table a person reads.
+pub fn render(s: &Status) -> String {
+    let mut o = format!("cluster   {} ({})\n", s.cluster.context, s.cluster.server);
+    match &s.installed {
+        None => o.push_str(&format!("installed nothing: no run of `eas up` is recorded in {}\n", s.cluster.state_dir)),
+        Some(i) => {
+            o.push_str(&format!("installed {} (env {}), profile {}\n", i.layer, i.env, i.profile));
+            for (tree, sha) in &i.commits {
+                o.push_str(&format!("  {tree:<4} {sha}\n"));
+            }
+            let models = match &i.models {
+                Some(m) if m.is_empty() => "none (no model fits)".to_string(),
+                Some(m) => m.join(", "),
+                None => "-".to_string(),
+            };
+            o.push_str(&format!("  model {models}\n"));
+            o.push_str(&format!(
+                "last run  {} ({} .. {})\n",
+                i.outcome,
+                i.started,
+                i.finished.as_deref().unwrap_or("-")
+            ));
+            if let Some(l) = &i.log_path {
+                o.push_str(&format!("  log {l}\n"));
+            }
+        }
+    }
+    o.push_str("devices\n");
+    if s.live.device_nodes.is_empty() {
+        o.push_str("  (no device node)\n");
+    }
+    for d in &s.live.device_nodes {
+        let alloc: Vec<String> = d.allocatable.iter().map(|(r, q)| format!("{r}={q}")).collect();
+        let pod = d.plugin_pod.as_deref().unwrap_or("no plugin pod");
+        let ready = if d.plugin_ready { "Ready" } else { "not Ready" };
+        o.push_str(&format!("  {:<20} {:<10} {:<40} {pod} {ready}\n", d.node, d.device, alloc.join(" ")));
+    }
+    o.push_str("model servers\n");
+    if s.live.model_servers.is_empty() {
+        o.push_str(&format!("  (none in {NAMESPACE})\n"));
+    }
+    for m in &s.live.model_servers {
+        o.push_str(&format!(
+            "  {} (serves {}): pods {}/{}; {} ready address(es) behind {}\n",
+            m.name, m.served_name, m.pods_ready, m.pods_desired, m.ready_addresses, m.endpoint
+        ));
+        for c in &m.conditions {
+            o.push_str(&format!("    {c}\n"));
+        }
+    }
+    o
+}

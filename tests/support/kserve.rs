@@ -1,0 +1,92 @@
+//! A model server as KServe v0.18.0 makes it for EI (kserve/kserve@3a432a8,
+//! `pkg/controller/v1alpha2/llmisvc`; /work/shared/reference/upstream-shapes.md): the
+//! `LLMInferenceService`, its main Deployment `<n>-kserve` and workload pod, the router-scheduler
+//! Deployment `<n>-kserve-router-scheduler` and pod (same `app.kubernetes.io/name`, no
+//! `kserve.io/component`; EI always asks for one), the workload Service
+//! `<n>-kserve-workload-svc` (port 8000 named `https`, selecting `kserve.io/component=workload`)
+//! and its Endpoints (an address only for Ready pods).
+
+use serde_json::{Value, json};
+
+use super::{ClusterServer, ObjectKey};
+
+pub const NS: &str = "llm-inference";
+
+pub fn workload_labels(name: &str) -> Value {
+    json!({"app.kubernetes.io/name": name, "app.kubernetes.io/component": "llminferenceservice-workload",
+           "app.kubernetes.io/part-of": "llminferenceservice", "kserve.io/component": "workload",
+           "llm-d.ai/role": "both"})
+}
+
+pub fn scheduler_labels(name: &str) -> Value {
+    json!({"app.kubernetes.io/name": name, "app.kubernetes.io/component": "llminferenceservice-router-scheduler",
+           "app.kubernetes.io/part-of": "llminferenceservice"})
+}
+
+pub fn key(group_version: &str, resource: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        group_version: group_version.into(),
+        resource: resource.into(),
+        namespace: NS.into(),
+        name: name.into(),
+    }
+}
+
+pub fn pod_key(name: &str) -> ObjectKey {
+    key("v1", "pods", name)
+}
+
+/// A pod as the kubelet reports it: Running and Ready, or Running and not Ready, or waiting.
+pub fn pod(name: &str, labels: Value, ready: bool, waiting: Option<&str>) -> Value {
+    let status = if ready { "True" } else { "False" };
+    let state = match waiting {
+        Some(r) => json!({"waiting": {"reason": r}}),
+        None => json!({"running": {"startedAt": "2026-10-29T12:05:00Z"}}),
+    };
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "vllm"}], "nodeName": "k3d-gpu-server-0"},
+        "status": {"phase": if waiting.is_some() { "Pending" } else { "Running" },
+            "conditions": [{"type": "Ready", "status": status}, {"type": "ContainersReady", "status": status}],
+            "containerStatuses": [{"name": "main", "ready": ready, "restartCount": 0, "state": state}]}})
+}
+
+/// Everything KServe creates for a ready model server `name`, served as `served` (when given,
+/// in `.spec.model.name`). The router-scheduler's pod is not Ready: KServe ≤0.19 pins a
+/// scheduler image that no longer pulls.
+pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
+    let mut model = json!({"uri": format!("pvc://model-store/{name}")});
+    if let Some(s) = served {
+        model["name"] = json!(s);
+    }
+    server.insert(json!({"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app.kubernetes.io/managed-by": "model-manager"}},
+        "spec": {"model": model, "router": {"scheduler": {}}},
+        "status": {"conditions": [
+            {"type": "MainWorkloadReady", "status": "True", "reason": "MinimumReplicasAvailable"},
+            {"type": "RouterReady", "status": "False", "reason": "SchedulerNotReady"},
+            {"type": "Ready", "status": "False", "reason": "RouterNotReady"}]}}));
+    for (dep, labels, ready) in [
+        (format!("{name}-kserve"), workload_labels(name), 1),
+        (format!("{name}-kserve-router-scheduler"), scheduler_labels(name), 0),
+    ] {
+        server.insert(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": dep, "namespace": NS, "labels": labels},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}}},
+            "status": {"replicas": 1, "readyReplicas": ready, "availableReplicas": ready}}));
+    }
+    server.insert(pod(&format!("{name}-kserve-7c9f8d6b5-x2x7q"), workload_labels(name), true, None));
+    server.insert(pod(
+        &format!("{name}-kserve-router-scheduler-5b8c7d9f4-k8m2p"),
+        scheduler_labels(name),
+        false,
+        Some("ImagePullBackOff"),
+    ));
+    let svc = format!("{name}-kserve-workload-svc");
+    server.insert(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": NS},
+        "spec": {"type": "ClusterIP", "selector": {"app.kubernetes.io/name": name, "kserve.io/component": "workload",
+                 "app.kubernetes.io/part-of": "llminferenceservice"},
+                 "ports": [{"name": "https", "port": 8000, "protocol": "TCP", "targetPort": 8000}]}}));
+    server.insert(json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": svc, "namespace": NS},
+        "subsets": [{"addresses": [{"ip": "10.42.0.31", "targetRef": {"kind": "Pod", "name": format!("{name}-kserve-7c9f8d6b5-x2x7q")}}],
+                     "ports": [{"name": "https", "port": 8000, "protocol": "TCP"}]}]}));
+}

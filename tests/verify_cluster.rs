@@ -1,0 +1,338 @@
+//! `eas verify` against recorded clusters, without Docker: the device check node by node
+//! (fixtures/clusters/gpu-nodes: a crash-looping GPU plugin on one node, an xe-only node, a node
+//! without a GPU), and the model-server checks against the objects KServe v0.18.0 really makes
+//! (tests/support/kserve.rs): the router-scheduler's unready pod, a terminating pod, a rollout's
+//! new pod, the served name, a Service port, and an empty model list.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Child, Output, Stdio};
+
+use serde_json::{Value, json};
+use support::{ClusterServer, ObjectKey, fixture, kserve};
+
+const MODEL: &str = "qwen2-5-coder-7b";
+
+/// The `kube-system` namespace UID of a recorded cluster: the key of its state directory.
+fn cluster_key(name: &str) -> String {
+    let text = std::fs::read_to_string(fixture(name).join("namespaces.json")).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let ns = doc["items"].as_array().unwrap().iter().find(|n| n["metadata"]["name"] == "kube-system").unwrap();
+    ns["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+struct Cluster {
+    server: ClusterServer,
+    home: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(name: &str) -> Cluster {
+        Cluster { server: ClusterServer::start(fixture(name)), home: tempfile::tempdir().unwrap() }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.home.path().join("state")
+    }
+
+    /// What `eas up` records for verification beside its state.
+    fn record(&self, cluster: &str, expected: Value) {
+        let dir = self.state().join(cluster_key(cluster));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("expected.json"), serde_json::to_string_pretty(&expected).unwrap()).unwrap();
+    }
+
+    fn verify_cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = support::eas(self.home.path());
+        c.arg("--kubeconfig").arg(self.server.kubeconfig()).arg("--state-dir").arg(self.state()).arg("verify");
+        c.args(args);
+        c
+    }
+
+    fn verify(&self, args: &[&str]) -> Output {
+        self.verify_cmd(args).output().unwrap()
+    }
+
+    fn spawn_verify(&self, args: &[&str]) -> Child {
+        self.verify_cmd(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+}
+
+/// Fails unless `doc` satisfies data/eas-status.v1.schema.json.
+fn assert_status_schema(doc: &Value) {
+    let text = std::fs::read_to_string(support::root().join("data/eas-status.v1.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}\n{doc}");
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// k3d-gpu-desktop after an install that deployed `MODEL`.
+fn desktop_with_model(served: Option<&str>) -> Cluster {
+    let c = Cluster::start("k3d-gpu-desktop");
+    c.record(
+        "k3d-gpu-desktop",
+        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
+    );
+    kserve::install(&c.server, MODEL, served);
+    c
+}
+
+fn assert_ok(out: &Output) -> String {
+    let (o, e) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "eas verify failed ({:?}):\n{e}\n{o}", out.status.code());
+    o
+}
+
+#[test]
+fn the_router_schedulers_unready_pod_is_not_the_model_servers() {
+    let c = desktop_with_model(None);
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    assert!(out.contains("Intel GPU on node k3d-gpu-server-0"), "devices are checked first:\n{out}");
+    assert!(out.contains("MainWorkloadReady") && out.contains("chat completion"), "{out}");
+    assert!(!out.contains("router-scheduler"), "the scheduler's pod is not a workload pod:\n{out}");
+    let selectors: Vec<String> = c
+        .server
+        .requests()
+        .iter()
+        .filter(|l| l.path == "/api/v1/namespaces/llm-inference/pods")
+        .filter_map(|l| l.param("labelSelector"))
+        .collect();
+    assert!(
+        selectors.iter().all(|s| s.contains("kserve.io/component=workload")),
+        "pods are selected as the workload Service selects them: {selectors:?}"
+    );
+}
+
+#[test]
+fn a_terminating_pod_is_skipped() {
+    let c = desktop_with_model(None);
+    let mut old = kserve::pod(&format!("{MODEL}-kserve-6b7d9c8f4-old01"), kserve::workload_labels(MODEL), false, None);
+    old["metadata"]["deletionTimestamp"] = json!("2026-10-29T12:30:00Z");
+    c.server.insert(old);
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    assert!(!out.contains("old01"), "{out}");
+}
+
+#[test]
+fn a_rollouts_new_pod_is_waited_for_until_ready() {
+    let c = desktop_with_model(None);
+    let new = format!("{MODEL}-kserve-8d9e7f6a5-new01");
+    c.server.insert(kserve::pod(&new, kserve::workload_labels(MODEL), false, Some("ContainerCreating")));
+    let mut child = c.spawn_verify(&["--timeout", "120"]);
+    // The new pod turns Ready once verify has looked at the workload pods and found it not Ready.
+    let seen = || {
+        c.server.requests().iter().any(|l| {
+            l.path == "/api/v1/namespaces/llm-inference/pods"
+                && l.param("labelSelector").is_some_and(|s| s.contains("kserve.io/component=workload"))
+        })
+    };
+    // (A verify that ends first, without looking, fails below rather than hanging here.)
+    while !seen() && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    c.server.update(
+        &kserve::pod_key(&new),
+        json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains(&format!("pod llm-inference/{new}: Running and Ready")), "{stdout}");
+}
+
+#[test]
+fn the_served_name_is_the_spec_model_name() {
+    let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    assert!(out.contains("lists Qwen/Qwen2.5-Coder-7B-Instruct (http)"), "{out}");
+}
+
+#[test]
+fn the_proxy_answers_only_through_a_port_the_service_has() {
+    let c = desktop_with_model(None);
+    let svc = kserve::key("v1", "services", &format!("{MODEL}-kserve-workload-svc"));
+    c.server.update(&svc, json!({"spec": {"ports": [{"name": "https", "port": 8443, "targetPort": 8000}]}}));
+    let out = c.verify(&["--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    // The API server answers 503 (no endpoints for that port), which the client retries until
+    // the attempt's deadline.
+    assert!(err.contains(&format!("{MODEL}-kserve-workload-svc through the service proxy")), "{err}");
+    let proxied = c.server.requests().iter().filter(|l| l.path.contains("-kserve-workload-svc:8000/proxy")).count();
+    assert!(proxied > 0, "verify asked through port 8000");
+}
+
+#[test]
+fn an_empty_model_list_exits_5_at_once_naming_the_fit_decision() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    let decision = "memory 125 GiB on k3d-gpu-server-0; fit: none -> model: none ([]): no candidate fits";
+    c.record("k3d-gpu-desktop", json!({"device_nodes": {}, "models": [], "fit": decision}));
+    // Today's default wait is 40 minutes; a long one here shows nothing is waited for.
+    let out = c.verify(&["--timeout", "900"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("no model was deployed because none fits"), "{err}");
+    assert!(err.contains("model: none ([]): no candidate fits"), "the fit decision is named: {err}");
+    let waited = c.server.requests().iter().any(|l| l.path.contains("llminferenceservices"));
+    assert!(!waited, "no model server is looked for");
+}
+
+#[test]
+fn without_a_record_verify_checks_the_devices_then_says_nothing_is_installed() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    let out = c.verify(&["--timeout", "900"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("ok Intel GPU on node k3d-gpu-server-0"), "the device check ran: {err}");
+    assert!(err.contains("no model server eas installed"), "{err}");
+    assert!(err.contains(&c.state().display().to_string()), "names where the record was looked for: {err}");
+}
+
+fn gpu_b_failure(c: &Cluster) -> String {
+    let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    text(&out.stderr)
+}
+
+#[test]
+fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
+    let c = Cluster::start("gpu-nodes");
+    let err = gpu_b_failure(&c);
+    let failing: Vec<&str> = err.lines().filter(|l| l.starts_with("verify: node ")).collect();
+    assert!(failing.iter().all(|l| l.starts_with("verify: node gpu-b:")), "only gpu-b is blamed: {failing:?}");
+    for want in [
+        "none of gpu.intel.com/i915 or gpu.intel.com/xe is allocatable",
+        "CrashLoopBackOff",
+        "14 restarts",
+        "Failed to scan: no DRM devices found",
+        "FreeDiskSpaceFailed",
+    ] {
+        assert!(err.contains(want), "lacks {want:?}:\n{err}");
+    }
+    assert!(!err.contains("cpu-0") && !err.contains("NodeReady"), "the other nodes are not reported:\n{err}");
+    assert!(!err.contains("no model server eas installed"), "devices fail first:\n{err}");
+}
+
+#[test]
+fn once_the_plugin_recovers_every_gpu_node_passes_and_the_cpu_node_is_ignored() {
+    let c = Cluster::start("gpu-nodes");
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "gpu-b".into(),
+    };
+    c.server.update(&node, json!({"status": {"allocatable": {"gpu.intel.com/i915": "1"}}}));
+    let key = plugin_pod_on(&c, "gpu-b");
+    c.server.update(&key, json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
+    assert_eq!(out.status.code(), Some(5), "nothing installed: {}", text(&out.stderr));
+    let err = text(&out.stderr);
+    for n in ["gpu-a", "gpu-b", "gpu-xe"] {
+        assert!(err.contains(&format!("ok Intel GPU on node {n}:")), "{n}:\n{err}");
+    }
+    assert!(err.contains("gpu.intel.com/xe=2"), "the xe node passes on its xe resource:\n{err}");
+    assert!(!err.contains("cpu-0"), "a node without a GPU is not checked:\n{err}");
+}
+
+/// The GPU plugin's pod on a node.
+fn plugin_pod_on(c: &Cluster, node: &str) -> ObjectKey {
+    c.server
+        .names("v1", "pods")
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("kube-system/").map(str::to_string))
+        .map(|name| ObjectKey {
+            group_version: "v1".into(),
+            resource: "pods".into(),
+            namespace: "kube-system".into(),
+            name,
+        })
+        .find(|k| c.server.object(k).is_some_and(|p| p["spec"]["nodeName"] == node))
+        .expect("a plugin pod on the node")
+}
+
+#[test]
+fn status_with_nothing_installed_shows_the_live_devices() {
+    let c = Cluster::start("gpu-nodes");
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "status judges nothing: {}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).expect("one JSON document");
+    assert_eq!(doc["schema"], "eas-status/v1");
+    assert_status_schema(&doc);
+    assert!(doc["installed"].is_null(), "{doc}");
+    let nodes: Vec<(&str, bool)> = doc["live"]["device_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["node"].as_str().unwrap(), d["plugin_ready"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(nodes, [("gpu-a", true), ("gpu-b", false), ("gpu-xe", true)], "cpu-0 has no device");
+    assert_eq!(doc["live"]["model_servers"], json!([]));
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let table = text(&cmd.arg("status").output().unwrap().stdout);
+    assert!(table.contains("installed nothing"), "{table}");
+    assert!(table.contains("gpu-b") && table.contains("not Ready"), "{table}");
+}
+
+#[test]
+fn status_shows_a_model_server_kserve_made() {
+    let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_status_schema(&doc);
+    let m = &doc["live"]["model_servers"][0];
+    assert_eq!(m["name"], MODEL);
+    assert_eq!(m["served_name"], "Qwen/Qwen2.5-Coder-7B-Instruct");
+    assert_eq!(m["ready_addresses"], 1);
+    assert!(m["endpoint"].as_str().unwrap().contains(&format!("http:{MODEL}-kserve-workload-svc:8000")), "{m}");
+}
+
+#[test]
+fn status_exits_1_when_the_cluster_cannot_be_read() {
+    let c = Cluster::start("gpu-nodes");
+    c.server.inject(None, support::Fault::Status(500, "etcd is unavailable".into()), None);
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "nothing printed as a result");
+}
+
+#[test]
+fn main_workload_ready_is_watched_for() {
+    let c = desktop_with_model(None);
+    let llmisvc = kserve::key("serving.kserve.io/v1alpha2", "llminferenceservices", MODEL);
+    let not_ready = json!({"status": {"conditions": [
+        {"type": "MainWorkloadReady", "status": "False", "reason": "MinimumReplicasUnavailable"}]}});
+    c.server.update(&llmisvc, not_ready);
+    let mut child = c.spawn_verify(&["--timeout", "120"]);
+    let watching = || {
+        c.server
+            .requests()
+            .iter()
+            .any(|l| l.path.ends_with("/llminferenceservices") && l.param("watch").as_deref() == Some("true"))
+    };
+    while !watching() && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    c.server.update(
+        &llmisvc,
+        json!({"status": {"conditions": [
+        {"type": "MainWorkloadReady", "status": "True", "reason": "MinimumReplicasAvailable"}]}}),
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("MainWorkloadReady"), "{stdout}");
+    assert!(watching(), "verify waited with a watch");
+}
