@@ -11,6 +11,7 @@ mod error;
 mod facts;
 mod gather;
 mod installer;
+mod knobs;
 mod kubeconfig;
 mod net;
 mod output;

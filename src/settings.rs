@@ -44,6 +44,8 @@ pub struct ConfigSettings {
     pub facts: PathBuf,
     pub out: PathBuf,
     pub select: Select,
+    /// An EI model catalog to decide against (default: the built-in candidates).
+    pub catalog: Option<PathBuf>,
     pub explain: bool,
 }
 

@@ -451,3 +451,22 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     v
 }
+
+#[test]
+fn the_inference_layer_deploys_the_catalog_entry_it_picked() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    // qwen3-0-6b is an entry of the synthetic EI catalog only, not one of eas's candidates.
+    let up = r.up(&["--yes", "--layer", "inference", "--model", "qwen3-0-6b"]);
+    assert!(up.status.success(), "eas up --layer inference failed:\n{}", text(&up.stderr));
+    let key = ObjectKey { name: "qwen3-0-6b".into(), ..model_key() };
+    assert!(r.server.object(&key).is_some(), "the autodeploy entry's model server was created");
+    assert!(r.server.object(&model_key()).is_none(), "only the picked entry is deployed");
+    let state = r.state_file().expect("state.json");
+    assert_eq!(phase_status(&state, "verify"), "done", "{state}");
+    let decisions = state["decisions"].to_string();
+    assert!(decisions.contains("llm_services_deploy_models: true"), "{decisions}");
+    assert!(decisions.contains("models.yaml qwen3-0-6b autodeploy: true"), "{decisions}");
+    let down = r.down();
+    assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+}

@@ -42,6 +42,9 @@ pub struct UpArgs {
     /// Everything that reads, nothing that writes: print the plan
     #[arg(long)]
     pub dry_run: bool,
+    /// Proceed although nothing in the pinned trees reads this written key (repeatable)
+    #[arg(long = "allow-unread", value_name = "KEY")]
+    pub allow_unread: Vec<String>,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree)

@@ -131,6 +131,10 @@ pub struct ConfigArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub select: SelectArgs,
+    /// EI model catalog (models.yaml) to decide against [default: the built-in candidates,
+    /// data/models.json]; `eas up` reads the one at the pinned EI commit
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
     /// Print every source as a full permalink
     #[arg(long)]
     pub explain: bool,

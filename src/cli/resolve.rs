@@ -32,7 +32,7 @@ impl From<SelectArgs> for Select {
 
 impl From<ConfigArgs> for ConfigSettings {
     fn from(a: ConfigArgs) -> Self {
-        ConfigSettings { facts: a.facts, out: a.out, select: a.select.into(), explain: a.explain }
+        ConfigSettings { facts: a.facts, out: a.out, select: a.select.into(), catalog: a.catalog, explain: a.explain }
     }
 }
 
@@ -79,6 +79,7 @@ impl From<UpArgs> for UpSettings {
     fn from(a: UpArgs) -> Self {
         UpSettings {
             dry_run: a.dry_run,
+            allow_unread: a.allow_unread,
             select: a.select.into(),
             env: a.env,
             out: a.out,

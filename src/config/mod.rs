@@ -1,5 +1,6 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
+pub mod catalog;
 pub mod data;
 pub mod model;
 pub mod node_args;
@@ -45,8 +46,13 @@ pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
 }
 
 pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
+    generate_with(facts, sel, None)
+}
+
+/// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
+pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
-    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref() };
+    let inputs = rules::Inputs { facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref(), catalog };
     rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
@@ -54,7 +60,13 @@ pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
 }
 
 pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
-    let result = Facts::read(&args.facts).map_err(Failure::from).and_then(|facts| generate(&facts, &args.select));
+    let pinned = match &args.catalog {
+        Some(path) => Some(read_catalog(path)?),
+        None => None,
+    };
+    let result = Facts::read(&args.facts)
+        .map_err(Failure::from)
+        .and_then(|facts| generate_with(&facts, &args.select, pinned.as_ref()));
     let decision = match result {
         Ok(d) => d,
         Err(f) => {
@@ -75,6 +87,13 @@ pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
     for c in &decision.choices {
         let _ = writeln!(out, "{}", render::choice_line(c, args.explain));
     }
+    match &pinned {
+        Some(p) => shell.note(format!("models decided against the catalog {}", p.describe())),
+        None => shell.note(
+            "models decided against the built-in candidates (data/models.json), not EI's catalog: pass --catalog FILE \
+             to decide as `eas up` does against the pinned EI's model_manager/models.yaml",
+        ),
+    }
     shell.note(format!("wrote {} files to {}", files.len(), args.out.display()));
     Ok(())
 }
@@ -82,4 +101,14 @@ pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
 fn clear_stale(out: &Path) -> Result<(), Failure> {
     write::clear(out)
         .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
+}
+
+/// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
+fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give a readable models.yaml"))?;
+    let catalog = catalog::Catalog::parse(&text).map_err(|e| {
+        Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give EI's model_manager/models.yaml")
+    })?;
+    Ok(catalog::Pinned { catalog, path: path.display().to_string(), at: String::new() })
 }

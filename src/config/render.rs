@@ -63,6 +63,9 @@ pub fn models_edit(d: &Decision) -> String {
     s.push_str("models:\n");
     for m in &d.model_edits {
         s.push_str(&format!("  - name: {}\n", quote(&m.name)));
+        if m.autodeploy {
+            s.push_str("    autodeploy: true\n");
+        }
         if !m.env.is_empty() {
             s.push_str("    env:\n");
             for (k, v) in &m.env {

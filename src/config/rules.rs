@@ -41,6 +41,8 @@ pub struct Choice {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelEdit {
     pub name: String,
+    /// Set the entry's `autodeploy: true` (the inference layer deploys the pick this way).
+    pub autodeploy: bool,
     pub env: Vec<(String, String)>,
     pub args_append: Vec<String>,
 }
@@ -75,13 +77,17 @@ pub struct Inputs<'a> {
     pub trees: &'a Trees,
     pub layer: &'a str,
     pub model: Option<&'a str>,
+    /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
+    /// candidates (`data/models.json`) stand in for it.
+    pub catalog: Option<&'a super::catalog::Pinned>,
 }
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
 
 /// The layer and model asked for, checked without reading anything: bad input (exit 2) before
 /// any network call. `None`: a layer eas knows and refuses (the refusal comes with the facts).
-pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Rejection> {
+/// `with_catalog`: a model catalog will decide, so `--model` is checked against it, not here.
+pub fn selection(layer: &str, model: Option<&str>, with_catalog: bool) -> Result<Option<Layer>, Rejection> {
     let layer = match layer {
         "inference" => Some(Layer::Inference),
         "agent-toolkit" => Some(Layer::AgentToolkit),
@@ -93,19 +99,16 @@ pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Reje
             });
         }
     };
-    if let (Some(Layer::AgentToolkit), Some(m)) = (layer, model)
+    if let (Some(_), Some(m), false) = (layer, model, with_catalog)
         && !data::models().candidates.iter().any(|c| c.name == m)
     {
         let names: Vec<&str> = data::models().candidates.iter().map(|c| c.name.as_str()).collect();
         return Err(Rejection::BadInput {
             cause: format!("unknown model {m:?}"),
-            hint: format!("--model takes one of: {}", names.join(", ")),
-        });
-    }
-    if layer == Some(Layer::Inference) && model.is_some() {
-        return Err(Rejection::BadInput {
-            cause: "--model applies to the agent-toolkit layer only".into(),
-            hint: "drop --model, or use --layer agent-toolkit".into(),
+            hint: format!(
+                "--model takes one of: {} (the built-in candidates; `eas up` and `--catalog FILE` take any LLM entry of the catalog)",
+                names.join(", ")
+            ),
         });
     }
     Ok(layer)
@@ -113,12 +116,21 @@ pub fn selection(layer: &str, model: Option<&str>) -> Result<Option<Layer>, Reje
 
 pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     let rules = data::cluster_rules();
-    let layer = selection(inp.layer, inp.model)?;
+    let layer = selection(inp.layer, inp.model, inp.catalog.is_some())?;
 
     let f = inp.facts;
     let mut refuse = Vec::new();
     if let Some(why) = data::layers().refused.get(inp.layer) {
         refuse.push(format!("--layer {}: {why}", inp.layer));
+    }
+    if let (Some(_), Some(m), Some(cat)) = (layer, inp.model, inp.catalog)
+        && !cat.catalog.llm_names().contains(&m)
+    {
+        refuse.push(format!(
+            "--model {m}: not an LLM entry of the catalog {} (its LLM entries: {})",
+            cat.describe(),
+            cat.catalog.llm_names().join(", ")
+        ));
     }
 
     // Not k3s: no node carries k3s's node-args annotation.
@@ -324,8 +336,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
             "agent-sandbox-version",
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
-        super::model::pick(f, inp.model, &mut d);
     }
+    super::model::pick(f, inp.model, inp.catalog, layer, &mut d).map_err(|why| Rejection::Refused(vec![why]))?;
 
     // The layer manifest, every rev from the pins.
     for row in &data::layers().layers[layer.name()] {
@@ -574,7 +586,7 @@ mod tests {
     fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
         let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
         let trees = pins.trees("main").unwrap();
-        decide(&Inputs { facts: f, trees: &trees, layer, model })
+        decide(&Inputs { facts: f, trees: &trees, layer, model, catalog: None })
     }
 
     fn overrides(d: &Decision, key: &str) -> Value {
@@ -656,12 +668,82 @@ mod tests {
     }
 
     #[test]
-    fn inference_layer_has_no_agent_keys_and_rejects_model() {
+    fn inference_layer_has_no_agent_keys_and_deploys_its_pick() {
         let d = decide_on(&desktop(), "inference", None).unwrap();
         assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
-        assert!(matches!(decide_on(&desktop(), "inference", Some("llama-3-1-8b")), Err(Rejection::BadInput { .. })));
+        assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+        let auto: Vec<&str> = d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.as_str()).collect();
+        assert_eq!(auto.len(), 1, "{:?}", d.model_edits);
+        let d = decide_on(&desktop(), "inference", Some("llama-3-1-8b")).unwrap();
+        assert!(d.model_edits.iter().any(|e| e.name == "llama-3-1-8b" && e.autodeploy), "{:?}", d.model_edits);
+        assert!(matches!(decide_on(&desktop(), "inference", Some("nope")), Err(Rejection::BadInput { .. })));
         let d = decide_on(&desktop(), "agent-toolkit", None).unwrap();
         assert_eq!(overrides(&d, "agent_sandbox_enabled"), Value::Bool(true));
+        assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"));
+        assert!(d.model_edits.iter().all(|e| !e.autodeploy));
+    }
+
+    /// The real catalog's shape: category KV cache, other names beside eas's candidates.
+    const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: qwen2-5-coder-7b\n    category: llm\n  - name: llama-3-1-8b\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {kv_cache_gb: 8}\n";
+
+    fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Result<Decision, Rejection> {
+        let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
+        let trees = pins.trees("main").unwrap();
+        let cat = super::super::catalog::Pinned {
+            catalog: super::super::catalog::Catalog::parse(text).unwrap(),
+            path: "model_manager/models.yaml".into(),
+            at: "intel/enterprise-inference@abc1234".into(),
+        };
+        decide(&Inputs { facts: f, trees: &trees, layer, model, catalog: Some(&cat) })
+    }
+
+    #[test]
+    fn the_catalog_decides_the_pick_and_its_kv_ceiling() {
+        // desktop()'s fit sizes qwen2-5-coder-7b at 24 GiB: above the catalog's 8, so 8 is kept
+        // (against data/models.json's 40 it would have been written as 24, raising the cache).
+        let mut f = desktop();
+        f.nodes[0].capacity.insert("memory".into(), "100Gi".into());
+        let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
+        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["qwen2-5-coder-7b".into()]));
+        assert!(d.model_edits.is_empty(), "never raised over the category's 8 GiB: {:?}", d.model_edits);
+        assert!(d.choices.iter().any(|c| c.choice.contains("catalog's 8 GiB kept")), "{:#?}", d.choices);
+        assert!(
+            d.choices
+                .iter()
+                .any(|c| c.fact.contains("model_manager/models.yaml at intel/enterprise-inference@abc1234"))
+        );
+        // A lower fit figure is rounded down under the ceiling.
+        let fit = f.fit.as_mut().unwrap();
+        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "6.5".into());
+        let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
+        assert_eq!(d.model_edits[0].env, vec![(facts::KV_CACHE_ENV.to_string(), "6".to_string())]);
+        // The per-model override is the ceiling for that entry.
+        let d = with_catalog(&f, "agent-toolkit", Some("llama-3-1-8b"), CATALOG).unwrap();
+        assert!(d.choices.iter().any(|c| c.fact.contains("< catalog 20")), "{:#?}", d.choices);
+        // Any LLM entry may be forced; an embed entry or an unknown name is refused.
+        let d = with_catalog(&f, "inference", Some("qwen3-0-6b"), CATALOG).unwrap();
+        assert!(d.model_edits.iter().any(|e| e.name == "qwen3-0-6b" && e.autodeploy));
+        for bad in ["bge", "qwen2-5-coder-14b"] {
+            match with_catalog(&f, "inference", Some(bad), CATALOG) {
+                Err(Rejection::Refused(r)) => {
+                    assert!(r[0].contains("its LLM entries: qwen3-0-6b, qwen2-5-coder-7b, llama-3-1-8b"), "{r:?}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_catalog_without_eas_candidates_is_refused_naming_its_models() {
+        let other = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: llama3-8b-awq\n    category: llm\n";
+        match with_catalog(&desktop(), "agent-toolkit", None, other) {
+            Err(Rejection::Refused(r)) => {
+                assert!(r[0].contains("holds none of eas's candidates"), "{r:?}");
+                assert!(r[0].contains("qwen3-0-6b, llama3-8b-awq"), "{r:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(with_catalog(&desktop(), "agent-toolkit", Some("qwen3-0-6b"), other).is_ok());
     }
 
     #[test]

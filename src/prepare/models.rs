@@ -39,6 +39,9 @@ pub struct EditDefaults {
 #[serde(deny_unknown_fields)]
 pub struct ModelEntryEdit {
     pub name: String,
+    /// Sets the entry's `autodeploy: true`, which EI's install reads to deploy it.
+    #[serde(default)]
+    pub autodeploy: bool,
     /// In the edit file's order.
     #[serde(default, deserialize_with = "string_map")]
     pub env: Vec<(String, String)>,
@@ -395,6 +398,10 @@ fn edit_models(
                 env[k.as_str()] = Value::String(v.clone());
             }
         }
+        if e.autodeploy {
+            edit_autodeploy(lines, &items[i], e, ops)?;
+            entry.insert("autodeploy".into(), Value::Bool(true));
+        }
         if !e.args_append.is_empty() {
             let current: Vec<Value> = entry.get("args").and_then(Value::as_array).cloned().unwrap_or_default();
             let args = edit_args(lines, &items[i], e, &current, ops)?;
@@ -485,6 +492,24 @@ fn edit_env(lines: &[Line], item: &Item, e: &ModelEntryEdit, ops: &mut Ops) -> R
     if !added.is_empty() {
         let at = lines::content_end(lines, env.idx + 1, end).max(env.idx + 1);
         ops.insert(at, true, added);
+    }
+    Ok(())
+}
+
+/// Sets `autodeploy: true` on the entry, in place or as a new key after its last line.
+fn edit_autodeploy(lines: &[Line], item: &Item, e: &ModelEntryEdit, ops: &mut Ops) -> Result<(), ModelsError> {
+    match item.keys.iter().find(|k| k.key == "autodeploy") {
+        Some(k) => {
+            if let Some(why) = lines::uneditable(&k.value) {
+                let what = format!("autodeploy of model {}", e.name);
+                return Err(ModelsError::Unsupported { what, line: k.idx + 1, why: why.into() });
+            }
+            ops.replace.insert(k.idx, Some(set_value(lines, k, "true")));
+        }
+        None => {
+            let at = lines::content_end(lines, item.start, item.end);
+            ops.insert(at, false, [format!("{}autodeploy: true", " ".repeat(item.col))]);
+        }
     }
     Ok(())
 }

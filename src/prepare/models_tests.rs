@@ -67,6 +67,7 @@ fn edit(require_amx: bool, models: Vec<ModelEntryEdit>) -> ModelsEdit {
 fn entry(name: &str, env: &[(&str, &str)], args: &[&str]) -> ModelEntryEdit {
     ModelEntryEdit {
         name: name.into(),
+        autodeploy: false,
         env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         args_append: args.iter().map(|s| s.to_string()).collect(),
     }
@@ -302,6 +303,7 @@ fn the_generated_edit_file_parses() {
         require_amx: false,
         model_edits: vec![ModelEdit {
             name: "qwen2-5-coder-7b".into(),
+            autodeploy: false,
             env: vec![("VLLM_CPU_KVCACHE_SPACE".into(), "8".into())],
             args_append: vec!["--max-model-len".into(), "32768".into()],
         }],
@@ -324,4 +326,27 @@ fn the_generated_edit_file_parses() {
     ] {
         assert!(matches!(ModelsEdit::parse(bad), Err(ModelsError::EditParse(_))), "{bad:?}");
     }
+}
+
+/// The catalog's real shape: entries written `- name: x` with keys after, one already marked.
+const REAL_SHAPE: &str = "models:\n\n  # LLM\n  - name: qwen3-0-6b                 # deploy name\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n    servers:                         # allow-list\n      vllm: { versions: [\"0.24.0\", \"0.19.1\"], default: \"0.24.0\" }   # engine\n    default_server: vllm\n    cpu: 8                           # cores\n\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\n    autodeploy: false   # off\n";
+
+#[test]
+fn autodeploy_is_added_or_switched_on_in_place() {
+    let mut add = entry("qwen3-0-6b", &[], &[]);
+    add.autodeploy = true;
+    let mut flip = entry("bge", &[], &[]);
+    flip.autodeploy = true;
+    let out = apply_models_edit(REAL_SHAPE, &edit(false, vec![add.clone(), flip])).unwrap();
+    let v = parse(&out);
+    assert_eq!(v["models"][0]["autodeploy"], Value::Bool(true), "{out}");
+    assert_eq!(v["models"][1]["autodeploy"], Value::Bool(true), "{out}");
+    assert!(
+        out.contains("    cpu: 8                           # cores\n    autodeploy: true\n"),
+        "added after the entry's last key: {out}"
+    );
+    assert_eq!(v["models"][0]["servers"]["vllm"]["default"], Value::String("0.24.0".into()), "{out}");
+    assert!(out.contains("    autodeploy: true   # off\n"), "switched in place, comment kept: {out}");
+    // A second application changes nothing.
+    assert_eq!(apply_models_edit(&out, &edit(false, vec![add])).unwrap().matches("autodeploy: true").count(), 2);
 }

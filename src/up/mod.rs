@@ -2,11 +2,13 @@
 //! config; overlay; prepare; install; verify; record. `--dry-run` is the same pipeline, stopped
 //! before the first phase that writes, printing the plan.
 
+pub mod catalog;
 pub mod cluster;
 pub mod crash;
 pub mod doctor;
 pub mod down;
 pub mod install;
+pub mod knob_audit;
 pub mod phase;
 
 use std::collections::BTreeMap;
@@ -38,6 +40,8 @@ pub const CALL: Duration = Duration::from_secs(30);
 pub struct UpSettings {
     /// Everything that reads, nothing that writes: print the plan
     pub dry_run: bool,
+    /// Written keys that may go unread by the pinned trees (the knob audit warns instead)
+    pub allow_unread: Vec<String>,
     pub select: Select,
     /// The installer's environment name (env/<name>/ in the EAS tree)
     pub env: String,
@@ -186,7 +190,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let inv = invocation(global, &layer, &args.env, &args.select);
     // Bad input is found before anything else happens.
     let tree_pins = config::select_trees(&args.select)?;
-    config::rules::selection(&layer, args.select.model.as_deref()).map_err(|r| match r {
+    // The EI catalog at the pinned commit decides --model later (read after the trees phase).
+    let with_catalog = catalog::catalog_path(&layer).is_some();
+    config::rules::selection(&layer, args.select.model.as_deref(), with_catalog).map_err(|r| match r {
         config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
@@ -353,8 +359,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         state.finish(p, Status::Done, None, &now());
     }
 
-    // 3. Config: a refusal stops here, before anything reaches the cluster.
-    let decision = config::generate(&facts, &args.select)?;
+    // 3. Config: a refusal stops here, before anything reaches the cluster. The models are
+    // decided against the catalog `init` will copy, read at the pinned EI commit.
+    let pinned_catalog = match &resolved {
+        Some(r) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, &layer)?,
+        None => None,
+    };
+    match &pinned_catalog {
+        Some(c) => shell.note(format!("model catalog: {}", c.describe())),
+        None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+    }
+    let decision = config::generate_with(&facts, &args.select, pinned_catalog.as_ref())?;
     for w in &decision.warnings {
         shell.warn(w);
     }
@@ -379,6 +394,30 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
                 print_plan(&plan, args.out.as_deref(), &files)?;
             }
             let f = Failure::OverlayStop(op.stop_lines());
+            state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
+            state.exit_code = Some(f.exit_code());
+            save(&state)?;
+            return Err(f);
+        }
+        // The knob audit: each key written must be read at the pinned commits (or by a patch).
+        let audited = [("eas", &tree_pins.eas, &r.eas), ("ei", &tree_pins.ei, &r.ei), ("eat", &tree_pins.eat, &r.eat)]
+            .map(|(name, pin, t)| knob_audit::Tree {
+                name,
+                repo: pin.repo.clone().unwrap_or_default(),
+                objects: t.objects.as_path(),
+                sha: t.sha.as_str(),
+            });
+        let audit = knob_audit::run(&audited, &decision, &op, &args.allow_unread)?;
+        for w in &audit.warnings {
+            shell.warn(w);
+        }
+        plan.decisions.extend(audit.lines.iter().map(|l| format!("audit: {l}")));
+        plan.warnings.extend(audit.warnings.iter().cloned());
+        if !audit.refusals.is_empty() {
+            if args.dry_run {
+                print_plan(&plan, args.out.as_deref(), &files)?;
+            }
+            let f = Failure::Refused(audit.refusals.clone());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
             state.exit_code = Some(f.exit_code());
             save(&state)?;
@@ -553,6 +592,11 @@ fn inputs_hashes(
 fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
     d.overrides.iter().find_map(|(k, v)| match (k, v) {
         (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
+            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
+        } else {
+            vec![]
+        }),
         _ => None,
     })
 }

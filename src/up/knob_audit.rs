@@ -1,0 +1,85 @@
+//! The knob audit's search: `git grep` in each tree at its pinned commit (read from the
+//! objects, no work tree), and the patches the overlay will apply. The decision is
+//! [`crate::knobs::audit`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::Decision;
+use crate::error::Failure;
+use crate::knobs::{self, Audit, Planned, TreeRef};
+use crate::overlay::Plan;
+use crate::trees;
+
+/// One pinned tree: its name in data/knobs.json (`eas`, `ei`, `eat`), `owner/repo`, where its
+/// objects are, and the commit.
+pub struct Tree<'a> {
+    pub name: &'static str,
+    pub repo: String,
+    pub objects: &'a Path,
+    pub sha: &'a str,
+}
+
+/// The keys a decision writes into the generated files.
+pub fn written(d: &Decision) -> Vec<&'static str> {
+    let mut keys = vec!["existing_kubernetes"];
+    keys.extend(d.overrides.iter().map(|(k, _)| *k));
+    keys.push("require_amx");
+    if d.model_edits.iter().any(|e| e.autodeploy) {
+        keys.push("autodeploy");
+    }
+    keys
+}
+
+/// The comment lines [`knobs::is_comment`] names, as a `git grep` pattern that spans the line
+/// (so `-w` holds at both ends).
+const COMMENT: &str = "^[[:space:]]*(#|\\{#).*$";
+
+/// `key` as a literal in an extended regular expression.
+fn ere_literal(key: &str) -> String {
+    key.chars().fold(String::new(), |mut s, c| {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            s.push('\\');
+        }
+        s.push(c);
+        s
+    })
+}
+
+/// Files of `tree` at its commit reading `key` within `paths`: holding it as a word on a line
+/// that is not a comment ([`knobs::reads`]).
+fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String> {
+    let key = ere_literal(key);
+    let mut args = vec!["grep", "-l", "-w", "-E", "-e", &key, "--and", "--not", "-e", COMMENT, tree.sha, "--"];
+    args.extend(paths.iter().map(String::as_str));
+    match trees::git(Some(tree.objects), &args, Duration::from_secs(60)) {
+        Ok(out) => {
+            Ok(out.lines().map(|l| l.strip_prefix(&format!("{}:", tree.sha)).unwrap_or(l).to_string()).collect())
+        }
+        // git grep exits 1 with nothing on stderr when nothing matches.
+        Err(trees::TreeError::Git { msg, .. }) if msg.is_empty() => Ok(Vec::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -> Result<Audit, Failure> {
+    let refs: Vec<TreeRef> = trees
+        .iter()
+        .map(|t| TreeRef { name: t.name, at: format!("{}@{}", t.repo, &t.sha[..t.sha.len().min(7)]) })
+        .collect();
+    let patches: Vec<Planned> =
+        plan.to_apply().filter_map(|p| p.patch.as_ref().map(|f| Planned { id: &p.id, text: &f.text })).collect();
+    let mut failed = None;
+    let mut find = |name: &str, key: &str, paths: &[String]| -> Vec<String> {
+        let Some(t) = trees.iter().find(|t| t.name == name) else { return Vec::new() };
+        grep(t, key, paths).unwrap_or_else(|e| {
+            failed.get_or_insert(e);
+            Vec::new()
+        })
+    };
+    let audit = knobs::audit(&written(d), &refs, &patches, allow_unread, &mut find);
+    if let Some(e) = failed {
+        return Err(Failure::step_next("audit", e, "re-run; the trees in the cache were not changed"));
+    }
+    Ok(audit)
+}

@@ -1,0 +1,191 @@
+//! The knob audit in `eas up --dry-run` against the synthetic trees: stock trees pass with a
+//! reader line per key; a reader removed, or a key renamed upstream, is refused naming the key,
+//! the files searched and the commit; `--allow-unread KEY` proceeds with a warning. No Docker:
+//! the dry run names what it cannot know without an engine.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::cluster_server::ClusterServer;
+use support::{artifacts, git};
+
+const CLUSTER: &str = "k3d-gpu-desktop";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+struct Trees {
+    dir: tempfile::TempDir,
+    pins: PathBuf,
+}
+
+/// The synthetic trees as git repositories, after `change(name, dir)` edits each one.
+fn trees(change: impl Fn(&str, &Path)) -> Trees {
+    let dir = tempfile::tempdir().unwrap();
+    let mut shas = Vec::new();
+    for n in ["eas", "ei", "eat"] {
+        let to = dir.path().join("repos").join(n);
+        copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
+        change(n, &to);
+        git(&to, &["init", "-q", "-b", "main"]);
+        git(&to, &["add", "-A"]);
+        git(&to, &["commit", "-qm", &format!("synthetic {n}")]);
+        shas.push((n, git(&to, &["rev-parse", "HEAD"])));
+    }
+    std::fs::create_dir_all(dir.path().join("served")).unwrap();
+    let pins = artifacts::write_pins(dir.path(), "knob-audit", &dir.path().join("pins.json"));
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+    for row in doc["pins"].as_array_mut().unwrap() {
+        if row["profile"] != "main" {
+            continue;
+        }
+        let name = row["name"].as_str().unwrap().to_string();
+        if let Some((_, sha)) = shas.iter().find(|(n, _)| *n == name) {
+            row["sha"] = json!(sha);
+            row["locked"] = json!(true);
+        }
+    }
+    std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    Trees { dir, pins }
+}
+
+fn dry_run(t: &Trees, extra: &[&str]) -> Output {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let home = t.dir.path().join(format!("home-{}", extra.len()));
+    std::fs::create_dir_all(&home).unwrap();
+    let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
+    c.current_dir(&home)
+        .env("HOME", &home)
+        .env("XDG_CACHE_HOME", t.dir.path().join("cache"))
+        .env("DOCKER_HOST", format!("unix://{}", t.dir.path().join("no-docker.sock").display()))
+        .env("CI", "1")
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(home.join("state"))
+        .args(["up", "--dry-run", "--pins"])
+        .arg(&t.pins)
+        .args(["--containerd-config", &format!("k3d-gpu-server-0={}", node_files.display())])
+        .args(["--nri-socket", "k3d-gpu-server-0=present"]);
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(t.dir.path().join("repos").join(n));
+    }
+    c.args(extra).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn rewrite(path: &Path, from: &str, to: &str) {
+    let s = std::fs::read_to_string(path).unwrap();
+    assert!(s.contains(from), "{} lacks {from}", path.display());
+    std::fs::write(path, s.replace(from, to)).unwrap();
+}
+
+#[test]
+fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
+    let t = trees(|_, _| {});
+    let out = dry_run(&t, &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    for want in [
+        "audit: nfd_enabled (required) -> read by intel/enterprise-inference@",
+        "audit: agent_toolkit_models (required) -> read by intel/",
+        "audit: istio_platform (required) -> read by overlay 0002 (added by the patch)",
+        "audit: existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
+        "audit: kata_containers_enabled (defensive) -> note: nothing reads it",
+    ] {
+        assert!(stdout.contains(want), "plan lacks {want:?}:\n{stdout}");
+    }
+    assert!(stderr.contains("model catalog: model_manager/models.yaml at intel/enterprise-inference@"), "{stderr}");
+}
+
+#[test]
+fn a_reader_removed_is_refused_naming_the_key_files_and_commit() {
+    let t = trees(|n, dir| {
+        if n == "ei" {
+            // An EI whose nfd component is no longer switchable: nothing reads nfd_enabled.
+            let f = dir.join("components.yaml");
+            let s = std::fs::read_to_string(&f).unwrap();
+            let kept: Vec<&str> = s.lines().filter(|l| !l.contains("nfd_enabled")).collect();
+            assert!(kept.len() < s.lines().count(), "the stand-in has a reader to remove");
+            std::fs::write(&f, kept.join("\n") + "\n").unwrap();
+        }
+    });
+    let out = dry_run(&t, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}\n{}", text(&out.stdout));
+    let line = stderr.lines().find(|l| l.starts_with("REFUSE: nfd_enabled")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("components.yaml roles/nfd in intel/enterprise-inference@"), "{line}");
+    assert!(line.contains("--allow-unread nfd_enabled"), "{line}");
+}
+
+#[test]
+fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
+    let t = trees(|n, dir| {
+        if n == "eat" {
+            let f = dir.join("roles/agent_toolkit/tasks/install.yaml");
+            rewrite(&f, "agent_toolkit_models", "agent_toolkit_model_list");
+        }
+    });
+    let out = dry_run(&t, &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("REFUSE: agent_toolkit_models is written but nothing reads it"), "{stderr}");
+    let out = dry_run(&t, &["--allow-unread", "agent_toolkit_models"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("--allow-unread agent_toolkit_models proceeds"), "{stderr}");
+    assert!(stdout.contains("audit: agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
+}
+
+#[test]
+fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
+    let t = trees(|_, _| {});
+    let out = dry_run(&t, &["--layer", "inference"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("audit: llm_services_deploy_models (required) -> read by"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("roles/llm_services/tasks/install.yaml"), "{line}");
+    // deploy_models.yaml names the switch only in its header comment.
+    assert!(!line.contains("deploy_models.yaml"), "{line}");
+    assert!(stdout.contains("audit: autodeploy (required) -> read by"), "{stdout}");
+}
+
+#[test]
+fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
+    let t = trees(|n, dir| {
+        if n == "ei" {
+            let f = dir.join("roles/llm_services/tasks/install.yaml");
+            rewrite(&f, "llm_services_deploy_models", "llm_services_models_enabled");
+        }
+    });
+    let out = dry_run(&t, &["--layer", "inference"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}\n{}", text(&out.stdout));
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("REFUSE: llm_services_deploy_models is written but nothing reads it"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("roles/llm_services in intel/enterprise-inference@"), "{line}");
+}
