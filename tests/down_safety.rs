@@ -499,7 +499,7 @@ impl Run {
 /// dead run's container and completes, `eas down` leaves the served objects as they were before
 /// the first `up`, and a second `down` has nothing to do. The full set of points runs in
 /// scripts/crash-consistency.sh.
-fn crash_at(mode: &str, marker: &str) {
+fn crash_at(mode: &str, marker: &str) -> Crashed {
     crash(mode, &|r: &Run, child: &mut std::process::Child| {
         let start = std::time::Instant::now();
         while !r.install_log().contains(marker) {
@@ -507,15 +507,22 @@ fn crash_at(mode: &str, marker: &str) {
             assert!(child.try_wait().unwrap().is_none(), "eas up ended before {marker:?}");
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-    });
+    })
 }
 
 /// SIGKILL `eas up` `after` its start (or let it finish, if it is quicker).
-fn crash_after(after: std::time::Duration) {
-    crash("ok", &|_: &Run, _: &mut std::process::Child| std::thread::sleep(after));
+fn crash_after(after: std::time::Duration) -> Crashed {
+    crash("ok", &|_: &Run, _: &mut std::process::Child| std::thread::sleep(after))
 }
 
-fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) {
+/// What one crash point did: whether `eas up` was still running when SIGKILL came, and how
+/// many of its bastion containers outlived it.
+struct Crashed {
+    killed: bool,
+    left: usize,
+}
+
+fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) -> Crashed {
     let r = run();
     let before = r.server.served();
     r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -536,6 +543,7 @@ fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) {
     let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let pid = child.id();
     wait(&r, &mut child);
+    let killed = child.try_wait().unwrap().is_none();
     let _ = child.kill(); // SIGKILL (an error: it had already exited)
     child.wait().unwrap();
     // Killed while the installer ran, its container is left (running, or exited and not removed).
@@ -559,24 +567,26 @@ fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) {
     assert!(differ.is_empty(), "the cluster differs from before the first up: {differ:?}\n{}", text(&down.stderr));
     let again = r.down(&[]);
     assert!(again.status.success() && text(&again.stderr).contains("nothing to remove"));
+    Crashed { killed, left: left.len() }
 }
 
 #[test]
 fn crash_while_the_installer_waits() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    crash_at("hang", "Wait for the controller");
+    let c = crash_at("hang", "Wait for the controller");
+    assert!(c.killed && c.left == 1, "killed while its installer container ran");
 }
 
 #[test]
 fn crash_as_the_installer_starts() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    crash_at("ok", "Install KServe");
+    let _ = crash_at("ok", "Install KServe");
 }
 
 #[test]
 fn crash_as_the_models_deploy() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    crash_at("ok", "Deploy models");
+    let _ = crash_at("ok", "Deploy models");
 }
 
 /// The 27 time offsets of the 30-point run, in ms from the start of `eas up`: drawn with a
@@ -599,7 +609,7 @@ fn crash_at_three_seeded_offsets() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let offsets = seeded_offsets();
     for i in [0, 13, 26] {
-        crash_after(std::time::Duration::from_millis(offsets[i]));
+        let _ = crash_after(std::time::Duration::from_millis(offsets[i]));
     }
 }
 
@@ -612,25 +622,36 @@ fn crash_consistency_at_30_points() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let offsets = seeded_offsets();
     let mut passed = 0;
-    let points: Vec<(String, Box<dyn Fn()>)> =
+    let points: Vec<(String, Box<dyn Fn() -> Crashed>)> =
         [("hang", "Wait for the controller"), ("ok", "Install KServe"), ("ok", "Deploy models")]
             .into_iter()
-            .map(|(m, k)| (format!("marker {k:?}"), Box::new(move || crash_at(m, k)) as Box<dyn Fn()>))
+            .map(|(m, k)| (format!("marker {k:?}"), Box::new(move || crash_at(m, k)) as Box<dyn Fn() -> Crashed>))
             .chain(offsets.iter().map(|&ms| {
                 (
                     format!("{ms} ms"),
-                    Box::new(move || crash_after(std::time::Duration::from_millis(ms))) as Box<dyn Fn()>,
+                    Box::new(move || crash_after(std::time::Duration::from_millis(ms))) as Box<dyn Fn() -> Crashed>,
                 )
             }))
             .collect();
-    let mut failed = Vec::new();
+    let (mut failed, mut killed, mut survivors) = (Vec::new(), 0, 0);
     for (name, point) in &points {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(point)) {
-            Ok(()) => passed += 1,
-            Err(_) => failed.push(name.clone()),
+            Ok(c) => {
+                passed += 1;
+                killed += usize::from(c.killed);
+                survivors += c.left;
+                let what = if c.killed { "killed mid-run" } else { "had finished" };
+                eprintln!("crash point {name}: ok ({what}; {} container(s) outlived it)", c.left);
+            }
+            Err(_) => {
+                failed.push(name.clone());
+                eprintln!("crash point {name}: FAILED");
+            }
         }
-        eprintln!("crash point {name}: {}", if failed.last() == Some(name) { "FAILED" } else { "ok" });
     }
-    eprintln!("crash consistency: {passed} of {} points", points.len());
+    eprintln!(
+        "crash consistency: {passed} of {} points ({killed} killed mid-run, {survivors} bastion container(s) outlived eas up and were removed by --break-lock)",
+        points.len()
+    );
     assert!(failed.is_empty(), "failed at: {failed:?}");
 }
