@@ -7,12 +7,19 @@
 # plain loop when hyperfine is missing.
 #
 #   scripts/bench-bastion.sh [RUNS]     default 30
+#   scripts/bench-bastion.sh interrupt [RUNS]   default 5: instead, the interrupt latency of a
+#       build (issue 10, finding 12): `--rebuild` runs until pip is 2 s into its large step, then
+#       SIGINT; reports signal -> exit (median, max; goal 1 s) and the managed untagged images
+#       left behind (goal 0).
 #   EAS_BIN=path/to/eas                 default: target/release/eas, else target/debug/eas
 #   EAS_CA_BUNDLE=FILE                  default: /etc/ssl/certs/ca-certificates.crt if present
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+mode=reuse
+if [ "${1:-}" = interrupt ]; then mode=interrupt; shift; fi
 runs=${1:-30}
+[ "$mode" = interrupt ] && runs=${1:-5}
 bin=${EAS_BIN:-}
 if [ -z "$bin" ]; then
   bin=$here/target/release/eas
@@ -70,6 +77,38 @@ EOF
 cmd="$bin --progress plain -q bastion build --pins $work/pins.json --base-image eas-test-base:bookworm --allow-unpinned-base"
 echo "bench-bastion: making sure the image exists (a first build takes minutes)" >&2
 tag=$($cmd)
+if [ "$mode" = interrupt ]; then
+  python3 - "$runs" "$bin" "$work/pins.json" <<'EOF'
+import signal, statistics, subprocess, sys, time
+runs, eas, pins = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def dangling():
+    out = subprocess.run(["docker", "images", "-aq", "--filter", "label=io.eas.managed=true",
+                          "--filter", "dangling=true"], capture_output=True, text=True).stdout
+    return set(out.split())
+before = dangling()
+lat = []
+for i in range(runs):
+    p = subprocess.Popen([eas, "--progress", "plain", "bastion", "build", "--rebuild", "--pins", pins,
+                          "--base-image", "eas-test-base:bookworm", "--allow-unpinned-base"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if "| Collecting" in line:
+            break
+    time.sleep(2)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    p.stderr.read()
+    rc = p.wait()
+    lat.append(time.monotonic() - t0)
+    print(f"run {i+1}: exit {rc} after {lat[-1]*1000:.0f} ms", file=sys.stderr)
+    if rc != 130:
+        sys.exit(f"bench-bastion: run {i+1} exited {rc}, not 130")
+left = dangling() - before
+print(f"bench-bastion interrupt: {runs} runs, signal -> exit median {statistics.median(lat)*1000:.0f} ms, "
+      f"max {max(lat)*1000:.0f} ms (goal 1000 ms); managed untagged images left: {len(left)}")
+EOF
+  exit 0
+fi
 echo "bench-bastion: timing the reuse path of $tag with $bin" >&2
 if command -v hyperfine >/dev/null 2>&1; then
   hyperfine --warmup 3 --runs "$runs" --shell=none "$cmd"

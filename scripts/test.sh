@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README): starts what the tests need on a fresh machine (a Docker Engine
-# and the locally built base image; no registry is reachable), then runs every cargo test and
+# The test command (README): starts what the tests need on a fresh machine (a Docker Engine,
+# the locally built base image and tmux; no registry is reachable), then runs every cargo test and
 # closes with one summary line over all test binaries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 bash scripts/docker-up.sh
 bash scripts/test-tools.sh
 bash scripts/base-image.sh
+# tests/progress_pty.rs draws on a tmux pseudo-terminal; tests/completions.rs sources bash's script.
+if ! command -v tmux >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq tmux >/dev/null
+fi
 # tests/docker_context.rs puts a logging socat proxy in front of the engine.
 if ! command -v socat >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive

@@ -18,9 +18,15 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Status(args) => crate::status::command(&args.into(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
-            pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), shell)
+            pins_lock(&pins, git_base.as_deref().unwrap_or("https://github.com"), global, shell)
         }
-        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, &global.env), global, shell),
+        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
+        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Man { out } => {
+            let pages = crate::cli::docs::man_command(&out)?;
+            shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
+            Ok(())
+        }
     }
 }
 
@@ -54,9 +60,16 @@ fn pins_check(path: Option<&std::path::Path>) -> Result<(), Failure> {
     Ok(())
 }
 
-fn pins_lock(path: &std::path::Path, git_base: &str, shell: &Shell) -> Result<(), Failure> {
+fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let mut pins = Pins::load(Some(path))?;
-    match pins::lock(&mut pins, git_base) {
+    let ca_file = match &global.ca_bundle {
+        Some(b) => Some(
+            crate::net::trust::GitCaFile::write(&b.ders)
+                .map_err(|e| Failure::step("pins lock", format!("writing git's CA file: {e}")))?,
+        ),
+        None => None,
+    };
+    match pins::lock(&mut pins, git_base, ca_file.as_ref().map(|f| f.path())) {
         Ok(done) => {
             for line in &done {
                 shell.note(format!("locked {line}"));

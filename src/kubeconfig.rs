@@ -19,29 +19,34 @@ pub struct KubeSource {
     /// The merged kubeconfig with a token minted through its exec plugin (JSON), for the
     /// bastion's copy: set by [`KubeSource::mint`].
     pub minted: Option<String>,
+    /// The global `--ca-bundle`'s certificates (DER): trusted for the API server when the
+    /// kubeconfig pins no CA.
+    pub extra_roots: Option<Vec<Vec<u8>>>,
 }
 
 impl KubeSource {
     /// `--kubeconfig`, else `$KUBECONFIG` (a list), else `~/.kube/config`.
     pub fn resolve(g: &Global) -> KubeSource {
         let context = g.context.clone();
+        let extra_roots = g.ca_bundle.as_ref().map(|b| b.ders.clone());
+        let source = |paths, explicit| KubeSource { paths, explicit, context, minted: None, extra_roots };
         if let Some(p) = &g.kubeconfig {
-            return KubeSource { paths: vec![p.clone()], explicit: true, context, minted: None };
+            return source(vec![p.clone()], true);
         }
         if let Some(v) = g.env.nonempty("KUBECONFIG") {
             let paths: Vec<PathBuf> = std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect();
             if !paths.is_empty() {
-                return KubeSource { paths, explicit: true, context, minted: None };
+                return source(paths, true);
             }
         }
         let home = g.env.home().unwrap_or_default();
-        KubeSource { paths: vec![home.join(".kube").join("config")], explicit: false, context, minted: None }
+        source(vec![home.join(".kube").join("config")], false)
     }
 
     /// One file, as given.
     #[cfg(test)]
     pub fn file(path: PathBuf, explicit: bool, context: Option<String>) -> KubeSource {
-        KubeSource { paths: vec![path], explicit, context, minted: None }
+        KubeSource { paths: vec![path], explicit, context, minted: None, extra_roots: None }
     }
 
     /// The paths as the user would write them (`a:b`).

@@ -18,6 +18,8 @@ mod output;
 mod overlay;
 mod pins;
 mod pipeline;
+mod plan_data;
+mod plan_view;
 mod prepare;
 #[cfg(test)]
 mod proptests;
@@ -27,6 +29,9 @@ mod sources;
 mod state;
 mod status;
 mod text;
+#[cfg(test)]
+#[path = "../tests/support/tls_front.rs"]
+mod tls_front;
 mod trees;
 mod up;
 mod verify;
@@ -40,6 +45,8 @@ fn main() -> std::process::ExitCode {
     let g = &cli.global;
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);
     shell.init_tracing();
-    let global = cli::settings(g, env);
-    error::finish(commands::run(cli.command, &global, &shell))
+    match cli::settings(g, env) {
+        Ok(global) => error::finish(commands::run(cli.command, &global, &shell)),
+        Err(f) => error::finish(Err(f)),
+    }
 }

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tracing_indicatif::IndicatifLayer;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tracing_indicatif::writer::IndicatifWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -19,11 +19,19 @@ pub enum ProgressMode {
     Plain,
 }
 
-/// How a command prints its result: a table for a person, or one JSON document on stdout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `--output`: text for people (a table where the result is one), or exactly one JSON document
+/// on stdout for machines; logs stay on stderr either way. The clap side is `cli::OutputArg`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OutputFormat {
-    Table,
+    #[default]
+    Text,
     Json,
+}
+
+impl OutputFormat {
+    pub fn is_json(self) -> bool {
+        self == OutputFormat::Json
+    }
 }
 
 /// What the environment says about the terminal; a seam so tests can decide without one.
@@ -44,12 +52,16 @@ impl Terminal {
     }
 }
 
+/// Every line for a person goes through here: phase lines, notes, warnings, tracing's log lines
+/// and the spinners all share one [`MultiProgress`], so a line printed while a bar is drawn
+/// suspends the bar instead of tearing it.
 #[derive(Clone, Debug)]
 pub struct Shell {
     pub bars: bool,
     pub color: bool,
     pub quiet: bool,
     pub verbose: u8,
+    multi: MultiProgress,
 }
 
 impl Shell {
@@ -60,11 +72,12 @@ impl Shell {
             ProgressMode::Auto => term.stderr_is_tty && !term.ci,
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
-        Shell { bars, color, quiet, verbose }
+        let target = if bars { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Shell { bars, color, quiet, verbose, multi: MultiProgress::with_draw_target(target) }
     }
 
-    /// Installs the tracing subscriber; with bars, log lines go through indicatif's writer so
-    /// they never tear a bar.
+    /// Installs the tracing subscriber; with bars, log lines go through the shell's
+    /// MultiProgress (tracing-indicatif's writer) so they never tear a bar.
     pub fn init_tracing(&self) {
         let level = match (self.quiet, self.verbose) {
             (true, _) => "warn",
@@ -75,13 +88,12 @@ impl Shell {
         let filter = tracing_subscriber::EnvFilter::try_from_env("EAS_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("eas={level}")));
         if self.bars {
-            let layer = IndicatifLayer::new();
             let fmt = tracing_subscriber::fmt::layer()
-                .with_writer(layer.get_stderr_writer())
+                .with_writer(IndicatifWriter::<tracing_indicatif::writer::Stderr>::new(self.multi.clone()))
                 .with_ansi(self.color)
                 .with_target(false)
                 .without_time();
-            let _ = tracing_subscriber::registry().with(filter).with(fmt).with(layer).try_init();
+            let _ = tracing_subscriber::registry().with(filter).with(fmt).try_init();
         } else {
             let fmt = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
@@ -112,7 +124,7 @@ impl Shell {
 
     fn line(&self, text: &str) {
         if self.bars {
-            tracing_indicatif::suspend_tracing_indicatif(|| eprintln!("{text}"));
+            self.multi.suspend(|| eprintln!("{text}"));
         } else {
             eprintln!("{text}");
         }
@@ -123,7 +135,7 @@ impl Shell {
         if !self.bars || self.quiet {
             return ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
         }
-        let pb = ProgressBar::new_spinner();
+        let pb = self.multi.add(ProgressBar::new_spinner());
         pb.set_style(
             ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),

@@ -213,8 +213,9 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
     out
 }
 
-/// Resolves unlocked rows to full SHAs. Returns one line per row touched.
-pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>> {
+/// Resolves unlocked rows to full SHAs, git trusting the CA file `ca` (`--ca-bundle`) when given.
+/// Returns one line per row touched.
+pub fn lock(pins: &mut Pins, git_base: &str, ca: Option<&std::path::Path>) -> Result<Vec<String>, Vec<String>> {
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for p in pins.pins.iter_mut() {
@@ -226,7 +227,7 @@ pub fn lock(pins: &mut Pins, git_base: &str) -> Result<Vec<String>, Vec<String>>
         }
         let id = format!("{}/{}", p.profile, p.name);
         let url = repo_url(git_base, &repo);
-        match ls_remote(&url, &p.git_ref) {
+        match ls_remote(&url, &p.git_ref, ca) {
             Ok(full) if full.starts_with(&sha) => {
                 done.push(format!("{id}: {sha} -> {full} ({} at {url})", p.git_ref));
                 p.sha = Some(full);
@@ -247,12 +248,13 @@ pub fn repo_url(git_base: &str, repo: &str) -> String {
     format!("{}/{repo}", git_base.trim_end_matches('/'))
 }
 
-fn ls_remote(url: &str, git_ref: &str) -> Result<String, String> {
-    let out = Command::new("git")
-        .args(["ls-remote", "--", url, git_ref])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+fn ls_remote(url: &str, git_ref: &str, ca: Option<&std::path::Path>) -> Result<String, String> {
+    let mut cmd = Command::new("git");
+    cmd.args(["ls-remote", "--", url, git_ref]).env("GIT_TERMINAL_PROMPT", "0");
+    if let Some(ca) = ca {
+        cmd.env("GIT_SSL_CAINFO", ca);
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
     if !out.status.success() {
         return Err(format!("git ls-remote {url} {git_ref} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
     }

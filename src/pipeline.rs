@@ -14,7 +14,6 @@ use crate::settings::timeouts;
 use serde::{Deserialize, Serialize};
 
 use crate::facts::Facts;
-use crate::installer::command::shell_line;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -233,14 +232,25 @@ pub enum ImageAction {
     Reuse,
 }
 
+/// Nodes of one shape (cpu, memory, devices, role): the plan scales with the shapes, not with
+/// the cluster. Up to [`NAMED`] nodes are named; `count` says how many there are.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NodeSummary {
-    pub name: String,
+pub struct NodeGroup {
+    pub count: usize,
+    pub names: Vec<String>,
     pub cpu: String,
     pub memory: String,
     /// Device resources from `allocatable` (Intel GPU, NPU, Gaudi).
     pub devices: BTreeMap<String, String>,
+    /// `control-plane` (the node-role label is set) or `worker`.
+    pub role: String,
 }
+
+/// A node's shape: cpu, memory, devices, role.
+type Shape = (String, String, Vec<(String, String)>, String);
+
+/// How many nodes of a group the plan names.
+pub const NAMED: usize = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FactsSummary {
@@ -248,7 +258,9 @@ pub struct FactsSummary {
     pub k3d_cluster: Option<String>,
     pub server_version: String,
     pub docker_rootless: Option<bool>,
-    pub nodes: Vec<NodeSummary>,
+    pub node_count: usize,
+    /// Nodes grouped by shape, the smallest groups (the odd ones out) first.
+    pub node_groups: Vec<NodeGroup>,
     pub namespaces: usize,
     pub helm_releases: Vec<String>,
     /// sha256 of the facts document.
@@ -258,27 +270,41 @@ pub struct FactsSummary {
 impl FactsSummary {
     pub fn new(f: &Facts, facts_hash: &str) -> Self {
         let prefixes = &crate::config::data::cluster_rules().device_resources;
-        let nodes = f
-            .nodes
-            .iter()
-            .map(|n| NodeSummary {
-                name: n.name.clone(),
-                cpu: n.allocatable.get("cpu").cloned().unwrap_or_else(|| "?".into()),
-                memory: n.allocatable.get("memory").map(|m| gib(m)).unwrap_or_else(|| "?".into()),
-                devices: n
-                    .allocatable
-                    .iter()
-                    .filter(|(k, _)| prefixes.iter().any(|d| k.starts_with(&d.prefix)))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            })
-            .collect();
+        let mut groups: Vec<NodeGroup> = Vec::new();
+        let mut index: BTreeMap<Shape, usize> = BTreeMap::new();
+        for n in &f.nodes {
+            let cpu = n.allocatable.get("cpu").cloned().unwrap_or_else(|| "?".into());
+            let memory = n.allocatable.get("memory").map(|m| gib(m)).unwrap_or_else(|| "?".into());
+            let devices: BTreeMap<String, String> = n
+                .allocatable
+                .iter()
+                .filter(|(k, _)| prefixes.iter().any(|d| k.starts_with(&d.prefix)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let control = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"]
+                .iter()
+                .any(|l| n.labels.get(*l).is_some_and(|v| v == "true" || v.is_empty()));
+            let role = if control { "control-plane" } else { "worker" }.to_string();
+            let key = (cpu.clone(), memory.clone(), devices.clone().into_iter().collect(), role.clone());
+            let i = *index.entry(key).or_insert_with(|| {
+                groups.push(NodeGroup { count: 0, names: Vec::new(), cpu, memory, devices, role });
+                groups.len() - 1
+            });
+            let g = &mut groups[i];
+            g.count += 1;
+            if g.names.len() < NAMED {
+                g.names.push(n.name.clone());
+            }
+        }
+        // Stable: the first-seen order among groups of the same size.
+        groups.sort_by_key(|g| g.count);
         FactsSummary {
             context: f.cluster.context.clone(),
             k3d_cluster: f.cluster.k3d_cluster.clone(),
             server_version: f.cluster.server_version.clone(),
             docker_rootless: f.docker.as_ref().map(|d| d.rootless),
-            nodes,
+            node_count: f.nodes.len(),
+            node_groups: groups,
             namespaces: f.namespaces.len(),
             helm_releases: f.helm_releases.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect(),
             facts_hash: facts_hash.to_string(),
@@ -316,25 +342,74 @@ pub struct Missing {
     pub reason: String,
 }
 
+/// One `eas config` decision as data: `fact -> choice`, and where the rule was read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanDecision {
+    pub fact: String,
+    pub choice: String,
+    /// `repo@sha7 path:lines`.
+    pub source: String,
+    pub permalink: String,
+}
+
+/// What the overlay decider chose for one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatchOutcome {
+    Apply,
+    Skip,
+    Merged,
+    Fixed,
+    Stop,
+}
+
+/// One overlay row's decision as data.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanPatch {
+    pub id: String,
+    pub outcome: PatchOutcome,
+    pub fact: String,
+    pub choice: String,
+    pub source: String,
+    /// A permalink when the source is a file of the pinned tree, else the source again.
+    pub permalink: String,
+}
+
 pub const PLAN_SCHEMA: &str = "eas-plan/v1";
 
-/// What `eas up --dry-run` prints, and writes as `plan.json` with `--out`.
+/// What `eas up --dry-run` prints, and writes as `plan.json` with `--out` (schema:
+/// data/eas-plan.v1.schema.json).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
     pub layer: String,
     pub env: String,
     pub profile: String,
+    /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
+    pub commits: BTreeMap<String, String>,
+    /// The model `eas config` picked, with its verdict (`qwen2-5-coder-7b (fallback)`).
+    pub model: Option<String>,
+    /// The fit decision on the model's KV cache.
+    pub fit: Option<String>,
     pub image: Option<ImagePlan>,
     pub facts: Option<FactsSummary>,
-    /// `choices.txt` lines.
-    pub decisions: Vec<String>,
+    pub decisions: Vec<PlanDecision>,
     pub warnings: Vec<String>,
-    /// One `fact -> choice [source]` line per overlay row.
-    pub overlay: Vec<String>,
+    pub overlay: Vec<PlanPatch>,
     pub commands: Vec<PlannedCommand>,
     pub phases: Vec<PlannedPhase>,
-    pub missing: Vec<Missing>,
+    /// What the dry run could not find out, and why.
+    pub unknown: Vec<Missing>,
+}
+
+/// Patch counts for the summary: (apply, skip, STOP); merged and fixed rows are skipped too.
+pub fn patch_counts(overlay: &[PlanPatch]) -> (usize, usize, usize) {
+    let count = |f: &dyn Fn(PatchOutcome) -> bool| overlay.iter().filter(|p| f(p.outcome)).count();
+    (
+        count(&|o| o == PatchOutcome::Apply),
+        count(&|o| matches!(o, PatchOutcome::Skip | PatchOutcome::Merged | PatchOutcome::Fixed)),
+        count(&|o| o == PatchOutcome::Stop),
+    )
 }
 
 impl Plan {
@@ -354,6 +429,9 @@ impl Plan {
             layer: layer.to_string(),
             env: env.to_string(),
             profile: profile.to_string(),
+            commits: BTreeMap::new(),
+            model: None,
+            fit: None,
             image: None,
             facts: None,
             decisions: Vec::new(),
@@ -361,7 +439,7 @@ impl Plan {
             overlay: Vec::new(),
             commands: Vec::new(),
             phases,
-            missing: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 
@@ -370,82 +448,9 @@ impl Plan {
         s.push('\n');
         s
     }
-
-    /// The plan as a person reads it.
-    pub fn render(&self) -> String {
-        let mut s = format!("plan: eas up --layer {} --env {} (profile {})\n", self.layer, self.env, self.profile);
-        match &self.facts {
-            Some(f) => {
-                let k3d = f.k3d_cluster.as_deref().map(|c| format!(", k3d cluster {c}")).unwrap_or_default();
-                s.push_str(&format!("cluster: context {}{k3d}, {}\n", f.context, f.server_version));
-                for n in &f.nodes {
-                    let devices: Vec<String> = n.devices.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    let devices = if devices.is_empty() { String::new() } else { format!(", {}", devices.join(", ")) };
-                    s.push_str(&format!("  node {}: {} cpu, {}{devices}\n", n.name, n.cpu, n.memory));
-                }
-                s.push_str(&format!(
-                    "  {} namespaces, {} Helm releases; facts sha256 {}\n",
-                    f.namespaces,
-                    f.helm_releases.len(),
-                    short(&f.facts_hash)
-                ));
-            }
-            None => s.push_str("cluster: (no facts)\n"),
-        }
-        match &self.image {
-            Some(i) => {
-                let action = match i.action {
-                    ImageAction::Build => "build",
-                    ImageAction::Reuse => "reuse",
-                };
-                s.push_str(&format!("bastion image: {action} {}\n", i.tag));
-            }
-            None => s.push_str("bastion image: (not computed)\n"),
-        }
-        section(&mut s, "decisions", &self.decisions);
-        section(&mut s, "warnings", &self.warnings);
-        section(&mut s, "overlay", &self.overlay);
-        let commands: Vec<String> =
-            self.commands.iter().map(|c| format!("[{}] {}", c.phase, shell_line(&c.argv))).collect();
-        section(&mut s, "installer commands", &commands);
-        let phases: Vec<String> = self
-            .phases
-            .iter()
-            .map(|p| {
-                let mark = match p.dry_run {
-                    DryRun::Runs => "ran",
-                    DryRun::ReadsOnly => "read-only",
-                    DryRun::Stops => "not run",
-                };
-                format!("{:<9} {:>6}  {:<9}  {}", p.phase.name(), duration(p.timeout_secs), mark, p.says)
-            })
-            .collect();
-        section(&mut s, "phases (timeout, in this dry run)", &phases);
-        let missing: Vec<String> = self.missing.iter().map(|m| format!("{}: {}", m.phase, m.reason)).collect();
-        section(&mut s, "not known in this dry run", &missing);
-        s.push_str("nothing was written to the cluster, the work tree or the state directory\n");
-        s
-    }
 }
 
-fn section(s: &mut String, title: &str, lines: &[String]) {
-    if lines.is_empty() {
-        return;
-    }
-    s.push_str(title);
-    s.push_str(":\n");
-    for l in lines {
-        s.push_str("  ");
-        s.push_str(l);
-        s.push('\n');
-    }
-}
-
-fn short(hash: &str) -> &str {
-    &hash[..hash.len().min(12)]
-}
-
-fn duration(secs: u64) -> String {
+pub fn duration(secs: u64) -> String {
     if secs >= 60 && secs.is_multiple_of(60) { format!("{}m", secs / 60) } else { format!("{secs}s") }
 }
 
@@ -529,63 +534,71 @@ mod tests {
         Facts::parse(text).unwrap()
     }
 
-    fn plan() -> Plan {
-        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
-        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
-        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
-        p.decisions = vec!["a -> b [src]".into()];
-        p.overlay = vec!["0002 -> apply [EAS@97f6157 roles/istio]".into()];
-        p.commands = vec![PlannedCommand {
-            phase: PhaseId::Install,
-            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml")
-                .unwrap(),
-        }];
-        p.missing = vec![Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() }];
-        p
-    }
-
     #[test]
     fn facts_summary_keeps_devices_only() {
         let f = FactsSummary::new(&facts(), "h");
-        assert_eq!(f.nodes[0].devices, BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())]));
-        assert_eq!(f.nodes[0].memory, "125.0 GiB");
+        let g = &f.node_groups[0];
+        assert_eq!(g.devices, BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())]));
+        assert_eq!(g.memory, "125.0 GiB");
         assert_eq!(f.helm_releases, ["node-feature-discovery/node-feature-discovery"]);
         assert_eq!(f.docker_rootless, Some(false));
     }
 
     #[test]
-    fn the_plan_renders_and_serialises() {
-        let p = plan();
-        let text = p.render();
-        for want in [
-            "plan: eas up --layer agent-toolkit --env k3d-gpu (profile main)\n",
-            "cluster: context k3d-gpu, k3d cluster gpu, v1.37.1+k3s1\n",
-            "  node k3d-gpu-server-0: 32 cpu, 125.0 GiB, gpu.intel.com/i915=1\n",
-            "facts sha256 0123456789ab\n",
-            "bastion image: reuse eas-bastion:3f2a1b\n",
-            "decisions:\n  a -> b [src]\n",
-            "overlay:\n  0002 -> apply [EAS@97f6157 roles/istio]\n",
-            "installer commands:\n  [install] ./es_auto_installer.sh install agent-toolkit --env k3d-gpu --force -- -e @/eas/out/eas-overrides.yaml\n",
-            "  install      90m  not run    run the installer",
-            "  lock         10s  read-only  report a live or stale lock",
-            "not known in this dry run:\n  trees: EI could not be fetched\n",
-        ] {
-            assert!(text.contains(want), "missing {want:?} in\n{text}");
-        }
-        assert!(!text.contains("warnings:"), "empty sections are left out");
+    fn the_plan_serialises_as_data() {
+        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
+        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
+        p.decisions =
+            vec![PlanDecision { fact: "a".into(), choice: "b".into(), source: "s".into(), permalink: "u".into() }];
+        p.overlay = vec![PlanPatch {
+            id: "0002".into(),
+            outcome: PatchOutcome::Apply,
+            fact: "f".into(),
+            choice: "apply 0002".into(),
+            source: "s".into(),
+            permalink: "u".into(),
+        }];
+        p.commands = vec![PlannedCommand {
+            phase: PhaseId::Install,
+            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml")
+                .unwrap(),
+        }];
+        p.unknown = vec![Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() }];
         let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(json["schema"], PLAN_SCHEMA);
         assert_eq!(json["image"]["action"], "reuse");
+        assert_eq!(json["decisions"][0]["fact"], "a");
+        assert_eq!(json["decisions"][0]["choice"], "b");
+        assert_eq!(json["overlay"][0]["outcome"], "apply");
         assert_eq!(json["commands"][0]["phase"], "install");
         assert_eq!(json["commands"][0]["argv"][1], "install");
         assert_eq!(json["phases"][7]["dry_run"], "stops");
         assert_eq!(json["phases"][0]["dry_run"], "reads-only");
-        assert_eq!(json["facts"]["nodes"][0]["devices"]["gpu.intel.com/i915"], "1");
-        let bare = Plan::new("inference", "e", "v1.2.0-rc.1").render();
-        assert!(bare.contains("cluster: (no facts)\n") && bare.contains("bastion image: (not computed)\n"));
-        let build = Plan { image: Some(ImagePlan { tag: "eas-bastion:9c0d".into(), action: ImageAction::Build }), ..p };
-        assert!(build.render().contains("bastion image: build eas-bastion:9c0d\n"));
-        assert_eq!(serde_json::to_value(&build).unwrap()["image"]["action"], "build");
+        assert_eq!(json["unknown"][0]["phase"], "trees");
+        assert_eq!(json["facts"]["node_groups"][0]["devices"]["gpu.intel.com/i915"], "1");
+        assert_eq!(json["facts"]["node_groups"][0]["role"], "worker");
         assert_eq!(duration(90), "90s");
+    }
+
+    #[test]
+    fn nodes_group_by_shape_and_name_at_most_three() {
+        let mut f = facts();
+        let template = f.nodes[0].clone();
+        for i in 0..6 {
+            let mut n = template.clone();
+            n.name = format!("agent-{i}");
+            n.allocatable.remove("gpu.intel.com/i915");
+            f.nodes.push(n);
+        }
+        f.nodes[0].labels.insert("node-role.kubernetes.io/control-plane".into(), "true".into());
+        let s = FactsSummary::new(&f, "h");
+        assert_eq!(s.node_count, 7);
+        assert_eq!(s.node_groups.len(), 2);
+        assert_eq!(s.node_groups[0].count, 1, "the odd one out comes first");
+        assert_eq!(s.node_groups[0].role, "control-plane");
+        assert_eq!(s.node_groups[1].count, 6);
+        assert_eq!(s.node_groups[1].names, ["agent-0", "agent-1", "agent-2"]);
+        assert!(s.node_groups[1].devices.is_empty());
     }
 }

@@ -20,6 +20,29 @@ pub struct Global {
     pub state_dir: Option<PathBuf>,
     /// The process environment, read once.
     pub env: Env,
+    /// `--ca-bundle` / `EAS_CA_BUNDLE`, read and checked once: trusted by every TLS connection
+    /// eas makes (downloads, git, the API server when the kubeconfig pins no CA, the bastion).
+    pub ca_bundle: Option<CaBundle>,
+}
+
+/// A PEM bundle of extra trusted CAs, certificates only (`net::trust::certificates_only`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundle {
+    pub path: PathBuf,
+    /// The file's bytes, as read (built into the bastion image).
+    pub pem: Vec<u8>,
+    /// Its certificates, DER.
+    pub ders: Vec<Vec<u8>>,
+}
+
+impl CaBundle {
+    /// Reads and checks the bundle at `path`; the error is one line naming the file.
+    pub fn load(path: &std::path::Path) -> Result<CaBundle, String> {
+        let bad = |detail: String| format!("CA bundle {}: {detail}", path.display());
+        let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let ders = crate::net::trust::certificates_only(&pem).map_err(bad)?;
+        Ok(CaBundle { path: path.to_path_buf(), pem, ders })
+    }
 }
 
 /// Which trees and which model (`--layer`, `--profile`, `--ref`, `--model`, `--pins`).

@@ -231,7 +231,7 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
     match args.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).expect("json")),
         // Names and reasons come from the cluster: escaped before they reach a terminal.
-        OutputFormat::Table => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
+        OutputFormat::Text => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
     }
     Ok(())
 }

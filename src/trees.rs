@@ -21,11 +21,20 @@ pub enum TreeError {
 
 /// Runs git with a timeout; stdout on success.
 pub fn git(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result<String, TreeError> {
+    git_trusting(dir, args, timeout, None)
+}
+
+/// Runs git with a timeout, trusting the CA file `ca` (`--ca-bundle` plus the system's, see
+/// `net::trust::GitCaFile`) for HTTPS remotes when given.
+fn git_trusting(dir: Option<&Path>, args: &[&str], timeout: Duration, ca: Option<&Path>) -> Result<String, TreeError> {
     let mut cmd = Command::new("git");
     if let Some(d) = dir {
         cmd.arg("-C").arg(d);
     }
     cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(std::process::Stdio::null());
+    if let Some(ca) = ca {
+        cmd.env("GIT_SSL_CAINFO", ca);
+    }
     let desc = args.join(" ");
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
@@ -78,8 +87,9 @@ fn full_sha(objects: &Path, sha: &str) -> Option<String> {
     git(Some(objects), &["rev-parse", "--verify", "--quiet", &format!("{sha}^{{commit}}")], LOCAL).ok()
 }
 
-/// Makes sure the pinned commit is available, fetching into the cache when it is not.
-pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path) -> Result<Resolved, TreeError> {
+/// Makes sure the pinned commit is available, fetching into the cache when it is not; `ca` is the
+/// CA file git trusts for the fetch (`--ca-bundle`), when given.
+pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path, ca: Option<&Path>) -> Result<Resolved, TreeError> {
     let repo = pin.repo.clone().unwrap_or_else(|| pin.name.clone());
     let sha = pin.sha.clone().unwrap_or_default();
     match origin {
@@ -97,13 +107,13 @@ pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path) -> Result<Resolved, Tre
                 std::fs::create_dir_all(dir.parent().expect("has parent"))?;
                 let tmp = dir.with_extension("git.partial");
                 let _ = std::fs::remove_dir_all(&tmp);
-                git(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK)?;
+                git_trusting(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK, ca)?;
                 std::fs::rename(&tmp, &dir)?;
             }
             if let Some(full) = full_sha(&dir, &sha) {
                 return Ok(Resolved { objects: dir, sha: full });
             }
-            git(Some(&dir), &["fetch", "--quiet", "--prune", "--tags", "origin"], NETWORK)?;
+            git_trusting(Some(&dir), &["fetch", "--quiet", "--prune", "--tags", "origin"], NETWORK, ca)?;
             let full = full_sha(&dir, &sha).ok_or_else(|| TreeError::Missing {
                 repo: repo.clone(),
                 sha: sha.clone(),
@@ -129,6 +139,18 @@ pub fn work_tree(res: &Resolved, dest: &Path, origin_url: Option<&str>) -> Resul
     if let Some(url) = origin_url {
         git(Some(dest), &["remote", "set-url", "origin", url], LOCAL)?;
     }
+    Ok(())
+}
+
+/// A clone of `res`'s objects with no checkout: enough for deciding the overlay, which reads
+/// only through git (a scratch index and `cat-file`), at a fraction of a work tree's cost.
+pub fn scratch_clone(res: &Resolved, dest: &Path) -> Result<(), TreeError> {
+    std::fs::create_dir_all(dest.parent().expect("has parent"))?;
+    git(
+        None,
+        &["clone", "--quiet", "--shared", "--no-checkout", &res.objects.to_string_lossy(), &dest.to_string_lossy()],
+        LOCAL,
+    )?;
     Ok(())
 }
 
@@ -189,7 +211,7 @@ mod tests {
         let (first, _second) = upstream(&up);
         let cache = tmp.path().join("cache");
         let origin = Origin::Remote(up.to_string_lossy().to_string());
-        let res = resolve(&pin(&first[..7]), &origin, &cache).unwrap();
+        let res = resolve(&pin(&first[..7]), &origin, &cache, None).unwrap();
         assert_eq!(res.sha, first);
         assert!(cache.join("intel/enterprise-ai-solutions.git/HEAD").exists());
         let wt = tmp.path().join("run/eas");
@@ -198,7 +220,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(wt.join("f")).unwrap(), "one");
         // A later run reuses the cache even when the origin is gone.
         std::fs::remove_dir_all(&up).unwrap();
-        assert_eq!(resolve(&pin(&first), &origin, &cache).unwrap().sha, first);
+        assert_eq!(resolve(&pin(&first), &origin, &cache, None).unwrap().sha, first);
     }
 
     #[test]
@@ -206,8 +228,29 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let up = tmp.path().join("up");
         upstream(&up);
-        let err = resolve(&pin("deadbeef"), &Origin::Local(up.clone()), tmp.path()).unwrap_err();
+        let err = resolve(&pin("deadbeef"), &Origin::Local(up.clone()), tmp.path(), None).unwrap_err();
         assert!(matches!(err, TreeError::Missing { .. }), "{err}");
         assert!(err.to_string().contains("deadbeef"));
+    }
+
+    /// An HTTPS remote whose CA only the bundle names: git fetches it with the bundle's CA file
+    /// (system certificates plus the bundle, through GIT_SSL_CAINFO) and fails without it.
+    #[test]
+    fn an_https_remote_is_fetched_trusting_the_ca_bundle_and_refused_without_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let up = tmp.path().join("up");
+        let (first, _second) = upstream(&up);
+        sh(&up, &["update-server-info"]);
+        let server = crate::tls_front::TlsFront::files(up.join(".git"));
+        let origin = Origin::Remote(format!("{}/", server.url()));
+
+        let err = resolve(&pin(&first), &origin, &tmp.path().join("untrusting"), None).unwrap_err();
+        assert!(err.to_string().to_lowercase().contains("certificate"), "{err}");
+
+        let ca = crate::net::trust::GitCaFile::write(std::slice::from_ref(&server.ca_der)).unwrap();
+        let cache = tmp.path().join("trusting");
+        let res = resolve(&pin(&first), &origin, &cache, Some(ca.path())).unwrap();
+        assert_eq!(res.sha, first);
+        assert!(cache.join("intel/enterprise-ai-solutions.git/HEAD").exists());
     }
 }

@@ -132,6 +132,10 @@ fn containers_of(pid: u32) -> String {
         .join("\n")
 }
 
+/// Tests whose builds run the pip step take turns: the SIGINT test finds its build's pip
+/// container among all managed ones.
+static PIP_BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn managed_images() -> BTreeSet<String> {
     docker_out(&["images", "--filter", "label=io.eas.managed=true", "--format", "{{.ID}}"])
         .lines()
@@ -317,6 +321,7 @@ fn sigint_stops_and_removes_the_running_container() {
 #[test]
 fn sigint_during_a_build_leaves_no_build_container_and_no_new_image() {
     let f = fixture();
+    let _one = PIP_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
     let image_before = docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]);
     // --rebuild skips Docker's layer cache, so the Python install runs long enough to interrupt.
     let mut child = eas(&f.dir)
@@ -358,8 +363,69 @@ fn sigint_during_a_build_leaves_no_build_container_and_no_new_image() {
     assert!(rest.contains("interrupted: nothing eas started is left running"), "{rest}");
     assert!(pip_step().iter().all(|(c, _)| *c != container), "the build container is still there");
     assert_eq!(docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]), image_before);
-    // The uncached layers this build committed before pip are dangling now; drop them.
-    let _ = docker(&["image", "rm", &uncached_layer]);
+    // The layers this build committed before pip went with it (issue 10, finding 12: interrupted
+    // builds left their untagged intermediate images behind).
+    assert!(
+        !docker(&["image", "inspect", &uncached_layer]).status.success(),
+        "the interrupted build's intermediate image {uncached_layer} is still there"
+    );
+}
+
+/// Issue 10, finding 12: two `eas bastion build`s of one new context at once build it once (the
+/// second waits on the context's lock, then reuses the image), and `--rebuild` removes the image
+/// it replaces instead of leaving it dangling.
+#[test]
+fn concurrent_builds_of_one_context_build_once_and_rebuild_removes_the_replaced_image() {
+    let f = fixture();
+    let _one = PIP_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    let nonce = format!("{}-concurrent", f.nonce);
+    let dir = f.dir.join("concurrent");
+    std::fs::create_dir_all(dir.join("served")).unwrap();
+    let pins = write_pins(&dir, &nonce, &dir.join("pins.json"));
+    let start = || {
+        eas(&dir)
+            .args(["bastion", "build"])
+            .args(image_args(&pins))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for o in [&a, &b] {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    let tag = text(&a.stdout).trim().to_string();
+    assert_eq!(text(&b.stdout).trim(), tag);
+    let built = [&a, &b].iter().filter(|o| text(&o.stderr).contains(&format!("built {tag}"))).count();
+    let reused = [&a, &b].iter().filter(|o| text(&o.stderr).contains(&format!("reusing {tag}"))).count();
+    assert_eq!(
+        (built, reused),
+        (1, 1),
+        "one builds, one waits and reuses:\n{}\n---\n{}",
+        text(&a.stderr),
+        text(&b.stderr)
+    );
+    let waited = [&a, &b].iter().any(|o| text(&o.stderr).contains(&format!("waiting for another eas building {tag}")));
+    assert!(waited, "the second build waited on the lock");
+    let digest =
+        docker_out(&["image", "inspect", "--format", "{{index .Config.Labels \"io.eas.context-sha256\"}}", &tag]);
+    let same_context = docker_out(&["images", "-q", "--filter", &format!("label=io.eas.context-sha256={digest}")]);
+    assert_eq!(same_context.lines().count(), 1, "one image of the context: {same_context}");
+
+    let old = docker_out(&["image", "inspect", "--format", "{{.Id}}", &tag]);
+    let rebuilt = eas(&dir).args(["bastion", "build", "--rebuild"]).args(image_args(&pins)).output().unwrap();
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    let new = docker_out(&["image", "inspect", "--format", "{{.Id}}", &tag]);
+    assert_ne!(new, old);
+    assert!(
+        text(&rebuilt.stderr).contains(&format!("removed the image {old} this build replaced")),
+        "{}",
+        text(&rebuilt.stderr)
+    );
+    assert!(!docker(&["image", "inspect", &old]).status.success(), "the replaced image {old} is still there");
+    let _ = docker(&["image", "rm", &tag]);
 }
 
 #[test]

@@ -296,3 +296,72 @@ fn a_ca_bundle_with_a_private_key_is_refused_before_docker_or_the_network() {
         assert!(!stderr.contains("AQID"));
     }
 }
+
+/// The API server behind TLS signed by a CA only `--ca-bundle` names, with a kubeconfig that pins
+/// no CA: facts reach it with the bundle (flag before or after the command, or EAS_CA_BUNDLE) and
+/// fail on the certificate without it.
+#[test]
+fn the_ca_bundle_is_trusted_for_an_api_server_whose_kubeconfig_pins_no_ca() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let backend: std::net::SocketAddr = server.url().trim_start_matches("http://").parse().unwrap();
+    let front = support::tls_front::TlsFront::relay(backend);
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, &front.ca_pem).unwrap();
+    // The recorded cluster's own kubeconfig (its user and token), pointed at the TLS front.
+    let original = std::fs::read_to_string(server.kubeconfig()).unwrap();
+    assert!(original.contains(&server.url()) && !original.contains("certificate-authority"));
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, original.replace(&server.url(), &front.url())).unwrap();
+    let run = |how: &str| {
+        let mut c = eas(&fixture("xeon-amx"));
+        c.arg("--kubeconfig").arg(&kubeconfig);
+        match how {
+            "before" => {
+                c.arg("--ca-bundle").arg(&bundle).arg("facts");
+            }
+            "after" => {
+                c.arg("facts").arg("--ca-bundle").arg(&bundle);
+            }
+            "env" => {
+                c.env("EAS_CA_BUNDLE", &bundle).arg("facts");
+            }
+            _ => {
+                c.arg("facts");
+            }
+        }
+        c.args(facts_args("xeon-amx")).output().unwrap()
+    };
+    for how in ["before", "after", "env"] {
+        let out = run(how);
+        assert_eq!(out.status.code(), Some(0), "{how}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("\"nodes\""), "{how}: a facts document");
+    }
+    let out = run("none");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.to_lowercase().contains("certificate"), "names the certificate: {stderr}");
+}
+
+/// A bad bundle is bad input for every command, `eas config` included, before anything is read.
+#[test]
+fn a_ca_bundle_that_is_not_certificates_is_bad_input_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle.pem");
+    std::fs::write(&bundle, "-----BEGIN RSA PRIVATE KEY-----\nAQID\n-----END RSA PRIVATE KEY-----\n").unwrap();
+    let out_dir = dir.path().join("out");
+    let facts = dir.path().join("facts.json");
+    let runs: [Vec<&str>; 3] = [
+        vec!["config", "--facts", facts.to_str().unwrap(), "--out", out_dir.to_str().unwrap()],
+        vec!["facts"],
+        vec!["pins", "lock", "--pins", "/nonexistent/pins.json"],
+    ];
+    for args in runs {
+        let out = eas(dir.path()).arg("--ca-bundle").arg(&bundle).args(&args).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("holds a private key (RSA PRIVATE KEY)"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("AQID"), "{stderr}");
+        assert!(!out_dir.exists());
+    }
+}

@@ -5,7 +5,9 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder, RemoveContainerOptionsBuilder};
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CreateImageOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
+};
 use futures::StreamExt;
 
 use super::run::Interrupt;
@@ -152,6 +154,9 @@ pub async fn build(
     let mut id = None;
     // The classic builder's container for the step in progress ("Running in <id>").
     let mut step_container: Option<String> = None;
+    // The images this build's steps committed (or took from the cache), in order: removed when the
+    // build does not finish, so an interrupted or failed build leaves no untagged layers.
+    let mut steps = StepImages::default();
     loop {
         let item = tokio::select! {
             _ = interrupt.graceful.cancelled() => {
@@ -165,6 +170,7 @@ pub async fn build(
                         tracing::debug!("removing build container {c}: {e}");
                     }
                 }
+                remove_unfinished(docker, &steps.ids).await;
                 return Ok(Built::Interrupted);
             }
             item = stream.next() => item,
@@ -174,6 +180,7 @@ pub async fn build(
             Ok(info) => {
                 if let Some(text) = info.stream {
                     for line in out.push(&text) {
+                        steps.see(&line);
                         if line.starts_with("Step ") {
                             bar.set_message(short(&line, 100));
                         }
@@ -183,7 +190,7 @@ pub async fn build(
                             step_container = None;
                         }
                         if streamed && !is_noise(&line) {
-                            eprintln!("  | {line}");
+                            shell.note(format!("  | {line}"));
                         }
                     }
                 }
@@ -197,6 +204,7 @@ pub async fn build(
                     bollard::errors::Error::DockerStreamError { error } => error,
                     other => other.to_string(),
                 };
+                remove_unfinished(docker, &steps.ids).await;
                 return Err(ImageError::Build { error: strip_ansi(error.trim()), tail: tail(&out) });
             }
         }
@@ -209,6 +217,57 @@ pub async fn build(
             Some(id) => Ok(Built::Image(id)),
             None => Err(ImageError::Build { error: "the build ended without an image".into(), tail: tail(&out) }),
         },
+    }
+}
+
+/// The image IDs a classic build's output names (` ---> <id>` after each step), except the
+/// base's (the result of `FROM`), which is not this build's to remove.
+#[derive(Debug, Default)]
+struct StepImages {
+    ids: Vec<String>,
+    in_from: bool,
+}
+
+impl StepImages {
+    fn see(&mut self, line: &str) {
+        if let Some(rest) = line.strip_prefix("Step ") {
+            self.in_from =
+                rest.split_once(" : ").is_some_and(|(_, ins)| ins.trim_start().to_uppercase().starts_with("FROM "));
+            return;
+        }
+        let Some(id) = line.strip_prefix(" ---> ") else { return };
+        let id = id.trim();
+        if self.in_from || id.len() < 12 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
+            return;
+        }
+        if !self.ids.iter().any(|i| i == id) {
+            self.ids.push(id.to_string());
+        }
+    }
+}
+
+/// Removes the step images of a build that did not finish, newest first, without force: an image
+/// another image builds on, or a container uses, stays (Docker refuses). Untagged parents go with
+/// their last child (Docker's prune).
+async fn remove_unfinished(docker: &Docker, ids: &[String]) {
+    for id in ids.iter().rev() {
+        let opts = RemoveImageOptionsBuilder::new().force(false).noprune(false).build();
+        match docker.remove_image(id, Some(opts), None).await {
+            Ok(_) => tracing::debug!("removed the unfinished build's image {id}"),
+            Err(e) => tracing::debug!("kept image {id}: {e}"),
+        }
+    }
+}
+
+/// Removes the image a `--rebuild` replaced (by ID, without force). A container still using it
+/// keeps it; that is said, not an error.
+pub async fn remove_replaced(docker: &Docker, old_id: &str) -> Result<(), String> {
+    let opts = RemoveImageOptionsBuilder::new().force(false).noprune(false).build();
+    match docker.remove_image(old_id, Some(opts), None).await {
+        Ok(_) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { message, .. }) => Err(message),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -305,6 +364,27 @@ mod tests {
         let t = b.tail();
         assert_eq!(t.len(), TAIL + 1);
         assert_eq!((t[0].as_str(), t[TAIL - 1].as_str(), t[TAIL].as_str()), ("line 15", "line 39", "partial"));
+    }
+
+    #[test]
+    fn step_images_are_the_builds_own_not_the_base() {
+        let mut s = StepImages::default();
+        for line in [
+            "Step 1/4 : ARG BASE_IMAGE",
+            "Step 2/4 : FROM ${BASE_IMAGE}",
+            " ---> 0123456789ab",
+            "Step 3/4 : LABEL io.eas.managed=true",
+            " ---> Running in ffffeeeeddddcccc",
+            " ---> 111111111111",
+            "Step 4/4 : RUN pip install",
+            " ---> Using cache",
+            " ---> 222222222222",
+            " ---> 111111111111",
+            "Successfully built 222222222222",
+        ] {
+            s.see(line);
+        }
+        assert_eq!(s.ids, ["111111111111", "222222222222"]);
     }
 
     #[test]

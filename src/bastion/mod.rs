@@ -55,11 +55,23 @@ pub struct ImageSettings {
     pub artifacts: PathBuf,
     /// Proxy settings passed to the build as Docker's predefined build arguments.
     pub proxy: Vec<(String, String)>,
+    /// The host's proxy variables, for eas's own downloads.
+    pub download_proxy: crate::net::proxy::ProxyEnv,
+    /// The global `--ca-bundle`: trusted by the downloads, built into the image.
+    pub ca_bundle: Option<crate::settings::CaBundle>,
 }
 
 impl ImageSettings {
-    pub fn new(pins: Option<PathBuf>, base: BaseImage, env: &crate::settings::Env) -> Self {
-        ImageSettings { pins, base, artifacts: Cache::default_dir(env), proxy: image::proxy_env(env) }
+    pub fn new(pins: Option<PathBuf>, base: BaseImage, global: &Global) -> Self {
+        let env = &global.env;
+        ImageSettings {
+            pins,
+            base,
+            artifacts: Cache::default_dir(env),
+            proxy: image::proxy_env(env),
+            download_proxy: crate::net::proxy::ProxyEnv::from_lookup(env.lookup()),
+            ca_bundle: global.ca_bundle.clone(),
+        }
     }
 }
 
@@ -70,8 +82,6 @@ pub struct BaseImage {
     pub base_image: Option<String>,
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     pub allow_unpinned_base: bool,
-    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    pub ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -107,12 +117,12 @@ pub enum BastionError {
     Run(#[from] RunError),
     #[error(transparent)]
     Kubeconfig(#[from] KubeconfigError),
-    #[error("CA bundle {path}: {detail}")]
-    CaBundle { path: String, detail: String },
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("{0}")]
     Input(String),
+    #[error("{0}")]
+    Busy(String),
     #[error("interrupted")]
     Interrupted,
 }
@@ -174,12 +184,13 @@ impl From<BastionError> for Failure {
             ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
-            B::CaBundle { .. } => Failure::bad_input(
-                e.to_string(),
-                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
-            ),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
             B::Io { .. } => Failure::step("bastion", e),
+            B::Busy(_) => Failure::step_next(
+                "bastion",
+                e,
+                "another eas is building this image: let it finish (or stop it), then re-run",
+            ),
         }
     }
 }
@@ -220,11 +231,8 @@ pub async fn prepare(
         other => other?,
     };
 
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
-    let fetcher = fetcher_for(ca.as_deref())?;
+    let ca = args.ca_bundle.as_ref().map(|b| b.pem.clone());
+    let fetcher = fetcher_for(args)?;
     let mut wanted = context::artifacts(&pins);
     if lock {
         for a in wanted.iter_mut().filter(|a| a.sha256.is_none()) {
@@ -256,7 +264,10 @@ pub async fn prepare(
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
 
-    if !rebuild && let Some(id) = image::find(docker, &tag, &digest).await? {
+    // One build per context at a time: a concurrent `eas` waits here, then reuses what this one built.
+    let _lock = build_lock(&args.artifacts, &digest, &tag, shell, interrupt).await?;
+    let existing = image::find(docker, &tag, &digest).await?;
+    if !rebuild && let Some(id) = existing {
         shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
         return Ok(Prepared { tag, id, digest, reused: true });
     }
@@ -274,6 +285,13 @@ pub async fn prepare(
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
+            // `--rebuild` moved the tag: the image it replaced would be left dangling.
+            if let Some(old) = existing.filter(|old| *old != id) {
+                match image::remove_replaced(docker, &old).await {
+                    Ok(()) => shell.note(format!("removed the image {old} this build replaced")),
+                    Err(e) => shell.warn(format!("the image {old} this build replaced stays: {e}")),
+                }
+            }
             Ok(Prepared { tag, id, digest, reused: false })
         }
         Built::Interrupted => Err(BastionError::Interrupted),
@@ -293,10 +311,7 @@ pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<(String
         Base::Digest(r) => r.clone(),
         Base::Local(r) => image::local_id(docker, r).await?,
     };
-    let ca = match &args.base.ca_bundle {
-        Some(p) => Some(read_ca_bundle(p)?),
-        None => None,
-    };
+    let ca = args.ca_bundle.as_ref().map(|b| b.pem.clone());
     let ctx = Context::new(base_arg, ca, &artifacts::pinned(&wanted), |s| cache.path(s));
     let (digest, tag) = (ctx.digest(), ctx.tag());
     let exists = image::find(docker, &tag, &digest).await?.is_some();
@@ -322,31 +337,70 @@ fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
     Ok(())
 }
 
-/// Bad input first: a `--ca-bundle` that is not certificates only is refused before Docker or
-/// the network is touched.
-/// The host's download client: the system's CAs plus the bundle's, the proxy variables of this
-/// process (curl's rules). A proxy variable that is not a URL is bad input.
-fn fetcher_for(ca_bundle: Option<&[u8]>) -> Result<SystemFetcher, BastionError> {
-    let roots = match ca_bundle {
-        Some(bytes) => crate::net::trust::certificates_only(bytes).map_err(BastionError::Input)?,
-        None => Vec::new(),
-    };
-    let env = crate::net::proxy::ProxyEnv::from_lookup(|k| std::env::var(k).ok());
-    SystemFetcher::new(&roots, env).map_err(BastionError::Input)
-}
+/// How long a build waits for another `eas` building the same context.
+const BUILD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-pub fn check_ca_bundle(base: &BaseImage) -> Result<(), BastionError> {
-    match &base.ca_bundle {
-        Some(p) => read_ca_bundle(p).map(|_| ()),
-        None => Ok(()),
+/// Takes the build lock of the context `digest` (a file lock beside the artifact cache, released
+/// when the file is dropped or the process ends), waiting for another holder up to
+/// `BUILD_LOCK_WAIT` and stopping on an interruption. A cache directory where no lock file can be
+/// made builds without one, with a warning.
+async fn build_lock(
+    artifacts: &Path,
+    digest: &str,
+    tag: &str,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Option<std::fs::File>, BastionError> {
+    let dir = artifacts.parent().unwrap_or(artifacts).join("locks");
+    let path = dir.join(format!("bastion-{}.lock", &digest[..digest.len().min(32)]));
+    let opened = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path));
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            shell
+                .warn(format!("no build lock ({}: {e}): a concurrent build of {tag} is not prevented", path.display()));
+            return Ok(None);
+        }
+    };
+    let deadline = std::time::Instant::now() + BUILD_LOCK_WAIT;
+    let mut said = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !said {
+                    shell.phase("bastion", format!("waiting for another eas building {tag} (lock {})", path.display()));
+                    said = true;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(BastionError::Busy(format!(
+                        "another eas held the build lock of {tag} for {}s ({})",
+                        BUILD_LOCK_WAIT.as_secs(),
+                        path.display()
+                    )));
+                }
+                tokio::select! {
+                    _ = interrupt.graceful.cancelled() => return Err(BastionError::Interrupted),
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                shell.warn(format!(
+                    "no build lock ({}: {e}): a concurrent build of {tag} is not prevented",
+                    path.display()
+                ));
+                return Ok(None);
+            }
+        }
     }
 }
 
-fn read_ca_bundle(path: &Path) -> Result<Vec<u8>, BastionError> {
-    let bad = |detail: String| BastionError::CaBundle { path: path.display().to_string(), detail };
-    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    crate::net::trust::certificates_only(&bytes).map_err(bad)?;
-    Ok(bytes)
+/// The host's download client: the system's CAs plus the global `--ca-bundle`'s (checked once in
+/// the settings), the proxy variables (curl's rules). A proxy variable that is not a URL is bad input.
+fn fetcher_for(args: &ImageSettings) -> Result<SystemFetcher, BastionError> {
+    let roots = args.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
+    SystemFetcher::new(&roots, args.download_proxy.clone()).map_err(BastionError::Input)
 }
 
 #[derive(Debug, Deserialize)]
@@ -520,7 +574,6 @@ async fn build_command(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
-    check_ca_bundle(&a.image.base)?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
@@ -530,7 +583,6 @@ async fn build_command(
 
 async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
     let env = global.env.lookup();
-    check_ca_bundle(&a.image.base)?;
     let kube = minted_source(global, shell).await?;
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
     let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
@@ -711,7 +763,13 @@ mod tests {
              users:\n- name: admin\n  user:\n    token: s3cret\n",
         )
         .unwrap();
-        let k = KubeSource { paths: vec![a.clone(), b.clone()], explicit: true, context: None, minted: None };
+        let k = KubeSource {
+            paths: vec![a.clone(), b.clone()],
+            explicit: true,
+            context: None,
+            minted: None,
+            extra_roots: None,
+        };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];
         assert!(m.source != a && m.source != b && m.read_only);

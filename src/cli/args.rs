@@ -24,6 +24,9 @@ pub struct FactsArgs {
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
     pub request_timeout: u64,
+    /// The facts are JSON either way; `json` also prints them on stdout when --out is given
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
@@ -53,6 +56,12 @@ pub struct UpArgs {
     /// With --dry-run: also write the generated files and plan.json here
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
+    /// Add each decision's source as a permalink to the plan
+    #[arg(long)]
+    pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
@@ -138,12 +147,15 @@ pub struct VerifyArgs {
     /// How long to wait for every device node's resource and plugin pod, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY_DEVICES.as_secs())]
     pub devices_timeout: u64,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct StatusArgs {
-    /// table (for a person) or json (one eas-status/v1 document)
-    #[arg(long, value_enum, default_value = "table")]
+    /// text (a table, for a person; `table` is the same) or json (one eas-status/v1 document)
+    #[arg(long, value_enum, default_value = "text")]
     pub output: super::OutputArg,
 }
 
@@ -173,9 +185,6 @@ pub struct BaseArgs {
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     #[arg(long)]
     pub allow_unpinned_base: bool,
-    /// PEM bundle of extra CAs (e.g. a TLS-intercepting proxy's) trusted by the build and inside the bastion
-    #[arg(long, value_name = "FILE", env = "EAS_CA_BUNDLE")]
-    pub ca_bundle: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

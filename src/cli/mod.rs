@@ -3,6 +3,7 @@
 //! settings of `crate::settings` and the domain modules (see `resolve`).
 
 mod args;
+pub mod docs;
 mod resolve;
 
 pub use args::*;
@@ -50,6 +51,10 @@ pub struct GlobalArgs {
     /// No colour (NO_COLOR is honoured too)
     #[arg(long, global = true)]
     pub no_color: bool,
+    /// PEM bundle of extra trusted CAs (e.g. a TLS-intercepting proxy's), certificates only: used for
+    /// downloads, git, the API server when the kubeconfig pins no CA, and inside the bastion
+    #[arg(long, global = true, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// `--progress`.
@@ -60,17 +65,19 @@ pub enum ProgressArg {
     Plain,
 }
 
-/// `--output`: a table for a person, or one JSON document on stdout.
+/// `--output` on up --dry-run, facts, fit, status and verify: text for a person (`table` is
+/// accepted for it), or one JSON document on stdout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OutputArg {
-    Table,
+    #[value(alias = "table")]
+    Text,
     Json,
 }
 
 impl From<OutputArg> for crate::output::OutputFormat {
     fn from(a: OutputArg) -> Self {
         match a {
-            OutputArg::Table => crate::output::OutputFormat::Table,
+            OutputArg::Text => crate::output::OutputFormat::Text,
             OutputArg::Json => crate::output::OutputFormat::Json,
         }
     }
@@ -100,6 +107,18 @@ pub enum Command {
     Doctor,
     /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
     Status(StatusArgs),
+    /// Print a shell completion script to stdout (README: shell completions)
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write a roff man page per command (eas.1, eas-up.1, eas-pins-check.1, ...) to a directory
+    Man {
+        /// Directory for the pages (created when missing)
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,15 +3,32 @@
 use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
+use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
-use crate::settings::{ConfigSettings, Env, Global, OverlaySettings, Select};
+use crate::settings::{CaBundle, ConfigSettings, Env, Global, OverlaySettings, Select};
 use crate::up::down::DownSettings;
 use crate::up::{Repos, UpSettings, VerifySettings};
 
-/// The global flags and the environment, as the settings every command shares.
-pub fn settings(g: &GlobalArgs, env: Env) -> Global {
-    Global { kubeconfig: g.kubeconfig.clone(), context: g.context.clone(), state_dir: g.state_dir.clone(), env }
+/// The global flags and the environment, as the settings every command shares. A `--ca-bundle`
+/// that cannot be read or holds anything but certificates is bad input, before any command runs.
+pub fn settings(g: &GlobalArgs, env: Env) -> Result<Global, Failure> {
+    let ca_bundle = match &g.ca_bundle {
+        Some(p) => Some(CaBundle::load(p).map_err(|cause| {
+            Failure::bad_input(
+                cause,
+                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
+            )
+        })?),
+        None => None,
+    };
+    Ok(Global {
+        kubeconfig: g.kubeconfig.clone(),
+        context: g.context.clone(),
+        state_dir: g.state_dir.clone(),
+        env,
+        ca_bundle,
+    })
 }
 
 impl From<ProgressArg> for ProgressMode {
@@ -49,6 +66,7 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
+            output: a.output.into(),
         }
     }
 }
@@ -67,12 +85,12 @@ impl From<RepoArgs> for Repos {
 
 impl From<BaseArgs> for BaseImage {
     fn from(a: BaseArgs) -> Self {
-        BaseImage { base_image: a.base_image, allow_unpinned_base: a.allow_unpinned_base, ca_bundle: a.ca_bundle }
+        BaseImage { base_image: a.base_image, allow_unpinned_base: a.allow_unpinned_base }
     }
 }
 
-fn image(a: ImageArgs, env: &Env) -> ImageSettings {
-    ImageSettings::new(a.pins, a.base.into(), env)
+fn image(a: ImageArgs, global: &Global) -> ImageSettings {
+    ImageSettings::new(a.pins, a.base.into(), global)
 }
 
 impl From<UpArgs> for UpSettings {
@@ -83,6 +101,8 @@ impl From<UpArgs> for UpSettings {
             select: a.select.into(),
             env: a.env,
             out: a.out,
+            output: a.output.into(),
+            explain: a.explain,
             yes: a.yes,
             break_lock: a.break_lock,
             repos: a.repos.into(),
@@ -116,7 +136,7 @@ impl From<DownArgs> for DownSettings {
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout }
+        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout, output: a.output.into() }
     }
 }
 
@@ -127,13 +147,13 @@ impl From<StatusArgs> for crate::status::StatusSettings {
 }
 
 /// `eas bastion`'s settings (the image's cache and proxy come from the environment).
-pub fn bastion(c: BastionCommand, env: &Env) -> Bastion {
+pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
     match c {
         BastionCommand::Build(b) => {
-            Bastion::Build(BuildSettings { image: image(b.image, env), rebuild: b.rebuild, lock: b.lock })
+            Bastion::Build(BuildSettings { image: image(b.image, global), rebuild: b.rebuild, lock: b.lock })
         }
         BastionCommand::Run(r) => {
-            Bastion::Run(RunSettings { image: image(r.image, env), tree: r.tree, command: r.command })
+            Bastion::Run(RunSettings { image: image(r.image, global), tree: r.tree, command: r.command })
         }
     }
 }

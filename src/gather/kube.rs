@@ -60,7 +60,7 @@ pub async fn target(
         .and_then(|c| c.server.clone())
         .unwrap_or_default();
     let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
-    let mut config = match crate::net::kube_config::config_for(&kc, &name, proxy, None) {
+    let mut config = match crate::net::kube_config::config_for(&kc, &name, proxy, source.extra_roots.clone()) {
         Ok(c) => c,
         Err(crate::net::kube_config::ConfigError::Proxy(e)) => return Err(TargetError::Proxy(e)),
         Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),

@@ -39,6 +39,8 @@ pub struct FactsSettings {
     pub nri_socket: Vec<String>,
     /// Seconds each API call may take (each Docker call: at most 10)
     pub request_timeout: u64,
+    /// The facts are JSON either way; `json` also prints them on stdout when --out is given
+    pub output: crate::output::OutputFormat,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +114,9 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
                 )
             })?;
             shell.note(format!("wrote {}", path.display()));
+            if args.output.is_json() {
+                print!("{text}");
+            }
         }
     }
     Ok(())
@@ -273,6 +278,7 @@ mod tests {
             containerd_config: configs.iter().map(|s| s.to_string()).collect(),
             nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
             request_timeout: 30,
+            output: Default::default(),
         }
     }
 
@@ -335,6 +341,7 @@ pub async fn collect(
         containerd_config: opts.containerd_config.clone(),
         nri_socket: opts.nri_socket.clone(),
         request_timeout: timeout.as_secs(),
+        output: Default::default(),
     };
     let op = operator(&args).map_err(GatherError::Operator)?;
     let gathered = gather(target, &op, timeout, env).await?;

@@ -21,6 +21,29 @@ pub fn certificates_only(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(certs)
 }
 
+/// The CA file git is given through `GIT_SSL_CAINFO` (the environment, never argv) when a
+/// `--ca-bundle` is set: git's CA file replaces its default store, so it holds the system's
+/// certificates plus the bundle's. Removed when dropped.
+pub struct GitCaFile(tempfile::TempPath);
+
+impl GitCaFile {
+    pub fn write(extra: &[Vec<u8>]) -> std::io::Result<GitCaFile> {
+        let mut text = String::new();
+        let system = rustls_native_certs::load_native_certs().certs;
+        let ders = system.iter().map(|c| c.as_ref()).chain(extra.iter().map(Vec::as_slice));
+        for der in ders {
+            text.push_str(&pem::encode(&pem::Pem::new("CERTIFICATE", der.to_vec())));
+        }
+        let mut f = tempfile::Builder::new().prefix("eas-git-ca-").suffix(".pem").tempfile()?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        Ok(GitCaFile(f.into_temp_path()))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,6 +64,20 @@ mod tests {
         let e = certificates_only(format!("{}{}", block("CERTIFICATE"), block("PUBLIC KEY")).as_bytes()).unwrap_err();
         assert!(e.starts_with("holds a PUBLIC KEY block"), "{e}");
         assert_eq!(certificates_only(b"nothing here").unwrap_err(), "holds no PEM certificate");
+    }
+
+    #[test]
+    fn the_git_ca_file_holds_the_system_certificates_and_the_bundle_and_goes_away() {
+        let extra = vec![vec![1, 2, 3]];
+        let file = GitCaFile::write(&extra).unwrap();
+        let path = file.path().to_path_buf();
+        let certs = certificates_only(&std::fs::read(&path).unwrap()).unwrap();
+        let system = rustls_native_certs::load_native_certs().certs.len();
+        assert!(system > 10, "Debian's store is readable");
+        assert_eq!(certs.len(), system + 1);
+        assert_eq!(certs.last().unwrap(), &extra[0]);
+        drop(file);
+        assert!(!path.exists());
     }
 
     #[test]

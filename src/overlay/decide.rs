@@ -159,21 +159,30 @@ pub fn decide_with(
     let commit = git.commit("commit", commit)?;
     let index = git.scratch_index(&commit)?;
     let short = &commit[..7];
-    let mut decisions = Vec::new();
-    for row in &overlay.rows {
-        let need = match generated {
-            Some(g) => match skip_reason(row, g) {
-                Some(d) => {
-                    decisions.push(d);
-                    continue;
-                }
-                None => needed_because(row, g),
-            },
-            None => "needed (no facts: skip conditions not evaluated)".to_string(),
-        };
-        let cx = Cx { git: &git, index: &index, commit: &commit, upstream: &overlay.upstream };
-        decisions.push(decide_row(&cx, row, &format!("{} {need}; at {short}", row.id))?);
-    }
+    let cx = Cx { git: &git, index: &index, commit: &commit, upstream: &overlay.upstream };
+    // Rows are independent and only read (a scratch index, `apply --cached --check`, `cat-file`):
+    // their git calls run side by side, and the decisions keep the rows' order.
+    let decided: Vec<Result<Decision, GitError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = overlay
+            .rows
+            .iter()
+            .map(|row| {
+                let cx = &cx;
+                scope.spawn(move || {
+                    let need = match generated {
+                        Some(g) => match skip_reason(row, g) {
+                            Some(d) => return Ok(d),
+                            None => needed_because(row, g),
+                        },
+                        None => "needed (no facts: skip conditions not evaluated)".to_string(),
+                    };
+                    decide_row(cx, row, &format!("{} {need}; at {short}", row.id))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("an overlay row's decision panicked")).collect()
+    });
+    let decisions = decided.into_iter().collect::<Result<Vec<_>, _>>()?;
     Ok(Plan {
         repo: repo.to_path_buf(),
         commit,

@@ -202,7 +202,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             sd: &sd,
             docker: docker().await?,
             kube: bastion::minted_source(global, shell).await?,
-            image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
+            image_args: super::image_args(&args.image, args.pins.clone(), global),
         };
         return force_incomplete(&ctx, &mut state, &layer, &reason, &target.client).await;
     }
@@ -223,7 +223,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         sd: &sd,
         docker: docker().await?,
         kube: bastion::minted_source(global, shell).await?,
-        image_args: super::image_args(&args.image, args.pins.clone(), &global.env),
+        image_args: super::image_args(&args.image, args.pins.clone(), global),
     };
     let teardown_ok = teardown(&ctx, &state, &layer, &skip).await?;
 

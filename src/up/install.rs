@@ -59,7 +59,7 @@ struct InstallSink {
     stopped: Option<String>,
     bar: ProgressBar,
     plain: bool,
-    quiet: bool,
+    shell: Shell,
 }
 
 impl InstallSink {
@@ -75,11 +75,11 @@ impl InstallSink {
             self.stop.cancel();
         }
         match event {
-            Event::Play(p) if self.plain && !self.quiet => eprintln!("    play: {p}"),
-            Event::Byo { kubeconfig } if self.plain && !self.quiet => {
-                eprintln!("    bring-your-own cluster: {kubeconfig}")
+            Event::Play(p) if self.plain => self.shell.note(format!("    play: {p}")),
+            Event::Byo { kubeconfig } if self.plain => {
+                self.shell.note(format!("    bring-your-own cluster: {kubeconfig}"))
             }
-            Event::Failed { .. } if !self.quiet => eprintln!("    {line}"),
+            Event::Failed { .. } => self.shell.note(format!("    {line}")),
             _ => {}
         }
         self.bar.set_message(self.progress.status());
@@ -137,7 +137,7 @@ async fn run_installer(
         stopped: None,
         bar,
         plain: !ctx.shell.bars,
-        quiet: ctx.shell.quiet,
+        shell: ctx.shell.clone(),
     };
     let runner = DockerRunner::new(ctx.docker.clone());
     let watcher = {

@@ -23,7 +23,7 @@ use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
-use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlannedCommand};
+use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlanDecision, PlannedCommand};
 use crate::settings::{Global, Select};
 use crate::state::journal::{PinsRecord, RunInfo, State, Status};
 use crate::state::ledger::Ledger;
@@ -47,6 +47,10 @@ pub struct UpSettings {
     pub env: String,
     /// With --dry-run: also write the generated files and plan.json here
     pub out: Option<PathBuf>,
+    /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
+    pub output: crate::output::OutputFormat,
+    /// Add each decision's source as a permalink to the plan
+    pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     pub yes: bool,
     /// Take over a lock left by a run that is no longer alive
@@ -76,11 +80,17 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, env: &crate::settings::Env) -> ImageSettings {
-    ImageSettings::new(pins, base.clone(), env)
+pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), global)
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    if args.output.is_json() && !args.dry_run {
+        return Err(Failure::bad_input(
+            "--output json prints a plan, and only a dry run has one",
+            "add --dry-run (a real run reports on stderr and records its state)",
+        ));
+    }
     let result = crate::runtime::block_on(up(args, global, shell))?;
     dry_run_outputs(args, result)
 }
@@ -155,9 +165,17 @@ fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
     }
 }
 
-fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path) -> Result<Resolved, String> {
-    let one =
-        |pin: &Pin, local: &Option<PathBuf>| trees::resolve(pin, &origin(pin, local), cache).map_err(|e| e.to_string());
+fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
     Ok(Resolved {
         eas: one(&t.eas, &repos.eas_repo)?,
         ei: one(&t.ei, &repos.ei_repo)?,
@@ -197,7 +215,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(&layer, &args.env)?;
-    bastion::check_ca_bundle(&args.image)?;
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",
@@ -264,6 +281,10 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     }
 
     let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
+    plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
+        .collect();
     let mut state = State::new(
         RunInfo {
             cluster_key: key.clone(),
@@ -296,7 +317,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     shell.phase("bastion", "building or reusing the pinned bastion image");
     shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
     shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone(), &global.env);
+    let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &docker {
             None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
@@ -309,8 +330,20 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         }
     };
     let facts = gather::collect(&target, &args.gather, CALL, &global.env, shell);
-    let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache));
+    // The overlay is decided on a scratch clone of EAS (no checkout: the decider reads through
+    // git only); it is made here, while the facts are read.
+    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
+    let scratch_tree = scratch.path().join("eas");
+    let (tp, repos, cache, st) =
+        (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env), scratch_tree.clone());
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let resolved = tokio::task::spawn_blocking(move || {
+        resolve_trees(&tp, &repos, &cache, ca.as_deref()).map(|r| {
+            let made = trees::scratch_clone(&r.eas, &st).map_err(|e| e.to_string());
+            (r, made)
+        })
+    });
+    let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
     let (image, facts, resolved) = tokio::select! {
         r = async {
             tokio::join!(
@@ -319,8 +352,12 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
                 phase::limit(PhaseId::Trees, t, resolved)
             )
         } => r,
-        _ = interrupt.graceful.cancelled() => return interrupted(&mut state, &save),
+        _ = interrupt.graceful.cancelled() => {
+            waiting.finish_and_clear();
+            return interrupted(&mut state, &save);
+        }
     };
+    waiting.finish_and_clear();
     let (image, resolved) = (image?, resolved?);
     let facts: Facts = facts??;
     let facts_hash = crate::state::hash_json(&facts);
@@ -332,7 +369,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             prepared
         }
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
+            plan.unknown.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
             None
         }
         Err(e) => return Err(e.into()),
@@ -340,11 +377,11 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     if let Some(p) = &prepared {
         state.bastion_image = Some(format!("{} ({})", p.tag, p.id));
     }
-    let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
-        Ok(r) => Some(r),
+    let (resolved, scratch_made) = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
+        Ok((r, made)) => (Some(r), Some(made)),
         Err(e) if args.dry_run => {
-            plan.missing.push(Missing { phase: PhaseId::Trees, reason: e });
-            None
+            plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
+            (None, None)
         }
         Err(e) => {
             return Err(Failure::step_next(
@@ -373,25 +410,23 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     for w in &decision.warnings {
         shell.warn(w);
     }
-    plan.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-    plan.warnings = decision.warnings.clone();
-    state.decisions = plan.decisions.clone();
+    crate::plan_data::fill_decisions(&mut plan, &decision);
+    state.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
     let files = render::files(&decision);
-    state.begin(PhaseId::Config, Some(crate::state::hash_json(&plan.decisions)), &now());
+    state.begin(PhaseId::Config, Some(crate::state::hash_json(&state.decisions)), &now());
     state.finish(PhaseId::Config, Status::Done, None, &now());
 
     // 4. Overlay: decided on a scratch work tree; a real run applies it to the run's own tree.
     let work = sd.work_dir().join("eas");
-    let scratch = tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step("overlay", e))?;
     let generated = crate::overlay::Generated::from_decision(&decision, &facts);
     if let Some(r) = &resolved {
-        let dir = scratch.path().join("eas");
-        make_work_tree(r, &tree_pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
-        let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
-        plan.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+        scratch_made.unwrap_or(Ok(())).map_err(|e| Failure::step("trees", e))?;
+        let op = crate::overlay::decide(&scratch_tree, &r.eas.sha, Some(&generated))?;
+        plan.overlay = crate::plan_data::patches(&op);
+        state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
         if op.stops().count() > 0 {
             if args.dry_run {
-                print_plan(&plan, args.out.as_deref(), &files)?;
+                print_plan(&plan, args, global, &files)?;
             }
             let f = Failure::OverlayStop(op.stop_lines());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
@@ -411,11 +446,15 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         for w in &audit.warnings {
             shell.warn(w);
         }
-        plan.decisions.extend(audit.lines.iter().map(|l| format!("audit: {l}")));
+        plan.decisions.extend(audit.lines.iter().map(|l| {
+            let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+            let source = "knob audit: git grep at the pinned commits".to_string();
+            PlanDecision { fact: format!("knob {fact}"), choice: choice.to_string(), permalink: source.clone(), source }
+        }));
         plan.warnings.extend(audit.warnings.iter().cloned());
         if !audit.refusals.is_empty() {
             if args.dry_run {
-                print_plan(&plan, args.out.as_deref(), &files)?;
+                print_plan(&plan, args, global, &files)?;
             }
             let f = Failure::Refused(audit.refusals.clone());
             state.finish(PhaseId::Overlay, Status::Failed, Some(f.to_string()), &now());
@@ -424,7 +463,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             return Err(f);
         }
     }
-    state.overlay = plan.overlay.clone();
     let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
     let install = argv::install_argv(&layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
     plan.commands = vec![
@@ -433,14 +471,14 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     ];
     state.installer_command = redactor(&global.env).redact_argv(&install);
     if args.dry_run {
-        print_plan(&plan, args.out.as_deref(), &files)?;
+        print_plan(&plan, args, global, &files)?;
         return Ok(());
     }
     let resolved = resolved.expect("trees resolve in a real run");
     let prepared = prepared.expect("the image is prepared in a real run");
 
     // Resume: the lasting phases are skipped when they finished with the same inputs.
-    let inputs = inputs_hashes(&state, &plan, &files, &install, &prepared.tag);
+    let inputs = inputs_hashes(&state, &files, &install, &prepared.tag);
     let resume = plan_resume(prev.as_ref(), &inputs);
     let skipped = resume.skipped();
     if let Some(p) = &prev {
@@ -559,14 +597,13 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     state.exit_code = Some(0);
     state.finished = Some(now());
     save(&state)?;
-    summary(&state, &decision, &sd, shell);
+    summary(&plan, &state, &decision, &sd, global, shell);
     Ok(())
 }
 
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
 fn inputs_hashes(
     state: &State,
-    plan: &Plan,
     files: &[(String, String)],
     install: &[String],
     image: &str,
@@ -574,7 +611,7 @@ fn inputs_hashes(
     use crate::state::inputs_hash;
     let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let trees = inputs_hash(&shas);
-    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&plan.overlay)]);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
     let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
     let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
     let mut inst = vec![prepare.clone(), image.to_string()];
@@ -612,11 +649,18 @@ fn interrupted(state: &mut State, save: &dyn Fn(&State) -> Result<(), Failure>) 
     Err(Failure::Interrupted)
 }
 
-fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Result<(), Failure> {
-    for line in plan.render().lines() {
-        println!("{}", crate::text::escape_controls(line));
+fn print_plan(plan: &Plan, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
+    if args.output.is_json() {
+        // serde_json escapes control characters itself.
+        print!("{}", plan.to_json());
+    } else {
+        let view =
+            crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
+        for line in crate::plan_view::render(plan, view).lines() {
+            println!("{}", crate::text::escape_controls(line));
+        }
     }
-    if let Some(dir) = out {
+    if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));
         write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
@@ -624,8 +668,16 @@ fn print_plan(plan: &Plan, out: Option<&Path>, files: &[(String, String)]) -> Re
     Ok(())
 }
 
-fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
+/// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
+fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
     shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
+    let log = state.log_path.as_ref().map(|l| l.display().to_string());
+    let state_file = sd.state_file().display().to_string();
+    let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
+    let ending = crate::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
+    for line in crate::plan_view::summary(plan, view, &ending) {
+        shell.note(crate::text::escape_controls(&line));
+    }
     if let Some(models) = expected_models(d) {
         for m in models {
             shell.note(format!(
@@ -634,10 +686,6 @@ fn summary(state: &State, d: &config::Decision, sd: &StateDir, shell: &Shell) {
             ));
         }
     }
-    if let Some(log) = &state.log_path {
-        shell.note(format!("  log: {}", log.display()));
-    }
-    shell.note(format!("  state: {}", sd.state_file().display()));
 }
 
 #[derive(Debug, Clone)]
@@ -646,6 +694,23 @@ pub struct VerifySettings {
     pub timeout: u64,
     /// How long to wait for every device node's resource and plugin pod, in seconds
     pub devices_timeout: u64,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    pub output: crate::output::OutputFormat,
+}
+
+/// `eas verify --output json`: what passed, or the failure's lines (also on stderr).
+fn verify_json(result: &Result<Vec<String>, Failure>) -> String {
+    let doc = match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => serde_json::json!({
+            "schema": "eas-verify/v1", "passed": false, "checks": [], "exit_code": f.exit_code(), "failure": f.lines()
+        }),
+    };
+    let mut s = serde_json::to_string_pretty(&doc).expect("json");
+    s.push('\n');
+    s
 }
 
 /// What a run expects verification to find, kept beside its state.
@@ -678,28 +743,36 @@ pub const EXPECTED_FILE: &str = "expected.json";
 /// record, the devices alone, then exit 5: there is no model server eas installed.
 pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     crate::runtime::block_on_interruptible(async {
-        let target = gather::target(global, CALL).await?;
-        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
-        let sd = StateDir::new(&state_root(global)?, &key)?;
-        let file = sd.dir().join(EXPECTED_FILE);
-        let recorded: Option<Expected> =
-            std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
-        let exp = match recorded {
-            Some(e) => e.expect(),
-            None => verify::Expect {
-                device_nodes: BTreeMap::new(),
-                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
-            },
-        };
-        let t = verify::Timeouts {
-            models: Duration::from_secs(args.timeout),
-            devices: Duration::from_secs(args.devices_timeout),
-            ..verify::Timeouts::default()
-        };
-        let lines = verify::verify(&target.client, &exp, &t, shell).await?;
-        for l in lines {
-            println!("ok {}", crate::text::for_people(&l));
+        // Every failure, the cluster not answering included, still makes the one JSON document.
+        let result = async {
+            let target = gather::target(global, CALL).await?;
+            let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+            let sd = StateDir::new(&state_root(global)?, &key)?;
+            let file = sd.dir().join(EXPECTED_FILE);
+            let recorded: Option<Expected> =
+                std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
+            let exp = match recorded {
+                Some(e) => e.expect(),
+                None => verify::Expect {
+                    device_nodes: BTreeMap::new(),
+                    models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+                },
+            };
+            let t = verify::Timeouts {
+                models: Duration::from_secs(args.timeout),
+                devices: Duration::from_secs(args.devices_timeout),
+                ..verify::Timeouts::default()
+            };
+            verify::verify(&target.client, &exp, &t, shell).await
         }
-        Ok(())
+        .await;
+        if args.output.is_json() {
+            print!("{}", verify_json(&result));
+        } else if let Ok(lines) = &result {
+            for l in lines {
+                println!("ok {}", crate::text::for_people(l));
+            }
+        }
+        result.map(|_| ())
     })
 }

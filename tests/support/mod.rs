@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod cluster_server;
 pub mod forward_proxy;
 pub mod kserve;
+pub mod tls_front;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -40,6 +41,7 @@ pub fn eas(dir: &Path) -> Command {
         .env_remove("all_proxy")
         .env_remove("NO_PROXY")
         .env_remove("no_proxy")
+        .env_remove("EAS_CA_BUNDLE")
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
         .env("EAS_HOST_ROOT", dir.join(".no-host-root"))

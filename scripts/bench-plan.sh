@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Benchmarks `eas up --dry-run` on the 2000-node recorded cluster against `eas facts` alone on
+# the same server: interleaved runs, the median wall time of each and their difference. The dry
+# run uses the synthetic EAS/EI/EAT trees (as scripts/demo.sh) and no Docker Engine (DOCKER_HOST
+# points nowhere, so the bastion image is reported unknown, as on a machine without Docker).
+#
+#   scripts/bench-plan.sh [RUNS] [CLUSTER]     defaults: 11 runs, scale-2000
+#
+# Goal (issue 14): dry run <= facts + 0.2 s.
+set -euo pipefail
+
+runs=${1:-11}
+cluster=${2:-scale-2000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+fixture=$root/fixtures/clusters/$cluster
+cd "$root"
+cargo build -q --release --bin eas --example cluster-server
+target=${CARGO_TARGET_DIR:-$root/target}
+eas=$target/release/eas
+server=$target/release/examples/cluster-server
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+for n in eas ei eat; do
+  mkdir -p "$work/repos"
+  cp -r "fixtures/synthetic/$n" "$work/repos/$n"
+  git -C "$work/repos/$n" init -q -b main
+  git -C "$work/repos/$n" add -A
+  git -C "$work/repos/$n" -c user.name=bench -c user.email=bench@example.invalid commit -qm "synthetic $n"
+done
+python3 - "$work" <<'PY'
+import json, subprocess, sys
+work = sys.argv[1]
+pins = json.load(open("pins.json"))
+for row in pins["pins"]:
+    if row["profile"] == "main":
+        repo = f"{work}/repos/{row['name']}"
+        row["sha"] = subprocess.check_output(["git", "-C", repo, "rev-parse", "HEAD"], text=True).strip()
+        row["locked"] = True
+json.dump(pins, open(f"{work}/pins.json", "w"), indent=2)
+PY
+
+# The server serves until its stdin closes: a FIFO held open here keeps it up until cleanup.
+mkfifo "$work/stdin"
+exec 3<>"$work/stdin"
+"$server" "$fixture" --kubeconfig-out "$work/kubeconfig" --quiet --no-auth <&3 >"$work/server.out" 2>"$work/server.err" &
+server_pid=$!
+for _ in $(seq 1 100); do
+  grep -q '^url ' "$work/server.out" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q '^url ' "$work/server.out" || { echo "bench-plan: the server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+
+read -r -a facts_args <"$fixture/facts-args"
+export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1
+mkdir -p "$HOME"
+
+# One timed run: wall seconds (bash's clock), appended to $1.
+timed() {
+  local out=$1
+  shift
+  local start end
+  start=$EPOCHREALTIME
+  "$@" >"$work/stdout" 2>"$work/stderr" || { cat "$work/stderr" >&2; return 1; }
+  end=$EPOCHREALTIME
+  echo "$end - $start" | bc -l >>"$out"
+}
+
+run_facts() { (cd "$fixture" && timed "$1" "$eas" --kubeconfig "$work/kubeconfig" facts "${facts_args[@]}"); }
+run_plan() {
+  (cd "$fixture" && timed "$1" "$eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" \
+    up --dry-run --pins "$work/pins.json" \
+    --eas-repo "$work/repos/eas" --ei-repo "$work/repos/ei" --eat-repo "$work/repos/eat" "${facts_args[@]}")
+}
+
+run_facts "$work/warm"
+run_plan "$work/warm"
+lines=$(wc -l <"$work/stdout")
+for _ in $(seq 1 "$runs"); do
+  run_facts "$work/facts"
+  run_plan "$work/plan"
+done
+
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+facts_med=$(median <"$work/facts")
+plan_med=$(median <"$work/plan")
+
+printf 'cluster %s, %s interleaved runs each\n' "$cluster" "$runs"
+printf 'eas facts           median %.3f s\n' "$facts_med"
+printf 'eas up --dry-run    median %.3f s   (%d lines of plan)\n' "$plan_med" "$lines"
+printf 'dry run - facts     %.3f s (goal <= 0.200)\n' "$(echo "$plan_med - $facts_med" | bc -l)"

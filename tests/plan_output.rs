@@ -1,0 +1,281 @@
+//! `eas up --dry-run` as a person and as a machine reads it, against recorded clusters with the
+//! synthetic EAS/EI/EAT trees and no Docker Engine: the summary first, lines within COLUMNS, the
+//! 2000-node cluster's nodes grouped by shape; `--output json` is exactly one JSON document on
+//! stdout that satisfies data/eas-plan.v1.schema.json (snapshot in fixtures/plan/, volatile
+//! values redacted).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use support::{ClusterServer, git, golden, text};
+
+struct Trees {
+    dir: PathBuf,
+    pins: PathBuf,
+    shas: Vec<(String, String)>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// The synthetic trees as git repositories, and the real pins.json with the `main` tree rows
+/// pointed at them (as scripts/demo.sh does).
+fn trees() -> &'static Trees {
+    static T: OnceLock<Trees> = OnceLock::new();
+    T.get_or_init(|| {
+        let dir = tempfile::Builder::new().prefix("plan-output-").tempdir().unwrap().keep();
+        let mut shas = Vec::new();
+        for n in ["eas", "ei", "eat"] {
+            let to = dir.join("repos").join(n);
+            copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
+            git(&to, &["init", "-q", "-b", "main"]);
+            git(&to, &["add", "-A"]);
+            git(&to, &["commit", "-qm", &format!("synthetic {n}")]);
+            shas.push((n.to_string(), git(&to, &["rev-parse", "HEAD"])));
+        }
+        let mut pins: Value =
+            serde_json::from_str(&std::fs::read_to_string(support::root().join("pins.json")).unwrap()).unwrap();
+        for row in pins["pins"].as_array_mut().unwrap() {
+            if row["profile"] == "main" {
+                let name = row["name"].as_str().unwrap().to_string();
+                if let Some((_, sha)) = shas.iter().find(|(n, _)| *n == name) {
+                    row["sha"] = Value::from(sha.clone());
+                    row["locked"] = Value::from(true);
+                }
+            }
+        }
+        let path = dir.join("pins.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&pins).unwrap()).unwrap();
+        Trees { dir, pins: path, shas }
+    })
+}
+
+fn dry_run(server: &ClusterServer, cluster: &str, extra: &[&str], columns: &str) -> Output {
+    let t = trees();
+    let state = tempfile::tempdir().unwrap();
+    let mut c = support::eas(&support::fixture(cluster));
+    c.env("COLUMNS", columns)
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(state.path())
+        .args(["up", "--dry-run", "--pins"])
+        .arg(&t.pins)
+        .args(support::facts_args(cluster));
+    for (n, _) in &t.shas {
+        c.arg(format!("--{n}-repo")).arg(t.dir.join("repos").join(n));
+    }
+    let out = c.args(extra).output().expect("run eas");
+    assert!(std::fs::read_dir(state.path()).unwrap().next().is_none(), "a dry run wrote to the state directory");
+    out
+}
+
+/// The values that change from run to run: the synthetic commits, the server's port, the facts
+/// hash (it covers `gathered_at`).
+fn redact(doc: &mut Value, server: &ClusterServer) -> String {
+    doc["facts"]["facts_hash"] = Value::from("<facts-sha256>");
+    let mut s = serde_json::to_string_pretty(doc).unwrap();
+    for (n, sha) in &trees().shas {
+        s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
+    }
+    s = s.replace(&server.url(), "http://127.0.0.1:PORT");
+    s.push('\n');
+    s
+}
+
+fn schema() -> jsonschema::Validator {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(support::root().join("data/eas-plan.v1.schema.json")).unwrap())
+            .unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+#[test]
+fn output_json_is_one_schema_valid_document_with_the_plan_as_data() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &["--output", "json"], "80");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // serde_json::from_slice rejects anything after the document but whitespace.
+    let mut doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not exactly one JSON document: {e}\n{}", text(&out.stdout)));
+    let errors: Vec<String> = schema().iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "plan vs schema: {errors:?}");
+    assert!(text(&out.stderr).contains("==> facts:"), "logs stay on stderr: {}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("\"schema\""), "the document is not on stderr");
+    assert_eq!(doc["decisions"].as_array().unwrap().len(), 17);
+    assert!(
+        doc["decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["choice"] == "istio_platform: \"k3d\" (needs overlay 0002)")
+    );
+    let outcomes: Vec<&str> =
+        doc["overlay"].as_array().unwrap().iter().map(|p| p["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["apply", "skip", "apply"]);
+    assert_eq!(doc["commands"][1]["argv"][0], "./es_auto_installer.sh");
+    assert_eq!(doc["model"], "qwen2-5-coder-7b (fallback)");
+    golden(&support::root().join("fixtures/plan/k3d-gpu-desktop.json"), &redact(&mut doc, &server));
+}
+
+#[test]
+fn output_json_without_dry_run_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = support::eas(dir.path()).args(["up", "--output", "json", "--yes"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    assert!(text(&out.stderr).contains("--dry-run"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn the_plan_opens_with_its_summary_and_fits_the_width() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &[], "80");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    let lines: Vec<&str> = plan.lines().collect();
+    assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
+    let end = lines.iter().position(|l| l.starts_with("Nothing was written")).expect(&plan);
+    assert!(end < 16, "the summary is a few lines:\n{plan}");
+    let labels: Vec<&str> = lines[1..end]
+        .iter()
+        .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(labels, ["cluster", "profile", "layer", "decisions", "bastion", "installer", "unknown"], "{plan}");
+    let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
+    assert!(decisions.contains("17 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
+    for l in &lines {
+        assert!(l.chars().count() <= 80 || !l.trim().contains(' '), "over 80 columns: {l:?}");
+    }
+    assert!(plan.contains("\n  k3s ServiceLB on -> metallb_enabled: false\n"), "{plan}");
+    assert!(!plan.contains("roles/metallb/tasks/install.yaml"), "no sources without --explain");
+
+    let explained = text(&dry_run(&server, cluster, &["--explain"], "80").stdout);
+    assert!(
+        explained.contains("https://github.com/intel/enterprise-ai-solutions/blob/c889142")
+            && explained.contains("roles/metallb/tasks/install.yaml#L23-L44]"),
+        "{explained}"
+    );
+}
+
+#[test]
+fn two_thousand_nodes_print_as_a_few_shapes() {
+    let cluster = "scale-2000";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &[], "150");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    assert!(plan.lines().count() < 80, "{} lines:\n{plan}", plan.lines().count());
+    assert!(plan.contains(", 2000 nodes\n"), "{plan}");
+    let nodes: Vec<&str> =
+        plan.lines().skip_while(|l| !l.starts_with("nodes (2000")).skip(1).take_while(|l| !l.is_empty()).collect();
+    assert!(nodes.iter().any(|l| l.contains(" more")), "the big group is counted, not listed: {nodes:?}");
+    let total: usize = nodes.iter().filter_map(|l| l.split(" x ").next()?.trim().parse::<usize>().ok()).sum();
+    assert_eq!(total, 2000, "{nodes:?}");
+}
+
+#[test]
+fn facts_and_verify_print_one_json_document() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("facts.json");
+    let out = support::facts(&server, cluster, &["--output", "json", "--out", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(printed, written);
+    assert_eq!(printed["schema"], "eas-facts/v1");
+
+    let mut c = support::eas(&support::fixture(cluster));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+    let out = c.args(["verify", "--timeout", "1", "--output", "json"]).output().unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
+    assert_eq!(doc["schema"], "eas-verify/v1");
+    // The recorded cluster has its device resources but no model server: verification fails.
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["exit_code"], 5);
+    assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
+}
+
+#[test]
+fn output_is_one_flag_with_one_meaning_on_status_verify_facts_and_up() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut c = support::eas(dir.path());
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+        c.args(args).output().unwrap()
+    };
+    // status: text is the default, and `table` names the same output.
+    let default = run(&["status"]);
+    let textual = run(&["status", "--output", "text"]);
+    let table = run(&["status", "--output", "table"]);
+    for o in [&default, &textual, &table] {
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    }
+    assert_eq!(text(&textual.stdout), text(&default.stdout));
+    assert_eq!(text(&table.stdout), text(&default.stdout));
+    assert!(serde_json::from_slice::<Value>(&default.stdout).is_err(), "text is not JSON: {}", text(&default.stdout));
+    let json = run(&["status", "--output", "json"]);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("status: one JSON document on stdout");
+    assert_eq!(doc["schema"], "eas-status/v1");
+    // The same values everywhere: anything else is bad input (exit 2) with nothing on stdout.
+    for cmd in [&["status"][..], &["verify"], &["facts"], &["up", "--dry-run"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["--output", "yaml"]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o.stdout));
+        assert!(text(&o.stderr).contains("yaml"), "{args:?}: {}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn verify_json_is_printed_when_the_cluster_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\n    \
+             insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\nusers:\n- name: u\n  user:\n    token: not-a-secret\n"
+        ),
+    )
+    .unwrap();
+    let mut c = support::eas(dir.path());
+    c.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(dir.path().join("state"));
+    let out = c.args(["verify", "--timeout", "1", "--output", "json"]).output().unwrap();
+    let code = out.status.code().expect("an exit code");
+    assert_ne!(code, 0, "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
+    assert_eq!(doc["schema"], "eas-verify/v1");
+    assert_eq!(doc["passed"], false);
+    assert_eq!(doc["exit_code"], code);
+    assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
+}

@@ -1,0 +1,133 @@
+//! Progress on a real terminal: `eas up --dry-run` in a tmux pane (a pseudo-terminal), its
+//! stdout sent to a file so the pane shows only what eas draws on stderr. While the spinner runs
+//! (bastion, facts and trees are awaited together), warnings are printed; the screen they leave
+//! must hold whole lines only. With NO_COLOR, and with stderr not a terminal, the lines are plain.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{ClusterServer, Fault, text};
+
+const CLUSTER: &str = "k3d-gpu-desktop";
+
+fn tmux(socket: &str, args: &[&str]) -> String {
+    let out = Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .expect("tmux is installed (.ci/run installs it: apt-get install tmux)");
+    assert!(out.status.success(), "tmux {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The dry run's command line, for a shell, with the test harness's isolation (no Docker, no
+/// home, no host root) and `extra_env`.
+fn command_line(server: &ClusterServer, dir: &Path, extra_env: &[&str], flags: &[&str]) -> String {
+    let eas = env!("CARGO_BIN_EXE_eas");
+    let mut env = vec![
+        format!("HOME={}", dir.join("home").display()),
+        "DOCKER_HOST=unix:///nonexistent/eas-test/docker.sock".to_string(),
+        format!("EAS_HOST_ROOT={}", dir.join("no-host-root").display()),
+        "TERM=xterm-256color".to_string(),
+    ];
+    env.extend(extra_env.iter().map(|e| e.to_string()));
+    let mut argv = vec![eas.to_string(), "--kubeconfig".into(), server.kubeconfig().display().to_string()];
+    argv.extend(["--state-dir".into(), dir.join("state").display().to_string()]);
+    argv.extend(flags.iter().map(|f| f.to_string()));
+    argv.extend([
+        "up".into(),
+        "--dry-run".into(),
+        "--pins".into(),
+        support::root().join("pins.json").display().to_string(),
+    ]);
+    argv.extend(support::facts_args(CLUSTER));
+    format!(
+        "cd {} && env -u CI -u NO_COLOR -u KUBECONFIG -u EAS_LOG {} {}",
+        quote(&support::fixture(CLUSTER).display().to_string()),
+        env.iter().map(|e| quote(e)).collect::<Vec<_>>().join(" "),
+        argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+    )
+}
+
+/// Runs `line` in a fresh 400x60 tmux pane (no line wraps) until it exits; the screen it leaves (with escape
+/// sequences when `escapes`).
+fn in_pane(line: &str, dir: &Path, escapes: bool) -> String {
+    let socket = format!("eas-test-{}-{}", std::process::id(), dir.file_name().unwrap().to_string_lossy());
+    let script =
+        format!("{line} >{} ; echo \"EXIT=$?\"; sleep 600", quote(&dir.join("plan.txt").display().to_string()));
+    tmux(&socket, &["new-session", "-d", "-x", "400", "-y", "60", "sh", "-c", &script]);
+    let start = Instant::now();
+    let screen = loop {
+        let mut args = vec!["capture-pane", "-p", "-t", "0"];
+        if escapes {
+            args.push("-e");
+        }
+        let screen = tmux(&socket, &args);
+        if screen.contains("EXIT=") {
+            break screen;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
+            panic!("the dry run did not finish in 120 s:\n{screen}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
+    screen
+}
+
+/// A screen line eas may leave: a phase line, a warning, a note or the plan's end.
+fn whole(line: &str) -> bool {
+    line.is_empty() || line.starts_with("==> ") || line.starts_with("warning: ") || line.starts_with("EXIT=")
+}
+
+#[test]
+fn warnings_during_a_phase_leave_a_clean_screen() {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    // A slow node list keeps the spinner on screen until the facts' warnings are printed.
+    server.inject(Some("/api/v1/nodes"), Fault::Slow(Duration::from_secs(2)), None);
+    let dir = tempfile::tempdir().unwrap();
+    let screen = in_pane(&command_line(&server, dir.path(), &[], &["--progress", "tty"]), dir.path(), false);
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("warning: the nodes are named like k3d cluster \"gpu\"")),
+        "the facts warn while the spinner is drawn:\n{screen}"
+    );
+    let torn: Vec<&&str> = lines.iter().filter(|l| !whole(l)).collect();
+    assert!(torn.is_empty(), "torn lines {torn:?} on the screen:\n{screen}");
+    let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
+    assert!(plan.starts_with("eas up --layer"), "stdout holds the plan only:\n{plan}");
+}
+
+#[test]
+fn no_color_on_a_terminal_gives_plain_lines() {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let dir = tempfile::tempdir().unwrap();
+    let coloured = in_pane(&command_line(&server, dir.path(), &[], &[]), dir.path(), true);
+    assert!(coloured.contains("\u{1b}["), "on a terminal the warning is coloured:\n{coloured}");
+    let dir = tempfile::tempdir().unwrap();
+    let plain = in_pane(&command_line(&server, dir.path(), &["NO_COLOR=1"], &[]), dir.path(), true);
+    assert!(plain.contains("warning: "), "{plain}");
+    assert!(!plain.contains("\u{1b}["), "NO_COLOR leaves escape sequences:\n{plain:?}");
+}
+
+#[test]
+fn without_a_terminal_the_lines_are_plain() {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new("sh").arg("-c").arg(command_line(&server, dir.path(), &[], &[])).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(!err.contains('\u{1b}') && !err.contains('\r'), "escape sequences without a terminal: {err:?}");
+    assert!(err.lines().all(whole), "{err}");
+    assert!(err.contains("==> facts:"), "{err}");
+}
