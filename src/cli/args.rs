@@ -93,6 +93,9 @@ pub struct UpArgs {
     /// How long verification may wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
     pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]
+    pub ledger_timeout: u64,
     /// Shorten a phase's timeout (tests): PHASE=SECS, repeatable
     #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = phase_timeout)]
     pub phase_timeout: Vec<(PhaseId, u64)>,
@@ -126,9 +129,16 @@ pub struct DownArgs {
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
-    /// Also remove the state directory of this cluster (logs, work tree)
+    /// Also remove the state directory of this cluster (logs, work tree); takes the lock
     #[arg(long)]
     pub purge: bool,
+    /// Drop the losses and leftovers an earlier `eas down` found, once dealt with
+    #[arg(long)]
+    pub acknowledge: bool,
+    /// With an incomplete record: run the installer's teardown with every guard applied
+    /// (deletes nothing directly)
+    #[arg(long)]
+    pub force_incomplete: bool,
     /// Take over a lock left by a run that is no longer alive
     #[arg(long)]
     pub break_lock: bool,

@@ -117,6 +117,7 @@ impl From<UpArgs> for UpSettings {
             gather: a.gather.into(),
             install_timeout: a.install_timeout,
             verify_timeout: a.verify_timeout,
+            ledger_timeout: a.ledger_timeout,
             phase_timeouts: crate::up::phase::PhaseTimeouts::new(
                 a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
             ),
@@ -130,6 +131,8 @@ impl From<DownArgs> for DownSettings {
             layer: a.layer,
             yes: a.yes,
             purge: a.purge,
+            acknowledge: a.acknowledge,
+            force_incomplete: a.force_incomplete,
             break_lock: a.break_lock,
             pins: a.pins,
             image: a.image.into(),

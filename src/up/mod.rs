@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod cluster;
+pub mod crash;
 pub mod doctor;
 pub mod down;
 pub mod install;
@@ -62,6 +63,8 @@ pub struct UpSettings {
     pub install_timeout: u64,
     /// How long verification may wait for the model servers, in seconds
     pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    pub ledger_timeout: u64,
     /// Phase timeouts (the declared ones unless shortened).
     pub phase_timeouts: phase::PhaseTimeouts,
 }
@@ -302,6 +305,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     })
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
+    let mut dead = None;
     let _lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("the lock is {found} (a dry run does not take it)"));
@@ -310,6 +314,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     } else {
         crate::state::journal::create_private_dir(sd.dir())
             .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
+        dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
         Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
     };
     let prev = State::load(&sd.state_file())?;
@@ -342,6 +347,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         Ok(docker)
     })
     .await?;
+    if let (Some(holder), Some(d)) = (&dead, &docker) {
+        crash::reap(d, holder, shell).await?;
+    }
 
     let mut plan = Plan::new(&layer, &args.env, &tree_pins.profile);
     plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
@@ -572,16 +580,41 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     // 5-6. Prepare and install in the bastion, the ledger around them.
     let docker = docker.expect("a real run has a Docker Engine");
     let ctx = install::Ctx { docker: &docker, image: &prepared.tag, tree: &work, global, shell, interrupt: &interrupt };
+    // The ledger fails closed: the `before` is saved before the installer runs, and a record
+    // left pending (this run's, or a dead run's) is completed from the cluster afterwards.
+    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
     let result = if installed {
         Ok(())
     } else {
-        let before = cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
-        let r = install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await;
-        if let Ok(after) = cluster::snapshot(&target.client, CALL).await {
-            state.ledger = Ledger::record(prev.as_ref().map(|p| &p.ledger), &before, &after);
-        }
-        r
+        let before = cluster::snapshot_within(&target.client, CALL, ledger_deadline).await.map_err(|e| {
+            Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+        })?;
+        state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
+        save(&state)?;
+        install::prepare_and_install(&ctx, &mut state, &sd, &files, &decision, &inputs, args, &save).await
     };
+    let mut ledger_failure = None;
+    if state.ledger.pending.is_some() {
+        match cluster::snapshot_within(&target.client, CALL, ledger_deadline).await {
+            Ok(after) => state.ledger = state.ledger.complete(&after),
+            Err(e) => {
+                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+                state.ledger = state.ledger.fail(&e);
+                ledger_failure = Some(e);
+            }
+        }
+        save(&state)?;
+    }
+    if let (Ok(()), Some(e)) = (&result, &ledger_failure) {
+        state.exit_code = Some(1);
+        state.finished = Some(now());
+        save(&state)?;
+        return Err(Failure::step_next(
+            "ledger",
+            format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+            format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+        ));
+    }
     if let Err(f) = result {
         state.exit_code = Some(f.exit_code());
         if matches!(f, Failure::Interrupted) {
