@@ -62,7 +62,7 @@ fn pins_check(path: Option<&std::path::Path>) -> Result<(), Failure> {
 }
 
 fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    use pins::lock::RowError;
+    use crate::pin_lock::RowError;
     let mut pins = Pins::load(Some(path))?;
     let cache = crate::trees::cache_dir(&global.env);
     let ca_file = match &global.ca_bundle {
@@ -72,7 +72,7 @@ fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Sh
         ),
         None => None,
     };
-    let outcome = pins::lock::lock(&mut pins, git_base, &cache, ca_file.as_ref().map(|f| f.path()));
+    let outcome = crate::pin_lock::lock(&mut pins, git_base, &cache, ca_file.as_ref().map(|f| f.path()));
     if !outcome.errors.is_empty() {
         // Nothing is written unless every row locks. Bad input outranks a refusal, which
         // outranks a failed fetch.

@@ -16,6 +16,7 @@ mod kubeconfig;
 mod net;
 mod output;
 mod overlay;
+mod pin_lock;
 mod pins;
 mod pipeline;
 mod plan_data;

@@ -8,8 +8,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub mod lock;
-
 pub const SCHEMA: &str = "eas-pins/v1";
 pub const EMBEDDED: &str = include_str!("../pins.json");
 

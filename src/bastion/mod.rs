@@ -33,6 +33,8 @@ use kubeconfig::KubeconfigError;
 use run::{BindMount, ContainerRunner, DockerRunner, Interrupt, Outcome, RunError, RunSpec};
 
 pub const MANAGED_LABEL: &str = "io.eas.managed";
+/// The label carrying the id of the run that made a bastion container.
+pub const RUN_LABEL: &str = "io.eas.run";
 pub const CONTEXT_LABEL: &str = "io.eas.context-sha256";
 /// The image's virtual environment; the work tree's `.venv` links here.
 pub const VENV: &str = "/opt/eas/venv";

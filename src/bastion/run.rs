@@ -162,7 +162,7 @@ impl DockerRunner {
             env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             labels: Some(HashMap::from([
                 (MANAGED_LABEL.to_string(), "true".to_string()),
-                (crate::up::crash::RUN_LABEL.to_string(), crate::state::lock::this_run_id()),
+                (super::RUN_LABEL.to_string(), crate::state::lock::this_run_id()),
             ])),
             working_dir: spec.workdir.clone(),
             tty: Some(false),

@@ -14,8 +14,7 @@ use crate::error::Failure;
 use crate::output::Shell;
 use crate::state::lock::{self, Found, Holder};
 
-/// The label carrying the id of the run that made a bastion container.
-pub const RUN_LABEL: &str = "io.eas.run";
+pub use crate::bastion::RUN_LABEL;
 
 /// The holder of a stale lock that `--break-lock` is about to take over: a run that died.
 pub fn dead_holder(lock_file: &Path, break_lock: bool) -> Option<Holder> {

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Pins, is_full_sha, repo_url};
+use crate::pins::{Pins, is_full_sha, repo_url};
 use crate::trees::{self, TreeError};
 
 /// What a ref turned out to be in the mirror.
