@@ -4,9 +4,13 @@
 # merged, fixed, or moved (STOP) before pinning a new commit. Read-only for the clone's branches
 # and work tree: each ref is decided in a temporary detached worktree that is removed afterwards.
 #
-#   scripts/overlay-check.sh CLONE [--facts FILE] [--explain] [--remote NAME] [PR|REF ...]
+#   scripts/overlay-check.sh CLONE [--facts FILE] [--explain] [--remote NAME] [--profiles]
+#                            [--pins FILE] [PR|REF ...]
 #
 #   CLONE     an EAS git clone (its remote is fetched: an operator's machine, not CI)
+#   --profiles  also decide at each pins profile's EAS commit, printed as a decision table
+#               (row, decision, fact, source) with the STOP lines under it (needs jq)
+#   --pins    the pins file for --profiles [default: pins.json next to this script]
 #   PR        a pull-request number: fetches refs/pull/PR/head from the remote
 #   REF       any other ref or commit the clone can resolve
 #   EAS       the eas binary [default: eas on PATH]
@@ -16,13 +20,15 @@
 # Exit: 0 when every ref decides without a STOP, 4 when any ref STOPs, 1 or 2 on other errors.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 [ $# -ge 1 ] || usage
 clone=$1
 shift
 eas_bin=${EAS:-eas}
 remote=origin
+profiles=false
+pins_file="$(cd "$(dirname "$0")/.." && pwd)/pins.json"
 args=()
 extra_refs=()
 while [ $# -gt 0 ]; do
@@ -30,6 +36,8 @@ while [ $# -gt 0 ]; do
     --facts) [ $# -ge 2 ] || usage; args+=(--facts "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"); shift 2 ;;
     --explain) args+=(--explain); shift ;;
     --remote) [ $# -ge 2 ] || usage; remote=$2; shift 2 ;;
+    --profiles) profiles=true; shift ;;
+    --pins) [ $# -ge 2 ] || usage; pins_file=$2; shift 2 ;;
     -h|--help) usage ;;
     *) extra_refs+=("$1"); shift ;;
   esac
@@ -76,6 +84,24 @@ for r in "${extra_refs[@]}"; do
   fi
 done
 
+# Pins profiles: name -> commit, decided as a table. Their tags and branches must be in the clone
+# (fetched above for main and release-1.2; `git fetch --tags` for the rest).
+tables=()
+if [ "$profiles" = true ]; then
+  command -v jq >/dev/null || { echo "overlay-check: --profiles needs jq" >&2; exit 2; }
+  [ -f "$pins_file" ] || { echo "overlay-check: no pins file $pins_file" >&2; exit 2; }
+  while IFS=$'\t' read -r profile ref prefix; do
+    if sha=$(git -C "$clone" rev-parse --verify --quiet "$prefix^{commit}"); then
+      names+=("profile $profile: EAS $ref"); shas+=("$sha"); tables+=("${#names[@]}")
+    else
+      echo "overlay-check: profile $profile: EAS $prefix ($ref) is not in the clone; fetch it first" >&2
+      exit 1
+    fi
+  done < <(jq -r '.pins[] | select(.name == "eas" and .sha != null) | [.profile, .ref, .sha] | @tsv' "$pins_file")
+fi
+is_table() { local n=$1 t; for t in "${tables[@]}"; do [ "$t" = "$n" ] && return 0; done; return 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/eas-overlay-check.XXXXXX")
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
@@ -97,8 +123,15 @@ for i in "${!names[@]}"; do
   git -C "$clone" worktree add --quiet --detach "$wt" "$sha"
   echo "== $name at $sha"
   set +e
-  "$eas_bin" --progress plain overlay --repo "$wt" "${args[@]}"
-  rc=$?
+  if is_table "$((i + 1))"; then
+    "$eas_bin" --progress plain overlay --repo "$wt" "${args[@]}" >"$scratch/out" 2>"$scratch/err"
+    rc=$?
+    grep -v '^STOP: ' "$scratch/err" >&2
+    "$here/decision-table.sh" "$scratch/err" <"$scratch/out"
+  else
+    "$eas_bin" --progress plain overlay --repo "$wt" "${args[@]}"
+    rc=$?
+  fi
   set -e
   case $rc in
     0) ;;

@@ -8,18 +8,16 @@ cd "$(dirname "$0")/.."
 bash scripts/docker-up.sh
 bash scripts/test-tools.sh
 bash scripts/base-image.sh
-# tests/progress_pty.rs draws on a tmux pseudo-terminal; tests/completions.rs sources bash's script.
-if ! command -v tmux >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq tmux >/dev/null
-fi
-# tests/docker_context.rs puts a logging socat proxy in front of the engine.
-if ! command -v socat >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq socat >/dev/null
-fi
+# tests/progress_pty.rs draws on a tmux pseudo-terminal; tests/completions.rs sources bash's script;
+# tests/docker_context.rs puts a logging socat proxy in front of the engine; tests/base_digest.rs
+# runs Debian's registry on loopback; tests/ci_smoke.rs reads pins with jq.
+for pkg in tmux:tmux socat:socat docker-registry:docker-registry jq:jq; do
+  if ! command -v "${pkg%%:*}" >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${pkg#*:}" >/dev/null
+  fi
+done
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -62,7 +62,9 @@ fn pins_check(path: Option<&std::path::Path>) -> Result<(), Failure> {
 }
 
 fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    use crate::pin_lock::RowError;
     let mut pins = Pins::load(Some(path))?;
+    let cache = crate::trees::cache_dir(&global.env);
     let ca_file = match &global.ca_bundle {
         Some(b) => Some(
             crate::net::trust::GitCaFile::write(&b.ders)
@@ -70,23 +72,42 @@ fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Sh
         ),
         None => None,
     };
-    match pins::lock(&mut pins, git_base, ca_file.as_ref().map(|f| f.path())) {
-        Ok(done) => {
-            for line in &done {
-                shell.note(format!("locked {line}"));
-            }
-            if done.is_empty() {
-                shell.note("nothing to lock: every tree row already has a full SHA");
-                return Ok(());
-            }
-            crate::atomic::write(path, pins.to_json().as_bytes())
-                .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
-            Ok(())
+    let outcome = crate::pin_lock::lock(&mut pins, git_base, &cache, ca_file.as_ref().map(|f| f.path()));
+    if !outcome.errors.is_empty() {
+        // Nothing is written unless every row locks. Bad input outranks a refusal, which
+        // outranks a failed fetch.
+        let of = |want: fn(&RowError) -> Option<&String>| -> Vec<String> {
+            outcome.errors.iter().filter_map(want).cloned().collect()
+        };
+        let bad = of(|e| if let RowError::BadInput(m) = e { Some(m) } else { None });
+        let refused = of(|e| if let RowError::Refused(m) = e { Some(m) } else { None });
+        let failed = of(|e| if let RowError::Failed(m) = e { Some(m) } else { None });
+        let all: Vec<String> = bad.iter().chain(&refused).chain(&failed).cloned().collect();
+        if !bad.is_empty() {
+            return Err(Failure::bad_input(
+                all.join("; "),
+                "give the pin more hex digits (edit pins.json); nothing was written",
+            ));
         }
-        Err(failed) => Err(Failure::step_next(
+        if !refused.is_empty() {
+            let mut lines = all;
+            lines.push(format!("nothing was written to {}", path.display()));
+            return Err(Failure::Refused(lines));
+        }
+        return Err(Failure::step_next(
             "pins lock",
-            failed.join("; "),
-            "check network access to the repositories (or --git-base) and re-run `eas pins lock`",
-        )),
+            all.join("; "),
+            "check network access to the repositories (or --git-base) and re-run `eas pins lock`; nothing was written",
+        ));
     }
+    for line in &outcome.done {
+        shell.note(format!("locked {line}"));
+    }
+    if outcome.done.is_empty() {
+        shell.note("nothing to lock: every tree row already has a full SHA");
+        return Ok(());
+    }
+    crate::atomic::write(path, pins.to_json().as_bytes())
+        .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
+    Ok(())
 }

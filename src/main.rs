@@ -17,6 +17,7 @@ mod kubeconfig;
 mod net;
 mod output;
 mod overlay;
+mod pin_lock;
 mod pins;
 mod pipeline;
 mod plan_data;

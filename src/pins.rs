@@ -202,7 +202,7 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
                 None => out.push(Finding {
                     problem: true,
                     text: format!(
-                        "{id}: no sha256: the artifact {} could not be checksummed here; `eas bastion build --lock` records it on first use",
+                        "{id}: no sha256: the artifact {} could not be checksummed here; `eas bastion build --lock` records it once it matches its publisher's checksum",
                         p.url.as_deref().unwrap_or(&p.git_ref)
                     ),
                 }),
@@ -212,67 +212,8 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
     out
 }
 
-/// Resolves unlocked rows to full SHAs, git trusting the CA file `ca` (`--ca-bundle`) when given.
-/// Returns one line per row touched.
-pub fn lock(pins: &mut Pins, git_base: &str, ca: Option<&std::path::Path>) -> Result<Vec<String>, Vec<String>> {
-    let mut done = Vec::new();
-    let mut failed = Vec::new();
-    for p in pins.pins.iter_mut() {
-        let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else {
-            continue;
-        };
-        if p.locked {
-            continue;
-        }
-        let id = format!("{}/{}", p.profile, p.name);
-        let url = repo_url(git_base, &repo);
-        match ls_remote(&url, &p.git_ref, ca) {
-            Ok(full) if full.starts_with(&sha) => {
-                done.push(format!("{id}: {sha} -> {full} ({} at {url})", p.git_ref));
-                p.sha = Some(full);
-                p.locked = true;
-            }
-            Ok(full) => failed.push(format!(
-                "{id}: {} is now at {full}, which does not start with the pinned {sha}; \
-                 the ref moved: re-pin deliberately (edit pins.json) rather than lock a different commit",
-                p.git_ref
-            )),
-            Err(e) => failed.push(format!("{id}: {e}")),
-        }
-    }
-    if failed.is_empty() { Ok(done) } else { Err(failed) }
-}
-
 pub fn repo_url(git_base: &str, repo: &str) -> String {
     format!("{}/{repo}", git_base.trim_end_matches('/'))
-}
-
-/// A remote that does not list its refs within this is unreachable.
-const LS_REMOTE: std::time::Duration = std::time::Duration::from_secs(120);
-
-fn ls_remote(url: &str, git_ref: &str, ca: Option<&std::path::Path>) -> Result<String, String> {
-    let g = crate::git::Git {
-        ca: ca.map(std::path::Path::to_path_buf),
-        ..crate::git::Git::new(None, &["ls-remote", "--", url, git_ref], LS_REMOTE)
-    };
-    let out = crate::git::run_blocking(g).map_err(|e| format!("git ls-remote {url} {git_ref}: {e}"))?;
-    if !out.ok {
-        return Err(format!("git ls-remote {url} {git_ref} failed: {}", out.stderr.trim()));
-    }
-    let text = out.stdout;
-    // Prefer the exact ref, then a peeled tag (`^{}` names the commit a tag points to).
-    let mut best: Option<String> = None;
-    for line in text.lines() {
-        let mut parts = line.split('\t');
-        let (Some(sha), Some(name)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let is_peeled = name.ends_with("^{}");
-        if is_peeled || best.is_none() {
-            best = Some(sha.to_string());
-        }
-    }
-    best.ok_or_else(|| format!("{git_ref} not found at {url}"))
 }
 
 #[cfg(test)]

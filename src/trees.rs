@@ -100,6 +100,29 @@ pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path, ca: Option<&Path>) -> R
     }
 }
 
+/// The cache's mirror of `repo`, brought up to date with every branch and tag at `url`: cloned
+/// when absent, else fetched (forced, pruned), so a ref that was force-pushed shows its new tip
+/// while commits fetched before stay readable. `eas pins lock` resolves pins here.
+/// Git trusts the CA file `ca` (`--ca-bundle`) for HTTPS remotes when given.
+pub fn update_mirror(repo: &str, url: &str, cache: &Path, ca: Option<&Path>) -> Result<PathBuf, TreeError> {
+    let dir = cache.join(format!("{repo}.git"));
+    if !dir.join("HEAD").exists() {
+        std::fs::create_dir_all(dir.parent().expect("has parent"))?;
+        let tmp = dir.with_extension("git.partial");
+        let _ = std::fs::remove_dir_all(&tmp);
+        git_trusting(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK, ca)?;
+        std::fs::rename(&tmp, &dir)?;
+        return Ok(dir);
+    }
+    git_trusting(
+        Some(&dir),
+        &["fetch", "--quiet", "--prune", url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+        NETWORK,
+        ca,
+    )?;
+    Ok(dir)
+}
+
 /// A fresh work tree at the commit, detached, sharing the cache's objects.
 pub fn work_tree(res: &Resolved, dest: &Path, origin_url: Option<&str>) -> Result<(), TreeError> {
     if dest.exists() {

@@ -245,16 +245,62 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     assert!(err.contains("hint: on a connected machine run `eas bastion build --lock"), "{err}");
     assert_eq!(std::fs::read(&pins).unwrap(), unlocked, "nothing written");
 
-    // --lock records what it downloaded; the context is then the fixture's, so no build.
-    let o = eas(&dir).args(["bastion", "build", "--lock"]).args(image_args(&pins)).output().unwrap();
+    // --lock needs the publisher's checksum: yq's release `checksums` (SHA-256 in the column
+    // `checksums_hashes_order` names). None is served yet: refused, nothing written.
+    let lock = || eas(&dir).args(["bastion", "build", "--lock"]).args(image_args(&pins)).output().unwrap();
+    let o = lock();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    let served = f.dir.join("served");
+    assert!(err.contains(&format!("REFUSE: no publisher checksum for file://{}/yq", served.display())), "{err}");
+    assert!(err.contains("--trust-on-first-use"), "{err}");
+    assert_eq!(std::fs::read(&pins).unwrap(), unlocked, "nothing written");
+
+    // A published checksum of other bytes: exit 1 naming the URL, the expected and the computed.
+    let other = sha256(b"another yq");
+    std::fs::write(served.join("checksums_hashes_order"), "MD5\nSHA-256\nSHA-512\n").unwrap();
+    let publish = |sha: &str| {
+        let row = format!("yq  {}  {sha}  {}\n", "0".repeat(32), "1".repeat(128));
+        std::fs::write(
+            served.join("checksums"),
+            format!("yq.tar.gz  {}  {}  {}\n{row}", "a".repeat(32), other, "b".repeat(128)),
+        )
+        .unwrap();
+    };
+    publish(&other);
+    let o = lock();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "checksum failed for file://{}/yq: expected sha256 {other}, computed {}",
+            served.display(),
+            yq_sha.as_str().unwrap()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&pins).unwrap(), unlocked, "nothing written");
+
+    // The matching checksum: recorded, with its source; the context is then the fixture's, so no build.
+    publish(yq_sha.as_str().unwrap());
+    let o = lock();
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("TRUSTED ON FIRST USE: yq from file://") && err.contains(yq_sha.as_str().unwrap()), "{err}");
+    assert!(
+        err.contains(&format!("yq: sha256 {} matches the publisher's checksum", yq_sha.as_str().unwrap())),
+        "{err}"
+    );
     let locked: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
     let row = locked["pins"].as_array().unwrap().iter().find(|r| r["name"] == "yq").unwrap();
     assert_eq!(row["sha256"], yq_sha);
+    let source = row["source"].as_str().unwrap();
+    assert!(
+        source.contains(&format!("matched the publisher's checksum at file://{}/checksums", served.display())),
+        "{source}"
+    );
     assert_eq!(text(&o.stdout).trim(), f.tag);
     assert!(err.contains("reusing"), "{err}");
+    std::fs::remove_file(served.join("checksums")).unwrap();
 }
 
 #[test]

@@ -35,7 +35,7 @@ fn each_case_gives_its_expected_table_document_and_warnings() {
     for case in all {
         let want_exit: i32 =
             std::fs::read_to_string(case.join("expected-exit")).map(|s| s.trim().parse().unwrap()).unwrap_or(0);
-        let table = run(&case, "table");
+        let table = run(&case, "text");
         let json = run(&case, "json");
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         assert_eq!(table.status.code(), Some(want_exit), "{name}: {}", text(&table.stderr));
@@ -147,4 +147,24 @@ fn config_prints_each_disagreement_with_an_external_fit_as_a_warning() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(!dir.path().join("out2/choices.txt").exists(), "nothing written on bad input");
+}
+
+/// A node name from the cluster with an escape sequence reaches the table escaped, never raw.
+#[test]
+fn the_table_escapes_control_characters_from_the_cluster() {
+    let case = cases().into_iter().find(|c| !c.join("expected-exit").exists()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let facts = std::fs::read_to_string(case.join("facts.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&facts).unwrap();
+    let node = doc["nodes"][0]["name"].as_str().unwrap().to_string();
+    std::fs::write(
+        dir.path().join("facts.json"),
+        facts.replace(&format!("\"{node}\""), &format!("\"{node}\\u001b[31m\"")),
+    )
+    .unwrap();
+    let out = run(dir.path(), "text");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains('\u{1b}'), "no raw escape: {stdout:?}");
+    assert!(stdout.contains(&format!("{node}\\u{{1b}}[31m")), "the name shown with its escape: {stdout}");
 }

@@ -189,3 +189,56 @@ fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("roles/llm_services in intel/enterprise-inference@"), "{line}");
 }
+
+/// `--model` is judged by the catalog at the pinned EI commit before the cluster is read: with
+/// the EI tree at hand (here `--ei-repo`) a catalog entry that is not a built-in candidate gets
+/// past the check (to preflight, which fails on an unreachable API server: exit 1), and a name
+/// the catalog lacks is bad input (exit 2) naming the catalog's LLM entries.
+#[test]
+fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
+    let t = trees(|_, _| {});
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let kubeconfig = t.dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let run = |model: &str| {
+        let home = t.dir.path().join(format!("home-{model}"));
+        std::fs::create_dir_all(&home).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_eas"))
+            .current_dir(&home)
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", t.dir.path().join("cache"))
+            .env("CI", "1")
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--state-dir")
+            .arg(home.join("state"))
+            .args(["up", "--dry-run", "--layer", "inference", "--model", model, "--pins"])
+            .arg(&t.pins)
+            .arg("--ei-repo")
+            .arg(t.dir.path().join("repos").join("ei"))
+            .output()
+            .unwrap()
+    };
+    let out = run("nosuch");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("error: unknown model \"nosuch\""), "{stderr}");
+    assert!(
+        stderr.contains("qwen3-0-6b") && !stderr.contains("preflight"),
+        "the catalog's entries, no cluster read: {stderr}"
+    );
+    // qwen3-0-6b is in the synthetic catalog and not among data/models.json's candidates.
+    let out = run("qwen3-0-6b");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "past the model check, stopped by the unreachable API server: {stderr}");
+    assert!(stderr.contains("preflight"), "{stderr}");
+}

@@ -327,30 +327,60 @@ fn merged_when_upstream_already_carries_the_patch() {
 #[test]
 fn fixed_when_upstream_sets_the_platform_from_the_same_knob_even_if_the_patch_would_apply() {
     let repo = Repo::release_1_2();
-    let fixed = format!(
-        "{ISTIO_TASK}        values:\n          global:\n            platform: \"{{{{ istio_platform | default('') }}}}\"\n"
-    );
+    // Inside the Helm task, after the lines the patch reads, so the patch would still apply.
+    let fixed = with_values(ISTIO_TASK, "\"{{ istio_platform | default('') }}\"");
     repo.commit("istio: platform from istio_platform", &[(ISTIO, &fixed)]);
     let r = repo.overlay(&[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.choice("0002").starts_with("fixed 0002 ("), "{}", r.line("0002"));
     assert!(
-        r.line("0002").contains(&format!("{ISTIO} contains \"global\", \"platform\" and {ISTIO} reads istio_platform"))
+        r.line("0002").contains(&format!(
+            "{ISTIO} sets values.global.platform from istio_platform and {ISTIO} reads istio_platform"
+        )),
+        "{}",
+        r.line("0002")
     );
-    // The probe's line is cited: `global:` is line 16 of the changed file.
+    // The probe's line is cited: `platform:` is line 16 of the changed file.
     assert!(r.line("0002").ends_with(&format!("{ISTIO}:16]")), "{}", r.line("0002"));
+}
+
+/// The Istio task with `values: {global: {platform: VALUE}}` in its Helm module, after `timeout:`.
+fn with_values(task: &str, value: &str) -> String {
+    let at = "        timeout: \"{{ istio_wait_timeout }}\"\n";
+    assert!(task.contains(at));
+    task.replace(at, &format!("{at}        values:\n          global:\n            platform: {value}\n"))
+}
+
+/// The shape of the real `roles/istio/tasks/install.yaml` at cc887cb4 (read with the search
+/// tools): the Helm install inside an `istio | Install` block, then PeerAuthentication tasks
+/// outside it, each introduced by a comment. A future edit that puts the word "global" in such a
+/// comment and a `when:` on `istio_platform` holds every word the old probe looked for, yet
+/// nothing sets `global.platform`: 0002 must still apply.
+#[test]
+fn a_comment_and_a_when_naming_the_words_do_not_make_0002_fixed() {
+    let repo = Repo::release_1_2();
+    let decoy = format!(
+        "{ISTIO_TASK}\n# synthetic: applied outside the block, mesh-wide (global) and reconciled each run\n\
+         - name: \"istio | Mesh mTLS\"\n  kubernetes.core.k8s:\n    state: present\n\
+         \x20 when: istio_platform | default('') | length == 0\n"
+    );
+    repo.commit("istio: a decoy", &[(ISTIO, &decoy)]);
+    let text = repo.read(ISTIO);
+    assert!(text.contains("global") && text.contains("platform") && text.contains("istio_platform"));
+    let r = repo.overlay(&[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.choice("0002"), "apply 0002 variant istio-helm-task", "{}", r.line("0002"));
+    assert!(!r.line("0002").contains("probe matches"), "{}", r.line("0002"));
 }
 
 #[test]
 fn not_fixed_when_upstream_reads_another_key_than_the_one_eas_writes() {
     let repo = Repo::release_1_2();
-    let other = format!(
-        "{ISTIO_TASK}        values:\n          global:\n            platform: \"{{{{ istio_cni_platform }}}}\"\n"
-    );
+    let other = with_values(ISTIO_TASK, "\"{{ istio_cni_platform }}\"");
     repo.commit("istio: platform from istio_cni_platform", &[(ISTIO, &other)]);
     let r = repo.overlay(&[]);
-    assert_eq!(r.choice("0002"), "apply 0002 variant istio-helm-task");
-    assert!(r.line("0002").contains("probe matches but roles/istio/tasks/install.yaml no longer reads istio_platform"));
+    assert_eq!(r.choice("0002"), "apply 0002 variant istio-helm-task", "{}", r.line("0002"));
+    assert!(!r.line("0002").contains("fixed"), "{}", r.line("0002"));
 }
 
 #[test]
@@ -409,8 +439,10 @@ fn a_dirty_work_tree_is_refused_and_left_as_it_was() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("has changes that are neither the pinned commit nor the overlay"), "{}", r.stderr);
     assert!(r.stderr.contains(PREFLIGHT), "{}", r.stderr);
-    assert!(r.stderr.contains("checkout -- ."), "{}", r.stderr);
     assert_eq!(repo.snapshot(), before);
+    run_hint(&r.stderr);
+    assert_eq!(repo.overlay(&["--apply"]).code, 0, "the hint restored the pinned tree");
+    git(&repo.dir, &["reset", "-q", "--hard"]);
 
     // Decisions still come from the commit, whatever the work tree holds.
     repo.write(ENVOY, "broken\n");
@@ -424,6 +456,11 @@ fn a_dirty_work_tree_is_refused_and_left_as_it_was() {
     git(&repo.dir, &["add", "-A"]);
     let r = repo.overlay(&["--apply"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
+    // The hint works with staged changes too: after it the same command succeeds.
+    run_hint(&r.stderr);
+    let r = repo.overlay(&["--apply"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("applied"), "{}", r.stderr);
     git(&repo.dir, &["reset", "-q", "--hard"]);
 
     // A partly applied overlay is dirty too, not "already applied".
@@ -433,6 +470,15 @@ fn a_dirty_work_tree_is_refused_and_left_as_it_was() {
     let r = repo.overlay(&["--apply"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains(ISTIO), "{}", r.stderr);
+}
+
+/// Runs the first command quoted in the `hint:` line, as a user pasting it would.
+fn run_hint(stderr: &str) {
+    let hint = stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_else(|| panic!("no hint: {stderr}"));
+    let cmd = hint.split('`').nth(1).unwrap_or_else(|| panic!("no command in {hint}"));
+    assert!(cmd.starts_with("git -C "), "{hint}");
+    let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -550,4 +596,52 @@ fn overlay_check_script_decides_each_branch_tip_and_pull_request() {
     // The clone keeps no worktree and an untouched work tree.
     assert_eq!(git(&clone, &["worktree", "list"]).lines().count(), 1);
     assert_eq!(git(&clone, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn overlay_check_script_prints_each_pins_profile_as_a_decision_table() {
+    // The rc tag at the release-1.2 layout; main moved the EnvoyProxy task (as at EAS main).
+    let upstream = Repo::release_1_2();
+    let rc = upstream.head();
+    git(&upstream.dir, &["tag", "v1.2.0-rc.1"]);
+    git(&upstream.dir, &["branch", "release-1.2"]);
+    let main =
+        upstream.commit("move the EnvoyProxy task", &[(ENVOY, "---\n- ansible.builtin.include_tasks: proxy.yaml\n")]);
+    let row = |profile: &str, r: &str, sha: &str| {
+        serde_json::json!({"profile": profile, "name": "eas", "repo": "intel/enterprise-ai-solutions", "ref": r,
+            "sha": sha, "locked": false, "date": "d", "source": "s"})
+    };
+    let pins = upstream.dir.parent().unwrap().join("pins.json");
+    let doc = serde_json::json!({"schema": "eas-pins/v1",
+        "pins": [row("main", "main", &main[..7]), row("v1.2.0-rc.1", "v1.2.0-rc.1", &rc[..7])]});
+    std::fs::write(&pins, doc.to_string()).unwrap();
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/overlay-check.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&upstream.dir)
+        .args(["--profiles", "--pins", pins.to_str().unwrap()])
+        .env("EAS", env!("CARGO_BIN_EXE_eas"))
+        .env("EAS_NO_FETCH", "1")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let r = Run::from(out);
+    assert_eq!(r.code, 4, "{}\n{}", r.stdout, r.stderr);
+    let section = |head: &str| -> String {
+        let start = r.stdout.find(head).unwrap_or_else(|| panic!("{head}: {}", r.stdout));
+        let rest = &r.stdout[start + head.len()..];
+        rest[..rest.find("\n== ").unwrap_or(rest.len())].to_string()
+    };
+    let at_main = section(&format!("== profile main: EAS main at {main}"));
+    let at_rc = section(&format!("== profile v1.2.0-rc.1: EAS v1.2.0-rc.1 at {rc}"));
+    for s in [&at_main, &at_rc] {
+        assert!(s.contains("| row | decision | fact | source |"), "{s}");
+        assert!(s.contains("| 0002 | apply 0002 variant istio-helm-task |"), "{s}");
+    }
+    assert!(at_rc.contains("| 0006 | apply 0006 variant release-1.2 |"), "{at_rc}");
+    assert!(!at_rc.contains("STOP"), "{at_rc}");
+    assert!(at_main.contains("| 0006 | STOP"), "{at_main}");
+    assert!(at_main.contains(&format!("regenerate 0006 against {main}")), "{at_main}");
+    assert!(at_main.contains(ENVOY), "{at_main}");
 }

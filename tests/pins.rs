@@ -60,43 +60,141 @@ fn check_reports_the_embedded_unlocked_rows_and_missing_checksums() {
     assert!(text.lines().any(|l| l.starts_with("ok") && l.contains("bastion/python:ansible") && l.contains("sha256")));
 }
 
+/// `eas pins lock` with its mirror cache in `cache` (`$XDG_CACHE_HOME/eas/repos`, as `eas up`).
+fn lock(pins: &Path, base: &Path, cache: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_eas"))
+        .args(["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .env("XDG_CACHE_HOME", cache)
+        .output()
+        .unwrap()
+}
+
+fn commit(dir: &Path, file: &str) -> String {
+    fs::write(dir.join(file), file).unwrap();
+    git(dir, &["add", "."]);
+    git(dir, &["commit", "-qm", file]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
 #[test]
-fn lock_resolves_abbreviated_shas_from_ls_remote() {
+fn lock_resolves_abbreviated_shas_in_the_history_even_after_the_ref_moved() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("remotes");
+    let cache = tmp.path().join("cache");
     let a = repo(&base, "intel/alpha", "main");
+    // main moves two commits past the pin.
+    let alpha = base.join("intel/alpha");
+    commit(&alpha, "second");
+    let tip = commit(&alpha, "third");
     let b = repo(&base, "intel/beta", "release-1.1");
     let pins = pins_file(tmp.path(), &[("intel/alpha", "main", &a[..7]), ("intel/beta", "release-1.1", &b[..9])]);
-    let out = eas(&["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()]);
+    let out = lock(&pins, &base, &cache);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let written: serde_json::Value = serde_json::from_str(&fs::read_to_string(&pins).unwrap()).unwrap();
-    assert_eq!(written["pins"][0]["sha"], a.as_str());
+    assert_eq!(written["pins"][0]["sha"], a.as_str(), "the old commit, not the tip {tip}");
     assert_eq!(written["pins"][0]["locked"], true);
     assert_eq!(written["pins"][1]["sha"], b.as_str());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("2 commits ahead") && err.contains(&tip), "{err}");
+    // Resolved in the cache `eas up` fetches into.
+    assert!(cache.join("eas/repos/intel/alpha.git/HEAD").exists());
     // A second lock is a no-op.
     let before = fs::read_to_string(&pins).unwrap();
-    let out = eas(&["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()]);
+    let out = lock(&pins, &base, &cache);
     assert!(out.status.success());
     assert_eq!(before, fs::read_to_string(&pins).unwrap());
 }
 
+/// Two root commits whose SHA-1s share the prefix `530dae7` (found by searching commit messages;
+/// fixed author, committer and dates make the objects the same on every machine).
+fn ambiguous_commits(dir: &Path) -> [String; 2] {
+    let make = |n: u32| {
+        let out = Command::new("git")
+            .args(["commit-tree", "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "-m", &format!("ambiguous {n}")])
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_AUTHOR_DATE", "1700000000 +0000")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_DATE", "1700000000 +0000")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    [make(5765), make(24017)]
+}
+
 #[test]
-fn lock_refuses_a_ref_that_moved_and_writes_nothing() {
+fn lock_refuses_an_ambiguous_prefix_with_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("remotes");
-    let a = repo(&base, "intel/alpha", "main");
-    let dir = base.join("intel/alpha");
-    fs::write(dir.join("more"), "x").unwrap();
-    git(&dir, &["add", "."]);
-    git(&dir, &["commit", "-qm", "moved"]);
-    let b = repo(&base, "intel/beta", "main");
-    let pins = pins_file(tmp.path(), &[("intel/beta", "main", &b[..7]), ("intel/alpha", "main", &a[..7])]);
+    repo(&base, "intel/alpha", "main");
+    let alpha = base.join("intel/alpha");
+    let [x, y] = ambiguous_commits(&alpha);
+    assert_eq!(x[..7], y[..7], "the two commits share a 7-digit prefix");
+    assert_ne!(x, y);
+    // Both reachable, so a mirror holds both.
+    git(&alpha, &["update-ref", "refs/heads/x", &x]);
+    git(&alpha, &["update-ref", "refs/heads/y", &y]);
+    let pins = pins_file(tmp.path(), &[("intel/alpha", "x", &x[..7])]);
     let before = fs::read_to_string(&pins).unwrap();
-    let out = eas(&["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = lock(&pins, &base, &tmp.path().join("cache"));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("main/alpha") && err.contains("does not start with"), "{err}");
+    assert!(err.contains("ambiguous") && err.contains(&x) && err.contains(&y), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("hint: ")), "{err}");
+    assert_eq!(before, fs::read_to_string(&pins).unwrap(), "nothing written");
+    // One more digit tells them apart, and the commit is the tip of x.
+    let longer = if x.as_bytes()[7] != y.as_bytes()[7] { 8 } else { 9 };
+    let pins = pins_file(tmp.path(), &[("intel/alpha", "x", &x[..longer])]);
+    let out = lock(&pins, &base, &tmp.path().join("cache"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn lock_refuses_a_commit_not_on_the_ref_and_names_the_force_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("remotes");
+    let cache = tmp.path().join("cache");
+    let b = repo(&base, "intel/beta", "main");
+    let a = repo(&base, "intel/alpha", "main");
+    let alpha = base.join("intel/alpha");
+    let pinned = commit(&alpha, "pinned");
+    // The cache already holds alpha with the pinned commit on main, as after an earlier `eas up`.
+    let out = Command::new("git")
+        .args(["clone", "--mirror", "--quiet", alpha.to_str().unwrap()])
+        .arg(cache.join("eas/repos/intel/alpha.git"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // main is force-pushed back to the first commit plus another: the pinned commit is no
+    // longer an ancestor of main, though the mirror still holds it.
+    git(&alpha, &["reset", "-q", "--hard", &a]);
+    let other = commit(&alpha, "rewritten");
+    let pins = pins_file(tmp.path(), &[("intel/beta", "main", &b[..7]), ("intel/alpha", "main", &pinned[..7])]);
+    let before = fs::read_to_string(&pins).unwrap();
+    let out = lock(&pins, &base, &cache);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err.lines().find(|l| l.contains("main/alpha")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.starts_with("REFUSE: "), "{err}");
+    assert!(
+        line.contains("not an ancestor of main") && line.contains(&other) && line.contains("force-pushed"),
+        "{err}"
+    );
     assert_eq!(before, fs::read_to_string(&pins).unwrap(), "nothing written when a row fails");
+
+    // Without the old mirror the commit is gone from the repository entirely.
+    fs::remove_dir_all(&cache).unwrap();
+    git(&alpha, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&alpha, &["gc", "-q", "--prune=now"]);
+    let out = lock(&pins, &base, &cache);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no commit starting with") && err.contains("gone"), "{err}");
 }
 
 #[test]

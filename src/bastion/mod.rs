@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod context;
 pub mod image;
 pub mod kubeconfig;
+pub mod publisher;
 pub mod run;
 
 use std::future::Future;
@@ -32,6 +33,8 @@ use kubeconfig::KubeconfigError;
 use run::{BindMount, ContainerRunner, DockerRunner, Interrupt, Outcome, RunError, RunSpec};
 
 pub const MANAGED_LABEL: &str = "io.eas.managed";
+/// The label carrying the id of the run that made a bastion container.
+pub const RUN_LABEL: &str = "io.eas.run";
 pub const CONTEXT_LABEL: &str = "io.eas.context-sha256";
 /// The image's virtual environment; the work tree's `.venv` links here.
 pub const VENV: &str = "/opt/eas/venv";
@@ -89,9 +92,12 @@ pub struct BuildSettings {
     pub image: ImageSettings,
     /// Build even when an image for this context exists, without Docker's layer cache
     pub rebuild: bool,
-    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
-    /// record them in the pins file: trust on first use
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's registry
+    /// digest), and record each only when it matches its publisher's checksum
     pub lock: bool,
+    /// With lock: record an artifact whose publisher publishes no checksum as downloaded (its
+    /// pins row's source says so)
+    pub trust_on_first_use: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +117,8 @@ pub enum BastionError {
     Context(#[from] ContextError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    #[error(transparent)]
+    Publisher(#[from] publisher::PublisherError),
     #[error(transparent)]
     Image(#[from] ImageError),
     #[error(transparent)]
@@ -146,7 +154,7 @@ impl From<BastionError> for Failure {
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
                     ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock --pins pins.json` (trust on first use), \
+                        "on a connected machine run `eas bastion build --lock --pins pins.json` (checked against each publisher's checksum), \
                      or write the publisher's sha256 into pins.json"
                     }
                     ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
@@ -154,6 +162,13 @@ impl From<BastionError> for Failure {
                     }
                 },
             ),
+            B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
+            B::Publisher(p) => Failure::Refused(vec![
+                p.to_string(),
+                "nothing was recorded; pass --trust-on-first-use to record the download as it is \
+                 (its pins row's source will say so), or write the publisher's sha256 into pins.json"
+                    .into(),
+            ]),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
@@ -205,7 +220,7 @@ pub struct Prepared {
 }
 
 /// Builds the bastion image, or finds the one built from the same context. With `lock`,
-/// unpinned rows are trusted on first use and recorded first; then it is [`plan_image`]'s plan
+/// unpinned rows are checked against their publishers' checksums and recorded first; then it is [`plan_image`]'s plan
 /// half and [`build_planned`]'s act half, the same path `eas up` takes in two steps.
 pub async fn prepare(
     docker: &Docker,
@@ -215,6 +230,25 @@ pub async fn prepare(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
+    let mode = if lock { Some(LockMode { trust_on_first_use: false }) } else { None };
+    prepare_with(docker, args, mode, rebuild, shell, interrupt).await
+}
+
+/// `--lock`, and whether trust on first use is allowed where a publisher publishes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct LockMode {
+    pub trust_on_first_use: bool,
+}
+
+pub async fn prepare_with(
+    docker: &Docker,
+    args: &ImageSettings,
+    lock_mode: Option<LockMode>,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
+    let lock = lock_mode.is_some();
     let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
     let mut pins = Pins::load(pins_path.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
@@ -225,22 +259,32 @@ pub async fn prepare(
             shell.phase("bastion", format!("pulling {reference} to record its digest"));
             let digest = image::pull_digest(docker, &reference).await?;
             record(&mut pins, context::BASE_ROW, digest.trim_start_matches("sha256:"));
+            publisher::set_source(&mut pins, context::BASE_ROW, &publisher::base_source(&reference, &digest));
             changed = true;
-            shell.warn(format!("TRUSTED ON FIRST USE: base image {reference} recorded at {digest}"));
+            shell.note(format!("base image {reference} recorded at its registry digest {reference}@{digest}"));
             Base::Digest(format!("{reference}@{digest}"))
         }
         other => other?,
     };
-    if lock {
+    if let Some(mode) = lock_mode {
         let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(args)?);
-        for a in context::artifacts(&pins).into_iter().filter(|a| a.sha256.is_none()) {
-            shell.phase("bastion", format!("downloading {} from {} (no pinned sha256)", a.name, a.url));
-            let sha = interruptible(interrupt, cache.trust_on_first_use(&fetcher, &a.url)).await??;
-            shell.warn(format!(
-                "TRUSTED ON FIRST USE: {} from {} recorded with sha256 {sha}; check it against the publisher's checksum",
-                a.name, a.url
-            ));
-            record(&mut pins, &a.name, &sha);
+        let wanted = context::artifacts(&pins);
+        // Every row is checked before any is recorded: a mismatch or a missing checksum
+        // leaves the pins file as it was.
+        let mut locked = Vec::new();
+        for a in wanted.iter().filter(|a| a.sha256.is_none()) {
+            shell.phase("bastion", format!("downloading {} from {} and its publisher's checksum", a.name, a.url));
+            let fetch = publisher::lock_artifact(&fetcher, &cache, &a.name, &a.url, mode.trust_on_first_use);
+            locked.push((a.name.clone(), a.url.clone(), interruptible(interrupt, fetch).await??));
+        }
+        for (name, url, l) in locked {
+            let (sha, line) = publisher::describe(&name, &l);
+            match &l {
+                publisher::Locked::Verified { .. } => shell.note(&line),
+                publisher::Locked::TrustedOnFirstUse { .. } => shell.warn(&line),
+            }
+            record(&mut pins, &name, &sha);
+            publisher::set_source(&mut pins, &name, &publisher::row_source(&url, &l));
             changed = true;
         }
     }
@@ -610,7 +654,8 @@ async fn build_command(
     interrupt: &Interrupt,
 ) -> Result<(), Failure> {
     let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
-    let p = prepare(&docker, &a.image, a.lock, a.rebuild, shell, interrupt).await?;
+    let mode = a.lock.then_some(LockMode { trust_on_first_use: a.trust_on_first_use });
+    let p = prepare_with(&docker, &a.image, mode, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
     println!("{}", p.tag);
     Ok(())

@@ -160,7 +160,10 @@ impl DockerRunner {
             image: Some(spec.image.clone()),
             cmd: Some(spec.cmd.clone()),
             env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-            labels: Some(HashMap::from([(MANAGED_LABEL.to_string(), "true".to_string())])),
+            labels: Some(HashMap::from([
+                (MANAGED_LABEL.to_string(), "true".to_string()),
+                (super::RUN_LABEL.to_string(), crate::state::lock::this_run_id()),
+            ])),
             working_dir: spec.workdir.clone(),
             tty: Some(false),
             attach_stdout: Some(true),

@@ -16,8 +16,8 @@ pub struct FitArgs {
     /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
     #[arg(long, value_name = "FILE")]
     pub fit: Option<PathBuf>,
-    /// table (for a person) or json: the fit document (data/eas-fit.v1.schema.json)
-    #[arg(long, value_enum, default_value = "table")]
+    /// text (a table, for a person; `table` is the same) or json: the fit document (data/eas-fit.v1.schema.json)
+    #[arg(long, value_enum, default_value = "text")]
     pub output: super::OutputArg,
 }
 
@@ -93,6 +93,9 @@ pub struct UpArgs {
     /// How long verification may wait for the model servers, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
     pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]
+    pub ledger_timeout: u64,
     /// Shorten a phase's timeout (tests): PHASE=SECS, repeatable
     #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = phase_timeout)]
     pub phase_timeout: Vec<(PhaseId, u64)>,
@@ -126,9 +129,16 @@ pub struct DownArgs {
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
-    /// Also remove the state directory of this cluster (logs, work tree)
+    /// Also remove the state directory of this cluster (logs, work tree); takes the lock
     #[arg(long)]
     pub purge: bool,
+    /// Drop the losses and leftovers an earlier `eas down` found, once dealt with
+    #[arg(long)]
+    pub acknowledge: bool,
+    /// With an incomplete record: run the installer's teardown with every guard applied
+    /// (deletes nothing directly)
+    #[arg(long)]
+    pub force_incomplete: bool,
     /// Take over a lock left by a run that is no longer alive
     #[arg(long)]
     pub break_lock: bool,
@@ -197,10 +207,14 @@ pub struct BuildArgs {
     /// Build even when an image for this context exists, without Docker's layer cache
     #[arg(long)]
     pub rebuild: bool,
-    /// Download artifacts that have no pinned sha256 (and resolve the base image's digest), and
-    /// record them in the pins file: trust on first use
+    /// Download artifacts that have no pinned sha256 (and resolve the base image's registry
+    /// digest), and record each only when it matches its publisher's checksum
     #[arg(long)]
     pub lock: bool,
+    /// With --lock: record an artifact whose publisher publishes no checksum as downloaded (its
+    /// pins row's source says so)
+    #[arg(long, requires = "lock")]
+    pub trust_on_first_use: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -191,7 +191,8 @@ pub enum PinsCommand {
         #[arg(long, value_name = "FILE")]
         pins: Option<PathBuf>,
     },
-    /// Resolve abbreviated SHAs to full ones with `git ls-remote`, verifying the prefix
+    /// Resolve abbreviated SHAs to full ones in each repository's history (the mirror cache `eas up`
+    /// uses): the prefix must be unambiguous and the commit on the pinned ref
     Lock {
         /// Pins file to rewrite
         #[arg(long, value_name = "FILE", default_value = "pins.json")]

@@ -117,6 +117,7 @@ impl From<UpArgs> for UpSettings {
             gather: a.gather.into(),
             install_timeout: a.install_timeout,
             verify_timeout: a.verify_timeout,
+            ledger_timeout: a.ledger_timeout,
             phase_timeouts: crate::up::phase::PhaseTimeouts::new(
                 a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
             ),
@@ -130,6 +131,8 @@ impl From<DownArgs> for DownSettings {
             layer: a.layer,
             yes: a.yes,
             purge: a.purge,
+            acknowledge: a.acknowledge,
+            force_incomplete: a.force_incomplete,
             break_lock: a.break_lock,
             pins: a.pins,
             image: a.image.into(),
@@ -153,9 +156,12 @@ impl From<StatusArgs> for crate::status::StatusSettings {
 /// `eas bastion`'s settings (the image's cache and proxy come from the environment).
 pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
     match c {
-        BastionCommand::Build(b) => {
-            Bastion::Build(BuildSettings { image: image(b.image, global), rebuild: b.rebuild, lock: b.lock })
-        }
+        BastionCommand::Build(b) => Bastion::Build(BuildSettings {
+            image: image(b.image, global),
+            rebuild: b.rebuild,
+            lock: b.lock,
+            trust_on_first_use: b.trust_on_first_use,
+        }),
         BastionCommand::Run(r) => {
             Bastion::Run(RunSettings { image: image(r.image, global), tree: r.tree, command: r.command })
         }

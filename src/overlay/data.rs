@@ -132,7 +132,14 @@ pub struct Fixed {
 pub struct Probe {
     pub path: String,
     /// Every string must occur in the file at the pinned commit.
+    #[serde(default)]
     pub contains: Vec<String>,
+    /// Or: this YAML mapping chain (e.g. `values.global.platform`) must exist in the file with a
+    /// value templated from `value_mentions` (see `overlay::probe`).
+    #[serde(default)]
+    pub yaml_path: Vec<String>,
+    #[serde(default)]
+    pub value_mentions: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -237,6 +244,13 @@ impl Overlay {
                     && (a == 0 || a > b)
                 {
                     return Err(ctx(format!("source {} has line range {a}-{b}", s.path)));
+                }
+            }
+            if let Some(f) = &r.fixed {
+                let p = &f.probe;
+                let yaml = !p.yaml_path.is_empty();
+                if yaml != p.contains.is_empty() || yaml != p.value_mentions.is_some() {
+                    return Err(ctx("fixed.probe takes either `contains` or `yaml_path` with `value_mentions`".into()));
                 }
             }
             if r.variants.is_empty() {

@@ -299,13 +299,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
             Probed::Fixed(line) => {
                 return Ok(decision(
                     Outcome::Fixed,
-                    format!(
-                        "{lead}: {} contains {} and {} reads {}",
-                        f.probe.path,
-                        quoted(&f.probe.contains),
-                        f.knob.path,
-                        f.knob.name
-                    ),
+                    format!("{lead}: {} and {} reads {}", super::probe::describe(&f.probe), f.knob.path, f.knob.name),
                     format!("fixed {} ({})", row.id, f.why),
                     Source::Upstream(cx.cite(&f.probe.path, Some([line, line]))),
                 ));
@@ -351,10 +345,6 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
     );
     d.misses = misses;
     Ok(d)
-}
-
-fn quoted(items: &[String]) -> String {
-    items.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
 }
 
 struct Check {
@@ -443,11 +433,9 @@ fn probe(cx: &Cx, f: &Fixed) -> Result<Probed, GitError> {
     let Some(text) = cx.git.show(cx.commit, &f.probe.path)? else {
         return Ok(Probed::No);
     };
-    if f.probe.contains.is_empty() || !f.probe.contains.iter().all(|s| text.contains(s.as_str())) {
+    let Some(line) = super::probe::matches(&f.probe, &text) else {
         return Ok(Probed::No);
-    }
-    let first = &f.probe.contains[0];
-    let line = text.lines().position(|l| l.contains(first.as_str())).map(|i| i as u32 + 1).unwrap_or(1);
+    };
     let knob_text = if f.knob.path == f.probe.path { Some(text) } else { cx.git.show(cx.commit, &f.knob.path)? };
     if knob_text.is_some_and(|t| t.contains(f.knob.name.as_str())) {
         Ok(Probed::Fixed(line))

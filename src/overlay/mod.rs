@@ -9,6 +9,7 @@ pub mod data;
 pub mod decide;
 pub mod git;
 pub mod patch;
+pub mod probe;
 
 use std::io::Write;
 use std::path::Path;
@@ -73,14 +74,31 @@ fn failure_for_apply(e: ApplyError, plan: &Plan) -> Failure {
             e.to_string(),
             format!("check out {} in {dir} (`git -C {dir} checkout {}`) and decide again", plan.commit, plan.commit),
         ),
-        ApplyError::Dirty { .. } => Failure::bad_input(
-            e.to_string(),
-            format!("nothing was written; restore the pinned tree with `git -C {dir} checkout -- .` and re-run"),
-        ),
+        // `reset --hard` clears staged changes as well as the work tree's (`checkout -- .` would
+        // copy staged changes back); `stash` keeps them instead.
+        ApplyError::Dirty { .. } => {
+            let q = shell_quote(&dir.to_string());
+            Failure::bad_input(
+                e.to_string(),
+                format!(
+                    "nothing was written; restore the pinned tree with `git -C {q} reset --hard HEAD` \
+                     (discards those changes; `git -C {q} stash` keeps them) and re-run"
+                ),
+            )
+        }
         ApplyError::Conflict { .. } => Failure::OverlayStop(vec![
             e.to_string(),
             "two rows patch the same lines: regenerate the later row against the earlier one".into(),
         ]),
+    }
+}
+
+/// A path as one shell word, so a hint can be pasted as it is.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%,=".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
 

@@ -19,6 +19,9 @@ pub const INSTALL: Duration = mins(90);
 pub const VERIFY: Duration = mins(40);
 /// The installer's teardown (`eas down --teardown-timeout`).
 pub const TEARDOWN: Duration = mins(45);
+/// Retrying a ledger snapshot before the record is marked incomplete (`eas up`), and a
+/// cluster snapshot before `eas down` stops.
+pub const LEDGER: Duration = mins(2);
 /// Waiting for the device plugins' resources during verification.
 pub const VERIFY_DEVICES: Duration = Duration::from_secs(90);
 /// How often verification polls.
@@ -28,3 +31,5 @@ pub const BASTION: Duration = mins(30);
 /// An exec credential plugin (aws, gcloud, kubelogin) minting a token; an SSO login waiting in a
 /// browser gives up here instead of hanging the run.
 pub const CREDENTIAL: Duration = Duration::from_secs(60);
+/// Waiting for an answer at a confirmation prompt on a terminal (`eas down` without `--yes`).
+pub const PROMPT: Duration = mins(10);

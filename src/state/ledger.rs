@@ -1,9 +1,15 @@
-//! The ledger: which namespaces, Helm releases and CRDs a run created (a before/after
-//! comparison, since the installer keeps no record of its own), and the guard `eas down`
-//! applies: delete what the ledger says eas created and is still there, never what existed
-//! before, and name the pre-existing objects the installer's own teardown would delete anyway
-//! (its NFD teardown deletes the `node-feature-discovery` namespace; its Envoy, observability and
-//! Istio teardowns delete CRDs by broad patterns), so they can be saved and restored.
+//! The ledger: which namespaces, Helm releases, CRDs and objects inside the namespaces the
+//! installer writes into (`data/ledger-watch.json`) a run created (a before/after comparison,
+//! since the installer keeps no record of its own), and the guard `eas down` applies: delete what
+//! the ledger says eas created and is still there, never what existed before, and skip the
+//! installer components whose teardown would delete a pre-existing object anyway (its NFD
+//! teardown deletes the `node-feature-discovery` namespace; its Envoy, observability and Istio
+//! teardowns delete CRDs by broad patterns). Nothing is saved or restored: recreating a
+//! namespace or a CRD would not bring back what was inside it, so a loss is reported and kept
+//! in the record instead (findings, repeated by every `down` until acknowledged).
+//!
+//! The ledger fails closed: the run's `before` snapshot is recorded (`pending`) before the
+//! installer runs, and until the `after` snapshot is read the ledger is incomplete.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -17,12 +23,24 @@ pub struct Release {
     pub name: String,
 }
 
-/// The cluster-wide objects `eas` accounts for.
+/// An object inside one of the watched namespaces: its kind and name only (a Secret's data is
+/// never read).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Named {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The objects `eas` accounts for.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Snapshot {
     pub namespaces: BTreeSet<String>,
     pub helm_releases: BTreeSet<Release>,
     pub crds: BTreeSet<String>,
+    /// Objects inside the watched namespaces (`data/ledger-watch.json`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub objects: BTreeSet<Named>,
 }
 
 impl Snapshot {
@@ -31,6 +49,7 @@ impl Snapshot {
             namespaces: self.namespaces.difference(&other.namespaces).cloned().collect(),
             helm_releases: self.helm_releases.difference(&other.helm_releases).cloned().collect(),
             crds: self.crds.difference(&other.crds).cloned().collect(),
+            objects: self.objects.difference(&other.objects).cloned().collect(),
         }
     }
 
@@ -39,6 +58,7 @@ impl Snapshot {
             namespaces: self.namespaces.union(&other.namespaces).cloned().collect(),
             helm_releases: self.helm_releases.union(&other.helm_releases).cloned().collect(),
             crds: self.crds.union(&other.crds).cloned().collect(),
+            objects: self.objects.union(&other.objects).cloned().collect(),
         }
     }
 
@@ -47,27 +67,40 @@ impl Snapshot {
             namespaces: self.namespaces.intersection(&other.namespaces).cloned().collect(),
             helm_releases: self.helm_releases.intersection(&other.helm_releases).cloned().collect(),
             crds: self.crds.intersection(&other.crds).cloned().collect(),
+            objects: self.objects.intersection(&other.objects).cloned().collect(),
         }
     }
 
     #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.helm_releases.is_empty() && self.crds.is_empty()
+        self.namespaces.is_empty() && self.helm_releases.is_empty() && self.crds.is_empty() && self.objects.is_empty()
     }
 
-    /// Every object, releases first, then namespaces, then CRDs: the order to delete them in
-    /// (a release before its namespace; CRDs last, once nothing uses them).
+    /// Every object, releases first, then the objects inside namespaces, then namespaces, then
+    /// CRDs: the order to delete them in (a release before its namespace; CRDs last, once
+    /// nothing uses them).
     pub fn objects(&self) -> Vec<Object> {
         let releases = self.helm_releases.iter().cloned().map(Object::HelmRelease);
+        let inside = self.objects.iter().cloned().map(Object::Namespaced);
         let namespaces = self.namespaces.iter().cloned().map(Object::Namespace);
         let crds = self.crds.iter().cloned().map(Object::Crd);
-        releases.chain(namespaces).chain(crds).collect()
+        releases.chain(inside).chain(namespaces).chain(crds).collect()
+    }
+
+    pub fn contains(&self, o: &Object) -> bool {
+        match o {
+            Object::HelmRelease(r) => self.helm_releases.contains(r),
+            Object::Namespaced(n) => self.objects.contains(n),
+            Object::Namespace(n) => self.namespaces.contains(n),
+            Object::Crd(c) => self.crds.contains(c),
+        }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Object {
     HelmRelease(Release),
+    Namespaced(Named),
     Namespace(String),
     Crd(String),
 }
@@ -76,6 +109,7 @@ impl fmt::Display for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Object::HelmRelease(r) => write!(f, "Helm release {}/{}", r.namespace, r.name),
+            Object::Namespaced(n) => write!(f, "{} {}/{}", n.kind, n.namespace, n.name),
             Object::Namespace(n) => write!(f, "namespace {n}"),
             Object::Crd(c) => write!(f, "CRD {c}"),
         }
@@ -87,6 +121,48 @@ impl fmt::Display for Object {
 pub struct Ledger {
     pub before: Snapshot,
     pub created: Snapshot,
+    /// The `before` snapshot of a run whose `after` is not recorded yet: the run is installing,
+    /// died, or could not read the cluster afterwards. While set, the ledger is incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Snapshot>,
+    /// Why the last run could not complete the record (the snapshot's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+    /// Losses and leftovers an `eas down` found: repeated by every later `down` until
+    /// `--acknowledge`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// Existed before `eas up`, gone after `eas down`.
+    Lost,
+    /// Created by `eas up`, still there after `eas down`.
+    Left,
+    /// The record was incomplete: the teardown ran with every guard, and this may be left.
+    MayBeLeft,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub object: String,
+    pub note: String,
+    /// When the `down` that found it ran.
+    pub found: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            FindingKind::Lost => "lost",
+            FindingKind::Left => "left",
+            FindingKind::MayBeLeft => "may be left",
+        };
+        write!(f, "{kind}: {}: {} (found {})", self.object, self.note, self.found)
+    }
 }
 
 impl Ledger {
@@ -94,14 +170,49 @@ impl Ledger {
     /// `before` stays the first run's, plus anything that appeared between runs that eas did not
     /// create (a user's namespace is theirs whenever it appeared); `created` gains what this run
     /// added.
+    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
     pub fn record(prev: Option<&Ledger>, before_run: &Snapshot, after_run: &Snapshot) -> Ledger {
-        let this_run = after_run.minus(before_run);
-        match prev {
-            None => Ledger { before: before_run.clone(), created: this_run },
-            Some(p) => Ledger {
-                before: p.before.union(&before_run.minus(&p.created)),
-                created: p.created.union(&this_run).minus(&p.before),
-            },
+        Ledger::begin(prev, before_run).complete(after_run)
+    }
+
+    /// The ledger as a run starts changing the cluster, saved before the installer runs. A
+    /// pending `before` from a run that never completed its record is kept: whatever appeared
+    /// since may be that run's.
+    pub fn begin(prev: Option<&Ledger>, before_run: &Snapshot) -> Ledger {
+        let base = prev.cloned().unwrap_or_default();
+        let pending = base.pending.clone().unwrap_or_else(|| before_run.clone());
+        Ledger {
+            before: base.before.union(&pending.minus(&base.created)),
+            created: base.created.clone(),
+            pending: Some(pending),
+            incomplete: base.incomplete.clone(),
+            findings: base.findings.clone(),
+        }
+    }
+
+    /// The record completed from the cluster after the run.
+    pub fn complete(&self, after_run: &Snapshot) -> Ledger {
+        let Some(pending) = &self.pending else { return self.clone() };
+        Ledger {
+            before: self.before.clone(),
+            created: self.created.union(&after_run.minus(pending)).minus(&self.before),
+            pending: None,
+            incomplete: None,
+            findings: self.findings.clone(),
+        }
+    }
+
+    /// The `after` snapshot could not be read: what is known stays, marked incomplete.
+    pub fn fail(&self, reason: &str) -> Ledger {
+        Ledger { incomplete: Some(reason.to_string()), ..self.clone() }
+    }
+
+    /// Why `eas down` cannot trust this record, if it cannot.
+    pub fn incomplete_reason(&self) -> Option<String> {
+        match (&self.incomplete, &self.pending) {
+            (Some(r), _) => Some(r.clone()),
+            (None, Some(_)) => Some("a run ended before it recorded what it created".to_string()),
+            (None, None) => None,
         }
     }
 }
@@ -162,6 +273,38 @@ fn guards() -> &'static Guards {
     })
 }
 
+/// The namespaces the installer writes into, and the kinds listed inside them.
+#[derive(Debug, Deserialize)]
+pub struct Watch {
+    pub namespaces: Vec<WatchedNamespace>,
+    pub kinds: Vec<WatchedKind>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WatchedNamespace {
+    pub name: String,
+    #[allow(dead_code)] // documentation in the data file
+    pub why: String,
+    #[allow(dead_code)] // documentation in the data file
+    pub source: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WatchedKind {
+    pub kind: String,
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+}
+
+pub fn watch() -> &'static Watch {
+    static V: OnceLock<Watch> = OnceLock::new();
+    V.get_or_init(|| {
+        serde_json::from_str(include_str!("../../data/ledger-watch.json"))
+            .unwrap_or_else(|e| panic!("data/ledger-watch.json is malformed: {e}"))
+    })
+}
+
 /// Which installer teardown would delete `object`, if one would.
 pub fn threat(object: &Object) -> Option<Threat> {
     let g = guards();
@@ -182,6 +325,8 @@ pub fn threat(object: &Object) -> Option<Threat> {
                 source: r.source.clone(),
                 component: r.component.clone(),
             }),
+        // The teardown that deletes a namespace deletes what is inside it.
+        Object::Namespaced(n) => threat(&Object::Namespace(n.namespace.clone())),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
@@ -207,14 +352,32 @@ pub struct Protected {
     pub threat: Threat,
 }
 
+/// Every component a guard names: what `eas down --force-incomplete` skips.
+pub fn all_guarded_components() -> Vec<String> {
+    let g = guards();
+    let mut v: Vec<String> = g
+        .namespaces
+        .iter()
+        .filter_map(|r| r.component.clone())
+        .chain(g.helm_releases.iter().filter_map(|r| r.component.clone()))
+        .chain(g.crds.iter().filter_map(|r| r.component.clone()))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// What `eas down` does, decided before it acts.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TeardownPlan {
     /// Created by eas and still present: delete (in [`Snapshot::objects`] order).
     pub delete: Snapshot,
-    /// Existed before `eas up`, and the installer's teardown would delete them: save them first
-    /// and restore any it removes.
+    /// Existed before `eas up`, and the installer's teardown would delete them: their
+    /// components are skipped, present or not (a second `down` must not tear down what a first
+    /// one lost).
     pub protect: Vec<Protected>,
+    /// Existed before `eas up` and present as `down` starts: any of them gone afterwards is lost.
+    pub present_before: Snapshot,
     /// Recorded as created by eas but already gone.
     pub gone: Vec<Object>,
     /// Present now, not created by eas, not there before `eas up` either: left alone.
@@ -227,7 +390,8 @@ pub struct TeardownPlan {
 pub fn guard_teardown(ledger: &Ledger, current: &Snapshot) -> TeardownPlan {
     let delete = ledger.created.intersect(current).minus(&ledger.before);
     let existed = current.intersect(&ledger.before);
-    let protect = existed
+    let protect = ledger
+        .before
         .objects()
         .into_iter()
         .filter_map(|object| threat(&object).map(|threat| Protected { object, threat }))
@@ -238,6 +402,7 @@ pub fn guard_teardown(ledger: &Ledger, current: &Snapshot) -> TeardownPlan {
         gone: ledger.created.minus(current).objects(),
         unrecorded: current.minus(&ledger.created).minus(&ledger.before).objects(),
         kept_before: existed.objects().len(),
+        present_before: existed,
     }
 }
 
@@ -255,10 +420,27 @@ impl TeardownPlan {
         self.delete.intersect(after).objects()
     }
 
-    /// Pre-existing objects the installer's teardown removed (to restore from their saved copy).
-    pub fn lost(&self, after: &Snapshot) -> Vec<&Protected> {
-        let present: Vec<Object> = after.objects();
-        self.protect.iter().filter(|p| !present.contains(&p.object)).collect()
+    /// Pre-existing objects present when `down` started and gone after it.
+    pub fn lost(&self, after: &Snapshot) -> Vec<Object> {
+        self.present_before.minus(after).objects()
+    }
+
+    /// What this `down` found, to keep in the record until acknowledged.
+    pub fn findings(&self, after: &Snapshot, now: &str) -> Vec<Finding> {
+        let lost = self.lost(after).into_iter().map(|o| {
+            let note = match threat(&o) {
+                Some(t) => format!("existed before eas up and is gone: {} [{}]", t.by, t.source),
+                None => "existed before eas up and is gone".to_string(),
+            };
+            Finding { kind: FindingKind::Lost, object: o.to_string(), note, found: now.to_string() }
+        });
+        let left = self.still_present(after).into_iter().map(|o| Finding {
+            kind: FindingKind::Left,
+            object: o.to_string(),
+            note: "created by eas up, still present after deletion (it may still be terminating)".to_string(),
+            found: now.to_string(),
+        });
+        lost.chain(left).collect()
     }
 
     /// The report `eas down` prints: what is left and why.
@@ -269,13 +451,11 @@ impl TeardownPlan {
                 "left: {o}: created by eas up, still present after deletion (it may still be terminating)"
             ));
         }
-        for p in self.lost(after) {
-            lines.push(format!(
-                "restore: {} existed before eas up and is gone: {} [{}]",
-                p.object, p.threat.by, p.threat.source
-            ));
+        let lost = self.lost(after);
+        for o in &lost {
+            lines.push(format!("lost: {o}: existed before eas up and is gone"));
         }
-        for p in self.protect.iter().filter(|p| !self.lost(after).contains(p)) {
+        for p in self.protect.iter().filter(|p| after.contains(&p.object)) {
             lines.push(format!("kept: {}: existed before eas up", p.object));
         }
         for o in &self.unrecorded {
@@ -285,7 +465,10 @@ impl TeardownPlan {
             let gone: Vec<String> = self.gone.iter().map(ToString::to_string).collect();
             lines.push(format!("already removed: {}", gone.join(", ")));
         }
-        lines.push(format!("{} objects that existed before eas up were left alone", self.kept_before));
+        lines.push(format!(
+            "{} objects that existed before eas up were left alone",
+            self.kept_before.saturating_sub(lost.len())
+        ));
         lines
     }
 }

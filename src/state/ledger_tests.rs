@@ -8,7 +8,16 @@ fn snap(namespaces: &[&str], releases: &[(&str, &str)], crds: &[&str]) -> Snapsh
             .map(|(ns, n)| Release { namespace: ns.to_string(), name: n.to_string() })
             .collect(),
         crds: crds.iter().map(|s| s.to_string()).collect(),
+        ..Snapshot::default()
     }
+}
+
+fn named(kind: &str, namespace: &str, name: &str) -> Named {
+    Named { kind: kind.into(), namespace: namespace.into(), name: name.into() }
+}
+
+fn inside(items: &[(&str, &str, &str)]) -> Snapshot {
+    Snapshot { objects: items.iter().map(|(k, ns, n)| named(k, ns, n)).collect(), ..Snapshot::default() }
 }
 
 fn ns(n: &str) -> Object {
@@ -126,21 +135,23 @@ fn the_report_says_what_is_left_and_why() {
     // The installer's NFD teardown took k3d-gpu's namespace; one of ours is still terminating.
     let after = k3d_gpu().minus(&snap(&["node-feature-discovery"], &[], &[])).union(&snap(&["kserve"], &[], &[]));
     assert_eq!(plan.still_present(&after), [ns("kserve")]);
-    assert_eq!(plan.lost(&after).iter().map(|p| &p.object).collect::<Vec<_>>(), [&ns("node-feature-discovery")]);
+    assert_eq!(plan.lost(&after), [ns("node-feature-discovery")]);
     let report = plan.report(&after);
     assert_eq!(
         report[0],
         "left: namespace kserve: created by eas up, still present after deletion (it may still be terminating)"
     );
-    assert!(
-        report[1].starts_with(
-            "restore: namespace node-feature-discovery existed before eas up and is gone: EI nfd teardown"
-        )
-    );
+    assert_eq!(report[1], "lost: namespace node-feature-discovery: existed before eas up and is gone");
+    let found = plan.findings(&after, "T");
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[0].kind, FindingKind::Lost);
+    assert!(found[0].note.contains("EI nfd teardown"), "{:?}", found[0]);
+    assert_eq!(found[1].kind, FindingKind::Left);
+    assert_eq!(found[1].object, "namespace kserve");
     assert!(report.contains(&"kept: CRD gateways.gateway.networking.k8s.io: existed before eas up".to_string()));
     assert_eq!(
         report.last().unwrap(),
-        &format!("{} objects that existed before eas up were left alone", k3d_gpu().objects().len())
+        &format!("{} objects that existed before eas up were left alone", k3d_gpu().objects().len() - 1)
     );
     let again = guard_teardown(&ledger, &k3d_gpu()).report(&k3d_gpu());
     assert!(
@@ -189,4 +200,106 @@ fn snapshots_serialise_as_plain_lists() {
         s.objects().iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["Helm release n/r", "namespace a", "CRD c.x.io"]
     );
+}
+
+#[test]
+fn the_ledger_fails_closed_and_keeps_its_before() {
+    let started = Ledger::begin(None, &k3d_gpu());
+    assert_eq!(started.before, k3d_gpu(), "the before is recorded before the installer runs");
+    assert!(started.incomplete_reason().is_some(), "until the after is read, the record is incomplete");
+    let failed = started.fail("list namespaces: 500");
+    assert_eq!(failed.before, k3d_gpu(), "a failed snapshot keeps the before");
+    assert_eq!(failed.incomplete_reason().as_deref(), Some("list namespaces: 500"));
+    // The next run (install skipped on resume) completes it from the cluster as it is.
+    let done = failed.complete(&installed());
+    assert_eq!(done.incomplete_reason(), None);
+    assert_eq!(done, Ledger::record(None, &k3d_gpu(), &installed()));
+}
+
+#[test]
+fn a_run_killed_mid_install_is_attributed_to_eas_by_the_next_run() {
+    // Run 1 saved its before, created llm-inference and died (SIGKILL): no after.
+    let dead = Ledger::begin(None, &k3d_gpu());
+    let mid = k3d_gpu().union(&snap(&["llm-inference"], &[], &[]));
+    // Run 2 starts from the cluster the dead run left: its pending before is the dead run's.
+    let second = Ledger::begin(Some(&dead), &mid);
+    assert_eq!(second.pending.as_ref(), Some(&k3d_gpu()));
+    assert!(!second.before.namespaces.contains("llm-inference"), "the dead run's namespace is not pre-existing");
+    let done = second.complete(&installed());
+    assert_eq!(done.created, installed().minus(&k3d_gpu()));
+    assert_eq!(done.before, k3d_gpu());
+}
+
+#[test]
+fn a_second_down_still_skips_what_the_first_one_lost() {
+    let ledger = Ledger::record(None, &k3d_gpu(), &installed());
+    let first = guard_teardown(&ledger, &installed());
+    assert!(first.skip_components().contains(&"nfd".to_string()));
+    // The first down lost the NFD namespace; the second starts without it.
+    let after_first = k3d_gpu().minus(&snap(&["node-feature-discovery"], &[], &[]));
+    let second = guard_teardown(&ledger, &after_first);
+    assert_eq!(second.skip_components(), first.skip_components(), "a missing object is still guarded");
+    assert!(second.lost(&after_first).is_empty(), "not lost by this down: the record keeps the first finding");
+}
+
+#[test]
+fn objects_made_inside_a_pre_existing_namespace_are_tracked_and_removed() {
+    // The user had llm-inference with their own model server; eas adds one, and a Secret.
+    let before = k3d_gpu().union(&snap(&["llm-inference"], &[], &[])).union(&inside(&[(
+        "LLMInferenceService",
+        "llm-inference",
+        "users-model",
+    )]));
+    let after = before
+        .union(&inside(&[("LLMInferenceService", "llm-inference", "qwen"), ("Secret", "llm-inference", "hf-token")]));
+    let ledger = Ledger::record(None, &before, &after);
+    assert_eq!(
+        ledger.created.objects(),
+        [
+            Object::Namespaced(named("LLMInferenceService", "llm-inference", "qwen")),
+            Object::Namespaced(named("Secret", "llm-inference", "hf-token")),
+        ]
+    );
+    let plan = guard_teardown(&ledger, &after);
+    assert_eq!(plan.delete, ledger.created);
+    assert!(plan.skip_components().contains(&"llm_services".to_string()), "the namespace is pre-existing");
+    let users = Object::Namespaced(named("LLMInferenceService", "llm-inference", "users-model"));
+    assert!(plan.protect.iter().any(|p| p.object == users), "{:?}", plan.protect);
+    assert_eq!(users.to_string(), "LLMInferenceService llm-inference/users-model");
+    // Deleted by eas itself, so the objects it made are gone and nothing is lost.
+    let done = after.minus(&plan.delete);
+    assert!(plan.lost(&done).is_empty() && plan.still_present(&done).is_empty());
+    assert!(plan.report(&done).iter().any(|l| l == "kept: namespace llm-inference: existed before eas up"));
+}
+
+#[test]
+fn force_incomplete_skips_every_guarded_component() {
+    let all = all_guarded_components();
+    for c in ["nfd", "llm_services", "kserve", "envoy_gateway", "observability", "istio"] {
+        assert!(all.contains(&c.to_string()), "{c}: {all:?}");
+    }
+}
+
+#[test]
+fn old_records_without_the_new_fields_still_load() {
+    let text = r#"{"before": {"namespaces": ["a"], "helm_releases": [], "crds": []},
+                   "created": {"namespaces": ["b"], "helm_releases": [], "crds": []}}"#;
+    let l: Ledger = serde_json::from_str(text).unwrap();
+    assert_eq!(l.incomplete_reason(), None);
+    assert!(l.findings.is_empty() && l.created.objects.is_empty());
+}
+
+#[test]
+fn the_watch_list_names_the_namespaces_and_kinds() {
+    let w = watch();
+    let names: Vec<&str> = w.namespaces.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["llm-inference", "kserve"]);
+    let kinds: Vec<&str> = w.kinds.iter().map(|k| k.kind.as_str()).collect();
+    for k in ["LLMInferenceService", "Deployment", "Service", "ConfigMap", "Secret"] {
+        assert!(kinds.contains(&k), "{k}: {kinds:?}");
+    }
+    // Every watched namespace has a teardown guard: a pre-existing one is never torn down.
+    for n in names {
+        assert!(threat(&ns(n)).is_some(), "{n}");
+    }
 }

@@ -44,6 +44,12 @@ impl Holder {
         }
     }
 
+    /// The run's id, as the label `io.eas.run` on its bastion containers: the pid and its start
+    /// time, so a reused pid is another run.
+    pub fn run_id(&self) -> String {
+        format!("{}-{}", self.pid, self.pid_start.unwrap_or(0))
+    }
+
     fn describe(&self) -> String {
         format!("pid {} on {} since {} (`{}`)", self.pid, self.host, self.started, self.command)
     }
@@ -245,6 +251,12 @@ impl Drop for LockGuard {
             let _ = fs::remove_file(&self.path);
         }
     }
+}
+
+/// This process's run id ([`Holder::run_id`]).
+pub fn this_run_id() -> String {
+    let pid = std::process::id();
+    format!("{pid}-{}", start_time(pid).unwrap_or(0))
 }
 
 /// The host name, from the kernel (std only); `localhost` when it cannot be read.

@@ -36,3 +36,23 @@ pub fn read(objects: &Path, sha: &str, pin: &Pin, layer: &str) -> Result<Option<
     })?;
     Ok(Some(Pinned { catalog, path, at }))
 }
+
+/// `--model` against the catalog, before the cluster is read. A name the catalog does not hold
+/// is bad input, with its LLM entries as the hint; an entry that is not an LLM is left to the
+/// decision, which refuses it. Without a catalog (the EI tree could not be had) the built-in
+/// candidates decide, as the dry run's config then does.
+pub fn check_model(model: &str, layer: &str, catalog: Option<&Pinned>) -> Result<(), Failure> {
+    let Some(c) = catalog else {
+        return crate::config::rules::selection(layer, Some(model), false).map(drop).map_err(|r| match r {
+            crate::config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+            crate::config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+        });
+    };
+    if c.catalog.entry(model).is_some() {
+        return Ok(());
+    }
+    Err(Failure::bad_input(
+        format!("unknown model {model:?}"),
+        format!("--model takes an LLM entry of the EI catalog {}: {}", c.describe(), c.catalog.llm_names().join(", ")),
+    ))
+}

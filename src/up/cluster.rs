@@ -1,16 +1,16 @@
 //! The few cluster reads and deletions `eas up` and `eas down` make beyond gathering facts:
-//! the cluster's identity, the ledger snapshot (namespaces, Helm releases, CRDs), and the
-//! deletion of objects the ledger says a run created. Helm releases are listed from their
-//! storage Secrets' metadata only: no Secret data is read.
+//! the cluster's identity, the ledger snapshot (namespaces, Helm releases, CRDs, and the objects
+//! inside the namespaces of `data/ledger-watch.json`), and the deletion of objects the ledger
+//! says a run created. Everything is listed as metadata only: no Secret data is read.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 
-use crate::state::ledger::{Release, Snapshot};
+use crate::state::ledger::{Named, Release, Snapshot, WatchedKind, watch};
 
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
@@ -78,7 +78,79 @@ pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, String> 
             snap.crds.insert(name);
         }
     }
+    for ns in &watch().namespaces {
+        for kind in &watch().kinds {
+            for name in list_inside(client, kind, &ns.name, t).await? {
+                snap.objects.insert(Named { kind: kind.kind.clone(), namespace: ns.name.clone(), name });
+            }
+        }
+    }
     Ok(snap)
+}
+
+fn api_resource(kind: &WatchedKind) -> ApiResource {
+    let api_version =
+        if kind.group.is_empty() { kind.version.clone() } else { format!("{}/{}", kind.group, kind.version) };
+    ApiResource {
+        group: kind.group.clone(),
+        version: kind.version.clone(),
+        api_version,
+        kind: kind.kind.clone(),
+        plural: kind.plural.clone(),
+    }
+}
+
+fn not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The names of one kind in one namespace; none when the kind is not served (its CRD is not
+/// installed) or the namespace does not exist.
+async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration) -> Result<Vec<String>, String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &api_resource(kind));
+    let what = format!("list {} in {ns}", kind.plural);
+    match tokio::time::timeout(t, api.list_metadata(&ListParams::default())).await {
+        Ok(Ok(list)) => Ok(list.items.into_iter().filter_map(|i| i.metadata.name).collect()),
+        Ok(Err(e)) if not_found(&e) => Ok(Vec::new()),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+    }
+}
+
+/// [`snapshot`], retried until `deadline`: a ledger is only as good as its snapshots.
+pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -> Result<Snapshot, String> {
+    let start = tokio::time::Instant::now();
+    let mut wait = Duration::from_millis(500);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let left = deadline.saturating_sub(start.elapsed());
+        match snapshot(client, t.min(left.max(Duration::from_secs(1)))).await {
+            Ok(s) => return Ok(s),
+            Err(e) if start.elapsed() + wait >= deadline => {
+                return Err(format!("{e} ({tries} tries in {}s)", start.elapsed().as_secs()));
+            }
+            Err(_) => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// Deletes one object inside a namespace; one already gone counts as deleted.
+pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(), String> {
+    let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
+        return Err(format!("{} is not a kind eas tracks", n.kind));
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
+    let what = format!("delete {} {}/{}", n.kind, n.namespace, n.name);
+    match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if not_found(&e) => Ok(()),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+    }
 }
 
 pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Result<(), String> {

@@ -2,6 +2,13 @@
 //! whose teardown would delete something that existed before `eas up` skipped; then the objects
 //! the ledger says the run created and are still there; then a report of what is left and why.
 //! Safe to run twice: with nothing recorded there is nothing to do.
+//!
+//! It fails closed. An incomplete ledger (a snapshot that could not be read, a run that died
+//! before recording) stops it: nothing is removed, exit 1, unless `--force-incomplete`, which
+//! runs the teardown with every guard's `--skip` and still deletes nothing directly. A loss (a
+//! pre-existing object gone) or a leftover (a created object still there) keeps the record, and
+//! every later `down` exits 1 and repeats it until `--acknowledge`. Nothing is saved or restored:
+//! recreating a namespace or a CRD would not bring back what was inside it.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -16,10 +23,15 @@ use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
 use crate::settings::Global;
 use crate::state::journal::{State, create_private_dir};
-use crate::state::ledger::{Object, guard_teardown};
+use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, all_guarded_components, guard_teardown};
 use crate::state::{StateDir, lock};
 
 use super::{CALL, cluster, now, state_root};
+
+const ACK_NEXT: &str = "deal with what is named above, then run `eas down --yes --acknowledge`";
+
+/// How long `down` keeps retrying a cluster snapshot before it stops.
+const SNAPSHOT_DEADLINE: Duration = crate::settings::timeouts::LEDGER;
 
 #[derive(Debug, Clone)]
 pub struct DownSettings {
@@ -27,8 +39,13 @@ pub struct DownSettings {
     pub layer: Option<String>,
     /// Do not ask before changing the cluster (required without a terminal)
     pub yes: bool,
-    /// Also remove the state directory of this cluster (logs, work tree)
+    /// Also remove the state directory of this cluster (logs, work tree); takes the lock
     pub purge: bool,
+    /// Drop the losses and leftovers an earlier `eas down` found, once dealt with
+    pub acknowledge: bool,
+    /// With an incomplete record: run the installer's teardown with every guard applied
+    /// (deletes nothing directly)
+    pub force_incomplete: bool,
     /// Take over a lock left by a run that is no longer alive
     pub break_lock: bool,
     /// Pins file [default: the pins.json built into eas]
@@ -50,6 +67,74 @@ impl Sink for Quiet {
     }
 }
 
+/// `--yes`, or a `y` typed at a prompt on a terminal; without a terminal, bad input. Nothing
+/// has been written when this refuses.
+async fn confirm(args: &DownSettings, what: &str, interrupt: &Interrupt) -> Result<(), Failure> {
+    if args.yes {
+        return Ok(());
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(Failure::bad_input(format!("{what} and no terminal is attached to confirm"), "pass --yes"));
+    }
+    eprint!("{what}. Continue? [y/N] ");
+    let read = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    });
+    let limit = crate::settings::timeouts::PROMPT;
+    let line = tokio::select! {
+        r = tokio::time::timeout(limit, read) => match r {
+            Ok(Ok(Ok(line))) => line,
+            Ok(_) => String::new(),
+            Err(_) => {
+                return Err(Failure::bad_input(
+                    format!("no answer within {} min: nothing was changed", limit.as_secs() / 60),
+                    "pass --yes",
+                ));
+            }
+        },
+        _ = interrupt.graceful.cancelled() => return Err(Failure::Interrupted),
+    };
+    if affirmative(&line) {
+        Ok(())
+    } else {
+        Err(Failure::bad_input(format!("{what}: not confirmed, nothing was changed"), "answer y, or pass --yes"))
+    }
+}
+
+/// Whether a prompt's answer says yes (`y` or `yes`, any case).
+fn affirmative(line: &str) -> bool {
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// Removes the state directory: everything but the lock while it is held, then the lock.
+fn purge(sd: &StateDir, lock: lock::LockGuard) -> Result<(), Failure> {
+    let lock_file = sd.lock_file();
+    for e in std::fs::read_dir(sd.dir()).map_err(|e| Failure::step("purge", e))? {
+        let p = e.map_err(|e| Failure::step("purge", e))?.path();
+        if p == lock_file {
+            continue;
+        }
+        let r = if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        r.map_err(|e| Failure::step("purge", format!("{}: {e}", p.display())))?;
+    }
+    drop(lock);
+    std::fs::remove_dir(sd.dir()).map_err(|e| Failure::step("purge", format!("{}: {e}", sd.dir().display())))
+}
+
+/// What one `down` needs to run the installer's teardown.
+struct Ctx<'a> {
+    args: &'a DownSettings,
+    global: &'a Global,
+    shell: &'a Shell,
+    interrupt: &'a Interrupt,
+    sd: &'a StateDir,
+    docker: bollard::Docker,
+    image_args: bastion::ImageSettings,
+    /// The kubeconfig for the bastion, with an exec plugin's token minted once for this `down`.
+    kube: crate::kubeconfig::KubeSource,
+}
+
 /// Reads and deletes through the API server stop on SIGINT/SIGTERM; the bastion's runs react
 /// to the same token themselves (the container is removed).
 async fn cancellable<T>(interrupt: &Interrupt, f: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
@@ -68,108 +153,208 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     })
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
-    let Some(mut state) = State::load(&sd.state_file())? else {
-        shell.phase(
-            "down",
-            format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display()),
-        );
-        if args.purge && sd.dir().exists() {
-            std::fs::remove_dir_all(sd.dir()).map_err(|e| Failure::step("down", e))?;
-        }
+    let nothing = || format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display());
+    let purgeable = args.purge && sd.dir().exists();
+    if !sd.state_file().exists() && !purgeable {
+        shell.phase("down", nothing());
         return Ok(());
-    };
-    if !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        return Err(Failure::bad_input(
-            "eas down changes the cluster and no terminal is attached to confirm",
-            "pass --yes",
-        ));
     }
-    let _lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
+    let what = if args.purge {
+        format!("eas down --purge removes the state directory {}", sd.dir().display())
+    } else {
+        format!("eas down changes the cluster {}", target.context)
+    };
+    confirm(args, &what, &interrupt).await?;
+    let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
+    let Some(mut state) = State::load(&sd.state_file())? else {
+        shell.phase("down", nothing());
+        shell.note(format!("purging {}", sd.dir().display()));
+        return purge(&sd, lock);
+    };
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
-    let snapshot = || async { cluster::snapshot(&target.client, CALL).await.map_err(|e| Failure::step("down", e)) };
+    let snapshot = || async {
+        cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
+    };
+    let earlier = state.ledger.findings.clone();
+    for f in &earlier {
+        if args.acknowledge {
+            shell.note(format!("acknowledged: {f}"));
+        } else {
+            shell.warn(format!("{f} (found by an earlier eas down)"));
+        }
+    }
+    let docker = || async {
+        bastion::image::connect(&global.env)
+            .await
+            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))
+    };
+
+    if let Some(reason) = state.ledger.incomplete_reason() {
+        if args.acknowledge && !earlier.is_empty() {
+            // The teardown already ran with every guard; the user has seen what may be left.
+            std::fs::remove_file(sd.state_file()).map_err(|e| Failure::step("down", e))?;
+            shell.phase("down", "the incomplete record is dropped");
+            return if args.purge { purge(&sd, lock) } else { Ok(()) };
+        }
+        shell.warn(format!("the record is incomplete: {reason}"));
+        shell.note(format!(
+            "  known: {} objects existed before eas up; {} were recorded as created: {}",
+            state.ledger.before.objects().len(),
+            state.ledger.created.objects().len(),
+            list(&state.ledger.created.objects())
+        ));
+        if !args.force_incomplete {
+            shell.note("  everything on the cluster is treated as pre-existing: nothing was removed");
+            return Err(Failure::step_next(
+                "down",
+                "the record of what eas up created is incomplete; nothing was removed",
+                "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
+            ));
+        }
+        let ctx = Ctx {
+            args,
+            global,
+            shell,
+            interrupt: &interrupt,
+            sd: &sd,
+            docker: docker().await?,
+            kube: cancellable(&interrupt, bastion::minted_source(global, shell)).await?,
+            image_args: super::image_args(&args.image, args.pins.clone(), global),
+        };
+        return force_incomplete(&ctx, &mut state, &layer, &reason, &target.client).await;
+    }
+
     let current = cancellable(&interrupt, snapshot()).await?;
     let plan = guard_teardown(&state.ledger, &current);
+    let skip = plan.skip_components();
     for p in &plan.protect {
         shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
     }
-    let docker = bastion::image::connect(&global.env)
-        .await
-        .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
-    let d = Down {
-        docker: &docker,
-        image_args: super::image_args(&args.image, args.pins.clone(), global),
+    let ctx = Ctx {
+        args,
         global,
         shell,
         interrupt: &interrupt,
+        sd: &sd,
+        docker: docker().await?,
+        kube: cancellable(&interrupt, bastion::minted_source(global, shell)).await?,
+        image_args: super::image_args(&args.image, args.pins.clone(), global),
     };
-    let teardown_ok = teardown(&d, args, &sd, &state, &layer, &plan.skip_components()).await?;
+    let teardown_ok = teardown(&ctx, &state, &layer, &skip).await?;
 
     // What the ledger says this run created and is still there.
     let after_teardown = cancellable(&interrupt, snapshot()).await?;
-    let mut failures = Vec::new();
-    for o in plan.delete.intersect(&after_teardown).objects() {
-        let r = match &o {
-            Object::Namespace(n) => cluster::delete_namespace(&target.client, n, CALL).await,
-            Object::Crd(c) => cluster::delete_crd(&target.client, c, CALL).await,
-            Object::HelmRelease(rel) => helm_uninstall(&d, &rel.namespace, &rel.name).await,
-        };
-        match r {
-            Ok(()) => shell.note(format!("removed {o}")),
-            Err(e) => failures.push(format!("{o}: {e}")),
-        }
-        if interrupt.graceful.is_cancelled() {
-            return Err(Failure::Interrupted);
-        }
-    }
+    let failures = delete_recorded(&ctx, &target.client, &plan.delete.intersect(&after_teardown)).await?;
     let after = cancellable(&interrupt, snapshot()).await?;
     for line in plan.report(&after) {
         shell.note(format!("  {line}"));
     }
-    let lost = plan.lost(&after);
-    if !teardown_ok || !failures.is_empty() || !lost.is_empty() {
+    let mut findings = if args.acknowledge { Vec::new() } else { earlier };
+    findings.extend(plan.findings(&after, &now()));
+    if !teardown_ok || !failures.is_empty() || !findings.is_empty() {
         for f in &failures {
             shell.warn(f);
         }
-        for l in lost {
-            shell.warn(format!("{} existed before eas up and is gone", l.object));
-        }
+        state.ledger.findings = findings;
         state.finished = Some(now());
         state.save(&sd.state_file())?;
-        return Err(Failure::step_next(
-            "down",
-            "teardown did not complete; the record is kept",
-            "read the log and the lines above, then run `eas down --yes` again",
-        ));
+        let cause = if !state.ledger.findings.is_empty() {
+            "objects were lost or left (named above); the record is kept"
+        } else {
+            "teardown did not complete; the record is kept"
+        };
+        let next = if state.ledger.findings.is_empty() {
+            "read the log and the lines above, then run `eas down --yes` again"
+        } else {
+            ACK_NEXT
+        };
+        return Err(Failure::step_next("down", cause, next));
     }
     // Done: the record goes, so a second `eas down` has nothing to do.
     std::fs::remove_file(sd.state_file()).map_err(|e| Failure::step("down", e))?;
-    if args.purge {
-        drop(_lock);
-        std::fs::remove_dir_all(sd.dir()).map_err(|e| Failure::step("down", e))?;
-    }
     shell.phase("down", format!("{layer} removed from {}", target.context));
+    if args.purge {
+        return purge(&sd, lock);
+    }
     Ok(())
 }
 
-/// What the bastion's runs in `eas down` share.
-struct Down<'a> {
-    docker: &'a bollard::Docker,
-    image_args: bastion::ImageSettings,
-    global: &'a Global,
-    shell: &'a Shell,
-    interrupt: &'a Interrupt,
+/// `--force-incomplete`: the teardown with every guard's `--skip`, no deletion by eas itself,
+/// and what may be left kept in the record until `--acknowledge`.
+async fn force_incomplete(
+    ctx: &Ctx<'_>,
+    state: &mut State,
+    layer: &str,
+    reason: &str,
+    client: &kube::Client,
+) -> Result<(), Failure> {
+    let ok = teardown(ctx, state, layer, &all_guarded_components()).await?;
+    let snapshot =
+        async { cluster::snapshot_within(client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e)) };
+    let current = cancellable(ctx.interrupt, snapshot).await?;
+    let t = now();
+    let mut found: Vec<Finding> = state
+        .ledger
+        .created
+        .intersect(&current)
+        .objects()
+        .into_iter()
+        .map(|o| Finding {
+            kind: FindingKind::MayBeLeft,
+            object: o.to_string(),
+            note: "created by eas up; the teardown ran with every guard and eas deleted nothing itself".into(),
+            found: t.clone(),
+        })
+        .collect();
+    found.push(Finding {
+        kind: FindingKind::MayBeLeft,
+        object: "anything the run created after its last record".into(),
+        note: reason.to_string(),
+        found: t,
+    });
+    for f in &found {
+        ctx.shell.warn(f.to_string());
+    }
+    state.ledger.findings = found;
+    state.finished = Some(now());
+    state.save(&ctx.sd.state_file())?;
+    let what = if ok { "the teardown ran with every guard" } else { "the teardown with every guard failed" };
+    Err(Failure::step_next("down", format!("{what}; the record is kept"), ACK_NEXT))
 }
 
-/// The installer's teardown, in the recorded work tree; false when it ran and failed.
-async fn teardown(
-    d: &Down<'_>,
-    args: &DownSettings,
-    sd: &StateDir,
-    state: &State,
-    layer: &str,
-    skip: &[String],
-) -> Result<bool, Failure> {
-    let (global, shell) = (d.global, d.shell);
+/// Deletes what the ledger says the run created and the teardown left; the failures. Stops
+/// between deletions on SIGINT/SIGTERM.
+async fn delete_recorded(ctx: &Ctx<'_>, client: &kube::Client, left: &Snapshot) -> Result<Vec<String>, Failure> {
+    let mut failures = Vec::new();
+    for o in left.objects() {
+        let r = match &o {
+            Object::Namespace(n) => cluster::delete_namespace(client, n, CALL).await,
+            Object::Crd(c) => cluster::delete_crd(client, c, CALL).await,
+            Object::Namespaced(n) => cluster::delete_named(client, n, CALL).await,
+            Object::HelmRelease(rel) => helm_uninstall(ctx, &rel.namespace, &rel.name).await,
+        };
+        match r {
+            Ok(()) => ctx.shell.note(format!("removed {o}")),
+            Err(e) => failures.push(format!("{o}: {e}")),
+        }
+        if ctx.interrupt.graceful.is_cancelled() {
+            return Err(Failure::Interrupted);
+        }
+    }
+    Ok(failures)
+}
+
+fn list(objects: &[Object]) -> String {
+    if objects.is_empty() {
+        return "none".into();
+    }
+    objects.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The installer's teardown, in the recorded work tree, with `skip` passed as `--skip`. False
+/// when it failed (its log tail is shown). A missing work tree is reported, not an error.
+async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) -> Result<bool, Failure> {
+    let (shell, sd) = (ctx.shell, ctx.sd);
     let tree = sd.work_dir().join("eas");
     if !tree.join("env").join(&state.env).exists() {
         shell.warn(format!(
@@ -181,7 +366,7 @@ async fn teardown(
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
-    let prepared = bastion::prepare(d.docker, &d.image_args, false, false, shell, d.interrupt).await?;
+    let prepared = bastion::prepare(&ctx.docker, &ctx.image_args, false, false, shell, ctx.interrupt).await?;
     let mut argv = teardown_argv(layer, &state.env)?;
     if !skip.is_empty() {
         argv.extend(["--skip".to_string(), skip.join(",")]);
@@ -195,14 +380,14 @@ async fn teardown(
         ]);
     }
     shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
-    let env = global.env.lookup();
-    let kube = cancellable(d.interrupt, bastion::minted_source(global, shell)).await?;
-    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(&kube), &env)?;
+    let env = ctx.global.env.lookup();
+    let kube = &ctx.kube;
+    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(kube), &env)?;
     let mut spec = std.spec.clone();
-    spec.timeout = Some(Duration::from_secs(args.teardown_timeout));
+    spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
     let mut sink = Quiet(Vec::new());
-    let outcome = DockerRunner::new(d.docker.clone()).run(&spec, &mut sink, d.interrupt).await;
-    let redactor = super::install::redactor(&global.env);
+    let outcome = DockerRunner::new(ctx.docker.clone()).run(&spec, &mut sink, ctx.interrupt).await;
+    let redactor = super::install::redactor(&ctx.global.env);
     let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
     let _ = std::fs::write(&log_path, &text);
     match outcome.map_err(|e| Failure::step("teardown", e))? {
@@ -218,21 +403,35 @@ async fn teardown(
     }
 }
 
-async fn helm_uninstall(d: &Down<'_>, namespace: &str, name: &str) -> Result<(), String> {
-    let (global, shell, interrupt) = (d.global, d.shell, d.interrupt);
-    let prepared =
-        bastion::prepare(d.docker, &d.image_args, false, false, shell, interrupt).await.map_err(|e| e.to_string())?;
-    let env = global.env.lookup();
-    let kube = bastion::minted_source(global, shell).await.map_err(|f| f.lines().join("; "))?;
+async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<(), String> {
+    let (docker, interrupt) = (&ctx.docker, ctx.interrupt);
+    let prepared = bastion::prepare(docker, &ctx.image_args, false, false, ctx.shell, interrupt)
+        .await
+        .map_err(|e| e.to_string())?;
+    let env = ctx.global.env.lookup();
+    let kube = &ctx.kube;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
-    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&kube), &env)
+    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
         .map_err(|e| e.to_string())?;
     let mut spec = std.spec.clone();
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));
     spec.timeout = Some(Duration::from_secs(600));
     let mut sink = Quiet(Vec::new());
-    match DockerRunner::new(d.docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
+    match DockerRunner::new(docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
         RunOutcome::Exited(0) => Ok(()),
         other => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&sink.0).trim())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_y_or_yes_confirms() {
+        for yes in ["y\n", "Y\n", " yes \n", "YES"] {
+            assert!(super::affirmative(yes), "{yes:?}");
+        }
+        for no in ["\n", "", "n\n", "no\n", "yep\n", "y es\n"] {
+            assert!(!super::affirmative(no), "{no:?}");
+        }
     }
 }

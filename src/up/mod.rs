@@ -7,11 +7,13 @@
 
 pub mod catalog;
 pub mod cluster;
+pub mod crash;
 pub mod doctor;
 pub mod down;
 pub mod install;
 pub mod knob_audit;
 pub mod phase;
+pub mod profiles;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,8 @@ pub struct UpSettings {
     pub install_timeout: u64,
     /// How long verification may wait for the model servers, in seconds
     pub verify_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
+    pub ledger_timeout: u64,
     /// Phase timeouts (the declared ones unless shortened).
     pub phase_timeouts: phase::PhaseTimeouts,
 }
@@ -96,9 +100,12 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
 }
 
 /// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
-/// stale plan would describe a run that is not this one. Files eas does not write stay.
+/// stale plan would describe a run that is not this one. Files eas does not write stay. An
+/// overlay STOP is the exception: its plan was written by this run, and its overlay decisions are
+/// what a maintainer regenerates the patch from (the smoke's decision table reads them).
 fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
     match (&result, args.dry_run, args.out.as_deref()) {
+        (Err(Failure::OverlayStop(_)), true, Some(_)) => result,
         (Err(_), true, Some(out)) => {
             write::clear(out).map_err(|e| {
                 Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
@@ -151,6 +158,35 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
 }
 
+/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+fn way_forward(
+    select: &crate::settings::Select,
+    current: &str,
+    mirror: &Path,
+    generated: &crate::overlay::Generated,
+    inv: &Invocation,
+    dry_run: bool,
+) -> Vec<String> {
+    let Ok(pins) = crate::pins::Pins::load(select.pins.as_deref()) else { return Vec::new() };
+    let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let command = |profile: &str| {
+        let mut other = inv.clone();
+        let mut sel = Vec::new();
+        let mut words = inv.select.iter();
+        while let Some(w) = words.next() {
+            if w == "--profile" || w == "--ref" {
+                words.next();
+            } else {
+                sel.push(w.clone());
+            }
+        }
+        sel.extend(["--profile".to_string(), profile.to_string()]);
+        other.select = sel;
+        if dry_run { other.dry_run() } else { other.up() }
+    };
+    profiles::lines(&tried, &command)
+}
+
 /// The upstream trees resolved in the cache (or the operator's clones).
 #[derive(Debug, Clone)]
 struct Resolved {
@@ -184,6 +220,40 @@ fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>)
     })
 }
 
+/// `--model` is checked against the catalog at the pinned EI commit before the cluster is read.
+/// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
+/// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
+/// (as its config then does); a real run fails later in the trees phase, as it would have.
+async fn model_before_cluster(
+    model: &str,
+    layer: &str,
+    tree_pins: &Trees,
+    args: &UpSettings,
+    global: &Global,
+    interrupt: &Interrupt,
+) -> Result<(), Failure> {
+    let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let ei = tokio::task::spawn_blocking(move || {
+        let ca_file = match ca.as_deref() {
+            Some(ders) => Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
+            .map_err(|e| e.to_string())
+    });
+    let ei = phase::run(PhaseId::Trees, &args.phase_timeouts, interrupt, async {
+        ei.await.map_err(|e| Failure::step("trees", e))
+    })
+    .await?;
+    let pinned = match ei {
+        Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
+        Err(_) if args.dry_run => None,
+        Err(_) => return Ok(()),
+    };
+    catalog::check_model(model, layer, pinned.as_ref())
+}
+
 /// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them.
 fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<(), String> {
     let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
@@ -210,10 +280,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
     let tree_pins = check_input(args)?;
+    // --model against the EI catalog at the pinned commit: after the bad-input checks, before
+    // the cluster is read.
+    if let Some(model) = args.select.model.as_deref()
+        && catalog::catalog_path(&args.select.layer).is_some()
+    {
+        model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
+    }
     let pre = preflight(args, global, shell, &interrupt, &inv).await?;
     let mut run = Journal::new(args, &pre, &tree_pins);
     let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await?;
-    let decided = decide(args, global, shell, &interrupt, &pre, &tree_pins, gathered, &mut run).await?;
+    let decided = decide(args, global, shell, &interrupt, &pre, &inv, &tree_pins, gathered, &mut run).await?;
     if args.dry_run {
         return print_plan(&run.plan, args, global, &decided.files);
     }
@@ -276,6 +353,7 @@ async fn preflight(
     })
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
+    let mut dead = None;
     let lock = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("the lock is {found} (a dry run does not take it)"));
@@ -284,6 +362,7 @@ async fn preflight(
     } else {
         crate::state::journal::create_private_dir(sd.dir())
             .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
+        dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
         Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
     };
     let prev = State::load(&sd.state_file())?;
@@ -315,6 +394,9 @@ async fn preflight(
         Ok(docker)
     })
     .await?;
+    if let (Some(holder), Some(d)) = (&dead, &docker) {
+        phase::run(PhaseId::Preflight, t, interrupt, crash::reap(d, holder, shell)).await?;
+    }
     Ok(Preflight { target, sd, _lock: lock, prev, docker, key })
 }
 
@@ -498,6 +580,7 @@ async fn decide(
     shell: &Shell,
     interrupt: &Interrupt,
     pre: &Preflight,
+    inv: &Invocation,
     tree_pins: &Trees,
     g: Gathered,
     run: &mut Journal,
@@ -538,9 +621,17 @@ async fn decide(
             .map_err(|e| Failure::step("overlay", e))?;
             let (dir, pins, layer, resolved) =
                 (scratch.path().join("eas"), tree_pins.clone(), layer.clone(), r.clone());
-            let op = blocking("trees", interrupt, run, move || {
+            let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
+            let (op, way_forward) = blocking("trees", interrupt, run, move || {
                 make_work_tree(&r, &pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
-                crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))
+                let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
+                // After a STOP: the other pins profiles whose overlay decides fully here.
+                let forward = if op.stops().count() > 0 {
+                    way_forward(&select, &pins.profile, &r.eas.objects, &generated, &inv, dry_run)
+                } else {
+                    Vec::new()
+                };
+                Ok((op, forward))
             })
             .await?;
             run.state.finish(PhaseId::Trees, Status::Done, None, &now());
@@ -550,7 +641,9 @@ async fn decide(
                 if args.dry_run {
                     print_plan(&run.plan, args, global, &files)?;
                 }
-                return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(op.stop_lines())));
+                let mut lines = op.stop_lines();
+                lines.extend(way_forward);
+                return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(lines)));
             }
             audit(args, global, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
             Some((scratch, op))
@@ -655,35 +748,60 @@ async fn act(
         run.state.carry_over(p, &skipped);
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
-    if installed {
-        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
-        return Ok(());
-    }
-    let (scratch, op) = d.tree.as_ref().expect("trees resolve in a real run");
-    run.state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
-    put_in_place(&scratch.path().join("eas"), &work).map_err(|e| Failure::step("trees", e))?;
-    run.state.finish(PhaseId::Trees, Status::Done, None, &now());
-    run.state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
-    run.save()?;
-    let op = crate::overlay::Plan { repo: work.clone(), ..op.clone() };
-    match blocking("overlay", interrupt, run, move || crate::overlay::apply(&op).map(|_| ())).await {
-        Err(Failure::Interrupted) => return Err(Failure::Interrupted),
-        Err(f) => return Err(run.failed(PhaseId::Overlay, f)),
-        Ok(()) => run.state.finish(PhaseId::Overlay, Status::Done, None, &now()),
-    }
 
-    // Prepare and install in the bastion, the ledger around them.
-    let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
+    // Prepare and install in the bastion, the ledger around them. The ledger fails closed: the
+    // `before` is saved before the installer runs, and a record left pending (this run's, or a
+    // dead run's) is completed from the cluster afterwards.
+    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
     let client = &pre.target.client;
-    let before = cluster::snapshot(client, CALL).await.map_err(|e| Failure::step("ledger", e))?;
-    let file = run.file.clone();
-    let save = |s: &State| save_to(file.as_deref(), s);
-    let r =
-        install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await;
-    if let Ok(after) = cluster::snapshot(client, CALL).await {
-        run.state.ledger = Ledger::record(pre.prev.as_ref().map(|p| &p.ledger), &before, &after);
+    let result = if installed {
+        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        Ok(())
+    } else {
+        put_tree(interrupt, d, &inputs, &work, run).await?;
+        let before = tokio::select! {
+            r = cluster::snapshot_within(client, CALL, ledger_deadline) => r.map_err(|e| {
+                Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+            })?,
+            _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
+        };
+        run.state.ledger = Ledger::begin(pre.prev.as_ref().map(|p| &p.ledger), &before);
+        run.save()?;
+        let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
+        let file = run.file.clone();
+        let save = |s: &State| save_to(file.as_deref(), s);
+        install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await
+    };
+    let mut ledger_failure = None;
+    if run.state.ledger.pending.is_some() {
+        // Read even after an interruption (within the deadline); a second signal leaves the
+        // record pending, for the next run to complete.
+        let after = tokio::select! {
+            r = cluster::snapshot_within(client, CALL, ledger_deadline) => Some(r),
+            _ = interrupt.force.cancelled() => None,
+        };
+        match after {
+            Some(Ok(after)) => run.state.ledger = run.state.ledger.complete(&after),
+            Some(Err(e)) => {
+                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+                run.state.ledger = run.state.ledger.fail(&e);
+                ledger_failure = Some(e);
+            }
+            None => shell.warn("interrupted again: the record of what the install created stays pending"),
+        }
+        run.save()?;
     }
-    if let Err(f) = r {
+    if let (Ok(()), Some(e)) = (&result, &ledger_failure) {
+        run.state.exit_code = Some(1);
+        run.state.finished = Some(now());
+        run.save()?;
+        return Err(Failure::step_next(
+            "ledger",
+            format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+            format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+        ));
+    }
+    if let Err(f) = result {
         run.state.exit_code = Some(f.exit_code());
         if matches!(f, Failure::Interrupted) {
             run.state.interrupt(&now());
@@ -696,6 +814,32 @@ async fn act(
         return Err(f);
     }
     Ok(())
+}
+
+/// The trees and overlay acts: the decided tree put in place as the run's work tree, then its
+/// overlay applied.
+async fn put_tree(
+    interrupt: &Interrupt,
+    d: &Decided,
+    inputs: &BTreeMap<PhaseId, String>,
+    work: &Path,
+    run: &mut Journal,
+) -> Result<(), Failure> {
+    let (scratch, op) = d.tree.as_ref().expect("trees resolve in a real run");
+    run.state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
+    put_in_place(&scratch.path().join("eas"), work).map_err(|e| Failure::step("trees", e))?;
+    run.state.finish(PhaseId::Trees, Status::Done, None, &now());
+    run.state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
+    run.save()?;
+    let op = crate::overlay::Plan { repo: work.to_path_buf(), ..op.clone() };
+    match blocking("overlay", interrupt, run, move || crate::overlay::apply(&op).map(|_| ())).await {
+        Err(Failure::Interrupted) => Err(Failure::Interrupted),
+        Err(f) => Err(run.failed(PhaseId::Overlay, f)),
+        Ok(()) => {
+            run.state.finish(PhaseId::Overlay, Status::Done, None, &now());
+            Ok(())
+        }
+    }
 }
 
 /// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are

@@ -71,6 +71,23 @@ struct Injection {
     path_contains: Option<String>,
     fault: Fault,
     remaining: Option<u32>,
+    /// Only this method (any, if `None`).
+    method: Option<String>,
+    /// The path must equal `path_contains`, not merely contain it.
+    exact: bool,
+    /// Matching requests let through before the fault applies.
+    skip: u32,
+}
+
+/// Which requests a fault applies to, beyond [`ClusterServer::inject`]'s path substring.
+#[derive(Debug, Clone, Default)]
+pub struct Rule {
+    pub method: Option<String>,
+    pub path: String,
+    /// The path must equal `path` (a namespace, not what is inside it).
+    pub exact: bool,
+    /// Let this many matching requests through first.
+    pub skip: u32,
 }
 
 /// A served resource: its kind, where it lives in the API, and whether it is namespaced.
@@ -356,6 +373,22 @@ impl ClusterServer {
     pub fn inject(&self, path_contains: Option<&str>, fault: Fault, times: Option<u32>) {
         self.state.lock().unwrap().faults.push(Injection {
             path_contains: path_contains.map(str::to_string),
+            method: None,
+            exact: false,
+            skip: 0,
+            fault,
+            remaining: times,
+        });
+    }
+
+    /// Like [`ClusterServer::inject`], for the requests `rule` names.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn inject_rule(&self, rule: Rule, fault: Fault, times: Option<u32>) {
+        self.state.lock().unwrap().faults.push(Injection {
+            path_contains: Some(rule.path),
+            method: rule.method,
+            exact: rule.exact,
+            skip: rule.skip,
             fault,
             remaining: times,
         });
@@ -399,6 +432,28 @@ impl ClusterServer {
             .keys()
             .filter(|k| k.group_version == group_version && k.resource == resource)
             .map(|k| if k.namespace.is_empty() { k.name.clone() } else { format!("{}/{}", k.namespace, k.name) })
+            .collect()
+    }
+
+    /// Every served object, without the fields the server sets (resourceVersion, uid,
+    /// timestamps, generation, managedFields) and without status: what "the same cluster" means.
+    #[allow(dead_code)] // not every test binary uses it
+    pub fn served(&self) -> BTreeMap<String, Value> {
+        let s = self.state.lock().unwrap();
+        s.objects
+            .iter()
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("status");
+                }
+                if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    for f in ["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"] {
+                        m.remove(f);
+                    }
+                }
+                (format!("{} {} {}/{}", k.group_version, k.resource, k.namespace, k.name), v)
+            })
             .collect()
     }
 
@@ -610,7 +665,7 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
     let fault = {
         let mut s = state.lock().unwrap();
         s.log.push(Logged { method: method.to_string(), path: path.clone(), query: query.clone() });
-        take_fault(&mut s.faults, &path)
+        take_fault(&mut s.faults, method.as_str(), &path)
     };
     match fault {
         Some(Fault::Reset) => return Err(ResetConnection),
@@ -630,8 +685,15 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
     Ok(answer)
 }
 
-fn take_fault(faults: &mut Vec<Injection>, path: &str) -> Option<Fault> {
-    let i = faults.iter().position(|f| f.path_contains.as_deref().is_none_or(|p| path.contains(p)))?;
+fn take_fault(faults: &mut Vec<Injection>, method: &str, path: &str) -> Option<Fault> {
+    let i = faults.iter().position(|f| {
+        f.method.as_deref().is_none_or(|m| m == method)
+            && f.path_contains.as_deref().is_none_or(|p| if f.exact { path == p } else { path.contains(p) })
+    })?;
+    if faults[i].skip > 0 {
+        faults[i].skip -= 1;
+        return None;
+    }
     let fault = faults[i].fault.clone();
     if let Some(n) = &mut faults[i].remaining {
         *n -= 1;
@@ -786,6 +848,16 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
                 Some(v) => {
                     let _ =
                         s.changes.send(Change { key: key(r, &namespace, &name), kind: "DELETED", object: v.clone() });
+                    // Deleting a namespace deletes what is inside it.
+                    if r.kind == "Namespace" {
+                        let inside: Vec<ObjectKey> =
+                            s.objects.keys().filter(|k| k.namespace == name).cloned().collect();
+                        for k in inside {
+                            if let Some(o) = s.objects.remove(&k) {
+                                let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
+                            }
+                        }
+                    }
                     ok_json(&v)
                 }
                 None => not_found(r, &name),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 #[allow(unused_imports)]
-pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options};
+pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options, Rule};
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

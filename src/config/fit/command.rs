@@ -1,4 +1,4 @@
-//! `eas fit --facts FILE [--fit FILE] [--output table|json]`: the built-in fit, printed.
+//! `eas fit --facts FILE [--fit FILE] [--output text|json]`: the built-in fit, printed.
 
 use std::path::PathBuf;
 
@@ -31,7 +31,8 @@ pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
         shell.warn(w);
     }
     let text = match args.output {
-        OutputFormat::Text => super::report::table(&doc),
+        // Node names come from the cluster: control characters are shown, not sent.
+        OutputFormat::Text => super::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect(),
         OutputFormat::Json => super::report::json(&doc),
     };
     use std::io::Write;
