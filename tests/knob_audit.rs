@@ -8,24 +8,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
+use support::artifacts;
 use support::cluster_server::ClusterServer;
-use support::{artifacts, git};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
 
 struct Trees {
     dir: tempfile::TempDir,
@@ -38,27 +24,13 @@ fn trees(change: impl Fn(&str, &Path)) -> Trees {
     let mut shas = Vec::new();
     for n in ["eas", "ei", "eat"] {
         let to = dir.path().join("repos").join(n);
-        copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
+        support::trees::copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
         change(n, &to);
-        git(&to, &["init", "-q", "-b", "main"]);
-        git(&to, &["add", "-A"]);
-        git(&to, &["commit", "-qm", &format!("synthetic {n}")]);
-        shas.push((n, git(&to, &["rev-parse", "HEAD"])));
+        shas.push((n.to_string(), support::trees::commit_all(&to, n)));
     }
     std::fs::create_dir_all(dir.path().join("served")).unwrap();
     let pins = artifacts::write_pins(dir.path(), "knob-audit", &dir.path().join("pins.json"));
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
-    for row in doc["pins"].as_array_mut().unwrap() {
-        if row["profile"] != "main" {
-            continue;
-        }
-        let name = row["name"].as_str().unwrap().to_string();
-        if let Some((_, sha)) = shas.iter().find(|(n, _)| *n == name) {
-            row["sha"] = json!(sha);
-            row["locked"] = json!(true);
-        }
-    }
-    std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    support::trees::point_main_pins(&pins, &shas);
     Trees { dir, pins }
 }
 
@@ -106,11 +78,11 @@ fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}\n{stdout}");
     for want in [
-        "audit: nfd_enabled (required) -> read by intel/enterprise-inference@",
-        "audit: agent_toolkit_models (required) -> read by intel/",
-        "audit: istio_platform (required) -> read by overlay 0002 (added by the patch)",
-        "audit: existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
-        "audit: kata_containers_enabled (defensive) -> note: nothing reads it",
+        "knob nfd_enabled (required) -> read by intel/enterprise-inference@",
+        "knob agent_toolkit_models (required) -> read by intel/",
+        "knob istio_platform (required) -> read by overlay 0002 (added by the patch)",
+        "knob existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
+        "knob kata_containers_enabled (defensive) -> note: nothing reads it",
     ] {
         assert!(stdout.contains(want), "plan lacks {want:?}:\n{stdout}");
     }
@@ -153,7 +125,7 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("--allow-unread agent_toolkit_models proceeds"), "{stderr}");
-    assert!(stdout.contains("audit: agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
+    assert!(stdout.contains("knob agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
 }
 
 #[test]
@@ -164,12 +136,12 @@ fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
     assert!(out.status.success(), "{stderr}\n{stdout}");
     let line = stdout
         .lines()
-        .find(|l| l.contains("audit: llm_services_deploy_models (required) -> read by"))
+        .find(|l| l.contains("knob llm_services_deploy_models (required) -> read by"))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.contains("roles/llm_services/tasks/install.yaml"), "{line}");
     // deploy_models.yaml names the switch only in its header comment.
     assert!(!line.contains("deploy_models.yaml"), "{line}");
-    assert!(stdout.contains("audit: autodeploy (required) -> read by"), "{stdout}");
+    assert!(stdout.contains("knob autodeploy (required) -> read by"), "{stdout}");
 }
 
 #[test]
