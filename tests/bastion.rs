@@ -318,8 +318,10 @@ fn an_unpinned_base_is_refused_without_the_flag() {
 fn exit_codes_pass_through_and_the_container_is_removed() {
     let f = fixture();
     // A request timeout shorter than the silence: it must not cut the log or wait streams.
-    let mut c = run_in_bastion(f, &[], None, "echo to-stdout; sleep 3; echo to-stderr >&2; exit 3");
-    let child = c.env("EAS_DOCKER_TIMEOUT", "1").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // 3 s, not 1: starting the container is itself a request, and takes over a second on a
+    // busy 2-core machine.
+    let mut c = run_in_bastion(f, &[], None, "echo to-stdout; sleep 7; echo to-stderr >&2; exit 3");
+    let child = c.env("EAS_DOCKER_TIMEOUT", "3").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let o = child.wait_with_output().unwrap();
     let err = text(&o.stderr);

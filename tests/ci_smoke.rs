@@ -4,7 +4,7 @@
 //! the profile whose overlay decides fully. Also `scripts/install-k3d.sh` against a local release.
 //! No Docker: the dry run plans without one.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 mod support;
@@ -15,26 +15,7 @@ use support::{ClusterServer, git, text};
 const CLUSTER: &str = "k3d-gpu-desktop";
 const ENVOY: &str = "roles/envoy_gateway/tasks/install.yaml";
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-fn synthetic(name: &str, to: &Path) -> String {
-    copy_dir(&support::root().join("fixtures/synthetic").join(name), to);
-    git(to, &["init", "-q", "-b", "main"]);
-    git(to, &["add", "-A"]);
-    git(to, &["commit", "-qm", &format!("synthetic {name}")]);
-    git(to, &["rev-parse", "HEAD"])
-}
+use support::trees::synthetic_repo as synthetic;
 
 struct Smoke {
     _tmp: tempfile::TempDir,

@@ -23,7 +23,7 @@ use std::process::{Command, Output};
 use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, Fault, ObjectKey, Rule, artifacts, git};
+use support::{ClusterServer, Fault, ObjectKey, Rule, artifacts};
 
 const BASE: &str = "eas-test-base:bookworm";
 const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -36,27 +36,6 @@ struct Setup {
     dir: PathBuf,
     pins: PathBuf,
     repos: PathBuf,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
-
-fn synthetic_repo(name: &str, to: &Path) -> String {
-    copy_dir(&support::root().join("fixtures/synthetic").join(name), to);
-    git(to, &["init", "-q", "-b", "main"]);
-    git(to, &["add", "-A"]);
-    git(to, &["commit", "-qm", &format!("synthetic {name}")]);
-    git(to, &["rev-parse", "HEAD"])
 }
 
 /// The same synthetic trees and stand-in artifacts as tests/up_cycle.rs (one bastion image).
@@ -74,19 +53,12 @@ fn setup() -> &'static Setup {
         let dir = tmp.join(format!("down-safety-{nanos:x}"));
         std::fs::create_dir_all(dir.join("served")).unwrap();
         let repos = dir.join("repos");
-        let shas: Vec<(String, String)> =
-            ["eas", "ei", "eat"].iter().map(|n| (n.to_string(), synthetic_repo(n, &repos.join(n)))).collect();
+        let shas: Vec<(String, String)> = ["eas", "ei", "eat"]
+            .iter()
+            .map(|n| (n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))))
+            .collect();
         let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
-        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
-        for row in doc["pins"].as_array_mut().unwrap() {
-            if row["profile"] != "main" {
-                continue;
-            }
-            let name = row["name"].as_str().unwrap().to_string();
-            row["sha"] = json!(shas.iter().find(|(n, _)| *n == name).unwrap().1);
-            row["locked"] = json!(true);
-        }
-        std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        support::trees::point_main_pins(&pins, &shas);
         Setup { dir, pins, repos }
     })
 }

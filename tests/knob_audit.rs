@@ -8,24 +8,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
+use support::artifacts;
 use support::cluster_server::ClusterServer;
-use support::{artifacts, git};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
 
 struct Trees {
     dir: tempfile::TempDir,
@@ -38,27 +24,13 @@ fn trees(change: impl Fn(&str, &Path)) -> Trees {
     let mut shas = Vec::new();
     for n in ["eas", "ei", "eat"] {
         let to = dir.path().join("repos").join(n);
-        copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
+        support::trees::copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
         change(n, &to);
-        git(&to, &["init", "-q", "-b", "main"]);
-        git(&to, &["add", "-A"]);
-        git(&to, &["commit", "-qm", &format!("synthetic {n}")]);
-        shas.push((n, git(&to, &["rev-parse", "HEAD"])));
+        shas.push((n.to_string(), support::trees::commit_all(&to, n)));
     }
     std::fs::create_dir_all(dir.path().join("served")).unwrap();
     let pins = artifacts::write_pins(dir.path(), "knob-audit", &dir.path().join("pins.json"));
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
-    for row in doc["pins"].as_array_mut().unwrap() {
-        if row["profile"] != "main" {
-            continue;
-        }
-        let name = row["name"].as_str().unwrap().to_string();
-        if let Some((_, sha)) = shas.iter().find(|(n, _)| *n == name) {
-            row["sha"] = json!(sha);
-            row["locked"] = json!(true);
-        }
-    }
-    std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    support::trees::point_main_pins(&pins, &shas);
     Trees { dir, pins }
 }
 

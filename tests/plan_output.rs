@@ -6,30 +6,17 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use support::{ClusterServer, git, golden, text};
+use support::{ClusterServer, golden, text};
 
 struct Trees {
     dir: PathBuf,
     pins: PathBuf,
     shas: Vec<(String, String)>,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
 }
 
 /// The synthetic trees as git repositories, and the real pins.json with the `main` tree rows
@@ -40,26 +27,11 @@ fn trees() -> &'static Trees {
         let dir = tempfile::Builder::new().prefix("plan-output-").tempdir().unwrap().keep();
         let mut shas = Vec::new();
         for n in ["eas", "ei", "eat"] {
-            let to = dir.join("repos").join(n);
-            copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
-            git(&to, &["init", "-q", "-b", "main"]);
-            git(&to, &["add", "-A"]);
-            git(&to, &["commit", "-qm", &format!("synthetic {n}")]);
-            shas.push((n.to_string(), git(&to, &["rev-parse", "HEAD"])));
-        }
-        let mut pins: Value =
-            serde_json::from_str(&std::fs::read_to_string(support::root().join("pins.json")).unwrap()).unwrap();
-        for row in pins["pins"].as_array_mut().unwrap() {
-            if row["profile"] == "main" {
-                let name = row["name"].as_str().unwrap().to_string();
-                if let Some((_, sha)) = shas.iter().find(|(n, _)| *n == name) {
-                    row["sha"] = Value::from(sha.clone());
-                    row["locked"] = Value::from(true);
-                }
-            }
+            shas.push((n.to_string(), support::trees::synthetic_repo(n, &dir.join("repos").join(n))));
         }
         let path = dir.join("pins.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&pins).unwrap()).unwrap();
+        std::fs::copy(support::root().join("pins.json"), &path).unwrap();
+        support::trees::point_main_pins(&path, &shas);
         Trees { dir, pins: path, shas }
     })
 }

@@ -7,6 +7,7 @@ pub mod cluster_server;
 pub mod forward_proxy;
 pub mod kserve;
 pub mod tls_front;
+pub mod trees;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
