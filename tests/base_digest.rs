@@ -25,10 +25,31 @@ fn docker_ok(args: &[&str]) {
     assert!(o.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// A registry process of our own, stopped when dropped.
+/// A registry process of our own, stopped when dropped; its log is kept for failure messages.
 struct Registry {
     child: Child,
     addr: String,
+    log: PathBuf,
+}
+
+impl Registry {
+    /// The registry's last log lines and the free space where it stores blobs: a push that
+    /// fails with a 500 is most often a full disk, and the message should say which.
+    fn diagnose(&self, dir: &Path) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
+        let df = Command::new("df").arg("-h").arg(dir).output().map(|o| String::from_utf8_lossy(&o.stdout).to_string());
+        format!("registry log (last lines):\n{}\nspace where it stores: {}", tail.join("\n"), df.unwrap_or_default())
+    }
+}
+
+/// A local image tag, removed when dropped so that a failed run leaves no image behind.
+struct Tag(String);
+
+impl Drop for Tag {
+    fn drop(&mut self) {
+        let _ = docker(&["image", "rm", &self.0]);
+    }
 }
 
 impl Drop for Registry {
@@ -57,19 +78,21 @@ fn start_registry(dir: &Path) -> Registry {
     std::fs::write(
         &config,
         format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-            dir.join("registry").display()
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {:?}\nhttp:\n  addr: {addr}\n",
+            dir.join("registry").display().to_string()
         ),
     )
     .unwrap();
+    let log = dir.join("registry.log");
+    let out = std::fs::File::create(&log).unwrap();
     let child = Command::new("docker-registry")
         .arg("serve")
         .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
         .spawn()
         .expect("docker-registry (Debian package docker-registry; scripts/test.sh installs it)");
-    let reg = Registry { child, addr };
+    let reg = Registry { child, addr, log };
     let deadline = Instant::now() + Duration::from_secs(30);
     while http(&reg.addr, "GET", "/v2/", "*/*").map(|(c, _)| c) != Some(200) {
         assert!(Instant::now() < deadline, "the registry did not answer on {} within 30 s", reg.addr);
@@ -93,8 +116,15 @@ fn lock_records_the_base_image_at_the_registrys_digest() {
 
     // The test base, pushed through the Docker Engine, then untagged so eas must pull it.
     docker_ok(&["tag", BASE, &reference]);
-    docker_ok(&["push", "--quiet", &reference]);
-    docker_ok(&["image", "rm", &reference]);
+    let tag = Tag(reference.clone());
+    let push = docker(&["push", "--quiet", &reference]);
+    assert!(
+        push.status.success(),
+        "docker push {reference}: {}\n{}",
+        String::from_utf8_lossy(&push.stderr),
+        reg.diagnose(&dir)
+    );
+    drop(tag);
     let accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, \
                   application/vnd.docker.distribution.manifest.list.v2+json, \
                   application/vnd.docker.distribution.manifest.v2+json";
