@@ -9,7 +9,7 @@
 #   scripts/bench-bastion.sh [RUNS]     default 30
 #   scripts/bench-bastion.sh interrupt [RUNS]   default 5: instead, the interrupt latency of a
 #       build (issue 10, finding 12): `--rebuild` runs until pip is 2 s into its large step, then
-#       SIGINT; reports signal -> exit (median, max; goal 1 s) and the managed untagged images
+#       SIGINT; reports signal -> exit (median, min, max; goal 1 s) and the managed untagged images
 #       left behind (goal 0).
 #   EAS_BIN=path/to/eas                 default: target/release/eas, else target/debug/eas
 #   EAS_CA_BUNDLE=FILE                  default: /etc/ssl/certs/ca-certificates.crt if present
@@ -26,6 +26,7 @@ if [ -z "$bin" ]; then
   [ -x "$bin" ] || bin=$here/target/debug/eas
 fi
 [ -x "$bin" ] || { echo "bench-bastion: no eas binary; run cargo build --release" >&2; exit 1; }
+bin=$(realpath "$bin") # the script changes directory below
 export EAS_CA_BUNDLE=${EAS_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 [ -f "$EAS_CA_BUNDLE" ] || unset EAS_CA_BUNDLE
 
@@ -105,7 +106,7 @@ for i in range(runs):
         sys.exit(f"bench-bastion: run {i+1} exited {rc}, not 130")
 left = dangling() - before
 print(f"bench-bastion interrupt: {runs} runs, signal -> exit median {statistics.median(lat)*1000:.0f} ms, "
-      f"max {max(lat)*1000:.0f} ms (goal 1000 ms); managed untagged images left: {len(left)}")
+      f"min {min(lat)*1000:.0f} ms, max {max(lat)*1000:.0f} ms (goal 1000 ms); managed untagged images left: {len(left)}")
 EOF
   exit 0
 fi

@@ -161,16 +161,9 @@ pub async fn build(
         let item = tokio::select! {
             _ = interrupt.graceful.cancelled() => {
                 bar.finish_and_clear();
-                // Dropping the stream closes the request, which cancels the build in the daemon;
-                // the step's container is then removed here rather than eventually by the daemon.
+                // Dropping the stream closes the request, which cancels the build in the daemon.
                 drop(stream);
-                if let Some(c) = step_container {
-                    let opts = RemoveContainerOptionsBuilder::new().force(true).build();
-                    if let Err(e) = docker.remove_container(&c, Some(opts)).await {
-                        tracing::debug!("removing build container {c}: {e}");
-                    }
-                }
-                remove_unfinished(docker, &steps.ids).await;
+                abandon(docker, step_container, &steps, shell).await;
                 return Ok(Built::Interrupted);
             }
             item = stream.next() => item,
@@ -204,7 +197,7 @@ pub async fn build(
                     bollard::errors::Error::DockerStreamError { error } => error,
                     other => other.to_string(),
                 };
-                remove_unfinished(docker, &steps.ids).await;
+                remove_unfinished(docker, &steps).await;
                 return Err(ImageError::Build { error: strip_ansi(error.trim()), tail: tail(&out) });
             }
         }
@@ -221,11 +214,14 @@ pub async fn build(
 }
 
 /// The image IDs a classic build's output names (` ---> <id>` after each step), except the
-/// base's (the result of `FROM`), which is not this build's to remove.
+/// base's (the result of `FROM`), which is not this build's to remove. `committed` are the ones
+/// this build made (not taken from Docker's layer cache).
 #[derive(Debug, Default)]
 struct StepImages {
     ids: Vec<String>,
+    committed: Vec<String>,
     in_from: bool,
+    cached: bool,
 }
 
 impl StepImages {
@@ -233,25 +229,98 @@ impl StepImages {
         if let Some(rest) = line.strip_prefix("Step ") {
             self.in_from =
                 rest.split_once(" : ").is_some_and(|(_, ins)| ins.trim_start().to_uppercase().starts_with("FROM "));
+            self.cached = false;
             return;
         }
         let Some(id) = line.strip_prefix(" ---> ") else { return };
         let id = id.trim();
+        if id == "Using cache" {
+            self.cached = true;
+        }
         if self.in_from || id.len() < 12 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
             return;
         }
         if !self.ids.iter().any(|i| i == id) {
             self.ids.push(id.to_string());
+            if !self.cached {
+                self.committed.push(id.to_string());
+            }
         }
     }
 }
 
-/// Removes the step images of a build that did not finish, newest first, without force: an image
-/// another image builds on, or a container uses, stays (Docker refuses). Untagged parents go with
-/// their last child (Docker's prune).
-async fn remove_unfinished(docker: &Docker, ids: &[String]) {
-    for id in ids.iter().rev() {
-        let opts = RemoveImageOptionsBuilder::new().force(false).noprune(false).build();
+/// How long an interrupted build waits for Docker to have killed its step's container and begun
+/// removing it, before waiting for the removal itself.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Cleans up after an interrupted build: the step's container is killed (force removal sends
+/// SIGKILL: no stop grace period) and removed, then the step images go.
+///
+/// Removing a container deletes its writable layer, and on a busy disk that takes seconds, all of
+/// it in the daemon (issue 10 measured 1.2 to 4.6 s from the container's death to its removal:
+/// the overlay's unmount syncs the disk under it, then each freed block is discarded). So eas
+/// waits only until the container is dead and Docker is removing it, which the classic builder's
+/// own cancellation also does, and lets Docker finish without it. The images this build committed
+/// are removed with force, which only overrides the dead container still using one. If Docker is
+/// not removing the container within [`KILL_WAIT`], eas waits for its own removal request.
+async fn abandon(docker: &Docker, step_container: Option<String>, steps: &StepImages, shell: &Shell) {
+    if let Some(c) = step_container {
+        let removal = tokio::spawn({
+            let (docker, c) = (docker.clone(), c.clone());
+            async move {
+                let opts = RemoveContainerOptionsBuilder::new().force(true).build();
+                docker.remove_container(&c, Some(opts)).await
+            }
+        });
+        match tokio::time::timeout(KILL_WAIT, dead_and_going(docker, &c)).await {
+            Ok(true) => {
+                shell.note(format!("the interrupted step's container {} is dead; Docker is removing it", short_id(&c)))
+            }
+            Ok(false) => tracing::debug!("build container {c} is gone"),
+            Err(_) => match tokio::time::timeout(timeouts::CALL, removal).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::debug!("removing build container {c}: {e}"),
+                Ok(Err(_)) | Err(_) => {
+                    shell.warn(format!("the interrupted build's container {c} may remain: docker rm -f {c}"))
+                }
+            },
+        }
+    }
+    remove_unfinished(docker, steps).await;
+}
+
+/// Waits until the container is no longer running and Docker is removing it (`true`), or it is
+/// gone (`false`).
+async fn dead_and_going(docker: &Docker, id: &str) -> bool {
+    use bollard::models::ContainerStateStatusEnum as S;
+    loop {
+        match docker.inspect_container(id, None).await {
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => return false,
+            Ok(c) => {
+                let state = c.state.unwrap_or_default();
+                if state.running != Some(true) && state.status == Some(S::REMOVING) {
+                    return true;
+                }
+            }
+            Err(e) => tracing::debug!("inspecting build container {id}: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// Removes the step images of a build that did not finish, newest first. The images this build
+/// committed go with force, which only overrides a dead container still using one (the
+/// interrupted step's, while Docker removes it); images taken from the layer cache are removed
+/// without force, so one another image builds on, a container uses or a tag names stays. Untagged
+/// parents go with their last child (Docker's prune).
+async fn remove_unfinished(docker: &Docker, steps: &StepImages) {
+    for id in steps.ids.iter().rev() {
+        let force = steps.committed.contains(id);
+        let opts = RemoveImageOptionsBuilder::new().force(force).noprune(false).build();
         match docker.remove_image(id, Some(opts), None).await {
             Ok(_) => tracing::debug!("removed the unfinished build's image {id}"),
             Err(e) => tracing::debug!("kept image {id}: {e}"),
@@ -385,6 +454,7 @@ mod tests {
             s.see(line);
         }
         assert_eq!(s.ids, ["111111111111", "222222222222"]);
+        assert_eq!(s.committed, ["111111111111"], "the cached step is not this build's");
     }
 
     #[test]
