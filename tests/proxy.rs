@@ -113,3 +113,104 @@ fn the_kubeconfig_proxy_url_is_used_and_masked() {
     assert_no_password(&out, PASSWORD);
     assert!(proxy.relayed().iter().any(|l| l.contains(&format!("CONNECT 127.0.0.1:{} ", server_port(&server)))));
 }
+
+/// A proxy that does not do its job, on loopback: one that refuses connections (nothing listens),
+/// one that accepts and closes them, one that answers every request with 502 Bad Gateway.
+#[derive(Debug, Clone, Copy)]
+enum Broken {
+    Refuses,
+    Closes,
+    Answers502,
+}
+
+/// Starts a broken proxy of `kind` and returns its port; its thread lives as long as the test.
+fn broken_proxy(kind: Broken) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    match kind {
+        Broken::Refuses => drop(listener),
+        Broken::Closes | Broken::Answers502 => {
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    if let Broken::Answers502 = kind {
+                        let mut seen = Vec::new();
+                        let mut buf = [0u8; 1024];
+                        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match conn.read(&mut buf) {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let _ = conn
+                            .write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    }
+                }
+            });
+        }
+    }
+    port
+}
+
+/// Issue 10: when the proxy does not answer (or answers only with an error), the one-line error
+/// names the proxy that was used (scheme://host:port, its credentials masked) and where it came
+/// from, and the hint says which settings choose it; the password never appears. In `eas facts`
+/// and in `eas up --dry-run`'s preflight.
+#[test]
+fn a_proxy_that_does_not_answer_is_named_masked_with_a_hint() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let pins = root().join("pins.json");
+    for kind in [Broken::Refuses, Broken::Closes, Broken::Answers502] {
+        let port = broken_proxy(kind);
+        let url = format!("http://eas:{PASSWORD}@127.0.0.1:{port}");
+        let shown = format!("http://***@127.0.0.1:{port}");
+        let facts = facts_via(&server, &[("HTTP_PROXY", &url)], &["--request-timeout", "5"]);
+        let up = eas(&fixture("xeon-amx"))
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .args(["up", "--dry-run", "--pins", pins.to_str().unwrap()])
+            .args(facts_args("xeon-amx"))
+            .env("HTTP_PROXY", &url)
+            .env("EAS_LOG", "trace")
+            .output()
+            .unwrap();
+        for (cmd, out) in [("facts", &facts), ("up --dry-run", &up)] {
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{kind:?} {cmd}: a run-time failure: {stderr}");
+            assert_no_password(out, PASSWORD);
+            let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+            assert!(error.contains(&format!("through the proxy {shown} (HTTP_PROXY)")), "{kind:?} {cmd}: {stderr}");
+            let next = stderr.lines().find(|l| l.starts_with("next: ")).unwrap_or_default();
+            for setting in ["HTTP_PROXY", "NO_PROXY", "proxy-url"] {
+                assert!(next.contains(setting), "{kind:?} {cmd}: the hint names {setting}: {stderr}");
+            }
+        }
+    }
+    assert!(server.requests().is_empty(), "the server was never reached");
+
+    // The kubeconfig's proxy-url: named as such.
+    let port = broken_proxy(Broken::Refuses);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let kc = std::fs::read_to_string(server.kubeconfig()).unwrap();
+    let with_proxy = kc.replace(
+        &format!("server: {}", server.url()),
+        &format!("server: {}\n    proxy-url: http://eas:{PASSWORD}@127.0.0.1:{port}", server.url()),
+    );
+    std::fs::write(&kubeconfig, with_proxy).unwrap();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_no_password(&out, PASSWORD);
+    assert!(
+        stderr.contains(&format!("through the proxy http://***@127.0.0.1:{port} (the kubeconfig's proxy-url)")),
+        "{stderr}"
+    );
+}

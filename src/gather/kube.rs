@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::kubeconfig::KubeSource;
+use crate::net::proxy::Route;
 use kube::core::params::ListParams;
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -26,6 +27,8 @@ pub struct Target {
     pub client: kube::Client,
     /// The user's exec credential plugin, to name it when it fails.
     pub plugin: Option<crate::net::exec_auth::Plugin>,
+    /// The proxy the client goes through, to name it when the API server cannot be reached.
+    pub proxy: Option<Route>,
 }
 
 pub use crate::kubeconfig::TargetError;
@@ -60,7 +63,7 @@ pub async fn target(
         .and_then(|c| c.server.clone())
         .unwrap_or_default();
     let unusable = |cause: String| TargetError::Unusable { context: name.clone(), path: path.clone(), cause };
-    let mut config = match crate::net::kube_config::config_for(&kc, &name, proxy, source.extra_roots.clone()) {
+    let (mut config, route) = match crate::net::kube_config::config_for(&kc, &name, proxy, source.extra_roots.clone()) {
         Ok(c) => c,
         Err(crate::net::kube_config::ConfigError::Proxy(e)) => return Err(TargetError::Proxy(e)),
         Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),
@@ -73,7 +76,7 @@ pub async fn target(
         Some(line) => TargetError::Plugin(line),
         None => unusable(crate::text::mask_userinfo(&e.to_string())),
     })?;
-    Ok(Target { context: name, server, client, plugin })
+    Ok(Target { context: name, server, client, plugin, proxy: route })
 }
 
 /// One read the gatherer makes, named the way the person reading an error thinks of it.
@@ -120,14 +123,14 @@ impl fmt::Display for Call {
 /// Why a read failed at run time (exit 1).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("cannot reach the Kubernetes API at {server} ({call}): {cause}")]
-    Unreachable { server: String, call: String, cause: String },
+    #[error("cannot reach the Kubernetes API at {server}{} ({call}): {cause}", through(.proxy))]
+    Unreachable { server: String, call: String, cause: String, proxy: Option<Route> },
     #[error("the API server at {server} rejected the credentials of context {context:?} (401 Unauthorized) on {call}")]
     Unauthorized { server: String, context: String, call: String },
     #[error("{call} was refused (403 Forbidden): {message}")]
     Forbidden { call: String, message: String },
-    #[error("{call} got no complete answer from {server} within {secs} s")]
-    Timeout { server: String, call: String, secs: u64 },
+    #[error("{call} got no complete answer from {server}{} within {secs} s", through(.proxy))]
+    Timeout { server: String, call: String, secs: u64, proxy: Option<Route> },
     #[error("{call} failed: {code} {message}")]
     Status { call: String, code: u16, message: String },
     #[error("{call}: the answer is not what the Kubernetes API sends: {cause}")]
@@ -136,9 +139,19 @@ pub enum ApiError {
     Plugin(String),
 }
 
+/// ` through the proxy scheme://host:port (SETTING)`, or nothing without a proxy.
+fn through(proxy: &Option<Route>) -> String {
+    proxy.as_ref().map(|r| format!(" through {r}")).unwrap_or_default()
+}
+
 impl ApiError {
     pub fn next(&self) -> String {
         match self {
+            ApiError::Unreachable { server, proxy: Some(r), .. } => r.hint(&crate::net::proxy::scheme_and_host(server).1),
+            ApiError::Timeout { server, proxy: Some(r), .. } => format!(
+                "retry; if the API server is slow, raise --request-timeout; {}",
+                r.hint(&crate::net::proxy::scheme_and_host(server).1)
+            ),
             ApiError::Unreachable { .. } => {
                 "check that the cluster is running (`k3d cluster list`, `systemctl status k3s`) and that --context names it".into()
             }
@@ -163,6 +176,7 @@ pub struct Reader {
     pub context: String,
     pub timeout: Duration,
     pub plugin: Option<crate::net::exec_auth::Plugin>,
+    pub proxy: Option<Route>,
 }
 
 impl Reader {
@@ -173,6 +187,7 @@ impl Reader {
             context: t.context.clone(),
             timeout,
             plugin: t.plugin.clone(),
+            proxy: t.proxy.clone(),
         }
     }
 
@@ -224,7 +239,7 @@ impl Reader {
                 if e.is_io() && cause.contains("timed out") {
                     self.timed_out(call)
                 } else if e.is_io() {
-                    ApiError::Unreachable { server: self.server.clone(), call: call.to_string(), cause }
+                    self.unreachable(call, cause)
                 } else {
                     ApiError::Decode { call: call.to_string(), cause: e.to_string() }
                 }
@@ -237,7 +252,16 @@ impl Reader {
     }
 
     fn timed_out(&self, call: &Call) -> ApiError {
-        ApiError::Timeout { server: self.server.clone(), call: call.to_string(), secs: self.timeout.as_secs().max(1) }
+        ApiError::Timeout {
+            server: self.server.clone(),
+            call: call.to_string(),
+            secs: self.timeout.as_secs().max(1),
+            proxy: self.proxy.clone(),
+        }
+    }
+
+    fn unreachable(&self, call: &Call, cause: String) -> ApiError {
+        ApiError::Unreachable { server: self.server.clone(), call: call.to_string(), cause, proxy: self.proxy.clone() }
     }
 
     fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
@@ -259,7 +283,7 @@ impl Reader {
                 if cause.contains("timed out") || cause.contains("deadline has elapsed") {
                     return self.timed_out(call);
                 }
-                ApiError::Unreachable { server: self.server.clone(), call: call_s, cause }
+                self.unreachable(call, cause)
             }
         }
     }

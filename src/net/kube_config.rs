@@ -24,13 +24,14 @@ pub enum ConfigError {
 /// Trusted CAs to add for the API server when the kubeconfig pins none (`--ca-bundle`), as DER.
 pub type ExtraRoots = Option<Vec<Vec<u8>>>;
 
-/// Builds the client configuration for `context` of `kc`.
+/// Builds the client configuration for `context` of `kc`, with the proxy it goes through and the
+/// setting that chose it, to name in errors.
 pub fn config_for(
     kc: &Kubeconfig,
     context: &str,
     env: &ProxyEnv,
     extra_roots: ExtraRoots,
-) -> Result<kube::Config, ConfigError> {
+) -> Result<(kube::Config, Option<proxy::Route>), ConfigError> {
     let bad = |s: String| ConfigError::Kubeconfig(s);
     let ctx = kc
         .contexts
@@ -71,9 +72,10 @@ pub fn config_for(
         Some(ders) => Some(ders),
         None => extra_roots,
     };
-    config.proxy_url = proxy::proxy_for(&server, env, cluster.proxy_url.as_deref())?;
+    let route = proxy::route_for(&server, env, cluster.proxy_url.as_deref())?;
+    config.proxy_url = route.as_ref().map(|r| r.uri.clone());
     config.auth_info = user;
-    Ok(config)
+    Ok((config, route))
 }
 
 /// The cluster's pinned CA certificates (DER), from `certificate-authority-data` or the
@@ -121,11 +123,11 @@ mod tests {
             no_proxy: Some(no.into()),
             ..Default::default()
         };
-        let c = config_for(&kc, "c", &env("other.example,"), None).unwrap();
+        let c = config_for(&kc, "c", &env("other.example,"), None).unwrap().0;
         assert_eq!(c.proxy_url.unwrap().to_string(), "http://u:p@proxy.corp:3128/");
         // kube's own loader would match "proxy.corp" against the proxy URL; the server decides here.
-        assert!(config_for(&kc, "c", &env("api.corp"), None).unwrap().proxy_url.is_none());
-        let c = config_for(&kc, "c", &env("proxy.corp"), None).unwrap();
+        assert!(config_for(&kc, "c", &env("api.corp"), None).unwrap().0.proxy_url.is_none());
+        let c = config_for(&kc, "c", &env("proxy.corp"), None).unwrap().0;
         assert!(c.proxy_url.is_some());
         assert_eq!(c.default_namespace, "ns");
     }
@@ -134,22 +136,22 @@ mod tests {
     fn the_kubeconfig_proxy_url_wins_and_plain_http_uses_http_proxy() {
         let kc = kubeconfig("http://127.0.0.1:8080", "    proxy-url: http://kc-proxy:1\n");
         let env = ProxyEnv { http: Some("http://env:2".into()), no_proxy: Some("*".into()), ..Default::default() };
-        assert_eq!(config_for(&kc, "c", &env, None).unwrap().proxy_url.unwrap().host(), Some("kc-proxy"));
+        assert_eq!(config_for(&kc, "c", &env, None).unwrap().0.proxy_url.unwrap().host(), Some("kc-proxy"));
         let kc = kubeconfig("http://127.0.0.1:8080", "");
-        assert_eq!(config_for(&kc, "c", &env, None).unwrap().proxy_url, None);
+        assert_eq!(config_for(&kc, "c", &env, None).unwrap().0.proxy_url, None);
         let env = ProxyEnv { http: Some("http://env:2".into()), ..Default::default() };
-        assert_eq!(config_for(&kc, "c", &env, None).unwrap().proxy_url.unwrap().host(), Some("env"));
+        assert_eq!(config_for(&kc, "c", &env, None).unwrap().0.proxy_url.unwrap().host(), Some("env"));
     }
 
     #[test]
     fn a_pinned_ca_wins_over_the_extra_roots() {
         let kc = kubeconfig("https://h:6443", "");
-        let c = config_for(&kc, "c", &ProxyEnv::default(), Some(vec![vec![1, 2]])).unwrap();
+        let c = config_for(&kc, "c", &ProxyEnv::default(), Some(vec![vec![1, 2]])).unwrap().0;
         assert_eq!(c.root_cert, Some(vec![vec![1, 2]]));
         let pem = "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n";
         let data = base64::engine::general_purpose::STANDARD.encode(pem);
         let kc = kubeconfig("https://h:6443", &format!("    certificate-authority-data: {data}\n"));
-        let c = config_for(&kc, "c", &ProxyEnv::default(), Some(vec![vec![9]])).unwrap();
+        let c = config_for(&kc, "c", &ProxyEnv::default(), Some(vec![vec![9]])).unwrap().0;
         assert_eq!(c.root_cert, Some(vec![vec![1, 2, 3]]));
     }
 }

@@ -92,8 +92,56 @@ impl ProxyError {
 /// The proxy for `url` (a `scheme://host[:port]...` URL), or `None` to connect directly.
 /// `kubeconfig_proxy` is the cluster's `proxy-url`, which bypasses the environment.
 pub fn proxy_for(url: &str, env: &ProxyEnv, kubeconfig_proxy: Option<&str>) -> Result<Option<http::Uri>, ProxyError> {
+    route_for(url, env, kubeconfig_proxy).map(|r| r.map(|r| r.uri))
+}
+
+/// Where the kubeconfig's `proxy-url` is named in messages.
+const KUBECONFIG_PROXY: &str = "the kubeconfig's proxy-url";
+
+/// The proxy a connection goes through and the setting that chose it, for messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub uri: http::Uri,
+    /// `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` or the kubeconfig's `proxy-url`.
+    pub source: &'static str,
+}
+
+impl Route {
+    /// `scheme://host:port`, with `***@` in place of the credentials it holds.
+    pub fn shown(&self) -> String {
+        let scheme = self.uri.scheme_str().unwrap_or("http");
+        let authority = self.uri.authority().map_or("", |a| a.as_str());
+        match authority.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => format!("{scheme}://{authority}"),
+        }
+    }
+
+    /// What to check when the connection through this proxy to `server_host` fails.
+    pub fn hint(&self, server_host: &str) -> String {
+        if self.source == KUBECONFIG_PROXY {
+            format!(
+                "check that the proxy in the kubeconfig's proxy-url answers and can reach {server_host}, or remove proxy-url (then HTTPS_PROXY/HTTP_PROXY and NO_PROXY decide)"
+            )
+        } else {
+            format!(
+                "check that {} names a proxy that answers and can reach {server_host}, or add {server_host} to NO_PROXY to connect directly (a kubeconfig's proxy-url would win over both)",
+                self.source
+            )
+        }
+    }
+}
+
+impl std::fmt::Display for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the proxy {} ({})", self.shown(), self.source)
+    }
+}
+
+/// Like [`proxy_for`], with the setting that chose the proxy.
+pub fn route_for(url: &str, env: &ProxyEnv, kubeconfig_proxy: Option<&str>) -> Result<Option<Route>, ProxyError> {
     if let Some(p) = kubeconfig_proxy.filter(|p| !p.trim().is_empty()) {
-        return parse_proxy("the kubeconfig's proxy-url", p).map(Some);
+        return parse_proxy(KUBECONFIG_PROXY, p).map(|uri| Some(Route { uri, source: KUBECONFIG_PROXY }));
     }
     let (scheme, host) = scheme_and_host(url);
     let (name, value) = match scheme.as_str() {
@@ -113,7 +161,7 @@ pub fn proxy_for(url: &str, env: &ProxyEnv, kubeconfig_proxy: Option<&str>) -> R
     {
         return Ok(None);
     }
-    parse_proxy(name, value).map(Some)
+    parse_proxy(name, value).map(|uri| Some(Route { uri, source: name }))
 }
 
 /// Whether a `NO_PROXY` list covers `host` (a name or an IP address, without port or brackets).
@@ -285,6 +333,27 @@ mod tests {
         let err = proxy_for("https://api", &e, None).unwrap_err();
         assert!(!err.to_string().contains("PASS"), "{err}");
         assert!(!err.hint().contains("PASS"));
+    }
+
+    #[test]
+    fn a_route_is_shown_as_scheme_host_port_without_credentials() {
+        let e = env(&[("HTTPS_PROXY", "eas:S3cret@proxy.corp:3128"), ("HTTP_PROXY", "http://proxy.corp:8080/")]);
+        let r = route_for("https://api:6443", &e, None).unwrap().unwrap();
+        assert!(!format!("{r} {}", r.hint("api")).contains("S3cret"));
+        assert_eq!(
+            (r.shown(), r.to_string()),
+            ("http://***@proxy.corp:3128".into(), "the proxy http://***@proxy.corp:3128 (HTTPS_PROXY)".into())
+        );
+        assert!(
+            r.hint("api").contains("HTTPS_PROXY") && r.hint("api").contains("add api to NO_PROXY"),
+            "{}",
+            r.hint("api")
+        );
+        let r = route_for("http://api:80", &e, None).unwrap().unwrap();
+        assert_eq!(r.to_string(), "the proxy http://proxy.corp:8080 (HTTP_PROXY)");
+        let r = route_for("https://api", &e, Some("https://u:p@kc:1")).unwrap().unwrap();
+        assert_eq!(r.to_string(), "the proxy https://***@kc:1 (the kubeconfig's proxy-url)");
+        assert!(r.hint("api").contains("remove proxy-url"), "{}", r.hint("api"));
     }
 
     #[test]

@@ -45,9 +45,38 @@ pub fn said(e: &kube::Error) -> String {
 
 /// The `kube-system` namespace UID: the key of this cluster's state directory.
 pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, String> {
+    identity(client, t).await.map_err(|e| e.to_string())
+}
+
+/// The read of the cluster's identity.
+pub const IDENTITY_CALL: &str = "get namespace kube-system";
+
+/// Why the cluster's identity could not be read, told apart so that a proxy on the way can be
+/// named when no answer came.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The API server answered with an error.
+    #[error("{IDENTITY_CALL}: {0}")]
+    Answered(String),
+    /// No answer: the connection failed (to the server, or to a proxy on the way).
+    #[error("{IDENTITY_CALL}: {0}")]
+    Unreachable(String),
+    #[error("{IDENTITY_CALL}: no answer within {0}s")]
+    Timeout(u64),
+    #[error("namespace kube-system has no uid")]
+    NoUid,
+}
+
+/// [`cluster_key`], with the reason it failed as a [`KeyError`].
+pub async fn identity(client: &Client, t: Duration) -> Result<String, KeyError> {
     let api: Api<Namespace> = Api::all(client.clone());
-    let ns = timed("get namespace kube-system", t, api.get("kube-system")).await?;
-    ns.metadata.uid.ok_or_else(|| "namespace kube-system has no uid".to_string())
+    let ns = match tokio::time::timeout(t, api.get("kube-system")).await {
+        Ok(Ok(ns)) => ns,
+        Ok(Err(e @ (kube::Error::Api(_) | kube::Error::SerdeError(_)))) => return Err(KeyError::Answered(said(&e))),
+        Ok(Err(e)) => return Err(KeyError::Unreachable(said(&e))),
+        Err(_) => return Err(KeyError::Timeout(t.as_secs())),
+    };
+    ns.metadata.uid.ok_or(KeyError::NoUid)
 }
 
 pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, String> {

@@ -335,6 +335,20 @@ struct Preflight {
     key: String,
 }
 
+/// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
+/// the proxy is named (credentials masked) with what to check, as `eas facts` does.
+fn identity_failure(target: &gather::kube::Target, e: cluster::KeyError) -> Failure {
+    use gather::kube::ApiError;
+    let (server, call, proxy) = (target.server.clone(), cluster::IDENTITY_CALL.to_string(), target.proxy.clone());
+    let e = match (e, proxy.is_some()) {
+        (cluster::KeyError::Unreachable(cause), true) => ApiError::Unreachable { server, call, cause, proxy },
+        (cluster::KeyError::Timeout(secs), true) => ApiError::Timeout { server, call, secs, proxy },
+        (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
+    };
+    let next = e.next();
+    Failure::step_next("preflight", e, next)
+}
+
 async fn preflight(
     args: &UpSettings,
     global: &Global,
@@ -346,9 +360,7 @@ async fn preflight(
     let t = &args.phase_timeouts;
     let (target, key) = phase::run(PhaseId::Preflight, t, interrupt, async {
         let target = gather::target(global, CALL).await?;
-        let key = cluster::cluster_key(&target.client, CALL)
-            .await
-            .map_err(|e| Failure::step_next("preflight", e, "check the API server (`eas doctor`)"))?;
+        let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
         Ok((target, key))
     })
     .await?;
