@@ -11,6 +11,10 @@
 #       build (issue 10, finding 12): `--rebuild` runs until pip is 2 s into its large step, then
 #       SIGINT; reports signal -> exit (median, min, max; goal 1 s), the managed untagged images
 #       left behind and the build containers still there a minute later (goal 0 and 0).
+#       Docker unmounts the killed step's overlay before eas can remove the build's images, and
+#       that unmount syncs the whole filesystem under /var/lib/docker: other processes' unwritten
+#       data (a cargo build) lengthens it. EAS_BENCH_SYNC=1 syncs just before each signal, to
+#       measure without them.
 #   EAS_BIN=path/to/eas                 default: target/release/eas, else target/debug/eas
 #   EAS_CA_BUNDLE=FILE                  default: /etc/ssl/certs/ca-certificates.crt if present
 set -euo pipefail
@@ -80,7 +84,7 @@ echo "bench-bastion: making sure the image exists (a first build takes minutes)"
 tag=$($cmd)
 if [ "$mode" = interrupt ]; then
   python3 - "$runs" "$bin" "$work/pins.json" <<'EOF'
-import signal, statistics, subprocess, sys, time
+import os, signal, statistics, subprocess, sys, time
 runs, eas, pins = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def dangling():
     out = subprocess.run(["docker", "images", "-aq", "--filter", "label=io.eas.managed=true",
@@ -101,6 +105,8 @@ for i in range(runs):
         if "| Collecting" in line:
             break
     time.sleep(2)
+    if os.environ.get("EAS_BENCH_SYNC") == "1":
+        os.sync()
     t0 = time.monotonic()
     p.send_signal(signal.SIGINT)
     p.stderr.read()
