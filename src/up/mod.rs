@@ -759,6 +759,7 @@ async fn act(
         Ok(())
     } else {
         put_tree(interrupt, d, &inputs, &work, run).await?;
+        shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
         let before = tokio::select! {
             r = cluster::snapshot_within(client, CALL, ledger_deadline) => r.map_err(|e| {
                 Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
@@ -776,6 +777,7 @@ async fn act(
     if run.state.ledger.pending.is_some() {
         // Read even after an interruption (within the deadline); a second signal leaves the
         // record pending, for the next run to complete.
+        shell.phase("ledger", "recording what the install created");
         let after = tokio::select! {
             r = cluster::snapshot_within(client, CALL, ledger_deadline) => Some(r),
             _ = interrupt.force.cancelled() => None,
