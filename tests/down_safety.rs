@@ -26,44 +26,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, Fault, ObjectKey, Rule, artifacts};
-
-const BASE: &str = "eas-test-base:bookworm";
-const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
-const CLUSTER: &str = "k3d-gpu-desktop";
-const MODEL: &str = "qwen2-5-coder-7b";
+use support::synthetic_install::{self, CLUSTER, MODEL, Setup, containers_of};
+use support::{ClusterServer, Fault, ObjectKey, Rule};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Setup {
-    dir: PathBuf,
-    pins: PathBuf,
-    repos: PathBuf,
-}
-
 /// The same synthetic trees and stand-in artifacts as tests/up_cycle.rs (one bastion image).
 fn setup() -> &'static Setup {
-    static S: OnceLock<Setup> = OnceLock::new();
-    S.get_or_init(|| {
-        assert!(
-            Command::new("docker").arg("info").output().unwrap().status.success(),
-            "no Docker Engine answers: start one with `bash scripts/docker-up.sh`"
-        );
-        let o = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
-        assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = tmp.join(format!("down-safety-{nanos:x}"));
-        std::fs::create_dir_all(dir.join("served")).unwrap();
-        let repos = dir.join("repos");
-        let shas: Vec<(String, String)> = ["eas", "ei", "eat"]
-            .iter()
-            .map(|n| (n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))))
-            .collect();
-        let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
-        support::trees::point_main_pins(&pins, &shas);
-        Setup { dir, pins, repos }
-    })
+    synthetic_install::setup("down-safety")
 }
 
 struct Run {
@@ -87,38 +57,15 @@ fn text(b: &[u8]) -> String {
 
 impl Run {
     fn eas(&self) -> Command {
-        let s = setup();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
-        c.current_dir(&self.home)
-            .env("HOME", &self.home)
-            .env("XDG_CACHE_HOME", s.dir.join("cache"))
-            .env("EAS_CA_BUNDLE", HOST_CA)
-            .env("CI", "1")
-            .env("NO_COLOR", "1")
-            .env_remove("KUBECONFIG")
-            .env_remove("EAS_BASE_IMAGE")
-            .env_remove("HF_TOKEN")
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig())
-            .arg("--state-dir")
-            .arg(&self.state);
+        let mut c = setup().eas(&self.home, self.server.kubeconfig(), &self.state);
+        c.env_remove("HF_TOKEN");
         c
     }
 
     /// `eas up` with its phase lines on stderr (`--progress plain`).
     fn up_command(&self, extra: &[&str]) -> Command {
-        let s = setup();
-        let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
         let mut c = self.eas();
-        c.args(["--progress", "plain", "up", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base", "--containerd-config"])
-            .arg(format!("k3d-gpu-server-0={}", node_files.display()))
-            .args(["--nri-socket", "k3d-gpu-server-0=present"]);
-        for n in ["eas", "ei", "eat"] {
-            c.arg(format!("--{n}-repo")).arg(s.repos.join(n));
-        }
-        c.args(extra);
+        c.args(["--progress", "plain", "up", "--yes"]).args(setup().up_args()).args(extra);
         c
     }
 
@@ -127,14 +74,7 @@ impl Run {
     }
 
     fn down(&self, extra: &[&str]) -> Output {
-        let s = setup();
-        self.eas()
-            .args(["down", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base"])
-            .args(extra)
-            .output()
-            .unwrap()
+        self.eas().args(setup().down_args()).args(extra).output().unwrap()
     }
 
     fn namespaces(&self) -> Vec<String> {
@@ -456,16 +396,6 @@ fn hostname() -> String {
 
 // Crash consistency: SIGKILL `eas up` at points taken from its own progress, then check that
 // `eas up --break-lock` and `eas down` put the cluster back as it was before the first `up`.
-
-/// Containers of the `eas` process `pid` (`eas-bastion-<pid>-...`), running or not.
-fn containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
-        .args(["--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    text(&out.stdout).lines().map(str::to_string).collect()
-}
 
 /// The task markers (`TASK [role : name]`) the stand-in installer has written to the install
 /// logs under the state directory `state` so far, in order.

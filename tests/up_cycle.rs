@@ -10,16 +10,12 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, ObjectKey, artifacts};
-
-const BASE: &str = "eas-test-base:bookworm";
-const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
-const CLUSTER: &str = "k3d-gpu-desktop";
-const MODEL: &str = "qwen2-5-coder-7b";
+use support::synthetic_install::{self, CLUSTER, MODEL, Setup, containers_of};
+use support::{ClusterServer, ObjectKey};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -51,35 +47,8 @@ fn sentinel_leaks(outputs: &[(&str, &str)], dirs: &[&Path]) -> Vec<String> {
 /// Docker Engine from building it twice.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Setup {
-    dir: PathBuf,
-    pins: PathBuf,
-    repos: PathBuf,
-}
-
 fn setup() -> &'static Setup {
-    static S: OnceLock<Setup> = OnceLock::new();
-    S.get_or_init(|| {
-        assert!(
-            Command::new("docker").arg("info").output().unwrap().status.success(),
-            "no Docker Engine answers: start one with `bash scripts/docker-up.sh`"
-        );
-        let o = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
-        assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = tmp.join(format!("up-cycle-{nanos:x}"));
-        std::fs::create_dir_all(dir.join("served")).unwrap();
-        let repos = dir.join("repos");
-        let shas: Vec<(String, String)> = ["eas", "ei", "eat"]
-            .iter()
-            .map(|n| (n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))))
-            .collect();
-        // A fixed nonce: the stand-in artifacts, and so the bastion image, are the same every run.
-        let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
-        support::trees::point_main_pins(&pins, &shas);
-        Setup { dir, pins, repos }
-    })
+    synthetic_install::setup("up-cycle")
 }
 
 /// One test's cluster and directories.
@@ -102,43 +71,14 @@ fn run(mode: &str) -> Run {
 
 impl Run {
     fn eas(&self) -> Command {
-        let s = setup();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
-        c.current_dir(&self.home)
-            .env("HOME", &self.home)
-            .env("XDG_CACHE_HOME", s.dir.join("cache"))
-            .env("EAS_CA_BUNDLE", HOST_CA)
-            .env("CI", "1")
-            .env("NO_COLOR", "1")
-            .env_remove("KUBECONFIG")
-            .env_remove("EAS_BASE_IMAGE")
-            .envs(SECRETS)
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig())
-            .arg("--state-dir")
-            .arg(&self.state);
+        let mut c = setup().eas(&self.home, self.server.kubeconfig(), &self.state);
+        c.envs(SECRETS);
         c
     }
 
     fn up_args(&self, extra: &[&str]) -> Vec<String> {
-        let s = setup();
-        let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
-        let mut v: Vec<String> = vec![
-            "up".into(),
-            "--pins".into(),
-            s.pins.display().to_string(),
-            "--base-image".into(),
-            BASE.into(),
-            "--allow-unpinned-base".into(),
-            "--containerd-config".into(),
-            format!("k3d-gpu-server-0={}", node_files.display()),
-            "--nri-socket".into(),
-            "k3d-gpu-server-0=present".into(),
-        ];
-        for n in ["eas", "ei", "eat"] {
-            v.push(format!("--{n}-repo"));
-            v.push(s.repos.join(n).display().to_string());
-        }
+        let mut v = vec!["up".to_string()];
+        v.extend(setup().up_args());
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     }
@@ -152,13 +92,7 @@ impl Run {
     }
 
     fn down(&self) -> Output {
-        let s = setup();
-        self.eas()
-            .args(["down", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base"])
-            .output()
-            .unwrap()
+        self.eas().args(setup().down_args()).output().unwrap()
     }
 
     fn namespaces(&self) -> Vec<String> {
@@ -189,16 +123,6 @@ impl Run {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Containers this `eas` process made (`eas-bastion-<pid>-...`), running or not.
-fn containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
-        .args(["--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    text(&out.stdout).lines().map(str::to_string).collect()
 }
 
 fn phase_status(state: &Value, phase: &str) -> String {

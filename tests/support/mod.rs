@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod cluster_server;
 pub mod forward_proxy;
 pub mod kserve;
+pub mod synthetic_install;
 pub mod tls_front;
 pub mod trees;
 
