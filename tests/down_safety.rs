@@ -733,6 +733,27 @@ fn crash_during_the_after_install_snapshot() {
     assert_eq!(c.kill.phase, "ledger: recording");
 }
 
+/// A point the run never reaches alive (here: long after its `done` line) fails, and is counted
+/// as no kill.
+#[test]
+fn a_point_past_the_end_of_the_run_fails_as_no_kill() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Point {
+        name: "10 min after done".into(),
+        mode: "ok",
+        anchor: Some(("done: agent-toolkit".into(), 1)),
+        delay: Duration::from_secs(600),
+    };
+    let mut killed = None;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crash(&p, &mut killed, &|_| {})));
+    let message = result.err().and_then(|e| e.downcast_ref::<String>().cloned()).expect("the point fails");
+    assert!(
+        message.contains("ended (exit status: 0) before the crash point") && message.contains("no kill"),
+        "{message}"
+    );
+    assert!(killed.is_none());
+}
+
 /// The CI subset of the 30-point run's offsets: the first, middle and last of its 19.
 #[test]
 fn crash_at_three_seeded_offsets() {
