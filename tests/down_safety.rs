@@ -800,7 +800,10 @@ fn crash_consistency_at_30_points() {
                 passed += 1;
                 left += c.left;
                 removed += c.removed;
-                eprintln!("crash point {}: ok ({at}; {} container(s) outlived it)", p.name, c.left);
+                eprintln!(
+                    "crash point {}: ok ({at}; {} container(s) outlived it, --break-lock removed {})",
+                    p.name, c.left, c.removed
+                );
             }
             Err(_) => {
                 failed.push(p.name.clone());
