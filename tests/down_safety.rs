@@ -14,7 +14,11 @@
 //! - a model server made in a pre-existing `llm-inference` is tracked and removed by eas, while
 //!   the user's model server there stays (findings 5 and 6);
 //! - `down --purge` without a record takes the lock, and needs `--yes` or a `y` at its prompt on a
-//!   terminal (finding 7).
+//!   terminal (finding 7);
+//! - crash consistency: `eas up` is SIGKILLed at points taken from its own progress (its phase
+//!   lines and the stand-in installer's tasks, or a seeded fraction of a run measured here), each
+//!   checked to hit a running `eas up`; then `up --break-lock` and `down` restore the cluster
+//!   exactly. CI runs 6 points; all 30 run in scripts/crash-consistency.sh.
 
 mod support;
 
