@@ -726,12 +726,10 @@ async fn act(
 ) -> Result<(), Failure> {
     let docker = pre.docker.as_ref().expect("a real run has a Docker Engine");
     let image = d.image.clone().expect("the image is planned in a real run");
+    // The build stops on the run's token itself, removing its step container and layers before
+    // it returns: a race with the token here would drop it half-way through that clean-up.
     let build = bastion::build_planned(docker, image, false, shell, interrupt);
-    let built = tokio::select! {
-        r = phase::limit(PhaseId::Bastion, &args.phase_timeouts, build) => r,
-        _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
-    };
-    let prepared = match built {
+    let prepared = match phase::limit(PhaseId::Bastion, &args.phase_timeouts, build).await {
         Ok(Ok(p)) => p,
         Ok(Err(bastion::BastionError::Interrupted)) => return Err(run.interrupted()),
         Ok(Err(e)) => return Err(run.failed(PhaseId::Bastion, e.into())),
@@ -772,48 +770,90 @@ async fn act(
         let save = |s: &State| save_to(file.as_deref(), s);
         install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await
     };
-    let mut ledger_failure = None;
-    if run.state.ledger.pending.is_some() {
-        // Read even after an interruption (within the deadline); a second signal leaves the
-        // record pending, for the next run to complete.
-        let after = tokio::select! {
-            r = cluster::snapshot_within(client, CALL, ledger_deadline) => Some(r),
-            _ = interrupt.force.cancelled() => None,
-        };
-        match after {
-            Some(Ok(after)) => run.state.ledger = run.state.ledger.complete(&after),
-            Some(Err(e)) => {
-                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
-                run.state.ledger = run.state.ledger.fail(&e);
-                ledger_failure = Some(e);
+    let after = if run.state.ledger.pending.is_some() {
+        after_snapshot(client, ledger_deadline, interrupt, shell, run).await?
+    } else {
+        After::Recorded
+    };
+    match (result, after) {
+        (Ok(()), After::Recorded) => Ok(()),
+        (Ok(()), After::Unreadable(e)) => {
+            run.state.exit_code = Some(1);
+            run.state.finished = Some(now());
+            run.save()?;
+            Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+            ))
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            run.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                run.state.interrupt(&now());
             }
-            None => shell.warn("interrupted again: the record of what the install created stays pending"),
+            run.state.finished = Some(now());
+            run.save()?;
+            if let Some(next) = next_for(&run.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    inv.up()
+                ));
+            }
+            Err(f)
         }
-        run.save()?;
     }
-    if let (Ok(()), Some(e)) = (&result, &ledger_failure) {
-        run.state.exit_code = Some(1);
-        run.state.finished = Some(now());
-        run.save()?;
-        return Err(Failure::step_next(
-            "ledger",
-            format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
-            format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
-        ));
-    }
-    if let Err(f) = result {
-        run.state.exit_code = Some(f.exit_code());
-        if matches!(f, Failure::Interrupted) {
-            run.state.interrupt(&now());
+}
+
+/// How the ledger's `after` read ended.
+enum After {
+    Recorded,
+    Unreadable(String),
+    /// A SIGINT/SIGTERM stopped the read: the record stays pending, marked incomplete.
+    Interrupted,
+}
+
+/// Reads the cluster after the install to complete the ledger, retried within `deadline`. A
+/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
+/// the record stays pending and is marked incomplete, so `eas down` removes nothing until the
+/// next `eas up` completes it.
+async fn after_snapshot(
+    client: &kube::Client,
+    deadline: Duration,
+    interrupt: &Interrupt,
+    shell: &Shell,
+    run: &mut Journal,
+) -> Result<After, Failure> {
+    let read = async {
+        tokio::select! {
+            r = cluster::snapshot_within(client, CALL, deadline) => Some(r),
+            _ = interrupt.graceful.cancelled() => None,
         }
-        run.state.finished = Some(now());
-        run.save()?;
-        if let Some(next) = next_for(&run.state, inv) {
-            shell.note(format!("next: {next}"));
+    };
+    let after = if interrupt.graceful.is_cancelled() { None } else { read.await };
+    let end = match after {
+        Some(Ok(after)) => {
+            run.state.ledger = run.state.ledger.complete(&after);
+            After::Recorded
         }
-        return Err(f);
-    }
-    Ok(())
+        Some(Err(e)) => {
+            shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+            run.state.ledger = run.state.ledger.fail(&e);
+            After::Unreadable(e)
+        }
+        None => {
+            let why = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
+            run.state.ledger = run.state.ledger.fail(why);
+            After::Interrupted
+        }
+    };
+    run.save()?;
+    Ok(end)
 }
 
 /// The trees and overlay acts: the decided tree put in place as the run's work tree, then its
@@ -886,6 +926,13 @@ async fn verify_phase(
             }
             run.state.finish(PhaseId::Verify, Status::Done, None, &now());
             Ok(())
+        }
+        Err(Failure::Interrupted) => {
+            let f = run.interrupted();
+            if let Some(next) = next_for(&run.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            Err(f)
         }
         Err(f) => {
             run.state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());
