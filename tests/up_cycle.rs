@@ -447,6 +447,7 @@ struct Running {
     child: Child,
     err: std::sync::Arc<Mutex<String>>,
     reader: Option<std::thread::JoinHandle<()>>,
+    signalled: Option<Instant>,
 }
 
 impl Running {
@@ -462,14 +463,15 @@ impl Running {
                 s.push('\n');
             }
         });
-        Running { child, err, reader: Some(reader) }
+        Running { child, err, reader: Some(reader), signalled: None }
     }
 
     fn stderr(&self) -> String {
         self.err.lock().unwrap().clone()
     }
 
-    fn signal(&self, sig: &str) {
+    fn signal(&mut self, sig: &str) {
+        self.signalled = Some(Instant::now());
         let st = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
         assert!(st.success(), "kill {sig}");
     }
@@ -489,6 +491,10 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
+        // Shown with --nocapture, for the closing note's figures; never asserted.
+        if let Some(t) = self.signalled {
+            eprintln!("signal to exit: {} ms", t.elapsed().as_millis());
+        }
         self.reader.take().unwrap().join().unwrap();
         (status.code(), self.stderr())
     }
@@ -546,7 +552,7 @@ fn up_interrupted_while_building_the_bastion_leaves_no_build_container() {
     for sig in ["-INT", "-TERM"] {
         let r = run("ok");
         let bundle = new_ca_bundle(&r.home);
-        let up = r.start_up(&["--yes"], &[("EAS_CA_BUNDLE", &bundle)]);
+        let mut up = r.start_up(&["--yes"], &[("EAS_CA_BUNDLE", &bundle)]);
         let pid = up.child.id();
         wait_for("the bastion build's pip step", Duration::from_secs(600), || up.stderr().contains("| Collecting "));
         let steps = pip_steps();
@@ -586,7 +592,7 @@ fn up_interrupted_while_building_the_bastion_leaves_no_build_container() {
 fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_completes_it() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run("hang");
-    let up = r.start_up(&["--yes"], &[]);
+    let mut up = r.start_up(&["--yes"], &[]);
     let pid = up.child.id();
     wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
     assert_eq!(containers_of(pid).len(), 1, "one bastion container runs the installer");
@@ -632,7 +638,7 @@ fn up_interrupted_while_verifying_marks_verify_interrupted() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for sig in ["-INT", "-TERM"] {
         let r = run("never-ready");
-        let up = r.start_up(&["--yes", "--verify-timeout", "600"], &[]);
+        let mut up = r.start_up(&["--yes", "--verify-timeout", "600"], &[]);
         let pid = up.child.id();
         wait_for("the verify phase", Duration::from_secs(600), || {
             r.state_file().is_some_and(|s| phase_status(&s, "verify") == "running")
@@ -662,7 +668,7 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     let s = setup();
     let mut c = r.eas();
     c.args(["down", "--yes", "--pins"]).arg(&s.pins).args(["--base-image", BASE, "--allow-unpinned-base"]);
-    let down = Running::start(c);
+    let mut down = Running::start(c);
     let pid = down.child.id();
     wait_for("down's snapshot", Duration::from_secs(60), || {
         r.server.requests().iter().any(|l| l.path.contains("customresourcedefinitions"))

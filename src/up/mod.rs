@@ -354,24 +354,24 @@ async fn preflight(
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let mut dead = None;
-    let lock = if args.dry_run {
+    // A real run takes the lock, then reads the previous record (and says it resumes); a dry run
+    // only looks.
+    let (lock, prev) = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
-        None
+        (None, State::load(&sd.state_file())?)
     } else {
         crate::state::journal::create_private_dir(sd.dir())
             .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
         dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
-        Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
+        let lock = lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?;
+        let prev = State::load(&sd.state_file())?;
+        if let Some(next) = prev.as_ref().and_then(|p| next_for(p, inv)) {
+            shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
+        }
+        (Some(lock), prev)
     };
-    let prev = State::load(&sd.state_file())?;
-    if let Some(p) = &prev
-        && let Some(next) = next_for(p, inv)
-        && !args.dry_run
-    {
-        shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
-    }
     let docker = phase::run(PhaseId::Preflight, t, interrupt, async {
         let docker = match bastion::image::connect(&global.env).await {
             Ok(d) => Some(d),
@@ -400,11 +400,14 @@ async fn preflight(
     Ok(Preflight { target, sd, _lock: lock, prev, docker, key })
 }
 
-/// The run's state and plan, saved to the state file in a real run only.
+/// The run's state and plan, saved to the state file in a real run only. The dry run's few
+/// differences from a real run are here: what a plan half could not learn, and the plan printed
+/// before a STOP.
 struct Journal {
     state: State,
     plan: Plan,
     file: Option<PathBuf>,
+    dry_run: bool,
 }
 
 impl Journal {
@@ -429,7 +432,36 @@ impl Journal {
             .into_iter()
             .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
             .collect();
-        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()) }
+        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()), dry_run: args.dry_run }
+    }
+
+    /// A plan half's result. What it could not learn, a dry run names in the plan and goes on
+    /// without; a real run stops with `fail`.
+    fn plan_half<T, E: std::fmt::Display>(
+        &mut self,
+        phase: PhaseId,
+        r: Result<T, E>,
+        fail: impl FnOnce(E) -> Failure,
+    ) -> Result<Option<T>, Failure> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if self.dry_run => {
+                self.plan.unknown.push(Missing { phase, reason: e.to_string() });
+                Ok(None)
+            }
+            Err(e) => Err(fail(e)),
+        }
+    }
+
+    /// The overlay stops the run (a STOP, or the knob audit's refusal): a dry run prints its
+    /// plan first, so the decisions that led there are seen.
+    fn stop(&mut self, args: &UpSettings, global: &Global, files: &[(String, String)], f: Failure) -> Failure {
+        if self.dry_run
+            && let Err(e) = print_plan(&self.plan, args, global, files)
+        {
+            return e;
+        }
+        self.failed(PhaseId::Overlay, f)
     }
 
     fn save(&self) -> Result<(), Failure> {
@@ -528,32 +560,18 @@ async fn gather_all(
     let facts_hash = crate::state::hash_json(&facts);
     run.state.facts_hash = Some(facts_hash.clone());
     run.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
-    let image = match image {
-        Ok(p) => {
-            let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
-            run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
-            Some(p)
-        }
-        Err(e) if args.dry_run => {
-            run.plan.unknown.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
-            None
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
-        Ok(r) => Some(r),
-        Err(e) if args.dry_run => {
-            run.plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
-            None
-        }
-        Err(e) => {
-            return Err(Failure::step_next(
-                "trees",
-                e,
-                "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
-            ));
-        }
-    };
+    let image = run.plan_half(PhaseId::Bastion, image, Failure::from)?;
+    if let Some(p) = &image {
+        let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
+        run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
+    }
+    let resolved = run.plan_half(PhaseId::Trees, resolved.map_err(|e| e.to_string()).and_then(|r| r), |e| {
+        Failure::step_next(
+            "trees",
+            e,
+            "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
+        )
+    })?;
     // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
     run.state.finish(PhaseId::Facts, Status::Done, None, &now());
     Ok(Gathered { facts, image, resolved })
@@ -638,12 +656,9 @@ async fn decide(
             run.plan.overlay = crate::plan_data::patches(&op);
             run.state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
             if op.stops().count() > 0 {
-                if args.dry_run {
-                    print_plan(&run.plan, args, global, &files)?;
-                }
                 let mut lines = op.stop_lines();
                 lines.extend(way_forward);
-                return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(lines)));
+                return Err(run.stop(args, global, &files, Failure::OverlayStop(lines)));
             }
             audit(args, global, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
             Some((scratch, op))
@@ -691,10 +706,7 @@ fn audit(
     }));
     run.plan.warnings.extend(audit.warnings.iter().cloned());
     if !audit.refusals.is_empty() {
-        if args.dry_run {
-            print_plan(&run.plan, args, global, files)?;
-        }
-        return Err(run.failed(PhaseId::Overlay, Failure::Refused(audit.refusals.clone())));
+        return Err(run.stop(args, global, files, Failure::Refused(audit.refusals.clone())));
     }
     Ok(())
 }
