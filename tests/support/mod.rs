@@ -69,6 +69,31 @@ pub fn facts(server: &ClusterServer, name: &str, extra: &[&str]) -> Output {
     c.output().expect("run eas")
 }
 
+/// A copy of `server`'s kubeconfig in `dir` with `from` replaced by `to` (another server, a
+/// wrong token): the same cluster seen through a changed kubeconfig.
+pub fn kubeconfig_with(server: &ClusterServer, dir: &Path, from: &str, to: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = std::fs::read_to_string(server.kubeconfig()).expect("the recorded cluster's kubeconfig");
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    path
+}
+
+/// A kubeconfig in `dir` naming a server that nothing listens on, and its port: any network
+/// call fails (exit 1).
+pub fn unreachable_kubeconfig(dir: &Path) -> (PathBuf, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    (path, port)
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
