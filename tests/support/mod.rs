@@ -155,3 +155,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// Processes whose command line or environment names `needle` (a test's own temporary
+/// directory: `eas` runs with HOME inside it, and its children inherit that).
+pub fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let environ = String::from_utf8_lossy(&environ);
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        if (cmd.contains(needle) || environ.contains(needle)) && !zombie {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
