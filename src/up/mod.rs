@@ -333,6 +333,8 @@ struct Preflight {
     prev: Option<State>,
     docker: Option<bollard::Docker>,
     key: String,
+    /// The dead run whose lock `--break-lock` took over.
+    dead: Option<lock::Holder>,
 }
 
 async fn preflight(
@@ -397,7 +399,7 @@ async fn preflight(
     if let (Some(holder), Some(d)) = (&dead, &docker) {
         phase::run(PhaseId::Preflight, t, interrupt, crash::reap(d, holder, shell)).await?;
     }
-    Ok(Preflight { target, sd, _lock: lock, prev, docker, key })
+    Ok(Preflight { target, sd, _lock: lock, prev, docker, key, dead })
 }
 
 /// The run's state and plan, saved to the state file in a real run only. The dry run's few
@@ -778,6 +780,15 @@ async fn act(
         };
         run.state.ledger = Ledger::begin(pre.prev.as_ref().map(|p| &p.ledger), &before);
         run.save()?;
+        // The Docker Engine may finish a create or a start the dead run sent just before it
+        // died after preflight's sweep: sweep again before this run's installer starts, so two
+        // installers never act at once.
+        if let Some(holder) = &pre.dead {
+            tokio::select! {
+                r = crash::reap(docker, holder, shell) => { r?; }
+                _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
+            }
+        }
         let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
         let file = run.file.clone();
         let save = |s: &State| save_to(file.as_deref(), s);
