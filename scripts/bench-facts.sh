@@ -33,16 +33,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The server serves until its stdin closes: a FIFO held open here keeps it up until cleanup.
-mkfifo "$work/stdin"
-exec 3<>"$work/stdin"
-"$server" "$fixture" --kubeconfig-out "$work/kubeconfig" --quiet --no-auth <&3 >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '^url ' "$work/server.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q '^url ' "$work/server.out" || { echo "bench-facts: the server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+# shellcheck source=scripts/lib-recorded.sh
+source scripts/lib-recorded.sh
+serve_recorded "$server" "$fixture" "$work" --no-auth
 
 read -r -a facts_args <"$fixture/facts-args"
 export HOME=$work/home

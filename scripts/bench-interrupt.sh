@@ -2,7 +2,8 @@
 # Interrupt latency: how long `eas` takes to exit after SIGINT or SIGTERM while a phase waits on
 # an API server that accepts and never answers. Each run starts the command, waits until the
 # server has its connection, sends the signal, and times signal -> exit. Reports the median per
-# command against the 1 s goal (issue 9), and fails if any run exits other than 130.
+# command against the 1 s goal (issue 9), and fails if any run exits other than 130. `down --yes`
+# is stopped in its first cluster read.
 #
 #   scripts/bench-interrupt.sh [RUNS]     default: 9 runs per command and signal
 #   EAS_BIN=path/to/eas                   default: target/release/eas (built here)
@@ -61,7 +62,7 @@ users:
 env = dict(os.environ, HOME=os.path.join(work, "home"), CI="1", NO_COLOR="1",
            DOCKER_HOST="unix:///nonexistent/eas-bench/docker.sock")
 env.pop("KUBECONFIG", None)
-commands = [["up", "--dry-run"], ["facts"], ["verify"], ["doctor"]]
+commands = [["up", "--dry-run"], ["facts"], ["verify"], ["doctor"], ["down", "--yes"]]
 bad = 0
 print(f"{'command':<14} {'signal':<7} {'median':>8} {'max':>8}  goal 1 s")
 for cmd in commands:

@@ -27,35 +27,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for n in eas ei eat; do
-  mkdir -p "$work/repos"
-  cp -r "fixtures/synthetic/$n" "$work/repos/$n"
-  git -C "$work/repos/$n" init -q -b main
-  git -C "$work/repos/$n" add -A
-  git -C "$work/repos/$n" -c user.name=bench -c user.email=bench@example.invalid commit -qm "synthetic $n"
-done
-python3 - "$work" <<'PY'
-import json, subprocess, sys
-work = sys.argv[1]
-pins = json.load(open("pins.json"))
-for row in pins["pins"]:
-    if row["profile"] == "main":
-        repo = f"{work}/repos/{row['name']}"
-        row["sha"] = subprocess.check_output(["git", "-C", repo, "rev-parse", "HEAD"], text=True).strip()
-        row["locked"] = True
-json.dump(pins, open(f"{work}/pins.json", "w"), indent=2)
-PY
-
-# The server serves until its stdin closes: a FIFO held open here keeps it up until cleanup.
-mkfifo "$work/stdin"
-exec 3<>"$work/stdin"
-"$server" "$fixture" --kubeconfig-out "$work/kubeconfig" --quiet --no-auth <&3 >"$work/server.out" 2>"$work/server.err" &
-server_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '^url ' "$work/server.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q '^url ' "$work/server.out" || { echo "bench-plan: the server did not start" >&2; cat "$work/server.err" >&2; exit 1; }
+# shellcheck source=scripts/lib-recorded.sh
+source scripts/lib-recorded.sh
+synthetic_trees "$work" bench
+serve_recorded "$server" "$fixture" "$work" --no-auth
 
 read -r -a facts_args <"$fixture/facts-args"
 export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1

@@ -1,6 +1,6 @@
 //! The phases of `eas up` as data (SPEC §4), and the plan a dry run prints.
 //!
-//! A dry run is the same pipeline: every phase before [`dry_run_stop`] runs, the ones that would
+//! A dry run is the same pipeline: every phase before the first one marked `DryRun::Stops` runs, the ones that would
 //! write run only their read-only half, and the plan collects what they found. Timeouts are the
 //! longest a phase may take before `eas` gives up on it; the figures and their reasons are next
 //! to each row.
@@ -73,20 +73,10 @@ pub struct PhaseSpec {
     pub id: PhaseId,
     pub name: &'static str,
     pub timeout: Duration,
-    /// What the phase writes in a real run (None: it only reads).
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
-    pub writes: Option<&'static str>,
     pub dry_run: DryRun,
     /// One line: what the dry run does for this phase.
     pub dry_run_says: &'static str,
     pub resume: Resume,
-}
-
-impl PhaseSpec {
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
-    pub fn writes(&self) -> bool {
-        self.writes.is_some()
-    }
 }
 
 const fn min(m: u64) -> Duration {
@@ -99,7 +89,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "lock",
         // File operations only: a held lock is refused at once, never waited for.
         timeout: Duration::from_secs(10),
-        writes: Some("the lock file in the state directory"),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "report a live or stale lock on this cluster; take none",
         resume: Resume::Always,
@@ -110,7 +99,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         // A handful of checks (Docker ping, API server version, disk, memory, git), each a
         // request or a process of a few seconds.
         timeout: Duration::from_secs(60),
-        writes: None,
         dry_run: DryRun::Runs,
         dry_run_says: "check Docker, the API server, k3s/k3d, disk, memory and git",
         resume: Resume::Always,
@@ -121,7 +109,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         // A cold build downloads the pinned tools and pip-installs the installer's Python
         // requirements with hash checking: minutes on a small machine. A reuse is an inspect.
         timeout: timeouts::BASTION,
-        writes: Some("the bastion image (labelled io.eas.managed=true)"),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "hash the build context and say whether the image would be built or reused; build nothing",
         resume: Resume::Always,
@@ -131,7 +118,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "facts",
         // A few list calls plus one read inside each node container.
         timeout: min(2),
-        writes: None,
         dry_run: DryRun::Runs,
         dry_run_says: "gather the facts document from the cluster (read-only)",
         resume: Resume::Always,
@@ -141,7 +127,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "trees",
         // Cloning three repositories at pinned commits into the cache on a first run.
         timeout: min(15),
-        writes: Some("the repository cache and this run's work tree under the state directory"),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); make no work tree",
         resume: Resume::WhenUnchanged,
@@ -151,7 +136,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "config",
         // Pure: facts, pins and flags in, files out.
         timeout: Duration::from_secs(10),
-        writes: None,
         dry_run: DryRun::Runs,
         dry_run_says: "decide the configuration (written to --out only when it is given)",
         resume: Resume::Always,
@@ -161,7 +145,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "overlay",
         // One `git apply --check` per patch variant on a scratch index.
         timeout: min(2),
-        writes: Some("the k3s/k3d patches, applied to the work tree"),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "decide each k3s/k3d patch at the pinned EAS commit; apply none",
         resume: Resume::WhenUnchanged,
@@ -171,7 +154,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "prepare",
         // `init <layer>` clones every repository of the layer manifest inside the bastion.
         timeout: min(20),
-        writes: Some("env/<env>/ in the work tree: init, global_config.yaml, models.yaml, repos.<layer>.yaml"),
         dry_run: DryRun::Stops,
         dry_run_says: "run `init`, merge global_config.edit.yaml, apply models.edit.yaml, write repos.<layer>.yaml",
         resume: Resume::WhenUnchanged,
@@ -183,7 +165,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         // weight download (enterprise-inference.md §2.1); EAS adds the platform layer. Twice the
         // upper figure, rounded up.
         timeout: timeouts::INSTALL,
-        writes: Some("the cluster: namespaces, Helm releases, CRDs, the model server"),
         dry_run: DryRun::Stops,
         dry_run_says: "run the installer in the bastion with the kubeconfig mounted read-only",
         resume: Resume::WhenUnchanged,
@@ -194,7 +175,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
         // 120 x 10 s = 20 minutes (enterprise-inference.md §2.1), then the route patch.
         timeout: timeouts::VERIFY,
-        writes: None,
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
         resume: Resume::Always,
@@ -204,7 +184,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "record",
         // Three list calls for the ledger snapshot and one file write.
         timeout: min(2),
-        writes: Some("state.json: the journal and the ledger of what this run created"),
         dry_run: DryRun::Stops,
         dry_run_says: "record the run and what it created",
         resume: Resume::Always,
@@ -213,7 +192,7 @@ pub static PHASES: [PhaseSpec; 11] = [
 
 /// The first phase a dry run does not run: every phase before it only reads, or runs its
 /// read-only half.
-#[cfg_attr(not(test), allow(dead_code))] // used by the tests
+#[cfg(test)]
 pub fn dry_run_stop() -> PhaseId {
     PHASES.iter().find(|p| p.dry_run == DryRun::Stops).expect("a dry run stops somewhere").id
 }
@@ -486,6 +465,25 @@ mod tests {
         }
     }
 
+    /// What each phase writes in a real run (None: it only reads).
+    fn writes(id: PhaseId) -> Option<&'static str> {
+        match id {
+            PhaseId::Lock => Some("the lock file in the state directory"),
+            PhaseId::Preflight => None,
+            PhaseId::Bastion => Some("the bastion image (labelled io.eas.managed=true)"),
+            PhaseId::Facts => None,
+            PhaseId::Trees => Some("the repository cache and this run's work tree under the state directory"),
+            PhaseId::Config => None,
+            PhaseId::Overlay => Some("the k3s/k3d patches, applied to the work tree"),
+            PhaseId::Prepare => {
+                Some("env/<env>/ in the work tree: init, global_config.yaml, models.yaml, repos.<layer>.yaml")
+            }
+            PhaseId::Install => Some("the cluster: namespaces, Helm releases, CRDs, the model server"),
+            PhaseId::Verify => None,
+            PhaseId::Record => Some("state.json: the journal and the ledger of what this run created"),
+        }
+    }
+
     #[test]
     fn a_dry_run_writes_nothing() {
         let stop = dry_run_stop();
@@ -493,7 +491,7 @@ mod tests {
         for p in &PHASES {
             if p.id >= stop {
                 assert_eq!(p.dry_run, DryRun::Stops, "{}: every phase from the stop on is not run", p.name);
-            } else if p.writes() {
+            } else if writes(p.id).is_some() {
                 assert_eq!(
                     p.dry_run,
                     DryRun::ReadsOnly,
@@ -505,7 +503,7 @@ mod tests {
             }
         }
         // What reaches the cluster is after the stop.
-        assert!(PhaseId::Install.spec().writes.unwrap().contains("cluster"));
+        assert!(writes(PhaseId::Install).unwrap().contains("cluster"));
         assert!(PhaseId::Install > stop && PhaseId::Record > stop);
     }
 

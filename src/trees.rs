@@ -80,11 +80,7 @@ pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path, ca: Option<&Path>) -> R
         Origin::Remote(url) => {
             let dir = cache.join(format!("{repo}.git"));
             if !dir.join("HEAD").exists() {
-                std::fs::create_dir_all(dir.parent().expect("has parent"))?;
-                let tmp = dir.with_extension("git.partial");
-                let _ = std::fs::remove_dir_all(&tmp);
-                git_trusting(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK, ca)?;
-                std::fs::rename(&tmp, &dir)?;
+                clone_mirror(&dir, url, ca)?;
             }
             if let Some(full) = full_sha(&dir, &sha) {
                 return Ok(Resolved { objects: dir, sha: full });
@@ -107,11 +103,7 @@ pub fn resolve(pin: &Pin, origin: &Origin, cache: &Path, ca: Option<&Path>) -> R
 pub fn update_mirror(repo: &str, url: &str, cache: &Path, ca: Option<&Path>) -> Result<PathBuf, TreeError> {
     let dir = cache.join(format!("{repo}.git"));
     if !dir.join("HEAD").exists() {
-        std::fs::create_dir_all(dir.parent().expect("has parent"))?;
-        let tmp = dir.with_extension("git.partial");
-        let _ = std::fs::remove_dir_all(&tmp);
-        git_trusting(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK, ca)?;
-        std::fs::rename(&tmp, &dir)?;
+        clone_mirror(&dir, url, ca)?;
         return Ok(dir);
     }
     git_trusting(
@@ -121,6 +113,17 @@ pub fn update_mirror(repo: &str, url: &str, cache: &Path, ca: Option<&Path>) -> 
         ca,
     )?;
     Ok(dir)
+}
+
+/// Clones `url` as a mirror into `dir`, through `dir.git.partial` renamed at the end, so that an
+/// interrupted clone never passes for a cache.
+fn clone_mirror(dir: &Path, url: &str, ca: Option<&Path>) -> Result<(), TreeError> {
+    std::fs::create_dir_all(dir.parent().expect("has parent"))?;
+    let tmp = dir.with_extension("git.partial");
+    let _ = std::fs::remove_dir_all(&tmp);
+    git_trusting(None, &["clone", "--mirror", "--quiet", url, &tmp.to_string_lossy()], NETWORK, ca)?;
+    std::fs::rename(&tmp, dir)?;
+    Ok(())
 }
 
 /// A fresh work tree at the commit, detached, sharing the cache's objects.

@@ -14,53 +14,30 @@
 //! - a model server made in a pre-existing `llm-inference` is tracked and removed by eas, while
 //!   the user's model server there stays (findings 5 and 6);
 //! - `down --purge` without a record takes the lock, and needs `--yes` or a `y` at its prompt on a
-//!   terminal (finding 7).
+//!   terminal (finding 7);
+//! - crash consistency: `eas up` is SIGKILLed at points taken from its own progress (its phase
+//!   lines and the stand-in installer's tasks, or a seeded fraction of a run measured here), each
+//!   checked to hit a running `eas up`; then `up --break-lock` and `down` restore the cluster
+//!   exactly. CI runs 6 points; all 30 run in scripts/crash-consistency.sh.
 
 mod support;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, Fault, ObjectKey, Rule, artifacts};
-
-const BASE: &str = "eas-test-base:bookworm";
-const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
-const CLUSTER: &str = "k3d-gpu-desktop";
-const MODEL: &str = "qwen2-5-coder-7b";
+use support::synthetic_install::{self, CLUSTER, MODEL, Setup, containers_of};
+use support::{ClusterServer, Fault, ObjectKey, Rule};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Setup {
-    dir: PathBuf,
-    pins: PathBuf,
-    repos: PathBuf,
-}
-
 /// The same synthetic trees and stand-in artifacts as tests/up_cycle.rs (one bastion image).
 fn setup() -> &'static Setup {
-    static S: OnceLock<Setup> = OnceLock::new();
-    S.get_or_init(|| {
-        assert!(
-            Command::new("docker").arg("info").output().unwrap().status.success(),
-            "no Docker Engine answers: start one with `bash scripts/docker-up.sh`"
-        );
-        let o = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
-        assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = tmp.join(format!("down-safety-{nanos:x}"));
-        std::fs::create_dir_all(dir.join("served")).unwrap();
-        let repos = dir.join("repos");
-        let shas: Vec<(String, String)> = ["eas", "ei", "eat"]
-            .iter()
-            .map(|n| (n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))))
-            .collect();
-        let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
-        support::trees::point_main_pins(&pins, &shas);
-        Setup { dir, pins, repos }
-    })
+    synthetic_install::setup("down-safety")
 }
 
 struct Run {
@@ -84,48 +61,24 @@ fn text(b: &[u8]) -> String {
 
 impl Run {
     fn eas(&self) -> Command {
-        let s = setup();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
-        c.current_dir(&self.home)
-            .env("HOME", &self.home)
-            .env("XDG_CACHE_HOME", s.dir.join("cache"))
-            .env("EAS_CA_BUNDLE", HOST_CA)
-            .env("CI", "1")
-            .env("NO_COLOR", "1")
-            .env_remove("KUBECONFIG")
-            .env_remove("EAS_BASE_IMAGE")
-            .env_remove("HF_TOKEN")
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig())
-            .arg("--state-dir")
-            .arg(&self.state);
+        let mut c = setup().eas(&self.home, self.server.kubeconfig(), &self.state);
+        c.env_remove("HF_TOKEN");
+        c
+    }
+
+    /// `eas up` with its phase lines on stderr (`--progress plain`).
+    fn up_command(&self, extra: &[&str]) -> Command {
+        let mut c = self.eas();
+        c.args(["--progress", "plain", "up", "--yes"]).args(setup().up_args()).args(extra);
         c
     }
 
     fn up(&self, extra: &[&str]) -> Output {
-        let s = setup();
-        let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
-        let mut c = self.eas();
-        c.args(["up", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base", "--containerd-config"])
-            .arg(format!("k3d-gpu-server-0={}", node_files.display()))
-            .args(["--nri-socket", "k3d-gpu-server-0=present"]);
-        for n in ["eas", "ei", "eat"] {
-            c.arg(format!("--{n}-repo")).arg(s.repos.join(n));
-        }
-        c.args(extra).output().unwrap()
+        self.up_command(extra).output().unwrap()
     }
 
     fn down(&self, extra: &[&str]) -> Output {
-        let s = setup();
-        self.eas()
-            .args(["down", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base"])
-            .args(extra)
-            .output()
-            .unwrap()
+        self.eas().args(setup().down_args()).args(extra).output().unwrap()
     }
 
     fn namespaces(&self) -> Vec<String> {
@@ -445,82 +398,293 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
-/// Containers of the `eas` process `pid` (`eas-bastion-<pid>-...`), running or not.
-fn containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
-        .args(["--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    text(&out.stdout).lines().map(str::to_string).collect()
+// Crash consistency: SIGKILL `eas up` at points taken from its own progress, then check that
+// `eas up --break-lock` and `eas down` put the cluster back as it was before the first `up`.
+
+/// The task markers (`TASK [role : name]`) the stand-in installer has written to the install
+/// logs under the state directory `state` so far, in order.
+fn install_tasks(state: &Path) -> Vec<String> {
+    let mut tasks = Vec::new();
+    for d in std::fs::read_dir(state).into_iter().flatten().flatten() {
+        let mut logs: Vec<PathBuf> =
+            std::fs::read_dir(d.path().join("logs")).into_iter().flatten().flatten().map(|f| f.path()).collect();
+        logs.sort();
+        for f in logs {
+            let body = std::fs::read_to_string(f).unwrap_or_default();
+            // A line still being written has no closing bracket yet: it is read on the next look.
+            tasks.extend(
+                body.lines().filter_map(|l| l.strip_prefix("TASK [")?.split_once(']')).map(|(t, _)| t.to_string()),
+            );
+        }
+    }
+    tasks
 }
 
-impl Run {
-    fn install_log(&self) -> String {
-        let mut t = String::new();
-        for d in std::fs::read_dir(&self.state).into_iter().flatten() {
-            for f in std::fs::read_dir(d.unwrap().path().join("logs")).into_iter().flatten() {
-                t.push_str(&std::fs::read_to_string(f.unwrap().path()).unwrap_or_default());
-            }
-        }
-        t
+/// One thing a running `eas up` showed, when this test first saw it: a phase line on its stderr
+/// (`==> bastion: reusing eas-bastion:...` is `bastion: reusing`) or a task of the stand-in
+/// installer in its install log (`task: kserve : Install KServe`); `n` counts the same label.
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Duration,
+    label: String,
+    n: usize,
+}
+
+impl Seen {
+    fn name(&self) -> String {
+        if self.n > 1 { format!("{} #{}", self.label, self.n) } else { self.label.clone() }
     }
 }
 
-/// SIGKILL `eas up` once the install log shows `marker`; then `eas up --break-lock` removes the
-/// dead run's container and completes, `eas down` leaves the served objects as they were before
-/// the first `up`, and a second `down` has nothing to do. The full set of points runs in
-/// scripts/crash-consistency.sh.
-fn crash_at(mode: &str, marker: &str) -> Crashed {
-    crash(mode, &|r: &Run, child: &mut std::process::Child| {
-        let start = std::time::Instant::now();
-        while !r.install_log().contains(marker) {
-            assert!(start.elapsed() < std::time::Duration::from_secs(600), "no {marker:?} in the install log");
-            assert!(child.try_wait().unwrap().is_none(), "eas up ended before {marker:?}");
-            std::thread::sleep(std::time::Duration::from_millis(50));
+fn note(seen: &Mutex<Vec<Seen>>, at: Duration, label: String) {
+    let mut v = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let n = v.iter().filter(|s| s.label == label).count() + 1;
+    v.push(Seen { at, label, n });
+}
+
+/// `bastion: reusing eas-bastion:...` → `bastion: reusing`: the phase and the message's first
+/// word, which the same run prints the same way on any machine.
+fn phase_label(line: &str) -> String {
+    let (phase, message) = line.split_once(": ").unwrap_or((line, ""));
+    format!("{phase}: {}", message.split_whitespace().next().unwrap_or(""))
+}
+
+/// A running `eas up` (`--progress plain`), its phase lines and installer tasks watched.
+struct Watched {
+    child: Child,
+    pid: u32,
+    start: Instant,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watched {
+    fn spawn(r: &Run) -> Watched {
+        let start = Instant::now();
+        let mut child = r.up_command(&[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let pid = child.id();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let err = child.stderr.take().unwrap();
+        let s = seen.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("==> ") {
+                    note(&s, start.elapsed(), phase_label(rest));
+                }
+            }
+        });
+        let (s, halt, state) = (seen.clone(), stop.clone(), r.state.clone());
+        std::thread::spawn(move || {
+            let mut known = 0;
+            while !halt.load(Ordering::Relaxed) {
+                let tasks = install_tasks(&state);
+                for t in tasks.iter().skip(known) {
+                    note(&s, start.elapsed(), format!("task: {t}"));
+                }
+                known = known.max(tasks.len());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Watched { child, pid, start, seen, stop, reader: Some(reader) }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Where the run is: the last thing it showed.
+    fn phase(&self) -> String {
+        self.seen().iter().max_by_key(|s| s.at).map_or_else(|| "its start (no phase line yet)".into(), Seen::name)
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // A test that fails while watching leaves nothing running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One uncrashed `eas up`, watched, in this test process after a warm-up run: what it showed and
+/// when. The crash points' offsets are fractions of `window`, the time to the last thing it
+/// showed before its `done` line (after that it only prints its summary and exits).
+struct Timeline {
+    seen: Vec<Seen>,
+    window: Duration,
+    total: Duration,
+}
+
+fn timeline() -> &'static Timeline {
+    static T: OnceLock<Timeline> = OnceLock::new();
+    T.get_or_init(|| {
+        // The first run in a process is slower (cold caches) than those after it: a warm-up.
+        for i in 0..3 {
+            let r = run();
+            let mut w = Watched::spawn(&r);
+            let deadline = Instant::now() + Duration::from_secs(900);
+            let status = loop {
+                if let Some(s) = w.child.try_wait().unwrap() {
+                    break s;
+                }
+                assert!(Instant::now() < deadline, "the uncrashed eas up did not end within 15 min ({})", w.phase());
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            let total = w.start.elapsed();
+            // Its stderr ends with it: every phase line is read.
+            w.reader.take().unwrap().join().unwrap();
+            assert!(status.success(), "the uncrashed eas up failed ({status}) in {}", w.phase());
+            let seen = w.seen();
+            // A run that built the bastion image is no measure: the crashed runs reuse it.
+            if i == 0 || seen.iter().any(|s| s.label == "bastion: built") {
+                continue;
+            }
+            let done = seen.iter().find(|s| s.label.starts_with("done:")).expect("a done line").at;
+            let window = seen.iter().map(|s| s.at).filter(|&a| a < done).max().expect("phase lines before done");
+            return Timeline { seen, window, total };
         }
+        panic!("the uncrashed runs after the first built the bastion image")
     })
 }
 
-/// SIGKILL `eas up` `after` its start (or let it finish, if it is quicker).
-fn crash_after(after: std::time::Duration) -> Crashed {
-    crash("ok", &|_: &Run, _: &mut std::process::Child| std::thread::sleep(after))
+/// One crash point: SIGKILL `eas up` `delay` after it shows the `n`th thing labelled `anchor`
+/// (none: after its start), or as soon as it shows anything after that, if that comes first. So
+/// a point lands in the measured phase on a machine as slow or as fast as this one, and never
+/// past the run's end. `mode` is the stand-in installer's.
+#[derive(Clone, Debug)]
+struct Point {
+    name: String,
+    mode: &'static str,
+    anchor: Option<(String, usize)>,
+    delay: Duration,
 }
 
-/// What one crash point did: whether `eas up` was still running when SIGKILL came, and how
-/// many of its bastion containers outlived it.
+/// The point "as soon as `eas up` shows the `n`th `label`".
+fn marker(mode: &'static str, label: &str, n: usize) -> Point {
+    let shown = if n > 1 { format!("{label} #{n}") } else { label.to_string() };
+    Point { name: format!("at {shown}"), mode, anchor: Some((label.into(), n)), delay: Duration::ZERO }
+}
+
+/// The points at `eas up`'s own progress, in its order: preflight (before the lock), the
+/// bastion image reused, the `before` snapshot, the init in the bastion, the install's start,
+/// three installer tasks (one while the installer hangs in its container), the `after` snapshot
+/// and verify.
+fn marker_points() -> Vec<Point> {
+    vec![
+        marker("ok", "preflight: reading", 1),
+        marker("ok", "bastion: reusing", 1),
+        marker("ok", "ledger: reading", 1),
+        marker("ok", "prepare: ./es_auto_installer.sh", 1),
+        marker("ok", "install: ./es_auto_installer.sh", 1),
+        marker("ok", "task: cert_manager : Install cert-manager", 1),
+        marker("ok", "task: kserve : Install KServe", 1),
+        marker("hang", "task: kserve : Wait for the controller", 1),
+        marker("ok", "task: llm_services : Deploy models", 1),
+        marker("ok", "ledger: recording", 1),
+        marker("ok", "verify: waiting", 1),
+    ]
+}
+
+/// `count` time offsets drawn with a fixed seed (11) as fractions of the measured run, sorted;
+/// each is kept as the last thing the measured run showed before it, and the time after that.
+fn seeded_points(t: &Timeline, count: usize) -> Vec<Point> {
+    let mut seed: u64 = 11;
+    let mut fractions: Vec<f64> = (0..count)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % 10_000) as f64 / 10_000.0
+        })
+        .collect();
+    fractions.sort_by(f64::total_cmp);
+    fractions
+        .into_iter()
+        .map(|f| {
+            let at = t.window.mul_f64(f);
+            let anchor = t.seen.iter().filter(|s| s.at <= at).max_by_key(|s| s.at);
+            let delay = at - anchor.map_or(Duration::ZERO, |s| s.at);
+            let after = anchor.map_or_else(|| "the start".to_string(), Seen::name);
+            Point {
+                name: format!(
+                    "{:.1}% of the run ({} ms measured: {} ms after {after})",
+                    f * 100.0,
+                    at.as_millis(),
+                    delay.as_millis()
+                ),
+                mode: "ok",
+                anchor: anchor.map(|s| (s.label.clone(), s.n)),
+                delay,
+            }
+        })
+        .collect()
+}
+
+/// A SIGKILL that hit a running `eas up`: when, and the last thing it had shown.
+#[derive(Clone, Debug)]
+struct Kill {
+    at: Duration,
+    phase: String,
+}
+
+/// Waits for `p`'s moment, checks that `eas up` still runs, and SIGKILLs it. A run that ended
+/// before its point fails the point: it was no crash.
+fn kill_at(w: &mut Watched, p: &Point) -> Kill {
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        if let Some(status) = w.child.try_wait().unwrap() {
+            panic!("eas up ended ({status}) before the crash point {}, in {}: no kill", p.name, w.phase());
+        }
+        assert!(Instant::now() < deadline, "no crash point {} within 15 min ({})", p.name, w.phase());
+        let seen = w.seen();
+        let anchor = match &p.anchor {
+            None => Some(Duration::ZERO),
+            Some((label, n)) => seen.iter().find(|s| &s.label == label && s.n == *n).map(|s| s.at),
+        };
+        if let Some(a) = anchor {
+            let moved_on = seen.iter().any(|s| s.at > a);
+            if w.start.elapsed() >= a + p.delay || moved_on {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let kill = Kill { at: w.start.elapsed(), phase: w.phase() };
+    let status = w.child.try_wait().unwrap();
+    assert!(status.is_none(), "eas up ended ({status:?}) right before the SIGKILL at {}", p.name);
+    w.child.kill().unwrap();
+    w.child.wait().unwrap();
+    w.stop.store(true, Ordering::Relaxed);
+    kill
+}
+
+/// What one crash point did after its kill: the dead run's bastion containers that outlived it,
+/// and how many of them `eas up --break-lock` said it removed.
 struct Crashed {
-    killed: bool,
+    kill: Kill,
     left: usize,
+    removed: usize,
 }
 
-fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) -> Crashed {
+/// Crash point `p`: SIGKILL `eas up` there (`killed` says so even if a later check fails); check
+/// the dead run with `after_kill`; then `eas up --break-lock` removes the dead run's containers
+/// and completes, `eas down` leaves the served objects as they were before the first `up`, and a
+/// second `down` has nothing to do.
+fn crash(p: &Point, killed: &mut Option<Kill>, after_kill: &dyn Fn(&Run)) -> Crashed {
     let r = run();
     let before = r.server.served();
     r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": mode}}));
-    let s = setup();
-    let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
-    let mut c = r.eas();
-    c.args(["up", "--yes", "--pins"])
-        .arg(&s.pins)
-        .args(["--base-image", BASE, "--allow-unpinned-base", "--containerd-config"])
-        .arg(format!("k3d-gpu-server-0={}", node_files.display()))
-        .args(["--nri-socket", "k3d-gpu-server-0=present"]);
-    for n in ["eas", "ei", "eat"] {
-        c.arg(format!("--{n}-repo")).arg(s.repos.join(n));
-    }
-    // The stand-in's "hang" mode waits at the KServe step, so every marker up to it is reached
-    // while the installer still runs.
-    let mut child = c.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let pid = child.id();
-    wait(&r, &mut child);
-    let killed = child.try_wait().unwrap().is_none();
-    let _ = child.kill(); // SIGKILL (an error: it had already exited)
-    child.wait().unwrap();
+        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": p.mode}}));
+    let mut w = Watched::spawn(&r);
+    let kill = kill_at(&mut w, p);
+    *killed = Some(kill.clone());
+    let pid = w.pid;
+    drop(w);
     // Killed while the installer ran, its container is left (running, or exited and not removed).
     let left = containers_of(pid);
     assert!(left.len() <= 1, "{left:?}");
+    after_kill(&r);
     // The installer is told to go on normally from now on.
     r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
@@ -528,9 +692,10 @@ fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) -> Crashed {
     let up = r.up(&["--break-lock"]);
     let err = text(&up.stderr);
     assert!(up.status.success(), "{err}");
-    if !left.is_empty() {
-        assert!(err.contains(&format!("stopped and removed eas-bastion-{pid}-")), "{err}");
+    for name in &left {
+        assert!(err.contains(&format!("stopped and removed {name}")), "{name}: {err}");
     }
+    let removed = err.matches(&format!("stopped and removed eas-bastion-{pid}-")).count();
     assert!(containers_of(pid).is_empty(), "{:?}", containers_of(pid));
     let down = r.down(&[]);
     assert!(down.status.success(), "{}", text(&down.stderr));
@@ -539,91 +704,123 @@ fn crash(mode: &str, wait: &dyn Fn(&Run, &mut std::process::Child)) -> Crashed {
     assert!(differ.is_empty(), "the cluster differs from before the first up: {differ:?}\n{}", text(&down.stderr));
     let again = r.down(&[]);
     assert!(again.status.success() && text(&again.stderr).contains("nothing to remove"));
-    Crashed { killed, left: left.len() }
+    Crashed { kill, left: left.len(), removed }
+}
+
+fn crash_point(p: &Point) -> Crashed {
+    crash(p, &mut None, &|_| {})
 }
 
 #[test]
 fn crash_while_the_installer_waits() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let c = crash_at("hang", "Wait for the controller");
-    assert!(c.killed && c.left == 1, "killed while its installer container ran");
+    let c = crash_point(&marker("hang", "task: kserve : Wait for the controller", 1));
+    assert_eq!(c.kill.phase, "task: kserve : Wait for the controller");
+    assert!(c.left == 1 && c.removed == 1, "killed while its installer container ran: {} left", c.left);
 }
 
 #[test]
-fn crash_as_the_installer_starts() {
+fn crash_as_the_bastion_starts_the_installers_init() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = crash_at("ok", "Install KServe");
+    let c = crash_point(&marker("ok", "prepare: ./es_auto_installer.sh", 1));
+    assert_eq!(c.kill.phase, "prepare: ./es_auto_installer.sh");
 }
 
 #[test]
-fn crash_as_the_models_deploy() {
+fn crash_during_the_after_install_snapshot() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = crash_at("ok", "Deploy models");
+    let c = crash(&marker("ok", "ledger: recording", 1), &mut None, &|r| {
+        // Killed before the record was completed: the next run completes it.
+        let state = r.state_file().expect("state.json");
+        assert!(state["ledger"]["pending"].is_object(), "{}", state["ledger"]);
+    });
+    assert_eq!(c.kill.phase, "ledger: recording");
 }
 
-/// The 27 time offsets of the 30-point run, in ms from the start of `eas up`: drawn with a
-/// fixed seed (11) over its first eight seconds, sorted.
-fn seeded_offsets() -> Vec<u64> {
-    let mut seed: u64 = 11;
-    let mut offsets: Vec<u64> = (0..27)
-        .map(|_| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (seed >> 33) % 8000
-        })
-        .collect();
-    offsets.sort_unstable();
-    offsets
+/// A point the run never reaches alive (here: long after its `done` line) fails, and is counted
+/// as no kill.
+#[test]
+fn a_point_past_the_end_of_the_run_fails_as_no_kill() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = Point {
+        name: "10 min after done".into(),
+        mode: "ok",
+        anchor: Some(("done: agent-toolkit".into(), 1)),
+        delay: Duration::from_secs(600),
+    };
+    let mut killed = None;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crash(&p, &mut killed, &|_| {})));
+    let message = result.err().and_then(|e| e.downcast_ref::<String>().cloned()).expect("the point fails");
+    assert!(
+        message.contains("ended (exit status: 0) before the crash point") && message.contains("no kill"),
+        "{message}"
+    );
+    assert!(killed.is_none());
 }
 
-/// The CI subset of the time offsets: the first, middle and last of the 27.
+/// The CI subset of the 30-point run's offsets: the first, middle and last of its 19.
 #[test]
 fn crash_at_three_seeded_offsets() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let offsets = seeded_offsets();
-    for i in [0, 13, 26] {
-        let _ = crash_after(std::time::Duration::from_millis(offsets[i]));
+    let points = seeded_points(timeline(), 30 - marker_points().len());
+    for i in [0, 9, 18] {
+        let c = crash_point(&points[i]);
+        eprintln!("crash point {}: killed at {} ms, in {}", points[i].name, c.kill.at.as_millis(), c.kill.phase);
     }
 }
 
-/// All 30 points (scripts/crash-consistency.sh): the three markers above, and 27 offsets from
-/// the start of `eas up`, drawn with a fixed seed over its first eight seconds (preflight, the
-/// bastion, facts and trees, config, overlay, prepare, install, verify, record).
+/// All 30 points (scripts/crash-consistency.sh): the 11 at `eas up`'s own progress, and 19 time
+/// offsets drawn with a fixed seed over a run measured here. Each must kill a running `eas up`.
 #[test]
 #[ignore = "about 30 up/down cycles: run by scripts/crash-consistency.sh"]
 fn crash_consistency_at_30_points() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let offsets = seeded_offsets();
-    let mut passed = 0;
-    let points: Vec<(String, Box<dyn Fn() -> Crashed>)> =
-        [("hang", "Wait for the controller"), ("ok", "Install KServe"), ("ok", "Deploy models")]
-            .into_iter()
-            .map(|(m, k)| (format!("marker {k:?}"), Box::new(move || crash_at(m, k)) as Box<dyn Fn() -> Crashed>))
-            .chain(offsets.iter().map(|&ms| {
-                (
-                    format!("{ms} ms"),
-                    Box::new(move || crash_after(std::time::Duration::from_millis(ms))) as Box<dyn Fn() -> Crashed>,
-                )
-            }))
-            .collect();
-    let (mut failed, mut killed, mut survivors) = (Vec::new(), 0, 0);
-    for (name, point) in &points {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(point)) {
+    let started = Instant::now();
+    let t = timeline();
+    let shown: Vec<String> = t.seen.iter().map(|s| format!("{} ms {}", s.at.as_millis(), s.name())).collect();
+    eprintln!(
+        "measured run: {} ms to its exit; offsets over its first {} ms:\n  {}",
+        t.total.as_millis(),
+        t.window.as_millis(),
+        shown.join("\n  ")
+    );
+    let markers = marker_points();
+    let points: Vec<Point> = markers.iter().cloned().chain(seeded_points(t, 30 - markers.len())).collect();
+    let (mut passed, mut failed, mut phases) = (0, Vec::new(), std::collections::BTreeMap::<String, usize>::new());
+    let (mut kills, mut left, mut removed) = (0, 0, 0);
+    for p in &points {
+        let mut killed = None;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crash(p, &mut killed, &|_| {})));
+        let at = match &killed {
+            Some(k) => {
+                kills += 1;
+                *phases.entry(k.phase.clone()).or_default() += 1;
+                format!("killed at {} ms, in {}", k.at.as_millis(), k.phase)
+            }
+            None => "no kill".into(),
+        };
+        match result {
             Ok(c) => {
                 passed += 1;
-                killed += usize::from(c.killed);
-                survivors += c.left;
-                let what = if c.killed { "killed mid-run" } else { "had finished" };
-                eprintln!("crash point {name}: ok ({what}; {} container(s) outlived it)", c.left);
+                left += c.left;
+                removed += c.removed;
+                eprintln!(
+                    "crash point {}: ok ({at}; {} container(s) outlived it, --break-lock removed {})",
+                    p.name, c.left, c.removed
+                );
             }
             Err(_) => {
-                failed.push(name.clone());
-                eprintln!("crash point {name}: FAILED");
+                failed.push(p.name.clone());
+                eprintln!("crash point {}: FAILED ({at})", p.name);
             }
         }
     }
-    eprintln!(
-        "crash consistency: {passed} of {} points ({killed} killed mid-run, {survivors} bastion container(s) outlived eas up and were removed by --break-lock)",
-        points.len()
-    );
+    let hit: Vec<String> = phases.iter().map(|(p, n)| format!("{p} ({n})")).collect();
+    eprintln!("crash consistency: {passed} of {} points", points.len());
+    eprintln!("crash consistency: {kills} of {} points killed a running eas up", points.len());
+    eprintln!("crash consistency: {} phases hit: {}", phases.len(), hit.join(", "));
+    eprintln!("crash consistency: {left} bastion container(s) outlived eas up; eas up --break-lock removed {removed}");
+    eprintln!("crash consistency: {:.0} s for the 30 points and the measured run", started.elapsed().as_secs_f64());
     assert!(failed.is_empty(), "failed at: {failed:?}");
+    assert_eq!(kills, points.len(), "every point must kill a running eas up");
 }

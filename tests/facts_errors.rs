@@ -23,23 +23,24 @@ fn failing(server: &ClusterServer, extra: &[&str], code: i32) -> String {
     stderr
 }
 
+/// `eas facts` on the xeon cluster's inputs through `kubeconfig`.
+fn facts_through(kubeconfig: &std::path::Path) -> Output {
+    eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("facts")
+        .args(facts_args("xeon-amx"))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn api_unreachable_names_the_address_and_cause() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let text_kc = std::fs::read_to_string(server.kubeconfig())
-        .unwrap()
-        .replace(&server.url(), &format!("http://127.0.0.1:{port}"));
-    std::fs::write(&kubeconfig, text_kc).unwrap();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .output()
-        .unwrap();
+    let kubeconfig = kubeconfig_with(&server, dir.path(), &server.url(), &format!("http://127.0.0.1:{port}"));
+    let out = facts_through(&kubeconfig);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("cannot reach the Kubernetes API at http://127.0.0.1:{port}")), "{stderr}");
@@ -102,18 +103,8 @@ fn a_reset_connection_is_reported_as_unreachable() {
 fn rejected_credentials_name_the_context() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let wrong = std::fs::read_to_string(server.kubeconfig())
-        .unwrap()
-        .replace("token: recorded-cluster-token", "token: expired");
-    std::fs::write(&kubeconfig, wrong).unwrap();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .output()
-        .unwrap();
+    let kubeconfig = kubeconfig_with(&server, dir.path(), "token: recorded-cluster-token", "token: expired");
+    let out = facts_through(&kubeconfig);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");

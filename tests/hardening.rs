@@ -62,21 +62,6 @@ fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
     assert!(server.requests().is_empty());
 }
 
-/// A kubeconfig naming a server that nothing listens on: any network call fails (exit 1).
-fn unreachable_kubeconfig(dir: &Path) -> std::path::PathBuf {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
-             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
 /// An `--out` directory holding outputs of an earlier run and a file of the user's.
 fn stale_out(dir: &Path) -> std::path::PathBuf {
     let out = dir.join("out");
@@ -98,7 +83,7 @@ fn listing(dir: &Path) -> Vec<String> {
 #[test]
 fn up_checks_layer_and_model_before_any_network_call_and_clears_stale_outputs() {
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let (kubeconfig, _) = unreachable_kubeconfig(dir.path());
     let pins = root().join("pins.json");
     let cases: [(&[&str], &str); 3] = [
         (&["--layer", "nosuch"], "error: unknown layer \"nosuch\""),
@@ -281,7 +266,7 @@ fn a_ca_bundle_with_a_private_key_is_refused_before_docker_or_the_network() {
     let bundle = dir.path().join("bundle.pem");
     std::fs::write(&bundle, format!("{first_cert}-----BEGIN PRIVATE KEY-----\nAQID\n-----END PRIVATE KEY-----\n"))
         .unwrap();
-    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let (kubeconfig, _) = unreachable_kubeconfig(dir.path());
     let pins = root().join("pins.json");
     let runs: [Vec<&str>; 2] = [
         vec!["bastion", "build", "--pins", pins.to_str().unwrap(), "--ca-bundle", bundle.to_str().unwrap()],

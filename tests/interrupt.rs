@@ -1,7 +1,9 @@
 //! SIGINT and SIGTERM on the real binary while a phase waits on an API server that accepts and
-//! never answers: `eas up` (preflight), `eas facts`, `eas verify` and `eas doctor` exit 130; a
-//! phase past its (shortened) timeout exits 1 naming the phase. The 10 s bound only stops a
-//! broken build from hanging the suite; nothing asserts how fast the exit is.
+//! never answers: `eas up` (preflight), `eas facts`, `eas verify`, `eas doctor` and `eas down`
+//! exit 130; a phase past its (shortened) timeout exits 1 naming the phase. The 10 s bound only
+//! stops a broken build from hanging the suite; nothing asserts how fast the exit is. The phases
+//! that need the bastion (its build, the install, verify inside `eas up`, and `eas down`'s
+//! cluster reads on a real record) are in tests/up_cycle.rs.
 
 mod support;
 
@@ -103,6 +105,13 @@ fn facts_verify_and_doctor_treat_sigterm_like_sigint() {
         for sig in ["-INT", "-TERM"] {
             interrupted_while_waiting(args, sig);
         }
+    }
+}
+
+#[test]
+fn down_against_a_silent_api_server_stops_on_sigint_and_sigterm() {
+    for sig in ["-INT", "-TERM"] {
+        interrupted_while_waiting(&["down", "--yes"], sig);
     }
 }
 
@@ -236,24 +245,6 @@ fn state_of(dir: &Path) -> serde_json::Value {
 fn status_of(state: &serde_json::Value, phase: &str) -> String {
     let phases = state["phases"].as_array().unwrap();
     phases.iter().find(|p| p["phase"] == phase).unwrap()["status"].as_str().unwrap().to_string()
-}
-
-/// Processes whose command line or environment names `needle` (a test's own temporary
-/// directory: `eas` runs with HOME inside it, and its children inherit that).
-fn processes_naming(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        let environ = String::from_utf8_lossy(&environ);
-        let zombie = std::fs::read_to_string(e.path().join("stat"))
-            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
-        if (cmd.contains(needle) || environ.contains(needle)) && !zombie {
-            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
-        }
-    }
-    found
 }
 
 #[test]

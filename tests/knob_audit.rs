@@ -169,16 +169,7 @@ fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
 #[test]
 fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
     let t = trees(|_, _| {});
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let kubeconfig = t.dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
-             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    let (kubeconfig, _) = support::unreachable_kubeconfig(t.dir.path());
     let run = |model: &str| {
         let home = t.dir.path().join(format!("home-{model}"));
         std::fs::create_dir_all(&home).unwrap();

@@ -10,16 +10,12 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, ObjectKey, artifacts};
-
-const BASE: &str = "eas-test-base:bookworm";
-const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
-const CLUSTER: &str = "k3d-gpu-desktop";
-const MODEL: &str = "qwen2-5-coder-7b";
+use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
+use support::{ClusterServer, ObjectKey};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -51,35 +47,8 @@ fn sentinel_leaks(outputs: &[(&str, &str)], dirs: &[&Path]) -> Vec<String> {
 /// Docker Engine from building it twice.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-struct Setup {
-    dir: PathBuf,
-    pins: PathBuf,
-    repos: PathBuf,
-}
-
 fn setup() -> &'static Setup {
-    static S: OnceLock<Setup> = OnceLock::new();
-    S.get_or_init(|| {
-        assert!(
-            Command::new("docker").arg("info").output().unwrap().status.success(),
-            "no Docker Engine answers: start one with `bash scripts/docker-up.sh`"
-        );
-        let o = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
-        assert!(o.status.success(), "scripts/base-image.sh: {}", String::from_utf8_lossy(&o.stderr));
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let dir = tmp.join(format!("up-cycle-{nanos:x}"));
-        std::fs::create_dir_all(dir.join("served")).unwrap();
-        let repos = dir.join("repos");
-        let shas: Vec<(String, String)> = ["eas", "ei", "eat"]
-            .iter()
-            .map(|n| (n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))))
-            .collect();
-        // A fixed nonce: the stand-in artifacts, and so the bastion image, are the same every run.
-        let pins = artifacts::write_pins(&dir, "up-cycle", &dir.join("pins.json"));
-        support::trees::point_main_pins(&pins, &shas);
-        Setup { dir, pins, repos }
-    })
+    synthetic_install::setup("up-cycle")
 }
 
 /// One test's cluster and directories.
@@ -102,43 +71,14 @@ fn run(mode: &str) -> Run {
 
 impl Run {
     fn eas(&self) -> Command {
-        let s = setup();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
-        c.current_dir(&self.home)
-            .env("HOME", &self.home)
-            .env("XDG_CACHE_HOME", s.dir.join("cache"))
-            .env("EAS_CA_BUNDLE", HOST_CA)
-            .env("CI", "1")
-            .env("NO_COLOR", "1")
-            .env_remove("KUBECONFIG")
-            .env_remove("EAS_BASE_IMAGE")
-            .envs(SECRETS)
-            .arg("--kubeconfig")
-            .arg(self.server.kubeconfig())
-            .arg("--state-dir")
-            .arg(&self.state);
+        let mut c = setup().eas(&self.home, self.server.kubeconfig(), &self.state);
+        c.envs(SECRETS);
         c
     }
 
     fn up_args(&self, extra: &[&str]) -> Vec<String> {
-        let s = setup();
-        let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
-        let mut v: Vec<String> = vec![
-            "up".into(),
-            "--pins".into(),
-            s.pins.display().to_string(),
-            "--base-image".into(),
-            BASE.into(),
-            "--allow-unpinned-base".into(),
-            "--containerd-config".into(),
-            format!("k3d-gpu-server-0={}", node_files.display()),
-            "--nri-socket".into(),
-            "k3d-gpu-server-0=present".into(),
-        ];
-        for n in ["eas", "ei", "eat"] {
-            v.push(format!("--{n}-repo"));
-            v.push(s.repos.join(n).display().to_string());
-        }
+        let mut v = vec!["up".to_string()];
+        v.extend(setup().up_args());
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     }
@@ -152,13 +92,7 @@ impl Run {
     }
 
     fn down(&self) -> Output {
-        let s = setup();
-        self.eas()
-            .args(["down", "--yes", "--pins"])
-            .arg(&s.pins)
-            .args(["--base-image", BASE, "--allow-unpinned-base"])
-            .output()
-            .unwrap()
+        self.eas().args(setup().down_args()).output().unwrap()
     }
 
     fn namespaces(&self) -> Vec<String> {
@@ -189,16 +123,6 @@ impl Run {
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// Containers this `eas` process made (`eas-bastion-<pid>-...`), running or not.
-fn containers_of(pid: u32) -> Vec<String> {
-    let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
-        .args(["--format", "{{.Names}}"])
-        .output()
-        .unwrap();
-    text(&out.stdout).lines().map(str::to_string).collect()
 }
 
 fn phase_status(state: &Value, phase: &str) -> String {
@@ -439,4 +363,252 @@ fn the_inference_layer_deploys_the_catalog_entry_it_picked() {
     assert!(decisions.contains("models.yaml qwen3-0-6b autodeploy: true"), "{decisions}");
     let down = r.down();
     assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+}
+
+/// A background `eas` whose stderr is read as it comes (a full pipe would stall it), for the
+/// interrupt tests: SIGINT or SIGTERM in each phase of `eas up`, and in `eas down`.
+struct Running {
+    child: Child,
+    err: std::sync::Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    signalled: Option<Instant>,
+}
+
+impl Running {
+    fn start(mut c: Command) -> Running {
+        let mut child = c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let err = std::sync::Arc::new(Mutex::new(String::new()));
+        let (pipe, sink) = (child.stderr.take().unwrap(), err.clone());
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Running { child, err, reader: Some(reader), signalled: None }
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    fn signal(&mut self, sig: &str) {
+        self.signalled = Some(Instant::now());
+        let st = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
+        assert!(st.success(), "kill {sig}");
+    }
+
+    /// The exit code, waited for at most 10 s after the signal: a guard against a hang, not a
+    /// speed check (scripts/bench-interrupt.sh measures the latency).
+    fn exit(mut self) -> (Option<i32>, String) {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > give_up {
+                self.child.kill().unwrap();
+                self.child.wait().unwrap();
+                panic!("eas did not exit within 10 s of the signal:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Shown with --nocapture, for the closing note's figures; never asserted.
+        if let Some(t) = self.signalled {
+            eprintln!("signal to exit: {} ms", t.elapsed().as_millis());
+        }
+        self.reader.take().unwrap().join().unwrap();
+        (status.code(), self.stderr())
+    }
+}
+
+impl Run {
+    fn start_up(&self, extra: &[&str], env: &[(&str, &Path)]) -> Running {
+        let mut c = self.eas();
+        c.args(self.up_args(extra)).envs(env.iter().map(|(k, v)| (*k, *v)));
+        Running::start(c)
+    }
+
+    /// Nothing of the run is left: no process started under its HOME (git, the installer's
+    /// `docker` clients, plugins), no container of this `eas`.
+    fn nothing_left(&self, pid: u32, what: &str) {
+        let procs = support::processes_naming(&self.home.display().to_string());
+        assert!(procs.is_empty(), "{what}: left running: {procs:?}");
+        assert!(containers_of(pid).is_empty(), "{what}: containers left: {:?}", containers_of(pid));
+    }
+}
+
+/// A CA bundle no earlier build has seen (the host's CAs and a new one): the bastion's context,
+/// and so every layer from its `COPY ca/` on, is new, and the build runs its pip step.
+fn new_ca_bundle(dir: &Path) -> PathBuf {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.distinguished_name.push(rcgen::DnType::CommonName, format!("eas interrupt test {}", dir.display()));
+    let pem = params.self_signed(&key).unwrap().pem();
+    let path = dir.join("ca-bundle.pem");
+    std::fs::write(&path, format!("{}{pem}", std::fs::read_to_string(HOST_CA).unwrap())).unwrap();
+    path
+}
+
+/// The classic builder's step containers running this build's pip step: `(container, image)`.
+fn pip_steps() -> Vec<(String, String)> {
+    let out = Command::new("docker")
+        .args(["ps", "-a", "--no-trunc", "--filter", "label=io.eas.managed=true"])
+        .args(["--format", "{{.ID}} {{.Image}} {{.Command}}"])
+        .output()
+        .unwrap();
+    text(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("pip install --require-hashes"))
+        .map(|l| {
+            let mut w = l.split(' ');
+            (w.next().unwrap().to_string(), w.next().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn up_interrupted_while_building_the_bastion_leaves_no_build_container() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for sig in ["-INT", "-TERM"] {
+        let r = run("ok");
+        let bundle = new_ca_bundle(&r.home);
+        let mut up = r.start_up(&["--yes"], &[("EAS_CA_BUNDLE", &bundle)]);
+        let pid = up.child.id();
+        wait_for("the bastion build's pip step", Duration::from_secs(600), || up.stderr().contains("| Collecting "));
+        let steps = pip_steps();
+        assert_eq!(steps.len(), 1, "{sig}: the pip step's container: {steps:?}");
+        let tag = up
+            .stderr()
+            .lines()
+            .find_map(|l| l.split("building eas-bastion:").nth(1))
+            .map(|t| format!("eas-bastion:{}", t.split(' ').next().unwrap()));
+        up.signal(sig);
+        let (code, err) = up.exit();
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        assert!(err.contains("interrupted: nothing eas started is left running"), "{sig}: {err}");
+        let state = r.state_file().unwrap();
+        assert_eq!(phase_status(&state, "bastion"), "interrupted", "{sig}: {state}");
+        assert_eq!(phase_status(&state, "install"), "pending", "{sig}: {state}");
+        assert_eq!(state["exit_code"], 130);
+        r.nothing_left(pid, sig);
+        assert!(pip_steps().iter().all(|(c, _)| *c != steps[0].0), "{sig}: the build container is still there");
+        assert!(
+            !Command::new("docker").args(["image", "inspect", &steps[0].1]).output().unwrap().status.success(),
+            "{sig}: the interrupted build's intermediate image {} is still there",
+            steps[0].1
+        );
+        let tag = tag.expect("the build names its tag");
+        assert!(
+            !Command::new("docker").args(["image", "inspect", &tag]).output().unwrap().status.success(),
+            "{sig}: the interrupted build tagged {tag}"
+        );
+    }
+}
+
+/// SIGTERM during the install, with the cluster read that follows it made slow: eas exits 130
+/// without waiting for that read (issue 9), the record stays pending and says so, `eas down`
+/// removes nothing, and the next `eas up` completes the record.
+#[test]
+fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_completes_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang");
+    let mut up = r.start_up(&["--yes"], &[]);
+    let pid = up.child.id();
+    wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
+    assert_eq!(containers_of(pid).len(), 1, "one bastion container runs the installer");
+    // The ledger's `after` read lists CRDs; the installer does not.
+    r.server.inject(Some("customresourcedefinitions"), support::Fault::Slow(Duration::from_secs(600)), None);
+    up.signal("-TERM");
+    let (code, err) = up.exit();
+    assert_eq!(code, Some(130), "{err}");
+    r.nothing_left(pid, "SIGTERM in install");
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "install"), "interrupted", "{state}");
+    assert_eq!(state["exit_code"], 130);
+    let ledger = &state["ledger"];
+    assert!(ledger["pending"].is_object(), "the record stays pending: {ledger}");
+    assert!(ledger["incomplete"].as_str().unwrap_or_default().contains("interrupted"), "{ledger}");
+    assert!(
+        err.lines().any(|l| l.contains("next:") && l.contains("pending") && l.contains("eas up")),
+        "the next line says how to complete the record: {err}"
+    );
+
+    r.server.clear_faults();
+    let down = r.down();
+    assert_eq!(down.status.code(), Some(1), "{}", text(&down.stderr));
+    assert!(text(&down.stderr).contains("incomplete"), "{}", text(&down.stderr));
+
+    let control = ObjectKey {
+        group_version: "v1".into(),
+        resource: "configmaps".into(),
+        namespace: "eas-test".into(),
+        name: "installer".into(),
+    };
+    r.server.update(&control, json!({"data": {"mode": "ok"}}));
+    let again = r.up(&["--yes"]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let ledger = &r.state_file().unwrap()["ledger"];
+    assert!(ledger.get("pending").is_none() && ledger.get("incomplete").is_none(), "{ledger}");
+    let created = ledger["created"]["namespaces"].to_string();
+    assert!(created.contains("kserve") && created.contains("llm-inference"), "{ledger}");
+}
+
+#[test]
+fn up_interrupted_while_verifying_marks_verify_interrupted() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for sig in ["-INT", "-TERM"] {
+        let r = run("never-ready");
+        let mut up = r.start_up(&["--yes", "--verify-timeout", "600"], &[]);
+        let pid = up.child.id();
+        wait_for("the verify phase", Duration::from_secs(600), || {
+            r.state_file().is_some_and(|s| phase_status(&s, "verify") == "running")
+        });
+        up.signal(sig);
+        let (code, err) = up.exit();
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        let state = r.state_file().unwrap();
+        assert_eq!(phase_status(&state, "verify"), "interrupted", "{sig}: {state}");
+        assert_eq!(phase_status(&state, "install"), "done", "{sig}: {state}");
+        assert_eq!(state["exit_code"], 130);
+        assert!(err.contains("next: verify was interrupted"), "{sig}: {err}");
+        r.nothing_left(pid, sig);
+    }
+}
+
+/// `eas down` stopped while it reads the cluster: exit 130, the record kept and saying so, and
+/// the next `eas down` removes the install.
+#[test]
+fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_works() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    r.server.inject(Some("customresourcedefinitions"), support::Fault::Slow(Duration::from_secs(600)), None);
+    r.server.clear_requests();
+    let s = setup();
+    let mut c = r.eas();
+    c.args(["down", "--yes", "--pins"]).arg(&s.pins).args(["--base-image", BASE, "--allow-unpinned-base"]);
+    let mut down = Running::start(c);
+    let pid = down.child.id();
+    wait_for("down's snapshot", Duration::from_secs(60), || {
+        r.server.requests().iter().any(|l| l.path.contains("customresourcedefinitions"))
+    });
+    down.signal("-INT");
+    let (code, err) = down.exit();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("next:") && err.contains("eas down"), "{err}");
+    r.nothing_left(pid, "SIGINT in down");
+    let state = r.state_file().expect("the record is kept");
+    assert_eq!(state["down"]["status"], "interrupted", "{state}");
+    assert!(r.namespaces().contains(&"kserve".to_string()), "nothing was removed");
+
+    r.server.clear_faults();
+    let again = r.down();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(!r.namespaces().contains(&"kserve".to_string()));
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }

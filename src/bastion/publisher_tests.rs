@@ -107,25 +107,8 @@ fn fetcher(ca_der: &[u8]) -> SystemFetcher {
 /// A loopback HTTPS server for `localhost`, certified by a throwaway CA made here, answering GET
 /// with the files given (path → body), 404 otherwise. Returns the base URL and the CA (DER).
 fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> (String, Vec<u8>) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "eas publisher test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf =
-        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let crate::tls_front::TestCa { acceptor, der: ca_der, .. } =
+        crate::tls_front::localhost_ca("eas publisher test CA");
     let files = Arc::new(files);
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -152,7 +135,7 @@ fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> (Stri
             });
         }
     });
-    (format!("https://localhost:{port}"), ca_cert.der().to_vec())
+    (format!("https://localhost:{port}"), ca_der)
 }
 
 struct Site {

@@ -1,8 +1,6 @@
 //! The download client against a real local HTTPS server whose throwaway CA is made here (rcgen),
 //! directly and through a real forward proxy (tinyproxy, tests/support/forward_proxy.rs).
 
-use std::sync::Arc;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
@@ -19,25 +17,7 @@ struct Server {
 
 /// A TLS server on 127.0.0.1 for the name `localhost`, answering every request with `BODY`.
 fn start_server(rt: &tokio::runtime::Runtime) -> Server {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "eas test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf =
-        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let crate::tls_front::TestCa { acceptor, der: ca_der, .. } = crate::tls_front::localhost_ca("eas test CA");
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     rt.spawn(async move {
@@ -61,7 +41,7 @@ fn start_server(rt: &tokio::runtime::Runtime) -> Server {
             });
         }
     });
-    Server { port, ca_der: ca_cert.der().to_vec() }
+    Server { port, ca_der }
 }
 
 fn rt() -> tokio::runtime::Runtime {

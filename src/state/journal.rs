@@ -79,6 +79,19 @@ pub struct State {
     pub exit_code: Option<u8>,
     pub log_path: Option<PathBuf>,
     pub ledger: Ledger,
+    /// An `eas down` of this record that was interrupted: the record is kept as it was, and the
+    /// next `eas down` starts over from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down: Option<DownEntry>,
+}
+
+/// How an `eas down` that did not finish ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DownEntry {
+    pub status: Status,
+    pub started: String,
+    pub finished: String,
+    pub message: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +157,7 @@ impl State {
             exit_code: None,
             log_path: None,
             ledger: Ledger::default(),
+            down: None,
         }
     }
 

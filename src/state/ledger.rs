@@ -71,7 +71,7 @@ impl Snapshot {
         }
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty() && self.helm_releases.is_empty() && self.crds.is_empty() && self.objects.is_empty()
     }
@@ -170,7 +170,7 @@ impl Ledger {
     /// `before` stays the first run's, plus anything that appeared between runs that eas did not
     /// create (a user's namespace is theirs whenever it appeared); `created` gains what this run
     /// added.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn record(prev: Option<&Ledger>, before_run: &Snapshot, after_run: &Snapshot) -> Ledger {
         Ledger::begin(prev, before_run).complete(after_run)
     }

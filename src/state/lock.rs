@@ -230,12 +230,12 @@ pub struct LockGuard {
 }
 
 impl LockGuard {
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn holder(&self) -> &Holder {
         &self.holder
     }

@@ -27,7 +27,7 @@ impl ResumePlan {
     }
 
     /// The first lasting phase that runs again: where the run really resumes.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn resumes_at(&self) -> Option<PhaseId> {
         self.steps
             .iter()
@@ -35,7 +35,7 @@ impl ResumePlan {
             .map(|(p, _)| *p)
     }
 
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg(test)]
     pub fn step(&self, phase: PhaseId) -> &Step {
         &self.steps.iter().find(|(p, _)| *p == phase).expect("every phase has a step").1
     }

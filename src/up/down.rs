@@ -22,7 +22,7 @@ use crate::gather;
 use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
 use crate::settings::Global;
-use crate::state::journal::{State, create_private_dir};
+use crate::state::journal::{DownEntry, State, Status, create_private_dir};
 use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, all_guarded_components, guard_teardown};
 use crate::state::{StateDir, lock};
 
@@ -144,6 +144,46 @@ async fn cancellable<T>(interrupt: &Interrupt, f: impl Future<Output = Result<T,
     }
 }
 
+/// One `eas down` on one record: its settings, the cluster and the record's directory.
+struct Scope<'a> {
+    args: &'a DownSettings,
+    global: &'a Global,
+    shell: &'a Shell,
+    interrupt: &'a Interrupt,
+    sd: &'a StateDir,
+    client: &'a kube::Client,
+    context: &'a str,
+    layer: String,
+}
+
+impl Scope<'_> {
+    /// What the installer's teardown needs: the Docker Engine and the bastion's kubeconfig.
+    async fn ctx(&self) -> Result<Ctx<'_>, Failure> {
+        let docker = bastion::image::connect(&self.global.env)
+            .await
+            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
+        let kube = cancellable(self.interrupt, bastion::minted_source(self.global, self.shell)).await?;
+        Ok(Ctx {
+            args: self.args,
+            global: self.global,
+            shell: self.shell,
+            interrupt: self.interrupt,
+            sd: self.sd,
+            docker,
+            kube,
+            image_args: super::image_args(&self.args.image, self.args.pins.clone(), self.global),
+        })
+    }
+
+    /// A snapshot of the cluster, stopped by SIGINT/SIGTERM.
+    async fn snapshot(&self) -> Result<Snapshot, Failure> {
+        let read = async {
+            cluster::snapshot_within(self.client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
+        };
+        cancellable(self.interrupt, read).await
+    }
+}
+
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let (target, key) = cancellable(&interrupt, async {
@@ -172,111 +212,130 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         return purge(&sd, lock);
     };
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
-    let snapshot = || async {
-        cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
-    };
-    let earlier = state.ledger.findings.clone();
-    for f in &earlier {
-        if args.acknowledge {
-            shell.note(format!("acknowledged: {f}"));
-        } else {
-            shell.warn(format!("{f} (found by an earlier eas down)"));
-        }
-    }
-    let docker = || async {
-        bastion::image::connect(&global.env)
-            .await
-            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))
-    };
-
-    if let Some(reason) = state.ledger.incomplete_reason() {
-        if args.acknowledge && !earlier.is_empty() {
-            // The teardown already ran with every guard; the user has seen what may be left.
-            std::fs::remove_file(sd.state_file()).map_err(|e| Failure::step("down", e))?;
-            shell.phase("down", "the incomplete record is dropped");
-            return if args.purge { purge(&sd, lock) } else { Ok(()) };
-        }
-        shell.warn(format!("the record is incomplete: {reason}"));
-        shell.note(format!(
-            "  known: {} objects existed before eas up; {} were recorded as created: {}",
-            state.ledger.before.objects().len(),
-            state.ledger.created.objects().len(),
-            list(&state.ledger.created.objects())
-        ));
-        if !args.force_incomplete {
-            shell.note("  everything on the cluster is treated as pre-existing: nothing was removed");
-            return Err(Failure::step_next(
-                "down",
-                "the record of what eas up created is incomplete; nothing was removed",
-                "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
-            ));
-        }
-        let ctx = Ctx {
-            args,
-            global,
-            shell,
-            interrupt: &interrupt,
-            sd: &sd,
-            docker: docker().await?,
-            kube: cancellable(&interrupt, bastion::minted_source(global, shell)).await?,
-            image_args: super::image_args(&args.image, args.pins.clone(), global),
-        };
-        return force_incomplete(&ctx, &mut state, &layer, &reason, &target.client).await;
-    }
-
-    let current = cancellable(&interrupt, snapshot()).await?;
-    let plan = guard_teardown(&state.ledger, &current);
-    let skip = plan.skip_components();
-    for p in &plan.protect {
-        shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
-    }
-    let ctx = Ctx {
+    let scope = Scope {
         args,
         global,
         shell,
         interrupt: &interrupt,
         sd: &sd,
-        docker: docker().await?,
-        kube: cancellable(&interrupt, bastion::minted_source(global, shell)).await?,
-        image_args: super::image_args(&args.image, args.pins.clone(), global),
+        client: &target.client,
+        context: &target.context,
+        layer,
     };
-    let teardown_ok = teardown(&ctx, &state, &layer, &skip).await?;
+    let started = now();
+    let result = match state.ledger.incomplete_reason() {
+        Some(reason) => incomplete(&scope, &mut state, &reason).await,
+        None => guarded(&scope, &mut state).await,
+    };
+    match result {
+        Ok(()) if args.purge => purge(&sd, lock),
+        Ok(()) => Ok(()),
+        Err(Failure::Interrupted) => Err(interrupted(&scope, &mut state, &started)),
+        Err(f) => Err(f),
+    }
+}
+
+/// The findings of an earlier `down`, repeated (or acknowledged).
+fn earlier_findings(s: &Scope<'_>, state: &State) -> Vec<Finding> {
+    let earlier = state.ledger.findings.clone();
+    for f in &earlier {
+        if s.args.acknowledge {
+            s.shell.note(format!("acknowledged: {f}"));
+        } else {
+            s.shell.warn(format!("{f} (found by an earlier eas down)"));
+        }
+    }
+    earlier
+}
+
+/// A SIGINT/SIGTERM stopped this `down`: the record stays as it was (the next `down` starts
+/// over from it), and says that a `down` was interrupted.
+fn interrupted(s: &Scope<'_>, state: &mut State, started: &str) -> Failure {
+    state.down = Some(DownEntry {
+        status: Status::Interrupted,
+        started: started.to_string(),
+        finished: now(),
+        message: "interrupted (Ctrl-C or SIGTERM); the record is kept: run eas down again".into(),
+    });
+    if let Err(e) = state.save(&s.sd.state_file()) {
+        return e.into();
+    }
+    let inv = super::invocation(s.global, &s.layer, &state.env, &crate::settings::Select::default());
+    s.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
+    Failure::Interrupted
+}
+
+/// An incomplete record: nothing is removed (exit 1), unless `--force-incomplete` runs the
+/// teardown with every guard, or `--acknowledge` drops a record whose guarded teardown ran.
+async fn incomplete(s: &Scope<'_>, state: &mut State, reason: &str) -> Result<(), Failure> {
+    let earlier = earlier_findings(s, state);
+    if s.args.acknowledge && !earlier.is_empty() {
+        // The teardown already ran with every guard; the user has seen what may be left.
+        std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        s.shell.phase("down", "the incomplete record is dropped");
+        return Ok(());
+    }
+    s.shell.warn(format!("the record is incomplete: {reason}"));
+    s.shell.note(format!(
+        "  known: {} objects existed before eas up; {} were recorded as created: {}",
+        state.ledger.before.objects().len(),
+        state.ledger.created.objects().len(),
+        list(&state.ledger.created.objects())
+    ));
+    if !s.args.force_incomplete {
+        s.shell.note("  everything on the cluster is treated as pre-existing: nothing was removed");
+        return Err(Failure::step_next(
+            "down",
+            "the record of what eas up created is incomplete; nothing was removed",
+            "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
+        ));
+    }
+    force_incomplete(&s.ctx().await?, state, &s.layer, reason, s.client).await
+}
+
+/// A complete record: the guarded teardown, then what the ledger says the run created and is
+/// still there, then the report. The record goes when nothing was lost or left.
+async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
+    let earlier = earlier_findings(s, state);
+    let current = s.snapshot().await?;
+    let plan = guard_teardown(&state.ledger, &current);
+    for p in &plan.protect {
+        s.shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
+    }
+    let ctx = s.ctx().await?;
+    let teardown_ok = teardown(&ctx, state, &s.layer, &plan.skip_components()).await?;
 
     // What the ledger says this run created and is still there.
-    let after_teardown = cancellable(&interrupt, snapshot()).await?;
-    let failures = delete_recorded(&ctx, &target.client, &plan.delete.intersect(&after_teardown)).await?;
-    let after = cancellable(&interrupt, snapshot()).await?;
+    let after_teardown = s.snapshot().await?;
+    let failures = delete_recorded(&ctx, s.client, &plan.delete.intersect(&after_teardown)).await?;
+    let after = s.snapshot().await?;
     for line in plan.report(&after) {
-        shell.note(format!("  {line}"));
+        s.shell.note(format!("  {line}"));
     }
-    let mut findings = if args.acknowledge { Vec::new() } else { earlier };
+    let mut findings = if s.args.acknowledge { Vec::new() } else { earlier };
     findings.extend(plan.findings(&after, &now()));
-    if !teardown_ok || !failures.is_empty() || !findings.is_empty() {
-        for f in &failures {
-            shell.warn(f);
-        }
-        state.ledger.findings = findings;
-        state.finished = Some(now());
-        state.save(&sd.state_file())?;
-        let cause = if !state.ledger.findings.is_empty() {
-            "objects were lost or left (named above); the record is kept"
-        } else {
-            "teardown did not complete; the record is kept"
-        };
-        let next = if state.ledger.findings.is_empty() {
-            "read the log and the lines above, then run `eas down --yes` again"
-        } else {
-            ACK_NEXT
-        };
-        return Err(Failure::step_next("down", cause, next));
+    if teardown_ok && failures.is_empty() && findings.is_empty() {
+        // Done: the record goes, so a second `eas down` has nothing to do.
+        std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        s.shell.phase("down", format!("{} removed from {}", s.layer, s.context));
+        return Ok(());
     }
-    // Done: the record goes, so a second `eas down` has nothing to do.
-    std::fs::remove_file(sd.state_file()).map_err(|e| Failure::step("down", e))?;
-    shell.phase("down", format!("{layer} removed from {}", target.context));
-    if args.purge {
-        return purge(&sd, lock);
+    for f in &failures {
+        s.shell.warn(f);
     }
-    Ok(())
+    state.ledger.findings = findings;
+    state.down = None;
+    state.finished = Some(now());
+    state.save(&s.sd.state_file())?;
+    let (cause, next) = if state.ledger.findings.is_empty() {
+        (
+            "teardown did not complete; the record is kept",
+            "read the log and the lines above, then run `eas down --yes` again",
+        )
+    } else {
+        ("objects were lost or left (named above); the record is kept", ACK_NEXT)
+    };
+    Err(Failure::step_next("down", cause, next))
 }
 
 /// `--force-incomplete`: the teardown with every guard's `--skip`, no deletion by eas itself,
@@ -316,6 +375,7 @@ async fn force_incomplete(
         ctx.shell.warn(f.to_string());
     }
     state.ledger.findings = found;
+    state.down = None;
     state.finished = Some(now());
     state.save(&ctx.sd.state_file())?;
     let what = if ok { "the teardown ran with every guard" } else { "the teardown with every guard failed" };

@@ -333,6 +333,8 @@ struct Preflight {
     prev: Option<State>,
     docker: Option<bollard::Docker>,
     key: String,
+    /// The dead run whose lock `--break-lock` took over.
+    dead: Option<lock::Holder>,
 }
 
 /// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
@@ -366,24 +368,24 @@ async fn preflight(
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let mut dead = None;
-    let lock = if args.dry_run {
+    // A real run takes the lock, then reads the previous record (and says it resumes); a dry run
+    // only looks.
+    let (lock, prev) = if args.dry_run {
         if let Some(found) = lock::inspect(&sd.lock_file())? {
             shell.warn(format!("the lock is {found} (a dry run does not take it)"));
         }
-        None
+        (None, State::load(&sd.state_file())?)
     } else {
         crate::state::journal::create_private_dir(sd.dir())
             .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
         dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
-        Some(lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?)
+        let lock = lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?;
+        let prev = State::load(&sd.state_file())?;
+        if let Some(next) = prev.as_ref().and_then(|p| next_for(p, inv)) {
+            shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
+        }
+        (Some(lock), prev)
     };
-    let prev = State::load(&sd.state_file())?;
-    if let Some(p) = &prev
-        && let Some(next) = next_for(p, inv)
-        && !args.dry_run
-    {
-        shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
-    }
     let docker = phase::run(PhaseId::Preflight, t, interrupt, async {
         let docker = match bastion::image::connect(&global.env).await {
             Ok(d) => Some(d),
@@ -409,14 +411,17 @@ async fn preflight(
     if let (Some(holder), Some(d)) = (&dead, &docker) {
         phase::run(PhaseId::Preflight, t, interrupt, crash::reap(d, holder, shell)).await?;
     }
-    Ok(Preflight { target, sd, _lock: lock, prev, docker, key })
+    Ok(Preflight { target, sd, _lock: lock, prev, docker, key, dead })
 }
 
-/// The run's state and plan, saved to the state file in a real run only.
+/// The run's state and plan, saved to the state file in a real run only. The dry run's few
+/// differences from a real run are here: what a plan half could not learn, and the plan printed
+/// before a STOP.
 struct Journal {
     state: State,
     plan: Plan,
     file: Option<PathBuf>,
+    dry_run: bool,
 }
 
 impl Journal {
@@ -441,7 +446,36 @@ impl Journal {
             .into_iter()
             .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
             .collect();
-        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()) }
+        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()), dry_run: args.dry_run }
+    }
+
+    /// A plan half's result. What it could not learn, a dry run names in the plan and goes on
+    /// without; a real run stops with `fail`.
+    fn plan_half<T, E: std::fmt::Display>(
+        &mut self,
+        phase: PhaseId,
+        r: Result<T, E>,
+        fail: impl FnOnce(E) -> Failure,
+    ) -> Result<Option<T>, Failure> {
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if self.dry_run => {
+                self.plan.unknown.push(Missing { phase, reason: e.to_string() });
+                Ok(None)
+            }
+            Err(e) => Err(fail(e)),
+        }
+    }
+
+    /// The overlay stops the run (a STOP, or the knob audit's refusal): a dry run prints its
+    /// plan first, so the decisions that led there are seen.
+    fn stop(&mut self, args: &UpSettings, global: &Global, files: &[(String, String)], f: Failure) -> Failure {
+        if self.dry_run
+            && let Err(e) = print_plan(&self.plan, args, global, files)
+        {
+            return e;
+        }
+        self.failed(PhaseId::Overlay, f)
     }
 
     fn save(&self) -> Result<(), Failure> {
@@ -540,32 +574,18 @@ async fn gather_all(
     let facts_hash = crate::state::hash_json(&facts);
     run.state.facts_hash = Some(facts_hash.clone());
     run.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
-    let image = match image {
-        Ok(p) => {
-            let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
-            run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
-            Some(p)
-        }
-        Err(e) if args.dry_run => {
-            run.plan.unknown.push(Missing { phase: PhaseId::Bastion, reason: e.to_string() });
-            None
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let resolved = match resolved.map_err(|e| e.to_string()).and_then(|r| r) {
-        Ok(r) => Some(r),
-        Err(e) if args.dry_run => {
-            run.plan.unknown.push(Missing { phase: PhaseId::Trees, reason: e });
-            None
-        }
-        Err(e) => {
-            return Err(Failure::step_next(
-                "trees",
-                e,
-                "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
-            ));
-        }
-    };
+    let image = run.plan_half(PhaseId::Bastion, image, Failure::from)?;
+    if let Some(p) = &image {
+        let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
+        run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
+    }
+    let resolved = run.plan_half(PhaseId::Trees, resolved.map_err(|e| e.to_string()).and_then(|r| r), |e| {
+        Failure::step_next(
+            "trees",
+            e,
+            "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
+        )
+    })?;
     // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
     run.state.finish(PhaseId::Facts, Status::Done, None, &now());
     Ok(Gathered { facts, image, resolved })
@@ -650,12 +670,9 @@ async fn decide(
             run.plan.overlay = crate::plan_data::patches(&op);
             run.state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
             if op.stops().count() > 0 {
-                if args.dry_run {
-                    print_plan(&run.plan, args, global, &files)?;
-                }
                 let mut lines = op.stop_lines();
                 lines.extend(way_forward);
-                return Err(run.failed(PhaseId::Overlay, Failure::OverlayStop(lines)));
+                return Err(run.stop(args, global, &files, Failure::OverlayStop(lines)));
             }
             audit(args, global, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
             Some((scratch, op))
@@ -703,10 +720,7 @@ fn audit(
     }));
     run.plan.warnings.extend(audit.warnings.iter().cloned());
     if !audit.refusals.is_empty() {
-        if args.dry_run {
-            print_plan(&run.plan, args, global, files)?;
-        }
-        return Err(run.failed(PhaseId::Overlay, Failure::Refused(audit.refusals.clone())));
+        return Err(run.stop(args, global, files, Failure::Refused(audit.refusals.clone())));
     }
     Ok(())
 }
@@ -738,12 +752,10 @@ async fn act(
 ) -> Result<(), Failure> {
     let docker = pre.docker.as_ref().expect("a real run has a Docker Engine");
     let image = d.image.clone().expect("the image is planned in a real run");
+    // The build stops on the run's token itself, removing its step container and layers before
+    // it returns: a race with the token here would drop it half-way through that clean-up.
     let build = bastion::build_planned(docker, image, false, shell, interrupt);
-    let built = tokio::select! {
-        r = phase::limit(PhaseId::Bastion, &args.phase_timeouts, build) => r,
-        _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
-    };
-    let prepared = match built {
+    let prepared = match phase::limit(PhaseId::Bastion, &args.phase_timeouts, build).await {
         Ok(Ok(p)) => p,
         Ok(Err(bastion::BastionError::Interrupted)) => return Err(run.interrupted()),
         Ok(Err(e)) => return Err(run.failed(PhaseId::Bastion, e.into())),
@@ -771,6 +783,7 @@ async fn act(
         Ok(())
     } else {
         put_tree(interrupt, d, &inputs, &work, run).await?;
+        shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
         let before = tokio::select! {
             r = cluster::snapshot_within(client, CALL, ledger_deadline) => r.map_err(|e| {
                 Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
@@ -779,53 +792,109 @@ async fn act(
         };
         run.state.ledger = Ledger::begin(pre.prev.as_ref().map(|p| &p.ledger), &before);
         run.save()?;
+        // The Docker Engine may finish a create or a start the dead run sent just before it
+        // died after preflight's sweep: sweep again before this run's installer starts, so two
+        // installers never act at once.
+        if let Some(holder) = &pre.dead {
+            tokio::select! {
+                r = crash::reap(docker, holder, shell) => { r?; }
+                _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
+            }
+        }
         let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
         let file = run.file.clone();
         let save = |s: &State| save_to(file.as_deref(), s);
         install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await
     };
-    let mut ledger_failure = None;
-    if run.state.ledger.pending.is_some() {
-        // Read even after an interruption (within the deadline); a second signal leaves the
-        // record pending, for the next run to complete.
-        let after = tokio::select! {
-            r = cluster::snapshot_within(client, CALL, ledger_deadline) => Some(r),
-            _ = interrupt.force.cancelled() => None,
-        };
-        match after {
-            Some(Ok(after)) => run.state.ledger = run.state.ledger.complete(&after),
-            Some(Err(e)) => {
-                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
-                run.state.ledger = run.state.ledger.fail(&e);
-                ledger_failure = Some(e);
+    let after = if run.state.ledger.pending.is_some() {
+        after_snapshot(client, ledger_deadline, interrupt, shell, run).await?
+    } else {
+        After::Recorded
+    };
+    match (result, after) {
+        (Ok(()), After::Recorded) => Ok(()),
+        (Ok(()), After::Unreadable(e)) => {
+            run.state.exit_code = Some(1);
+            run.state.finished = Some(now());
+            run.save()?;
+            Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+            ))
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            run.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                run.state.interrupt(&now());
             }
-            None => shell.warn("interrupted again: the record of what the install created stays pending"),
+            run.state.finished = Some(now());
+            run.save()?;
+            if let Some(next) = next_for(&run.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    inv.up()
+                ));
+            }
+            Err(f)
         }
-        run.save()?;
     }
-    if let (Ok(()), Some(e)) = (&result, &ledger_failure) {
-        run.state.exit_code = Some(1);
-        run.state.finished = Some(now());
-        run.save()?;
-        return Err(Failure::step_next(
-            "ledger",
-            format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
-            format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
-        ));
-    }
-    if let Err(f) = result {
-        run.state.exit_code = Some(f.exit_code());
-        if matches!(f, Failure::Interrupted) {
-            run.state.interrupt(&now());
+}
+
+/// How the ledger's `after` read ended.
+enum After {
+    Recorded,
+    Unreadable(String),
+    /// A SIGINT/SIGTERM stopped the read: the record stays pending, marked incomplete.
+    Interrupted,
+}
+
+/// Reads the cluster after the install to complete the ledger, retried within `deadline`. A
+/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
+/// the record stays pending and is marked incomplete, so `eas down` removes nothing until the
+/// next `eas up` completes it.
+async fn after_snapshot(
+    client: &kube::Client,
+    deadline: Duration,
+    interrupt: &Interrupt,
+    shell: &Shell,
+    run: &mut Journal,
+) -> Result<After, Failure> {
+    let read = async {
+        tokio::select! {
+            r = cluster::snapshot_within(client, CALL, deadline) => Some(r),
+            _ = interrupt.graceful.cancelled() => None,
         }
-        run.state.finished = Some(now());
-        run.save()?;
-        if let Some(next) = next_for(&run.state, inv) {
-            shell.note(format!("next: {next}"));
+    };
+    let after = if interrupt.graceful.is_cancelled() {
+        None
+    } else {
+        shell.phase("ledger", "recording what the install created");
+        read.await
+    };
+    let end = match after {
+        Some(Ok(after)) => {
+            run.state.ledger = run.state.ledger.complete(&after);
+            After::Recorded
         }
-        return Err(f);
-    }
-    Ok(())
+        Some(Err(e)) => {
+            shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+            run.state.ledger = run.state.ledger.fail(&e);
+            After::Unreadable(e)
+        }
+        None => {
+            let why = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
+            run.state.ledger = run.state.ledger.fail(why);
+            After::Interrupted
+        }
+    };
+    run.save()?;
+    Ok(end)
 }
 
 /// The trees and overlay acts: the decided tree put in place as the run's work tree, then its
@@ -898,6 +967,13 @@ async fn verify_phase(
             }
             run.state.finish(PhaseId::Verify, Status::Done, None, &now());
             Ok(())
+        }
+        Err(Failure::Interrupted) => {
+            let f = run.interrupted();
+            if let Some(next) = next_for(&run.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            Err(f)
         }
         Err(f) => {
             run.state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());

@@ -6,6 +6,7 @@ pub mod artifacts;
 pub mod cluster_server;
 pub mod forward_proxy;
 pub mod kserve;
+pub mod synthetic_install;
 pub mod tls_front;
 pub mod trees;
 
@@ -69,6 +70,31 @@ pub fn facts(server: &ClusterServer, name: &str, extra: &[&str]) -> Output {
     c.output().expect("run eas")
 }
 
+/// A copy of `server`'s kubeconfig in `dir` with `from` replaced by `to` (another server, a
+/// wrong token): the same cluster seen through a changed kubeconfig.
+pub fn kubeconfig_with(server: &ClusterServer, dir: &Path, from: &str, to: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = std::fs::read_to_string(server.kubeconfig()).expect("the recorded cluster's kubeconfig");
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    path
+}
+
+/// A kubeconfig in `dir` naming a server that nothing listens on, and its port: any network
+/// call fails (exit 1).
+pub fn unreachable_kubeconfig(dir: &Path) -> (PathBuf, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    (path, port)
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -128,4 +154,22 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Processes whose command line or environment names `needle` (a test's own temporary
+/// directory: `eas` runs with HOME inside it, and its children inherit that).
+pub fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let environ = String::from_utf8_lossy(&environ);
+        let zombie = std::fs::read_to_string(e.path().join("stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        if (cmd.contains(needle) || environ.contains(needle)) && !zombie {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
 }

@@ -40,12 +40,21 @@ impl TlsFront {
     }
 }
 
-fn start(serve: Serve) -> TlsFront {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+/// A throwaway CA named `common_name` and a TLS acceptor whose certificate for `localhost` it
+/// signed: what a test server needs, and what its client must be told to trust.
+pub struct TestCa {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The CA certificate, PEM.
+    pub pem: String,
+    /// The CA certificate, DER.
+    pub der: Vec<u8>,
+}
+
+pub fn localhost_ca(common_name: &str) -> TestCa {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "eas test CA");
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, common_name);
     let ca_cert = ca_params.self_signed(&ca_key).unwrap();
     let issuer = rcgen::Issuer::new(ca_params, ca_key);
     let leaf_key = rcgen::KeyPair::generate().unwrap();
@@ -60,7 +69,16 @@ fn start(serve: Serve) -> TlsFront {
             rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
         )
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    TestCa {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        pem: ca_cert.pem(),
+        der: ca_cert.der().to_vec(),
+    }
+}
+
+fn start(serve: Serve) -> TlsFront {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let TestCa { acceptor, pem: ca_pem, der: ca_der } = localhost_ca("eas test CA");
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     let serve = Arc::new(serve);
@@ -80,7 +98,7 @@ fn start(serve: Serve) -> TlsFront {
             });
         }
     });
-    TlsFront { port, ca_pem: ca_cert.pem(), ca_der: ca_cert.der().to_vec(), _rt: rt }
+    TlsFront { port, ca_pem, ca_der, _rt: rt }
 }
 
 async fn serve_files(tls: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>, root: &std::path::Path) {
