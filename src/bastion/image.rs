@@ -317,16 +317,33 @@ fn short_id(id: &str) -> &str {
 /// interrupted step's, while Docker removes it); images taken from the layer cache are removed
 /// without force, so one another image builds on, a container uses or a tag names stays. Untagged
 /// parents go with their last child (Docker's prune).
+///
+/// An interruption between two steps can find the next step's container still running on the
+/// newest image (Docker refuses even with force) until the builder's cancellation kills it: a
+/// committed image is retried for up to [`CONFLICT_WAIT`].
 async fn remove_unfinished(docker: &Docker, steps: &StepImages) {
+    let deadline = tokio::time::Instant::now() + CONFLICT_WAIT;
     for id in steps.ids.iter().rev() {
         let force = steps.committed.contains(id);
         let opts = RemoveImageOptionsBuilder::new().force(force).noprune(false).build();
-        match docker.remove_image(id, Some(opts), None).await {
-            Ok(_) => tracing::debug!("removed the unfinished build's image {id}"),
-            Err(e) => tracing::debug!("kept image {id}: {e}"),
+        loop {
+            match docker.remove_image(id, Some(opts.clone()), None).await {
+                Ok(_) => tracing::debug!("removed the unfinished build's image {id}"),
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. })
+                    if force && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => tracing::debug!("kept image {id}: {e}"),
+            }
+            break;
         }
     }
 }
+
+/// How long the removal of an interrupted build's images retries an image a container still uses.
+const CONFLICT_WAIT: Duration = Duration::from_secs(3);
 
 /// Removes the image a `--rebuild` replaced (by ID, without force). A container still using it
 /// keeps it; that is said, not an error.
