@@ -23,24 +23,13 @@ fn failing(server: &ClusterServer, extra: &[&str], code: i32) -> String {
     stderr
 }
 
-/// `eas facts` on the xeon cluster's inputs through `kubeconfig`.
-fn facts_through(kubeconfig: &std::path::Path) -> Output {
-    eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn api_unreachable_names_the_address_and_cause() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with(&server, dir.path(), &server.url(), &format!("http://127.0.0.1:{port}"));
-    let out = facts_through(&kubeconfig);
+    let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(&format!("cannot reach the Kubernetes API at http://127.0.0.1:{port}")), "{stderr}");
@@ -104,7 +93,7 @@ fn rejected_credentials_name_the_context() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with(&server, dir.path(), "token: recorded-cluster-token", "token: expired");
-    let out = facts_through(&kubeconfig);
+    let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");

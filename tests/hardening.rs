@@ -39,13 +39,7 @@ fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
         ),
     )
     .unwrap();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .output()
-        .unwrap();
+    let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "a run-time failure: {stderr}");
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.starts_with("==>")).collect();

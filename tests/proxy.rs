@@ -92,23 +92,8 @@ fn the_kubeconfig_proxy_url_is_used_and_masked() {
     let proxy = ForwardProxy::start("eas", PASSWORD);
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let kc = std::fs::read_to_string(server.kubeconfig()).unwrap();
-    let with_proxy = kc.replace(
-        &format!("server: {}", server.url()),
-        &format!("server: {}\n    proxy-url: {}", server.url(), proxy.url()),
-    );
-    assert_ne!(kc, with_proxy, "the kubeconfig names the server as `server: URL`");
-    std::fs::write(&kubeconfig, with_proxy).unwrap();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .env("NO_PROXY", "*")
-        .env("EAS_LOG", "trace")
-        .output()
-        .unwrap();
+    let kubeconfig = kubeconfig_with_proxy_url(&server, dir.path(), &proxy.url());
+    let out = facts_through(&kubeconfig).env("NO_PROXY", "*").env("EAS_LOG", "trace").output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_no_password(&out, PASSWORD);
     assert!(proxy.relayed().iter().any(|l| l.contains(&format!("CONNECT 127.0.0.1:{} ", server_port(&server)))));
@@ -192,20 +177,8 @@ fn a_proxy_that_does_not_answer_is_named_masked_with_a_hint() {
     // The kubeconfig's proxy-url: named as such.
     let port = broken_proxy(Broken::Refuses);
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    let kc = std::fs::read_to_string(server.kubeconfig()).unwrap();
-    let with_proxy = kc.replace(
-        &format!("server: {}", server.url()),
-        &format!("server: {}\n    proxy-url: http://eas:{PASSWORD}@127.0.0.1:{port}", server.url()),
-    );
-    std::fs::write(&kubeconfig, with_proxy).unwrap();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("facts")
-        .args(facts_args("xeon-amx"))
-        .output()
-        .unwrap();
+    let kubeconfig = kubeconfig_with_proxy_url(&server, dir.path(), &format!("http://eas:{PASSWORD}@127.0.0.1:{port}"));
+    let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_no_password(&out, PASSWORD);

@@ -75,8 +75,22 @@ pub fn facts(server: &ClusterServer, name: &str, extra: &[&str]) -> Output {
 pub fn kubeconfig_with(server: &ClusterServer, dir: &Path, from: &str, to: &str) -> PathBuf {
     let path = dir.join("kubeconfig");
     let text = std::fs::read_to_string(server.kubeconfig()).expect("the recorded cluster's kubeconfig");
+    assert!(text.contains(from), "the recorded kubeconfig holds {from:?}");
     std::fs::write(&path, text.replace(from, to)).unwrap();
     path
+}
+
+/// `kubeconfig_with` the server's cluster entry given a `proxy-url`.
+pub fn kubeconfig_with_proxy_url(server: &ClusterServer, dir: &Path, proxy_url: &str) -> PathBuf {
+    let at = format!("server: {}", server.url());
+    kubeconfig_with(server, dir, &at, &format!("{at}\n    proxy-url: {proxy_url}"))
+}
+
+/// `eas facts` on the xeon-amx fixture's inputs through `kubeconfig`, ready to run.
+pub fn facts_through(kubeconfig: &Path) -> Command {
+    let mut c = eas(&fixture("xeon-amx"));
+    c.arg("--kubeconfig").arg(kubeconfig).arg("facts").args(facts_args("xeon-amx"));
+    c
 }
 
 /// A kubeconfig in `dir` naming a server that nothing listens on, and its port: any network
