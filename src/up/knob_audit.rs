@@ -2,6 +2,7 @@
 //! objects, no work tree), and the patches the overlay will apply. The decision is
 //! [`crate::knobs::audit`].
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -46,6 +47,9 @@ fn ere_literal(key: &str) -> String {
     })
 }
 
+/// A grep the audit asks for: the tree's name, the key, the pathspecs.
+type Query = (String, String, Vec<String>);
+
 /// Files of `tree` at its commit reading `key` within `paths`: holding it as a word on a line
 /// that is not a comment ([`knobs::reads`]).
 fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String> {
@@ -69,15 +73,36 @@ pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -
         .collect();
     let patches: Vec<Planned> =
         plan.to_apply().filter_map(|p| p.patch.as_ref().map(|f| Planned { id: &p.id, text: &f.text })).collect();
+    let written = written(d);
+    // Every grep the audit asks for, run at once, one git process each: a first pass only
+    // collects the questions. A question it did not foresee is asked when it comes.
+    let mut wanted: Vec<Query> = Vec::new();
+    knobs::audit(&written, &refs, &patches, allow_unread, &mut |name, key, paths| {
+        wanted.push((name.to_string(), key.to_string(), paths.to_vec()));
+        Vec::new()
+    });
+    wanted.sort();
+    wanted.dedup();
+    let ask = |(name, key, paths): &Query| -> Result<Vec<String>, String> {
+        match trees.iter().find(|t| t.name == name) {
+            Some(t) => grep(t, key, paths),
+            None => Ok(Vec::new()),
+        }
+    };
+    let mut answers: HashMap<Query, Result<Vec<String>, String>> = std::thread::scope(|s| {
+        let asked: Vec<_> = wanted.into_iter().map(|q| s.spawn(move || (ask(&q), q))).collect();
+        asked.into_iter().map(|h| h.join().expect("a grep thread does not panic")).map(|(a, q)| (q, a)).collect()
+    });
     let mut failed = None;
     let mut find = |name: &str, key: &str, paths: &[String]| -> Vec<String> {
-        let Some(t) = trees.iter().find(|t| t.name == name) else { return Vec::new() };
-        grep(t, key, paths).unwrap_or_else(|e| {
+        let q = (name.to_string(), key.to_string(), paths.to_vec());
+        let answer = answers.remove(&q).unwrap_or_else(|| ask(&q));
+        answer.unwrap_or_else(|e| {
             failed.get_or_insert(e);
             Vec::new()
         })
     };
-    let audit = knobs::audit(&written(d), &refs, &patches, allow_unread, &mut find);
+    let audit = knobs::audit(&written, &refs, &patches, allow_unread, &mut find);
     if let Some(e) = failed {
         return Err(Failure::step_next("audit", e, "re-run; the trees in the cache were not changed"));
     }

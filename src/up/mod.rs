@@ -254,13 +254,17 @@ async fn model_before_cluster(
     catalog::check_model(model, layer, pinned.as_ref())
 }
 
-/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them.
-fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str) -> Result<(), String> {
+/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them
+/// (`with_ext`: a dry run decides the overlay on the EAS tree alone and runs no `init`).
+fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str, with_ext: bool) -> Result<(), String> {
     let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
     trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
     let head = trees::head(dir).map_err(|e| e.to_string())?;
     if head != res.eas.sha {
         return Err(format!("the work tree {} is at {head}, not the pinned {}", dir.display(), res.eas.sha));
+    }
+    if !with_ext {
+        return Ok(());
     }
     for row in &config::data::layers().layers[layer] {
         let (r, p) = match row.pin.as_str() {
@@ -655,7 +659,7 @@ async fn decide(
                 (scratch.path().join("eas"), tree_pins.clone(), layer.clone(), r.clone());
             let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
             let (op, way_forward) = blocking("trees", interrupt, run, move || {
-                make_work_tree(&r, &pins, &dir, &layer).map_err(|e| Failure::step("trees", e))?;
+                make_work_tree(&r, &pins, &dir, &layer, !dry_run).map_err(|e| Failure::step("trees", e))?;
                 let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
                 // After a STOP: the other pins profiles whose overlay decides fully here.
                 let forward = if op.stops().count() > 0 {
