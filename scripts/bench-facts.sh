@@ -22,16 +22,9 @@ if [ ! -x "$gnutime" ]; then
 fi
 cd "$root"
 cargo build -q --release --bin eas --example cluster-server
-eas=$root/target/release/eas
-server=$root/target/release/examples/cluster-server
-
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+target=${CARGO_TARGET_DIR:-$root/target}
+eas=$target/release/eas
+server=$target/release/examples/cluster-server
 
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh

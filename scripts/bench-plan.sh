@@ -19,14 +19,6 @@ target=${CARGO_TARGET_DIR:-$root/target}
 eas=$target/release/eas
 server=$target/release/examples/cluster-server
 
-work=$(mktemp -d)
-server_pid=
-cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh
 synthetic_trees "$work" bench

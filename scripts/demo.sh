@@ -9,15 +9,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=${1:-}
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  exec 3>&- 2>/dev/null || true
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 cargo build --release --quiet --bin eas --example cluster-server
 
 # shellcheck source=scripts/lib-recorded.sh

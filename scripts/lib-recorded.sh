@@ -1,7 +1,17 @@
 # shellcheck shell=bash
 # Sourced by scripts/demo.sh, scripts/bench-plan.sh and scripts/bench-facts.sh: the synthetic
 # EAS/EI/EAT trees with pins pointing at them, and the recorded-cluster server held up by a FIFO.
-# The caller's cleanup kills "$server_pid" and removes the work directory.
+# Sourcing it makes the work directory "$work" and a cleanup, on exit, that stops the server and
+# removes the directory.
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  exec 3>&- 2>/dev/null || true
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 # synthetic_trees WORK AUTHOR [SOURCE]: git repositories of fixtures/synthetic/{eas,ei,eat} under
 # WORK/repos, and WORK/pins.json: the real pins.json with the tree rows locked to their commits
@@ -39,7 +49,6 @@ serve_recorded() {
   mkfifo "$work/stdin"
   exec 3<>"$work/stdin"
   "$server" "$fixture" --kubeconfig-out "$work/kubeconfig" --quiet "$@" <&3 >"$work/server.out" 2>"$work/server.err" &
-  # shellcheck disable=SC2034 # read by the caller's cleanup
   server_pid=$!
   for _ in $(seq 1 100); do
     grep -q '^url ' "$work/server.out" 2>/dev/null && return 0

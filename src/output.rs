@@ -20,7 +20,7 @@ pub enum ProgressMode {
 }
 
 /// `--output`: text for people (a table where the result is one), or exactly one JSON document
-/// on stdout for machines; logs stay on stderr either way. The clap side is `cli::OutputArg`.
+/// on stdout for machines; logs stay on stderr either way. The command line maps its flag onto it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OutputFormat {
     #[default]

@@ -1,6 +1,6 @@
 //! Plain settings: what each command resolved from its arguments and the environment, once, at
-//! the edge (`src/cli/`). Domain modules take these; they never see clap or read the process
-//! environment themselves.
+//! the edge (`src/cli/`). Domain modules take these; they never see the argument parser or read
+//! the process environment themselves.
 
 pub mod env;
 pub mod timeouts;
