@@ -240,11 +240,17 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     let state = r.state_file().unwrap();
     assert_eq!(phase_status(&state, "install"), "failed");
     assert_eq!(state["exit_code"], 1);
+    // What a run killed while its work tree was being made leaves: the next run removes it.
+    let cluster_dir = std::fs::read_dir(&r.state).unwrap().map(|d| d.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    let killed = cluster_dir.join("work").join("eas.next-killed");
+    std::fs::create_dir_all(killed.join("eas")).unwrap();
+    std::fs::write(killed.join("eas").join("half-checked-out"), "x").unwrap();
 
     let second = r.up(&["--yes"]);
     assert!(second.status.success(), "{}", text(&second.stderr));
     assert!(text(&second.stderr).contains("did not finish"), "{}", text(&second.stderr));
     assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
+    assert!(!killed.exists(), "a killed run's work tree is left in {}", cluster_dir.display());
 }
 
 #[test]

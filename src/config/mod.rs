@@ -56,10 +56,14 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
     let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref());
-    let mut facts = facts.clone();
-    facts.fit = Some(fit);
-    let inputs =
-        rules::Inputs { facts: &facts, trees: &trees, layer: &sel.layer, model: sel.model.as_deref(), catalog };
+    let inputs = rules::Inputs {
+        facts,
+        fit: Some(&fit),
+        trees: &trees,
+        layer: &sel.layer,
+        model: sel.model.as_deref(),
+        catalog,
+    };
     let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),

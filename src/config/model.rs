@@ -27,8 +27,8 @@ fn fmt_gib(v: f64) -> String {
 }
 
 /// Which fit decides, and for eas's own, the budget it sized against.
-fn fit_fact(f: &Facts) -> String {
-    match f.fit.as_ref().map(|fit| fit.source.as_deref()) {
+fn fit_fact(f: &Facts, fit: Option<&facts::Fit>) -> String {
+    match fit.map(|fit| fit.source.as_deref()) {
         None => "no fit document (memory alone decides)".into(),
         Some(Some(crate::config::fit::SOURCE_EAS)) => match crate::config::fit::budget(f) {
             Some(b) => format!(
@@ -74,6 +74,7 @@ fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>) -> Result<(), Strin
 /// picked, and its KV cache is the ceiling. `Err` is a refusal.
 pub fn pick(
     f: &Facts,
+    fit: Option<&facts::Fit>,
     forced: Option<&str>,
     catalog: Option<&Pinned>,
     layer: Layer,
@@ -81,9 +82,8 @@ pub fn pick(
 ) -> Result<(), String> {
     let models = data::models();
     let (mem, node) = largest_node_gib(f);
-    let fit = f.fit.as_ref();
     let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
-    let fit_fact = fit_fact(f);
+    let fit_fact = fit_fact(f, fit);
     let fit_fact = fit_fact.as_str();
     if let Some(c) = catalog {
         d.choices.push(Choice {

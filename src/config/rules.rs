@@ -74,6 +74,8 @@ pub enum Rejection {
 
 pub struct Inputs<'a> {
     pub facts: &'a Facts,
+    /// The fit that decides (SPEC §3.4): the facts' own, or an external document.
+    pub fit: Option<&'a crate::facts::Fit>,
     pub trees: &'a Trees,
     pub layer: &'a str,
     pub model: Option<&'a str>,
@@ -145,7 +147,8 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
     }
-    super::model::pick(f, inp.model, inp.catalog, layer, &mut d).map_err(|why| Rejection::Refused(vec![why]))?;
+    super::model::pick(f, inp.fit, inp.model, inp.catalog, layer, &mut d)
+        .map_err(|why| Rejection::Refused(vec![why]))?;
 
     manifest(&mut d, inp, layer);
     choose(
@@ -613,7 +616,7 @@ mod tests {
     fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
         let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
         let trees = pins.trees("main").unwrap();
-        decide(&Inputs { facts: f, trees: &trees, layer, model, catalog: None })
+        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: None })
     }
 
     fn overrides(d: &Decision, key: &str) -> Value {
@@ -721,7 +724,7 @@ mod tests {
             path: "model_manager/models.yaml".into(),
             at: "intel/enterprise-inference@abc1234".into(),
         };
-        decide(&Inputs { facts: f, trees: &trees, layer, model, catalog: Some(&cat) })
+        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: Some(&cat) })
     }
 
     #[test]

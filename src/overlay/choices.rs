@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use crate::config::{self, rules::Value};
 use crate::error::Failure;
 use crate::facts::Facts;
+use crate::overlay::Overlay;
 use crate::settings::Select;
 
 /// The generated choices and node labels one cluster's overlay decisions depend on.
@@ -13,21 +14,22 @@ use crate::settings::Select;
 pub struct Generated {
     /// Every override the generator writes, as text (`false`, `"k3d"` → `k3d`).
     pub choices: BTreeMap<String, String>,
-    /// Each node's labels, by node name.
+    /// Each node's labels that the overlay's skip conditions read, by node name.
     pub node_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Generated {
     /// From a facts document: runs the generator's own rules (the default layer and profile; the
     /// choices the overlay reads do not depend on either). A refusal is the generator's, exit 3.
-    pub fn from_facts(facts: &Facts) -> Result<Generated, Failure> {
+    pub fn from_facts(facts: &Facts, overlay: &Overlay) -> Result<Generated, Failure> {
         let select = Select { layer: "agent-toolkit".into(), ..Select::default() };
         let decision = config::generate(facts, &select)?;
-        Ok(Generated::from_decision(&decision, facts))
+        Ok(Generated::from_decision(&decision, facts, overlay))
     }
 
-    /// From choices the caller already generated (what `eas up` has in hand).
-    pub fn from_decision(decision: &config::Decision, facts: &Facts) -> Generated {
+    /// From choices the caller already generated (what `eas up` has in hand). Of the nodes'
+    /// labels, only those `overlay` reads are kept: a large cluster's others are not copied.
+    pub fn from_decision(decision: &config::Decision, facts: &Facts, overlay: &Overlay) -> Generated {
         let choices = decision
             .overrides
             .iter()
@@ -40,7 +42,15 @@ impl Generated {
                 (k.to_string(), text)
             })
             .collect();
-        let node_labels = facts.nodes.iter().map(|n| (n.name.clone(), n.labels.clone())).collect();
+        let read = overlay.labels_read();
+        let node_labels = facts
+            .nodes
+            .iter()
+            .map(|n| {
+                let kept = n.labels.iter().filter(|(k, _)| read.contains(k.as_str()));
+                (n.name.clone(), kept.map(|(k, v)| (k.clone(), v.clone())).collect())
+            })
+            .collect();
         Generated { choices, node_labels }
     }
 
@@ -60,7 +70,7 @@ mod tests {
 
     #[test]
     fn reads_the_generators_choices_for_the_skip_conditions() {
-        let g = Generated::from_facts(&desktop()).unwrap();
+        let g = Generated::from_facts(&desktop(), &Overlay::builtin().unwrap()).unwrap();
         // k3d-gpu's merged-usr node image and its k3s-addon balloons policy.
         assert_eq!(g.choice("istio_platform"), Some("k3d"));
         assert_eq!(g.choice("kubernetes_cpu_policy"), Some("best-effort"));
@@ -69,6 +79,9 @@ mod tests {
             g.node_labels["k3d-gpu-server-0"].get("node-role.kubernetes.io/control-plane").map(String::as_str),
             Some("true")
         );
+        // Only the labels the overlay reads are copied (a 2000-node cluster's others are not).
+        assert!(desktop().nodes[0].labels.contains_key("kubernetes.io/hostname"));
+        assert_eq!(g.node_labels["k3d-gpu-server-0"].len(), 1, "{:?}", g.node_labels);
     }
 
     #[test]
@@ -78,7 +91,7 @@ mod tests {
         for n in &mut f.nodes {
             n.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/opt/cni/bin".into()];
         }
-        let g = Generated::from_facts(&f).unwrap();
+        let g = Generated::from_facts(&f, &Overlay::builtin().unwrap()).unwrap();
         assert_eq!(g.choice("istio_platform"), Some(""));
         assert_eq!(g.choice("kubernetes_cpu_policy"), Some("nri-balloons"));
     }
@@ -89,7 +102,7 @@ mod tests {
         for n in &mut f.nodes {
             n.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/somewhere/else".into()];
         }
-        let e = Generated::from_facts(&f).unwrap_err();
+        let e = Generated::from_facts(&f, &Overlay::builtin().unwrap()).unwrap_err();
         assert_eq!(e.exit_code(), 3, "{e}");
     }
 }

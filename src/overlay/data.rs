@@ -187,6 +187,17 @@ pub enum DataError {
 }
 
 impl Overlay {
+    /// The node labels the rows' skip conditions read.
+    pub fn labels_read(&self) -> std::collections::BTreeSet<&str> {
+        self.rows
+            .iter()
+            .filter_map(|r| match &r.skip {
+                Some(Skip::NoNodeLabel { label, .. }) => Some(label.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The overlay compiled into `eas` from `patches/`.
     pub fn builtin() -> Result<Overlay, DataError> {
         let patches: BTreeMap<&str, &str> = EMBEDDED_PATCHES.iter().copied().collect();

@@ -108,7 +108,7 @@ pub fn command(args: &OverlaySettings, shell: &Shell) -> Result<(), Failure> {
         None => Overlay::builtin()?,
     };
     let generated = match &args.facts {
-        Some(path) => Some(Generated::from_facts(&Facts::read(path)?)?),
+        Some(path) => Some(Generated::from_facts(&Facts::read(path)?, &overlay)?),
         None => {
             shell.warn("no --facts: skip conditions are not evaluated; every row is considered needed");
             None

@@ -294,7 +294,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let pre = preflight(args, global, shell, &interrupt, &inv).await?;
     let mut run = Journal::new(args, &pre, &tree_pins);
     let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await?;
-    let decided = decide(args, global, shell, &interrupt, &pre, &inv, &tree_pins, gathered, &mut run).await?;
+    let decided = decide(args, global, shell, &interrupt, &inv, &tree_pins, gathered, &mut run).await?;
     if args.dry_run {
         return print_plan(&run.plan, args, global, &decided.files);
     }
@@ -524,7 +524,37 @@ fn save_to(file: Option<&Path>, s: &State) -> Result<(), Failure> {
 struct Gathered {
     facts: Facts,
     image: Option<bastion::ImagePlan>,
-    resolved: Option<Resolved>,
+    /// The pinned trees, and the run's one EAS work tree made from them (`eas/` in the temporary
+    /// directory).
+    resolved: Option<(Resolved, tempfile::TempDir)>,
+}
+
+/// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
+/// run (it writes nothing of its own), the state directory's work directory for a real run. A
+/// real run first removes what a killed run left there (it holds the state lock, so no other
+/// run's tree is among them).
+fn scratch_dir(args: &UpSettings, pre: &Preflight) -> Result<tempfile::TempDir, Failure> {
+    const NEXT: &str = "eas.next-";
+    if args.dry_run {
+        tempfile::Builder::new().prefix("eas-plan-").tempdir()
+    } else {
+        let work = pre.sd.work_dir();
+        std::fs::create_dir_all(&work)
+            .and_then(|()| remove_prefixed(&work, NEXT))
+            .and_then(|()| tempfile::Builder::new().prefix(NEXT).tempdir_in(&work))
+    }
+    .map_err(|e| Failure::step("trees", e))
+}
+
+/// Removes the directories in `dir` whose names start with `prefix`.
+fn remove_prefixed(dir: &Path, prefix: &str) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(prefix) && entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -557,7 +587,14 @@ async fn gather_all(
     run.save()?;
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
-    let resolved = tokio::task::spawn_blocking(move || resolve_trees(&tp, &repos, &cache, ca.as_deref()));
+    // The work tree is made here, while the facts are gathered: the overlay is decided on it
+    // once they are in. A resolved tree that cannot be checked out fails the run, dry or not.
+    let (scratch, layer, with_ext) = (scratch_dir(args, pre)?, args.select.layer.clone(), !args.dry_run);
+    let resolved = tokio::task::spawn_blocking(move || {
+        let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
+        let tree = make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext);
+        Ok::<_, String>((r, tree.map(|()| scratch)))
+    });
     let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
     let (image, facts, resolved) = tokio::select! {
         r = async {
@@ -590,6 +627,10 @@ async fn gather_all(
             "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
         )
     })?;
+    let resolved = match resolved {
+        Some((r, tree)) => Some((r, tree.map_err(|e| Failure::step("trees", e))?)),
+        None => None,
+    };
     // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
     run.state.finish(PhaseId::Facts, Status::Done, None, &now());
     Ok(Gathered { facts, image, resolved })
@@ -615,7 +656,6 @@ async fn decide(
     global: &Global,
     shell: &Shell,
     interrupt: &Interrupt,
-    pre: &Preflight,
     inv: &Invocation,
     tree_pins: &Trees,
     g: Gathered,
@@ -625,7 +665,7 @@ async fn decide(
     // A refusal stops here, before anything reaches the cluster. The models are decided against
     // the catalog `init` will copy, read at the pinned EI commit.
     let pinned_catalog = match &g.resolved {
-        Some(r) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, layer)?,
+        Some((r, _)) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, layer)?,
         None => None,
     };
     match &pinned_catalog {
@@ -642,24 +682,13 @@ async fn decide(
     run.state.begin(PhaseId::Config, Some(crate::state::hash_json(&run.state.decisions)), &now());
     run.state.finish(PhaseId::Config, Status::Done, None, &now());
 
-    let generated = crate::overlay::Generated::from_decision(&decision, &g.facts);
+    let generated = crate::overlay::Generated::from_decision(&decision, &g.facts, &crate::overlay::Overlay::builtin()?);
     let tree = match g.resolved {
         None => None,
-        Some(r) => {
-            // A dry run's tree is in the system's temporary directory: it writes nothing of its own.
-            let scratch = if args.dry_run {
-                tempfile::Builder::new().prefix("eas-plan-").tempdir()
-            } else {
-                let work = pre.sd.work_dir();
-                std::fs::create_dir_all(&work)
-                    .and_then(|()| tempfile::Builder::new().prefix("eas.next-").tempdir_in(&work))
-            }
-            .map_err(|e| Failure::step("overlay", e))?;
-            let (dir, pins, layer, resolved) =
-                (scratch.path().join("eas"), tree_pins.clone(), layer.clone(), r.clone());
+        Some((r, scratch)) => {
+            let (dir, pins, resolved) = (scratch.path().join("eas"), tree_pins.clone(), r.clone());
             let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
             let (op, way_forward) = blocking("trees", interrupt, run, move || {
-                make_work_tree(&r, &pins, &dir, &layer, !dry_run).map_err(|e| Failure::step("trees", e))?;
                 let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
                 // After a STOP: the other pins profiles whose overlay decides fully here.
                 let forward = if op.stops().count() > 0 {
