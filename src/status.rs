@@ -65,6 +65,8 @@ pub struct Installed {
     pub outcome: String,
     pub exit_code: Option<u8>,
     pub log_path: Option<String>,
+    /// An `eas down` of this record that did not finish (the record is kept as it was).
+    pub down: Option<crate::state::journal::DownEntry>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +125,7 @@ pub fn installed(s: &State, expected: Option<&Expected>) -> Installed {
         outcome: outcome(s),
         exit_code: s.exit_code,
         log_path: s.log_path.as_ref().map(|p| p.display().to_string()),
+        down: s.down.clone(),
     }
 }
 
@@ -260,6 +263,16 @@ pub fn render(s: &Status) -> String {
             ));
             if let Some(l) = &i.log_path {
                 o.push_str(&format!("  log {l}\n"));
+            }
+            if let Some(d) = &i.down {
+                let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_string));
+                o.push_str(&format!(
+                    "last down {} ({} .. {}): {}\n",
+                    status.unwrap_or_default(),
+                    d.started,
+                    d.finished,
+                    d.message
+                ));
             }
         }
     }

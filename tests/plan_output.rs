@@ -69,13 +69,6 @@ fn redact(doc: &mut Value, server: &ClusterServer) -> String {
     s
 }
 
-fn schema() -> jsonschema::Validator {
-    let schema: Value =
-        serde_json::from_str(&std::fs::read_to_string(support::root().join("data/eas-plan.v1.schema.json")).unwrap())
-            .unwrap();
-    jsonschema::validator_for(&schema).unwrap()
-}
-
 #[test]
 fn output_json_is_one_schema_valid_document_with_the_plan_as_data() {
     let cluster = "k3d-gpu-desktop";
@@ -85,7 +78,7 @@ fn output_json_is_one_schema_valid_document_with_the_plan_as_data() {
     // serde_json::from_slice rejects anything after the document but whitespace.
     let mut doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("stdout is not exactly one JSON document: {e}\n{}", text(&out.stdout)));
-    let errors: Vec<String> = schema().iter_errors(&doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors = support::schema_errors("eas-plan.v1", &doc);
     assert!(errors.is_empty(), "plan vs schema: {errors:?}");
     assert!(text(&out.stderr).contains("==> facts:"), "logs stay on stderr: {}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("\"schema\""), "the document is not on stderr");

@@ -194,6 +194,8 @@ fn up_verify_down_and_down_again() {
     assert!(status.status.success(), "eas status failed:\n{}", text(&status.stderr));
     let doc: Value = serde_json::from_str(&text(&status.stdout)).expect("one JSON document");
     assert_eq!(doc["schema"], "eas-status/v1");
+    assert_eq!(support::schema_errors("eas-status.v1", &doc), Vec::<String>::new(), "{doc}");
+    assert!(doc["installed"]["down"].is_null(), "no down was interrupted: {doc}");
     let installed = &doc["installed"];
     assert_eq!(installed["layer"], "agent-toolkit");
     assert_eq!(installed["models"], json!([MODEL]));
@@ -620,6 +622,14 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(r.namespaces().contains(&"kserve".to_string()), "nothing was removed");
 
     r.server.clear_faults();
+    // `eas status` says the down was interrupted and what to do.
+    let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(support::schema_errors("eas-status.v1", &doc), Vec::<String>::new(), "{doc}");
+    assert_eq!(doc["installed"]["down"]["status"], "interrupted", "{doc}");
+    let table = text(&r.eas().arg("status").output().unwrap().stdout);
+    assert!(table.contains("last down interrupted") && table.contains("run eas down again"), "{table}");
     let again = r.down();
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert!(!r.namespaces().contains(&"kserve".to_string()));

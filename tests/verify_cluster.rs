@@ -61,10 +61,7 @@ impl Cluster {
 
 /// Fails unless `doc` satisfies data/eas-status.v1.schema.json.
 fn assert_status_schema(doc: &Value) {
-    let text = std::fs::read_to_string(support::root().join("data/eas-status.v1.schema.json")).unwrap();
-    let schema: Value = serde_json::from_str(&text).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator.iter_errors(doc).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors = support::schema_errors("eas-status.v1", doc);
     assert!(errors.is_empty(), "{errors:?}\n{doc}");
 }
 
