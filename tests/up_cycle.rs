@@ -596,6 +596,48 @@ fn up_interrupted_while_verifying_marks_verify_interrupted() {
 
 /// `eas down` stopped while it reads the cluster: exit 130, the record kept and saying so, and
 /// the next `eas down` removes the install.
+/// SIGTERM while the installer's teardown runs in its bastion container (it hangs after removing
+/// the model services): eas exits 130, the container is gone, the record is kept and says the
+/// down was interrupted, and the next `eas down` finishes from the record.
+#[test]
+fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_again_works() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let control = ObjectKey {
+        group_version: "v1".into(),
+        resource: "configmaps".into(),
+        namespace: "eas-test".into(),
+        name: "installer".into(),
+    };
+    r.server.update(&control, json!({"data": {"mode": "teardown-hangs"}}));
+    let mut c = r.eas();
+    c.args(setup().down_args());
+    let mut down = Running::start(c);
+    let pid = down.child.id();
+    // The teardown's first component (llm_services) removed its namespace; the next one hangs.
+    wait_for("the teardown to hang", Duration::from_secs(600), || {
+        !r.namespaces().contains(&"llm-inference".to_string()) && !containers_of(pid).is_empty()
+    });
+    down.signal("-TERM");
+    let (code, err) = down.exit();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("next:") && err.contains("eas down"), "{err}");
+    r.nothing_left(pid, "SIGTERM in down's teardown");
+    let state = r.state_file().expect("the record is kept");
+    assert_eq!(state["down"]["status"], "interrupted", "{state}");
+    assert!(r.namespaces().contains(&"kserve".to_string()), "eas removed nothing of its own: {:?}", r.namespaces());
+
+    r.server.update(&control, json!({"data": {"mode": "ok"}}));
+    let again = r.down();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{}", text(&again.stderr));
+    }
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+}
+
 #[test]
 fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_works() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
