@@ -128,7 +128,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // Cloning three repositories at pinned commits into the cache on a first run.
         timeout: min(15),
         dry_run: DryRun::ReadsOnly,
-        dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); make no work tree",
+        dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); check EAS out in a temporary directory for the overlay (removed on exit)",
         resume: Resume::WhenUnchanged,
     },
     PhaseSpec {
