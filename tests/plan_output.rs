@@ -6,9 +6,10 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Output;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::{ClusterServer, golden, text};
@@ -36,24 +37,71 @@ fn trees() -> &'static Trees {
     })
 }
 
-fn dry_run(server: &ClusterServer, cluster: &str, extra: &[&str], columns: &str) -> Output {
+/// `eas up --dry-run` on `cluster` with the synthetic trees, its state directory `state` and its
+/// temporary directory (`TMPDIR`, where the overlay's scratch tree goes) `tmp`.
+fn dry_run_command(server: &ClusterServer, cluster: &str, state: &Path, tmp: &Path) -> Command {
     let t = trees();
-    let state = tempfile::tempdir().unwrap();
     let mut c = support::eas(&support::fixture(cluster));
-    c.env("COLUMNS", columns)
+    c.env("TMPDIR", tmp)
         .arg("--kubeconfig")
         .arg(server.kubeconfig())
         .arg("--state-dir")
-        .arg(state.path())
+        .arg(state)
         .args(["up", "--dry-run", "--pins"])
         .arg(&t.pins)
         .args(support::facts_args(cluster));
     for (n, _) in &t.shas {
         c.arg(format!("--{n}-repo")).arg(t.dir.join("repos").join(n));
     }
-    let out = c.args(extra).output().expect("run eas");
-    assert!(std::fs::read_dir(state.path()).unwrap().next().is_none(), "a dry run wrote to the state directory");
+    c
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect()
+}
+
+fn dry_run(server: &ClusterServer, cluster: &str, extra: &[&str], columns: &str) -> Output {
+    let (state, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut c = dry_run_command(server, cluster, state.path(), tmp.path());
+    let out = c.env("COLUMNS", columns).args(extra).output().expect("run eas");
+    assert_eq!(entries(state.path()), Vec::<PathBuf>::new(), "a dry run wrote to the state directory");
+    assert_eq!(entries(tmp.path()), Vec::<PathBuf>::new(), "a dry run left its scratch tree");
     out
+}
+
+/// SIGINT while the facts are gathered (a facts read made slow), after the scratch tree the
+/// overlay is decided on has been checked out beside it: exit 130, and the tree is removed.
+#[test]
+fn a_dry_run_interrupted_while_gathering_facts_removes_its_scratch_tree() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    server.inject(Some("daemonsets"), support::Fault::Slow(Duration::from_secs(600)), None);
+    let (state, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut c = dry_run_command(&server, cluster, state.path(), tmp.path());
+    let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let checked_out = |p: &PathBuf| p.join("eas").join("es_auto_installer.sh").exists();
+    let until = Instant::now() + Duration::from_secs(60);
+    while !(entries(tmp.path()).iter().any(checked_out)
+        && server.requests().iter().any(|l| l.path.contains("daemonsets")))
+    {
+        assert!(Instant::now() < until, "no scratch tree while the facts were read: {:?}", entries(tmp.path()));
+        assert!(child.try_wait().unwrap().is_none(), "the dry run ended before the facts were read");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let until = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < until, "eas did not exit within 10 s of SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_eq!(entries(tmp.path()), Vec::<PathBuf>::new(), "the scratch tree was left: {err}");
+    assert_eq!(entries(state.path()), Vec::<PathBuf>::new(), "a dry run wrote to the state directory");
 }
 
 /// The values that change from run to run: the synthetic commits, the server's port, the facts
