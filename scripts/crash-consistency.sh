@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Crash consistency (issue 11): SIGKILL `eas up` at 30 points (11 at its own progress: phase lines
-# and the stand-in installer's tasks; 19 time offsets drawn with a fixed seed as fractions of a
+# and the stand-in installer's tasks; 19 time offsets, one drawn with a fixed seed in each 19th of a
 # run measured first in the same test process), then `eas up --break-lock`, `eas down` and a
 # second `eas down` against the stateful recorded cluster, with a real Docker Engine. A point
 # where `eas up` had already ended fails. Prints "crash consistency: N of 30 points", how many

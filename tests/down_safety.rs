@@ -588,17 +588,18 @@ fn marker_points() -> Vec<Point> {
     ]
 }
 
-/// `count` time offsets drawn with a fixed seed (11) as fractions of the measured run, sorted;
-/// each is kept as the last thing the measured run showed before it, and the time after that.
+/// `count` time offsets as fractions of the measured run, one drawn with a fixed seed (11) in
+/// each of `count` equal slices of it (so they cannot bunch), in order; each is kept as the last
+/// thing the measured run showed before it, and the time after that.
 fn seeded_points(t: &Timeline, count: usize) -> Vec<Point> {
     let mut seed: u64 = 11;
-    let mut fractions: Vec<f64> = (0..count)
-        .map(|_| {
+    let fractions: Vec<f64> = (0..count)
+        .map(|i| {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) % 10_000) as f64 / 10_000.0
+            let within = ((seed >> 33) % 10_000) as f64 / 10_000.0;
+            (i as f64 + within) / count as f64
         })
         .collect();
-    fractions.sort_by(f64::total_cmp);
     fractions
         .into_iter()
         .map(|f| {
