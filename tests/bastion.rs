@@ -350,18 +350,8 @@ fn sigint_stops_and_removes_the_running_container() {
     assert!(containers_of(pid).contains("Up "), "not running: {}", containers_of(pid));
 
     assert!(Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
-    // A guard against a hang, not a speed check.
-    let give_up = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < give_up, "eas did not exit after SIGINT");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
+    let (code, err) = support::exit_within(&mut child, Duration::from_secs(120));
+    assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted: nothing eas started is left running"), "{err}");
     assert_eq!(containers_of(pid), "", "container left behind");
 }

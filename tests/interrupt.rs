@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -60,19 +59,7 @@ fn start(dir: &Path, port: u16, args: &[&str]) -> Child {
 
 /// Waits for the child to exit (bounded, so a regression fails instead of hanging).
 fn wait(child: &mut Child) -> (Option<i32>, String) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            return (status.code(), err);
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("eas did not exit within 10 s of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    exit_within(child, Duration::from_secs(10))
 }
 
 fn signal(child: &Child, sig: &str) {

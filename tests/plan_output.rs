@@ -89,17 +89,8 @@ fn a_dry_run_interrupted_while_gathering_facts_removes_its_scratch_tree() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
-    let until = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < until, "eas did not exit within 10 s of SIGINT");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
+    let (code, err) = support::exit_within(&mut child, Duration::from_secs(10));
+    assert_eq!(code, Some(130), "{err}");
     assert_eq!(entries(tmp.path()), Vec::<PathBuf>::new(), "the scratch tree was left: {err}");
     assert_eq!(entries(state.path()), Vec::<PathBuf>::new(), "a dry run wrote to the state directory");
 }

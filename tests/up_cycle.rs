@@ -95,6 +95,17 @@ impl Run {
         self.eas().args(setup().down_args()).output().unwrap()
     }
 
+    /// The stand-in installer's mode from now on (the `installer` ConfigMap it reads).
+    fn set_mode(&self, mode: &str) {
+        let control = ObjectKey {
+            group_version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: "eas-test".into(),
+            name: "installer".into(),
+        };
+        self.server.update(&control, json!({"data": {"mode": mode}}));
+    }
+
     fn namespaces(&self) -> Vec<String> {
         self.server.names("v1", "namespaces")
     }
@@ -557,13 +568,7 @@ fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_complete
     assert_eq!(down.status.code(), Some(1), "{}", text(&down.stderr));
     assert!(text(&down.stderr).contains("incomplete"), "{}", text(&down.stderr));
 
-    let control = ObjectKey {
-        group_version: "v1".into(),
-        resource: "configmaps".into(),
-        namespace: "eas-test".into(),
-        name: "installer".into(),
-    };
-    r.server.update(&control, json!({"data": {"mode": "ok"}}));
+    r.set_mode("ok");
     let again = r.up(&["--yes"]);
     assert!(again.status.success(), "{}", text(&again.stderr));
     let ledger = &r.state_file().unwrap()["ledger"];
@@ -605,13 +610,7 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
     let r = run("ok");
     let up = r.up(&["--yes"]);
     assert!(up.status.success(), "{}", text(&up.stderr));
-    let control = ObjectKey {
-        group_version: "v1".into(),
-        resource: "configmaps".into(),
-        namespace: "eas-test".into(),
-        name: "installer".into(),
-    };
-    r.server.update(&control, json!({"data": {"mode": "teardown-hangs"}}));
+    r.set_mode("teardown-hangs");
     let mut c = r.eas();
     c.args(setup().down_args());
     let mut down = Running::start(c);
@@ -629,7 +628,7 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
     assert_eq!(state["down"]["status"], "interrupted", "{state}");
     assert!(r.namespaces().contains(&"kserve".to_string()), "eas removed nothing of its own: {:?}", r.namespaces());
 
-    r.server.update(&control, json!({"data": {"mode": "ok"}}));
+    r.set_mode("ok");
     let again = r.down();
     assert!(again.status.success(), "{}", text(&again.stderr));
     for ns in ["cert-manager", "kserve", "llm-inference"] {

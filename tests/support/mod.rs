@@ -29,6 +29,28 @@ pub fn schema_errors(name: &str, doc: &serde_json::Value) -> Vec<String> {
     validator.iter_errors(doc).map(|e| format!("{e} at {}", e.instance_path())).collect()
 }
 
+/// The exit code and stderr of `child` (its stderr piped), waited for at most `limit`: a guard
+/// against a hang, not a speed check. Past it the child is killed and the test fails.
+pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) -> (Option<i32>, String) {
+    let give_up = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > give_up {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the child did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+    }
+    (status.code(), err)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     root().join("fixtures").join("clusters").join(name)
 }
