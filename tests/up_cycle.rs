@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
+use support::synthetic_install::{self, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
 use support::{ClusterServer, ObjectKey};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
@@ -450,6 +450,25 @@ impl Run {
         Running::start(c)
     }
 
+    /// `eas down --yes` signalled with `sig` once `ready(its pid)` holds: it exits 130 saying how
+    /// to go on, leaves nothing running, and keeps the record, marked interrupted, with eas's own
+    /// removals not begun (kserve, which only eas removes, is still there).
+    fn interrupt_down(&self, sig: &str, what: &str, mut ready: impl FnMut(u32) -> bool) {
+        let mut c = self.eas();
+        c.args(setup().down_args());
+        let mut down = Running::start(c);
+        let pid = down.child.id();
+        wait_for(what, Duration::from_secs(600), || ready(pid));
+        down.signal(sig);
+        let (code, err) = down.exit();
+        assert_eq!(code, Some(130), "{err}");
+        assert!(err.contains("next:") && err.contains("eas down"), "{err}");
+        self.nothing_left(pid, &format!("{sig} in down, after {what}"));
+        let state = self.state_file().expect("the record is kept");
+        assert_eq!(state["down"]["status"], "interrupted", "{state}");
+        assert!(self.namespaces().contains(&"kserve".to_string()), "eas removed something: {:?}", self.namespaces());
+    }
+
     /// Nothing of the run is left: no process started under its HOME (git, the installer's
     /// `docker` clients, plugins), no container of this `eas`.
     fn nothing_left(&self, pid: u32, what: &str) {
@@ -611,22 +630,10 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
     let up = r.up(&["--yes"]);
     assert!(up.status.success(), "{}", text(&up.stderr));
     r.set_mode("teardown-hangs");
-    let mut c = r.eas();
-    c.args(setup().down_args());
-    let mut down = Running::start(c);
-    let pid = down.child.id();
     // The teardown's first component (llm_services) removed its namespace; the next one hangs.
-    wait_for("the teardown to hang", Duration::from_secs(600), || {
+    r.interrupt_down("-TERM", "the teardown to hang", |pid| {
         !r.namespaces().contains(&"llm-inference".to_string()) && !containers_of(pid).is_empty()
     });
-    down.signal("-TERM");
-    let (code, err) = down.exit();
-    assert_eq!(code, Some(130), "{err}");
-    assert!(err.contains("next:") && err.contains("eas down"), "{err}");
-    r.nothing_left(pid, "SIGTERM in down's teardown");
-    let state = r.state_file().expect("the record is kept");
-    assert_eq!(state["down"]["status"], "interrupted", "{state}");
-    assert!(r.namespaces().contains(&"kserve".to_string()), "eas removed nothing of its own: {:?}", r.namespaces());
 
     r.set_mode("ok");
     let again = r.down();
@@ -645,22 +652,9 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(up.status.success(), "{}", text(&up.stderr));
     r.server.inject(Some("customresourcedefinitions"), support::Fault::Slow(Duration::from_secs(600)), None);
     r.server.clear_requests();
-    let s = setup();
-    let mut c = r.eas();
-    c.args(["down", "--yes", "--pins"]).arg(&s.pins).args(["--base-image", BASE, "--allow-unpinned-base"]);
-    let mut down = Running::start(c);
-    let pid = down.child.id();
-    wait_for("down's snapshot", Duration::from_secs(60), || {
+    r.interrupt_down("-INT", "down's snapshot", |_| {
         r.server.requests().iter().any(|l| l.path.contains("customresourcedefinitions"))
     });
-    down.signal("-INT");
-    let (code, err) = down.exit();
-    assert_eq!(code, Some(130), "{err}");
-    assert!(err.contains("next:") && err.contains("eas down"), "{err}");
-    r.nothing_left(pid, "SIGINT in down");
-    let state = r.state_file().expect("the record is kept");
-    assert_eq!(state["down"]["status"], "interrupted", "{state}");
-    assert!(r.namespaces().contains(&"kserve".to_string()), "nothing was removed");
 
     r.server.clear_faults();
     // `eas status` says the down was interrupted and what to do.
