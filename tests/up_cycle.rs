@@ -618,8 +618,6 @@ fn up_interrupted_while_verifying_marks_verify_interrupted() {
     }
 }
 
-/// `eas down` stopped while it reads the cluster: exit 130, the record kept and saying so, and
-/// the next `eas down` removes the install.
 /// SIGTERM while the installer's teardown runs in its bastion container (it hangs after removing
 /// the model services): eas exits 130, the container is gone, the record is kept and says the
 /// down was interrupted, and the next `eas down` finishes from the record.
@@ -644,6 +642,8 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
 
+/// `eas down` stopped while it reads the cluster: exit 130, the record kept and saying so, and
+/// the next `eas down` removes the install.
 #[test]
 fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_works() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
