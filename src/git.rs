@@ -4,7 +4,8 @@
 //! [`run_async`] is the runner: the child is killed when its future is dropped (a cancelled
 //! phase) or its timeout passes. [`run_blocking`] drives the same future for synchronous code; a
 //! child such a call leaves behind when the command ends early is killed by [`kill_running`],
-//! which the runtime calls on shutdown.
+//! which the runtime calls on shutdown; from then on no git starts (a blocking task still going
+//! would otherwise start its next step, a fetch say, that outlives the command).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,8 @@ pub enum RunError {
     Spawn(std::io::Error),
     #[error("no result within {}s", .0.as_secs())]
     TimedOut(Duration),
+    #[error("not started: the command is ending")]
+    Closing,
 }
 
 impl Git {
@@ -68,11 +71,40 @@ impl Git {
     }
 }
 
-static RUNNING: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// The git children running (their process groups), and whether the command is ending.
+#[derive(Debug, Default)]
+struct Registry {
+    pids: HashSet<u32>,
+    closing: bool,
+}
 
-fn running(f: impl FnOnce(&mut HashSet<u32>)) {
+impl Registry {
+    /// Starts `start` (a spawn) and records its pid, unless the command is ending.
+    fn admit<C>(
+        &mut self,
+        start: impl FnOnce() -> std::io::Result<C>,
+        pid: impl Fn(&C) -> Option<u32>,
+    ) -> Result<C, RunError> {
+        if self.closing {
+            return Err(RunError::Closing);
+        }
+        let child = start().map_err(RunError::Spawn)?;
+        self.pids.extend(pid(&child));
+        Ok(child)
+    }
+
+    /// The pids to kill; no git is admitted after.
+    fn close(&mut self) -> Vec<u32> {
+        self.closing = true;
+        self.pids.drain().collect()
+    }
+}
+
+static RUNNING: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn running<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     let mut g = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-    f(g.get_or_insert_with(HashSet::new));
+    f(g.get_or_insert_with(Registry::default))
 }
 
 /// Runs `git`; the child is killed if the future is dropped or the timeout passes.
@@ -95,13 +127,9 @@ pub async fn run_async(g: Git) -> Result<Output, RunError> {
     cmd.stdin(if g.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
     // Its own process group, so its helpers (`git-remote-https`) are killed with it.
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    // Spawned under the registry's lock: `kill_running` either sees the child or stops the spawn.
+    let mut child = running(|r| r.admit(|| cmd.spawn(), tokio::process::Child::id))?;
     let pid = child.id();
-    if let Some(p) = pid {
-        running(|r| {
-            r.insert(p);
-        });
-    }
     let mut group = Group { pid, done: false };
     if let (Some(text), Some(mut pipe)) = (g.stdin, child.stdin.take()) {
         // A failed write means git exited early; its status and stderr say why.
@@ -129,7 +157,7 @@ impl Drop for Group {
     fn drop(&mut self) {
         if let Some(p) = self.pid {
             running(|r| {
-                r.remove(&p);
+                r.pids.remove(&p);
             });
             if !self.done {
                 kill_group(p);
@@ -173,18 +201,38 @@ pub async fn run(dir: Option<&Path>, args: &[&str], timeout: Duration) -> Result
 }
 
 /// Kills the git children still running (a blocking call abandoned when its phase was
-/// cancelled): the command is ending and nothing may be left behind.
+/// cancelled), and starts no other: the command is ending and nothing may be left behind.
 pub fn kill_running() {
-    running(|r| {
-        for pid in r.drain() {
-            kill_group(pid);
-        }
-    });
+    for pid in running(Registry::close) {
+        kill_group(pid);
+    }
+}
+
+/// A command begins: git may run again (after a [`kill_running`] that ended an earlier one).
+pub fn reopen() {
+    running(|r| r.closing = false);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On its own registry (the process's is shared by the tests that run git at once).
+    #[test]
+    fn once_closed_no_git_is_started_until_reopened() {
+        let mut r = Registry::default();
+        let started = std::cell::Cell::new(0);
+        let start = || {
+            started.set(started.get() + 1);
+            Ok(started.get())
+        };
+        assert_eq!(r.admit(start, |n: &u32| Some(*n + 100)).unwrap(), 1);
+        assert_eq!(r.close(), vec![101], "the running child is handed over to be killed");
+        assert!(matches!(r.admit(start, |n: &u32| Some(*n)), Err(RunError::Closing)));
+        assert_eq!(started.get(), 1, "nothing was spawned once closing");
+        r.closing = false;
+        assert_eq!(r.admit(start, |n: &u32| Some(*n)).unwrap(), 2);
+    }
 
     #[test]
     fn a_git_call_past_its_timeout_is_killed_and_named() {

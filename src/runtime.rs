@@ -14,6 +14,7 @@ const SHUTDOWN: Duration = Duration::from_secs(2);
 
 /// Runs `f` to completion on a fresh runtime.
 pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
+    crate::git::reopen();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()

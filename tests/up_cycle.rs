@@ -266,6 +266,26 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     assert!(!killed.exists(), "a killed run's work tree is left in {}", cluster_dir.display());
 }
 
+/// A run that fails before any act (here a facts read the API server refuses) records how it
+/// ended: `eas status` says failed with its exit code, not "running".
+#[test]
+fn a_run_that_fails_while_gathering_records_its_end() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    r.server.inject(Some("daemonsets"), support::Fault::Status(500, "etcd is down".into()), None);
+    let up = r.up(&["--yes"]);
+    let code = up.status.code().expect("an exit code");
+    assert_ne!(code, 0, "{}", text(&up.stderr));
+    assert!(text(&up.stderr).contains("etcd is down"), "{}", text(&up.stderr));
+    let state = r.state_file().expect("the run's record");
+    assert_eq!(state["exit_code"], code, "{state}");
+    assert!(state["finished"].is_string(), "{state}");
+    r.server.clear_faults();
+    let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
+    let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["installed"]["outcome"], format!("failed (exit {code})"), "{doc}");
+}
+
 #[test]
 fn an_installer_without_its_byo_line_is_stopped() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -55,7 +55,7 @@ impl From<GitError> for Failure {
             GitError::Run(crate::git::RunError::Spawn(_)) => {
                 Failure::step_next("overlay", e, "install git (eas doctor checks for it)")
             }
-            GitError::Run(crate::git::RunError::TimedOut(_)) => {
+            GitError::Run(crate::git::RunError::TimedOut(_) | crate::git::RunError::Closing) => {
                 Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
             }
             GitError::Failed { .. } | GitError::Scratch(_) => {

@@ -293,13 +293,17 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     }
     let pre = preflight(args, global, shell, &interrupt, &inv).await?;
     let mut run = Journal::new(args, &pre, &tree_pins);
-    let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await?;
-    let decided = decide(args, global, shell, &interrupt, &inv, &tree_pins, gathered, &mut run).await?;
+    let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await;
+    let gathered = gathered.map_err(|f| run.ended(f))?;
+    let decided = decide(args, global, shell, &interrupt, &inv, &tree_pins, gathered, &mut run).await;
+    let decided = decided.map_err(|f| run.ended(f))?;
     if args.dry_run {
         return print_plan(&run.plan, args, global, &decided.files);
     }
-    act(args, global, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
-    verify_phase(args, shell, &interrupt, &pre, &inv, &decided, &mut run).await?;
+    let acted = act(args, global, shell, &interrupt, &pre, &inv, &decided, &mut run).await;
+    acted.map_err(|f| run.ended(f))?;
+    let verified = verify_phase(args, shell, &interrupt, &pre, &inv, &decided, &mut run).await;
+    verified.map_err(|f| run.ended(f))?;
     run.state.begin(PhaseId::Record, None, &now());
     run.state.finish(PhaseId::Record, Status::Done, None, &now());
     run.state.exit_code = Some(0);
@@ -504,6 +508,21 @@ impl Journal {
         }
     }
 
+    /// A failure that ended the run where no phase recorded it (a facts read that failed, a
+    /// refusal in the config, a tree that could not be checked out): the run's end and exit code
+    /// are recorded, so `eas status` says how it ended. The phases keep what they were.
+    fn ended(&mut self, f: Failure) -> Failure {
+        if self.state.exit_code.is_some() {
+            return f;
+        }
+        self.state.exit_code = Some(f.exit_code());
+        self.state.finished = Some(now());
+        match self.save() {
+            Ok(()) => f,
+            Err(e) => e,
+        }
+    }
+
     fn interrupted(&mut self) -> Failure {
         self.state.interrupt(&now());
         match self.save() {
@@ -525,30 +544,37 @@ struct Gathered {
     facts: Facts,
     image: Option<bastion::ImagePlan>,
     /// The pinned trees, and the run's one EAS work tree made from them (`eas/` in the temporary
-    /// directory).
-    resolved: Option<(Resolved, tempfile::TempDir)>,
+    /// directory), or why it could not be made (a failure raised after the config's own).
+    resolved: Option<(Resolved, Result<tempfile::TempDir, String>)>,
 }
 
 /// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
 /// run (it writes nothing of its own), the state directory's work directory for a real run. A
-/// real run first removes what a killed run left there (it holds the state lock, so no other
-/// run's tree is among them).
-fn scratch_dir(args: &UpSettings, pre: &Preflight) -> Result<tempfile::TempDir, Failure> {
+/// real run first removes what a killed run left there: it holds the state lock, so no other
+/// run's tree is among them (after `--break-lock` of another host's lock, that host's run is
+/// taken to be dead, as breaking it says). What cannot be removed is named and left.
+fn scratch_dir(args: &UpSettings, pre: &Preflight, shell: &Shell) -> Result<tempfile::TempDir, Failure> {
     const NEXT: &str = "eas.next-";
     if args.dry_run {
         tempfile::Builder::new().prefix("eas-plan-").tempdir()
     } else {
         let work = pre.sd.work_dir();
-        std::fs::create_dir_all(&work)
-            .and_then(|()| remove_prefixed(&work, NEXT))
-            .and_then(|()| tempfile::Builder::new().prefix(NEXT).tempdir_in(&work))
+        if let Err(e) = remove_prefixed(&work, NEXT) {
+            shell.warn(format!("an earlier run's work tree in {} was not removed: {e}", work.display()));
+        }
+        std::fs::create_dir_all(&work).and_then(|()| tempfile::Builder::new().prefix(NEXT).tempdir_in(&work))
     }
     .map_err(|e| Failure::step("trees", e))
 }
 
-/// Removes the directories in `dir` whose names start with `prefix`.
+/// Removes the directories in `dir` whose names start with `prefix` (not what a symlink points
+/// at). A missing `dir` holds none.
 fn remove_prefixed(dir: &Path, prefix: &str) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for entry in entries {
         let entry = entry?;
         if entry.file_name().to_string_lossy().starts_with(prefix) && entry.file_type()?.is_dir() {
             std::fs::remove_dir_all(entry.path())?;
@@ -588,8 +614,9 @@ async fn gather_all(
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     // The work tree is made here, while the facts are gathered: the overlay is decided on it
-    // once they are in. A resolved tree that cannot be checked out fails the run, dry or not.
-    let (scratch, layer, with_ext) = (scratch_dir(args, pre)?, args.select.layer.clone(), !args.dry_run);
+    // once they are in. A resolved tree that cannot be checked out fails the run, dry or not,
+    // after the config has decided (a refusal or bad input there comes first, as it did).
+    let (scratch, layer, with_ext) = (scratch_dir(args, pre, shell)?, args.select.layer.clone(), !args.dry_run);
     let resolved = tokio::task::spawn_blocking(move || {
         let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
         let tree = make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext);
@@ -627,10 +654,6 @@ async fn gather_all(
             "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
         )
     })?;
-    let resolved = match resolved {
-        Some((r, tree)) => Some((r, tree.map_err(|e| Failure::step("trees", e))?)),
-        None => None,
-    };
     // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
     run.state.finish(PhaseId::Facts, Status::Done, None, &now());
     Ok(Gathered { facts, image, resolved })
@@ -685,7 +708,8 @@ async fn decide(
     let generated = crate::overlay::Generated::from_decision(&decision, &g.facts, &crate::overlay::Overlay::builtin()?);
     let tree = match g.resolved {
         None => None,
-        Some((r, scratch)) => {
+        Some((r, tree)) => {
+            let scratch = tree.map_err(|e| Failure::step("trees", e))?;
             let (dir, pins, resolved) = (scratch.path().join("eas"), tree_pins.clone(), r.clone());
             let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
             let (op, way_forward) = blocking("trees", interrupt, run, move || {
