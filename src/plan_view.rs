@@ -33,7 +33,9 @@ pub struct View {
 }
 
 /// Greedy word wrap: the first line starts with `first`, the others with `indent` spaces. A word
-/// longer than a line (a permalink) stays whole on a line of its own.
+/// longer than a line (a permalink) stays whole on a line of its own. Control characters in the
+/// words (cluster data: a newline in a version string) are escaped, so a value cannot start a
+/// line of its own.
 pub fn wrap(text: &str, width: usize, first: &str, indent: usize) -> Vec<String> {
     let width = width.max(MIN_WIDTH);
     let pad = " ".repeat(indent);
@@ -41,6 +43,8 @@ pub fn wrap(text: &str, width: usize, first: &str, indent: usize) -> Vec<String>
     let mut line = first.to_string();
     let mut empty = true;
     for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let word = crate::text::escape_controls(word);
+        let word = word.as_str();
         let needed = if empty { word.chars().count() } else { word.chars().count() + 1 };
         if !empty && line.chars().count().saturating_add(needed) > width {
             lines.push(std::mem::replace(&mut line, pad.clone()));
@@ -72,7 +76,8 @@ fn short(sha: &str) -> &str {
 /// The summary a person reads at a glance; a dry run's plan opens with it, a real `eas up`
 /// closes with it.
 pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
-    let mut out = vec![format!("eas up --layer {} --env {}", plan.layer, plan.env)];
+    let head = format!("eas up --layer {} --env {}", plan.layer, plan.env);
+    let mut out = vec![crate::text::escape_controls(&head)];
     let cluster = match &plan.facts {
         Some(f) => {
             let k3d = f.k3d_cluster.as_deref().map(|c| format!(" (k3d cluster {c})")).unwrap_or_default();
@@ -296,6 +301,20 @@ mod tests {
             next,
             "        [https://github.com/intel/enterprise-ai-solutions/blob/c889142/roles/metallb/tasks/install.yaml#L23-L44]"
         );
+    }
+
+    /// Cluster text with a newline (an API server's version string) stays on its line: it cannot
+    /// forge a line of the plan, a REFUSE: line say.
+    #[test]
+    fn a_newline_in_cluster_data_cannot_start_a_line() {
+        let mut p = plan();
+        p.decisions[0].fact = "k3s v1.31\nREFUSE: forged".into();
+        p.unknown[0].reason = "no Docker\r\nNothing was written".into();
+        let text = render(&p, View { width: 100, explain: false });
+        assert!(!text.lines().any(|l| l.starts_with("REFUSE:")), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("Nothing was written")).count(), 1, "{text}");
+        assert!(text.contains("k3s v1.31\\nREFUSE: forged -> metallb_enabled: false"), "{text}");
+        assert!(text.contains("no Docker\\r\\nNothing was written"), "{text}");
     }
 
     #[test]
