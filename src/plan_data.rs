@@ -25,7 +25,13 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
     plan.warnings = decision.warnings.clone();
     // The model pick and the KV-cache (fit) decision are choice lines of their own.
     plan.model = decision.choices.iter().find_map(|c| c.choice.strip_prefix("model: ").map(str::to_string));
-    plan.fit = decision.choices.iter().find(|c| c.choice.starts_with("KV cache")).map(|c| c.choice.clone());
+    // A cache fit lowered is a models.yaml edit; a kept one is a "KV cache" choice.
+    let lowered = decision.model_edits.iter().find_map(|e| {
+        let kv = e.env.iter().find(|(k, _)| k == crate::facts::KV_CACHE_ENV)?;
+        Some(format!("KV cache: lowered by fit to {} GiB for {}", kv.1, e.name))
+    });
+    let kept = || decision.choices.iter().find(|c| c.choice.starts_with("KV cache")).map(|c| c.choice.clone());
+    plan.fit = lowered.or_else(kept);
 }
 
 pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
@@ -49,4 +55,24 @@ pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The desktop's fit sizes the pick's cache under the built-in candidate's 40 GiB: the plan's
+    /// fit line says it was lowered (it used to be empty exactly then).
+    #[test]
+    fn a_cache_fit_lowered_is_the_plans_fit_line() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
+        let facts = crate::facts::Facts::read(&path).unwrap();
+        let select = crate::settings::Select { layer: "agent-toolkit".into(), ..Default::default() };
+        let d = crate::config::generate(&facts, &select).unwrap();
+        assert!(d.model_edits.iter().any(|e| !e.env.is_empty()), "the fixture lowers the cache: {:?}", d.model_edits);
+        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        fill_decisions(&mut plan, &d);
+        let fit = plan.fit.expect("a fit line");
+        assert!(fit.starts_with("KV cache: lowered by fit to ") && fit.ends_with("GiB for qwen2-5-coder-7b"), "{fit}");
+    }
 }
