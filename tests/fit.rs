@@ -133,6 +133,19 @@ fn config_prints_each_disagreement_with_an_external_fit_as_a_warning() {
         "{err}"
     );
     assert!(err.contains("warning: k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits"), "{err}");
+    // The inference layer picks with the fit as well, and hears the same disagreements.
+    let out = eas(dir.path())
+        .args(["config", "--layer", "inference", "--facts"])
+        .arg(case.join("facts.json"))
+        .args(["--out", "out-inference", "--fit"])
+        .arg(case.join("fit-doc.json"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let inference = text(&out.stderr);
+    for line in err.lines().filter(|l| l.starts_with("warning: k3d-gpu fit")) {
+        assert!(inference.contains(line), "inference lacks {line:?}:\n{inference}");
+    }
     let bad = root().join("fixtures/fit/external-malformed/fit-doc.json");
     let out = eas(dir.path())
         .args(["config", "--facts"])

@@ -68,9 +68,8 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
         rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
     })?;
-    if sel.layer == "agent-toolkit" {
-        d.warnings.splice(0..0, fit_warnings);
-    }
+    // Both layers pick their model with the fit, so both hear where the documents disagree.
+    d.warnings.splice(0..0, fit_warnings);
     Ok(d)
 }
 
