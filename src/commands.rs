@@ -72,7 +72,18 @@ fn pins_lock(path: &std::path::Path, git_base: &str, global: &Global, shell: &Sh
         ),
         None => None,
     };
-    let outcome = crate::pin_lock::lock(&mut pins, git_base, &cache, ca_file.as_ref().map(|f| f.path()));
+    // The fetches run on a blocking thread of the one runtime, so SIGINT/SIGTERM end the command
+    // (exit 130) and the runtime kills the git still running: git has its own process group, and
+    // the terminal's signal does not reach it.
+    let (base, ca) = (git_base.to_string(), ca_file.as_ref().map(|f| f.path().to_path_buf()));
+    let (pins, outcome) = crate::runtime::block_on_interruptible(async move {
+        tokio::task::spawn_blocking(move || {
+            let outcome = crate::pin_lock::lock(&mut pins, &base, &cache, ca.as_deref());
+            (pins, outcome)
+        })
+        .await
+        .map_err(|e| Failure::step("pins lock", e))
+    })?;
     if !outcome.errors.is_empty() {
         // Nothing is written unless every row locks. Bad input outranks a refusal, which
         // outranks a failed fetch.

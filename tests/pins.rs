@@ -208,3 +208,40 @@ fn malformed_pins_are_bad_input() {
     assert!(err.lines().any(|l| l.starts_with("error: ") && l.contains("schema")), "{err}");
     assert!(err.lines().any(|l| l.starts_with("hint: ")), "{err}");
 }
+
+/// SIGINT while `pins lock` fetches from a remote that accepts and never answers: exit 130, and
+/// no git is left running (git runs in its own process group, so the terminal's SIGINT does not
+/// reach it: eas must end it).
+#[test]
+fn sigint_during_a_fetch_exits_130_and_leaves_no_git_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+            let _ = tx.send(());
+        }
+    });
+    let pins = pins_file(dir.path(), &[("owner/name", "main", "abc1234")]);
+    let mut child = support::eas(dir.path())
+        .args(["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", &format!("http://127.0.0.1:{port}")])
+        .env("HOME", dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    accepted.recv_timeout(std::time::Duration::from_secs(20)).expect("git connects to the remote");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let (code, err) = support::exit_within(&mut child, std::time::Duration::from_secs(10));
+    assert_eq!(code, Some(130), "{err}");
+    let needle = dir.path().display().to_string();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !support::processes_naming(&needle).is_empty() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(support::processes_naming(&needle), Vec::<String>::new(), "left running");
+}
