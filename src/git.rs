@@ -131,14 +131,18 @@ pub async fn run_async(g: Git) -> Result<Output, RunError> {
     let mut child = running(|r| r.admit(|| cmd.spawn(), tokio::process::Child::id))?;
     let pid = child.id();
     let mut group = Group { pid, done: false };
-    if let (Some(text), Some(mut pipe)) = (g.stdin, child.stdin.take()) {
-        // A failed write means git exited early; its status and stderr say why.
-        let _ = pipe.write_all(text.as_bytes()).await;
-    }
-    let out = tokio::time::timeout(g.timeout, child.wait_with_output())
-        .await
-        .map_err(|_| RunError::TimedOut(g.timeout))?
-        .map_err(RunError::Spawn)?;
+    let (timeout, stdin) = (g.timeout, child.stdin.take());
+    // stdin is fed while the output is read, both within the timeout: a git that does not read
+    // its stdin (or writes much before it does) cannot hold eas past it.
+    let feed = async move {
+        if let (Some(text), Some(mut pipe)) = (g.stdin, stdin) {
+            // A failed write means git exited early; its status and stderr say why.
+            let _ = pipe.write_all(text.as_bytes()).await;
+        }
+    };
+    let both = async { tokio::join!(feed, child.wait_with_output()).1 };
+    let out =
+        tokio::time::timeout(timeout, both).await.map_err(|_| RunError::TimedOut(timeout))?.map_err(RunError::Spawn)?;
     group.done = true;
     Ok(Output {
         ok: out.status.success(),
@@ -232,6 +236,19 @@ mod tests {
         assert_eq!(started.get(), 1, "nothing was spawned once closing");
         r.closing = false;
         assert_eq!(r.admit(start, |n: &u32| Some(*n)).unwrap(), 2);
+    }
+
+    /// A megabyte for a git that never reads it (blocked opening a fifo): the write is within the
+    /// timeout, so the call ends at it.
+    #[test]
+    fn stdin_a_git_does_not_read_cannot_outlast_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("stdin-never-closes");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let mut g = Git::new(None, &["hash-object", &fifo.display().to_string()], Duration::from_millis(300));
+        g.stdin = Some("x".repeat(1 << 20));
+        let e = run_blocking(g).unwrap_err();
+        assert!(matches!(e, RunError::TimedOut(_)), "{e}");
     }
 
     #[test]
