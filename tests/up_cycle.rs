@@ -59,8 +59,13 @@ struct Run {
 }
 
 fn run(mode: &str) -> Run {
+    run_with(mode, support::Options::default())
+}
+
+/// [`run`] on a server started with `options` (its token is the test's).
+fn run_with(mode: &str, options: support::Options) -> Run {
     let s = setup();
-    let options = support::Options { token: TOKEN.into(), ..support::Options::default() };
+    let options = support::Options { token: TOKEN.into(), ..options };
     let server = ClusterServer::start_with(support::fixture(CLUSTER), options);
     server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "eas-test"}}));
     server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -264,6 +269,26 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     assert!(text(&second.stderr).contains("did not finish"), "{}", text(&second.stderr));
     assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
     assert!(!killed.exists(), "a killed run's work tree is left in {}", cluster_dir.display());
+}
+
+/// As on a real cluster, a deleted namespace stays `Terminating` a while (3 s here) and a second
+/// DELETE of it answers 409: `eas down` waits for what it deleted to go, and ends clean (exit 0,
+/// no finding, the record gone).
+#[test]
+fn down_waits_for_terminating_namespaces_and_ends_clean() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let options = support::Options { namespace_terminating: Some(Duration::from_secs(3)), ..Default::default() };
+    let r = run_with("ok", options);
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let down = r.down();
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+    }
+    assert!(err.contains("waiting"), "says what it waits for:\n{err}");
+    assert!(r.state_file().is_none(), "the record is gone after a complete down:\n{err}");
 }
 
 /// A run that fails before any act (here a facts read the API server refuses) records how it

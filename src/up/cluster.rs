@@ -182,14 +182,27 @@ pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(),
     }
 }
 
+/// Deletes a namespace. Already gone (404), or already going (409: a namespace stays
+/// `Terminating` while its content is removed, and a DELETE meanwhile is refused) is done.
 pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Result<(), String> {
     let api: Api<Namespace> = Api::all(client.clone());
-    timed(&format!("delete namespace {name}"), t, api.delete(name, &DeleteParams::background())).await.map(|_| ())
+    deleted(&format!("delete namespace {name}"), t, api.delete(name, &DeleteParams::background())).await
 }
 
+/// Deletes a CRD; already gone or going is done, as for a namespace.
 pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), String> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    timed(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await.map(|_| ())
+    deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
+}
+
+/// A cluster-wide DELETE within `t`: 404 (gone) and 409 (already going) are done.
+async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<(), String> {
+    match tokio::time::timeout(t, fut).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => Ok(()),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
+        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+    }
 }
 
 #[cfg(test)]

@@ -182,6 +182,40 @@ impl Scope<'_> {
         };
         cancellable(self.interrupt, read).await
     }
+
+    /// The cluster once `deleted` has gone from it, or at [`timeouts::SETTLE`] (what is still
+    /// there is then reported as left). A namespace stays `Terminating` while its content goes.
+    async fn settled(&self, deleted: &Snapshot) -> Result<Snapshot, Failure> {
+        use crate::settings::timeouts;
+        let give_up = tokio::time::Instant::now() + timeouts::SETTLE;
+        let mut said = false;
+        loop {
+            let now = self.snapshot().await?;
+            let still = deleted.intersect(&now).objects();
+            if still.is_empty() || tokio::time::Instant::now() >= give_up {
+                return Ok(now);
+            }
+            if !said {
+                let first = still.iter().take(3).map(|o| o.to_string()).collect::<Vec<_>>().join(", ");
+                self.shell.phase(
+                    "down",
+                    format!(
+                        "waiting up to {}s for {} deleted object(s) to go ({first}{}): namespaces terminate while \
+                         their content is removed",
+                        timeouts::SETTLE.as_secs(),
+                        still.len(),
+                        if still.len() > 3 { ", ..." } else { "" }
+                    ),
+                );
+                said = true;
+            }
+            let pause = async {
+                tokio::time::sleep(timeouts::SETTLE_POLL).await;
+                Ok(())
+            };
+            cancellable(self.interrupt, pause).await?;
+        }
+    }
 }
 
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
@@ -307,8 +341,8 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
 
     // What the ledger says this run created and is still there.
     let after_teardown = s.snapshot().await?;
-    let failures = delete_recorded(&ctx, s.client, &plan.delete.intersect(&after_teardown)).await?;
-    let after = s.snapshot().await?;
+    let (failures, going) = delete_recorded(&ctx, s.client, &plan.delete.intersect(&after_teardown)).await?;
+    let after = s.settled(&going).await?;
     for line in plan.report(&after) {
         s.shell.note(format!("  {line}"));
     }
@@ -384,8 +418,14 @@ async fn force_incomplete(
 
 /// Deletes what the ledger says the run created and the teardown left; the failures. Stops
 /// between deletions on SIGINT/SIGTERM.
-async fn delete_recorded(ctx: &Ctx<'_>, client: &kube::Client, left: &Snapshot) -> Result<Vec<String>, Failure> {
-    let mut failures = Vec::new();
+/// Deletes `left`, in order. The failures, and the namespaces and CRDs deleted: they go only once
+/// what they hold has gone, so `eas down` waits for them ([`Scope::settled`]).
+async fn delete_recorded(
+    ctx: &Ctx<'_>,
+    client: &kube::Client,
+    left: &Snapshot,
+) -> Result<(Vec<String>, Snapshot), Failure> {
+    let (mut failures, mut going) = (Vec::new(), Snapshot::default());
     for o in left.objects() {
         let r = match &o {
             Object::Namespace(n) => cluster::delete_namespace(client, n, CALL).await,
@@ -394,14 +434,25 @@ async fn delete_recorded(ctx: &Ctx<'_>, client: &kube::Client, left: &Snapshot) 
             Object::HelmRelease(rel) => helm_uninstall(ctx, &rel.namespace, &rel.name).await,
         };
         match r {
-            Ok(()) => ctx.shell.note(format!("removed {o}")),
             Err(e) => failures.push(format!("{o}: {e}")),
+            Ok(()) => {
+                ctx.shell.note(format!("removed {o}"));
+                match &o {
+                    Object::Namespace(n) => {
+                        going.namespaces.insert(n.clone());
+                    }
+                    Object::Crd(c) => {
+                        going.crds.insert(c.clone());
+                    }
+                    _ => {}
+                }
+            }
         }
         if ctx.interrupt.graceful.is_cancelled() {
             return Err(Failure::Interrupted);
         }
     }
-    Ok(failures)
+    Ok((failures, going))
 }
 
 fn list(objects: &[Object]) -> String {

@@ -261,6 +261,9 @@ struct State {
     resource_version: u64,
     token: Option<String>,
     max_page: Option<usize>,
+    namespace_terminating: Option<Duration>,
+    /// Namespaces deleted and still terminating, with when they go.
+    terminating: BTreeMap<String, std::time::Instant>,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -277,11 +280,21 @@ pub struct Options {
     /// Pages no longer than this, whatever `limit` asks (an API server may return fewer items
     /// than asked, with a `continue` token).
     pub max_page: Option<usize>,
+    /// As a real API server: a deleted namespace stays, `Terminating`, this long while its
+    /// content goes, and a second DELETE meanwhile answers 409 Conflict [default: gone at once].
+    pub namespace_terminating: Option<Duration>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { context: None, token: "recorded-cluster-token".into(), require_token: true, port: 0, max_page: None }
+        Options {
+            context: None,
+            token: "recorded-cluster-token".into(),
+            require_token: true,
+            port: 0,
+            max_page: None,
+            namespace_terminating: None,
+        }
     }
 }
 
@@ -326,6 +339,8 @@ impl ClusterServer {
             resource_version: 1000,
             token: options.require_token.then(|| options.token.clone()),
             max_page: options.max_page,
+            namespace_terminating: options.namespace_terminating,
+            terminating: BTreeMap::new(),
         }));
 
         let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
@@ -805,6 +820,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         Err(m) => return status(404, &m, None),
     };
     let mut s = state.lock().unwrap();
+    purge_terminated(&mut s);
     match (method, target) {
         (&Method::GET, Target::Version) => ok_json(&s.version),
         (&Method::GET, Target::Discovery(p)) => match discovery(p) {
@@ -843,6 +859,11 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
         (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
+        (&Method::DELETE, Target::Object { r, name, .. })
+            if r.kind == "Namespace" && s.namespace_terminating.is_some() =>
+        {
+            terminate_namespace(&mut s, r, &name)
+        }
         (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
             match s.objects.remove(&key(r, &namespace, &name)) {
                 Some(v) => {
@@ -944,6 +965,51 @@ fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
         resource: r.plural.to_string(),
         namespace: if r.namespaced { namespace.to_string() } else { String::new() },
         name: name.to_string(),
+    }
+}
+
+/// DELETE of a namespace when namespaces terminate: marked `Terminating` (its
+/// `deletionTimestamp` set) and gone when its time is up; a DELETE meanwhile is a 409.
+fn terminate_namespace(s: &mut State, r: &'static Resource, name: &str) -> Answer {
+    let k = key(r, "", name);
+    if s.terminating.contains_key(name) {
+        let message = format!(
+            "Operation cannot be fulfilled on namespaces \"{name}\": The system is ensuring all content is removed \
+             from this namespace.  Upon completion, this namespace will automatically be purged by the system."
+        );
+        let v = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                       "reason": "Conflict", "details": {"name": name, "kind": "namespaces"}, "code": 409});
+        return respond(409, serde_json::to_vec(&v).expect("serialise"));
+    }
+    let Some(obj) = s.objects.get_mut(&k) else {
+        return not_found(r, name);
+    };
+    obj["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    obj["status"]["phase"] = json!("Terminating");
+    let v = obj.clone();
+    let _ = s.changes.send(Change { key: k, kind: "MODIFIED", object: v.clone() });
+    let after = s.namespace_terminating.unwrap_or_default();
+    s.terminating.insert(name.to_string(), std::time::Instant::now() + after);
+    ok_json(&v)
+}
+
+/// The terminating namespaces whose time is up go, with what is inside them.
+fn purge_terminated(s: &mut State) {
+    let now = std::time::Instant::now();
+    let done: Vec<String> = s.terminating.iter().filter(|(_, t)| **t <= now).map(|(n, _)| n.clone()).collect();
+    for name in done {
+        s.terminating.remove(&name);
+        let gone: Vec<ObjectKey> = s
+            .objects
+            .keys()
+            .filter(|k| k.namespace == name || (k.resource == "namespaces" && k.name == name))
+            .cloned()
+            .collect();
+        for k in gone {
+            if let Some(o) = s.objects.remove(&k) {
+                let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
+            }
+        }
     }
 }
 
