@@ -291,6 +291,25 @@ fn down_waits_for_terminating_namespaces_and_ends_clean() {
     assert!(r.state_file().is_none(), "the record is gone after a complete down:\n{err}");
 }
 
+/// `eas up` SIGKILLed while its installer runs leaves the installer's container running;
+/// `eas down --break-lock` stops and removes it before anything else (as `eas up --break-lock`).
+#[test]
+fn down_break_lock_removes_the_dead_runs_installer() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang");
+    let mut up = r.start_up(&["--yes"], &[]);
+    let pid = up.child.id();
+    wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
+    up.signal("-KILL");
+    let _ = up.exit();
+    assert_eq!(containers_of(pid).len(), 1, "the dead run's installer still runs");
+    r.set_mode("ok");
+    let down = r.eas().args(setup().down_args()).arg("--break-lock").output().unwrap();
+    let err = text(&down.stderr);
+    assert!(containers_of(pid).is_empty(), "left: {:?}\n{err}", containers_of(pid));
+    assert!(err.contains("stopped and removed") && err.contains("left running by the dead run"), "{err}");
+}
+
 /// A run that fails before any act (here a facts read the API server refuses) records how it
 /// ended: `eas status` says failed with its exit code, not "running".
 #[test]

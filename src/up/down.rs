@@ -239,7 +239,16 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         format!("eas down changes the cluster {}", target.context)
     };
     confirm(args, &what, &interrupt).await?;
+    let dead = super::crash::dead_holder(&sd.lock_file(), args.break_lock);
     let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), args.break_lock)?;
+    // A dead `eas up` may have left its installer running: stopped and removed before anything
+    // else, as `eas up --break-lock` does, so the teardown never runs beside it.
+    if let Some(holder) = &dead {
+        let docker = bastion::image::connect(&global.env)
+            .await
+            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
+        cancellable(&interrupt, super::crash::reap(&docker, holder, shell)).await?;
+    }
     let Some(mut state) = State::load(&sd.state_file())? else {
         shell.phase("down", nothing());
         shell.note(format!("purging {}", sd.dir().display()));
