@@ -7,28 +7,11 @@
 
 mod support;
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use support::*;
-
-/// An API server that accepts connections and never answers. The receiver hears of each accept.
-fn silent_server() -> (u16, mpsc::Receiver<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut held: Vec<TcpStream> = Vec::new();
-        for s in listener.incoming().flatten() {
-            held.push(s);
-            let _ = tx.send(());
-        }
-    });
-    (port, rx)
-}
 
 fn kubeconfig(dir: &Path, port: u16) -> PathBuf {
     let path = dir.join("kubeconfig");

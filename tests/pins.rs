@@ -215,16 +215,7 @@ fn malformed_pins_are_bad_input() {
 #[test]
 fn sigint_during_a_fetch_exits_130_and_leaves_no_git_running() {
     let dir = tempfile::tempdir().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, accepted) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for s in listener.incoming().flatten() {
-            held.push(s);
-            let _ = tx.send(());
-        }
-    });
+    let (port, accepted) = support::silent_server();
     let pins = pins_file(dir.path(), &[("owner/name", "main", "abc1234")]);
     let mut child = support::eas(dir.path())
         .args(["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", &format!("http://127.0.0.1:{port}")])

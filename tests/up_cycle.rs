@@ -297,9 +297,7 @@ fn down_waits_for_terminating_namespaces_and_ends_clean() {
 fn down_break_lock_removes_the_dead_runs_installer() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run("hang");
-    let mut up = r.start_up(&["--yes"], &[]);
-    let pid = up.child.id();
-    wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
+    let (mut up, pid) = r.up_with_the_installer_hanging();
     up.signal("-KILL");
     let _ = up.exit();
     assert_eq!(containers_of(pid).len(), 1, "the dead run's installer still runs");
@@ -514,6 +512,16 @@ impl Run {
         Running::start(c)
     }
 
+    /// `eas up --yes` (on a `hang` run) once its installer hangs, in its one bastion container.
+    fn up_with_the_installer_hanging(&self) -> (Running, u32) {
+        let up = self.start_up(&["--yes"], &[]);
+        let pid = up.child.id();
+        let hung = || self.install_log().contains("Wait for the controller");
+        wait_for("the installer to hang", Duration::from_secs(600), hung);
+        assert_eq!(containers_of(pid).len(), 1, "one bastion container runs the installer");
+        (up, pid)
+    }
+
     /// `eas down --yes` signalled with `sig` once `ready(its pid)` holds: it exits 130 saying how
     /// to go on, leaves nothing running, and keeps the record, marked interrupted, with eas's own
     /// removals not begun (kserve, which only eas removes, is still there).
@@ -625,10 +633,7 @@ fn up_interrupted_while_building_the_bastion_leaves_no_build_container() {
 fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_completes_it() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run("hang");
-    let mut up = r.start_up(&["--yes"], &[]);
-    let pid = up.child.id();
-    wait_for("the installer to hang", Duration::from_secs(600), || r.install_log().contains("Wait for the controller"));
-    assert_eq!(containers_of(pid).len(), 1, "one bastion container runs the installer");
+    let (mut up, pid) = r.up_with_the_installer_hanging();
     // The ledger's `after` read lists CRDs; the installer does not.
     r.server.inject(Some("customresourcedefinitions"), support::Fault::Slow(Duration::from_secs(600)), None);
     up.signal("-TERM");

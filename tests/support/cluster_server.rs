@@ -871,13 +871,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
                         s.changes.send(Change { key: key(r, &namespace, &name), kind: "DELETED", object: v.clone() });
                     // Deleting a namespace deletes what is inside it.
                     if r.kind == "Namespace" {
-                        let inside: Vec<ObjectKey> =
-                            s.objects.keys().filter(|k| k.namespace == name).cloned().collect();
-                        for k in inside {
-                            if let Some(o) = s.objects.remove(&k) {
-                                let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
-                            }
-                        }
+                        remove_inside(&mut s, &name);
                     }
                     ok_json(&v)
                 }
@@ -999,16 +993,21 @@ fn purge_terminated(s: &mut State) {
     let done: Vec<String> = s.terminating.iter().filter(|(_, t)| **t <= now).map(|(n, _)| n.clone()).collect();
     for name in done {
         s.terminating.remove(&name);
-        let gone: Vec<ObjectKey> = s
-            .objects
-            .keys()
-            .filter(|k| k.namespace == name || (k.resource == "namespaces" && k.name == name))
-            .cloned()
-            .collect();
-        for k in gone {
-            if let Some(o) = s.objects.remove(&k) {
-                let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
-            }
+        let k = ObjectKey { group_version: "v1".into(), resource: "namespaces".into(), namespace: String::new(), name };
+        if let Some(o) = s.objects.remove(&k) {
+            let name = k.name.clone();
+            let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
+            remove_inside(s, &name);
+        }
+    }
+}
+
+/// What namespace `name` held goes with it.
+fn remove_inside(s: &mut State, name: &str) {
+    let inside: Vec<ObjectKey> = s.objects.keys().filter(|k| k.namespace == name).cloned().collect();
+    for k in inside {
+        if let Some(o) = s.objects.remove(&k) {
+            let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
         }
     }
 }

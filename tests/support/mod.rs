@@ -51,6 +51,22 @@ pub fn exit_within(child: &mut std::process::Child, limit: std::time::Duration) 
     (status.code(), err)
 }
 
+/// A server on loopback that accepts connections and never answers (an API server or a git
+/// remote that hangs). The receiver hears of each accept.
+pub fn silent_server() -> (u16, std::sync::mpsc::Receiver<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+            let _ = tx.send(());
+        }
+    });
+    (port, rx)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     root().join("fixtures").join("clusters").join(name)
 }
