@@ -321,6 +321,24 @@ pub struct Missing {
     pub reason: String,
 }
 
+/// A check the real run makes before its first write, failed: the real run stops there with
+/// `exit_code` (SPEC §2), the dry run lists it. In the order the real run meets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Blocker {
+    pub phase: PhaseId,
+    /// One line: what is wrong.
+    pub cause: String,
+    /// The command or flag that removes it.
+    pub fix: String,
+    pub exit_code: u8,
+}
+
+impl Blocker {
+    pub fn new(phase: PhaseId, cause: impl Into<String>, fix: impl Into<String>, exit_code: u8) -> Self {
+        Blocker { phase, cause: cause.into(), fix: fix.into(), exit_code }
+    }
+}
+
 /// One `eas config` decision as data: `fact -> choice`, and where the rule was read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanDecision {
