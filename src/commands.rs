@@ -12,7 +12,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
         Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
         Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
-        Command::Up(args) => crate::up::command(&(*args).into(), global, shell),
+        Command::Up(args) => crate::up::command(&crate::up::UpSettings::try_from(*args)?, global, shell),
         Command::Down(args) => crate::up::down::command(&args.into(), global, shell),
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
         Command::Doctor => crate::up::doctor::command(global, shell),

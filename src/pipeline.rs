@@ -72,7 +72,11 @@ pub enum Resume {
 pub struct PhaseSpec {
     pub id: PhaseId,
     pub name: &'static str,
+    /// The act half's timeout (`--phase-timeout NAME=SECS`, `--install-timeout`, `--verify-timeout`
+    /// set it).
     pub timeout: Duration,
+    /// The plan half's timeout: the read-only checks that run in every run, dry or not.
+    pub plan_timeout: Duration,
     pub dry_run: DryRun,
     /// One line: what the dry run does for this phase.
     pub dry_run_says: &'static str,
@@ -89,6 +93,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "lock",
         // File operations only: a held lock is refused at once, never waited for.
         timeout: Duration::from_secs(10),
+        plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "report a live or stale lock on this cluster; take none",
         resume: Resume::Always,
@@ -99,6 +104,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // A handful of checks (Docker ping, API server version, disk, memory, git), each a
         // request or a process of a few seconds.
         timeout: Duration::from_secs(60),
+        plan_timeout: Duration::from_secs(60),
         dry_run: DryRun::Runs,
         dry_run_says: "check Docker, the API server, k3s/k3d, disk, memory and git",
         resume: Resume::Always,
@@ -109,6 +115,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // A cold build downloads the pinned tools and pip-installs the installer's Python
         // requirements with hash checking: minutes on a small machine. A reuse is an inspect.
         timeout: timeouts::BASTION,
+        plan_timeout: min(2),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "hash the build context and say whether the image would be built or reused; build nothing",
         resume: Resume::Always,
@@ -118,6 +125,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "facts",
         // A few list calls plus one read inside each node container.
         timeout: min(2),
+        plan_timeout: min(2),
         dry_run: DryRun::Runs,
         dry_run_says: "gather the facts document from the cluster (read-only)",
         resume: Resume::Always,
@@ -127,6 +135,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "trees",
         // Cloning three repositories at pinned commits into the cache on a first run.
         timeout: min(15),
+        plan_timeout: min(15),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); check EAS out in a temporary directory for the overlay (removed on exit)",
         resume: Resume::WhenUnchanged,
@@ -136,6 +145,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "config",
         // Pure: facts, pins and flags in, files out.
         timeout: Duration::from_secs(10),
+        plan_timeout: Duration::from_secs(30),
         dry_run: DryRun::Runs,
         dry_run_says: "decide the configuration (written to --out only when it is given)",
         resume: Resume::Always,
@@ -145,6 +155,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "overlay",
         // One `git apply --check` per patch variant on a scratch index.
         timeout: min(2),
+        plan_timeout: min(2),
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "decide each k3s/k3d patch at the pinned EAS commit; apply none",
         resume: Resume::WhenUnchanged,
@@ -154,6 +165,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "prepare",
         // `init <layer>` clones every repository of the layer manifest inside the bastion.
         timeout: min(20),
+        plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "run `init`, merge global_config.edit.yaml, apply models.edit.yaml, write repos.<layer>.yaml",
         resume: Resume::WhenUnchanged,
@@ -165,6 +177,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // weight download (enterprise-inference.md §2.1); EAS adds the platform layer. Twice the
         // upper figure, rounded up.
         timeout: timeouts::INSTALL,
+        plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "run the installer in the bastion with the kubeconfig mounted read-only",
         resume: Resume::WhenUnchanged,
@@ -175,6 +188,7 @@ pub static PHASES: [PhaseSpec; 11] = [
         // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
         // 120 x 10 s = 20 minutes (enterprise-inference.md §2.1), then the route patch.
         timeout: timeouts::VERIFY,
+        plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
         resume: Resume::Always,
@@ -184,11 +198,61 @@ pub static PHASES: [PhaseSpec; 11] = [
         name: "record",
         // Three list calls for the ledger snapshot and one file write.
         timeout: min(2),
+        plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "record the run and what it created",
         resume: Resume::Always,
     },
 ];
+
+/// Each phase's act-half timeout: the declared one ([`PHASES`]) unless a flag sets it. Resolved
+/// once from the flags ([`PhaseTimeouts::resolve`]); the runner enforces it and the plan prints it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhaseTimeouts(BTreeMap<PhaseId, Duration>);
+
+impl PhaseTimeouts {
+    #[cfg(test)]
+    pub fn new(overrides: impl IntoIterator<Item = (PhaseId, Duration)>) -> Self {
+        PhaseTimeouts(overrides.into_iter().collect())
+    }
+
+    /// `--install-timeout`, `--verify-timeout` and `--phase-timeout NAME=SECS` (repeatable) into
+    /// one table. Two flags for one phase (`--install-timeout` and `--phase-timeout install=`, or
+    /// one name twice) is a usage error: which one would win is not obvious.
+    pub fn resolve(
+        install: Option<u64>,
+        verify: Option<u64>,
+        phases: &[(PhaseId, u64)],
+    ) -> Result<PhaseTimeouts, String> {
+        let mut t = BTreeMap::new();
+        let named = [(PhaseId::Install, install, "--install-timeout"), (PhaseId::Verify, verify, "--verify-timeout")];
+        let mut from: BTreeMap<PhaseId, String> = BTreeMap::new();
+        for (id, secs, flag) in named {
+            if let Some(secs) = secs {
+                t.insert(id, Duration::from_secs(secs));
+                from.insert(id, flag.to_string());
+            }
+        }
+        for (id, secs) in phases {
+            let this = format!("--phase-timeout {}={secs}", id.name());
+            if let Some(earlier) = from.insert(*id, this.clone()) {
+                return Err(format!("{earlier} and {this} both set the {} phase's timeout", id.name()));
+            }
+            t.insert(*id, Duration::from_secs(*secs));
+        }
+        Ok(PhaseTimeouts(t))
+    }
+
+    /// The act half's effective timeout.
+    pub fn get(&self, id: PhaseId) -> Duration {
+        self.0.get(&id).copied().unwrap_or(id.spec().timeout)
+    }
+
+    /// The plan half's timeout (declared; a test shortens the act half only).
+    pub fn plan(&self, id: PhaseId) -> Duration {
+        id.spec().plan_timeout
+    }
+}
 
 /// The first phase a dry run does not run: every phase before it only reads, or runs its
 /// read-only half.
@@ -308,8 +372,13 @@ pub struct PlannedCommand {
 /// A phase as the dry run saw it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlannedPhase {
+    /// The phase's name, as `--phase-timeout NAME=` takes it (`phase` is the same, kept for v1).
+    pub name: &'static str,
     pub phase: PhaseId,
+    /// The act half's effective timeout (the flags applied).
     pub timeout_secs: u64,
+    /// The plan half's timeout.
+    pub plan_timeout_secs: u64,
     pub dry_run: DryRun,
     pub says: String,
 }
@@ -324,7 +393,6 @@ pub struct Missing {
 /// A check the real run makes before its first write, failed: the real run stops there with
 /// `exit_code` (SPEC §2), the dry run lists it. In the order the real run meets them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[allow(dead_code)] // until the plan halves collect them
 pub struct Blocker {
     pub phase: PhaseId,
     /// One line: what is wrong.
@@ -334,7 +402,6 @@ pub struct Blocker {
     pub exit_code: u8,
 }
 
-#[allow(dead_code)]
 impl Blocker {
     pub fn new(phase: PhaseId, cause: impl Into<String>, fix: impl Into<String>, exit_code: u8) -> Self {
         Blocker { phase, cause: cause.into(), fix: fix.into(), exit_code }
@@ -399,6 +466,29 @@ pub struct Plan {
     pub phases: Vec<PlannedPhase>,
     /// What the dry run could not find out, and why.
     pub unknown: Vec<Missing>,
+    /// Every check the real run would stop at before its first write, in the order it meets
+    /// them; the real run exits with the first one's `exit_code`.
+    pub blockers: Vec<Blocker>,
+    /// Why the overlay was not decided (the trees could not be read, the config refused), when
+    /// it was not: `overlay: []` then means "not decided", never "nothing to patch".
+    pub overlay_not_decided: Option<String>,
+    /// The exit code of the command that printed this plan.
+    pub exit_code: u8,
+}
+
+/// How a dry run exits on its blockers (SPEC §4): 3 when a refusal is among them, else 4 on an
+/// overlay STOP, else 0; with `--fail-on-blockers`, the first blocker's code.
+pub fn dry_run_exit(blockers: &[Blocker], fail_on_blockers: bool) -> u8 {
+    if fail_on_blockers {
+        return blockers.first().map_or(0, |b| b.exit_code);
+    }
+    if blockers.iter().any(|b| b.exit_code == 3) {
+        3
+    } else if blockers.iter().any(|b| b.exit_code == 4) {
+        4
+    } else {
+        0
+    }
 }
 
 /// Patch counts for the summary: (apply, skip, STOP); merged and fixed rows are skipped too.
@@ -413,12 +503,14 @@ pub fn patch_counts(overlay: &[PlanPatch]) -> (usize, usize, usize) {
 
 impl Plan {
     /// An empty plan listing every phase as the dry run treats it.
-    pub fn new(layer: &str, env: &str, profile: &str) -> Self {
+    pub fn new(layer: &str, env: &str, profile: &str, timeouts: &PhaseTimeouts) -> Self {
         let phases = PHASES
             .iter()
             .map(|p| PlannedPhase {
+                name: p.name,
                 phase: p.id,
-                timeout_secs: p.timeout.as_secs(),
+                timeout_secs: timeouts.get(p.id).as_secs(),
+                plan_timeout_secs: timeouts.plan(p.id).as_secs(),
                 dry_run: p.dry_run,
                 says: p.dry_run_says.to_string(),
             })
@@ -439,6 +531,9 @@ impl Plan {
             commands: Vec::new(),
             phases,
             unknown: Vec::new(),
+            blockers: Vec::new(),
+            overlay_not_decided: None,
+            exit_code: 0,
         }
     }
 
@@ -564,7 +659,7 @@ mod tests {
 
     #[test]
     fn the_plan_serialises_as_data() {
-        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &PhaseTimeouts::default());
         p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
         p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
         p.decisions =

@@ -70,7 +70,7 @@ mod tests {
         let select = crate::settings::Select { layer: "agent-toolkit".into(), ..Default::default() };
         let d = crate::config::generate(&facts, &select).unwrap();
         assert!(d.model_edits.iter().any(|e| !e.env.is_empty()), "the fixture lowers the cache: {:?}", d.model_edits);
-        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
         fill_decisions(&mut plan, &d);
         let fit = plan.fit.expect("a fit line");
         assert!(fit.starts_with("KV cache: lowered by fit to ") && fit.ends_with("GiB for qwen2-5-coder-7b"), "{fit}");

@@ -93,14 +93,15 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     let model = plan.model.as_deref().unwrap_or("not decided");
     let fit = plan.fit.as_deref().map(|f| format!("; {f}")).unwrap_or_default();
     labelled(&mut out, view, "layer", &format!("{}, model {model}{fit}", plan.layer));
-    let (apply, skip, stop) = pipeline::patch_counts(&plan.overlay);
-    let stop = if stop > 0 { format!("{stop} STOP") } else { "0 stop".to_string() };
-    labelled(
-        &mut out,
-        view,
-        "decisions",
-        &format!("{} decisions; patches: {apply} to apply, {skip} to skip, {stop}", plan.decisions.len()),
-    );
+    let patches = match &plan.overlay_not_decided {
+        Some(why) => format!("not decided ({why})"),
+        None => {
+            let (apply, skip, stop) = pipeline::patch_counts(&plan.overlay);
+            let stop = if stop > 0 { format!("{stop} STOP") } else { "0 stop".to_string() };
+            format!("{apply} to apply, {skip} to skip, {stop}")
+        }
+    };
+    labelled(&mut out, view, "decisions", &format!("{} decisions; patches: {patches}", plan.decisions.len()));
     let image = match &plan.image {
         Some(i) if i.action == ImageAction::Build => format!("build {}", i.tag),
         Some(i) => format!("reuse {}", i.tag),
@@ -118,6 +119,16 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     }
     for (i, m) in plan.unknown.iter().enumerate() {
         labelled(&mut out, view, if i == 0 { "unknown" } else { "" }, &format!("{}: {}", m.phase, m.reason));
+    }
+    let count = plan.blockers.len();
+    let stops = match plan.blockers.first() {
+        Some(b) => format!("{count}: the real run stops at the first (exit {})", b.exit_code),
+        None => "none: the real run passes every check before its first write".to_string(),
+    };
+    labelled(&mut out, view, "blockers", &stops);
+    for b in &plan.blockers {
+        let fix = if b.fix.is_empty() { String::new() } else { format!("; fix: {}", b.fix) };
+        item(&mut out, view, &format!("  {}: {}{fix}", b.phase, b.cause));
     }
     match ending {
         Ending::DryRun => out.extend(wrap(
@@ -208,10 +219,12 @@ pub fn render(plan: &Plan, view: View) -> String {
             DryRun::ReadsOnly => "read-only",
             DryRun::Stops => "not run",
         };
-        let head = format!("  {:<9} {:>4}  {:<9}  ", p.phase.name(), pipeline::duration(p.timeout_secs), mark);
+        let timeouts =
+            format!("{}/{}", pipeline::duration(p.plan_timeout_secs), pipeline::duration(p.timeout_secs));
+        let head = format!("  {:<9} {:>9}  {:<9}  ", p.name, timeouts, mark);
         lines.extend(wrap(&p.says, view.width, &head, head.len()));
     }
-    section("phases (timeout, in this dry run):".into(), lines);
+    section("phases (plan/act timeout, in this dry run):".into(), lines);
     let mut s = out.join("\n");
     s.push('\n');
     s
@@ -223,7 +236,7 @@ mod tests {
     use crate::pipeline::{ImagePlan, Missing, PhaseId, PlanDecision, PlanPatch, PlannedCommand};
 
     fn plan() -> Plan {
-        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main");
+        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
         p.commits = [("eas", "074edab1234"), ("ei", "d9b12014afc8"), ("eat", "3a1ac51bc18")]
             .into_iter()
             .map(|(a, b)| (a.to_string(), b.to_string()))

@@ -315,6 +315,28 @@ pub struct ImagePlan {
 
 /// What `prepare` would do, without downloading or building, for the dry run's plan and as the
 /// first half of a real run's bastion phase.
+/// The bastion's checks that need only the pins, each on its own so one does not hide the
+/// next: the pins load, the requirements lock matches them, the base image is pinned by digest,
+/// then every artifact has a pinned sha256. A local base (`--allow-unpinned-base`) is checked
+/// against the engine by [`plan_image`].
+pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
+    let pins = match Pins::load(args.pins.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return vec![e.into()],
+    };
+    let mut found = Vec::new();
+    if let Err(e) = context::parse_lock(context::REQUIREMENTS_LOCK).and_then(|l| context::check_lock(&pins, &l)) {
+        found.push(e.into());
+    }
+    if let Err(e) = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base) {
+        found.push(e.into());
+    }
+    if let Err(e) = context::require_sha256(&context::artifacts(&pins)) {
+        found.push(e.into());
+    }
+    found
+}
+
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
     let pins = Pins::load(args.pins.as_deref())?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;

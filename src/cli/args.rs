@@ -58,6 +58,9 @@ pub struct UpArgs {
     /// Everything that reads, nothing that writes: print the plan
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: exit with the first blocker's exit code (0 when there is none), for CI
+    #[arg(long, requires = "dry_run")]
+    pub fail_on_blockers: bool,
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
@@ -87,16 +90,16 @@ pub struct UpArgs {
     pub image: BaseArgs,
     #[command(flatten)]
     pub gather: GatherArgs,
-    /// How long the installer may run, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = timeouts::INSTALL.as_secs())]
-    pub install_timeout: u64,
-    /// How long verification may wait for the model servers, in seconds
-    #[arg(long, value_name = "SECS", default_value_t = timeouts::VERIFY.as_secs())]
-    pub verify_timeout: u64,
+    /// How long the installer may run, in seconds [default: 5400]
+    #[arg(long, value_name = "SECS")]
+    pub install_timeout: Option<u64>,
+    /// How long verification may take (the devices and the model servers), in seconds [default: 2400]
+    #[arg(long, value_name = "SECS")]
+    pub verify_timeout: Option<u64>,
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]
     pub ledger_timeout: u64,
-    /// Shorten a phase's timeout (tests): PHASE=SECS, repeatable
+    /// Set a phase's act-half timeout (tests): PHASE=SECS, repeatable
     #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = phase_timeout)]
     pub phase_timeout: Vec<(PhaseId, u64)>,
 }

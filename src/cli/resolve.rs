@@ -100,10 +100,17 @@ fn image(a: ImageArgs, global: &Global) -> ImageSettings {
     ImageSettings::new(a.pins, a.base.into(), global)
 }
 
-impl From<UpArgs> for UpSettings {
-    fn from(a: UpArgs) -> Self {
-        UpSettings {
+impl TryFrom<UpArgs> for UpSettings {
+    type Error = Failure;
+
+    /// The timeouts resolve once here: two flags for one phase are a usage error (exit 2).
+    fn try_from(a: UpArgs) -> Result<Self, Failure> {
+        let phase_timeouts =
+            crate::pipeline::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
+                .map_err(|e| Failure::bad_input(e, "give each phase's timeout once"))?;
+        Ok(UpSettings {
             dry_run: a.dry_run,
+            fail_on_blockers: a.fail_on_blockers,
             allow_unread: a.allow_unread,
             select: a.select.into(),
             env: a.env,
@@ -115,13 +122,9 @@ impl From<UpArgs> for UpSettings {
             repos: a.repos.into(),
             image: a.image.into(),
             gather: a.gather.into(),
-            install_timeout: a.install_timeout,
-            verify_timeout: a.verify_timeout,
             ledger_timeout: a.ledger_timeout,
-            phase_timeouts: crate::up::phase::PhaseTimeouts::new(
-                a.phase_timeout.into_iter().map(|(id, secs)| (id, std::time::Duration::from_secs(secs))),
-            ),
-        }
+            phase_timeouts,
+        })
     }
 }
 

@@ -2,7 +2,6 @@
 //! installer itself, its output streamed to the run's log (secrets masked) and read for progress
 //! and for the bring-your-own-cluster line that must come before anything acts.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -19,12 +18,11 @@ use crate::installer::command::shell_line;
 use crate::installer::progress::{Event, Guard, Outcome, Progress, Tail};
 use crate::installer::redact::Redactor;
 use crate::output::Shell;
-use crate::pipeline::PhaseId;
 use crate::prepare::global_config::merge_global_edit;
 use crate::prepare::models::{ModelsEdit, apply_models_edit};
 use crate::settings::{Env, Global};
 use crate::state::StateDir;
-use crate::state::journal::{State, Status, create_private_dir};
+use crate::state::journal::create_private_dir;
 
 use super::{UpSettings, now};
 
@@ -192,30 +190,26 @@ fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, s
     Some(Failure::step_next(step, format!("{cause}; log: {}", log.display()), next))
 }
 
-#[allow(clippy::too_many_arguments)]
-pub async fn prepare_and_install(
-    ctx: &Ctx<'_>,
-    state: &mut State,
-    sd: &StateDir,
-    files: &[(String, String)],
-    decision: &config::Decision,
-    inputs: &BTreeMap<PhaseId, String>,
-    args: &UpSettings,
-    save: &dyn Fn(&State) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
-    let install_argv = state.installer_command.clone();
+/// The run's log file in the state directory's `logs/` (made private), named for the time.
+pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, Failure> {
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| Failure::step("log", format!("{}: {e}", logs.display())))?;
-    let log_path = logs.join(format!("up-{}.log", now().replace(':', "")));
-    state.log_path = Some(log_path.clone());
-    let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
-    let inv = super::invocation(ctx.global, layer, env, &args.select);
-    let next_up = format!("fix the cause, then `{}`", inv.up());
+    Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
+}
 
-    // Prepare: the layer manifest first (init clones what it names), then init, then the edits.
-    state.begin(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), &now());
-    save(state)?;
+/// Prepare's act half: the layer manifest first (init clones what it names), then `init`, then
+/// the edits to the env files. `limit` is the phase's effective timeout (the runner's window).
+pub async fn prepare(
+    ctx: &Ctx<'_>,
+    files: &[(String, String)],
+    decision: &config::Decision,
+    args: &UpSettings,
+    log_path: &Path,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
+    let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
+    let next_up = format!("fix the cause, then `{}`", super::invocation(ctx.global, layer, env, &args.select).up());
     crate::installer::command::detect_grammar_in(ctx.tree)?;
     let manifest = ctx.tree.join("configs/repos").join(render::repos_file(layer));
     let step = |e: std::io::Error, what: &Path| Failure::step("prepare", format!("{}: {e}", what.display()));
@@ -223,14 +217,8 @@ pub async fn prepare_and_install(
     std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
     let init = crate::installer::command::init_argv(layer, env)?;
     ctx.shell.phase("prepare", shell_line(&init));
-    let (outcome, tail) =
-        run_installer(ctx, &init, &log_path, PhaseId::Prepare.spec().timeout, false).await.inspect_err(|f| {
-            if matches!(f, Failure::Interrupted) {
-                state.interrupt(&now());
-            }
-        })?;
-    if let Some(f) = failure("prepare", &outcome, &tail, &log_path, &next_up, ctx.shell) {
-        state.finish(PhaseId::Prepare, Status::Failed, Some(f.to_string()), &now());
+    let (outcome, tail) = run_installer(ctx, &init, log_path, limit, false).await?;
+    if let Some(f) = failure("prepare", &outcome, &tail, log_path, &next_up, ctx.shell) {
         return Err(f);
     }
     let env_dir = ctx.tree.join("env").join(env);
@@ -254,33 +242,26 @@ pub async fn prepare_and_install(
     }
     let overrides = env_dir.join(render::OVERRIDES);
     std::fs::write(&overrides, file(render::OVERRIDES)).map_err(|e| step(e, &overrides))?;
-    state.finish(PhaseId::Prepare, Status::Done, None, &now());
-    save(state)?;
+    Ok(())
+}
 
-    // Install.
-    state.begin(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), &now());
-    save(state)?;
-    ctx.shell.phase("install", format!("{} (log: {})", shell_line(&install_argv), log_path.display()));
-    let result = run_installer(ctx, &install_argv, &log_path, Duration::from_secs(args.install_timeout), true).await;
-    let (outcome, tail) = match result {
-        Ok(v) => v,
-        Err(f) => {
-            if matches!(f, Failure::Interrupted) {
-                state.interrupt(&now());
-            } else {
-                state.finish(PhaseId::Install, Status::Failed, Some(f.to_string()), &now());
-            }
-            return Err(f);
-        }
-    };
-    if let Some(f) = failure("install", &outcome, &tail, &log_path, &next_up, ctx.shell) {
-        state.finish(PhaseId::Install, Status::Failed, Some(f.to_string()), &now());
+/// Install's act half: the installer in the bastion, under the phase's effective timeout.
+pub async fn install(
+    ctx: &Ctx<'_>,
+    install_argv: &[String],
+    args: &UpSettings,
+    log_path: &Path,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
+    let next_up = format!("fix the cause, then `{}`", super::invocation(ctx.global, layer, env, &args.select).up());
+    ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));
+    let (outcome, tail) = run_installer(ctx, install_argv, log_path, limit, true).await?;
+    if let Some(f) = failure("install", &outcome, &tail, log_path, &next_up, ctx.shell) {
         return Err(f);
     }
     if outcome == Outcome::NoBanner {
         ctx.shell.warn("the installer exited 0 without its completion banner; verification decides");
     }
-    state.finish(PhaseId::Install, Status::Done, None, &now());
-    save(state)?;
     Ok(())
 }

@@ -1,10 +1,11 @@
-//! `eas up` (SPEC §4) as phases, each under its declared timeout and the run's one cancellation
-//! token ([`phase`]). The plan halves run in every run: lock and preflight; the bastion image's
-//! plan, facts and the upstream trees at once; config; the overlay, decided once on the run's one
-//! EAS tree. `--dry-run` prints the plan there. The acts follow: the bastion image built or
-//! reused, the decided tree put in place and patched, prepare and install; then verify and
-//! record.
+//! `eas up` (SPEC §4) as a list of phases run by one [`runner`]: every plan half ([`plan`]: lock
+//! and preflight; the bastion image's plan, facts and the upstream trees at once; config; the
+//! overlay and the knob audit) runs before any act half ([`act`]: the lock taken, the bastion
+//! image built or reused, the decided tree put in place and patched, prepare and install, verify
+//! and record), in the dry run and the real run alike. A failed check is a blocker: the dry run
+//! lists it, the real run stops on it before its first write.
 
+mod act;
 pub mod catalog;
 pub mod cluster;
 pub mod crash;
@@ -13,29 +14,30 @@ pub mod down;
 pub mod install;
 pub mod knob_audit;
 pub mod phase;
+pub mod plan;
 pub mod profiles;
+pub mod runner;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bastion::{self, ImageSettings, run::Interrupt};
-use crate::config::{self, render, write};
+use crate::config::{self, write};
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
-use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, Missing, PhaseId, Plan, PlanDecision, PlannedCommand};
+use crate::pipeline::{PhaseId, Plan};
 use crate::settings::{Global, Select};
-use crate::state::journal::{PinsRecord, RunInfo, State, Status};
-use crate::state::ledger::Ledger;
-use crate::state::resume::{Invocation, next_for, plan_resume};
-use crate::state::{StateDir, lock};
+use crate::state::StateDir;
+use crate::state::journal::{PinsRecord, RunInfo, State};
+use crate::state::resume::Invocation;
 use crate::trees::{self, Origin};
 use crate::verify;
-use install::redactor;
+use runner::Runner;
 
 /// Every cluster API call's deadline (a list, a get, a delete).
 pub const CALL: Duration = Duration::from_secs(30);
@@ -44,6 +46,8 @@ pub const CALL: Duration = Duration::from_secs(30);
 pub struct UpSettings {
     /// Everything that reads, nothing that writes: print the plan
     pub dry_run: bool,
+    /// With --dry-run: exit with the first blocker's code (for CI)
+    pub fail_on_blockers: bool,
     /// Written keys that may go unread by the pinned trees (the knob audit warns instead)
     pub allow_unread: Vec<String>,
     pub select: Select,
@@ -62,13 +66,10 @@ pub struct UpSettings {
     pub repos: Repos,
     pub image: bastion::BaseImage,
     pub gather: GatherOptions,
-    /// How long the installer may run, in seconds
-    pub install_timeout: u64,
-    /// How long verification may wait for the model servers, in seconds
-    pub verify_timeout: u64,
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
     pub ledger_timeout: u64,
-    /// Phase timeouts (the declared ones unless shortened).
+    /// Each phase's act-half timeout: the declared ones unless `--install-timeout`,
+    /// `--verify-timeout` or `--phase-timeout` set them (resolved once, conflicts refused).
     pub phase_timeouts: phase::PhaseTimeouts,
 }
 
@@ -95,25 +96,7 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
             "add --dry-run (a real run reports on stderr and records its state)",
         ));
     }
-    let result = crate::runtime::block_on(up(args, global, shell))?;
-    dry_run_outputs(args, result)
-}
-
-/// A dry run that fails leaves no outputs of an earlier run in `--out` (as `eas config`): the
-/// stale plan would describe a run that is not this one. Files eas does not write stay. An
-/// overlay STOP is the exception: its plan was written by this run, and its overlay decisions are
-/// what a maintainer regenerates the patch from (the smoke's decision table reads them).
-fn dry_run_outputs(args: &UpSettings, result: Result<(), Failure>) -> Result<(), Failure> {
-    match (&result, args.dry_run, args.out.as_deref()) {
-        (Err(Failure::OverlayStop(_)), true, Some(_)) => result,
-        (Err(_), true, Some(out)) => {
-            write::clear(out).map_err(|e| {
-                Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display()))
-            })?;
-            result
-        }
-        _ => result,
-    }
+    crate::runtime::block_on(up(args, global, shell))?
 }
 
 pub fn now() -> String {
@@ -189,10 +172,10 @@ fn way_forward(
 
 /// The upstream trees resolved in the cache (or the operator's clones).
 #[derive(Debug, Clone)]
-struct Resolved {
-    eas: trees::Resolved,
-    ei: trees::Resolved,
-    eat: trees::Resolved,
+pub struct Resolved {
+    pub eas: trees::Resolved,
+    pub ei: trees::Resolved,
+    pub eat: trees::Resolved,
 }
 
 fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
@@ -277,9 +260,10 @@ fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str, with_ext: 
     Ok(())
 }
 
-/// `eas up` as its phases: the plan halves (preflight, gather, decide) run in every run; a dry
-/// run prints the plan and stops before the first act (bastion build, trees and overlay,
-/// prepare and install), then verify and record.
+/// `eas up` as its list of phases: every plan half, in the order the run meets them, then, when
+/// none blocked, every act half. A dry run prints the plan where the acts would begin; a real run
+/// with blockers prints them all and exits with the first one's code, having written nothing to
+/// the cluster.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
@@ -291,26 +275,95 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     {
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
     }
-    let pre = preflight(args, global, shell, &interrupt, &inv).await?;
-    let mut run = Journal::new(args, &pre, &tree_pins);
-    let gathered = gather_all(args, global, shell, &interrupt, &pre, &tree_pins, &mut run).await;
-    let gathered = gathered.map_err(|f| run.ended(f))?;
-    let decided = decide(args, global, shell, &interrupt, &inv, &tree_pins, gathered, &mut run).await;
-    let decided = decided.map_err(|f| run.ended(f))?;
+    let mut r = runner(args, &tree_pins, interrupt);
+    let pre = plan::preflight(args, global, shell, &mut r).await?;
+    let (pre, facts, image, trees) = plan::gather(args, global, shell, &tree_pins, pre, &mut r).await?;
+    let (decision, files, tree) = plan::decide(args, global, shell, &inv, &tree_pins, &facts, trees, &mut r).await?;
+    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
+    let planned = plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() };
     if args.dry_run {
-        return print_plan(&run.plan, args, global, &decided.files);
+        return dry_run_end(&mut r, args, global, &planned.files);
     }
-    let acted = act(args, global, shell, &interrupt, &pre, &inv, &decided, &mut run).await;
-    acted.map_err(|f| run.ended(f))?;
-    let verified = verify_phase(args, shell, &interrupt, &pre, &inv, &decided, &mut run).await;
-    verified.map_err(|f| run.ended(f))?;
-    run.state.begin(PhaseId::Record, None, &now());
-    run.state.finish(PhaseId::Record, Status::Done, None, &now());
-    run.state.exit_code = Some(0);
-    run.state.finished = Some(now());
-    run.save()?;
-    summary(&run.plan, &run.state, &decided.decision, &pre.sd, global, shell);
-    Ok(())
+    if r.blocked() {
+        return Err(blocked_run(&mut r, &planned, shell));
+    }
+    let ready = planned.ready()?;
+    act::run(args, global, shell, &inv, ready, &mut r).await
+}
+
+/// The run's runner: a record and a plan for this selection, the effective timeouts.
+fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
+    let pins = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)];
+    let info = RunInfo {
+        cluster_key: String::new(),
+        context: String::new(),
+        layer: args.select.layer.clone(),
+        env: args.env.clone(),
+        pins: PinsRecord {
+            profile: tree_pins.profile.clone(),
+            shas: pins.into_iter().map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default())).collect(),
+        },
+    };
+    let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
+    plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+        .into_iter()
+        .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
+        .collect();
+    Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt)
+}
+
+/// The dry run's end: the plan printed (and written with `--out`) whatever its exit code; 3 when
+/// a refusal is among the blockers, else 4 on a STOP, else 0 (`--fail-on-blockers`: the first
+/// blocker's code). On exit 2 or 3, `--out` holds none of the output files.
+fn dry_run_end(r: &mut Runner, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
+    let code = crate::pipeline::dry_run_exit(&r.plan.blockers, args.fail_on_blockers);
+    r.plan.exit_code = code;
+    print_plan(&r.plan, args, global, files, !matches!(code, 2 | 3))?;
+    if code == 0 {
+        return Ok(());
+    }
+    Err(Failure::Blocked { blockers: r.plan.blockers.clone(), code })
+}
+
+/// A real run with blockers: every one printed, the attempt recorded beside the state (never in
+/// place of an earlier install's record), and the first blocker's exit code. Nothing was
+/// written to the cluster.
+fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failure {
+    let code = r.plan.blockers[0].exit_code;
+    r.plan.exit_code = code;
+    let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
+    shell.note(format!(
+        "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
+        r.plan.blockers.len()
+    ));
+    // Another run's lock: its directory is not this run's to write.
+    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, &planned.files) {
+        shell.warn(format!("the attempt was not recorded: {e}"));
+    }
+    Failure::Blocked { blockers: r.plan.blockers.clone(), code }
+}
+
+/// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
+/// choices beside it, in `<state>/attempt/`.
+fn record_attempt(
+    r: &Runner,
+    sd: &StateDir,
+    facts: &Facts,
+    files: &[(String, String)],
+) -> std::io::Result<()> {
+    let dir = sd.dir().join("attempt");
+    crate::state::journal::create_private_dir(&dir)?;
+    let first = &r.plan.blockers[0];
+    let attempt = serde_json::json!({
+        "phase": first.phase, "exit_code": first.exit_code, "cause": first.cause, "finished_at": now(),
+        "blockers": r.plan.blockers,
+    });
+    let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
+    write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
+    write("plan.json", &r.plan.to_json())?;
+    let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
+    write("choices.txt", choices)?;
+    write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))
 }
 
 /// Bad input is found before anything else happens.
@@ -333,714 +386,21 @@ fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
     Ok(tree_pins)
 }
 
-/// What the lock and preflight phases established.
-struct Preflight {
-    target: gather::kube::Target,
-    sd: StateDir,
-    _lock: Option<lock::LockGuard>,
-    prev: Option<State>,
-    docker: Option<bollard::Docker>,
-    key: String,
-    /// The dead run whose lock `--break-lock` took over.
-    dead: Option<lock::Holder>,
-}
-
-/// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
-/// the proxy is named (credentials masked) with what to check, as `eas facts` does.
-fn identity_failure(target: &gather::kube::Target, e: cluster::KeyError) -> Failure {
-    use gather::kube::ApiError;
-    let (server, call, proxy) = (target.server.clone(), cluster::IDENTITY_CALL.to_string(), target.proxy.clone());
-    let e = match (e, proxy.is_some()) {
-        (cluster::KeyError::Unreachable(cause), true) => ApiError::Unreachable { server, call, cause, proxy },
-        (cluster::KeyError::Timeout(secs), true) => ApiError::Timeout { server, call, secs, proxy },
-        (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
-    };
-    let next = e.next();
-    Failure::step_next("preflight", e, next)
-}
-
-async fn preflight(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    inv: &Invocation,
-) -> Result<Preflight, Failure> {
-    shell.phase("preflight", "reading the cluster's identity");
-    let t = &args.phase_timeouts;
-    let (target, key) = phase::run(PhaseId::Preflight, t, interrupt, async {
-        let target = gather::target(global, CALL).await?;
-        let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
-        Ok((target, key))
-    })
-    .await?;
-    let sd = StateDir::new(&state_root(global)?, &key)?;
-    let mut dead = None;
-    // A real run takes the lock, then reads the previous record (and says it resumes); a dry run
-    // only looks.
-    let (lock, prev) = if args.dry_run {
-        if let Some(found) = lock::inspect(&sd.lock_file())? {
-            shell.warn(format!("the lock is {found} (a dry run does not take it)"));
-        }
-        (None, State::load(&sd.state_file())?)
-    } else {
-        crate::state::journal::create_private_dir(sd.dir())
-            .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
-        dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
-        let lock = lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?;
-        let prev = State::load(&sd.state_file())?;
-        if let Some(next) = prev.as_ref().and_then(|p| next_for(p, inv)) {
-            shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
-        }
-        (Some(lock), prev)
-    };
-    let docker = phase::run(PhaseId::Preflight, t, interrupt, async {
-        let docker = match bastion::image::connect(&global.env).await {
-            Ok(d) => Some(d),
-            // A dry run still prints everything else, and names the step that needs Docker.
-            Err(e) if args.dry_run => {
-                shell.warn(format!("no Docker Engine: {e}; the plan cannot name the bastion image"));
-                None
-            }
-            Err(e) => {
-                return Err(Failure::step_next(
-                    "preflight",
-                    e,
-                    "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
-                ));
-            }
-        };
-        crate::git::run(None, &["--version"], Duration::from_secs(10))
-            .await
-            .map_err(|e| Failure::step_next("preflight", e, "install git"))?;
-        Ok(docker)
-    })
-    .await?;
-    if let (Some(holder), Some(d)) = (&dead, &docker) {
-        phase::run(PhaseId::Preflight, t, interrupt, crash::reap(d, holder, shell)).await?;
-    }
-    Ok(Preflight { target, sd, _lock: lock, prev, docker, key, dead })
-}
-
-/// The run's state and plan, saved to the state file in a real run only. The dry run's few
-/// differences from a real run are here: what a plan half could not learn, and the plan printed
-/// before a STOP.
-struct Journal {
-    state: State,
-    plan: Plan,
-    file: Option<PathBuf>,
-    dry_run: bool,
-}
-
-impl Journal {
-    fn new(args: &UpSettings, pre: &Preflight, tree_pins: &Trees) -> Journal {
-        let pins = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)];
-        let info = RunInfo {
-            cluster_key: pre.key.clone(),
-            context: pre.target.context.clone(),
-            layer: args.select.layer.clone(),
-            env: args.env.clone(),
-            pins: PinsRecord {
-                profile: tree_pins.profile.clone(),
-                shas: pins.into_iter().map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default())).collect(),
-            },
-        };
-        let mut state = State::new(info, &now());
-        if let Some(p) = &pre.prev {
-            state.ledger = p.ledger.clone();
-        }
-        let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile);
-        plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
-            .into_iter()
-            .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
-            .collect();
-        Journal { state, plan, file: (!args.dry_run).then(|| pre.sd.state_file()), dry_run: args.dry_run }
-    }
-
-    /// A plan half's result. What it could not learn, a dry run names in the plan and goes on
-    /// without; a real run stops with `fail`.
-    fn plan_half<T, E: std::fmt::Display>(
-        &mut self,
-        phase: PhaseId,
-        r: Result<T, E>,
-        fail: impl FnOnce(E) -> Failure,
-    ) -> Result<Option<T>, Failure> {
-        match r {
-            Ok(v) => Ok(Some(v)),
-            Err(e) if self.dry_run => {
-                self.plan.unknown.push(Missing { phase, reason: e.to_string() });
-                Ok(None)
-            }
-            Err(e) => Err(fail(e)),
-        }
-    }
-
-    /// The overlay stops the run (a STOP, or the knob audit's refusal): a dry run prints its
-    /// plan first, so the decisions that led there are seen.
-    fn stop(&mut self, args: &UpSettings, global: &Global, files: &[(String, String)], f: Failure) -> Failure {
-        if self.dry_run
-            && let Err(e) = print_plan(&self.plan, args, global, files)
-        {
-            return e;
-        }
-        self.failed(PhaseId::Overlay, f)
-    }
-
-    fn save(&self) -> Result<(), Failure> {
-        save_to(self.file.as_deref(), &self.state)
-    }
-
-    fn done(&mut self, phases: &[PhaseId]) -> Result<(), Failure> {
-        for p in phases {
-            self.state.begin(*p, None, &now());
-            self.state.finish(*p, Status::Done, None, &now());
-        }
-        self.save()
-    }
-
-    /// A phase that failed: recorded, saved, and returned.
-    fn failed(&mut self, p: PhaseId, f: Failure) -> Failure {
-        self.state.finish(p, Status::Failed, Some(f.to_string()), &now());
-        self.state.exit_code = Some(f.exit_code());
-        match self.save() {
-            Ok(()) => f,
-            Err(e) => e,
-        }
-    }
-
-    /// A failure that ended the run where no phase recorded it (a facts read that failed, a
-    /// refusal in the config, a tree that could not be checked out): the run's end and exit code
-    /// are recorded, so `eas status` says how it ended. The phases keep what they were.
-    fn ended(&mut self, f: Failure) -> Failure {
-        if self.state.exit_code.is_some() {
-            return f;
-        }
-        self.state.exit_code = Some(f.exit_code());
-        self.state.finished = Some(now());
-        match self.save() {
-            Ok(()) => f,
-            Err(e) => e,
-        }
-    }
-
-    fn interrupted(&mut self) -> Failure {
-        self.state.interrupt(&now());
-        match self.save() {
-            Ok(()) => Failure::Interrupted,
-            Err(e) => e,
-        }
-    }
-}
-
-fn save_to(file: Option<&Path>, s: &State) -> Result<(), Failure> {
-    match file {
-        Some(f) => s.save(f).map_err(Failure::from),
-        None => Ok(()),
-    }
-}
-
-/// The plan halves of bastion, facts and trees, side by side.
-struct Gathered {
-    facts: Facts,
-    image: Option<bastion::ImagePlan>,
-    /// The pinned trees, and the run's one EAS work tree made from them (`eas/` in the temporary
-    /// directory), or why it could not be made (a failure raised after the config's own).
-    resolved: Option<(Resolved, Result<tempfile::TempDir, String>)>,
-}
+/// The prefix of a real run's scratch work trees in the state directory's `work/`.
+pub const NEXT: &str = "eas.next-";
 
 /// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
-/// run (it writes nothing of its own), the state directory's work directory for a real run. A
-/// real run first removes what a killed run left there: it holds the state lock, so no other
-/// run's tree is among them (after `--break-lock` of another host's lock, that host's run is
-/// taken to be dead, as breaking it says). What cannot be removed is named and left.
-fn scratch_dir(args: &UpSettings, pre: &Preflight, shell: &Shell) -> Result<tempfile::TempDir, Failure> {
-    const NEXT: &str = "eas.next-";
+/// run (it writes nothing of its own), the state directory's work directory for a real run (the
+/// act moves it into place with a rename). The act removes what a killed run left there, once it
+/// holds the lock.
+fn scratch_dir(args: &UpSettings, pre: &plan::Preflight) -> Result<tempfile::TempDir, Failure> {
     if args.dry_run {
         tempfile::Builder::new().prefix("eas-plan-").tempdir()
     } else {
         let work = pre.sd.work_dir();
-        if let Err(e) = remove_prefixed(&work, NEXT) {
-            shell.warn(format!("an earlier run's work tree in {} was not removed: {e}", work.display()));
-        }
         std::fs::create_dir_all(&work).and_then(|()| tempfile::Builder::new().prefix(NEXT).tempdir_in(&work))
     }
     .map_err(|e| Failure::step("trees", e))
-}
-
-/// Removes the directories in `dir` whose names start with `prefix` (not what a symlink points
-/// at). A missing `dir` holds none.
-fn remove_prefixed(dir: &Path, prefix: &str) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        r => r?,
-    };
-    for entry in entries {
-        let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(prefix) && entry.file_type()?.is_dir() {
-            std::fs::remove_dir_all(entry.path())?;
-        }
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn gather_all(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    pre: &Preflight,
-    tree_pins: &Trees,
-    run: &mut Journal,
-) -> Result<Gathered, Failure> {
-    run.done(&[PhaseId::Lock, PhaseId::Preflight])?;
-    let (t, target) = (&args.phase_timeouts, &pre.target);
-    shell.phase("bastion", "building or reusing the pinned bastion image");
-    shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
-    shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
-    let image_args = image_args(&args.image, args.select.pins.clone(), global);
-    let image = async {
-        match &pre.docker {
-            None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
-            Some(d) => bastion::plan_image(d, &image_args).await,
-        }
-    };
-    let facts = gather::collect(target, &args.gather, CALL, &global.env, shell);
-    // Running until they end: an interruption marks them so.
-    for p in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees] {
-        run.state.begin(p, None, &now());
-    }
-    run.save()?;
-    let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), trees::cache_dir(&global.env));
-    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
-    // The work tree is made here, while the facts are gathered: the overlay is decided on it
-    // once they are in. A resolved tree that cannot be checked out fails the run, dry or not,
-    // after the config has decided (a refusal or bad input there comes first, as it did).
-    let (scratch, layer, with_ext) = (scratch_dir(args, pre, shell)?, args.select.layer.clone(), !args.dry_run);
-    let resolved = tokio::task::spawn_blocking(move || {
-        let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
-        let tree = make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext);
-        Ok::<_, String>((r, tree.map(|()| scratch)))
-    });
-    let waiting = shell.spinner("waiting for the bastion image, the facts and the trees");
-    let (image, facts, resolved) = tokio::select! {
-        r = async {
-            tokio::join!(
-                phase::limit(PhaseId::Bastion, t, image),
-                phase::limit(PhaseId::Facts, t, facts),
-                phase::limit(PhaseId::Trees, t, resolved)
-            )
-        } => r,
-        _ = interrupt.graceful.cancelled() => {
-            waiting.finish_and_clear();
-            return Err(run.interrupted());
-        }
-    };
-    waiting.finish_and_clear();
-    let (image, resolved) = (image?, resolved?);
-    let facts: Facts = facts??;
-    let facts_hash = crate::state::hash_json(&facts);
-    run.state.facts_hash = Some(facts_hash.clone());
-    run.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
-    let image = run.plan_half(PhaseId::Bastion, image, Failure::from)?;
-    if let Some(p) = &image {
-        let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
-        run.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
-    }
-    let resolved = run.plan_half(PhaseId::Trees, resolved.map_err(|e| e.to_string()).and_then(|r| r), |e| {
-        Failure::step_next(
-            "trees",
-            e,
-            "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
-        )
-    })?;
-    // The bastion's act (a build, or the reuse) is still to come, and the trees' work tree.
-    run.state.finish(PhaseId::Facts, Status::Done, None, &now());
-    Ok(Gathered { facts, image, resolved })
-}
-
-/// What the decide phases settled: the config, the overlay on the run's one tree, the
-/// installer's command. Everything the acts need.
-struct Decided {
-    facts: Facts,
-    image: Option<bastion::ImagePlan>,
-    decision: config::Decision,
-    files: Vec<(String, String)>,
-    /// The run's one EAS tree, the overlay decided on it; in a temporary directory until the
-    /// act puts it in place.
-    tree: Option<(tempfile::TempDir, crate::overlay::Plan)>,
-    install: Vec<String>,
-}
-
-/// Config, then the overlay decided once, on the one tree the run will install from.
-#[allow(clippy::too_many_arguments)]
-async fn decide(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    inv: &Invocation,
-    tree_pins: &Trees,
-    g: Gathered,
-    run: &mut Journal,
-) -> Result<Decided, Failure> {
-    let layer = &args.select.layer;
-    // A refusal stops here, before anything reaches the cluster. The models are decided against
-    // the catalog `init` will copy, read at the pinned EI commit.
-    let pinned_catalog = match &g.resolved {
-        Some((r, _)) => catalog::read(&r.ei.objects, &r.ei.sha, &tree_pins.ei, layer)?,
-        None => None,
-    };
-    match &pinned_catalog {
-        Some(c) => shell.note(format!("model catalog: {}", c.describe())),
-        None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
-    }
-    let decision = config::generate_with(&g.facts, &args.select, pinned_catalog.as_ref())?;
-    for w in &decision.warnings {
-        shell.warn(w);
-    }
-    crate::plan_data::fill_decisions(&mut run.plan, &decision);
-    run.state.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-    let files = render::files(&decision);
-    run.state.begin(PhaseId::Config, Some(crate::state::hash_json(&run.state.decisions)), &now());
-    run.state.finish(PhaseId::Config, Status::Done, None, &now());
-
-    let generated = crate::overlay::Generated::from_decision(&decision, &g.facts, &crate::overlay::Overlay::builtin()?);
-    let tree = match g.resolved {
-        None => None,
-        Some((r, tree)) => {
-            let scratch = tree.map_err(|e| Failure::step("trees", e))?;
-            let (dir, pins, resolved) = (scratch.path().join("eas"), tree_pins.clone(), r.clone());
-            let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
-            let (op, way_forward) = blocking("trees", interrupt, run, move || {
-                let op = crate::overlay::decide(&dir, &r.eas.sha, Some(&generated))?;
-                // After a STOP: the other pins profiles whose overlay decides fully here.
-                let forward = if op.stops().count() > 0 {
-                    way_forward(&select, &pins.profile, &r.eas.objects, &generated, &inv, dry_run)
-                } else {
-                    Vec::new()
-                };
-                Ok((op, forward))
-            })
-            .await?;
-            run.state.finish(PhaseId::Trees, Status::Done, None, &now());
-            run.plan.overlay = crate::plan_data::patches(&op);
-            run.state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
-            if op.stops().count() > 0 {
-                let mut lines = op.stop_lines();
-                lines.extend(way_forward);
-                return Err(run.stop(args, global, &files, Failure::OverlayStop(lines)));
-            }
-            audit(args, global, shell, tree_pins, &resolved, &decision, &op, &files, run)?;
-            Some((scratch, op))
-        }
-    };
-    let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
-    let install = argv::install_argv(layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
-    run.plan.commands = vec![
-        PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(layer, &args.env)? },
-        PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
-    ];
-    run.state.installer_command = redactor(&global.env).redact_argv(&install);
-    Ok(Decided { facts: g.facts, image: g.image, decision, files, tree, install })
-}
-
-/// The knob audit: each key written must be read at the pinned commits (or by a patch).
-#[allow(clippy::too_many_arguments)]
-fn audit(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    tree_pins: &Trees,
-    r: &Resolved,
-    decision: &config::Decision,
-    op: &crate::overlay::Plan,
-    files: &[(String, String)],
-    run: &mut Journal,
-) -> Result<(), Failure> {
-    let audited = [("eas", &tree_pins.eas, &r.eas), ("ei", &tree_pins.ei, &r.ei), ("eat", &tree_pins.eat, &r.eat)].map(
-        |(name, pin, t)| knob_audit::Tree {
-            name,
-            repo: pin.repo.clone().unwrap_or_default(),
-            objects: t.objects.as_path(),
-            sha: t.sha.as_str(),
-        },
-    );
-    let audit = knob_audit::run(&audited, decision, op, &args.allow_unread)?;
-    for w in &audit.warnings {
-        shell.warn(w);
-    }
-    run.plan.decisions.extend(audit.lines.iter().map(|l| {
-        let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
-        let source = "knob audit: git grep at the pinned commits".to_string();
-        PlanDecision { fact: format!("knob {fact}"), choice: choice.to_string(), permalink: source.clone(), source }
-    }));
-    run.plan.warnings.extend(audit.warnings.iter().cloned());
-    if !audit.refusals.is_empty() {
-        return Err(run.stop(args, global, files, Failure::Refused(audit.refusals.clone())));
-    }
-    Ok(())
-}
-
-/// Blocking work (git, the file system) off the async workers, stopped by the run's token.
-async fn blocking<T: Send + 'static>(
-    step: &'static str,
-    interrupt: &Interrupt,
-    run: &mut Journal,
-    f: impl FnOnce() -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    tokio::select! {
-        r = tokio::task::spawn_blocking(f) => r.map_err(|e| Failure::step(step, e))?,
-        _ = interrupt.graceful.cancelled() => Err(run.interrupted()),
-    }
-}
-
-/// The acts: the bastion image, the tree put in place with its overlay, prepare and install.
-#[allow(clippy::too_many_arguments)]
-async fn act(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    pre: &Preflight,
-    inv: &Invocation,
-    d: &Decided,
-    run: &mut Journal,
-) -> Result<(), Failure> {
-    let docker = pre.docker.as_ref().expect("a real run has a Docker Engine");
-    let image = d.image.clone().expect("the image is planned in a real run");
-    // The build stops on the run's token itself, removing its step container and layers before
-    // it returns: a race with the token here would drop it half-way through that clean-up.
-    let build = bastion::build_planned(docker, image, false, shell, interrupt);
-    let prepared = match phase::limit(PhaseId::Bastion, &args.phase_timeouts, build).await {
-        Ok(Ok(p)) => p,
-        Ok(Err(bastion::BastionError::Interrupted)) => return Err(run.interrupted()),
-        Ok(Err(e)) => return Err(run.failed(PhaseId::Bastion, e.into())),
-        Err(f) => return Err(run.failed(PhaseId::Bastion, f)),
-    };
-    run.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
-    run.state.finish(PhaseId::Bastion, Status::Done, None, &now());
-
-    // Resume: the lasting phases are skipped when they finished with the same inputs.
-    let work = pre.sd.work_dir().join("eas");
-    let inputs = inputs_hashes(&run.state, &d.files, &d.install, &prepared.tag);
-    let skipped = plan_resume(pre.prev.as_ref(), &inputs).skipped();
-    if let Some(p) = &pre.prev {
-        run.state.carry_over(p, &skipped);
-    }
-    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
-
-    // Prepare and install in the bastion, the ledger around them. The ledger fails closed: the
-    // `before` is saved before the installer runs, and a record left pending (this run's, or a
-    // dead run's) is completed from the cluster afterwards.
-    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
-    let client = &pre.target.client;
-    let result = if installed {
-        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
-        Ok(())
-    } else {
-        put_tree(interrupt, d, &inputs, &work, run).await?;
-        shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
-        let before = tokio::select! {
-            r = cluster::snapshot_within(client, CALL, ledger_deadline) => r.map_err(|e| {
-                Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
-            })?,
-            _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
-        };
-        run.state.ledger = Ledger::begin(pre.prev.as_ref().map(|p| &p.ledger), &before);
-        run.save()?;
-        // The Docker Engine may finish a create or a start the dead run sent just before it
-        // died after preflight's sweep: sweep again before this run's installer starts, so two
-        // installers never act at once.
-        if let Some(holder) = &pre.dead {
-            tokio::select! {
-                r = crash::reap(docker, holder, shell) => { r?; }
-                _ = interrupt.graceful.cancelled() => return Err(run.interrupted()),
-            }
-        }
-        let ctx = install::Ctx { docker, image: &prepared.tag, tree: &work, global, shell, interrupt };
-        let file = run.file.clone();
-        let save = |s: &State| save_to(file.as_deref(), s);
-        install::prepare_and_install(&ctx, &mut run.state, &pre.sd, &d.files, &d.decision, &inputs, args, &save).await
-    };
-    let after = if run.state.ledger.pending.is_some() {
-        after_snapshot(client, ledger_deadline, interrupt, shell, run).await?
-    } else {
-        After::Recorded
-    };
-    match (result, after) {
-        (Ok(()), After::Recorded) => Ok(()),
-        (Ok(()), After::Unreadable(e)) => {
-            run.state.exit_code = Some(1);
-            run.state.finished = Some(now());
-            run.save()?;
-            Err(Failure::step_next(
-                "ledger",
-                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
-                format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
-            ))
-        }
-        (result, after) => {
-            let f = result.err().unwrap_or(Failure::Interrupted);
-            run.state.exit_code = Some(f.exit_code());
-            if matches!(f, Failure::Interrupted) {
-                run.state.interrupt(&now());
-            }
-            run.state.finished = Some(now());
-            run.save()?;
-            if let Some(next) = next_for(&run.state, inv) {
-                shell.note(format!("next: {next}"));
-            }
-            if matches!(after, After::Interrupted) {
-                shell.note(format!(
-                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
-                     is complete): run `{} --yes` again to complete it",
-                    inv.up()
-                ));
-            }
-            Err(f)
-        }
-    }
-}
-
-/// How the ledger's `after` read ended.
-enum After {
-    Recorded,
-    Unreadable(String),
-    /// A SIGINT/SIGTERM stopped the read: the record stays pending, marked incomplete.
-    Interrupted,
-}
-
-/// Reads the cluster after the install to complete the ledger, retried within `deadline`. A
-/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
-/// the record stays pending and is marked incomplete, so `eas down` removes nothing until the
-/// next `eas up` completes it.
-async fn after_snapshot(
-    client: &kube::Client,
-    deadline: Duration,
-    interrupt: &Interrupt,
-    shell: &Shell,
-    run: &mut Journal,
-) -> Result<After, Failure> {
-    let read = async {
-        tokio::select! {
-            r = cluster::snapshot_within(client, CALL, deadline) => Some(r),
-            _ = interrupt.graceful.cancelled() => None,
-        }
-    };
-    let after = if interrupt.graceful.is_cancelled() {
-        None
-    } else {
-        shell.phase("ledger", "recording what the install created");
-        read.await
-    };
-    let end = match after {
-        Some(Ok(after)) => {
-            run.state.ledger = run.state.ledger.complete(&after);
-            After::Recorded
-        }
-        Some(Err(e)) => {
-            shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
-            run.state.ledger = run.state.ledger.fail(&e);
-            After::Unreadable(e)
-        }
-        None => {
-            let why = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
-            run.state.ledger = run.state.ledger.fail(why);
-            After::Interrupted
-        }
-    };
-    run.save()?;
-    Ok(end)
-}
-
-/// The trees and overlay acts: the decided tree put in place as the run's work tree, then its
-/// overlay applied.
-async fn put_tree(
-    interrupt: &Interrupt,
-    d: &Decided,
-    inputs: &BTreeMap<PhaseId, String>,
-    work: &Path,
-    run: &mut Journal,
-) -> Result<(), Failure> {
-    let (scratch, op) = d.tree.as_ref().expect("trees resolve in a real run");
-    run.state.begin(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), &now());
-    put_in_place(&scratch.path().join("eas"), work).map_err(|e| Failure::step("trees", e))?;
-    run.state.finish(PhaseId::Trees, Status::Done, None, &now());
-    run.state.begin(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), &now());
-    run.save()?;
-    let op = crate::overlay::Plan { repo: work.to_path_buf(), ..op.clone() };
-    match blocking("overlay", interrupt, run, move || crate::overlay::apply(&op).map(|_| ())).await {
-        Err(Failure::Interrupted) => Err(Failure::Interrupted),
-        Err(f) => Err(run.failed(PhaseId::Overlay, f)),
-        Ok(()) => {
-            run.state.finish(PhaseId::Overlay, Status::Done, None, &now());
-            Ok(())
-        }
-    }
-}
-
-/// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
-/// shared with the cache by absolute path).
-fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
-    if to.exists() {
-        std::fs::remove_dir_all(to)?;
-    }
-    std::fs::rename(from, to)
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn verify_phase(
-    args: &UpSettings,
-    shell: &Shell,
-    interrupt: &Interrupt,
-    pre: &Preflight,
-    inv: &Invocation,
-    d: &Decided,
-    run: &mut Journal,
-) -> Result<(), Failure> {
-    run.state.begin(PhaseId::Verify, None, &now());
-    run.save()?;
-    let expected = Expected {
-        device_nodes: verify::devices::recorded_nodes(&d.facts),
-        models: expected_models(&d.decision),
-        fit: model_decision(&d.decision),
-    };
-    crate::state::journal::write_atomic(
-        &pre.sd.dir().join(EXPECTED_FILE),
-        serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
-    )
-    .map_err(|e| Failure::step("record", e))?;
-    let exp = expected.expect();
-    let t = verify::Timeouts { models: Duration::from_secs(args.verify_timeout), ..verify::Timeouts::default() };
-    let verified = tokio::select! {
-        r = verify::verify(&pre.target.client, &exp, &t, shell) => r,
-        _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
-    };
-    match verified {
-        Ok(lines) => {
-            for l in &lines {
-                shell.note(format!("  ok {l}"));
-            }
-            run.state.finish(PhaseId::Verify, Status::Done, None, &now());
-            Ok(())
-        }
-        Err(Failure::Interrupted) => {
-            let f = run.interrupted();
-            if let Some(next) = next_for(&run.state, inv) {
-                shell.note(format!("next: {next}"));
-            }
-            Err(f)
-        }
-        Err(f) => {
-            run.state.finish(PhaseId::Verify, Status::Failed, Some(f.to_string()), &now());
-            run.state.exit_code = Some(f.exit_code());
-            run.state.finished = Some(now());
-            run.save()?;
-            shell.note(format!("next: fix what is named above, then `{}`", inv.verify()));
-            Err(f)
-        }
-    }
 }
 
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
@@ -1085,7 +445,13 @@ fn model_decision(d: &config::Decision) -> Option<String> {
     d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
 }
 
-fn print_plan(plan: &Plan, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
+fn print_plan(
+    plan: &Plan,
+    args: &UpSettings,
+    global: &Global,
+    files: &[(String, String)],
+    write_out: bool,
+) -> Result<(), Failure> {
     if args.output.is_json() {
         // serde_json escapes control characters itself.
         print!("{}", plan.to_json());
@@ -1095,6 +461,10 @@ fn print_plan(plan: &Plan, args: &UpSettings, global: &Global, files: &[(String,
         for line in crate::plan_view::render(plan, view).lines() {
             println!("{}", crate::text::escape_controls(line));
         }
+    }
+    if let Some(dir) = args.out.as_deref().filter(|_| !write_out) {
+        return write::clear(dir)
+            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", dir.display())));
     }
     if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();

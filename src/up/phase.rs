@@ -2,27 +2,13 @@
 //! the plan prints is what is enforced. A timeout exits 1 naming the phase and the next command
 //! (verify: a verification failure, exit 5); SIGINT or SIGTERM exits 130.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
 use crate::bastion::run::Interrupt;
 use crate::error::Failure;
+pub use crate::pipeline::PhaseTimeouts;
 use crate::pipeline::{PHASES, PhaseId};
-
-/// Each phase's timeout: the declared one (`pipeline::PHASES`) unless the settings shorten it.
-#[derive(Debug, Clone, Default)]
-pub struct PhaseTimeouts(BTreeMap<PhaseId, Duration>);
-
-impl PhaseTimeouts {
-    pub fn new(overrides: impl IntoIterator<Item = (PhaseId, Duration)>) -> Self {
-        PhaseTimeouts(overrides.into_iter().collect())
-    }
-
-    pub fn get(&self, id: PhaseId) -> Duration {
-        self.0.get(&id).copied().unwrap_or(id.spec().timeout)
-    }
-}
 
 /// The phase a name (`preflight`, `install`...) stands for.
 pub fn phase_named(name: &str) -> Option<PhaseId> {
@@ -43,14 +29,7 @@ pub async fn run<T>(
     }
 }
 
-/// `f` under phase `id`'s timeout only, for phases that run side by side under one
-/// cancellation `select!`.
-pub async fn limit<T>(id: PhaseId, timeouts: &PhaseTimeouts, f: impl Future<Output = T>) -> Result<T, Failure> {
-    let limit = timeouts.get(id);
-    tokio::time::timeout(limit, f).await.map_err(|_| timed_out(id, limit))
-}
-
-fn timed_out(id: PhaseId, limit: Duration) -> Failure {
+pub fn timed_out(id: PhaseId, limit: Duration) -> Failure {
     let cause = format!("phase {} did not finish within its timeout of {}", id.name(), shown(limit));
     match id {
         PhaseId::Verify => Failure::Verify(vec![format!("{cause}; see `eas verify`, then `eas status`")]),

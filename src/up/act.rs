@@ -1,0 +1,313 @@
+//! The act halves of `eas up`, run only when the plan has no blocker: the lock taken, the
+//! bastion image built or reused, the decided tree put in place and patched, prepare and install
+//! with the ledger around them, then verify and record. Each runs through the runner (one
+//! window of its effective timeout, the journal, cancellation).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::bastion;
+use crate::error::Failure;
+use crate::output::Shell;
+use crate::pipeline::PhaseId;
+use crate::settings::Global;
+use crate::state::journal::State;
+use crate::state::ledger::Ledger;
+use crate::state::resume::{Invocation, next_for, plan_resume};
+use crate::state::lock;
+use crate::verify;
+
+use super::plan::Ready;
+use super::runner::Runner;
+use super::{CALL, EXPECTED_FILE, Expected, UpSettings, cluster, crash, install, now};
+
+/// The acts, in order. Returns once the run is recorded.
+pub async fn run(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    inv: &Invocation,
+    x: Ready,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let sd = &x.pre.sd;
+    // Lock: taken now, after every plan half; a run that took it since the plan is met here.
+    crate::state::journal::create_private_dir(sd.dir())
+        .map_err(|e| Failure::step_next("lock", format!("{}: {e}", sd.dir().display()), "check --state-dir"))?;
+    let dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
+    let lock_file = sd.lock_file();
+    let break_lock = args.break_lock;
+    let _lock = r
+        .act(PhaseId::Lock, None, async move {
+            lock::acquire(&lock_file, "eas up", &now(), break_lock).map_err(Failure::from)
+        })
+        .await?;
+    // From here on the record is this run's: the previous one is re-read under the lock.
+    let prev = State::load(&sd.state_file())?;
+    if let Some(p) = &prev {
+        r.state.ledger = p.ledger.clone();
+        if let Some(next) = next_for(p, inv) {
+            shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
+        }
+    }
+    r.file = Some(sd.state_file());
+    r.state.begin(PhaseId::Lock, None, &now());
+    r.state.finish(PhaseId::Lock, crate::state::journal::Status::Done, None, &now());
+    let docker = &x.docker;
+    r.act(PhaseId::Preflight, None, async {
+        if let Some(holder) = &dead {
+            crash::reap(docker, holder, shell).await?;
+        }
+        sweep_work_trees(sd, x.tree.0.path(), shell);
+        Ok(())
+    })
+    .await?;
+    r.act(PhaseId::Facts, None, async { Ok(()) }).await?;
+
+    // The build stops on the run's token itself, removing its step container and layers before it
+    // returns.
+    let interrupt = r.interrupt.clone();
+    let build = bastion::build_planned(docker, x.image.clone(), false, shell, &interrupt);
+    let prepared = r.act(PhaseId::Bastion, None, async { build.await.map_err(Failure::from) }).await?;
+    r.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
+    r.act(PhaseId::Config, None, async { Ok(()) }).await?;
+
+    // Resume: the lasting phases are skipped when they finished with the same inputs.
+    let work = sd.work_dir().join("eas");
+    let inputs = super::inputs_hashes(&r.state, &x.files, &x.install, &prepared.tag);
+    let skipped = plan_resume(prev.as_ref(), &inputs).skipped();
+    if let Some(p) = &prev {
+        r.state.carry_over(p, &skipped);
+    }
+    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
+
+    // Prepare and install in the bastion, the ledger around them. The ledger fails closed: the
+    // `before` is saved before the installer runs, and a record left pending (this run's, or a
+    // dead run's) is completed from the cluster afterwards.
+    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
+    let client = &x.pre.target.client;
+    let result = if installed {
+        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        Ok(())
+    } else {
+        let (scratch, op) = &x.tree;
+        let from = scratch.path().join("eas");
+        r.act(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), async {
+            put_in_place(&from, &work).map_err(|e| Failure::step("trees", e))
+        })
+        .await?;
+        let op = crate::overlay::Plan { repo: work.clone(), ..op.clone() };
+        r.act(PhaseId::Overlay, inputs.get(&PhaseId::Overlay).cloned(), async {
+            let job = tokio::task::spawn_blocking(move || crate::overlay::apply(&op).map(|_| ()));
+            job.await.map_err(|e| Failure::step("overlay", e))?
+        })
+        .await?;
+        shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
+        let before = tokio::select! {
+            b = cluster::snapshot_within(client, CALL, ledger_deadline) => b.map_err(|e| {
+                Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+            }),
+            _ = r.interrupt.graceful.cancelled() => return Err(r.interrupted()),
+        };
+        let before = before.map_err(|f| r.ended(f))?;
+        r.state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
+        r.save()?;
+        prepare_and_install(args, global, shell, &x, &dead, &prepared.tag, &work, &inputs, r).await
+    };
+    let after = if r.state.ledger.pending.is_some() {
+        after_snapshot(client, ledger_deadline, shell, r).await?
+    } else {
+        After::Recorded
+    };
+    match (result, after) {
+        (Ok(()), After::Recorded) => {}
+        (Ok(()), After::Unreadable(e)) => {
+            r.state.exit_code = Some(1);
+            r.state.finished = Some(now());
+            r.save()?;
+            return Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", inv.up()),
+            ));
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            r.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                r.state.interrupt(&now());
+            }
+            r.state.finished = Some(now());
+            r.save()?;
+            if let Some(next) = next_for(&r.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    inv.up()
+                ));
+            }
+            return Err(f);
+        }
+    }
+    verify_phase(args, shell, &x, inv, r).await?;
+    r.act(PhaseId::Record, None, async { Ok(()) }).await?;
+    r.state.exit_code = Some(0);
+    r.state.finished = Some(now());
+    r.save()?;
+    super::summary(&r.plan, &r.state, &x.decision, sd, global, shell);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prepare_and_install(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    x: &Ready,
+    dead: &Option<lock::Holder>,
+    image: &str,
+    work: &Path,
+    inputs: &BTreeMap<PhaseId, String>,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    // The Docker Engine may finish a create or a start the dead run sent just before it died
+    // after preflight's sweep: sweep again before this run's installer starts, so two installers
+    // never act at once.
+    if let Some(holder) = dead {
+        tokio::select! {
+            reaped = crash::reap(&x.docker, holder, shell) => { reaped?; }
+            _ = r.interrupt.graceful.cancelled() => return Err(r.interrupted()),
+        }
+    }
+    let log_path = install::log_file(&x.pre.sd)?;
+    r.state.log_path = Some(log_path.clone());
+    let interrupt = r.interrupt.clone();
+    let ctx = install::Ctx { docker: &x.docker, image, tree: work, global, shell, interrupt: &interrupt };
+    let limit = r.timeouts.get(PhaseId::Prepare);
+    let prepare = install::prepare(&ctx, &x.files, &x.decision, args, &log_path, limit);
+    r.act(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), prepare).await?;
+    let limit = r.timeouts.get(PhaseId::Install);
+    let argv = r.state.installer_command.clone();
+    let installing = install::install(&ctx, &argv, args, &log_path, limit);
+    r.act(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), installing).await
+}
+
+/// A real run removes the work trees a killed run left (`eas.next-*`) before it goes on: it holds
+/// the lock, so none is another live run's. Its own scratch tree stays. What cannot be removed
+/// is named and left.
+fn sweep_work_trees(sd: &crate::state::StateDir, own: &Path, shell: &Shell) {
+    let work = sd.work_dir();
+    let entries = match std::fs::read_dir(&work) {
+        Ok(e) => e,
+        Err(_) => return,
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && name.to_string_lossy().starts_with(super::NEXT) && path != own {
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                shell.warn(format!("an earlier run's work tree {} was not removed: {e}", path.display()));
+            }
+        }
+    }
+}
+
+/// How the ledger's `after` read ended.
+enum After {
+    Recorded,
+    Unreadable(String),
+    /// A SIGINT/SIGTERM stopped the read: the record stays pending, marked incomplete.
+    Interrupted,
+}
+
+/// Reads the cluster after the install to complete the ledger, retried within `deadline`. A
+/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
+/// the record stays pending and is marked incomplete, so `eas down` removes nothing until the
+/// next `eas up` completes it.
+async fn after_snapshot(
+    client: &kube::Client,
+    deadline: Duration,
+    shell: &Shell,
+    r: &mut Runner,
+) -> Result<After, Failure> {
+    let interrupt = r.interrupt.clone();
+    let after = if interrupt.graceful.is_cancelled() {
+        None
+    } else {
+        shell.phase("ledger", "recording what the install created");
+        tokio::select! {
+            a = cluster::snapshot_within(client, CALL, deadline) => Some(a),
+            _ = interrupt.graceful.cancelled() => None,
+        }
+    };
+    let end = match after {
+        Some(Ok(after)) => {
+            r.state.ledger = r.state.ledger.complete(&after);
+            After::Recorded
+        }
+        Some(Err(e)) => {
+            shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+            r.state.ledger = r.state.ledger.fail(&e);
+            After::Unreadable(e)
+        }
+        None => {
+            let why = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
+            r.state.ledger = r.state.ledger.fail(why);
+            After::Interrupted
+        }
+    };
+    r.save()?;
+    Ok(end)
+}
+
+/// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
+/// shared with the cache by absolute path).
+fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::rename(from, to)
+}
+
+/// Verify's act half: the devices and the model servers, the whole phase in one window of its
+/// effective timeout (`--verify-timeout`); past it, a verification failure (exit 5).
+async fn verify_phase(args: &UpSettings, shell: &Shell, x: &Ready, inv: &Invocation, r: &mut Runner) -> Result<(), Failure> {
+    let expected = Expected {
+        device_nodes: verify::devices::recorded_nodes(&x.facts),
+        models: super::expected_models(&x.decision),
+        fit: super::model_decision(&x.decision),
+    };
+    crate::state::journal::write_atomic(
+        &x.pre.sd.dir().join(EXPECTED_FILE),
+        serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
+    )
+    .map_err(|e| Failure::step("record", e))?;
+    let exp = expected.expect();
+    let limit = r.timeouts.get(PhaseId::Verify);
+    let t = verify::Timeouts { models: limit, ..verify::Timeouts::default() };
+    let _ = args;
+    let client = x.pre.target.client.clone();
+    match r.act(PhaseId::Verify, None, async move { verify::verify(&client, &exp, &t, shell).await }).await {
+        Ok(lines) => {
+            for l in &lines {
+                shell.note(format!("  ok {l}"));
+            }
+            Ok(())
+        }
+        Err(Failure::Interrupted) => {
+            if let Some(next) = next_for(&r.state, inv) {
+                shell.note(format!("next: {next}"));
+            }
+            Err(Failure::Interrupted)
+        }
+        Err(f) => {
+            shell.note(format!("next: fix what is named above, then `{}`", inv.verify()));
+            Err(f)
+        }
+    }
+}

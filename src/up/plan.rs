@@ -1,0 +1,366 @@
+//! The plan halves of `eas up`, in the order the run meets them: lock, preflight, then the
+//! bastion image's plan, the facts and the upstream trees at once, then config and the overlay,
+//! decided once on the run's one EAS tree. They read and decide; none writes to the cluster, the
+//! clone's work tree or the state file. Each check that fails is a blocker (the runner collects
+//! it) and the checks after it still run where they do not depend on it; only an unreadable
+//! cluster (its identity, its facts) ends the plan, since nothing after it could be decided.
+
+use std::time::Duration;
+
+use crate::bastion;
+use crate::config::{self, render};
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::gather;
+use crate::installer::command as argv;
+use crate::output::Shell;
+use crate::pins::Trees;
+use crate::pipeline::{FactsSummary, ImageAction, ImagePlan, PhaseId, PlanDecision, PlannedCommand};
+use crate::settings::Global;
+use crate::state::journal::State;
+use crate::state::resume::Invocation;
+use crate::state::{StateDir, lock};
+
+use super::runner::Runner;
+use super::{CALL, Resolved, UpSettings, catalog, cluster, knob_audit, state_root};
+
+/// What the lock and preflight plan halves established.
+pub struct Preflight {
+    pub target: gather::kube::Target,
+    pub sd: StateDir,
+    pub docker: Option<bollard::Docker>,
+}
+
+/// Everything the plan halves settled; what a phase could not settle is `None` and a blocker
+/// says why ([`Planned::ready`] turns it into what the acts need).
+pub struct Planned {
+    pub pre: Preflight,
+    pub facts: Facts,
+    pub image: Option<bastion::ImagePlan>,
+    pub decision: Option<config::Decision>,
+    pub files: Vec<(String, String)>,
+    /// The run's one EAS tree, the overlay decided on it; in a temporary directory until the
+    /// act puts it in place.
+    pub tree: Option<(tempfile::TempDir, crate::overlay::Plan)>,
+    pub install: Vec<String>,
+}
+
+/// What the acts consume: present, because no plan half blocked.
+pub struct Ready {
+    pub pre: Preflight,
+    pub docker: bollard::Docker,
+    pub facts: Facts,
+    pub image: bastion::ImagePlan,
+    pub decision: config::Decision,
+    pub files: Vec<(String, String)>,
+    pub tree: (tempfile::TempDir, crate::overlay::Plan),
+    pub install: Vec<String>,
+}
+
+impl Planned {
+    /// The acts' inputs, once the plan has no blocker. A missing one without a blocker is a
+    /// fault of eas's, reported as a failed step, never a panic.
+    pub fn ready(self) -> Result<Ready, Failure> {
+        let missing = |what: &str| Failure::step("plan", format!("no blocker was found, yet {what} was not planned"));
+        let Planned { pre, facts, image, decision, files, tree, install } = self;
+        Ok(Ready {
+            docker: pre.docker.clone().ok_or_else(|| missing("the Docker Engine"))?,
+            pre,
+            facts,
+            image: image.ok_or_else(|| missing("the bastion image"))?,
+            decision: decision.ok_or_else(|| missing("the configuration"))?,
+            files,
+            tree: tree.ok_or_else(|| missing("the overlay"))?,
+            install,
+        })
+    }
+}
+
+/// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
+/// the proxy is named (credentials masked) with what to check, as `eas facts` does.
+fn identity_failure(target: &gather::kube::Target, e: cluster::KeyError) -> Failure {
+    use gather::kube::ApiError;
+    let (server, call, proxy) = (target.server.clone(), cluster::IDENTITY_CALL.to_string(), target.proxy.clone());
+    let e = match (e, proxy.is_some()) {
+        (cluster::KeyError::Unreachable(cause), true) => ApiError::Unreachable { server, call, cause, proxy },
+        (cluster::KeyError::Timeout(secs), true) => ApiError::Timeout { server, call, secs, proxy },
+        (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
+    };
+    let next = e.next();
+    Failure::step_next("preflight", e, next)
+}
+
+/// The lock as this run would meet it: held, stale, unreadable or another host's is a blocker
+/// (with `--break-lock` a stale, unreadable or other host's lock is one the act takes over).
+pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
+    let path = sd.lock_file();
+    let found = match lock::inspect(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            let hint = e.hint();
+            return Err(Failure::step_next("lock", e, hint));
+        }
+    };
+    let e = match found {
+        None => return Ok(()),
+        Some(lock::Found::Live(holder)) => lock::LockError::Held { path, holder },
+        Some(_) if break_lock => return Ok(()),
+        Some(lock::Found::Stale(h)) => lock::LockError::Stale { path, holder: h },
+        Some(lock::Found::OtherHost(h)) => lock::LockError::OtherHost { path, holder: h },
+        Some(lock::Found::Unreadable(msg)) => lock::LockError::Unreadable { path, msg },
+    };
+    let hint = e.hint();
+    Err(Failure::step_next("lock", e, hint))
+}
+
+/// Docker and git, the host's part of preflight: each a blocker when it fails.
+pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
+    let docker = match bastion::image::connect(&global.env).await {
+        Ok(d) => match tokio::time::timeout(Duration::from_secs(10), d.ping()).await {
+            Ok(Ok(_)) => Ok(d),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the Docker Engine did not answer within 10 s".to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+    .map_err(|e| {
+        Failure::step_next(
+            "preflight",
+            format!("no Docker Engine answers: {e}"),
+            "start the Docker service (or set DOCKER_HOST to a running engine)",
+        )
+    });
+    let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
+        .await
+        .map(drop)
+        .map_err(|e| Failure::step_next("preflight", e, "install git"));
+    (docker, git)
+}
+
+/// Lock and preflight's plan halves. The cluster's identity must be read (it keys the state);
+/// the lock, Docker and git become blockers when they fail.
+pub async fn preflight(args: &UpSettings, global: &Global, shell: &Shell, r: &mut Runner) -> Result<Preflight, Failure> {
+    shell.phase("preflight", "reading the cluster's identity");
+    let (target, key) = r
+        .plan_half(PhaseId::Preflight, async {
+            let target = gather::target(global, CALL).await?;
+            let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
+            Ok((target, key))
+        })
+        .await?;
+    let sd = StateDir::new(&state_root(global)?, &key)?;
+    r.state.cluster_key = key;
+    r.state.context = target.context.clone();
+    let locked = lock_blocker(&sd, args.break_lock);
+    r.or_block(PhaseId::Lock, locked)?;
+    // The record the act will resume from must be readable (the act re-reads it under the lock).
+    if let Err(e) = State::load(&sd.state_file()) {
+        r.block(PhaseId::Lock, Failure::from(e))?;
+    }
+    let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
+    let docker = r.or_block(PhaseId::Preflight, docker)?;
+    r.or_block(PhaseId::Preflight, git)?;
+    Ok(Preflight { target, sd, docker })
+}
+
+/// The bastion's checks that need only the pins, each on its own: the requirements lock, the
+/// base image's digest, then the artifacts' sha256.
+pub fn bastion_pin_checks(args: &bastion::ImageSettings) -> Vec<Failure> {
+    bastion::pin_checks(args).into_iter().map(Failure::from).collect()
+}
+
+/// Bastion, facts and trees side by side: the image's plan, the facts, and the pinned trees
+/// with the run's one EAS work tree made from them.
+pub async fn gather(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    tree_pins: &Trees,
+    pre: Preflight,
+    r: &mut Runner,
+) -> Result<(Preflight, Facts, Option<bastion::ImagePlan>, Option<(Resolved, tempfile::TempDir)>), Failure> {
+    let target = &pre.target;
+    shell.phase("bastion", "planning the pinned bastion image (build or reuse)");
+    shell.phase("facts", format!("gathering facts from {} ({})", target.context, target.server));
+    shell.phase("trees", "fetching EAS, EI and EAT at their pinned commits");
+    let image_args = super::image_args(&args.image, args.select.pins.clone(), global);
+    let pin_checks = bastion_pin_checks(&image_args);
+    let pins_ok = pin_checks.is_empty();
+    for f in pin_checks {
+        r.block(PhaseId::Bastion, f)?;
+    }
+    let image = async {
+        match (&pre.docker, pins_ok) {
+            (Some(d), true) => Some(bastion::plan_image(d, &image_args).await.map_err(Failure::from)),
+            _ => None,
+        }
+    };
+    let facts = async { gather::collect(target, &args.gather, CALL, &global.env, shell).await.map_err(Failure::from) };
+    let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), crate::trees::cache_dir(&global.env));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let (scratch, layer, with_ext) = (super::scratch_dir(args, &pre)?, args.select.layer.clone(), !args.dry_run);
+    let trees = async {
+        let made = tokio::task::spawn_blocking(move || {
+            let r = super::resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
+            super::make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
+            Ok::<_, String>((r, scratch))
+        });
+        made.await.map_err(|e| Failure::step("trees", e))?.map_err(|e| {
+            Failure::step_next(
+                "trees",
+                e,
+                "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
+            )
+        })
+    };
+    let waiting = shell.spinner("waiting for the bastion image's plan, the facts and the trees");
+    let limit = |id: PhaseId| r.timeouts.plan(id);
+    let (bastion_limit, facts_limit, trees_limit) = (limit(PhaseId::Bastion), limit(PhaseId::Facts), limit(PhaseId::Trees));
+    let within = |id: PhaseId, d: Duration| move |_| super::phase::timed_out(id, d);
+    // Side by side, each in its own plan window, all under the run's cancellation.
+    let joined = r
+        .cancellable(async {
+            tokio::join!(
+                tokio::time::timeout(bastion_limit, image),
+                tokio::time::timeout(facts_limit, facts),
+                tokio::time::timeout(trees_limit, trees),
+            )
+        })
+        .await;
+    waiting.finish_and_clear();
+    let (image, facts, trees) = joined?;
+    let facts: Facts = facts.map_err(within(PhaseId::Facts, facts_limit))??;
+    let facts_hash = crate::state::hash_json(&facts);
+    r.state.facts_hash = Some(facts_hash.clone());
+    r.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
+    let image = match image.map_err(within(PhaseId::Bastion, bastion_limit)) {
+        Ok(None) => None,
+        Ok(Some(i)) => r.or_block(PhaseId::Bastion, i)?,
+        Err(f) => r.or_block::<bastion::ImagePlan>(PhaseId::Bastion, Err(f))?,
+    };
+    if let Some(p) = &image {
+        let action = if p.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
+        r.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
+    }
+    let trees = trees.map_err(within(PhaseId::Trees, trees_limit)).and_then(|t| t);
+    let trees = r.or_block(PhaseId::Trees, trees)?;
+    if trees.is_none() {
+        r.plan.overlay_not_decided = Some("the trees could not be read".into());
+    }
+    Ok((pre, facts, image, trees))
+}
+
+/// Config, then the overlay decided once, on the one tree the run would install from, then the
+/// knob audit. A refusal, a STOP or an audit refusal is a blocker; the overlay needs the config.
+#[allow(clippy::too_many_arguments)]
+pub async fn decide(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    inv: &Invocation,
+    tree_pins: &Trees,
+    facts: &Facts,
+    trees: Option<(Resolved, tempfile::TempDir)>,
+    r: &mut Runner,
+) -> Result<(Option<config::Decision>, Vec<(String, String)>, Option<(tempfile::TempDir, crate::overlay::Plan)>), Failure>
+{
+    let layer = &args.select.layer;
+    let decided = r
+        .plan_half(PhaseId::Config, async {
+            // The models are decided against the catalog `init` will copy, read at the pinned EI
+            // commit.
+            let pinned = match &trees {
+                Some((t, _)) => catalog::read(&t.ei.objects, &t.ei.sha, &tree_pins.ei, layer)?,
+                None => None,
+            };
+            match &pinned {
+                Some(c) => shell.note(format!("model catalog: {}", c.describe())),
+                None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+            }
+            config::generate_with(facts, &args.select, pinned.as_ref())
+        })
+        .await;
+    let Some(decision) = r.or_block(PhaseId::Config, decided)? else {
+        if r.plan.overlay_not_decided.is_none() {
+            r.plan.overlay_not_decided = Some("the configuration was not decided".into());
+        }
+        return Ok((None, Vec::new(), None));
+    };
+    for w in &decision.warnings {
+        shell.warn(w);
+    }
+    crate::plan_data::fill_decisions(&mut r.plan, &decision);
+    r.state.decisions = decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
+    let files = render::files(&decision);
+    let overrides_in_tree = format!("env/{}/eas-overrides.yaml", args.env);
+    let install = argv::install_argv(layer, &args.env, &format!("{}/{overrides_in_tree}", bastion::TREE_TARGET))?;
+    r.plan.commands = vec![
+        PlannedCommand { phase: PhaseId::Prepare, argv: argv::init_argv(layer, &args.env)? },
+        PlannedCommand { phase: PhaseId::Install, argv: install.clone() },
+    ];
+    r.state.installer_command = super::install::redactor(&global.env).redact_argv(&install);
+
+    let Some((resolved, scratch)) = trees else { return Ok((Some(decision), files, None)) };
+    let generated = crate::overlay::Generated::from_decision(&decision, facts, &crate::overlay::Overlay::builtin()?);
+    let (dir, pins, t) = (scratch.path().join("eas"), tree_pins.clone(), resolved.clone());
+    let (select, inv, dry_run) = (args.select.clone(), inv.clone(), args.dry_run);
+    let decided = r
+        .plan_half(PhaseId::Overlay, async {
+            let job = tokio::task::spawn_blocking(move || {
+                let op = crate::overlay::decide(&dir, &t.eas.sha, Some(&generated))?;
+                // After a STOP: the other pins profiles whose overlay decides fully here.
+                let forward = if op.stops().count() > 0 {
+                    super::way_forward(&select, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
+                } else {
+                    Vec::new()
+                };
+                Ok::<_, Failure>((op, forward))
+            });
+            job.await.map_err(|e| Failure::step("overlay", e))?
+        })
+        .await;
+    let Some((op, way_forward)) = r.or_block(PhaseId::Overlay, decided)? else {
+        r.plan.overlay_not_decided = Some("the overlay decider failed".into());
+        return Ok((Some(decision), files, None));
+    };
+    r.plan.overlay = crate::plan_data::patches(&op);
+    r.state.overlay = op.decisions.iter().map(|d| d.line(false)).collect();
+    if op.stops().count() > 0 {
+        let mut lines = op.stop_lines();
+        lines.extend(way_forward);
+        r.block(PhaseId::Overlay, Failure::OverlayStop(lines))?;
+    }
+    let audited = audit(args, shell, tree_pins, &resolved, &decision, &op, r);
+    r.or_block(PhaseId::Overlay, audited)?;
+    Ok((Some(decision), files, Some((scratch, op))))
+}
+
+/// The knob audit: each key written must be read at the pinned commits (or by a patch).
+fn audit(
+    args: &UpSettings,
+    shell: &Shell,
+    tree_pins: &Trees,
+    t: &Resolved,
+    decision: &config::Decision,
+    op: &crate::overlay::Plan,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let audited = [("eas", &tree_pins.eas, &t.eas), ("ei", &tree_pins.ei, &t.ei), ("eat", &tree_pins.eat, &t.eat)]
+        .map(|(name, pin, t)| knob_audit::Tree {
+            name,
+            repo: pin.repo.clone().unwrap_or_default(),
+            objects: t.objects.as_path(),
+            sha: t.sha.as_str(),
+        });
+    let audit = knob_audit::run(&audited, decision, op, &args.allow_unread)?;
+    for w in &audit.warnings {
+        shell.warn(w);
+    }
+    r.plan.decisions.extend(audit.lines.iter().map(|l| {
+        let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+        let source = "knob audit: git grep at the pinned commits".to_string();
+        PlanDecision { fact: format!("knob {fact}"), choice: choice.to_string(), permalink: source.clone(), source }
+    }));
+    r.plan.warnings.extend(audit.warnings.iter().cloned());
+    if audit.refusals.is_empty() { Ok(()) } else { Err(Failure::Refused(audit.refusals.clone())) }
+}
