@@ -128,7 +128,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     labelled(&mut out, view, "blockers", &stops);
     for b in &plan.blockers {
         let fix = if b.fix.is_empty() { String::new() } else { format!("; fix: {}", b.fix) };
-        item(&mut out, view, &format!("  {}: {}{fix}", b.phase, b.cause));
+        labelled(&mut out, view, "", &format!("{}: {}{fix}", b.phase, b.cause));
     }
     match ending {
         Ending::DryRun => out.extend(wrap(
@@ -279,6 +279,24 @@ mod tests {
     }
 
     #[test]
+    fn blockers_are_counted_and_listed_with_their_fix_and_an_undecided_overlay_says_so() {
+        use crate::pipeline::Blocker;
+        let mut p = plan();
+        p.overlay.clear();
+        p.overlay_not_decided = Some("the trees could not be read".into());
+        p.blockers = vec![
+            Blocker::new(PhaseId::Bastion, "the base image ubuntu:24.04 is not pinned by digest", "pass --base-image", 2),
+            Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", 1),
+        ];
+        let text = render(&p, View { width: 200, explain: false });
+        assert!(text.contains("patches: not decided (the trees could not be read)"), "{text}");
+        assert!(!text.contains("0 stop"), "{text}");
+        assert!(text.contains("  blockers   2: the real run stops at the first (exit 2)\n"), "{text}");
+        assert!(text.contains("\n             bastion: the base image ubuntu:24.04 is not pinned by digest; fix: pass --base-image\n"), "{text}");
+        assert!(text.contains("\n             trees: cannot fetch EAS; fix: pass --eas-repo\n"), "{text}");
+    }
+
+    #[test]
     fn summary_comes_first_and_ends_with_nothing_written() {
         let text = render(&plan(), View { width: 100, explain: false });
         let lines: Vec<&str> = text.lines().collect();
@@ -293,7 +311,8 @@ mod tests {
         assert_eq!(lines[5], "  bastion    reuse eas-bastion:3f2a1b");
         assert!(lines[6].starts_with("  installer  ./es_auto_installer.sh install agent-toolkit"), "{}", lines[6]);
         assert_eq!(lines[7], "  unknown    bastion: no Docker Engine answers");
-        assert_eq!(lines[8], "Nothing was written to the cluster, the work tree or the state directory.");
+        assert_eq!(lines[8], "  blockers   none: the real run passes every check before its first write");
+        assert_eq!(lines[9], "Nothing was written to the cluster, the work tree or the state directory.");
         assert!(text.contains("\n  k3s ServiceLB on -> metallb_enabled: false\n"), "{text}");
         assert!(!text.contains("c889142"), "no source without --explain:\n{text}");
         assert!(text.contains("\n  apply  0002: needed -> apply 0002\n"), "{text}");
