@@ -118,17 +118,13 @@ pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, 
     let docker = match bastion::image::connect(&global.env).await {
         Ok(d) => match tokio::time::timeout(Duration::from_secs(10), d.ping()).await {
             Ok(Ok(_)) => Ok(d),
-            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Err(e)) => Err(format!("no Docker Engine answers: {e}")),
             Err(_) => Err("the Docker Engine did not answer within 10 s".to_string()),
         },
         Err(e) => Err(e.to_string()),
     }
     .map_err(|e| {
-        Failure::step_next(
-            "preflight",
-            format!("no Docker Engine answers: {e}"),
-            "start the Docker service (or set DOCKER_HOST to a running engine)",
-        )
+        Failure::step_next("preflight", e, "start the Docker service (or set DOCKER_HOST to a running engine)")
     });
     let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
         .await
