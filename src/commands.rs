@@ -15,7 +15,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Up(args) => crate::up::command(&crate::up::UpSettings::try_from(*args)?, global, shell),
         Command::Down(args) => crate::up::down::command(&args.into(), global, shell),
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
-        Command::Doctor => crate::up::doctor::command(global, shell),
+        Command::Doctor(args) => crate::up::doctor::command(&args.into(), global, shell),
         Command::Status(args) => crate::status::command(&args.into(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins_check(pins.as_deref()),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {

@@ -61,14 +61,23 @@ impl Failure {
         use crate::pipeline::Blocker;
         let code = self.exit_code();
         match self {
-            Failure::BadInput { cause, hint } => vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), code)],
+            Failure::BadInput { cause, hint } => {
+                vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), code)]
+            }
             Failure::Step { step, cause, next } => {
                 let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
                 vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), code)]
             }
             Failure::Refused(reasons) => reasons
                 .iter()
-                .map(|r| Blocker::new(phase, r, "change what the cause names; `eas up --dry-run --explain` cites each rule", code))
+                .map(|r| {
+                    Blocker::new(
+                        phase,
+                        r,
+                        "change what the cause names; `eas up --dry-run --explain` cites each rule",
+                        code,
+                    )
+                })
                 .collect(),
             Failure::OverlayStop(lines) => {
                 let fix = "regenerate the patch for the pinned EAS commit, or pin a profile whose overlay decides";

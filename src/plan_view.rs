@@ -219,8 +219,7 @@ pub fn render(plan: &Plan, view: View) -> String {
             DryRun::ReadsOnly => "read-only",
             DryRun::Stops => "not run",
         };
-        let timeouts =
-            format!("{}/{}", pipeline::duration(p.plan_timeout_secs), pipeline::duration(p.timeout_secs));
+        let timeouts = format!("{}/{}", pipeline::duration(p.plan_timeout_secs), pipeline::duration(p.timeout_secs));
         let head = format!("  {:<9} {:>9}  {:<9}  ", p.name, timeouts, mark);
         lines.extend(wrap(&p.says, view.width, &head, head.len()));
     }
@@ -285,14 +284,24 @@ mod tests {
         p.overlay.clear();
         p.overlay_not_decided = Some("the trees could not be read".into());
         p.blockers = vec![
-            Blocker::new(PhaseId::Bastion, "the base image ubuntu:24.04 is not pinned by digest", "pass --base-image", 2),
+            Blocker::new(
+                PhaseId::Bastion,
+                "the base image ubuntu:24.04 is not pinned by digest",
+                "pass --base-image",
+                2,
+            ),
             Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", 1),
         ];
         let text = render(&p, View { width: 200, explain: false });
         assert!(text.contains("patches: not decided (the trees could not be read)"), "{text}");
         assert!(!text.contains("0 stop"), "{text}");
         assert!(text.contains("  blockers   2: the real run stops at the first (exit 2)\n"), "{text}");
-        assert!(text.contains("\n             bastion: the base image ubuntu:24.04 is not pinned by digest; fix: pass --base-image\n"), "{text}");
+        assert!(
+            text.contains(
+                "\n             bastion: the base image ubuntu:24.04 is not pinned by digest; fix: pass --base-image\n"
+            ),
+            "{text}"
+        );
         assert!(text.contains("\n             trees: cannot fetch EAS; fix: pass --eas-repo\n"), "{text}");
     }
 

@@ -110,6 +110,28 @@ fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
     Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
 }
 
+/// `eas doctor`: `eas up`'s selection and node flags, with the same defaults.
+#[derive(Args, Debug, Clone)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// The installer's environment name (env/<name>/ in the EAS tree)
+    #[arg(long, default_value = "k3d-gpu")]
+    pub env: String,
+    /// A written key nothing in the pinned trees reads, accepted as `eas up --allow-unread` would (repeatable)
+    #[arg(long = "allow-unread", value_name = "KEY")]
+    pub allow_unread: Vec<String>,
+    #[command(flatten)]
+    pub repos: RepoArgs,
+    #[command(flatten)]
+    pub image: BaseArgs,
+    #[command(flatten)]
+    pub gather: GatherArgs,
+    /// text (one line per check) or json (one eas-doctor/v1 document)
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
+}
+
 /// Existing clones or mirrors to use instead of fetching (offline use).
 #[derive(Args, Debug, Clone, Default)]
 pub struct RepoArgs {
@@ -126,6 +148,9 @@ pub struct RepoArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct DownArgs {
+    /// List what would be removed, what is kept and why, and what would stop the real run; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
     /// Layer to tear down [default: the recorded one]
     #[arg(long)]
     pub layer: Option<String>,

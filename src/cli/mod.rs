@@ -105,8 +105,8 @@ pub enum Command {
     Down(DownArgs),
     /// Check device resources and the model servers against the cluster
     Verify(VerifyArgs),
-    /// Preflight only: Docker, API server, k3s/k3d, disk, memory, git
-    Doctor,
+    /// The read-only gates of `eas up` (the same checks as its plan), one line per check
+    Doctor(DoctorArgs),
     /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
     Status(StatusArgs),
     /// Print a shell completion script to stdout (README: shell completions)

@@ -131,6 +131,7 @@ impl TryFrom<UpArgs> for UpSettings {
 impl From<DownArgs> for DownSettings {
     fn from(a: DownArgs) -> Self {
         DownSettings {
+            dry_run: a.dry_run,
             layer: a.layer,
             yes: a.yes,
             purge: a.purge,
@@ -168,5 +169,28 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
         BastionCommand::Run(r) => {
             Bastion::Run(RunSettings { image: image(r.image, global), tree: r.tree, command: r.command })
         }
+    }
+}
+
+impl From<DoctorArgs> for crate::up::doctor::DoctorSettings {
+    fn from(a: DoctorArgs) -> Self {
+        let up = UpSettings {
+            dry_run: true,
+            fail_on_blockers: false,
+            allow_unread: a.allow_unread,
+            select: a.select.into(),
+            env: a.env,
+            out: None,
+            output: crate::output::OutputFormat::Text,
+            explain: false,
+            yes: false,
+            break_lock: false,
+            repos: a.repos.into(),
+            image: a.image.into(),
+            gather: a.gather.into(),
+            ledger_timeout: crate::settings::timeouts::LEDGER.as_secs(),
+            phase_timeouts: crate::pipeline::PhaseTimeouts::default(),
+        };
+        crate::up::doctor::DoctorSettings { up, output: a.output.into() }
     }
 }

@@ -14,8 +14,8 @@ use crate::pipeline::PhaseId;
 use crate::settings::Global;
 use crate::state::journal::State;
 use crate::state::ledger::Ledger;
-use crate::state::resume::{Invocation, next_for, plan_resume};
 use crate::state::lock;
+use crate::state::resume::{Invocation, next_for, plan_resume};
 use crate::verify;
 
 use super::plan::Ready;
@@ -276,7 +276,13 @@ fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// Verify's act half: the devices and the model servers, the whole phase in one window of its
 /// effective timeout (`--verify-timeout`); past it, a verification failure (exit 5).
-async fn verify_phase(args: &UpSettings, shell: &Shell, x: &Ready, inv: &Invocation, r: &mut Runner) -> Result<(), Failure> {
+async fn verify_phase(
+    args: &UpSettings,
+    shell: &Shell,
+    x: &Ready,
+    inv: &Invocation,
+    r: &mut Runner,
+) -> Result<(), Failure> {
     let expected = Expected {
         device_nodes: verify::devices::recorded_nodes(&x.facts),
         models: super::expected_models(&x.decision),

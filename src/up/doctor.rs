@@ -1,5 +1,9 @@
-//! `eas doctor`: the preflight alone, one line per check (Docker, API server, k3s/k3d, disk,
-//! memory, git). Exit 1 when a check fails, naming it.
+//! `eas doctor`: the read-only gates of `eas up`, one line per check. The gates are `eas up`'s
+//! own plan halves (the same code, run as a dry run, bounded at 30 s): the lock, preflight
+//! (Docker, git), the bastion's pins, the facts, the trees, the config's refusals, the overlay
+//! and the knob audit; a doctor that passes means the plan has no blocker. Around them, the
+//! host's own checks (API server and k3s, disk, memory). Each check runs on its own: one that
+//! fails or cannot run does not stop the rest. Exit 1 naming each failure.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,8 +19,57 @@ use crate::settings::Global;
 
 use super::{CALL, state_root};
 
-pub fn command(global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on_interruptible(doctor(global, shell))
+/// `eas doctor`'s settings: `eas up`'s selection and node flags, as a dry run.
+#[derive(Debug, Clone)]
+pub struct DoctorSettings {
+    pub up: super::UpSettings,
+    pub output: crate::output::OutputFormat,
+}
+
+/// How long the gates may take in all.
+const GATES: Duration = Duration::from_secs(30);
+
+pub fn command(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    crate::runtime::block_on_interruptible(doctor(args, global, shell))
+}
+
+/// One check's line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    /// `ok`, `fail` or `skipped`.
+    pub status: &'static str,
+    pub detail: String,
+}
+
+/// The gates: every plan half of `eas up` on these settings, one check per phase that has one,
+/// each phase's blockers its failures. The phase a gate could not reach is skipped, with why.
+pub fn gate_checks(plan: &crate::pipeline::Plan) -> Vec<Check> {
+    use crate::pipeline::PhaseId as P;
+    let gates = [
+        (P::Lock, "lock", "no other run holds this cluster's lock"),
+        (P::Preflight, "preflight", "Docker Engine and git answer"),
+        (P::Bastion, "bastion", "the base image and every artifact are pinned"),
+        (P::Facts, "facts", "the facts were gathered"),
+        (P::Trees, "trees", "EAS, EI and EAT are readable at their pinned commits"),
+        (P::Config, "config", "no refusal"),
+        (P::Overlay, "overlay", "every patch decides, every written key is read"),
+    ];
+    let mut out = Vec::new();
+    for (phase, name, ok) in gates {
+        let failed: Vec<&crate::pipeline::Blocker> = plan.blockers.iter().filter(|b| b.phase == phase).collect();
+        let undecided = plan.overlay_not_decided.as_deref().filter(|_| phase == P::Overlay);
+        match (failed.is_empty(), undecided) {
+            (true, Some(why)) => out.push(Check { name: name.into(), status: "skipped", detail: why.to_string() }),
+            (true, None) => out.push(Check { name: name.into(), status: "ok", detail: ok.to_string() }),
+            (false, _) => out.extend(failed.into_iter().map(|b| Check {
+                name: name.into(),
+                status: "fail",
+                detail: if b.fix.is_empty() { b.cause.clone() } else { format!("{} (fix: {})", b.cause, b.fix) },
+            })),
+        }
+    }
+    out
 }
 
 /// Free bytes on the filesystem holding `path` (or its nearest existing parent).
@@ -37,21 +90,12 @@ fn mem_available() -> Option<u64> {
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
-async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let mut failed = Vec::new();
+async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let mut checks: Vec<Check> = Vec::new();
     let mut line = |ok: bool, name: &str, detail: String| {
-        println!("{} {name}: {detail}", if ok { "ok  " } else { "FAIL" });
-        if !ok {
-            failed.push(name.to_string());
-        }
+        let status = if ok { "ok" } else { "fail" };
+        checks.push(Check { name: name.to_string(), status, detail });
     };
-    match crate::bastion::image::connect(&global.env).await {
-        Ok(d) => match d.version().await {
-            Ok(v) => line(true, "docker", format!("engine {}", v.version.unwrap_or_default())),
-            Err(e) => line(false, "docker", e.to_string()),
-        },
-        Err(e) => line(false, "docker", format!("{e} (start one: scripts/docker-up.sh)")),
-    }
     match gather::target(global, CALL).await {
         Ok(t) => {
             match tokio::time::timeout(CALL, t.client.apiserver_version()).await {
@@ -89,14 +133,71 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
         Some(b) => line(b >= 2 << 30, "memory", format!("{} GiB available on this host", b >> 30)),
         None => line(false, "memory", "cannot read /proc/meminfo".into()),
     }
-    match crate::trees::git(None, &["--version"], Duration::from_secs(10)) {
-        Ok(v) => line(true, "git", v),
-        Err(e) => line(false, "git", e.to_string()),
+    checks.extend(gates(args, global, shell).await?);
+    let failed: Vec<String> = checks.iter().filter(|c| c.status == "fail").map(|c| c.name.clone()).collect();
+    let mut names = failed.clone();
+    names.dedup();
+    let code = if failed.is_empty() { 0 } else { 1 };
+    if args.output.is_json() {
+        let doc = serde_json::json!({ "schema": "eas-doctor/v1", "checks": checks, "exit_code": code });
+        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+    } else {
+        for c in &checks {
+            let mark = match c.status {
+                "ok" => "ok  ",
+                "skipped" => "skip",
+                _ => "FAIL",
+            };
+            println!("{mark} {}: {}", c.name, crate::text::for_people(&c.detail));
+        }
     }
     if failed.is_empty() {
         shell.note("doctor: every check passed");
         Ok(())
     } else {
-        Err(Failure::step_next("doctor", format!("failed: {}", failed.join(", ")), "fix the checks marked FAIL"))
+        Err(Failure::step_next("doctor", format!("failed: {}", names.join(", ")), "fix the checks marked FAIL"))
     }
+}
+
+/// `eas up`'s plan halves as a dry run, within [`GATES`]: their blockers as checks. When the
+/// cluster cannot be read at all, the gates that need it are skipped with the reason.
+async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<Vec<Check>, Failure> {
+    let up = &args.up;
+    let tree_pins = match crate::config::select_trees(&up.select) {
+        Ok(t) => t,
+        Err(f) => return Ok(vec![Check { name: "selection".into(), status: "fail", detail: f.lines().join("; ") }]),
+    };
+    let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
+    let interrupt = crate::bastion::run::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, interrupt)).await;
+    Ok(match planned {
+        Ok(Ok((r, _))) => gate_checks(&r.plan),
+        Ok(Err(Failure::Interrupted)) => return Err(Failure::Interrupted),
+        // The cluster could not be read: the gates that need only this host and the pins
+        // still run (the same functions as the plan's).
+        Ok(Err(f)) => {
+            let mut v = vec![Check {
+                name: "gates".into(),
+                status: "skipped",
+                detail: format!("the plan could not read the cluster: {}", f.lines().join("; ")),
+            }];
+            let (docker, git) = super::plan::host_checks(global).await;
+            let image = super::image_args(&up.image, up.select.pins.clone(), global);
+            let pins = super::plan::bastion_pin_checks(&image);
+            let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
+            for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
+                v.extend(f.blockers(crate::pipeline::PhaseId::Preflight).into_iter().map(|b| Check {
+                    name: name.into(),
+                    status: "fail",
+                    detail: format!("{} (fix: {})", b.cause, b.fix),
+                }));
+            }
+            v
+        }
+        Err(_) => vec![Check {
+            name: "gates".into(),
+            status: "fail",
+            detail: format!("the plan's checks did not finish within {} s", GATES.as_secs()),
+        }],
+    })
 }

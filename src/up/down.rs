@@ -35,6 +35,8 @@ const SNAPSHOT_DEADLINE: Duration = crate::settings::timeouts::LEDGER;
 
 #[derive(Debug, Clone)]
 pub struct DownSettings {
+    /// Print what would be removed and kept, and what the real `down` would stop on; write nothing
+    pub dry_run: bool,
     /// Layer to tear down [default: the recorded one]
     pub layer: Option<String>,
     /// Do not ask before changing the cluster (required without a terminal)
@@ -230,8 +232,27 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let nothing = || format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display());
     let purgeable = args.purge && sd.dir().exists();
     if !sd.state_file().exists() && !purgeable {
-        shell.phase("down", nothing());
+        if args.dry_run {
+            println!("{}", crate::text::for_people(&nothing()));
+        } else {
+            shell.phase("down", nothing());
+        }
         return Ok(());
+    }
+    // The plan half: what would go and what stays, from the record and one read. A dry run
+    // prints it and ends; the real run lists it before it asks.
+    if args.dry_run || !args.yes {
+        let lines = preview(&target, &sd, args, &interrupt).await?;
+        if args.dry_run {
+            for l in &lines {
+                println!("{}", crate::text::for_people(l));
+            }
+            println!("Nothing was written to the cluster or the state directory.");
+            return Ok(());
+        }
+        for l in &lines {
+            shell.note(format!("  {}", crate::text::for_people(l)));
+        }
     }
     let what = if args.purge {
         format!("eas down --purge removes the state directory {}", sd.dir().display())
@@ -276,6 +297,31 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         Err(Failure::Interrupted) => Err(interrupted(&scope, &mut state, &started)),
         Err(f) => Err(f),
     }
+}
+
+/// The down's plan half ([`super::down_plan::preview`]): the record, read without the lock, and
+/// one snapshot of the cluster.
+async fn preview(
+    target: &gather::kube::Target,
+    sd: &StateDir,
+    args: &DownSettings,
+    interrupt: &Interrupt,
+) -> Result<Vec<String>, Failure> {
+    let Some(state) = State::load(&sd.state_file())? else {
+        return Ok(vec![format!("nothing recorded in {}: nothing to remove", sd.dir().display())]);
+    };
+    let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
+    let read = async {
+        cluster::snapshot_within(&target.client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
+    };
+    let current = cancellable(interrupt, read).await?;
+    let mut lines =
+        vec![format!("eas down on {}: layer {layer} (recorded by the run of {})", target.context, state.started)];
+    lines.extend(super::down_plan::preview(&state, &current, &layer));
+    if args.purge {
+        lines.push(format!("purge: the state directory {} (logs, work tree, record)", sd.dir().display()));
+    }
+    Ok(lines)
 }
 
 /// The findings of an earlier `down`, repeated (or acknowledged).

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod crash;
 pub mod doctor;
 pub mod down;
+mod down_plan;
 pub mod install;
 pub mod knob_audit;
 pub mod phase;
@@ -275,12 +276,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     {
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
     }
-    let mut r = runner(args, &tree_pins, interrupt);
-    let pre = plan::preflight(args, global, shell, &mut r).await?;
-    let (pre, facts, image, trees) = plan::gather(args, global, shell, &tree_pins, pre, &mut r).await?;
-    let (decision, files, tree) = plan::decide(args, global, shell, &inv, &tree_pins, &facts, trees, &mut r).await?;
-    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
-    let planned = plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() };
+    let (mut r, planned) = plan_halves(args, global, shell, &inv, &tree_pins, interrupt).await?;
     if args.dry_run {
         return dry_run_end(&mut r, args, global, &planned.files);
     }
@@ -289,6 +285,24 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     }
     let ready = planned.ready()?;
     act::run(args, global, shell, &inv, ready, &mut r).await
+}
+
+/// Every plan half, in the order the run meets them (`eas doctor` runs the same).
+pub async fn plan_halves(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    inv: &Invocation,
+    tree_pins: &Trees,
+    interrupt: Interrupt,
+) -> Result<(Runner, plan::Planned), Failure> {
+    let mut r = runner(args, tree_pins, interrupt);
+    let pre = plan::preflight(args, global, shell, &mut r).await?;
+    let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, &mut r).await?;
+    let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, &mut r).await?;
+    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
+    let planned = plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() };
+    Ok((r, planned))
 }
 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
@@ -345,12 +359,7 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
 
 /// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
 /// choices beside it, in `<state>/attempt/`.
-fn record_attempt(
-    r: &Runner,
-    sd: &StateDir,
-    facts: &Facts,
-    files: &[(String, String)],
-) -> std::io::Result<()> {
+fn record_attempt(r: &Runner, sd: &StateDir, facts: &Facts, files: &[(String, String)]) -> std::io::Result<()> {
     let dir = sd.dir().join("attempt");
     crate::state::journal::create_private_dir(&dir)?;
     let first = &r.plan.blockers[0];

@@ -135,7 +135,12 @@ pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, 
 
 /// Lock and preflight's plan halves. The cluster's identity must be read (it keys the state);
 /// the lock, Docker and git become blockers when they fail.
-pub async fn preflight(args: &UpSettings, global: &Global, shell: &Shell, r: &mut Runner) -> Result<Preflight, Failure> {
+pub async fn preflight(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    r: &mut Runner,
+) -> Result<Preflight, Failure> {
     shell.phase("preflight", "reading the cluster's identity");
     let (target, key) = r
         .plan_half(PhaseId::Preflight, async {
@@ -211,7 +216,8 @@ pub async fn gather(
     };
     let waiting = shell.spinner("waiting for the bastion image's plan, the facts and the trees");
     let limit = |id: PhaseId| r.timeouts.plan(id);
-    let (bastion_limit, facts_limit, trees_limit) = (limit(PhaseId::Bastion), limit(PhaseId::Facts), limit(PhaseId::Trees));
+    let (bastion_limit, facts_limit, trees_limit) =
+        (limit(PhaseId::Bastion), limit(PhaseId::Facts), limit(PhaseId::Trees));
     let within = |id: PhaseId, d: Duration| move |_| super::phase::timed_out(id, d);
     // Side by side, each in its own plan window, all under the run's cancellation.
     let joined = r
@@ -271,7 +277,9 @@ pub async fn decide(
             };
             match &pinned {
                 Some(c) => shell.note(format!("model catalog: {}", c.describe())),
-                None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
+                None => {
+                    shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide")
+                }
             }
             config::generate_with(facts, &args.select, pinned.as_ref())
         })
@@ -341,13 +349,14 @@ fn audit(
     op: &crate::overlay::Plan,
     r: &mut Runner,
 ) -> Result<(), Failure> {
-    let audited = [("eas", &tree_pins.eas, &t.eas), ("ei", &tree_pins.ei, &t.ei), ("eat", &tree_pins.eat, &t.eat)]
-        .map(|(name, pin, t)| knob_audit::Tree {
+    let audited = [("eas", &tree_pins.eas, &t.eas), ("ei", &tree_pins.ei, &t.ei), ("eat", &tree_pins.eat, &t.eat)].map(
+        |(name, pin, t)| knob_audit::Tree {
             name,
             repo: pin.repo.clone().unwrap_or_default(),
             objects: t.objects.as_path(),
             sha: t.sha.as_str(),
-        });
+        },
+    );
     let audit = knob_audit::run(&audited, decision, op, &args.allow_unread)?;
     for w in &audit.warnings {
         shell.warn(w);

@@ -32,7 +32,11 @@ impl Runner {
 
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation.
     /// Its failure is the caller's to turn into a blocker or to end the run with.
-    pub async fn plan_half<T>(&mut self, id: PhaseId, f: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+    pub async fn plan_half<T>(
+        &mut self,
+        id: PhaseId,
+        f: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
         let limit = self.timeouts.plan(id);
         tokio::select! {
             r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit))),
