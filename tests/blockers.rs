@@ -1,0 +1,145 @@
+//! The plan is the run (SPEC §4, blockers): on a recorded cluster with planted blockers, the dry
+//! run lists every check the real run stops at, in order, and the real `eas up --yes` on the same
+//! inputs exits with the first blocker's code, prints every blocker, and sends nothing but reads
+//! to the cluster. Here the harness has no Docker Engine and the built-in pins name a base image
+//! without a digest and artifacts without a sha256: three blockers before anything else is
+//! planted.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use support::{ClusterServer, text};
+
+/// `eas up` on `cluster` with the synthetic trees, in state directory `state`.
+fn up(server: &ClusterServer, cluster: &str, state: &Path, trees: &Path, facts_args: bool, extra: &[&str]) -> Output {
+    let mut c: Command = support::eas(&support::fixture(cluster));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state).arg("up");
+    c.arg("--pins").arg(trees.join("pins.json"));
+    if facts_args {
+        c.args(support::facts_args(cluster));
+    }
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    c.args(extra).output().expect("run eas")
+}
+
+fn trees() -> PathBuf {
+    let dir = tempfile::Builder::new().prefix("blockers-").tempdir().unwrap().keep();
+    let mut shas = Vec::new();
+    for n in ["eas", "ei", "eat"] {
+        shas.push((n.to_string(), support::trees::synthetic_repo(n, &dir.join("repos").join(n))));
+    }
+    let path = dir.join("pins.json");
+    std::fs::copy(support::root().join("pins.json"), &path).unwrap();
+    support::trees::point_main_pins(&path, &shas);
+    dir
+}
+
+/// The requests that are not reads.
+fn writes(server: &ClusterServer) -> Vec<String> {
+    server.requests().into_iter().filter(|r| r.method != "GET").map(|r| format!("{} {}", r.method, r.path)).collect()
+}
+
+/// The dry run's plan (JSON) and the real run's outcome on the same inputs.
+fn both(cluster: &str, state: &Path, trees: &Path, facts_args: bool) -> (Value, Output, Vec<String>) {
+    let server = ClusterServer::start(support::fixture(cluster));
+    let dry = up(&server, cluster, state, trees, facts_args, &["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&dry.stderr)));
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new());
+    assert_eq!(plan["exit_code"].as_i64(), dry.status.code().map(i64::from), "the plan carries its exit code");
+    let real = up(&server, cluster, state, trees, facts_args, &["--yes"]);
+    (plan, real, writes(&server))
+}
+
+fn phases(plan: &Value) -> Vec<String> {
+    plan["blockers"].as_array().unwrap().iter().map(|b| b["phase"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn the_real_run_stops_where_the_plan_says_with_every_blocker_and_no_write() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let (plan, real, writes) = both("k3d-gpu-desktop", state.path(), &t, true);
+    assert_eq!(phases(&plan), ["preflight", "bastion", "bastion"], "{plan:#}");
+    let first = plan["blockers"][0]["exit_code"].as_i64().unwrap();
+    assert_eq!(real.status.code().map(i64::from), Some(first), "{}", text(&real.stderr));
+    let err = text(&real.stderr);
+    for b in plan["blockers"].as_array().unwrap() {
+        let cause = b["cause"].as_str().unwrap();
+        assert!(err.contains(&cause[..cause.len().min(60)]), "the real run prints every blocker: {cause}\n{err}");
+    }
+    assert!(err.contains("not pinned by digest") && err.contains("have no pinned sha256"), "{err}");
+    assert_eq!(writes, Vec::<String>::new(), "no write reached the cluster");
+    // The attempt is recorded beside the state, never as an install.
+    let keys: Vec<_> = std::fs::read_dir(state.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(!keys[0].join("state.json").exists(), "a blocked run is not an install");
+    let attempt: Value =
+        serde_json::from_str(&std::fs::read_to_string(keys[0].join("attempt/attempt.json")).unwrap()).unwrap();
+    assert_eq!(attempt["phase"], "preflight");
+    assert!(keys[0].join("attempt/facts.json").exists() && keys[0].join("attempt/plan.json").exists());
+}
+
+#[test]
+fn a_refusal_and_an_unreadable_lock_join_the_list_in_the_order_the_run_meets_them() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    // A cluster with EAT 1.x's agent sandbox: a refusal in config. The dry run exits 3; the real
+    // run still stops at its first blocker.
+    let (plan, real, writes) = both("eat1", state.path(), &t, true);
+    let p = phases(&plan);
+    assert_eq!(&p[..3], ["preflight", "bastion", "bastion"], "{plan:#}");
+    assert!(p[3..].iter().all(|x| x == "config"), "{p:?}");
+    let refusals: Vec<&Value> = plan["blockers"].as_array().unwrap().iter().filter(|b| b["exit_code"] == 3).collect();
+    assert!(!refusals.is_empty(), "{plan:#}");
+    assert_eq!(plan["exit_code"], 3, "a refusal among the blockers: the dry run exits 3");
+    assert_eq!(plan["overlay_not_decided"], "the configuration was not decided");
+    assert_eq!(real.status.code(), Some(1), "the first blocker's code: {}", text(&real.stderr));
+    assert!(text(&real.stderr).contains("REFUSE: "), "{}", text(&real.stderr));
+    assert_eq!(writes, Vec::<String>::new());
+
+    // An unreadable lock in the cluster's state directory comes first.
+    let dir = std::fs::read_dir(state.path()).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(dir.join("lock"), b"not a lock").unwrap();
+    let (plan, real, writes) = both("eat1", state.path(), &t, true);
+    assert_eq!(phases(&plan)[0], "lock", "{plan:#}");
+    assert!(plan["blockers"][0]["fix"].as_str().unwrap().contains("--break-lock"), "{plan:#}");
+    assert_eq!(real.status.code(), Some(1));
+    assert!(text(&real.stderr).contains("error: lock: "), "{}", text(&real.stderr));
+    assert_eq!(writes, Vec::<String>::new());
+    assert_eq!(std::fs::read(dir.join("lock")).unwrap(), b"not a lock", "the lock is not touched");
+}
+
+#[test]
+fn fail_on_blockers_exits_with_the_first_blockers_code_and_the_plan_is_still_printed() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "no refusal, no STOP: exit 0 with blockers listed");
+    assert!(text(&out.stdout).contains("  blockers   3: the real run stops at the first (exit 1)"));
+    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--fail-on-blockers"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("  blockers   3:"), "the plan is printed whatever the exit code");
+}
+
+#[test]
+fn two_timeouts_for_one_phase_are_bad_input_and_the_plan_prints_the_effective_one() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    let both = ["--dry-run", "--install-timeout", "600", "--phase-timeout", "install=5"];
+    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &both);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(server.requests().is_empty(), "bad input is found before the cluster is read");
+    let args = ["--dry-run", "--output", "json", "--install-timeout", "600", "--phase-timeout", "prepare=7"];
+    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &args);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secs =
+        |n: &str| plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == n).unwrap()["timeout_secs"].clone();
+    assert_eq!((secs("install"), secs("prepare")), (Value::from(600), Value::from(7)));
+    let text_plan = text(
+        &up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--install-timeout", "600"]).stdout,
+    );
+    assert!(text_plan.contains("  install     10s/10m  not run"), "{text_plan}");
+}
