@@ -209,10 +209,12 @@ fn sweep_work_trees(sd: &crate::state::StateDir, own: &Path, shell: &Shell) {
         let path = entry.path();
         let name = entry.file_name();
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir && name.to_string_lossy().starts_with(super::NEXT) && path != own {
-            if let Err(e) = std::fs::remove_dir_all(&path) {
-                shell.warn(format!("an earlier run's work tree {} was not removed: {e}", path.display()));
-            }
+        if is_dir
+            && name.to_string_lossy().starts_with(super::NEXT)
+            && path != own
+            && let Err(e) = std::fs::remove_dir_all(&path)
+        {
+            shell.warn(format!("an earlier run's work tree {} was not removed: {e}", path.display()));
         }
     }
 }

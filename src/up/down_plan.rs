@@ -65,9 +65,7 @@ mod tests {
     use crate::state::ledger::Ledger;
 
     fn snapshot(namespaces: &[&str]) -> Snapshot {
-        let mut s = Snapshot::default();
-        s.namespaces = namespaces.iter().map(|n| n.to_string()).collect();
-        s
+        Snapshot { namespaces: namespaces.iter().map(|n| n.to_string()).collect(), ..Default::default() }
     }
 
     fn state(before: &[&str], after: &[&str]) -> State {

@@ -196,7 +196,7 @@ pub async fn gather(
             _ => None,
         }
     };
-    let facts = async { gather::collect(target, &args.gather, CALL, &global.env, shell).await.map_err(Failure::from) };
+    let facts = gather::collect(target, &args.gather, CALL, &global.env, shell);
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), crate::trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let (scratch, layer, with_ext) = (super::scratch_dir(args, &pre)?, args.select.layer.clone(), !args.dry_run);
