@@ -248,9 +248,11 @@ impl PhaseTimeouts {
         self.0.get(&id).copied().unwrap_or(id.spec().timeout)
     }
 
-    /// The plan half's timeout (declared; a test shortens the act half only).
+    /// The plan half's timeout: the declared one, or the act half's when a flag set that
+    /// shorter (a shortened phase is shortened whole; a flag never lengthens a plan half).
     pub fn plan(&self, id: PhaseId) -> Duration {
-        id.spec().plan_timeout
+        let declared = id.spec().plan_timeout;
+        self.0.get(&id).map_or(declared, |set| declared.min(*set))
     }
 }
 

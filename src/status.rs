@@ -36,8 +36,11 @@ pub struct StatusSettings {
 pub struct Status {
     pub schema: &'static str,
     pub cluster: Cluster,
-    /// `null` when no run of `eas up` is recorded for this cluster.
+    /// The last run that began its install phase (a partial install included); `null` when no
+    /// run did (a run that stopped before it is an attempt, in `last_run`).
     pub installed: Option<Installed>,
+    /// The latest run, attempt or install: where it stopped and why.
+    pub last_run: Option<crate::state::records::LastRun>,
     pub live: Live,
 }
 
@@ -207,13 +210,15 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
         let key = up::cluster::cluster_key(&target.client, CALL).await.map_err(unread)?;
         let sd = StateDir::new(&up::state_root(global)?, &key)?;
-        let state = match State::load(&sd.state_file()) {
-            Ok(s) => s,
+        let records = match crate::state::records::Records::read(&sd) {
+            Ok(r) => Some(r),
             Err(e) => {
                 shell.warn(format!("the record cannot be read: {e}"));
                 None
             }
         };
+        let state = records.as_ref().and_then(|r| r.install.clone());
+        let last_run = records.as_ref().and_then(|r| r.last_run());
         let expected: Option<Expected> =
             std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
         let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
@@ -227,6 +232,7 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
                 state_dir: sd.dir().display().to_string(),
             },
             installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
+            last_run,
             live,
         })
     })?;
@@ -243,7 +249,17 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
 pub fn render(s: &Status) -> String {
     let mut o = format!("cluster   {} ({})\n", s.cluster.context, s.cluster.server);
     match &s.installed {
-        None => o.push_str(&format!("installed nothing: no run of `eas up` is recorded in {}\n", s.cluster.state_dir)),
+        None => match &s.last_run {
+            Some(l) => o.push_str(&format!(
+                "installed nothing; last run failed at {} (exit {}): {}\n  next: `eas up --dry-run` lists what stops it\n",
+                l.phase,
+                l.exit_code.map_or("-".to_string(), |c| c.to_string()),
+                l.cause.as_deref().unwrap_or("see its plan in the state directory's attempt/")
+            )),
+            None => {
+                o.push_str(&format!("installed nothing: no run of `eas up` is recorded in {}\n", s.cluster.state_dir))
+            }
+        },
         Some(i) => {
             o.push_str(&format!("installed {} (env {}), profile {}\n", i.layer, i.env, i.profile));
             for (tree, sha) in &i.commits {

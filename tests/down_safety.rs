@@ -348,7 +348,7 @@ fn purge_without_a_record_takes_the_lock_and_needs_yes_or_a_y_on_a_terminal() {
     // On a terminal it asks; anything but y changes nothing.
     let declined = on_a_terminal(&r, &["down", "--purge"], "n\n");
     let out = text(&declined.stdout);
-    assert_eq!(declined.status.code(), Some(2), "{out}");
+    assert_eq!(declined.status.code(), Some(1), "a declined prompt is exit 1: {out}");
     assert!(out.contains("removes the state directory") && out.contains("[y/N]"), "{out}");
     assert!(out.contains("not confirmed"), "{out}");
     assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists());

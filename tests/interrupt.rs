@@ -201,15 +201,14 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// The run's state.json (under `state/<cluster key>/`).
+/// The run's journal. A run interrupted before its install phase began is an attempt: its
+/// journal is `state/<cluster key>/attempt/state.json`, and no `state.json` (an install's record)
+/// is written.
 fn state_of(dir: &Path) -> serde_json::Value {
-    let found = std::fs::read_dir(dir.join("state"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("state.json"))
-        .find(|p| p.exists())
-        .expect("a state.json");
-    serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
+    let key = std::fs::read_dir(dir.join("state")).unwrap().flatten().next().expect("the cluster's directory").path();
+    assert!(!key.join("state.json").exists(), "an attempt wrote an install's record");
+    let found = key.join("attempt/state.json");
+    serde_json::from_str(&std::fs::read_to_string(&found).expect("the attempt's journal")).unwrap()
 }
 
 fn status_of(state: &serde_json::Value, phase: &str) -> String {

@@ -308,8 +308,9 @@ fn down_break_lock_removes_the_dead_runs_installer() {
     assert!(err.contains("stopped and removed") && err.contains("left running by the dead run"), "{err}");
 }
 
-/// A run that fails before any act (here a facts read the API server refuses) records how it
-/// ended: `eas status` says failed with its exit code, not "running".
+/// A run that fails before any act (here a facts read the API server refuses) is an attempt: it
+/// records how it ended beside the state, never as an install. `eas status` says nothing is
+/// installed and where the last run stopped; `eas down` sends only reads and says so.
 #[test]
 fn a_run_that_fails_while_gathering_records_its_end() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -319,13 +320,32 @@ fn a_run_that_fails_while_gathering_records_its_end() {
     let code = up.status.code().expect("an exit code");
     assert_ne!(code, 0, "{}", text(&up.stderr));
     assert!(text(&up.stderr).contains("etcd is down"), "{}", text(&up.stderr));
-    let state = r.state_file().expect("the run's record");
-    assert_eq!(state["exit_code"], code, "{state}");
-    assert!(state["finished"].is_string(), "{state}");
+    assert!(r.state_file().is_none(), "an attempt is not an install's record");
+    let key = std::fs::read_dir(&r.state).unwrap().next().unwrap().unwrap().path();
+    let attempt: Value =
+        serde_json::from_str(&std::fs::read_to_string(key.join("attempt/state.json")).unwrap()).unwrap();
+    assert_eq!(attempt["exit_code"], code, "{attempt}");
+    assert!(attempt["finished"].is_string(), "{attempt}");
     r.server.clear_faults();
     let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
     let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
-    assert_eq!(doc["installed"]["outcome"], format!("failed (exit {code})"), "{doc}");
+    assert_eq!(support::schema_errors("eas-status.v1", &doc), Vec::<String>::new());
+    assert_eq!(doc["installed"], Value::Null, "{doc}");
+    assert_eq!(doc["last_run"]["phase"], "facts", "{doc}");
+    assert_eq!(doc["last_run"]["exit_code"], code, "{doc}");
+    assert!(doc["last_run"]["cause"].as_str().unwrap().contains("etcd is down"), "{doc}");
+    let table = text(&r.eas().args(["status"]).output().unwrap().stdout);
+    assert!(table.contains(&format!("installed nothing; last run failed at facts (exit {code})")), "{table}");
+    let before = r.server.requests().len();
+    let down = r.down();
+    assert_eq!(down.status.code(), Some(0), "{}", text(&down.stderr));
+    let said = text(&down.stderr);
+    assert!(said.contains("nothing was installed on k3d-gpu by eas up (last attempt: facts"), "{said}");
+    assert!(!said.contains("removed"), "no removal is reported: {said}");
+    let sent: Vec<_> =
+        r.server.requests()[before..].iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
+    assert_eq!(sent, Vec::<String>::new(), "down sent only reads");
+    assert!(!key.join("attempt").exists(), "down cleared the attempt");
 }
 
 #[test]

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod records;
 pub mod resume;
 
 #[derive(Debug, thiserror::Error, PartialEq)]

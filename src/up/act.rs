@@ -20,7 +20,11 @@ use crate::verify;
 
 use super::plan::Ready;
 use super::runner::Runner;
-use super::{CALL, EXPECTED_FILE, Expected, UpSettings, cluster, crash, install, now};
+use super::{ATTEMPT, CALL, EXPECTED_FILE, Expected, UpSettings, cluster, crash, install, now};
+
+/// How long past its effective timeout the runner waits for an act half that stops itself (it
+/// removes its container, or prints what it waited for).
+const GRACE: Duration = Duration::from_secs(30);
 
 /// The acts, in order. Returns once the run is recorded.
 pub async fn run(
@@ -51,9 +55,13 @@ pub async fn run(
             shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
         }
     }
-    r.file = Some(sd.state_file());
-    r.state.begin(PhaseId::Lock, None, &now());
-    r.state.finish(PhaseId::Lock, crate::state::journal::Status::Done, None, &now());
+    // The lock's act was journaled in memory (no state file before the lock). Until the install
+    // phase begins, this run is an attempt: its record goes beside the state, never over the
+    // record of an earlier install (`state.json`), which the install phase's start replaces.
+    let attempt = sd.dir().join(ATTEMPT);
+    crate::state::journal::create_private_dir(&attempt)
+        .map_err(|e| Failure::step_next("lock", format!("{}: {e}", attempt.display()), "check --state-dir"))?;
+    r.file = Some(attempt.join(crate::state::journal::FILE));
     let docker = &x.docker;
     r.act(PhaseId::Preflight, None, async {
         if let Some(holder) = &dead {
@@ -69,7 +77,7 @@ pub async fn run(
     // returns.
     let interrupt = r.interrupt.clone();
     let build = bastion::build_planned(docker, x.image.clone(), false, shell, &interrupt);
-    let prepared = r.act(PhaseId::Bastion, None, async { build.await.map_err(Failure::from) }).await?;
+    let prepared = r.act_self(PhaseId::Bastion, None, GRACE, async { build.await.map_err(Failure::from) }).await?;
     r.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
     r.act(PhaseId::Config, None, async { Ok(()) }).await?;
 
@@ -89,6 +97,7 @@ pub async fn run(
     let client = &x.pre.target.client;
     let result = if installed {
         shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        r.file = Some(sd.state_file());
         Ok(())
     } else {
         let (scratch, op) = &x.tree;
@@ -189,11 +198,13 @@ async fn prepare_and_install(
     let ctx = install::Ctx { docker: &x.docker, image, tree: work, global, shell, interrupt: &interrupt };
     let limit = r.timeouts.get(PhaseId::Prepare);
     let prepare = install::prepare(&ctx, &x.files, &x.decision, args, &log_path, limit);
-    r.act(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), prepare).await?;
+    r.act_self(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), GRACE, prepare).await?;
+    // The install begins: from here the run is an install, recorded in `state.json`.
+    r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();
     let installing = install::install(&ctx, &argv, args, &log_path, limit);
-    r.act(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), installing).await
+    r.act_self(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), GRACE, installing).await
 }
 
 /// A real run removes the work trees a killed run left (`eas.next-*`) before it goes on: it holds
@@ -297,10 +308,24 @@ async fn verify_phase(
     .map_err(|e| Failure::step("record", e))?;
     let exp = expected.expect();
     let limit = r.timeouts.get(PhaseId::Verify);
-    let t = verify::Timeouts { models: limit, ..verify::Timeouts::default() };
+    // The whole phase, devices included, within the effective timeout: verify ends itself at
+    // that deadline and says what it waited for; the runner's window is the backstop.
+    let t = verify::Timeouts {
+        devices: limit.min(verify::Timeouts::default().devices),
+        models: limit,
+        whole: true,
+        ..verify::Timeouts::default()
+    };
     let _ = args;
     let client = x.pre.target.client.clone();
-    match r.act(PhaseId::Verify, None, async move { verify::verify(&client, &exp, &t, shell).await }).await {
+    let interrupt = r.interrupt.clone();
+    let verified = async move {
+        tokio::select! {
+            v = verify::verify(&client, &exp, &t, shell) => v,
+            _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+        }
+    };
+    match r.act_self(PhaseId::Verify, None, GRACE, verified).await {
         Ok(lines) => {
             for l in &lines {
                 shell.note(format!("  ok {l}"));

@@ -169,9 +169,10 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
     };
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::bastion::run::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
-    let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, interrupt)).await;
+    let mut r = super::runner(up, &tree_pins, interrupt);
+    let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)).await;
     Ok(match planned {
-        Ok(Ok((r, _))) => gate_checks(&r.plan),
+        Ok(Ok(_)) => gate_checks(&r.plan),
         Ok(Err(Failure::Interrupted)) => return Err(Failure::Interrupted),
         // The cluster could not be read: the gates that need only this host and the pins
         // still run (the same functions as the plan's).

@@ -69,44 +69,9 @@ impl Sink for Quiet {
     }
 }
 
-/// `--yes`, or a `y` typed at a prompt on a terminal; without a terminal, bad input. Nothing
-/// has been written when this refuses.
+/// `--yes`, or the prompt ([`super::prompt::ask`]). Nothing has been written when this refuses.
 async fn confirm(args: &DownSettings, what: &str, interrupt: &Interrupt) -> Result<(), Failure> {
-    if args.yes {
-        return Ok(());
-    }
-    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        return Err(Failure::bad_input(format!("{what} and no terminal is attached to confirm"), "pass --yes"));
-    }
-    eprint!("{what}. Continue? [y/N] ");
-    let read = tokio::task::spawn_blocking(|| {
-        let mut line = String::new();
-        std::io::stdin().read_line(&mut line).map(|_| line)
-    });
-    let limit = crate::settings::timeouts::PROMPT;
-    let line = tokio::select! {
-        r = tokio::time::timeout(limit, read) => match r {
-            Ok(Ok(Ok(line))) => line,
-            Ok(_) => String::new(),
-            Err(_) => {
-                return Err(Failure::bad_input(
-                    format!("no answer within {} min: nothing was changed", limit.as_secs() / 60),
-                    "pass --yes",
-                ));
-            }
-        },
-        _ = interrupt.graceful.cancelled() => return Err(Failure::Interrupted),
-    };
-    if affirmative(&line) {
-        Ok(())
-    } else {
-        Err(Failure::bad_input(format!("{what}: not confirmed, nothing was changed"), "answer y, or pass --yes"))
-    }
-}
-
-/// Whether a prompt's answer says yes (`y` or `yes`, any case).
-fn affirmative(line: &str) -> bool {
-    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+    if args.yes { Ok(()) } else { super::prompt::ask(what, interrupt).await }
 }
 
 /// Removes the state directory: everything but the lock while it is held, then the lock.
@@ -231,11 +196,28 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let sd = StateDir::new(&state_root(global)?, &key)?;
     let nothing = || format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display());
     let purgeable = args.purge && sd.dir().exists();
-    if !sd.state_file().exists() && !purgeable {
+    let records = crate::state::records::Records::read(&sd)?;
+    if records.install.is_none() && !purgeable {
+        // Nothing was installed: only reads were sent. An attempt's record is cleared (a dry
+        // run only says so).
+        let line = match records.last_run() {
+            Some(l) => format!(
+                "nothing was installed on {} by eas up (last attempt: {}, exit {}); nothing to remove",
+                target.context,
+                l.phase,
+                l.exit_code.map_or("-".to_string(), |c| c.to_string())
+            ),
+            None => nothing(),
+        };
         if args.dry_run {
-            println!("{}", crate::text::for_people(&nothing()));
+            println!("{}", crate::text::for_people(&line));
         } else {
-            shell.phase("down", nothing());
+            shell.phase("down", line);
+            let attempt = sd.dir().join(super::ATTEMPT);
+            if attempt.exists() {
+                std::fs::remove_dir_all(&attempt)
+                    .map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
+            }
         }
         return Ok(());
     }
@@ -586,18 +568,5 @@ async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<()
     match DockerRunner::new(docker.clone()).run(&spec, &mut sink, interrupt).await.map_err(|e| e.to_string())? {
         RunOutcome::Exited(0) => Ok(()),
         other => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&sink.0).trim())),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn only_y_or_yes_confirms() {
-        for yes in ["y\n", "Y\n", " yes \n", "YES"] {
-            assert!(super::affirmative(yes), "{yes:?}");
-        }
-        for no in ["\n", "", "n\n", "no\n", "yep\n", "y es\n"] {
-            assert!(!super::affirmative(no), "{no:?}");
-        }
     }
 }

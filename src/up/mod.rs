@@ -17,6 +17,7 @@ pub mod knob_audit;
 pub mod phase;
 pub mod plan;
 pub mod profiles;
+mod prompt;
 pub mod runner;
 
 use std::collections::BTreeMap;
@@ -97,7 +98,17 @@ pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), 
             "add --dry-run (a real run reports on stderr and records its state)",
         ));
     }
-    crate::runtime::block_on(up(args, global, shell))?
+    let result = crate::runtime::block_on(up(args, global, shell))?;
+    // A dry run that failed before its plan was printed (bad input, an unreadable cluster)
+    // leaves no outputs of an earlier run in `--out`: the stale plan would describe a run that is
+    // not this one. A printed plan already wrote (or, on exit 2 or 3, cleared) them.
+    if let (Err(f), true, Some(out)) = (&result, args.dry_run, args.out.as_deref())
+        && !matches!(f, Failure::Blocked { .. })
+    {
+        write::clear(out)
+            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))?;
+    }
+    result
 }
 
 pub fn now() -> String {
@@ -276,12 +287,26 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     {
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
     }
-    let (mut r, planned) = plan_halves(args, global, shell, &inv, &tree_pins, interrupt).await?;
+    let mut r = runner(args, &tree_pins, interrupt);
+    let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
+        Ok(p) => p,
+        Err(f) => return Err(r.end_attempt(f)),
+    };
     if args.dry_run {
         return dry_run_end(&mut r, args, global, &planned.files);
     }
     if r.blocked() {
         return Err(blocked_run(&mut r, &planned, shell));
+    }
+    // On a terminal without --yes: the plan's summary, then the question, before the first act
+    // half (no lock taken, no image built, no work tree written yet).
+    if !args.yes {
+        let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
+        for line in crate::plan_view::summary(&r.plan, view, &crate::plan_view::Ending::DryRun) {
+            eprintln!("{}", crate::text::escape_controls(&line));
+        }
+        let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
+        prompt::ask(&what, &r.interrupt).await?;
     }
     let ready = planned.ready()?;
     act::run(args, global, shell, &inv, ready, &mut r).await
@@ -294,19 +319,17 @@ pub async fn plan_halves(
     shell: &Shell,
     inv: &Invocation,
     tree_pins: &Trees,
-    interrupt: Interrupt,
-) -> Result<(Runner, plan::Planned), Failure> {
-    let mut r = runner(args, tree_pins, interrupt);
-    let pre = plan::preflight(args, global, shell, &mut r).await?;
-    let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, &mut r).await?;
-    let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, &mut r).await?;
+    r: &mut Runner,
+) -> Result<plan::Planned, Failure> {
+    let pre = plan::preflight(args, global, shell, r).await?;
+    let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
+    let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, r).await?;
     let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
-    let planned = plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() };
-    Ok((r, planned))
+    Ok(plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() })
 }
 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
-fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
+pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
     let pins = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)];
     let info = RunInfo {
         cluster_key: String::new(),
@@ -357,10 +380,15 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
     Failure::Blocked { blockers: r.plan.blockers.clone(), code }
 }
 
+/// The directory beside `state.json` that holds the latest attempt: a run that stopped before
+/// its install phase began (a blocked run's `attempt.json`, facts, plan and choices; its journal
+/// `state.json`).
+pub use crate::state::records::ATTEMPT;
+
 /// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
 /// choices beside it, in `<state>/attempt/`.
 fn record_attempt(r: &Runner, sd: &StateDir, facts: &Facts, files: &[(String, String)]) -> std::io::Result<()> {
-    let dir = sd.dir().join("attempt");
+    let dir = sd.dir().join(ATTEMPT);
     crate::state::journal::create_private_dir(&dir)?;
     let first = &r.plan.blockers[0];
     let attempt = serde_json::json!({
@@ -372,7 +400,11 @@ fn record_attempt(r: &Runner, sd: &StateDir, facts: &Facts, files: &[(String, St
     write("plan.json", &r.plan.to_json())?;
     let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
     write("choices.txt", choices)?;
-    write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))
+    write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))?;
+    let mut journal = r.state.clone();
+    journal.exit_code = Some(first.exit_code);
+    journal.finished = Some(now());
+    write(crate::state::journal::FILE, &serde_json::to_string_pretty(&journal).expect("json"))
 }
 
 /// Bad input is found before anything else happens.
@@ -386,6 +418,7 @@ fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
         config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
     })?;
     argv::init_argv(layer, &args.env)?;
+    // Without a terminal the question cannot be asked: refused before anything is read.
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(
             "eas up changes the cluster and no terminal is attached to confirm",

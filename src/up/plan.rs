@@ -152,7 +152,12 @@ pub async fn preflight(
     let sd = StateDir::new(&state_root(global)?, &key)?;
     r.state.cluster_key = key;
     r.state.context = target.context.clone();
+    if !args.dry_run {
+        r.attempt = Some(sd.dir().join(super::ATTEMPT));
+    }
+    r.begin_all(&[PhaseId::Lock]);
     let locked = lock_blocker(&sd, args.break_lock);
+    r.planned(PhaseId::Lock, &locked);
     r.or_block(PhaseId::Lock, locked)?;
     // The record the act will resume from must be readable (the act re-reads it under the lock).
     if let Err(e) = State::load(&sd.state_file()) {
@@ -220,6 +225,7 @@ pub async fn gather(
         (limit(PhaseId::Bastion), limit(PhaseId::Facts), limit(PhaseId::Trees));
     let within = |id: PhaseId, d: Duration| move |_| super::phase::timed_out(id, d);
     // Side by side, each in its own plan window, all under the run's cancellation.
+    r.begin_all(&[PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees]);
     let joined = r
         .cancellable(async {
             tokio::join!(
@@ -230,14 +236,27 @@ pub async fn gather(
         })
         .await;
     waiting.finish_and_clear();
-    let (image, facts, trees) = joined?;
-    let facts: Facts = facts.map_err(within(PhaseId::Facts, facts_limit))??;
+    let (image, facts, trees) = match joined {
+        Ok(j) => j,
+        Err(f) => {
+            for id in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Trees] {
+                r.planned::<()>(id, &Err(Failure::Interrupted));
+            }
+            return Err(f);
+        }
+    };
+    let facts = facts.map_err(within(PhaseId::Facts, facts_limit)).and_then(|f| f.map_err(Failure::from));
+    r.planned(PhaseId::Facts, &facts);
+    let facts: Facts = facts?;
     let facts_hash = crate::state::hash_json(&facts);
     r.state.facts_hash = Some(facts_hash.clone());
     r.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
     let image = match image.map_err(within(PhaseId::Bastion, bastion_limit)) {
         Ok(None) => None,
-        Ok(Some(i)) => r.or_block(PhaseId::Bastion, i)?,
+        Ok(Some(i)) => {
+            r.planned(PhaseId::Bastion, &i);
+            r.or_block(PhaseId::Bastion, i)?
+        }
         Err(f) => r.or_block::<bastion::ImagePlan>(PhaseId::Bastion, Err(f))?,
     };
     if let Some(p) = &image {
@@ -245,6 +264,7 @@ pub async fn gather(
         r.plan.image = Some(ImagePlan { tag: p.tag.clone(), action });
     }
     let trees = trees.map_err(within(PhaseId::Trees, trees_limit)).and_then(|t| t);
+    r.planned(PhaseId::Trees, &trees);
     let trees = r.or_block(PhaseId::Trees, trees)?;
     if trees.is_none() {
         r.plan.overlay_not_decided = Some("the trees could not be read".into());

@@ -23,25 +23,63 @@ pub struct Runner {
     pub file: Option<PathBuf>,
     pub timeouts: PhaseTimeouts,
     pub interrupt: Interrupt,
+    /// Where a real run's attempt is recorded when it ends before an act half wrote the state
+    /// file (known once the cluster's identity is read; a dry run records nothing).
+    pub attempt: Option<PathBuf>,
 }
 
 impl Runner {
     pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
-        Runner { state, plan, file: None, timeouts, interrupt }
+        Runner { state, plan, file: None, timeouts, interrupt, attempt: None }
     }
 
-    /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation.
-    /// Its failure is the caller's to turn into a blocker or to end the run with.
+    /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
+    /// journaled in memory (a real run that ends here saves it as its attempt). Its failure is
+    /// the caller's to turn into a blocker or to end the run with.
     pub async fn plan_half<T>(
         &mut self,
         id: PhaseId,
         f: impl Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
         let limit = self.timeouts.plan(id);
-        tokio::select! {
+        self.state.begin(id, None, &now());
+        let r = tokio::select! {
             r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit))),
             _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+        };
+        self.planned(id, &r);
+        r
+    }
+
+    /// The journal entry of a plan half that ran outside [`Runner::plan_half`] (side by side).
+    pub fn planned<T>(&mut self, id: PhaseId, r: &Result<T, Failure>) {
+        let (status, msg) = match r {
+            Ok(_) => (Status::Done, None),
+            Err(Failure::Interrupted) => (Status::Interrupted, None),
+            Err(f) => (Status::Failed, Some(f.to_string())),
+        };
+        self.state.finish(id, status, msg, &now());
+    }
+
+    /// Phases begun side by side, ended with [`Runner::planned`].
+    pub fn begin_all(&mut self, ids: &[PhaseId]) {
+        for id in ids {
+            self.state.begin(*id, None, &now());
         }
+    }
+
+    /// A real run that ends before its acts wrote the state file: its journal goes to the
+    /// attempt's record (`<state>/attempt/state.json`), never over an earlier install's.
+    pub fn end_attempt(&mut self, f: Failure) -> Failure {
+        if self.file.is_none()
+            && let Some(dir) = self.attempt.clone()
+        {
+            if let Err(e) = crate::state::journal::create_private_dir(&dir) {
+                return Failure::step("record", format!("{}: {e}", dir.display()));
+            }
+            self.file = Some(dir.join(crate::state::journal::FILE));
+        }
+        self.ended(f)
     }
 
     /// Plan halves that run side by side, each under its own window: only the cancellation here.
@@ -100,7 +138,32 @@ impl Runner {
         }
     }
 
-    /// A phase whose act half was skipped (resume): its earlier record was carried over.
+    /// An act half that stops itself on the run's token and under `limit` (the installer, the
+    /// bastion build, verify: they remove their containers and say what they waited for before
+    /// they return): the runner journals it and holds a backstop window of `limit + grace`.
+    pub async fn act_self<T>(
+        &mut self,
+        id: PhaseId,
+        inputs: Option<String>,
+        grace: std::time::Duration,
+        f: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        self.state.begin(id, inputs, &now());
+        self.save()?;
+        let limit = self.timeouts.get(id);
+        let r =
+            tokio::time::timeout(limit + grace, f).await.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit)));
+        match r {
+            Ok(v) => {
+                self.state.finish(id, Status::Done, None, &now());
+                self.save()?;
+                Ok(v)
+            }
+            Err(Failure::Interrupted) => Err(self.interrupted()),
+            Err(f) => Err(self.failed(id, f)),
+        }
+    }
+
     pub fn save(&self) -> Result<(), Failure> {
         match &self.file {
             Some(f) => self.state.save(f).map_err(Failure::from),

@@ -45,6 +45,8 @@ pub enum Models {
 pub struct Timeouts {
     pub devices: Duration,
     pub models: Duration,
+    /// `models` counts from the start, devices included (`eas up`'s verify phase: one window).
+    pub whole: bool,
     pub poll: Duration,
     pub call: Duration,
 }
@@ -55,6 +57,7 @@ impl Default for Timeouts {
         Timeouts {
             devices: timeouts::VERIFY_DEVICES,
             models: timeouts::VERIFY,
+            whole: false,
             poll: timeouts::VERIFY_POLL,
             call: timeouts::CALL,
         }
@@ -89,15 +92,25 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
         "verify",
         format!("waiting up to {}s for every device node's resources and plugin pod", t.devices.as_secs()),
     );
+    let started = Instant::now();
     let mut passed =
         devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call).await.map_err(Failure::Verify)?;
-    let deadline = Instant::now() + t.models;
+    let deadline = if t.whole { started } else { Instant::now() } + t.models;
     let names = match &exp.models {
         Models::Named(n) if !n.is_empty() => n.clone(),
         Models::Found => servers::found(client, deadline, t).await.map_err(Failure::Verify)?,
         other => {
             for l in &passed {
                 shell.note(format!("ok {l}"));
+            }
+            // Nothing installed is not a failed verification (exit 5 is "installed, but"): the
+            // devices were checked, and there is no model server to verify.
+            if let Models::NotInstalled(_) = other {
+                return Err(Failure::step_next(
+                    "verify",
+                    format!("{}; the devices were checked", no_model_line(other)),
+                    "run `eas up --dry-run`, then `eas up`",
+                ));
             }
             return Err(Failure::Verify(vec![no_model_line(other)]));
         }
