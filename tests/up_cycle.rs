@@ -126,6 +126,17 @@ impl Run {
         None
     }
 
+    /// The journal of the latest attempt (a run that stopped before its install phase began).
+    fn attempt_file(&self) -> Option<Value> {
+        for d in std::fs::read_dir(&self.state).ok()? {
+            let p = d.ok()?.path().join("attempt/state.json");
+            if p.exists() {
+                return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
+            }
+        }
+        None
+    }
+
     fn install_log(&self) -> String {
         let mut text = String::new();
         for d in std::fs::read_dir(&self.state).into_iter().flatten() {
@@ -620,7 +631,9 @@ fn up_interrupted_while_building_the_bastion_leaves_no_build_container() {
         let (code, err) = up.exit();
         assert_eq!(code, Some(130), "{sig}: {err}");
         assert!(err.contains("interrupted: nothing eas started is left running"), "{sig}: {err}");
-        let state = r.state_file().unwrap();
+        // Before its install phase the run is an attempt: recorded beside the state.
+        assert!(r.state_file().is_none(), "{sig}: an attempt wrote an install's record");
+        let state = r.attempt_file().unwrap();
         assert_eq!(phase_status(&state, "bastion"), "interrupted", "{sig}: {state}");
         assert_eq!(phase_status(&state, "install"), "pending", "{sig}: {state}");
         assert_eq!(state["exit_code"], 130);

@@ -245,7 +245,7 @@ pub async fn gather(
             return Err(f);
         }
     };
-    let facts = facts.map_err(within(PhaseId::Facts, facts_limit)).and_then(|f| f.map_err(Failure::from));
+    let facts = facts.map_err(within(PhaseId::Facts, facts_limit)).and_then(|f| f);
     r.planned(PhaseId::Facts, &facts);
     let facts: Facts = facts?;
     let facts_hash = crate::state::hash_json(&facts);
