@@ -384,6 +384,8 @@ pub struct Plan {
     pub layer: String,
     pub env: String,
     pub profile: String,
+    /// The pins file the run read, by absolute path, or `built-in` (`pins::Source::label`).
+    pub pins_source: String,
     /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
     pub commits: BTreeMap<String, String>,
     /// The model `eas config` picked, with its verdict (`qwen2-5-coder-7b (fallback)`).
@@ -428,6 +430,7 @@ impl Plan {
             layer: layer.to_string(),
             env: env.to_string(),
             profile: profile.to_string(),
+            pins_source: crate::pins::Source::Builtin.label(),
             commits: BTreeMap::new(),
             model: None,
             fit: None,

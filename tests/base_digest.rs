@@ -155,6 +155,8 @@ fn lock_records_the_base_image_at_the_registrys_digest() {
         .arg(&pins)
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .env("HOME", &dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env_remove("EAS_PINS")
         .env("CI", "1")
         .env("NO_COLOR", "1")
         .env("EAS_CA_BUNDLE", HOST_CA)

@@ -8,8 +8,10 @@ mod support;
 
 use support::git;
 
+/// `eas ARGS` through the harness (no EAS_PINS, no user pins file) in a directory of its own.
 fn eas(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_eas")).args(args).env("NO_COLOR", "1").output().unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    support::eas(dir.path()).args(args).output().unwrap()
 }
 
 /// A repository at `base/owner/name` with one commit on `branch`; returns the full SHA.
@@ -62,9 +64,9 @@ fn check_reports_the_embedded_unlocked_rows_and_missing_checksums() {
 
 /// `eas pins lock` with its mirror cache in `cache` (`$XDG_CACHE_HOME/eas/repos`, as `eas up`).
 fn lock(pins: &Path, base: &Path, cache: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_eas"))
+    let dir = tempfile::tempdir().unwrap();
+    support::eas(dir.path())
         .args(["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()])
-        .env("NO_COLOR", "1")
         .env("XDG_CACHE_HOME", cache)
         .output()
         .unwrap()

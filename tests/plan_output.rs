@@ -104,6 +104,7 @@ fn redact(doc: &mut Value, server: &ClusterServer) -> String {
         s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
     }
     s = s.replace(&server.url(), "http://127.0.0.1:PORT");
+    s = s.replace(&trees().pins.display().to_string(), "<pins>");
     s.push('\n');
     s
 }

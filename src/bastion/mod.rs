@@ -51,8 +51,10 @@ pub enum BastionCommand {
 
 #[derive(Debug, Clone)]
 pub struct ImageSettings {
-    /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
-    pub pins: Option<PathBuf>,
+    /// Where the pins come from; `--lock` rewrites that file (the user's, for the built-in pins).
+    pub pins: crate::pins::Source,
+    /// The user's pins file, which `--lock` writes when the pins are the built-in ones.
+    pub user_pins: Option<PathBuf>,
     pub base: BaseImage,
     /// Where pinned downloads are cached (`$XDG_CACHE_HOME/eas/artifacts`).
     pub artifacts: PathBuf,
@@ -65,10 +67,11 @@ pub struct ImageSettings {
 }
 
 impl ImageSettings {
-    pub fn new(pins: Option<PathBuf>, base: BaseImage, global: &Global) -> Self {
+    pub fn new(pins: crate::pins::Source, base: BaseImage, global: &Global) -> Self {
         let env = &global.env;
         ImageSettings {
             pins,
+            user_pins: crate::pins::source::user_file(env),
             base,
             artifacts: Cache::default_dir(env),
             proxy: image::proxy_env(env),
@@ -154,25 +157,23 @@ impl From<BastionError> for Failure {
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
                     ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock --pins pins.json` (checked against each publisher's checksum), \
-                     or write the publisher's sha256 into pins.json"
+                        "on a connected machine run `eas bastion build --lock` (checked against each publisher's checksum; \
+                     it writes the pins file `eas pins show` names), or write the publisher's sha256 into that file"
                     }
-                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
-                        "regenerate the lock from the pins: scripts/lock-python.sh"
-                    }
+                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
                 },
             ),
             B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
             B::Publisher(p) => Failure::Refused(vec![
                 p.to_string(),
                 "nothing was recorded; pass --trust-on-first-use to record the download as it is \
-                 (its pins row's source will say so), or write the publisher's sha256 into pins.json"
+                 (its pins row's source will say so), or write the publisher's sha256 into the pins file"
                     .into(),
             ]),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
-                "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
+                "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
             ),
             B::Artifact(ArtifactError::Cache { ref path, .. }) => {
                 let next = format!(
@@ -185,11 +186,9 @@ impl From<BastionError> for Failure {
                 e,
                 "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
             ),
-            B::Image(ImageError::Connect(_)) => {
-                Failure::step_next("docker", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST")
-            }
+            B::Image(ImageError::Connect(_)) => Failure::step_next("docker", e, crate::hints::DOCKER),
             B::Image(ImageError::BaseMissing(ref r)) => {
-                let hint = format!("load or pull {r} first (the tests' base: scripts/base-image.sh)");
+                let hint = crate::hints::base_missing(r);
                 Failure::bad_input(e.to_string(), hint)
             }
             B::Image(ImageError::Build { .. }) => Failure::step_next(
@@ -249,8 +248,15 @@ pub async fn prepare_with(
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
     let lock = lock_mode.is_some();
-    let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
-    let mut pins = Pins::load(pins_path.as_deref())?;
+    // With --lock, the file resolution picked is the one rewritten; the built-in pins are
+    // written to the user's pins file (SPEC §1), so what is locked is what later runs read.
+    let (pins_path, mut pins) = match lock {
+        true => {
+            let (path, pins) = args.pins.lock_target(args.user_pins.clone())?;
+            (Some(path), pins)
+        }
+        false => (args.pins.path().map(Path::to_path_buf), args.pins.load()?),
+    };
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
 
     let mut changed = false;
@@ -288,9 +294,14 @@ pub async fn prepare_with(
             changed = true;
         }
     }
-    if changed && let Some(path) = &pins_path {
+    if let Some(path) = &pins_path
+        && (changed || (lock && args.pins == crate::pins::Source::Builtin))
+    {
         write_pins(path, &pins)?;
-        shell.note(format!("recorded the new sha256s in {}", path.display()));
+        match changed {
+            true => shell.note(format!("recorded the new sha256s in {}", path.display())),
+            false => shell.note(format!("wrote the built-in pins to {}", path.display())),
+        }
     }
     let plan = plan_from(docker, args, &pins, base).await?;
     build_planned(docker, plan, rebuild, shell, interrupt).await
@@ -316,7 +327,7 @@ pub struct ImagePlan {
 /// What `prepare` would do, without downloading or building, for the dry run's plan and as the
 /// first half of a real run's bastion phase.
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
-    let pins = Pins::load(args.pins.as_deref())?;
+    let pins = args.pins.load()?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     plan_from(docker, args, &pins, base).await
@@ -411,9 +422,7 @@ fn record(pins: &mut Pins, name: &str, sha256: &str) {
 }
 
 fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
-    crate::atomic::write(path, pins.to_json().as_bytes())
-        .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
-    Ok(())
+    Ok(crate::pins::source::write(path, pins)?)
 }
 
 /// How long a build waits for another `eas` building the same context.

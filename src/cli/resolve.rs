@@ -7,6 +7,7 @@ use crate::config::fit::command::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
+use crate::pins::Source;
 use crate::settings::{CaBundle, ConfigSettings, Env, Global, OverlaySettings, Select};
 use crate::up::down::DownSettings;
 use crate::up::{Repos, UpSettings, VerifySettings};
@@ -42,10 +43,10 @@ impl From<ProgressArg> for ProgressMode {
     }
 }
 
-impl From<SelectArgs> for Select {
-    fn from(a: SelectArgs) -> Self {
-        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins, fit: a.fit }
-    }
+/// The selection flags, with the pins resolved the one way every command resolves them.
+fn select(a: SelectArgs, env: &Env) -> Select {
+    let pins = Source::resolve(a.pins.as_deref(), env);
+    Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit }
 }
 
 impl From<FitArgs> for FitSettings {
@@ -54,10 +55,9 @@ impl From<FitArgs> for FitSettings {
     }
 }
 
-impl From<ConfigArgs> for ConfigSettings {
-    fn from(a: ConfigArgs) -> Self {
-        ConfigSettings { facts: a.facts, out: a.out, select: a.select.into(), catalog: a.catalog, explain: a.explain }
-    }
+/// `eas config`'s settings.
+pub fn config(a: ConfigArgs, env: &Env) -> ConfigSettings {
+    ConfigSettings { facts: a.facts, out: a.out, select: select(a.select, env), catalog: a.catalog, explain: a.explain }
 }
 
 impl From<OverlayArgs> for OverlaySettings {
@@ -73,7 +73,10 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
-            output: a.output.into(),
+            output: match a.output {
+                Some(FactsOutput::Json) => crate::output::OutputFormat::Json,
+                None => crate::output::OutputFormat::Text,
+            },
         }
     }
 }
@@ -97,15 +100,16 @@ impl From<BaseArgs> for BaseImage {
 }
 
 fn image(a: ImageArgs, global: &Global) -> ImageSettings {
-    ImageSettings::new(a.pins, a.base.into(), global)
+    ImageSettings::new(Source::resolve(a.pins.as_deref(), &global.env), a.base.into(), global)
 }
 
-impl From<UpArgs> for UpSettings {
-    fn from(a: UpArgs) -> Self {
+/// `eas up`'s settings.
+pub fn up(a: UpArgs, env: &Env) -> UpSettings {
+    {
         UpSettings {
             dry_run: a.dry_run,
             allow_unread: a.allow_unread,
-            select: a.select.into(),
+            select: select(a.select, env),
             env: a.env,
             out: a.out,
             output: a.output.into(),
@@ -125,8 +129,9 @@ impl From<UpArgs> for UpSettings {
     }
 }
 
-impl From<DownArgs> for DownSettings {
-    fn from(a: DownArgs) -> Self {
+/// `eas down`'s settings.
+pub fn down(a: DownArgs, env: &Env) -> DownSettings {
+    {
         DownSettings {
             layer: a.layer,
             yes: a.yes,
@@ -134,7 +139,7 @@ impl From<DownArgs> for DownSettings {
             acknowledge: a.acknowledge,
             force_incomplete: a.force_incomplete,
             break_lock: a.break_lock,
-            pins: a.pins,
+            pins: Source::resolve(a.pins.as_deref(), env),
             image: a.image.into(),
             teardown_timeout: a.teardown_timeout,
         }

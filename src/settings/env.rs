@@ -49,6 +49,11 @@ impl Env {
         self.nonempty("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| self.home().map(|h| h.join(".cache")))
     }
 
+    /// `$XDG_CONFIG_HOME`, else `~/.config` (where the user's pins file lives).
+    pub fn config_home(&self) -> Option<PathBuf> {
+        self.nonempty("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| self.home().map(|h| h.join(".config")))
+    }
+
     /// A lookup function over this environment, for code that takes `&dyn Fn(&str) -> Option<String>`.
     pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
         move |n| self.var(n)

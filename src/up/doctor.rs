@@ -50,7 +50,7 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
             Ok(v) => line(true, "docker", format!("engine {}", v.version.unwrap_or_default())),
             Err(e) => line(false, "docker", e.to_string()),
         },
-        Err(e) => line(false, "docker", format!("{e} (start one: scripts/docker-up.sh)")),
+        Err(e) => line(false, "docker", format!("{e} ({})", crate::hints::DOCKER)),
     }
     match gather::target(global, CALL).await {
         Ok(t) => {

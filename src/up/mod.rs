@@ -84,7 +84,7 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+pub fn image_args(base: &bastion::BaseImage, pins: crate::pins::Source, global: &Global) -> ImageSettings {
     ImageSettings::new(pins, base.clone(), global)
 }
 
@@ -152,7 +152,7 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
     if let Some(m) = &select.model {
         sel.extend(["--model".to_string(), m.clone()]);
     }
-    if let Some(p) = &select.pins {
+    if let crate::pins::Source::Flag(p) = &select.pins {
         sel.extend(["--pins".to_string(), p.display().to_string()]);
     }
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
@@ -167,7 +167,7 @@ fn way_forward(
     inv: &Invocation,
     dry_run: bool,
 ) -> Vec<String> {
-    let Ok(pins) = crate::pins::Pins::load(select.pins.as_deref()) else { return Vec::new() };
+    let Ok(pins) = select.pins.load() else { return Vec::new() };
     let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
     let command = |profile: &str| {
         let mut other = inv.clone();
@@ -403,11 +403,7 @@ async fn preflight(
                 None
             }
             Err(e) => {
-                return Err(Failure::step_next(
-                    "preflight",
-                    e,
-                    "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST",
-                ));
+                return Err(Failure::step_next("preflight", e, crate::hints::DOCKER));
             }
         };
         crate::git::run(None, &["--version"], Duration::from_secs(10))
@@ -450,6 +446,7 @@ impl Journal {
             state.ledger = p.ledger.clone();
         }
         let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile);
+        plan.pins_source = args.select.pins.label();
         plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
             .into_iter()
             .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
@@ -601,7 +598,7 @@ async fn gather_all(
     let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &pre.docker {
-            None => Err(bastion::BastionError::Input("no Docker Engine answers (scripts/docker-up.sh)".into())),
+            None => Err(bastion::BastionError::Input(format!("no Docker Engine answers ({})", crate::hints::DOCKER))),
             Some(d) => bastion::plan_image(d, &image_args).await,
         }
     };
@@ -695,7 +692,10 @@ async fn decide(
         Some(c) => shell.note(format!("model catalog: {}", c.describe())),
         None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
     }
-    let decision = config::generate_with(&g.facts, &args.select, pinned_catalog.as_ref())?;
+    let mut decision = config::generate_with(&g.facts, &args.select, pinned_catalog.as_ref())?;
+    if let Some((r, _)) = &g.resolved {
+        config::rules::manifest_at(&mut decision, &[("eas", &r.eas.sha), ("ei", &r.ei.sha), ("eat", &r.eat.sha)]);
+    }
     for w in &decision.warnings {
         shell.warn(w);
     }

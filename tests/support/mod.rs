@@ -91,6 +91,9 @@ pub fn eas(dir: &Path) -> Command {
         .env_remove("NO_PROXY")
         .env_remove("no_proxy")
         .env_remove("EAS_CA_BUNDLE")
+        // A developer's own pins (EAS_PINS, their user pins file) never reach a test.
+        .env_remove("EAS_PINS")
+        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
         .env("EAS_HOST_ROOT", dir.join(".no-host-root"))
