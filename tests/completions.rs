@@ -67,6 +67,8 @@ fn man_writes_a_page_per_command_each_starting_with_th() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A description wrapped to the terminal continues on a deeper indent.
+        .filter(|l| !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
         .collect();
@@ -74,7 +76,15 @@ fn man_writes_a_page_per_command_each_starting_with_th() {
     for cmd in &listed {
         assert!(pages.join(format!("eas-{cmd}.1")).is_file(), "no page for eas {cmd}");
     }
-    for nested in ["eas-pins-check.1", "eas-pins-lock.1", "eas-bastion-build.1", "eas-bastion-run.1", "eas.1"] {
+    for nested in [
+        "eas-pins-show.1",
+        "eas-pins-check.1",
+        "eas-pins-lock.1",
+        "eas-schema.1",
+        "eas-bastion-build.1",
+        "eas-bastion-run.1",
+        "eas.1",
+    ] {
         assert!(pages.join(nested).is_file(), "no {nested}");
     }
     for entry in std::fs::read_dir(&pages).unwrap() {

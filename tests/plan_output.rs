@@ -166,7 +166,13 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
         .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(labels, ["cluster", "profile", "layer", "decisions", "bastion", "installer", "unknown"], "{plan}");
+    assert_eq!(
+        labels,
+        ["cluster", "profile", "pins", "layer", "decisions", "bastion", "installer", "unknown"],
+        "{plan}"
+    );
+    let pins = lines.iter().find(|l| l.starts_with("  pins ")).unwrap();
+    assert_eq!(pins.split_whitespace().nth(1), Some(trees().pins.to_str().unwrap()), "the file, by absolute path");
     let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
     assert!(decisions.contains("30 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
     for l in &lines {

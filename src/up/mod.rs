@@ -598,7 +598,7 @@ async fn gather_all(
     let image_args = image_args(&args.image, args.select.pins.clone(), global);
     let image = async {
         match &pre.docker {
-            None => Err(bastion::BastionError::Input(format!("no Docker Engine answers ({})", crate::hints::DOCKER))),
+            None => Err(bastion::BastionError::Input(format!("no Docker Engine answers: {}", crate::hints::DOCKER))),
             Some(d) => bastion::plan_image(d, &image_args).await,
         }
     };

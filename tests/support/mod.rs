@@ -20,11 +20,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// What `doc` breaks of data/NAME.schema.json (`eas-plan.v1`, `eas-status.v1`, ...): one line
-/// per error, with where it is.
+/// What `doc` breaks of the schema NAME (`eas-plan.v1`, `eas-status.v1`, ...) as the binary ships
+/// it (`eas schema NAME`, built from data/NAME.schema.json): one line per error, with where it is.
 pub fn schema_errors(name: &str, doc: &serde_json::Value) -> Vec<String> {
-    let path = root().join("data").join(format!("{name}.schema.json"));
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path()).args(["schema", name]).output().unwrap();
+    assert!(out.status.success(), "eas schema {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     validator.iter_errors(doc).map(|e| format!("{e} at {}", e.instance_path())).collect()
 }
