@@ -217,6 +217,7 @@ fn facts_and_verify_print_one_json_document() {
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(printed, written);
     assert_eq!(printed["schema"], "eas-facts/v1");
+    assert_eq!(support::schema_errors("eas-facts.v1", &printed), Vec::<String>::new());
 
     let mut c = support::eas(&support::fixture(cluster));
     c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
@@ -224,6 +225,7 @@ fn facts_and_verify_print_one_json_document() {
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
     assert_eq!(doc["schema"], "eas-verify/v1");
+    assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new(), "{doc}");
     // The recorded cluster has its device resources but no model server: verification fails.
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
     assert_eq!(doc["passed"], false);
@@ -289,6 +291,7 @@ fn verify_json_is_printed_when_the_cluster_does_not_answer() {
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
     assert_eq!(doc["schema"], "eas-verify/v1");
+    assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new(), "{doc}");
     assert_eq!(doc["passed"], false);
     assert_eq!(doc["exit_code"], code);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");

@@ -137,7 +137,7 @@ impl Plan {
             }
             let names: Vec<&str> = d.misses.iter().map(|m| m.patch_name.as_str()).collect();
             out.push(format!(
-                "  this eas cannot patch {} at {}: its patch {} must be regenerated for that commit (a new eas release); meanwhile use a pins profile or --ref whose overlay decides fully",
+                "  regenerate {} against {} (its patch {}: a new eas release carries it); meanwhile use a pins profile or --ref whose overlay decides fully",
                 d.id,
                 self.commit,
                 names.join(", ")
