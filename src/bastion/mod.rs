@@ -118,6 +118,9 @@ pub enum BastionError {
     Pins(#[from] PinsError),
     #[error(transparent)]
     Context(#[from] ContextError),
+    /// A context error about the pins, with the pins file it is about (`Source::describe`).
+    #[error("{source} (pins: {pins})")]
+    InPins { pins: String, source: ContextError },
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
     #[error(transparent)]
@@ -138,6 +141,19 @@ pub enum BastionError {
     Interrupted,
 }
 
+impl BastionError {
+    /// A missing sha256 or digest names the pins file it is missing from: which file a command
+    /// read is not always the one the user thinks of (SPEC §1).
+    fn naming_pins(self, pins: &crate::pins::Source) -> Self {
+        match self {
+            BastionError::Context(
+                c @ (ContextError::MissingSha256(_) | ContextError::UnpinnedBase { from_pins: true, .. }),
+            ) => BastionError::InPins { pins: pins.describe(), source: c },
+            other => other,
+        }
+    }
+}
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BastionError {
     let what = what.into();
     move |source| BastionError::Io { what, source }
@@ -148,6 +164,12 @@ impl From<BastionError> for Failure {
         use BastionError as B;
         match e {
             B::Pins(p) => p.into(),
+            B::InPins { pins, source } => match Failure::from(B::Context(source)) {
+                Failure::BadInput { cause, hint } => {
+                    Failure::BadInput { cause: format!("{cause} (pins: {pins})"), hint }
+                }
+                other => other,
+            },
             B::Interrupted => Failure::Interrupted,
             B::Context(ref c) => Failure::bad_input(
                 e.to_string(),
@@ -247,6 +269,18 @@ pub async fn prepare_with(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
+    let prepared = prepare_at(docker, args, lock_mode, rebuild, shell, interrupt).await;
+    prepared.map_err(|e| e.naming_pins(&args.pins))
+}
+
+async fn prepare_at(
+    docker: &Docker,
+    args: &ImageSettings,
+    lock_mode: Option<LockMode>,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
     let lock = lock_mode.is_some();
     // With --lock, the file resolution picked is the one rewritten; the built-in pins are
     // written to the user's pins file (SPEC §1), so what is locked is what later runs read.
@@ -327,6 +361,10 @@ pub struct ImagePlan {
 /// What `prepare` would do, without downloading or building, for the dry run's plan and as the
 /// first half of a real run's bastion phase.
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
+    plan_image_at(docker, args).await.map_err(|e| e.naming_pins(&args.pins))
+}
+
+async fn plan_image_at(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
     let pins = args.pins.load()?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
@@ -709,6 +747,22 @@ mod tests {
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn a_missing_sha256_names_the_pins_file_it_is_missing_from() {
+        let user = crate::pins::Source::User("/home/u/.config/eas/pins.json".into());
+        let e = BastionError::Context(ContextError::MissingSha256(vec!["kubectl".into(), "helm".into()]));
+        let f = Failure::from(e.naming_pins(&user));
+        assert_eq!(f.exit_code(), 2);
+        assert_eq!(
+            f.lines()[0],
+            "error: 2 bastion artifact(s) have no pinned sha256: kubectl, helm \
+             (pins: /home/u/.config/eas/pins.json (the user's pins file))"
+        );
+        // Errors that are not about the pins' content are left as they are.
+        let other = BastionError::Context(ContextError::LockStale("x".into())).naming_pins(&user);
+        assert!(matches!(other, BastionError::Context(_)));
     }
 
     #[test]
