@@ -71,7 +71,7 @@ impl ImageSettings {
         let env = &global.env;
         ImageSettings {
             pins,
-            user_pins: crate::pins::source::user_file(env),
+            user_pins: env.user_pins(),
             base,
             artifacts: Cache::default_dir(env),
             proxy: image::proxy_env(env),

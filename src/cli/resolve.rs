@@ -7,7 +7,6 @@ use crate::config::fit::command::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
-use crate::pins::Source;
 use crate::settings::{CaBundle, ConfigSettings, Env, Global, OverlaySettings, Select};
 use crate::up::down::DownSettings;
 use crate::up::{Repos, UpSettings, VerifySettings};
@@ -45,7 +44,7 @@ impl From<ProgressArg> for ProgressMode {
 
 /// The selection flags, with the pins resolved the one way every command resolves them.
 fn select(a: SelectArgs, env: &Env) -> Select {
-    let pins = Source::resolve(a.pins.as_deref(), env);
+    let pins = env.pins_source(a.pins.as_deref());
     Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit }
 }
 
@@ -100,7 +99,7 @@ impl From<BaseArgs> for BaseImage {
 }
 
 fn image(a: ImageArgs, global: &Global) -> ImageSettings {
-    ImageSettings::new(Source::resolve(a.pins.as_deref(), &global.env), a.base.into(), global)
+    ImageSettings::new(global.env.pins_source(a.pins.as_deref()), a.base.into(), global)
 }
 
 /// `eas up`'s settings.
@@ -139,7 +138,7 @@ pub fn down(a: DownArgs, env: &Env) -> DownSettings {
             acknowledge: a.acknowledge,
             force_incomplete: a.force_incomplete,
             break_lock: a.break_lock,
-            pins: Source::resolve(a.pins.as_deref(), env),
+            pins: env.pins_source(a.pins.as_deref()),
             image: a.image.into(),
             teardown_timeout: a.teardown_timeout,
         }

@@ -2,14 +2,15 @@
 //! `--pins FILE`, else `EAS_PINS`, else the user's pins file (`$XDG_CONFIG_HOME/eas/pins.json`,
 //! else `~/.config/eas/pins.json`) when it exists, else the pins built into eas.
 //!
-//! The choice is a pure function of the flag, the environment and whether the user's file
-//! exists ([`Source::pick`]); [`Source::resolve`] adds the one `stat`. Paths are made absolute
-//! when picked, so plans and warnings name the file whatever directory a later reader is in.
+//! The choice is a pure function of the flag, `EAS_PINS`, the config directory and whether the
+//! user's file exists ([`Source::pick`]); [`Source::resolve`] adds the one `stat`. The values
+//! come from the environment seam (`settings::Env::pins_source`), so this module reads no
+//! variable itself. Paths are made absolute when picked, so plans and warnings name the file
+//! whatever directory a later reader is in.
 
 use std::path::{Path, PathBuf};
 
 use super::{EMBEDDED, Pins, PinsError};
-use crate::settings::Env;
 
 /// The environment variable naming a pins file (below `--pins`, above the user's file).
 pub const ENV_VAR: &str = "EAS_PINS";
@@ -28,9 +29,10 @@ pub enum Source {
     Builtin,
 }
 
-/// The user's pins file, whether or not it exists; None without `XDG_CONFIG_HOME` and `HOME`.
-pub fn user_file(env: &Env) -> Option<PathBuf> {
-    env.config_home().map(|d| absolute(&d.join("eas").join("pins.json")))
+/// The user's pins file in `config_home` (`$XDG_CONFIG_HOME`, else `~/.config`), whether or not
+/// it exists; None without a config directory.
+pub fn user_file(config_home: Option<&Path>) -> Option<PathBuf> {
+    config_home.map(|d| absolute(&d.join("eas").join("pins.json")))
 }
 
 /// `p` made absolute against the working directory (it need not exist); left as given when
@@ -40,24 +42,29 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Source {
-    /// The resolution rule, without touching the file system: `user_exists` says whether the
-    /// user's pins file is there.
-    pub fn pick(flag: Option<&Path>, env: &Env, user_exists: &dyn Fn(&Path) -> bool) -> Source {
+    /// The resolution rule, without touching the file system: `eas_pins` is `EAS_PINS` when set
+    /// and not empty, `user` the user's pins file ([`user_file`]), `user_exists` whether it is there.
+    pub fn pick(
+        flag: Option<&Path>,
+        eas_pins: Option<&str>,
+        user: Option<PathBuf>,
+        user_exists: &dyn Fn(&Path) -> bool,
+    ) -> Source {
         if let Some(f) = flag {
             return Source::Flag(absolute(f));
         }
-        if let Some(e) = env.nonempty(ENV_VAR) {
-            return Source::Env(absolute(Path::new(&e)));
+        if let Some(e) = eas_pins.filter(|e| !e.is_empty()) {
+            return Source::Env(absolute(Path::new(e)));
         }
-        match user_file(env) {
+        match user {
             Some(u) if user_exists(&u) => Source::User(u),
             _ => Source::Builtin,
         }
     }
 
     /// [`Source::pick`] with the user's file looked for on disk.
-    pub fn resolve(flag: Option<&Path>, env: &Env) -> Source {
-        Source::pick(flag, env, &|p: &Path| p.is_file())
+    pub fn resolve(flag: Option<&Path>, eas_pins: Option<&str>, config_home: Option<&Path>) -> Source {
+        Source::pick(flag, eas_pins, user_file(config_home), &|p: &Path| p.is_file())
     }
 
     /// The file read, absolute; None for the built-in pins.
@@ -116,12 +123,6 @@ impl Source {
     }
 }
 
-/// The pins and where they came from, resolved the one way.
-pub fn resolve(flag: Option<&Path>, env: &Env) -> Result<(Pins, Source), PinsError> {
-    let source = Source::resolve(flag, env);
-    Ok((source.load()?, source))
-}
-
 /// Writes `pins` to `path`, creating its directory (the user's config directory may not exist).
 pub fn write(path: &Path, pins: &Pins) -> Result<(), PinsError> {
     let err = |source| PinsError::Write { path: path.display().to_string(), source };
@@ -135,8 +136,12 @@ pub fn write(path: &Path, pins: &Pins) -> Result<(), PinsError> {
 mod tests {
     use super::*;
 
+    use crate::settings::Env;
+
     fn pick(flag: Option<&str>, vars: &[(&str, &str)], user_exists: bool) -> Source {
-        Source::pick(flag.map(Path::new), &Env::of(vars), &|_: &Path| user_exists)
+        let env = Env::of(vars);
+        let user = user_file(env.config_home().as_deref());
+        Source::pick(flag.map(Path::new), env.var(ENV_VAR).as_deref(), user, &|_: &Path| user_exists)
     }
 
     #[test]
@@ -166,10 +171,9 @@ mod tests {
 
     #[test]
     fn locking_the_built_in_pins_targets_the_user_file_with_the_embedded_rows() {
-        let env = Env::of(&[("XDG_CONFIG_HOME", "/cfg")]);
-        let (path, pins) = Source::Builtin.lock_target(user_file(&env)).unwrap();
+        let (path, pins) = Source::Builtin.lock_target(user_file(Some(Path::new("/cfg")))).unwrap();
         assert_eq!(path, PathBuf::from("/cfg/eas/pins.json"));
         assert_eq!(pins, Pins::parse(EMBEDDED).unwrap());
-        assert!(matches!(Source::Builtin.lock_target(user_file(&Env::of(&[]))), Err(PinsError::NoUserFile)));
+        assert!(matches!(Source::Builtin.lock_target(user_file(None)), Err(PinsError::NoUserFile)));
     }
 }
