@@ -133,7 +133,7 @@ pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell)
         if !bad.is_empty() {
             return Err(Failure::bad_input(
                 all.join("; "),
-                "give the pin more hex digits (edit pins.json); nothing was written",
+                format!("give the pin more hex digits in {}; nothing was written", path.display()),
             ));
         }
         if !refused.is_empty() {
