@@ -15,7 +15,7 @@
 #       that unmount syncs the whole filesystem under /var/lib/docker: other processes' unwritten
 #       data (a cargo build) lengthens it. EAS_BENCH_SYNC=1 syncs just before each signal, to
 #       measure without them.
-#   EAS_BIN=path/to/eas                 default: target/release/eas, else target/debug/eas
+#   EAS_BIN=path/to/eas                 default: release/eas in cargo's target directory, else debug/eas
 #   EAS_CA_BUNDLE=FILE                  default: /etc/ssl/certs/ca-certificates.crt if present
 set -euo pipefail
 
@@ -26,8 +26,11 @@ runs=${1:-30}
 [ "$mode" = interrupt ] && runs=${1:-5}
 bin=${EAS_BIN:-}
 if [ -z "$bin" ]; then
-  bin=$here/target/release/eas
-  [ -x "$bin" ] || bin=$here/target/debug/eas
+  # shellcheck source=scripts/lib-target.sh
+  source "$here/scripts/lib-target.sh"
+  target=$(cd "$here" && target_dir)
+  bin=$target/release/eas
+  [ -x "$bin" ] || bin=$target/debug/eas
 fi
 [ -x "$bin" ] || { echo "bench-bastion: no eas binary; run cargo build --release" >&2; exit 1; }
 bin=$(realpath "$bin") # the script changes directory below

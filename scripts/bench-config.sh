@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-20}
 cargo build --release -q
-bin=target/release/eas
+# shellcheck source=scripts/lib-target.sh
+source scripts/lib-target.sh
+bin=$(target_dir)/release/eas
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cases=(fixtures/config/*/)

@@ -6,7 +6,7 @@
 # is stopped in its first cluster read.
 #
 #   scripts/bench-interrupt.sh [RUNS]     default: 9 runs per command and signal
-#   EAS_BIN=path/to/eas                   default: target/release/eas (built here)
+#   EAS_BIN=path/to/eas                   default: release/eas in cargo's target directory (built here)
 set -euo pipefail
 
 runs=${1:-9}
@@ -14,7 +14,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 if [ -z "${EAS_BIN:-}" ]; then
   cargo build -q --release --bin eas
-  EAS_BIN=$root/target/release/eas
+  # shellcheck source=scripts/lib-target.sh
+  source scripts/lib-target.sh
+  EAS_BIN=$(target_dir)/release/eas
 fi
 export EAS_BIN
 

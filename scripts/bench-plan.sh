@@ -15,7 +15,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 fixture=$root/fixtures/clusters/$cluster
 cd "$root"
 cargo build -q --release --bin eas --example cluster-server
-target=${CARGO_TARGET_DIR:-$root/target}
+# shellcheck source=scripts/lib-target.sh
+source "$root/scripts/lib-target.sh"
+target=$(cd "$root" && target_dir)
 eas=$target/release/eas
 server=$target/release/examples/cluster-server
 

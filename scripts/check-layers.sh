@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Layering check: clap and the `cli` module are named only in src/cli/, src/main.rs and the
-# command layer (src/commands.rs), and the top-level modules of src/ import each other without a
+# command layer (src/commands/), and the top-level modules of src/ import each other without a
 # cycle (an edge A -> B is any `crate::B` or `super::` path from a file of A to B, test modules
 # left out). `--files` also reports cycles between the files inside one module.
 set -euo pipefail
@@ -10,12 +10,12 @@ level=top
 
 status=0
 if leaks=$(grep -rnE '\bclap\b|\bcli::' src --include='*.rs' \
-  | grep -vE '^src/(cli/|main\.rs|commands\.rs)' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
-  echo "check-layers: clap or cli:: outside src/cli/, src/main.rs and src/commands.rs:" >&2
+  | grep -vE '^src/(cli/|main\.rs|commands/)' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
+  echo "check-layers: clap or cli:: outside src/cli/, src/main.rs and src/commands/:" >&2
   echo "$leaks" >&2
   status=1
 else
-  echo "check-layers: clap and cli:: only in src/cli/, src/main.rs, src/commands.rs"
+  echo "check-layers: clap and cli:: only in src/cli/, src/main.rs, src/commands/"
 fi
 
 if python3 - "$level" <<'PY'

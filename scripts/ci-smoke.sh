@@ -13,7 +13,7 @@
 # REGENERATING (only that profile fails); anything else: eas failed for another reason.
 #
 # Needs: k3d (created once per run, deleted on exit unless EAS_SMOKE_KEEP=1), jq, and eas:
-#   EAS                  the eas binary [default: cargo build --release, target/release/eas]
+#   EAS                  the eas binary [default: cargo build --release, release/eas in cargo's target directory]
 #   EAS_PINS             the pins file [default: pins.json]
 #   EAS_SMOKE_CLUSTER    k3d cluster name [default: eas-smoke]
 #   EAS_SMOKE_K3S_IMAGE  node image [default: the pinned one below]
@@ -65,7 +65,9 @@ eas_bin() {
     echo "$EAS"
   else
     (cd "$root" && cargo build --release --locked --quiet --bin eas)
-    echo "$root/target/release/eas"
+    # shellcheck source=scripts/lib-target.sh
+    source "$root/scripts/lib-target.sh"
+    echo "$(cd "$root" && target_dir)/release/eas"
   fi
 }
 

@@ -10,15 +10,18 @@ cd "$(dirname "$0")/.."
 
 out=${1:-}
 cargo build --release --quiet --bin eas --example cluster-server
+# shellcheck source=scripts/lib-target.sh
+source scripts/lib-target.sh
+release=$(target_dir)/release
 
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh
 synthetic_trees "$work" demo "DEMO: synthetic tree"
-serve_recorded target/release/examples/cluster-server fixtures/clusters/k3d-gpu-desktop "$work"
+serve_recorded "$release/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work"
 
 echo "== DEMO: recorded cluster k3d-gpu-desktop at $(sed -n 's/^url //p' "$work/server.out"), synthetic trees" >&2
 node=fixtures/clusters/k3d-gpu-desktop/node-files/k3d-gpu-server-0/config.toml
-target/release/eas --kubeconfig "$work/kubeconfig" --state-dir "$work/state" \
+"$release/eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" \
   up --dry-run --pins "$work/pins.json" \
   --eas-repo "$work/repos/eas" --ei-repo "$work/repos/ei" --eat-repo "$work/repos/eat" \
   --containerd-config "k3d-gpu-server-0=$node" --nri-socket k3d-gpu-server-0=present \

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 bin=${1:-}
 if [ -z "$bin" ]; then
   cargo build --locked --quiet --bin eas
-  bin=target/debug/eas
+  # shellcheck source=scripts/lib-target.sh
+  source scripts/lib-target.sh
+  bin=$(target_dir)/debug/eas
 fi
 status=0
 libs=$(ldd "$bin" | awk '{ print $1 }')

@@ -151,7 +151,7 @@ impl FactsError {
                 "check the path given to --facts: it takes a document written by `eas facts --out FILE`"
             }
             FactsError::Json { .. } | FactsError::Field { .. } => {
-                "regenerate the document with `eas facts --out FILE` (schema: data/eas-facts.v1.schema.json)"
+                "regenerate the document with `eas facts --out FILE` (schema: `eas schema eas-facts/v1`)"
             }
             FactsError::Schema { .. } => "this eas reads eas-facts/v1; regenerate with `eas facts`",
         }

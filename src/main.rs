@@ -11,6 +11,7 @@ mod error;
 mod facts;
 mod gather;
 mod git;
+mod hints;
 mod installer;
 mod knobs;
 mod kubeconfig;
@@ -26,6 +27,7 @@ mod prepare;
 #[cfg(test)]
 mod proptests;
 mod runtime;
+mod schemas;
 mod settings;
 mod sources;
 mod state;

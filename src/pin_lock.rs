@@ -50,7 +50,7 @@ pub fn decide(h: &dyn History, prefix: &str, git_ref: &str, place: &str) -> Resu
         [] => {
             return Err(RowError::Refused(format!(
                 "no commit starting with {prefix} is in {place}{}; if {git_ref} was force-pushed the commit \
-                 is gone from the repository: re-pin deliberately (edit pins.json)",
+                 is gone from the repository: re-pin deliberately (edit the pins file)",
                 match &tip {
                     Some(RefTip::Branch(t) | RefTip::Tag(t)) => format!(" ({git_ref} is at {t})"),
                     None => String::new(),

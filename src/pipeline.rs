@@ -313,8 +313,9 @@ pub struct FactsSummary {
 }
 
 impl FactsSummary {
-    pub fn new(f: &Facts, facts_hash: &str) -> Self {
-        let prefixes = &crate::config::data::cluster_rules().device_resources;
+    /// `device_prefixes`: the resource-name prefixes of devices (`gpu.intel.com/`, ...), from the
+    /// cluster rules the caller reads.
+    pub fn new(f: &Facts, facts_hash: &str, device_prefixes: &[&str]) -> Self {
         let mut groups: Vec<NodeGroup> = Vec::new();
         let mut index: BTreeMap<Shape, usize> = BTreeMap::new();
         for n in &f.nodes {
@@ -323,7 +324,7 @@ impl FactsSummary {
             let devices: BTreeMap<String, String> = n
                 .allocatable
                 .iter()
-                .filter(|(k, _)| prefixes.iter().any(|d| k.starts_with(&d.prefix)))
+                .filter(|(k, _)| device_prefixes.iter().any(|d| k.starts_with(d)))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let control = ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"]
@@ -453,6 +454,8 @@ pub struct Plan {
     pub layer: String,
     pub env: String,
     pub profile: String,
+    /// The pins file the run read, by absolute path, or `built-in` (`pins::Source::label`).
+    pub pins_source: String,
     /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
     pub commits: BTreeMap<String, String>,
     /// The model `eas config` picked, with its verdict (`qwen2-5-coder-7b (fallback)`).
@@ -522,6 +525,7 @@ impl Plan {
             layer: layer.to_string(),
             env: env.to_string(),
             profile: profile.to_string(),
+            pins_source: crate::pins::Source::Builtin.label(),
             commits: BTreeMap::new(),
             model: None,
             fit: None,
@@ -651,7 +655,7 @@ mod tests {
 
     #[test]
     fn facts_summary_keeps_devices_only() {
-        let f = FactsSummary::new(&facts(), "h");
+        let f = FactsSummary::new(&facts(), "h", &["gpu.intel.com/"]);
         let g = &f.node_groups[0];
         assert_eq!(g.devices, BTreeMap::from([("gpu.intel.com/i915".to_string(), "1".to_string())]));
         assert_eq!(g.memory, "125.0 GiB");
@@ -662,7 +666,7 @@ mod tests {
     #[test]
     fn the_plan_serialises_as_data() {
         let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &PhaseTimeouts::default());
-        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123"));
+        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123", &["gpu.intel.com/"]));
         p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
         p.decisions =
             vec![PlanDecision { fact: "a".into(), choice: "b".into(), source: "s".into(), permalink: "u".into() }];
@@ -707,7 +711,7 @@ mod tests {
             f.nodes.push(n);
         }
         f.nodes[0].labels.insert("node-role.kubernetes.io/control-plane".into(), "true".into());
-        let s = FactsSummary::new(&f, "h");
+        let s = FactsSummary::new(&f, "h", &["gpu.intel.com/"]);
         assert_eq!(s.node_count, 7);
         assert_eq!(s.node_groups.len(), 2);
         assert_eq!(s.node_groups[0].count, 1, "the odd one out comes first");

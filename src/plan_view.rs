@@ -90,6 +90,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     let commits: Vec<String> = plan.commits.iter().map(|(n, sha)| format!("{n} {}", short(sha))).collect();
     let commits = if commits.is_empty() { String::new() } else { format!(": {}", commits.join(", ")) };
     labelled(&mut out, view, "profile", &format!("{}{commits}", plan.profile));
+    labelled(&mut out, view, "pins", &plan.pins_source);
     let model = plan.model.as_deref().unwrap_or("not decided");
     let fit = plan.fit.as_deref().map(|f| format!("; {f}")).unwrap_or_default();
     labelled(&mut out, view, "layer", &format!("{}, model {model}{fit}", plan.layer));
@@ -312,6 +313,8 @@ mod tests {
         assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
         assert_eq!(lines[1], "  cluster    not known (no facts)");
         assert_eq!(lines[2], "  profile    main: eas 074edab, eat 3a1ac51, ei d9b1201");
+        assert_eq!(lines[3], "  pins       built-in");
+        let lines = [&lines[..3], &lines[4..]].concat();
         assert_eq!(
             lines[3],
             "  layer      agent-toolkit, model qwen2-5-coder-7b (fallback); KV cache: catalog's 40 GiB kept"

@@ -52,14 +52,22 @@ pub struct Select {
     pub profile: Option<String>,
     pub git_ref: Option<String>,
     pub model: Option<String>,
-    pub pins: Option<PathBuf>,
+    /// Where the pins come from (`--pins`, `EAS_PINS`, the user's file, or built in).
+    pub pins: crate::pins::Source,
     /// `--fit FILE`: an external `k3d-gpu fit` document, which wins over eas's own fit.
     pub fit: Option<PathBuf>,
 }
 
 impl Default for Select {
     fn default() -> Self {
-        Select { layer: "agent-toolkit".into(), profile: None, git_ref: None, model: None, pins: None, fit: None }
+        Select {
+            layer: "agent-toolkit".into(),
+            profile: None,
+            git_ref: None,
+            model: None,
+            pins: Default::default(),
+            fit: None,
+        }
     }
 }
 

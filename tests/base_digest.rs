@@ -2,7 +2,8 @@
 //! (Debian's `docker-registry`, started here on loopback; Docker trusts 127.0.0.0/8 registries
 //! without TLS) holds the test base image, pushed through the Docker Engine; eas pulls it through
 //! the Docker API, reads `RepoDigests`, and the digest it records must be the one the registry
-//! serves for the manifest. Needs Docker: run serialized (`flock /tmp/eas-docker.lock`).
+//! serves for the manifest, in the pins file resolution picked (the user's, no `--pins`). Needs
+//! Docker: run serialized (`flock /tmp/eas-docker.lock`).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -139,8 +140,11 @@ fn lock_records_the_base_image_at_the_registrys_digest() {
     assert!(served.starts_with("sha256:"), "{served}");
 
     // Pins whose base-image row names the registry's image without a digest; the other rows are
-    // the stand-in artifacts with their sha256 (nothing else to lock).
-    let pins = write_pins(&dir, "base-digest", &dir.join("pins.json"));
+    // the stand-in artifacts with their sha256 (nothing else to lock). They are the user's pins
+    // file, and no --pins is given: --lock rewrites the file every command reads.
+    let config = dir.join("config");
+    std::fs::create_dir_all(config.join("eas")).unwrap();
+    let pins = write_pins(&dir, "base-digest", &config.join("eas/pins.json"));
     let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
     for row in doc["pins"].as_array_mut().unwrap() {
         if row["profile"] == "bastion" && row["name"] == "base-image" {
@@ -151,10 +155,11 @@ fn lock_records_the_base_image_at_the_registrys_digest() {
     std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_eas"))
-        .args(["--progress", "plain", "bastion", "build", "--lock", "--pins"])
-        .arg(&pins)
+        .args(["--progress", "plain", "bastion", "build", "--lock"])
         .env("XDG_CACHE_HOME", dir.join("cache"))
         .env("HOME", &dir)
+        .env("XDG_CONFIG_HOME", &config)
+        .env_remove("EAS_PINS")
         .env("CI", "1")
         .env("NO_COLOR", "1")
         .env("EAS_CA_BUNDLE", HOST_CA)
@@ -174,4 +179,5 @@ fn lock_records_the_base_image_at_the_registrys_digest() {
     let source = row["source"].as_str().unwrap();
     assert!(source.starts_with(&format!("{reference}@{served}: the registry's digest")), "{source}");
     assert!(err.contains(&format!("recorded at its registry digest {reference}@{served}")), "{err}");
+    assert!(err.contains(&format!("recorded the new sha256s in {}", pins.display())), "{err}");
 }

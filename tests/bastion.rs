@@ -100,6 +100,8 @@ fn eas(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
     c.env("XDG_CACHE_HOME", dir.join("cache"))
         .env("HOME", dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env_remove("EAS_PINS")
         .env("CI", "1")
         .env("EAS_CA_BUNDLE", HOST_CA)
         .env_remove("KUBECONFIG")

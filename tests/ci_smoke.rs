@@ -97,6 +97,7 @@ impl Smoke {
             .env("EAS_SMOKE_UP_ARGS", up)
             .env("GITHUB_STEP_SUMMARY", &summary)
             .env("HOME", self.dir.join("home"))
+            .env("XDG_CONFIG_HOME", self.dir.join("config"))
             .env("XDG_CACHE_HOME", self.dir.join("cache"))
             .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
             .env("EAS_HOST_ROOT", self.dir.join("no-host-root"))

@@ -1,4 +1,5 @@
-//! `eas completions SHELL` and `eas man --out DIR`, run as the real binary.
+//! What eas prints about itself, run as the real binary: `eas completions SHELL`, `eas man --out
+//! DIR`, and `eas schema [NAME]`.
 
 mod support;
 
@@ -67,6 +68,8 @@ fn man_writes_a_page_per_command_each_starting_with_th() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A description wrapped to the terminal continues on a deeper indent.
+        .filter(|l| !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
         .filter(|c| c != "help")
         .collect();
@@ -74,7 +77,15 @@ fn man_writes_a_page_per_command_each_starting_with_th() {
     for cmd in &listed {
         assert!(pages.join(format!("eas-{cmd}.1")).is_file(), "no page for eas {cmd}");
     }
-    for nested in ["eas-pins-check.1", "eas-pins-lock.1", "eas-bastion-build.1", "eas-bastion-run.1", "eas.1"] {
+    for nested in [
+        "eas-pins-show.1",
+        "eas-pins-check.1",
+        "eas-pins-lock.1",
+        "eas-schema.1",
+        "eas-bastion-build.1",
+        "eas-bastion-run.1",
+        "eas.1",
+    ] {
         assert!(pages.join(nested).is_file(), "no {nested}");
     }
     for entry in std::fs::read_dir(&pages).unwrap() {
@@ -82,4 +93,27 @@ fn man_writes_a_page_per_command_each_starting_with_th() {
         let roff = std::fs::read_to_string(&path).unwrap();
         assert!(roff.starts_with(".TH "), "{} starts {:?}", path.display(), roff.lines().next());
     }
+}
+
+#[test]
+fn schema_lists_the_documents_prints_each_as_json_and_refuses_an_unknown_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = eas(dir.path()).arg("schema").output().expect("run eas");
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let names: Vec<String> = text(&list.stdout).lines().map(str::to_string).collect();
+    for name in
+        ["eas-plan/v1", "eas-status/v1", "eas-verify/v1", "eas-doctor/v1", "eas-fit/v1", "eas-facts/v1", "eas-pins/v1"]
+    {
+        assert!(names.contains(&name.to_string()), "{name} not listed: {names:?}");
+    }
+    for name in &names {
+        let out = eas(dir.path()).args(["schema", name]).output().expect("run eas");
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(doc["properties"]["schema"]["const"], name.as_str());
+    }
+    let out = eas(dir.path()).args(["schema", "data/eas-plan.v1.schema.json"]).output().expect("run eas");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(text(&out.stderr).contains("hint: one of: eas-plan/v1"), "{}", text(&out.stderr));
 }

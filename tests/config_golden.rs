@@ -53,6 +53,8 @@ fn run_case(case: &Path) -> Run {
         .arg("--out")
         .arg(out.path())
         .args(args.split_whitespace())
+        .env_remove("EAS_PINS")
+        .env("XDG_CONFIG_HOME", out.path().join(".no-config"))
         .env("NO_COLOR", "1")
         .env("CI", "1")
         .output()
@@ -173,6 +175,8 @@ fn a_second_run_replaces_every_output_and_keeps_other_files() {
             .arg("--out")
             .arg(out.path())
             .args(["--layer", layer])
+            .env_remove("EAS_PINS")
+            .env("XDG_CONFIG_HOME", out.path().join(".no-config"))
             .output()
             .unwrap();
         assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));

@@ -42,6 +42,8 @@ fn dry_run(t: &Trees, extra: &[&str]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
     c.current_dir(&home)
         .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("EAS_PINS")
         .env("XDG_CACHE_HOME", t.dir.path().join("cache"))
         .env("DOCKER_HOST", format!("unix://{}", t.dir.path().join("no-docker.sock").display()))
         .env("CI", "1")
@@ -176,6 +178,8 @@ fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
         Command::new(env!("CARGO_BIN_EXE_eas"))
             .current_dir(&home)
             .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env_remove("EAS_PINS")
             .env("XDG_CACHE_HOME", t.dir.path().join("cache"))
             .env("CI", "1")
             .env("NO_COLOR", "1")

@@ -72,7 +72,10 @@ const PREFLIGHT_TEXT: &str = "---\n# synthetic preflight\n- ansible.builtin.set_
 
 fn eas() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
-    c.env_remove("CI").env("NO_COLOR", "1").arg("--progress").arg("plain");
+    // A developer's own pins never reach a test: no EAS_PINS, no user pins file.
+    let no_config = std::env::temp_dir().join("eas-test-no-config");
+    c.env_remove("CI").env_remove("EAS_PINS").env("XDG_CONFIG_HOME", no_config);
+    c.env("NO_COLOR", "1").arg("--progress").arg("plain");
     c
 }
 
@@ -582,6 +585,8 @@ fn overlay_check_script_decides_each_branch_tip_and_pull_request() {
         .arg(&clone)
         .arg("7")
         .env("EAS", env!("CARGO_BIN_EXE_eas"))
+        .env("XDG_CONFIG_HOME", std::env::temp_dir().join("eas-test-no-config"))
+        .env_remove("EAS_PINS")
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
@@ -622,6 +627,8 @@ fn overlay_check_script_prints_each_pins_profile_as_a_decision_table() {
         .arg(&upstream.dir)
         .args(["--profiles", "--pins", pins.to_str().unwrap()])
         .env("EAS", env!("CARGO_BIN_EXE_eas"))
+        .env("XDG_CONFIG_HOME", std::env::temp_dir().join("eas-test-no-config"))
+        .env_remove("EAS_PINS")
         .env("EAS_NO_FETCH", "1")
         .env("NO_COLOR", "1")
         .output()

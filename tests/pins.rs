@@ -8,8 +8,10 @@ mod support;
 
 use support::git;
 
+/// `eas ARGS` through the harness (no EAS_PINS, no user pins file) in a directory of its own.
 fn eas(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_eas")).args(args).env("NO_COLOR", "1").output().unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    support::eas(dir.path()).args(args).output().unwrap()
 }
 
 /// A repository at `base/owner/name` with one commit on `branch`; returns the full SHA.
@@ -62,9 +64,9 @@ fn check_reports_the_embedded_unlocked_rows_and_missing_checksums() {
 
 /// `eas pins lock` with its mirror cache in `cache` (`$XDG_CACHE_HOME/eas/repos`, as `eas up`).
 fn lock(pins: &Path, base: &Path, cache: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_eas"))
+    let dir = tempfile::tempdir().unwrap();
+    support::eas(dir.path())
         .args(["pins", "lock", "--pins", pins.to_str().unwrap(), "--git-base", base.to_str().unwrap()])
-        .env("NO_COLOR", "1")
         .env("XDG_CACHE_HOME", cache)
         .output()
         .unwrap()
@@ -235,4 +237,202 @@ fn sigint_during_a_fetch_exits_130_and_leaves_no_git_running() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(support::processes_naming(&needle), Vec::<String>::new(), "left running");
+}
+
+/// `eas pins show --output json` in `dir` with the user's config directory `config` and `extra`.
+fn show_json(dir: &Path, config: &Path, env_pins: Option<&Path>, extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut c = support::eas(dir);
+    c.env("XDG_CONFIG_HOME", config).args(["pins", "show", "--output", "json"]).args(extra);
+    if let Some(p) = env_pins {
+        c.env("EAS_PINS", p);
+    }
+    let out = c.output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("pins show: not one JSON document: {e}\n{}", String::from_utf8_lossy(&out.stdout)));
+    let errors = support::schema_errors("eas-pins.v1", &doc);
+    assert!(errors.is_empty(), "pins show vs eas-pins/v1: {errors:?}");
+    (out.status.code().unwrap(), doc)
+}
+
+/// The repository's pins.json with one row's `date` changed to `marker`, so each file is known.
+fn marked_pins(path: &Path, marker: &str) {
+    let mut doc: serde_json::Value = serde_json::from_str(pins_embedded()).unwrap();
+    doc["pins"][0]["date"] = serde_json::json!(marker);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+}
+
+fn pins_embedded() -> &'static str {
+    include_str!("../pins.json")
+}
+
+#[test]
+fn every_source_is_taken_in_order_flag_then_eas_pins_then_the_user_file_then_the_built_in_pins() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    let embedded: serde_json::Value = serde_json::from_str(pins_embedded()).unwrap();
+
+    let (code, doc) = show_json(dir.path(), &config, None, &[]);
+    assert_eq!((code, &doc["pins_origin"], &doc["pins_source"]), (0, &"builtin".into(), &"built-in".into()));
+    // The rows as built in (a `url: null` is left out when printed: absent and null mean the same).
+    let key = |r: &serde_json::Value| (r["profile"].clone(), r["name"].clone(), r["sha"].clone(), r["sha256"].clone());
+    let rows = |d: &serde_json::Value| d["pins"].as_array().unwrap().iter().map(key).collect::<Vec<_>>();
+    assert_eq!(rows(&doc), rows(&embedded));
+    assert_eq!(doc["exit_code"], 0);
+
+    let user = config.join("eas/pins.json");
+    marked_pins(&user, "user");
+    let (_, doc) = show_json(dir.path(), &config, None, &[]);
+    assert_eq!(doc["pins_origin"], "user");
+    assert_eq!(doc["pins_source"], user.display().to_string());
+    assert_eq!(doc["pins"][0]["date"], "user");
+
+    let env_file = dir.path().join("env-pins.json");
+    marked_pins(&env_file, "env");
+    let (_, doc) = show_json(dir.path(), &config, Some(&env_file), &[]);
+    assert_eq!((&doc["pins_origin"], &doc["pins"][0]["date"]), (&"env".into(), &"env".into()));
+
+    // A relative --pins is named by its absolute path.
+    marked_pins(&dir.path().join("flag.json"), "flag");
+    let (_, doc) = show_json(dir.path(), &config, Some(&env_file), &["--pins", "flag.json"]);
+    assert_eq!((&doc["pins_origin"], &doc["pins"][0]["date"]), (&"flag".into(), &"flag".into()));
+    assert_eq!(doc["pins_source"], dir.path().join("flag.json").display().to_string());
+
+    // The document is a pins file: saved, it can be passed back as --pins.
+    let saved = dir.path().join("saved.json");
+    fs::write(&saved, serde_json::to_string(&doc).unwrap()).unwrap();
+    let out = support::eas(dir.path()).args(["pins", "check", "--pins"]).arg(&saved).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The text names the file and why it was chosen.
+    let out = support::eas(dir.path()).env("XDG_CONFIG_HOME", &config).args(["pins", "show"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().next().unwrap(), format!("pins: {} (the user's pins file)", user.display()));
+    assert!(text.lines().any(|l| l.starts_with("main/ei ") && l.ends_with("UNLOCKED")), "{text}");
+}
+
+#[test]
+fn pins_show_of_a_malformed_file_is_still_one_document_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    fs::write(&bad, "{not json").unwrap();
+    let (code, doc) = show_json(dir.path(), &dir.path().join("config"), None, &["--pins", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert_eq!(doc["exit_code"], 2);
+    assert_eq!(doc["pins"], serde_json::json!([]));
+    let error = doc["error"].as_str().unwrap();
+    assert!(error.contains(&bad.display().to_string()) && error.contains("not JSON"), "{error}");
+}
+
+#[test]
+fn locking_the_built_in_pins_writes_no_user_file_when_a_row_cannot_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    let empty = dir.path().join("no-repos");
+    fs::create_dir_all(&empty).unwrap();
+    let out = support::eas(dir.path())
+        .env("XDG_CONFIG_HOME", &config)
+        .args(["pins", "lock", "--git-base", empty.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the pins built into eas"), "says what it locks: {err}");
+    assert!(!config.join("eas/pins.json").exists(), "a failed lock wrote the user's pins file");
+}
+
+/// The synthetic EAS, EI and EAT trees as repositories at `base/<owner>/<name>` (where
+/// `--git-base base` finds the pins' repositories), on the refs the `main` profile pins; a user
+/// pins file of the `main` and bastion rows with each tree pinned by a 7-digit abbreviation.
+fn user_pins_abbreviated(base: &Path, user: &Path) -> Vec<(String, String)> {
+    let mut doc: serde_json::Value = serde_json::from_str(pins_embedded()).unwrap();
+    doc["pins"].as_array_mut().unwrap().retain(|r| r["profile"] == "main" || r["profile"] == "bastion");
+    let mut shas = Vec::new();
+    for row in doc["pins"].as_array_mut().unwrap().iter_mut().filter(|r| r["profile"] == "main") {
+        let (name, repo) = (row["name"].as_str().unwrap().to_string(), row["repo"].as_str().unwrap().to_string());
+        let dir = base.join(&repo);
+        let sha = support::trees::synthetic_repo(&name, &dir);
+        let git_ref = row["ref"].as_str().unwrap();
+        if git_ref != "main" {
+            git(&dir, &["branch", git_ref]);
+        }
+        row["sha"] = serde_json::json!(&sha[..7]);
+        row["locked"] = serde_json::json!(false);
+        shas.push((name, sha));
+    }
+    fs::create_dir_all(user.parent().unwrap()).unwrap();
+    fs::write(user, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    shas
+}
+
+/// The README's journey without `--pins`: a dry run warns that the user's pins are abbreviated,
+/// naming the file; `eas pins lock` locks that file in place; the next dry run reads it, locked.
+#[test]
+fn lock_then_a_dry_run_without_pins_reads_the_locked_user_file() {
+    let cluster = "k3d-gpu-desktop";
+    let server = support::ClusterServer::start(support::fixture(cluster));
+    let dir = tempfile::tempdir().unwrap();
+    let (base, config) = (dir.path().join("git"), dir.path().join("config"));
+    let user = config.join("eas/pins.json");
+    let shas = user_pins_abbreviated(&base, &user);
+    let repo = |name: &str| {
+        base.join(match name {
+            "eas" => "intel/enterprise-ai-solutions",
+            "ei" => "intel/enterprise-inference",
+            _ => "intel/agent-toolkit",
+        })
+    };
+    let dry_run = |out: &Path| {
+        let mut c = support::eas(&support::fixture(cluster));
+        c.env("XDG_CONFIG_HOME", &config)
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env("TMPDIR", dir.path())
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .args(["up", "--dry-run", "--out"])
+            .arg(out)
+            .args(support::facts_args(cluster));
+        for (n, _) in &shas {
+            c.arg(format!("--{n}-repo")).arg(repo(n));
+        }
+        c.output().unwrap()
+    };
+    let named = format!("{} (the user's pins file)", user.display());
+
+    let before = dry_run(&dir.path().join("plan-before"));
+    let err = String::from_utf8_lossy(&before.stderr);
+    assert!(before.status.success(), "{err}");
+    let (eas_sha, ei_sha) = (&shas[0].1, &shas[1].1);
+    assert!(err.contains(&format!("pin main/ei is abbreviated ({}) in {named}", &ei_sha[..7])), "{err}");
+    let plan = String::from_utf8_lossy(&before.stdout);
+    assert!(plan.lines().any(|l| l.trim_start() == format!("pins       {}", user.display())), "{plan}");
+    // The manifest carries the full SHA resolved in the mirror, not the abbreviation.
+    let manifest = fs::read_to_string(dir.path().join("plan-before/repos.agent-toolkit.yaml")).unwrap();
+    assert!(manifest.contains(&format!("rev: \"{ei_sha}\"")), "{manifest}");
+    assert!(!manifest.contains(&format!("rev: \"{}\"", &eas_sha[..7])), "{manifest}");
+    let plan_json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.path().join("plan-before/plan.json")).unwrap()).unwrap();
+    assert_eq!(plan_json["pins_source"], user.display().to_string());
+
+    let lock = support::eas(dir.path())
+        .env("XDG_CONFIG_HOME", &config)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .args(["pins", "lock", "--git-base", base.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(lock.status.success(), "{}", String::from_utf8_lossy(&lock.stderr));
+    let locked: serde_json::Value = serde_json::from_str(&fs::read_to_string(&user).unwrap()).unwrap();
+    for (name, sha) in &shas {
+        let row = locked["pins"].as_array().unwrap().iter().find(|r| r["profile"] == "main" && r["name"] == *name);
+        assert_eq!(row.unwrap()["sha"], *sha, "{name}");
+    }
+
+    let after = dry_run(&dir.path().join("plan-after"));
+    let err = String::from_utf8_lossy(&after.stderr);
+    assert!(after.status.success(), "{err}");
+    assert!(!err.contains("abbreviated"), "{err}");
+    let plan = String::from_utf8_lossy(&after.stdout);
+    assert!(plan.lines().any(|l| l.trim_start() == format!("pins       {}", user.display())), "{plan}");
 }

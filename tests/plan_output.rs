@@ -104,6 +104,7 @@ fn redact(doc: &mut Value, server: &ClusterServer) -> String {
         s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
     }
     s = s.replace(&server.url(), "http://127.0.0.1:PORT");
+    s = s.replace(&trees().pins.display().to_string(), "<pins>");
     s.push('\n');
     s
 }
@@ -170,10 +171,12 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
         .collect();
     assert_eq!(
         labels,
-        ["cluster", "profile", "layer", "decisions", "bastion", "installer", "unknown", "blockers"],
+        ["cluster", "profile", "pins", "layer", "decisions", "bastion", "installer", "unknown", "blockers"],
         "{plan}"
     );
     assert!(plan.contains("  blockers   3: the real run stops at the first (exit 1)\n"), "{plan}");
+    let pins = lines.iter().find(|l| l.starts_with("  pins ")).unwrap();
+    assert_eq!(pins.split_whitespace().nth(1), Some(trees().pins.to_str().unwrap()), "the file, by absolute path");
     let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
     assert!(decisions.contains("30 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
     for l in &lines {
@@ -218,6 +221,7 @@ fn facts_and_verify_print_one_json_document() {
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(printed, written);
     assert_eq!(printed["schema"], "eas-facts/v1");
+    assert_eq!(support::schema_errors("eas-facts.v1", &printed), Vec::<String>::new());
 
     let mut c = support::eas(&support::fixture(cluster));
     c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
@@ -225,10 +229,13 @@ fn facts_and_verify_print_one_json_document() {
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
     assert_eq!(doc["schema"], "eas-verify/v1");
-    // The recorded cluster has its device resources but no model server: verification fails.
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new(), "{doc}");
+    // The recorded cluster has its device resources, and nothing was installed by eas up: the
+    // devices are checked and there is no model server to verify (exit 1, not 5: "installed, but").
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no model server eas installed"), "{}", text(&out.stderr));
     assert_eq!(doc["passed"], false);
-    assert_eq!(doc["exit_code"], 5);
+    assert_eq!(doc["exit_code"], 1);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
 }
 
@@ -290,6 +297,7 @@ fn verify_json_is_printed_when_the_cluster_does_not_answer() {
     let doc: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("verify stdout is not one JSON document: {e}\n{}", text(&out.stdout)));
     assert_eq!(doc["schema"], "eas-verify/v1");
+    assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new(), "{doc}");
     assert_eq!(doc["passed"], false);
     assert_eq!(doc["exit_code"], code);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");

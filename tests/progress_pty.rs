@@ -34,6 +34,7 @@ fn command_line(server: &ClusterServer, dir: &Path, extra_env: &[&str], flags: &
     let eas = env!("CARGO_BIN_EXE_eas");
     let mut env = vec![
         format!("HOME={}", dir.join("home").display()),
+        format!("XDG_CONFIG_HOME={}", dir.join("config").display()),
         "DOCKER_HOST=unix:///nonexistent/eas-test/docker.sock".to_string(),
         format!("EAS_HOST_ROOT={}", dir.join("no-host-root").display()),
         "TERM=xterm-256color".to_string(),

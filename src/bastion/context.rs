@@ -25,12 +25,12 @@ const IMAGE_REPO: &str = "eas-bastion";
 pub enum ContextError {
     #[error(
         "the base image {reference} is not pinned by digest{}",
-        if *.from_pins { " (pins.json records no digest for it)" } else { "" }
+        if *.from_pins { " (the pins record no digest for it)" } else { "" }
     )]
     UnpinnedBase { reference: String, from_pins: bool },
     #[error("bastion/requirements.lock line {line}: {detail}")]
     LockMalformed { line: usize, detail: String },
-    #[error("bastion/requirements.lock does not match pins.json: {0}")]
+    #[error("bastion/requirements.lock does not match the pins: {0}")]
     LockStale(String),
     #[error("{count} bastion artifact(s) have no pinned sha256: {list}", count = .0.len(), list = .0.join(", "))]
     MissingSha256(Vec<String>),
@@ -394,7 +394,7 @@ mod tests {
         let d = "b".repeat(64);
         // The committed pins have no digest: refused, and the message says so.
         let e = choose_base(&pins(), None, false).unwrap_err().to_string();
-        assert!(e.contains("ubuntu:24.04 is not pinned by digest (pins.json records no digest"), "{e}");
+        assert!(e.contains("ubuntu:24.04 is not pinned by digest (the pins record no digest"), "{e}");
         assert_eq!(
             choose_base(&with_base(Some(&d)), None, false).unwrap(),
             Base::Digest(format!("ubuntu:24.04@sha256:{d}"))

@@ -51,8 +51,10 @@ pub enum BastionCommand {
 
 #[derive(Debug, Clone)]
 pub struct ImageSettings {
-    /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
-    pub pins: Option<PathBuf>,
+    /// Where the pins come from; `--lock` rewrites that file (the user's, for the built-in pins).
+    pub pins: crate::pins::Source,
+    /// The user's pins file, which `--lock` writes when the pins are the built-in ones.
+    pub user_pins: Option<PathBuf>,
     pub base: BaseImage,
     /// Where pinned downloads are cached (`$XDG_CACHE_HOME/eas/artifacts`).
     pub artifacts: PathBuf,
@@ -65,10 +67,11 @@ pub struct ImageSettings {
 }
 
 impl ImageSettings {
-    pub fn new(pins: Option<PathBuf>, base: BaseImage, global: &Global) -> Self {
+    pub fn new(pins: crate::pins::Source, base: BaseImage, global: &Global) -> Self {
         let env = &global.env;
         ImageSettings {
             pins,
+            user_pins: env.user_pins(),
             base,
             artifacts: Cache::default_dir(env),
             proxy: image::proxy_env(env),
@@ -115,6 +118,9 @@ pub enum BastionError {
     Pins(#[from] PinsError),
     #[error(transparent)]
     Context(#[from] ContextError),
+    /// A context error about the pins, with the pins file it is about (`Source::describe`).
+    #[error("{source} (pins: {pins})")]
+    InPins { pins: String, source: ContextError },
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
     #[error(transparent)]
@@ -135,6 +141,19 @@ pub enum BastionError {
     Interrupted,
 }
 
+impl BastionError {
+    /// A missing sha256 or digest names the pins file it is missing from: which file a command
+    /// read is not always the one the user thinks of (SPEC §1).
+    fn naming_pins(self, pins: &crate::pins::Source) -> Self {
+        match self {
+            BastionError::Context(
+                c @ (ContextError::MissingSha256(_) | ContextError::UnpinnedBase { from_pins: true, .. }),
+            ) => BastionError::InPins { pins: pins.describe(), source: c },
+            other => other,
+        }
+    }
+}
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BastionError {
     let what = what.into();
     move |source| BastionError::Io { what, source }
@@ -145,6 +164,12 @@ impl From<BastionError> for Failure {
         use BastionError as B;
         match e {
             B::Pins(p) => p.into(),
+            B::InPins { pins, source } => match Failure::from(B::Context(source)) {
+                Failure::BadInput { cause, hint } => {
+                    Failure::BadInput { cause: format!("{cause} (pins: {pins})"), hint }
+                }
+                other => other,
+            },
             B::Interrupted => Failure::Interrupted,
             B::Context(ref c) => Failure::bad_input(
                 e.to_string(),
@@ -154,25 +179,23 @@ impl From<BastionError> for Failure {
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
                     ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock --pins pins.json` (checked against each publisher's checksum), \
-                     or write the publisher's sha256 into pins.json"
+                        "on a connected machine run `eas bastion build --lock` (checked against each publisher's checksum; \
+                     it writes the pins file `eas pins show` names), or write the publisher's sha256 into that file"
                     }
-                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => {
-                        "regenerate the lock from the pins: scripts/lock-python.sh"
-                    }
+                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
                 },
             ),
             B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
             B::Publisher(p) => Failure::Refused(vec![
                 p.to_string(),
                 "nothing was recorded; pass --trust-on-first-use to record the download as it is \
-                 (its pins row's source will say so), or write the publisher's sha256 into pins.json"
+                 (its pins row's source will say so), or write the publisher's sha256 into the pins file"
                     .into(),
             ]),
             B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
-                "do not use this download; if the publisher changed the file on purpose, re-pin it in pins.json",
+                "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
             ),
             B::Artifact(ArtifactError::Cache { ref path, .. }) => {
                 let next = format!(
@@ -185,11 +208,9 @@ impl From<BastionError> for Failure {
                 e,
                 "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
             ),
-            B::Image(ImageError::Connect(_)) => {
-                Failure::step_next("docker", e, "start a Docker Engine (scripts/docker-up.sh) or set DOCKER_HOST")
-            }
+            B::Image(ImageError::Connect(_)) => Failure::step_next("docker", e, crate::hints::DOCKER),
             B::Image(ImageError::BaseMissing(ref r)) => {
-                let hint = format!("load or pull {r} first (the tests' base: scripts/base-image.sh)");
+                let hint = crate::hints::base_missing(r);
                 Failure::bad_input(e.to_string(), hint)
             }
             B::Image(ImageError::Build { .. }) => Failure::step_next(
@@ -248,9 +269,28 @@ pub async fn prepare_with(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
+    let prepared = prepare_at(docker, args, lock_mode, rebuild, shell, interrupt).await;
+    prepared.map_err(|e| e.naming_pins(&args.pins))
+}
+
+async fn prepare_at(
+    docker: &Docker,
+    args: &ImageSettings,
+    lock_mode: Option<LockMode>,
+    rebuild: bool,
+    shell: &Shell,
+    interrupt: &Interrupt,
+) -> Result<Prepared, BastionError> {
     let lock = lock_mode.is_some();
-    let pins_path = args.pins.clone().or_else(|| lock.then(|| PathBuf::from("pins.json")));
-    let mut pins = Pins::load(pins_path.as_deref())?;
+    // With --lock, the file resolution picked is the one rewritten; the built-in pins are
+    // written to the user's pins file (SPEC §1), so what is locked is what later runs read.
+    let (pins_path, mut pins) = match lock {
+        true => {
+            let (path, pins) = args.pins.lock_target(args.user_pins.clone())?;
+            (Some(path), pins)
+        }
+        false => (args.pins.path().map(Path::to_path_buf), args.pins.load()?),
+    };
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
 
     let mut changed = false;
@@ -288,9 +328,14 @@ pub async fn prepare_with(
             changed = true;
         }
     }
-    if changed && let Some(path) = &pins_path {
+    if let Some(path) = &pins_path
+        && (changed || (lock && args.pins == crate::pins::Source::Builtin))
+    {
         write_pins(path, &pins)?;
-        shell.note(format!("recorded the new sha256s in {}", path.display()));
+        match changed {
+            true => shell.note(format!("recorded the new sha256s in {}", path.display())),
+            false => shell.note(format!("wrote the built-in pins to {}", path.display())),
+        }
     }
     let plan = plan_from(docker, args, &pins, base).await?;
     build_planned(docker, plan, rebuild, shell, interrupt).await
@@ -320,7 +365,7 @@ pub struct ImagePlan {
 /// then every artifact has a pinned sha256. A local base (`--allow-unpinned-base`) is checked
 /// against the engine by [`plan_image`].
 pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
-    let pins = match Pins::load(args.pins.as_deref()) {
+    let pins = match args.pins.load() {
         Ok(p) => p,
         Err(e) => return vec![e.into()],
     };
@@ -334,11 +379,15 @@ pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
     if let Err(e) = context::require_sha256(&context::artifacts(&pins)) {
         found.push(e.into());
     }
-    found
+    found.into_iter().map(|e: BastionError| e.naming_pins(&args.pins)).collect()
 }
 
 pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
-    let pins = Pins::load(args.pins.as_deref())?;
+    plan_image_at(docker, args).await.map_err(|e| e.naming_pins(&args.pins))
+}
+
+async fn plan_image_at(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
+    let pins = args.pins.load()?;
     context::check_lock(&pins, &context::parse_lock(context::REQUIREMENTS_LOCK)?)?;
     let base = context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)?;
     plan_from(docker, args, &pins, base).await
@@ -433,9 +482,7 @@ fn record(pins: &mut Pins, name: &str, sha256: &str) {
 }
 
 fn write_pins(path: &Path, pins: &Pins) -> Result<(), BastionError> {
-    crate::atomic::write(path, pins.to_json().as_bytes())
-        .map_err(|source| PinsError::Write { path: path.display().to_string(), source })?;
-    Ok(())
+    Ok(crate::pins::source::write(path, pins)?)
 }
 
 /// How long a build waits for another `eas` building the same context.
@@ -722,6 +769,22 @@ mod tests {
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k: &str| m.get(k).cloned()
+    }
+
+    #[test]
+    fn a_missing_sha256_names_the_pins_file_it_is_missing_from() {
+        let user = crate::pins::Source::User("/home/u/.config/eas/pins.json".into());
+        let e = BastionError::Context(ContextError::MissingSha256(vec!["kubectl".into(), "helm".into()]));
+        let f = Failure::from(e.naming_pins(&user));
+        assert_eq!(f.exit_code(), 2);
+        assert_eq!(
+            f.lines()[0],
+            "error: 2 bastion artifact(s) have no pinned sha256: kubectl, helm \
+             (pins: /home/u/.config/eas/pins.json (the user's pins file))"
+        );
+        // Errors that are not about the pins' content are left as they are.
+        let other = BastionError::Context(ContextError::LockStale("x".into())).naming_pins(&user);
+        assert!(matches!(other, BastionError::Context(_)));
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub struct FitArgs {
     /// An external `k3d-gpu fit` document; it wins, and every disagreement is a warning
     #[arg(long, value_name = "FILE")]
     pub fit: Option<PathBuf>,
-    /// text (a table, for a person; `table` is the same) or json: the fit document (data/eas-fit.v1.schema.json)
+    /// text (a table, for a person; `table` is the same) or json: the fit document (`eas schema eas-fit/v1`)
     #[arg(long, value_enum, default_value = "text")]
     pub output: super::OutputArg,
 }
@@ -28,28 +28,57 @@ pub struct FactsArgs {
     pub out: Option<PathBuf>,
     /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
     /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
-    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    #[arg(long = "containerd-config", value_name = "NODE=FILE", value_parser = node_file)]
     pub containerd_config: Vec<String>,
     /// Whether a node's NRI socket exists, for a node given with --containerd-config
     /// [default: whether that config enables NRI]. Repeatable
-    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
     pub nri_socket: Vec<String>,
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
     pub request_timeout: u64,
-    /// The facts are JSON either way; `json` also prints them on stdout when --out is given
-    #[arg(long, value_enum, default_value = "text")]
-    pub output: super::OutputArg,
+    /// The facts are JSON either way (`json` is the one value): with --out, also print them on stdout
+    #[arg(long, value_enum)]
+    pub output: Option<FactsOutput>,
+}
+
+/// `eas facts --output`: the facts document is JSON whatever is asked, so `text` is refused
+/// while parsing rather than silently printing JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FactsOutput {
+    Json,
+}
+
+/// `--containerd-config NODE=FILE`, checked while parsing: a typo fails before any cluster call
+/// (the file's content is checked where it is read, in gather).
+fn node_file(s: &str) -> Result<String, String> {
+    match s.split_once('=') {
+        Some((node, file)) if !node.is_empty() && !file.is_empty() => match std::path::Path::new(file).is_file() {
+            true => Ok(s.to_string()),
+            false => Err(format!("{file} is not a file (NODE=FILE names a copy of the node's containerd config.toml)")),
+        },
+        _ => Err("expected NODE=FILE: a node name (`*`: every other node), `=`, a copy of its containerd config.toml"
+            .to_string()),
+    }
+}
+
+/// `--nri-socket NODE=present|absent`, checked while parsing.
+fn node_socket(s: &str) -> Result<String, String> {
+    match s.split_once('=') {
+        Some((node, "present" | "absent")) if !node.is_empty() => Ok(s.to_string()),
+        _ => Err("expected NODE=present or NODE=absent".to_string()),
+    }
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Node facts")]
 pub struct GatherArgs {
     /// A node's containerd config.toml, for a node eas cannot read (repeatable)
-    #[arg(long = "containerd-config", value_name = "NODE=FILE")]
+    #[arg(long = "containerd-config", value_name = "NODE=FILE", value_parser = node_file)]
     pub containerd_config: Vec<String>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
-    #[arg(long = "nri-socket", value_name = "NODE=present|absent")]
+    #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
     pub nri_socket: Vec<String>,
 }
 
@@ -70,13 +99,13 @@ pub struct UpArgs {
     #[arg(long, default_value = "k3d-gpu")]
     pub env: String,
     /// With --dry-run: also write the generated files and plan.json here
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "dry_run")]
     pub out: Option<PathBuf>,
     /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", requires_if("json", "dry_run"))]
     pub output: super::OutputArg,
-    /// Add each decision's source as a permalink to the plan
-    #[arg(long)]
+    /// With --dry-run: add each decision's source as a permalink to the plan
+    #[arg(long, requires = "dry_run")]
     pub explain: bool,
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
@@ -134,6 +163,7 @@ pub struct DoctorArgs {
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Upstream repositories")]
 pub struct RepoArgs {
     /// An EAS clone or mirror holding the pinned commit
     #[arg(long, value_name = "DIR")]
@@ -170,8 +200,7 @@ pub struct DownArgs {
     /// Take over a lock left by a run that is no longer alive
     #[arg(long)]
     pub break_lock: bool,
-    /// Pins file [default: the pins.json built into eas]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = super::PINS_HELP)]
     pub pins: Option<PathBuf>,
     #[command(flatten)]
     pub image: BaseArgs,
@@ -210,8 +239,7 @@ pub enum BastionCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct ImageArgs {
-    /// Pins file [default: the pins.json built into eas; with --lock: ./pins.json]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = super::PINS_HELP)]
     pub pins: Option<PathBuf>,
     #[command(flatten)]
     pub base: BaseArgs,
@@ -219,6 +247,7 @@ pub struct ImageArgs {
 
 /// The image flags other commands share (`eas up`, `eas down` take `--pins` with the trees).
 #[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Bastion image")]
 pub struct BaseArgs {
     /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
     #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]

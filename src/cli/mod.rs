@@ -7,7 +7,7 @@ pub mod docs;
 mod resolve;
 
 pub use args::*;
-pub use resolve::{bastion, settings};
+pub use resolve::{bastion, config, doctor, down, settings, up};
 
 use std::path::PathBuf;
 
@@ -28,7 +28,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Every command takes these; `--help` lists them apart from the command's own options.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// Kubeconfig to read (never modified) [default: $KUBECONFIG, then ~/.kube/config]
     #[arg(long, global = true, value_name = "PATH")]
@@ -83,32 +85,43 @@ impl From<OutputArg> for crate::output::OutputFormat {
     }
 }
 
+/// `--pins` on every command that reads pins: they all resolve them the same way.
+pub const PINS_HELP: &str = "Pins file [default: $EAS_PINS, else $XDG_CONFIG_HOME/eas/pins.json \
+    (~/.config/eas/pins.json) when it exists, else the pins built into eas]";
+
+/// In the order a user meets them: install, remove, look, check, size, gather; then the tools.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
-    Config(ConfigArgs),
+    /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
+    Up(Box<UpArgs>),
+    /// Remove what `eas up` installed, and nothing else
+    Down(DownArgs),
+    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
+    Status(StatusArgs),
+    /// Check device resources and the model servers against the cluster
+    Verify(VerifyArgs),
+    /// The read-only gates of `eas up` (the same checks as its plan), one line per check
+    Doctor(DoctorArgs),
     /// Size each model candidate against the node it would land on (pure: reads a facts document)
     Fit(FitArgs),
-    /// Validate or lock pins.json
+    /// Gather the facts document (eas-facts/v1) from the cluster; read-only
+    Facts(FactsArgs),
+    /// Generate the installer's configuration from a facts document (pure: no cluster, no network)
+    Config(ConfigArgs),
+    /// Decide (and with --apply, apply) the k3s/k3d patches to an EAS git clone
+    Overlay(OverlayArgs),
+    /// Show, validate or lock the pins (upstream commits and bastion artifacts)
     #[command(subcommand)]
     Pins(PinsCommand),
     /// The installer's pinned toolbox image: build (or reuse) it, run a command in it
     #[command(subcommand)]
     Bastion(BastionCommand),
-    /// Decide (and with --apply, apply) the k3s/k3d patches to an EAS git clone
-    Overlay(OverlayArgs),
-    /// Gather the facts document (eas-facts/v1) from the cluster; read-only
-    Facts(FactsArgs),
-    /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
-    Up(Box<UpArgs>),
-    /// Remove what `eas up` installed, and nothing else
-    Down(DownArgs),
-    /// Check device resources and the model servers against the cluster
-    Verify(VerifyArgs),
-    /// The read-only gates of `eas up` (the same checks as its plan), one line per check
-    Doctor(DoctorArgs),
-    /// What `eas up` installed on this cluster and how it is now (exit 0 when the cluster could be read)
-    Status(StatusArgs),
+    /// Print the JSON schema of a document eas prints (eas-plan/v1, eas-status/v1, ...); without
+    /// NAME, list them
+    Schema {
+        /// The document: eas-plan/v1, eas-plan.v1 or eas-plan (the newest version)
+        name: Option<String>,
+    },
     /// Print a shell completion script to stdout (README: shell completions)
     Completions {
         /// The shell to complete for
@@ -124,6 +137,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Selection")]
 pub struct SelectArgs {
     /// Layer to install: agent-toolkit or inference (erag is refused)
     #[arg(long, default_value = "agent-toolkit")]
@@ -137,8 +151,7 @@ pub struct SelectArgs {
     /// Model to serve, overriding the pick
     #[arg(long)]
     pub model: Option<String>,
-    /// Pins file [default: the pins.json built into eas]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help = PINS_HELP)]
     pub pins: Option<PathBuf>,
     /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees
     #[arg(long, value_name = "FILE")]
@@ -185,20 +198,31 @@ pub struct OverlayArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum PinsCommand {
-    /// Validate pins.json and report unlocked rows and artifacts without a sha256
+    /// Print the pins every command would read, and where they come from
+    Show {
+        #[arg(long, value_name = "FILE", help = PINS_HELP)]
+        pins: Option<PathBuf>,
+        /// `json`: the pins document (eas-pins/v1) with `pins_source`; it can be saved and passed as --pins
+        #[arg(long, value_enum, default_value = "text")]
+        output: OutputArg,
+    },
+    /// Validate the pins and report unlocked rows and artifacts without a sha256
     Check {
-        /// Pins file [default: the pins.json built into eas]
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", help = PINS_HELP)]
         pins: Option<PathBuf>,
     },
     /// Resolve abbreviated SHAs to full ones in each repository's history (the mirror cache `eas up`
     /// uses): the prefix must be unambiguous and the commit on the pinned ref
     Lock {
-        /// Pins file to rewrite
-        #[arg(long, value_name = "FILE", default_value = "pins.json")]
-        pins: PathBuf,
+        /// Pins file to rewrite [default: the file every command reads (`eas pins show`); with
+        /// the built-in pins, the user's pins file, written from them]
+        #[arg(long, value_name = "FILE")]
+        pins: Option<PathBuf>,
         /// Base URL or directory for repositories [default: https://github.com]
         #[arg(long, value_name = "URL", env = "EAS_GIT_BASE")]
         git_base: Option<String>,
     },
 }
+
+#[cfg(test)]
+mod tests;

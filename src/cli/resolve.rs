@@ -42,10 +42,10 @@ impl From<ProgressArg> for ProgressMode {
     }
 }
 
-impl From<SelectArgs> for Select {
-    fn from(a: SelectArgs) -> Self {
-        Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins: a.pins, fit: a.fit }
-    }
+/// The selection flags, with the pins resolved the one way every command resolves them.
+fn select(a: SelectArgs, env: &Env) -> Select {
+    let pins = env.pins_source(a.pins.as_deref());
+    Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit }
 }
 
 impl From<FitArgs> for FitSettings {
@@ -54,10 +54,9 @@ impl From<FitArgs> for FitSettings {
     }
 }
 
-impl From<ConfigArgs> for ConfigSettings {
-    fn from(a: ConfigArgs) -> Self {
-        ConfigSettings { facts: a.facts, out: a.out, select: a.select.into(), catalog: a.catalog, explain: a.explain }
-    }
+/// `eas config`'s settings.
+pub fn config(a: ConfigArgs, env: &Env) -> ConfigSettings {
+    ConfigSettings { facts: a.facts, out: a.out, select: select(a.select, env), catalog: a.catalog, explain: a.explain }
 }
 
 impl From<OverlayArgs> for OverlaySettings {
@@ -73,7 +72,10 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             request_timeout: a.request_timeout,
-            output: a.output.into(),
+            output: match a.output {
+                Some(FactsOutput::Json) => crate::output::OutputFormat::Json,
+                None => crate::output::OutputFormat::Text,
+            },
         }
     }
 }
@@ -97,22 +99,20 @@ impl From<BaseArgs> for BaseImage {
 }
 
 fn image(a: ImageArgs, global: &Global) -> ImageSettings {
-    ImageSettings::new(a.pins, a.base.into(), global)
+    ImageSettings::new(global.env.pins_source(a.pins.as_deref()), a.base.into(), global)
 }
 
-impl TryFrom<UpArgs> for UpSettings {
-    type Error = Failure;
-
-    /// The timeouts resolve once here: two flags for one phase are a usage error (exit 2).
-    fn try_from(a: UpArgs) -> Result<Self, Failure> {
-        let phase_timeouts =
-            crate::pipeline::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
-                .map_err(|e| Failure::bad_input(e, "give each phase's timeout once"))?;
+/// `eas up`'s settings. The timeouts resolve once here: two flags for one phase are a usage
+/// error (exit 2).
+pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
+    let phase_timeouts = crate::pipeline::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
+        .map_err(|e| Failure::bad_input(e, "give each phase's timeout once"))?;
+    {
         Ok(UpSettings {
             dry_run: a.dry_run,
             fail_on_blockers: a.fail_on_blockers,
             allow_unread: a.allow_unread,
-            select: a.select.into(),
+            select: select(a.select, env),
             env: a.env,
             out: a.out,
             output: a.output.into(),
@@ -128,8 +128,9 @@ impl TryFrom<UpArgs> for UpSettings {
     }
 }
 
-impl From<DownArgs> for DownSettings {
-    fn from(a: DownArgs) -> Self {
+/// `eas down`'s settings.
+pub fn down(a: DownArgs, env: &Env) -> DownSettings {
+    {
         DownSettings {
             dry_run: a.dry_run,
             layer: a.layer,
@@ -138,7 +139,7 @@ impl From<DownArgs> for DownSettings {
             acknowledge: a.acknowledge,
             force_incomplete: a.force_incomplete,
             break_lock: a.break_lock,
-            pins: a.pins,
+            pins: env.pins_source(a.pins.as_deref()),
             image: a.image.into(),
             teardown_timeout: a.teardown_timeout,
         }
@@ -172,13 +173,14 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
     }
 }
 
-impl From<DoctorArgs> for crate::up::doctor::DoctorSettings {
-    fn from(a: DoctorArgs) -> Self {
+/// `eas doctor`'s settings: `eas up`'s, as a dry run.
+pub fn doctor(a: DoctorArgs, env: &Env) -> crate::up::doctor::DoctorSettings {
+    {
         let up = UpSettings {
             dry_run: true,
             fail_on_blockers: false,
             allow_unread: a.allow_unread,
-            select: a.select.into(),
+            select: select(a.select, env),
             env: a.env,
             out: None,
             output: crate::output::OutputFormat::Text,

@@ -14,7 +14,7 @@ use std::path::Path;
 use crate::error::Failure;
 use crate::facts::{Facts, FactsError};
 use crate::output::Shell;
-use crate::pins::{self, Pins, Trees};
+use crate::pins::{self, Trees};
 use crate::settings::{ConfigSettings, Select};
 
 pub use rules::Decision;
@@ -28,7 +28,13 @@ impl From<FactsError> for Failure {
 /// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
 /// default profile and must be a full SHA (anything else floats).
 pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
-    let pins = Pins::load(sel.pins.as_deref())?;
+    let pins = sel.pins.load()?;
+    let mut trees = select_in(&pins, sel)?;
+    trees.from = sel.pins.describe();
+    Ok(trees)
+}
+
+fn select_in(pins: &pins::Pins, sel: &Select) -> Result<Trees, Failure> {
     if let Some(r) = &sel.git_ref {
         if !pins::is_full_sha(r) {
             return Err(Failure::bad_input(

@@ -395,11 +395,36 @@ fn manifest(d: &mut Decision, inp: &Inputs, layer: Layer) {
             "layer-manifest-rev",
         );
         if !locked {
-            d.warnings
-                .push(format!("pin {}/{} is abbreviated ({rev}); run `eas pins lock`", inp.trees.profile, row.pin));
+            d.warnings.push(abbreviated_warning(inp.trees, row.pin.as_str(), &rev));
         }
         d.manifest.push(ManifestEntry { row: row.clone(), url: format!("https://github.com/{repo}"), rev, locked });
     }
+}
+
+/// The layer manifest at the commits eas resolved in its mirror (`eas up`): an abbreviated pin
+/// becomes the full SHA it named there, so the installer's manifest never carries a prefix
+/// (SPEC §3.2). `resolved` pairs a pin name (`eas`, `ei`, `eat`) with its full SHA; a SHA that
+/// does not extend the pinned prefix is left alone (it is not the commit the pin names).
+pub fn manifest_at(d: &mut Decision, resolved: &[(&str, &str)]) {
+    for e in d.manifest.iter_mut() {
+        let Some((_, full)) = resolved.iter().find(|(name, _)| *name == e.row.pin) else { continue };
+        if e.rev == *full || !full.starts_with(e.rev.as_str()) {
+            continue;
+        }
+        let (old, new) = (format!("rev: {:?}", e.rev), format!("rev: {full:?} (resolved in the mirror)"));
+        for c in d.choices.iter_mut().filter(|c| c.source == "layer-manifest-rev" && c.choice.contains(&old)) {
+            if c.choice.contains(&format!(" {} ", e.row.dest)) {
+                c.choice = c.choice.replace(&old, &new);
+            }
+        }
+        e.rev = full.to_string();
+    }
+}
+
+/// The warning for a pin not yet locked, naming the pins file it is in.
+fn abbreviated_warning(trees: &Trees, pin: &str, rev: &str) -> String {
+    let file = if trees.from.is_empty() { String::new() } else { format!(" in {}", trees.from) };
+    format!("pin {}/{pin} is abbreviated ({rev}){file}; run `eas pins lock` to resolve it there", trees.profile)
 }
 
 /// Node names for a choice line: the first three, then how many more (a line per decision

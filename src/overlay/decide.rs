@@ -137,10 +137,10 @@ impl Plan {
             }
             let names: Vec<&str> = d.misses.iter().map(|m| m.patch_name.as_str()).collect();
             out.push(format!(
-                "  regenerate {} against {} (patches/{}; see patches/README.md, \"Regenerating a patch\")",
+                "  regenerate {} against {} (its patch {}: a new eas release carries it); meanwhile use a pins profile or --ref whose overlay decides fully",
                 d.id,
                 self.commit,
-                names.join(", patches/")
+                names.join(", ")
             ));
         }
         out

@@ -39,7 +39,10 @@ pub fn apply(plan: &Plan) -> Result<Applied, Failure> {
 
 impl From<DataError> for Failure {
     fn from(e: DataError) -> Self {
-        Failure::bad_input(e.to_string(), "the overlay format is eas-overlay/v1 (patches/README.md)")
+        Failure::bad_input(
+            e.to_string(),
+            "the overlay directory must hold an eas-overlay/v1 overlay.json and its patches; omit --overlay to use the one built into eas",
+        )
     }
 }
 

@@ -49,6 +49,23 @@ impl Env {
         self.nonempty("XDG_CACHE_HOME").map(PathBuf::from).or_else(|| self.home().map(|h| h.join(".cache")))
     }
 
+    /// `$XDG_CONFIG_HOME`, else `~/.config` (where the user's pins file lives).
+    pub fn config_home(&self) -> Option<PathBuf> {
+        self.nonempty("XDG_CONFIG_HOME").map(PathBuf::from).or_else(|| self.home().map(|h| h.join(".config")))
+    }
+
+    /// Where the pins come from, for a command given `--pins flag` (SPEC §1: the flag, else
+    /// `EAS_PINS`, else the user's pins file when it exists, else the built-in pins).
+    pub fn pins_source(&self, flag: Option<&std::path::Path>) -> crate::pins::Source {
+        let eas_pins = self.nonempty(crate::pins::source::ENV_VAR);
+        crate::pins::Source::resolve(flag, eas_pins.as_deref(), self.config_home().as_deref())
+    }
+
+    /// The user's pins file, whether or not it exists (`pins lock` writes it).
+    pub fn user_pins(&self) -> Option<PathBuf> {
+        crate::pins::source::user_file(self.config_home().as_deref())
+    }
+
     /// A lookup function over this environment, for code that takes `&dyn Fn(&str) -> Option<String>`.
     pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
         move |n| self.var(n)

@@ -37,9 +37,17 @@ pub fn command(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Check {
     pub name: String,
+    /// Passed, or could not run (`skipped`): not a failure.
+    pub ok: bool,
     /// `ok`, `fail` or `skipped`.
     pub status: &'static str,
     pub detail: String,
+}
+
+impl Check {
+    fn new(name: &str, status: &'static str, detail: impl Into<String>) -> Check {
+        Check { name: name.to_string(), ok: status != "fail", status, detail: detail.into() }
+    }
 }
 
 /// The gates: every plan half of `eas up` on these settings, one check per phase that has one,
@@ -60,12 +68,11 @@ pub fn gate_checks(plan: &crate::pipeline::Plan) -> Vec<Check> {
         let failed: Vec<&crate::pipeline::Blocker> = plan.blockers.iter().filter(|b| b.phase == phase).collect();
         let undecided = plan.overlay_not_decided.as_deref().filter(|_| phase == P::Overlay);
         match (failed.is_empty(), undecided) {
-            (true, Some(why)) => out.push(Check { name: name.into(), status: "skipped", detail: why.to_string() }),
-            (true, None) => out.push(Check { name: name.into(), status: "ok", detail: ok.to_string() }),
-            (false, _) => out.extend(failed.into_iter().map(|b| Check {
-                name: name.into(),
-                status: "fail",
-                detail: if b.fix.is_empty() { b.cause.clone() } else { format!("{} (fix: {})", b.cause, b.fix) },
+            (true, Some(why)) => out.push(Check::new(name, "skipped", why)),
+            (true, None) => out.push(Check::new(name, "ok", ok)),
+            (false, _) => out.extend(failed.into_iter().map(|b| {
+                let detail = if b.fix.is_empty() { b.cause.clone() } else { format!("{} (fix: {})", b.cause, b.fix) };
+                Check::new(name, "fail", detail)
             })),
         }
     }
@@ -94,7 +101,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     let mut checks: Vec<Check> = Vec::new();
     let mut line = |ok: bool, name: &str, detail: String| {
         let status = if ok { "ok" } else { "fail" };
-        checks.push(Check { name: name.to_string(), status, detail });
+        checks.push(Check::new(name, status, detail));
     };
     match gather::target(global, CALL).await {
         Ok(t) => {
@@ -139,7 +146,9 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     names.dedup();
     let code = if failed.is_empty() { 0 } else { 1 };
     if args.output.is_json() {
-        let doc = serde_json::json!({ "schema": "eas-doctor/v1", "checks": checks, "exit_code": code });
+        let doc = serde_json::json!({
+            "schema": "eas-doctor/v1", "checks": checks, "exit_code": code, "pins_source": args.up.select.pins.label(),
+        });
         println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
     } else {
         for c in &checks {
@@ -165,7 +174,7 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
     let up = &args.up;
     let tree_pins = match crate::config::select_trees(&up.select) {
         Ok(t) => t,
-        Err(f) => return Ok(vec![Check { name: "selection".into(), status: "fail", detail: f.lines().join("; ") }]),
+        Err(f) => return Ok(vec![Check::new("selection", "fail", f.lines().join("; "))]),
     };
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::bastion::run::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
@@ -177,28 +186,23 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
         // The cluster could not be read: the gates that need only this host and the pins
         // still run (the same functions as the plan's).
         Ok(Err(f)) => {
-            let mut v = vec![Check {
-                name: "gates".into(),
-                status: "skipped",
-                detail: format!("the plan could not read the cluster: {}", f.lines().join("; ")),
-            }];
+            let mut v = vec![Check::new(
+                "gates",
+                "skipped",
+                format!("the plan could not read the cluster: {}", f.lines().join("; ")),
+            )];
             let (docker, git) = super::plan::host_checks(global).await;
             let image = super::image_args(&up.image, up.select.pins.clone(), global);
             let pins = super::plan::bastion_pin_checks(&image);
             let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
             for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
-                v.extend(f.blockers(crate::pipeline::PhaseId::Preflight).into_iter().map(|b| Check {
-                    name: name.into(),
-                    status: "fail",
-                    detail: format!("{} (fix: {})", b.cause, b.fix),
-                }));
+                let lines = f.blockers(crate::pipeline::PhaseId::Preflight).into_iter();
+                v.extend(lines.map(|b| Check::new(name, "fail", format!("{} (fix: {})", b.cause, b.fix))));
             }
             v
         }
-        Err(_) => vec![Check {
-            name: "gates".into(),
-            status: "fail",
-            detail: format!("the plan's checks did not finish within {} s", GATES.as_secs()),
-        }],
+        Err(_) => {
+            vec![Check::new("gates", "fail", format!("the plan's checks did not finish within {} s", GATES.as_secs()))]
+        }
     })
 }

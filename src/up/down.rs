@@ -11,7 +11,6 @@
 //! recreating a namespace or a CRD would not bring back what was inside it.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bastion;
@@ -50,8 +49,8 @@ pub struct DownSettings {
     pub force_incomplete: bool,
     /// Take over a lock left by a run that is no longer alive
     pub break_lock: bool,
-    /// Pins file [default: the pins.json built into eas]
-    pub pins: Option<PathBuf>,
+    /// Where the pins come from (resolved as every command does).
+    pub pins: crate::pins::Source,
     pub image: crate::bastion::BaseImage,
     /// How long the installer's teardown may run, in seconds
     pub teardown_timeout: u64,
@@ -128,7 +127,7 @@ impl Scope<'_> {
     async fn ctx(&self) -> Result<Ctx<'_>, Failure> {
         let docker = bastion::image::connect(&self.global.env)
             .await
-            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
+            .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
         let kube = cancellable(self.interrupt, bastion::minted_source(self.global, self.shell)).await?;
         Ok(Ctx {
             args: self.args,
@@ -249,7 +248,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     if let Some(holder) = &dead {
         let docker = bastion::image::connect(&global.env)
             .await
-            .map_err(|e| Failure::step_next("down", e, "start a Docker Engine (scripts/docker-up.sh)"))?;
+            .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
         cancellable(&interrupt, super::crash::reap(&docker, holder, shell)).await?;
     }
     let Some(mut state) = State::load(&sd.state_file())? else {

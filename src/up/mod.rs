@@ -87,7 +87,7 @@ pub struct Repos {
 }
 
 /// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: Option<PathBuf>, global: &Global) -> ImageSettings {
+pub fn image_args(base: &bastion::BaseImage, pins: crate::pins::Source, global: &Global) -> ImageSettings {
     ImageSettings::new(pins, base.clone(), global)
 }
 
@@ -147,7 +147,7 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
     if let Some(m) = &select.model {
         sel.extend(["--model".to_string(), m.clone()]);
     }
-    if let Some(p) = &select.pins {
+    if let crate::pins::Source::Flag(p) = &select.pins {
         sel.extend(["--pins".to_string(), p.display().to_string()]);
     }
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
@@ -162,7 +162,7 @@ fn way_forward(
     inv: &Invocation,
     dry_run: bool,
 ) -> Vec<String> {
-    let Ok(pins) = crate::pins::Pins::load(select.pins.as_deref()) else { return Vec::new() };
+    let Ok(pins) = select.pins.load() else { return Vec::new() };
     let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
     let command = |profile: &str| {
         let mut other = inv.clone();
@@ -342,6 +342,7 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
         },
     };
     let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
+    plan.pins_source = args.select.pins.label();
     plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
         .into_iter()
         .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))

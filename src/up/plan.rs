@@ -123,9 +123,7 @@ pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, 
         },
         Err(e) => Err(e.to_string()),
     }
-    .map_err(|e| {
-        Failure::step_next("preflight", e, "start the Docker service (or set DOCKER_HOST to a running engine)")
-    });
+    .map_err(|e| Failure::step_next("preflight", e, crate::hints::DOCKER));
     let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
         .await
         .map(drop)
@@ -250,7 +248,9 @@ pub async fn gather(
     let facts: Facts = facts?;
     let facts_hash = crate::state::hash_json(&facts);
     r.state.facts_hash = Some(facts_hash.clone());
-    r.plan.facts = Some(FactsSummary::new(&facts, &facts_hash));
+    let devices = &config::data::cluster_rules().device_resources;
+    let prefixes: Vec<&str> = devices.iter().map(|d| d.prefix.as_str()).collect();
+    r.plan.facts = Some(FactsSummary::new(&facts, &facts_hash, &prefixes));
     let image = match image.map_err(within(PhaseId::Bastion, bastion_limit)) {
         Ok(None) => None,
         Ok(Some(i)) => {
@@ -301,7 +301,15 @@ pub async fn decide(
                     shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide")
                 }
             }
-            config::generate_with(facts, &args.select, pinned.as_ref())
+            let mut decision = config::generate_with(facts, &args.select, pinned.as_ref())?;
+            // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
+            if let Some((t, _)) = &trees {
+                config::rules::manifest_at(
+                    &mut decision,
+                    &[("eas", &t.eas.sha), ("ei", &t.ei.sha), ("eat", &t.eat.sha)],
+                );
+            }
+            Ok(decision)
         })
         .await;
     let Some(decision) = r.or_block(PhaseId::Config, decided)? else {

@@ -20,11 +20,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// What `doc` breaks of data/NAME.schema.json (`eas-plan.v1`, `eas-status.v1`, ...): one line
-/// per error, with where it is.
+/// What `doc` breaks of the schema NAME (`eas-plan.v1`, `eas-status.v1`, ...) as the binary ships
+/// it (`eas schema NAME`, built from data/NAME.schema.json): one line per error, with where it is.
 pub fn schema_errors(name: &str, doc: &serde_json::Value) -> Vec<String> {
-    let path = root().join("data").join(format!("{name}.schema.json"));
-    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path()).args(["schema", name]).output().unwrap();
+    assert!(out.status.success(), "eas schema {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     validator.iter_errors(doc).map(|e| format!("{e} at {}", e.instance_path())).collect()
 }
@@ -91,6 +93,9 @@ pub fn eas(dir: &Path) -> Command {
         .env_remove("NO_PROXY")
         .env_remove("no_proxy")
         .env_remove("EAS_CA_BUNDLE")
+        // A developer's own pins (EAS_PINS, their user pins file) never reach a test.
+        .env_remove("EAS_PINS")
+        .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
         .env("EAS_HOST_ROOT", dir.join(".no-host-root"))

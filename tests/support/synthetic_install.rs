@@ -52,6 +52,8 @@ impl Setup {
         let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
         c.current_dir(home)
             .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env_remove("EAS_PINS")
             .env("XDG_CACHE_HOME", self.dir.join("cache"))
             .env("EAS_CA_BUNDLE", HOST_CA)
             .env("CI", "1")

@@ -2,14 +2,19 @@
 //!
 //! Flat rows `{profile, name, repo, ref, sha, date, source}`, plus `url` and `sha256` for
 //! artifacts. Only a full 40-hex SHA is locked; an abbreviated one is stored as known and
-//! reported by `pins check` until `pins lock` resolves it.
+//! reported by `pins check` until `pins lock` resolves it. Which file a command reads is
+//! decided in one place, [`source`].
+
+pub mod source;
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use source::Source;
+
 pub const SCHEMA: &str = "eas-pins/v1";
-pub const EMBEDDED: &str = include_str!("../pins.json");
+pub const EMBEDDED: &str = include_str!("../../pins.json");
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pins {
@@ -69,12 +74,17 @@ pub enum PinsError {
     MissingRows(String, String),
     #[error("pins: cannot write {path}: {source}")]
     Write { path: String, source: std::io::Error },
+    #[error("pins: there is no user pins file to write: neither XDG_CONFIG_HOME nor HOME is set")]
+    NoUserFile,
 }
 
 /// The three upstream trees one install uses.
 #[derive(Debug, Clone)]
 pub struct Trees {
     pub profile: String,
+    /// The pins file they were read from, for messages (`Source::describe`); empty until the
+    /// caller that resolved the source sets it.
+    pub from: String,
     pub eas: Pin,
     pub ei: Pin,
     pub eat: Pin,
@@ -126,7 +136,11 @@ impl Pins {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .map_err(|source| PinsError::Read { path: p.display().to_string(), source })?;
-                Pins::parse(&text)
+                // A file's problem names the file: which one was read is not always obvious.
+                Pins::parse(&text).map_err(|e| match e {
+                    PinsError::Malformed(m) => PinsError::Malformed(format!("{}: {m}", p.display())),
+                    other => other,
+                })
             }
         }
     }
@@ -149,7 +163,9 @@ impl Pins {
     pub fn trees(&self, profile: &str) -> Result<Trees, PinsError> {
         let get = |name: &str| self.row(profile, name).cloned();
         match (get("eas"), get("ei"), get("eat")) {
-            (Some(eas), Some(ei), Some(eat)) => Ok(Trees { profile: profile.to_string(), eas, ei, eat }),
+            (Some(eas), Some(ei), Some(eat)) => {
+                Ok(Trees { profile: profile.to_string(), from: String::new(), eas, ei, eat })
+            }
             (eas, ei, eat) if eas.is_some() || ei.is_some() || eat.is_some() => {
                 let missing: Vec<&str> = [("eas", eas.is_none()), ("ei", ei.is_none()), ("eat", eat.is_none())]
                     .iter()

@@ -1,0 +1,78 @@
+//! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
+//! with no domain module of their own have a file here (`pins`).
+
+use crate::cli::{Command, PinsCommand};
+use crate::error::Failure;
+use crate::output::Shell;
+use crate::pins::PinsError;
+use crate::settings::Global;
+
+mod pins;
+
+pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    match command {
+        Command::Config(args) => crate::config::command(&crate::cli::config(args, &global.env), shell),
+        Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
+        Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
+        Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
+        Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
+        Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
+        Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
+        Command::Doctor(args) => crate::up::doctor::command(&crate::cli::doctor(args, &global.env), global, shell),
+        Command::Status(args) => crate::status::command(&args.into(), global, shell),
+        Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),
+        Command::Pins(PinsCommand::Lock { pins, git_base }) => {
+            pins::lock(pins.as_deref(), git_base.as_deref().unwrap_or("https://github.com"), global, shell)
+        }
+        Command::Pins(PinsCommand::Show { pins, output }) => pins::show(pins.as_deref(), output.into(), global),
+        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
+        Command::Schema { name } => schema(name.as_deref()),
+        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Man { out } => {
+            let pages = crate::cli::docs::man_command(&out)?;
+            shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
+            Ok(())
+        }
+    }
+}
+
+impl From<&PinsError> for Failure {
+    fn from(e: &PinsError) -> Self {
+        let hint = match e {
+            PinsError::UnknownProfile(..) => "pass --profile with one of the profiles listed, or --ref with a full SHA",
+            PinsError::Write { .. } => "check that the pins file is writable",
+            PinsError::NoUserFile => "pass --pins FILE, or set XDG_CONFIG_HOME or HOME",
+            _ => "`eas pins check` names the problem; `eas schema eas-pins/v1` prints the format",
+        };
+        match e {
+            PinsError::Write { .. } => Failure::step("pins", e),
+            _ => Failure::bad_input(e.to_string(), hint),
+        }
+    }
+}
+
+impl From<PinsError> for Failure {
+    fn from(e: PinsError) -> Self {
+        Failure::from(&e)
+    }
+}
+
+/// `eas schema [NAME]`: the schema as shipped in this binary, or the names it ships.
+fn schema(name: Option<&str>) -> Result<(), Failure> {
+    let Some(name) = name else {
+        for n in crate::schemas::names() {
+            println!("{n}");
+        }
+        return Ok(());
+    };
+    match crate::schemas::find(name) {
+        Some((_, text)) => {
+            print!("{text}");
+            Ok(())
+        }
+        None => Err(Failure::bad_input(
+            format!("no schema named {name:?}"),
+            format!("one of: {}", crate::schemas::names().join(", ")),
+        )),
+    }
+}
