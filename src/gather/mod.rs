@@ -1,8 +1,8 @@
 //! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only.
 //!
-//! The API side is a fixed set of list calls made at once (version, nodes, namespaces,
-//! DaemonSets, Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces),
-//! whatever the cluster's size; the node side reads each node's containerd config from the
+//! The API side is a fixed set of calls made at once (version, nodes, namespaces, DaemonSets,
+//! Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces, StorageClasses,
+//! and the access reviews of `data/prereq.json`), whatever the cluster's size; the node side reads each node's containerd config from the
 //! k3d node container (Docker API), this host, or a file the operator supplies.
 
 pub mod containerd;
@@ -12,6 +12,7 @@ pub mod kube;
 pub mod nodes;
 pub mod objects;
 pub mod pods;
+pub mod prereq;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -189,6 +190,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     let [sandbox_a, sandbox_b] = objects::AGENT_SANDBOX_NAMESPACES;
     let sandbox_calls =
         [Call::list("deployments", "apps/v1", Some(sandbox_a)), Call::list("deployments", "apps/v1", Some(sandbox_b))];
+    let storage_call = prereq::storage_classes_call();
 
     let api = async {
         tokio::try_join!(
@@ -201,12 +203,47 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
             reader.list(&sandbox_calls[1], Vec::<DeploymentItem>::new()),
         )
     };
-    let (api, (engine, docker_state)) =
-        tokio::join!(api, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
+    let prereq = async {
+        tokio::join!(
+            reader.list(&storage_call, Vec::<prereq::StorageClassItem>::new()),
+            prereq::access_reviews(&reader, &crate::prereq::data().access_reviews.reviews),
+        )
+    };
+    let (api, (storage, reviews), (engine, docker_state)) =
+        tokio::join!(api, prereq, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
     let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();
+    // A context that may not read these still gets its facts: the checks then say what is unknown.
+    let storage_classes = match storage {
+        Ok((items, calls)) => {
+            api_calls += calls;
+            let mut classes: Vec<facts::StorageClass> = items.into_iter().map(prereq::storage_class).collect();
+            classes.sort_by(|a, b| a.name.cmp(&b.name));
+            Some(classes)
+        }
+        Err(e @ ApiError::Forbidden { .. }) => {
+            api_calls += 1;
+            warnings.push(format!("{e}: storage_classes is absent (whether a default StorageClass exists is unknown)"));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let access_reviews = match reviews {
+        Ok((reviews, calls)) => {
+            api_calls += calls;
+            Some(reviews)
+        }
+        Err(e @ ApiError::Forbidden { .. }) => {
+            api_calls += 1;
+            warnings.push(format!(
+                "{e}: access_reviews is absent (whether the installer may create what it needs is unknown)"
+            ));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     for n in &nodes {
@@ -269,6 +306,8 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
         namespaces,
         agent_sandbox,
         fit: None,
+        storage_classes,
+        access_reviews,
     };
     Ok(Gathered { facts, warnings, api_calls })
 }

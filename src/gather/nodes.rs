@@ -328,6 +328,9 @@ mod tests {
             containerd: None,
             taints: vec![],
             pod_requests: None,
+            conditions: vec![],
+            unschedulable: false,
+            internal_ips: vec![],
         }
     }
 

@@ -1,5 +1,5 @@
-//! `eas doctor`: the preflight alone, one line per check (Docker, API server, k3s/k3d, disk,
-//! memory, git). Exit 1 when a check fails, naming it.
+//! `eas doctor`: the preflight alone, one line per check (Docker, API server, k3s/k3d, the
+//! cluster's prerequisites of `crate::prereq`, disk, memory, git). Exit 1 when a check fails, naming it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -76,6 +76,9 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
                 }
                 Ok(Err(e)) => line(false, "k3s", format!("list nodes: {e}")),
                 Err(_) => line(false, "k3s", "list nodes: no answer".into()),
+            }
+            for (ok, name, detail) in gather::prereq::doctor_lines(&t, CALL, &global.env, shell).await {
+                line(ok, name, detail);
             }
         }
         Err(f) => line(false, "api server", f.lines().join("; ")),
