@@ -244,7 +244,8 @@ fn cni_layout<'r>(f: &Facts, rules: &'r data::ClusterRules, refuse: &mut Vec<Str
     if !unreadable.is_empty() {
         refuse.push(format!(
             "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
-             (re-gather with `eas facts --containerd-config NODE=FILE`)",
+             (pass `eas up` or `eas facts` --containerd-config NODE=FILE, or *=FILE for every node alike; their \
+             warnings say why each node could not be read)",
             names_list(&unreadable)
         ));
     } else if !f.nodes.is_empty() {

@@ -8,6 +8,7 @@
 pub mod containerd;
 pub mod docker;
 pub mod helm;
+pub mod host;
 pub mod kube;
 pub mod nodes;
 pub mod objects;
@@ -73,7 +74,8 @@ impl From<GatherError> for Failure {
 }
 
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let operator = operator(args).map_err(GatherError::Operator)?;
+    let mut operator = operator(args).map_err(GatherError::Operator)?;
+    operator.command = "eas facts";
     let timeout = Duration::from_secs(args.request_timeout.max(1));
     let gathered = crate::runtime::block_on_interruptible(async {
         let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
@@ -378,6 +380,8 @@ pub struct GatherOptions {
     pub containerd_config: Vec<String>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
     pub nri_socket: Vec<String>,
+    /// The command these came with (`eas up`), named in what to run next.
+    pub command: &'static str,
 }
 
 /// The cluster the global flags name.
@@ -402,7 +406,8 @@ pub async fn collect(
         request_timeout: timeout.as_secs(),
         output: Default::default(),
     };
-    let op = operator(&args).map_err(GatherError::Operator)?;
+    let mut op = operator(&args).map_err(GatherError::Operator)?;
+    op.command = opts.command;
     let gathered = gather(target, &op, timeout, env).await?;
     for w in &gathered.warnings {
         shell.warn(w);

@@ -95,7 +95,9 @@ pub async fn doctor_lines(
     env: &crate::settings::Env,
     shell: &crate::output::Shell,
 ) -> Vec<(bool, &'static str, String)> {
-    match super::collect(target, &super::GatherOptions::default(), timeout, env, shell).await {
+    // The containerd flags are `eas up`'s: that is the command to name when a node is unreadable.
+    let opts = super::GatherOptions { command: "eas up", ..Default::default() };
+    match super::collect(target, &opts, timeout, env, shell).await {
         Ok(facts) => crate::prereq::doctor_lines(&facts, &crate::prereq::Inputs::default()),
         Err(f) => vec![(false, "prerequisites", f.lines().join("; "))],
     }
