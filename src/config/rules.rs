@@ -353,7 +353,7 @@ fn cluster_choices(
     for (node, res, qty, device) in devices(f) {
         choose(
             d,
-            format!("node {node} advertises {res}={qty}"),
+            format!("node {node} has {res}={qty} allocatable"),
             format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
             "erag-experimental-2",
         );
@@ -522,6 +522,8 @@ fn nfd_enabled(f: &Facts) -> (bool, String) {
     (true, format!("NFD is Helm release {}/{}", nfd.namespace, nfd.release))
 }
 
+/// The device resources each node advertises (capacity above 0), with the figure the plan's
+/// nodes section shows too: allocatable (0 while the device plugin is not serving the device).
 fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
     let mut out = Vec::new();
     for n in &f.nodes {
@@ -530,7 +532,8 @@ fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
                 continue;
             };
             if facts::parse_quantity(qty).is_some_and(|q| q > 0.0) {
-                out.push((n.name.clone(), res.clone(), qty.clone(), dev.device.clone()));
+                let alloc = n.allocatable.get(res).cloned().unwrap_or_else(|| "0".into());
+                out.push((n.name.clone(), res.clone(), alloc, dev.device.clone()));
             }
         }
     }
@@ -726,6 +729,21 @@ mod tests {
             at: "intel/enterprise-inference@abc1234".into(),
         };
         decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: Some(&cat) })
+    }
+
+    #[test]
+    fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
+        let mut f = desktop();
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=1 allocatable"));
+        // The plugin stopped serving the GPU: capacity still says 1, allocatable 0.
+        f.nodes[0].allocatable.insert("gpu.intel.com/i915".into(), "0".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(
+            d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=0 allocatable"),
+            "{:#?}",
+            d.choices
+        );
     }
 
     #[test]
