@@ -227,7 +227,7 @@ fn a_stock_k3s_node_that_is_this_host_by_address_is_read_from_the_local_disk() {
     for part in [
         "containerd facts unknown for node xeon-sr-01",
         "no InternalIP of the node is an address of this machine",
-        "re-run `eas facts` with --containerd-config xeon-sr-01=FILE, or *=FILE for every node alike",
+        "re-run `eas facts` with --containerd-config NODE=FILE, or *=FILE for every node alike",
         "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
     ] {
         assert!(stderr.contains(part), "{part}: {stderr}");

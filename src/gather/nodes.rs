@@ -132,10 +132,9 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
             Source::Nowhere(format!(
                 "not a k3d node container on this machine's Docker engine, nor this host ({host_name}: not its \
                  hostname, and no InternalIP of the node is an address of this machine): its containerd config \
-                 cannot be read from here (re-run `{}` with --containerd-config {}=FILE, or *=FILE for every node \
+                 cannot be read from here (re-run `{}` with --containerd-config NODE=FILE, or *=FILE for every node \
                  alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent)",
                 operator.command(),
-                n.name,
                 containerd::config_path(&node_args(n))
             ))
         };
@@ -267,10 +266,9 @@ async fn read_one(
             let path = host.path(&config_path);
             let text = std::fs::read(&path).map_err(|e| match e.kind() {
                 std::io::ErrorKind::PermissionDenied => format!(
-                    "{} on this host is readable by root only: run `{}` as root, or pass --containerd-config {}=FILE",
+                    "{} on this host is readable by root only: run `{}` as root, or pass --containerd-config NODE=FILE",
                     path.display(),
-                    operator.command(),
-                    node.name
+                    operator.command()
                 ),
                 _ => format!("{}: {e} (is k3s running on this host?)", path.display()),
             })?;
@@ -407,10 +405,9 @@ mod tests {
         assert_eq!(l.k3d_cluster, None);
         assert_eq!(l.docker, None, "a reachable engine that runs none of the nodes does not back them");
         let Source::Nowhere(why) = &l.sources[1] else { panic!("{:?}", l.sources) };
-        assert!(
-            why.contains("re-run `eas up` with --containerd-config xeon-2=FILE, or *=FILE for every node"),
-            "{why}"
-        );
+        assert!(why.contains("re-run `eas up` with --containerd-config NODE=FILE, or *=FILE for every node"), "{why}");
+        // The same words for every node alike, so a large cluster's warnings group into one line.
+        assert_eq!(l.sources[0], l.sources[1]);
         let supplied = Supplied { file: "c.toml".into(), config: containerd::parse("version = 3\n").unwrap() };
         let op = Operator {
             configs: BTreeMap::from([("*".into(), supplied)]),
