@@ -1,9 +1,11 @@
-//! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only.
+//! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only: besides
+//! reads, it sends only the access reviews of `data/prereq.json`, which the API server answers
+//! and never stores.
 //!
 //! The API side is a fixed set of calls made at once (version, nodes, namespaces, DaemonSets,
 //! Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces, StorageClasses,
-//! and the access reviews of `data/prereq.json`), whatever the cluster's size; the node side reads each node's containerd config from the
-//! k3d node container (Docker API), this host, or a file the operator supplies.
+//! the access reviews), whatever the cluster's size; the node side reads each node's containerd
+//! config from the k3d node container (Docker API), this host, or a file the operator supplies.
 
 pub mod containerd;
 pub mod docker;

@@ -80,6 +80,17 @@ pub struct Recorded {
     pub releases: BTreeSet<(String, String)>,
 }
 
+impl Recorded {
+    /// What a cluster's ledger says eas's runs created there (`Ledger::created`).
+    #[allow(dead_code)] // the plan's hook builds the checks' inputs with it
+    pub fn from_created(created: &crate::state::ledger::Snapshot) -> Recorded {
+        Recorded {
+            namespaces: created.namespaces.clone(),
+            releases: created.helm_releases.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect(),
+        }
+    }
+}
+
 /// What the checks are given beside the facts.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs<'a> {

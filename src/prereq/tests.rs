@@ -109,12 +109,17 @@ fn an_earlier_install_eas_did_not_record_is_a_warning_naming_it() {
     );
     assert!(r.blockers().is_empty());
 
-    // What eas recorded as its own is not an earlier install.
-    let mut mine = Recorded::default();
-    for r in &f.helm_releases {
-        mine.releases.insert((r.namespace.clone(), r.name.clone()));
-    }
-    mine.namespaces.extend(f.namespaces.iter().cloned());
+    // What eas recorded as its own (the ledger's `created`) is not an earlier install.
+    let created = crate::state::ledger::Snapshot {
+        namespaces: f.namespaces.iter().cloned().collect(),
+        helm_releases: f
+            .helm_releases
+            .iter()
+            .map(|r| crate::state::ledger::Release { namespace: r.namespace.clone(), name: r.name.clone() })
+            .collect(),
+        ..Default::default()
+    };
+    let mine = Recorded::from_created(&created);
     let r = check(&f, &Inputs { recorded: mine, ..inputs(None) });
     assert!(!r.warnings().iter().any(|w| w.contains("earlier") || w.contains("did not create")), "{:?}", r.warnings());
 
