@@ -103,3 +103,28 @@ fn doctor_names_the_failing_gate_and_the_healthy_cluster_has_none() {
         }
     }
 }
+
+/// A context that may not list StorageClasses (or ask reviews) still gets its facts; the key is
+/// absent, a warning says so, and the checks then report it as unknown rather than refusing.
+#[test]
+fn a_forbidden_read_leaves_its_key_absent_with_a_warning() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(
+        Some("/apis/storage.k8s.io/v1/storageclasses"),
+        Fault::Status(
+            403,
+            "storageclasses.storage.k8s.io is forbidden: User \"reader\" cannot list resource \"storageclasses\""
+                .into(),
+        ),
+        None,
+    );
+    server.inject(Some(ACCESS_REVIEWS), Fault::Status(403, "selfsubjectaccessreviews is forbidden".into()), None);
+    let out = facts(&server, "xeon-amx", &[]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (facts, _) = stable_facts(&out.stdout);
+    assert!(facts.get("storage_classes").is_none() && facts.get("access_reviews").is_none(), "{facts}");
+    assert!(stderr.contains("list storageclasses was refused (403 Forbidden)"), "{stderr}");
+    assert!(stderr.contains("storage_classes is absent"), "{stderr}");
+    assert!(stderr.contains("access_reviews is absent"), "{stderr}");
+}
