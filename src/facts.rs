@@ -23,6 +23,51 @@ pub struct Facts {
     pub namespaces: Vec<String>,
     pub agent_sandbox: Option<AgentSandbox>,
     pub fit: Option<Fit>,
+    /// The cluster's StorageClasses (added after v1's first release: absent means they were not
+    /// read, an empty list that the cluster has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_classes: Option<Vec<StorageClass>>,
+    /// The answers to the access reviews for what the installer creates (added after v1's first
+    /// release: absent means none were asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_reviews: Option<Vec<AccessReview>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StorageClass {
+    pub name: String,
+    pub provisioner: String,
+    /// Whether `storageclass.kubernetes.io/is-default-class` is `"true"`.
+    pub default: bool,
+}
+
+/// One `SelfSubjectAccessReview`: may the kubeconfig's user `verb` `resource` (in `namespace`;
+/// absent: in every namespace, or cluster-scoped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccessReview {
+    pub verb: String,
+    /// The API group ("" for the core group).
+    pub group: String,
+    pub resource: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub allowed: bool,
+    /// The authorizer's reason, when it gave one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// A node condition as the kubelet reports it (`Ready`, `DiskPressure`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +97,22 @@ pub struct Node {
     /// Gathered for the node a model would land on only (SPEC §3.4); absent on the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_requests: Option<StringMap>,
+    /// `status.conditions` (added after v1's first release: absent means none were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeCondition>,
+    /// `spec.unschedulable`: the node is cordoned (absent: false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
+    /// The node's `InternalIP` addresses from `status.addresses` (absent: none recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub internal_ips: Vec<String>,
+}
+
+impl Node {
+    /// The status of condition `type_` (`True`/`False`/`Unknown`), if the node reports it.
+    pub fn condition(&self, type_: &str) -> Option<&NodeCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

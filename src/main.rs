@@ -24,6 +24,7 @@ mod pipeline;
 mod plan_data;
 mod plan_view;
 mod prepare;
+mod prereq;
 #[cfg(test)]
 mod proptests;
 mod runtime;

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 mod support;
 
 use serde_json::{Value, json};
-use support::{ClusterServer, git, text};
+use support::{ClusterServer, git, text, writes};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
 const ENVOY: &str = "roles/envoy_gateway/tasks/install.yaml";
@@ -162,8 +162,7 @@ fn the_smoke_lists_profiles_classifies_a_stop_and_picks_the_profile_that_decides
     // The stub saw only reads: the existing cluster is reused, never created or deleted.
     let log = std::fs::read_to_string(s.dir.join("k3d.log")).unwrap();
     assert!(log.lines().all(|l| l == "cluster get eas-smoke" || l == "kubeconfig get eas-smoke"), "{log}");
-    let writes: Vec<String> =
-        s.server.requests().iter().filter(|l| l.method != "GET").map(|l| format!("{} {}", l.method, l.path)).collect();
+    let writes = writes(&s.server);
     assert!(writes.is_empty(), "the dry runs wrote to the cluster: {writes:?}");
 }
 

@@ -225,7 +225,7 @@ fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
     let config = eas(dir.path()).args(["config", "--facts", "facts.json", "--out", "out"]).output().unwrap();
     assert_eq!(config.status.code(), Some(3), "{}", text(&config.stderr));
     assert!(text(&config.stderr).contains("REFUSE: containerd facts unreadable on k3d-gpu-server-0"));
-    assert!(text(&config.stderr).contains("eas facts --containerd-config NODE=FILE"));
+    assert!(text(&config.stderr).contains("--containerd-config NODE=FILE, or *=FILE for every node alike"));
 }
 
 #[test]

@@ -39,8 +39,9 @@ fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
         let (server, out) = gather(name);
         let (facts, _) = stable_facts(&out.stdout);
         let log = server.requests();
-        let methods: BTreeSet<&str> = log.iter().map(|r| r.method.as_str()).collect();
-        assert_eq!(methods, BTreeSet::from(["GET"]), "{name}: only reads may reach the API");
+        assert_eq!(writes(&server), Vec::<String>::new(), "{name}: only reads and access reviews may reach the API");
+        let reviews = log.iter().filter(|r| r.path == ACCESS_REVIEWS).count();
+        assert_eq!(reviews, 8, "{name}: one access review per row of data/prereq.json");
         assert!(!log.iter().any(|r| r.path.contains("/secrets/")), "{name}: no Secret is read one by one");
         let secrets: Vec<&Logged> = log.iter().filter(|r| r.path.ends_with("/secrets")).collect();
         assert_eq!(secrets.len(), 1, "{name}");
@@ -53,8 +54,8 @@ fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
     assert_eq!(small.2, big.2, "requests must not grow with nodes: {} for 1 node, {} for 2000", small.2, big.2);
     assert_eq!(small.3, big.3);
     assert_eq!(
-        small.2, 8,
-        "version, nodes, namespaces, daemonsets, secrets, 2 × deployments, the landing node's pods: {:?}",
+        small.2, 17,
+        "version, nodes, namespaces, daemonsets, secrets, 2 × deployments, the landing node's pods, storageclasses, 8 access reviews: {:?}",
         small.3
     );
 }
@@ -167,4 +168,68 @@ fn out_writes_the_document_to_a_file_and_nothing_to_stdout() {
     let (from_stdout, _) = stable_facts(&facts(&server, "xeon-amx", &[]).stdout);
     assert_eq!(from_file, from_stdout);
     assert!(text(&out.stderr).contains(&format!("wrote {}", path.display())));
+}
+
+/// Stock k3s on this machine, its node registered under a name that is not this machine's
+/// hostname (`xeon-sr-01`): found by its InternalIP, an address of this machine (the recorded
+/// node's address changed to 127.0.0.1), and read from the local disk (under EAS_HOST_ROOT) at
+/// the path its `--data-dir` implies, with no --containerd-config.
+#[test]
+fn a_stock_k3s_node_that_is_this_host_by_address_is_read_from_the_local_disk() {
+    let config = std::fs::read_to_string(fixture("xeon-amx").join("node-files/xeon-sr-01/config.toml")).unwrap();
+    for data_dir in [None, Some("/srv/k3s")] {
+        let server = ClusterServer::start(fixture("xeon-amx"));
+        let node = ObjectKey {
+            group_version: "v1".into(),
+            resource: "nodes".into(),
+            namespace: String::new(),
+            name: "xeon-sr-01".into(),
+        };
+        let mut args = vec!["server", "--write-kubeconfig-mode", "0644"];
+        args.extend(data_dir.iter().flat_map(|d| ["--data-dir", d]));
+        server.update(
+            &node,
+            serde_json::json!({
+                "metadata": {"annotations": {"k3s.io/node-args": serde_json::to_string(&args).unwrap()}},
+                "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "xeon-sr-01"}]}
+            }),
+        );
+        let root = tempfile::tempdir().unwrap();
+        let at = root.path().join(data_dir.unwrap_or("/var/lib/rancher/k3s").trim_start_matches('/'));
+        std::fs::create_dir_all(at.join("agent/etc/containerd")).unwrap();
+        std::fs::write(at.join("agent/etc/containerd/config.toml"), &config).unwrap();
+        std::fs::create_dir_all(root.path().join("var/run/nri")).unwrap();
+        let _nri = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
+
+        let out = eas(&fixture("xeon-amx"))
+            .env("EAS_HOST_ROOT", root.path())
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("facts")
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{data_dir:?}: {stderr}");
+        let (facts, _) = stable_facts(&out.stdout);
+        let want: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture("xeon-amx").join("expected/facts.json")).unwrap())
+                .unwrap();
+        assert_eq!(facts["nodes"][0]["containerd"], want["nodes"][0]["containerd"], "{data_dir:?}: {stderr}");
+        assert!(stderr.contains("1 nodes (1 with containerd facts)"), "{data_dir:?}: {stderr}");
+    }
+
+    // Not this host (its recorded address is not one of this machine's): the warning names the
+    // command that was run, the node, `*=FILE` and the path its node-args imply.
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for part in [
+        "containerd facts unknown for node xeon-sr-01",
+        "no InternalIP of the node is an address of this machine",
+        "re-run `eas facts` with --containerd-config NODE=FILE, or *=FILE for every node alike",
+        "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
 }

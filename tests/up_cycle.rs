@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::synthetic_install::{self, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
-use support::{ClusterServer, ObjectKey};
+use support::{ClusterServer, ObjectKey, writes};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -434,8 +434,7 @@ fn a_dry_run_prints_the_plan_and_writes_nothing() {
     for f in ["plan.json", "choices.txt", "eas-overrides.yaml", "repos.agent-toolkit.yaml"] {
         assert!(names.contains(&f.to_string()), "{names:?}");
     }
-    let writes: Vec<String> =
-        r.server.requests().iter().filter(|l| l.method != "GET").map(|l| format!("{} {}", l.method, l.path)).collect();
+    let writes = writes(&r.server);
     assert!(writes.is_empty(), "a dry run wrote to the cluster: {writes:?}");
     assert!(!r.state.exists() || walk(&r.state).is_empty(), "a dry run wrote state: {:?}", walk(&r.state));
     let images_after = Command::new("docker").args(["images", "-q"]).output().unwrap().stdout;

@@ -82,7 +82,7 @@ impl From<FactsArgs> for FactsSettings {
 
 impl From<GatherArgs> for GatherOptions {
     fn from(a: GatherArgs) -> Self {
-        GatherOptions { containerd_config: a.containerd_config, nri_socket: a.nri_socket }
+        GatherOptions { containerd_config: a.containerd_config, nri_socket: a.nri_socket, command: "eas up" }
     }
 }
 

@@ -244,7 +244,8 @@ fn cni_layout<'r>(f: &Facts, rules: &'r data::ClusterRules, refuse: &mut Vec<Str
     if !unreadable.is_empty() {
         refuse.push(format!(
             "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
-             (re-gather with `eas facts --containerd-config NODE=FILE`)",
+             (pass `eas up` or `eas facts` --containerd-config NODE=FILE, or *=FILE for every node alike; their \
+             warnings say why each node could not be read)",
             names_list(&unreadable)
         ));
     } else if !f.nodes.is_empty() {
@@ -352,7 +353,7 @@ fn cluster_choices(
     for (node, res, qty, device) in devices(f) {
         choose(
             d,
-            format!("node {node} advertises {res}={qty}"),
+            format!("node {node} has {res}={qty} allocatable"),
             format!("note: the {device} is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only"),
             "erag-experimental-2",
         );
@@ -546,6 +547,8 @@ fn nfd_enabled(f: &Facts) -> (bool, String) {
     (true, format!("NFD is Helm release {}/{}", nfd.namespace, nfd.release))
 }
 
+/// The device resources each node advertises (capacity above 0), with the figure the plan's
+/// nodes section shows too: allocatable (0 while the device plugin is not serving the device).
 fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
     let mut out = Vec::new();
     for n in &f.nodes {
@@ -554,7 +557,8 @@ fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
                 continue;
             };
             if facts::parse_quantity(qty).is_some_and(|q| q > 0.0) {
-                out.push((n.name.clone(), res.clone(), qty.clone(), dev.device.clone()));
+                let alloc = n.allocatable.get(res).cloned().unwrap_or_else(|| "0".into());
+                out.push((n.name.clone(), res.clone(), alloc, dev.device.clone()));
             }
         }
     }
@@ -750,6 +754,21 @@ mod tests {
             at: "intel/enterprise-inference@abc1234".into(),
         };
         decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: Some(&cat) })
+    }
+
+    #[test]
+    fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
+        let mut f = desktop();
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=1 allocatable"));
+        // The plugin stopped serving the GPU: capacity still says 1, allocatable 0.
+        f.nodes[0].allocatable.insert("gpu.intel.com/i915".into(), "0".into());
+        let d = decide_on(&f, "agent-toolkit", None).unwrap();
+        assert!(
+            d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=0 allocatable"),
+            "{:#?}",
+            d.choices
+        );
     }
 
     #[test]

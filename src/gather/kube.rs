@@ -114,7 +114,13 @@ impl fmt::Display for Call {
         }
         match self.namespace {
             Some(ns) => write!(f, " in namespace {ns}"),
-            None if matches!(self.resource, "nodes" | "namespaces" | "version") => Ok(()),
+            None if matches!(
+                self.resource,
+                "nodes" | "namespaces" | "version" | "storageclasses" | "selfsubjectaccessreviews"
+            ) =>
+            {
+                Ok(())
+            }
             None => write!(f, " in all namespaces"),
         }
     }
@@ -251,7 +257,7 @@ impl Reader {
         }
     }
 
-    fn timed_out(&self, call: &Call) -> ApiError {
+    pub(crate) fn timed_out(&self, call: &Call) -> ApiError {
         ApiError::Timeout {
             server: self.server.clone(),
             call: call.to_string(),
@@ -264,7 +270,7 @@ impl Reader {
         ApiError::Unreachable { server: self.server.clone(), call: call.to_string(), cause, proxy: self.proxy.clone() }
     }
 
-    fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
+    pub(crate) fn classify(&self, call: &Call, e: kube::Error) -> ApiError {
         if let Some(line) = self.plugin.as_ref().and_then(|p| p.describe(&e)) {
             return ApiError::Plugin(line);
         }

@@ -1,17 +1,21 @@
-//! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only.
+//! `eas facts`: the facts document (SPEC §3.1) read from a live cluster. Read-only: besides
+//! reads, it sends only the access reviews of `data/prereq.json`, which the API server answers
+//! and never stores.
 //!
-//! The API side is a fixed set of list calls made at once (version, nodes, namespaces,
-//! DaemonSets, Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces),
-//! whatever the cluster's size; the node side reads each node's containerd config from the
-//! k3d node container (Docker API), this host, or a file the operator supplies.
+//! The API side is a fixed set of calls made at once (version, nodes, namespaces, DaemonSets,
+//! Helm's storage Secrets, the Deployments of the two agent-sandbox namespaces, StorageClasses,
+//! the access reviews), whatever the cluster's size; the node side reads each node's containerd
+//! config from the k3d node container (Docker API), this host, or a file the operator supplies.
 
 pub mod containerd;
 pub mod docker;
 pub mod helm;
+pub mod host;
 pub mod kube;
 pub mod nodes;
 pub mod objects;
 pub mod pods;
+pub mod prereq;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -72,7 +76,8 @@ impl From<GatherError> for Failure {
 }
 
 pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let operator = operator(args).map_err(GatherError::Operator)?;
+    let mut operator = operator(args).map_err(GatherError::Operator)?;
+    operator.command = "eas facts";
     let timeout = Duration::from_secs(args.request_timeout.max(1));
     let gathered = crate::runtime::block_on_interruptible(async {
         let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
@@ -189,6 +194,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     let [sandbox_a, sandbox_b] = objects::AGENT_SANDBOX_NAMESPACES;
     let sandbox_calls =
         [Call::list("deployments", "apps/v1", Some(sandbox_a)), Call::list("deployments", "apps/v1", Some(sandbox_b))];
+    let storage_call = prereq::storage_classes_call();
 
     let api = async {
         tokio::try_join!(
@@ -201,12 +207,47 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
             reader.list(&sandbox_calls[1], Vec::<DeploymentItem>::new()),
         )
     };
-    let (api, (engine, docker_state)) =
-        tokio::join!(api, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
+    let prereq = async {
+        tokio::join!(
+            reader.list(&storage_call, Vec::<prereq::StorageClassItem>::new()),
+            prereq::access_reviews(&reader, &crate::prereq::data().access_reviews.reviews),
+        )
+    };
+    let (api, (storage, reviews), (engine, docker_state)) =
+        tokio::join!(api, prereq, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
     let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();
+    // A context that may not read these still gets its facts: the checks then say what is unknown.
+    let storage_classes = match storage {
+        Ok((items, calls)) => {
+            api_calls += calls;
+            let mut classes: Vec<facts::StorageClass> = items.into_iter().map(prereq::storage_class).collect();
+            classes.sort_by(|a, b| a.name.cmp(&b.name));
+            Some(classes)
+        }
+        Err(e @ ApiError::Forbidden { .. }) => {
+            api_calls += 1;
+            warnings.push(format!("{e}: storage_classes is absent (whether a default StorageClass exists is unknown)"));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let access_reviews = match reviews {
+        Ok((reviews, calls)) => {
+            api_calls += calls;
+            Some(reviews)
+        }
+        Err(e @ ApiError::Forbidden { .. }) => {
+            api_calls += 1;
+            warnings.push(format!(
+                "{e}: access_reviews is absent (whether the installer may create what it needs is unknown)"
+            ));
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     for n in &nodes {
@@ -269,6 +310,8 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
         namespaces,
         agent_sandbox,
         fit: None,
+        storage_classes,
+        access_reviews,
     };
     Ok(Gathered { facts, warnings, api_calls })
 }
@@ -339,6 +382,8 @@ pub struct GatherOptions {
     pub containerd_config: Vec<String>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
     pub nri_socket: Vec<String>,
+    /// The command these came with (`eas up`), named in what to run next.
+    pub command: &'static str,
 }
 
 /// The cluster the global flags name.
@@ -363,7 +408,8 @@ pub async fn collect(
         request_timeout: timeout.as_secs(),
         output: Default::default(),
     };
-    let op = operator(&args).map_err(GatherError::Operator)?;
+    let mut op = operator(&args).map_err(GatherError::Operator)?;
+    op.command = opts.command;
     let gathered = gather(target, &op, timeout, env).await?;
     for w in &gathered.warnings {
         shell.warn(w);

@@ -14,6 +14,8 @@ use super::containerd::{self, ContainerdConfig};
 use super::docker::{DockerError, Engine, K3dContainer};
 use super::objects;
 
+pub use super::host::Host;
+
 /// Node containers read at once.
 const CONCURRENT_READS: usize = 8;
 /// Node names listed in one warning before "and N more".
@@ -27,16 +29,23 @@ pub struct Supplied {
     pub config: ContainerdConfig,
 }
 
-/// What the operator told `eas facts` about nodes it cannot read itself.
+/// What the operator told `eas facts` (or `eas up`) about nodes it cannot read itself.
 #[derive(Debug, Clone, Default)]
 pub struct Operator {
     pub configs: BTreeMap<String, Supplied>,
     pub nri_sockets: BTreeMap<String, bool>,
+    /// The command the operator ran (`eas facts`, `eas up`), named in what to run next.
+    pub command: &'static str,
 }
 
 pub const ANY_NODE: &str = "*";
 
 impl Operator {
+    /// The command to name in what to run next.
+    pub fn command(&self) -> &'static str {
+        if self.command.is_empty() { "eas facts" } else { self.command }
+    }
+
     fn config_for(&self, node: &str) -> Option<&Supplied> {
         self.configs.get(node).or_else(|| self.configs.get(ANY_NODE))
     }
@@ -64,36 +73,6 @@ impl Operator {
 pub enum DockerState {
     Unreachable(DockerError),
     Reachable { addr: String, rootless: Result<bool, DockerError>, containers: Result<Vec<K3dContainer>, DockerError> },
-}
-
-/// This machine, for nodes that are this host.
-pub struct Host {
-    pub hostname: Option<String>,
-    /// Where the host's root is (a test seam; `/` on a real host).
-    pub root: PathBuf,
-}
-
-impl Host {
-    pub fn detect(env: &crate::settings::Env) -> Host {
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty());
-        let root = env.nonempty("EAS_HOST_ROOT").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
-        Host { hostname, root }
-    }
-
-    fn is(&self, node: &Node) -> bool {
-        let Some(h) = &self.hostname else {
-            return false;
-        };
-        node.name == *h || node.labels.get("kubernetes.io/hostname").is_some_and(|v| v == h)
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.root.join(p.trim_start_matches('/'))
-    }
 }
 
 /// Where one node's containerd facts come from.
@@ -142,7 +121,7 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
         } else if let Some(c) = by_name.get(n.name.as_str()).or_else(|| by_hostname.get(n.name.as_str())) {
             matched_clusters.push(&c.cluster);
             Source::Container { id: c.id.clone(), name: c.name.clone() }
-        } else if host.is(n) {
+        } else if host.matches(n).is_some() {
             Source::Host
         } else if named_k3d.is_some() {
             Source::Nowhere(format!(
@@ -151,10 +130,12 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
             ))
         } else {
             Source::Nowhere(format!(
-                "not a k3d node container on this machine's Docker engine, nor this host ({host_name}): \
-                 its containerd config cannot be read from here (pass --containerd-config NODE=FILE, copied from \
-                 the node's {}, and --nri-socket NODE=present|absent)",
-                containerd::config_path(&[])
+                "not a k3d node container on this machine's Docker engine, nor this host ({host_name}: not its \
+                 hostname, and no InternalIP of the node is an address of this machine): its containerd config \
+                 cannot be read from here (re-run `{}` with --containerd-config NODE=FILE, or *=FILE for every node \
+                 alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent)",
+                operator.command(),
+                containerd::config_path(&node_args(n))
             ))
         };
         sources.push(source);
@@ -285,8 +266,9 @@ async fn read_one(
             let path = host.path(&config_path);
             let text = std::fs::read(&path).map_err(|e| match e.kind() {
                 std::io::ErrorKind::PermissionDenied => format!(
-                    "{} on this host is readable by root only: run `eas facts` as root, or pass --containerd-config NODE=FILE",
-                    path.display()
+                    "{} on this host is readable by root only: run `{}` as root, or pass --containerd-config NODE=FILE",
+                    path.display(),
+                    operator.command()
                 ),
                 _ => format!("{}: {e} (is k3s running on this host?)", path.display()),
             })?;
@@ -328,6 +310,9 @@ mod tests {
             containerd: None,
             taints: vec![],
             pod_requests: None,
+            conditions: vec![],
+            unschedulable: false,
+            internal_ips: vec![],
         }
     }
 
@@ -350,7 +335,7 @@ mod tests {
     }
 
     fn nowhere_host() -> Host {
-        Host { hostname: Some("workstation".into()), root: PathBuf::from("/nonexistent") }
+        Host { hostname: Some("workstation".into()), addresses: vec![], root: PathBuf::from("/nonexistent") }
     }
 
     #[test]
@@ -415,21 +400,37 @@ mod tests {
     #[test]
     fn a_remote_k3s_node_is_nowhere_unless_the_operator_supplies_it() {
         let nodes = [node("xeon-1"), node("xeon-2")];
-        let l = locate(&nodes, &Operator::default(), &reachable(vec![], false), &nowhere_host());
+        let up = Operator { command: "eas up", ..Operator::default() };
+        let l = locate(&nodes, &up, &reachable(vec![], false), &nowhere_host());
         assert_eq!(l.k3d_cluster, None);
         assert_eq!(l.docker, None, "a reachable engine that runs none of the nodes does not back them");
-        assert!(matches!(&l.sources[0], Source::Nowhere(w) if w.contains("--containerd-config NODE=FILE")));
+        let Source::Nowhere(why) = &l.sources[1] else { panic!("{:?}", l.sources) };
+        assert!(why.contains("re-run `eas up` with --containerd-config NODE=FILE, or *=FILE for every node"), "{why}");
+        // The same words for every node alike, so a large cluster's warnings group into one line.
+        assert_eq!(l.sources[0], l.sources[1]);
         let supplied = Supplied { file: "c.toml".into(), config: containerd::parse("version = 3\n").unwrap() };
-        let op = Operator { configs: BTreeMap::from([("*".into(), supplied)]), nri_sockets: BTreeMap::new() };
+        let op = Operator {
+            configs: BTreeMap::from([("*".into(), supplied)]),
+            nri_sockets: BTreeMap::new(),
+            command: "eas facts",
+        };
         let l = locate(&nodes, &op, &reachable(vec![], false), &nowhere_host());
         assert_eq!(l.sources, [Source::Operator, Source::Operator]);
     }
 
     #[test]
-    fn this_host_is_recognised_by_name_or_hostname_label() {
+    fn this_host_is_recognised_by_name_hostname_or_address() {
         let mut n = node("k3s-box");
         n.labels.insert("kubernetes.io/hostname".into(), "workstation".into());
         let l = locate(&[n], &Operator::default(), &reachable(vec![], false), &nowhere_host());
+        assert_eq!(l.sources, [Source::Host]);
+        let mut by_ip = node("registered-otherwise");
+        by_ip.internal_ips = vec!["192.0.2.7".into()];
+        let mut host = nowhere_host();
+        let l = locate(std::slice::from_ref(&by_ip), &Operator::default(), &reachable(vec![], false), &host);
+        assert!(matches!(l.sources[0], Source::Nowhere(_)));
+        host.addresses = vec!["192.0.2.7".parse().unwrap()];
+        let l = locate(&[by_ip], &Operator::default(), &reachable(vec![], false), &host);
         assert_eq!(l.sources, [Source::Host]);
     }
 
@@ -439,6 +440,7 @@ mod tests {
         let op = Operator {
             configs: BTreeMap::from([("ghost".into(), supplied.clone()), ("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("xeon-1".into(), true), ("ghost".into(), false)]),
+            command: "eas facts",
         };
         assert_eq!(op.unknown_nodes(&[node("xeon-1")]), ["ghost"]);
     }
@@ -513,6 +515,7 @@ mod tests {
         let op = Operator {
             configs: BTreeMap::from([("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("b".into(), false)]),
+            command: "eas facts",
         };
         let warnings =
             read_all(&mut nodes, &[Source::Operator, Source::Operator], &op, None::<&FakeEngine>, &nowhere_host())
@@ -535,7 +538,7 @@ mod tests {
         .unwrap();
         std::fs::create_dir_all(root.path().join("var/run/nri")).unwrap();
         let _listener = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
-        let host = Host { hostname: Some("k3s-box".into()), root: root.path().to_path_buf() };
+        let host = Host { hostname: Some("k3s-box".into()), addresses: vec![], root: root.path().to_path_buf() };
         let mut nodes = vec![node("k3s-box")];
         let warnings = read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host).await;
         assert!(warnings.is_empty(), "{warnings:?}");

@@ -39,6 +39,8 @@ pub struct NodeItem {
 pub struct NodeSpec {
     #[serde(default, deserialize_with = "null_as_empty")]
     pub taints: Vec<crate::facts::Taint>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub unschedulable: bool,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -47,6 +49,18 @@ pub struct NodeStatus {
     pub capacity: StringMap,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub allocatable: StringMap,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub conditions: Vec<crate::facts::NodeCondition>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub addresses: Vec<NodeAddress>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NodeAddress {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub address: String,
 }
 
 /// Namespaces and DaemonSets: only their metadata matters.
@@ -128,6 +142,15 @@ pub fn node(item: NodeItem) -> Node {
         containerd: None,
         taints: item.spec.taints,
         pod_requests: None,
+        conditions: item.status.conditions,
+        unschedulable: item.spec.unschedulable,
+        internal_ips: item
+            .status
+            .addresses
+            .into_iter()
+            .filter(|a| a.type_ == "InternalIP" && !a.address.is_empty())
+            .map(|a| a.address)
+            .collect(),
     }
 }
 

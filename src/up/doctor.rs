@@ -181,7 +181,15 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
     let mut r = super::runner(up, &tree_pins, interrupt);
     let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)).await;
     Ok(match planned {
-        Ok(Ok(_)) => gate_checks(&r.plan),
+        Ok(Ok(_)) => {
+            // The cluster's prerequisites, one line per check, from the plan's own report.
+            let mut v = gate_checks(&r.plan);
+            let lines = r.prereq.as_ref().map(crate::prereq::Report::lines).unwrap_or_default();
+            v.extend(
+                lines.into_iter().map(|(ok, name, detail)| Check::new(name, if ok { "ok" } else { "fail" }, detail)),
+            );
+            v
+        }
         Ok(Err(Failure::Interrupted)) => return Err(Failure::Interrupted),
         // The cluster could not be read: the gates that need only this host and the pins
         // still run (the same functions as the plan's).

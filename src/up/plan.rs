@@ -158,8 +158,10 @@ pub async fn preflight(
     r.planned(PhaseId::Lock, &locked);
     r.or_block(PhaseId::Lock, locked)?;
     // The record the act will resume from must be readable (the act re-reads it under the lock).
-    if let Err(e) = State::load(&sd.state_file()) {
-        r.block(PhaseId::Lock, Failure::from(e))?;
+    // What earlier runs created (the prerequisites' "earlier install" check discounts it).
+    match State::load(&sd.state_file()) {
+        Ok(prev) => r.state.ledger = prev.map(|p| p.ledger).unwrap_or_default(),
+        Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
     }
     let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
     let docker = r.or_block(PhaseId::Preflight, docker)?;
@@ -312,7 +314,9 @@ pub async fn decide(
             Ok(decision)
         })
         .await;
-    let Some(decision) = r.or_block(PhaseId::Config, decided)? else {
+    let decided = r.or_block(PhaseId::Config, decided)?;
+    prerequisites(facts, decided.as_ref(), shell, r);
+    let Some(decision) = decided else {
         if r.plan.overlay_not_decided.is_none() {
             r.plan.overlay_not_decided = Some("the configuration was not decided".into());
         }
@@ -365,6 +369,21 @@ pub async fn decide(
     let audited = audit(args, shell, tree_pins, &resolved, &decision, &op, r);
     r.or_block(PhaseId::Overlay, audited)?;
     Ok((Some(decision), files, Some((scratch, op))))
+}
+
+/// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that
+/// meets them (facts, or config for the room the weights need), their warnings are the plan's.
+fn prerequisites(facts: &Facts, decision: Option<&config::Decision>, shell: &Shell, r: &mut Runner) {
+    let recorded = crate::prereq::Recorded::from_created(&r.state.ledger.created);
+    let model = decision.and_then(super::expected_models).and_then(|m| m.into_iter().next());
+    let inputs = crate::prereq::Inputs { weights_bytes: None, model: model.as_deref(), recorded };
+    let report = crate::prereq::check(facts, &inputs);
+    r.plan.blockers.extend(report.blockers());
+    for w in report.warnings() {
+        shell.warn(&w);
+        r.plan.warnings.push(w);
+    }
+    r.prereq = Some(report);
 }
 
 /// The knob audit: each key written must be read at the pinned commits (or by a patch).

@@ -26,11 +26,13 @@ pub struct Runner {
     /// Where a real run's attempt is recorded when it ends before an act half wrote the state
     /// file (known once the cluster's identity is read; a dry run records nothing).
     pub attempt: Option<PathBuf>,
+    /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
+    pub prereq: Option<crate::prereq::Report>,
 }
 
 impl Runner {
     pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
-        Runner { state, plan, file: None, timeouts, interrupt, attempt: None }
+        Runner { state, plan, file: None, timeouts, interrupt, attempt: None, prereq: None }
     }
 
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,

@@ -223,6 +223,23 @@ const RESOURCES: &[Resource] = &[
         fields: &[],
     },
     Resource {
+        kind: "StorageClass",
+        group_version: "storage.k8s.io/v1",
+        plural: "storageclasses",
+        namespaced: false,
+        short: &["sc"],
+        fields: &[],
+    },
+    // Answered, never stored, as the API server does (see `access_review`).
+    Resource {
+        kind: "SelfSubjectAccessReview",
+        group_version: "authorization.k8s.io/v1",
+        plural: "selfsubjectaccessreviews",
+        namespaced: false,
+        short: &[],
+        fields: &[],
+    },
+    Resource {
         kind: "LLMInferenceService",
         group_version: "serving.kserve.io/v1alpha2",
         plural: "llminferenceservices",
@@ -264,6 +281,9 @@ struct State {
     namespace_terminating: Option<Duration>,
     /// Namespaces deleted and still terminating, with when they go.
     terminating: BTreeMap<String, std::time::Instant>,
+    /// Access the token's user is denied: `verb resource[.group]` (cluster.json `access_denied`
+    /// plus [`Options::deny_access`]); everything else is allowed, as for cluster-admin.
+    denied: Vec<String>,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -283,6 +303,9 @@ pub struct Options {
     /// As a real API server: a deleted namespace stays, `Terminating`, this long while its
     /// content goes, and a second DELETE meanwhile answers 409 Conflict [default: gone at once].
     pub namespace_terminating: Option<Duration>,
+    /// Access reviews answered `allowed: false`, each `verb resource[.group]`
+    /// (`create customresourcedefinitions.apiextensions.k8s.io`), beside the fixture's own.
+    pub deny_access: Vec<String>,
 }
 
 impl Default for Options {
@@ -294,6 +317,7 @@ impl Default for Options {
             port: 0,
             max_page: None,
             namespace_terminating: None,
+            deny_access: Vec::new(),
         }
     }
 }
@@ -341,6 +365,15 @@ impl ClusterServer {
             max_page: options.max_page,
             namespace_terminating: options.namespace_terminating,
             terminating: BTreeMap::new(),
+            denied: meta
+                .get("access_denied")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .chain(options.deny_access.iter().cloned())
+                .collect(),
         }));
 
         let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
@@ -856,6 +889,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
             Some(v) => ok_json(v),
             None => not_found(r, &name),
         },
+        (&Method::POST, Target::Collection { r, .. }) if r.kind == "SelfSubjectAccessReview" => access_review(&s, body),
         (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
         (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
@@ -1214,6 +1248,33 @@ fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<Str
 
 fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
     serde_json::from_slice(body).map_err(|e| Box::new(status(400, &format!("the request body is not JSON: {e}"), None)))
+}
+
+/// A `SelfSubjectAccessReview` answered as the API server does: the review sent back with a
+/// `status`, `allowed` unless the fixture denies that verb and resource, and nothing stored. The
+/// RBAC authorizer allows with the reason `RBAC: allowed by <binding>` and denies with no reason
+/// when no rule matches (kubernetes/kubernetes@01aa0f3f plugin/pkg/auth/authorizer/rbac/rbac.go).
+fn access_review(s: &State, body: &[u8]) -> Answer {
+    let mut obj = match parse_body(body) {
+        Ok(v) => v,
+        Err(a) => return *a,
+    };
+    let Some(attrs) = obj.pointer("/spec/resourceAttributes").cloned() else {
+        return status(422, "spec.resourceAttributes: Required value", None);
+    };
+    let field = |k: &str| attrs.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let (verb, group, resource) = (field("verb"), field("group"), field("resource"));
+    let asked = if group.is_empty() { format!("{verb} {resource}") } else { format!("{verb} {resource}.{group}") };
+    let allowed = !s.denied.contains(&asked);
+    obj["apiVersion"] = json!("authorization.k8s.io/v1");
+    obj["kind"] = json!("SelfSubjectAccessReview");
+    obj["metadata"] = json!({"creationTimestamp": null});
+    obj["status"] = if allowed {
+        json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"cluster-admin\" of ClusterRole \"cluster-admin\" to Group \"system:masters\""})
+    } else {
+        json!({"allowed": false})
+    };
+    respond(201, serde_json::to_vec(&obj).expect("review serialises"))
 }
 
 fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> Answer {

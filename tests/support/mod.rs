@@ -16,6 +16,20 @@ use std::process::{Command, Output};
 #[allow(unused_imports)]
 pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options, Rule};
 
+/// The access review a dry run and `eas facts` send: answered, never stored (SPEC §4).
+pub const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// The requests that could have changed the cluster: every one but reads and access reviews,
+/// as `METHOD path`.
+pub fn writes(server: &ClusterServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .filter(|l| l.method != "GET" && !(l.method == "POST" && l.path == ACCESS_REVIEWS))
+        .map(|l| format!("{} {}", l.method, l.path))
+        .collect()
+}
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -98,6 +98,9 @@ fn node(name: &str, alloc: &str, amx: bool, taint: Option<&str>) -> Node {
             .map(|e| vec![Taint { key: "node-role.kubernetes.io/control-plane".into(), value: None, effect: e.into() }])
             .unwrap_or_default(),
         pod_requests: None,
+        conditions: vec![],
+        unschedulable: false,
+        internal_ips: vec![],
     }
 }
 
@@ -142,6 +145,8 @@ fn facts_with(nodes: Vec<Node>) -> Facts {
         namespaces: vec![],
         agent_sandbox: None,
         fit: None,
+        storage_classes: None,
+        access_reviews: None,
     }
 }
 

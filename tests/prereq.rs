@@ -1,0 +1,130 @@
+//! The cluster's prerequisites (issue 21) end to end on the recorded clusters: each case of
+//! `fixtures/prereq/cases.json` is served (a recorded cluster, changed as the case says), `eas
+//! facts` gathers what the checks read (golden `fixtures/prereq/<case>.facts.json`, which the
+//! unit tests of `src/prereq` check), and `eas doctor` names the failing gate, or none.
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+
+fn cases() -> Vec<Value> {
+    let text = std::fs::read_to_string(root().join("fixtures/prereq/cases.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    v["cases"].as_array().unwrap().clone()
+}
+
+fn serve(case: &Value) -> ClusterServer {
+    let deny = case["deny_access"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()).collect();
+    let server = ClusterServer::start_with(
+        fixture(case["cluster"].as_str().unwrap()),
+        Options { deny_access: deny, ..Options::default() },
+    );
+    for p in case["patches"].as_array().unwrap() {
+        let key = ObjectKey {
+            group_version: p["group_version"].as_str().unwrap().into(),
+            resource: p["resource"].as_str().unwrap().into(),
+            namespace: String::new(),
+            name: p["name"].as_str().unwrap().into(),
+        };
+        server.update(&key, p["merge"].clone());
+    }
+    server
+}
+
+#[test]
+fn each_case_gathers_the_facts_its_gate_reads() {
+    for case in cases() {
+        let name = case["name"].as_str().unwrap();
+        let server = serve(&case);
+        let out = facts(&server, case["cluster"].as_str().unwrap(), &[]);
+        assert!(out.status.success(), "{name}: eas facts failed:\n{}", text(&out.stderr));
+        let (facts, _) = stable_facts(&out.stdout);
+        let errors = schema_errors("eas-facts.v1", &facts);
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        golden(
+            &root().join(format!("fixtures/prereq/{name}.facts.json")),
+            &format!("{}\n", serde_json::to_string_pretty(&facts).unwrap()),
+        );
+        assert_eq!(writes(&server), Vec::<String>::new(), "{name}: the access reviews are the only POSTs");
+        let reviews = server.requests().iter().filter(|r| r.path == ACCESS_REVIEWS).count();
+        assert_eq!(reviews, 8, "{name}");
+        assert_eq!(server.count("authorization.k8s.io/v1", "selfsubjectaccessreviews"), 0, "{name}: nothing stored");
+        let denied: Vec<String> = facts["access_reviews"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["allowed"] == false)
+            .map(|r| {
+                let (res, group) = (r["resource"].as_str().unwrap(), r["group"].as_str().unwrap());
+                format!("{} {res}.{group}", r["verb"].as_str().unwrap())
+            })
+            .collect();
+        let want: Vec<&str> = case["deny_access"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+        assert_eq!(denied, want, "{name}: the reviews the server denied, in the data file's order");
+    }
+}
+
+#[test]
+fn doctor_names_the_failing_gate_and_the_healthy_cluster_has_none() {
+    for case in cases() {
+        let name = case["name"].as_str().unwrap();
+        let server = serve(&case);
+        let dir = tempfile::tempdir().unwrap();
+        let out = eas(dir.path())
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("doctor")
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        // Docker is unreachable here, so doctor always exits 1; the lines say which gates failed.
+        assert_eq!(out.status.code(), Some(1), "{name}:\n{stdout}\n{}", text(&out.stderr));
+        let failed: Vec<&str> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("FAIL "))
+            .map(|l| l.split(':').next().unwrap())
+            .filter(|n| ["storage class", "landing node", "other nodes", "access", "ephemeral storage"].contains(n))
+            .collect();
+        // Doctor chooses no model, so the weights' room is not compared there (the plan does).
+        let want: Vec<&str> = match case["fails"].as_str() {
+            Some("ephemeral storage") | None => vec![],
+            Some(gate) => vec![gate],
+        };
+        assert_eq!(failed, want, "{name}:\n{stdout}");
+        if let Some(cause) = case["cause"].as_str().filter(|_| !want.is_empty()) {
+            assert!(stdout.contains(cause), "{name}: the line names the cause {cause:?}:\n{stdout}");
+        }
+        for gate in ["storage class", "landing node", "access", "earlier install", "device plugins"] {
+            assert!(stdout.lines().any(|l| l.contains(&format!(" {gate}: "))), "{name}: no {gate} line:\n{stdout}");
+        }
+    }
+}
+
+/// A context that may not list StorageClasses (or ask reviews) still gets its facts; the key is
+/// absent, a warning says so, and the checks then report it as unknown rather than refusing.
+#[test]
+fn a_forbidden_read_leaves_its_key_absent_with_a_warning() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(
+        Some("/apis/storage.k8s.io/v1/storageclasses"),
+        Fault::Status(
+            403,
+            "storageclasses.storage.k8s.io is forbidden: User \"reader\" cannot list resource \"storageclasses\""
+                .into(),
+        ),
+        None,
+    );
+    server.inject(Some(ACCESS_REVIEWS), Fault::Status(403, "selfsubjectaccessreviews is forbidden".into()), None);
+    let out = facts(&server, "xeon-amx", &[]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (facts, _) = stable_facts(&out.stdout);
+    assert!(facts.get("storage_classes").is_none() && facts.get("access_reviews").is_none(), "{facts}");
+    assert!(stderr.contains("list storageclasses was refused (403 Forbidden)"), "{stderr}");
+    assert!(stderr.contains("storage_classes is absent"), "{stderr}");
+    assert!(stderr.contains("access_reviews is absent"), "{stderr}");
+}
