@@ -55,7 +55,8 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
-    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref());
+    let targets = crate::config::fit::Target::for_catalog(catalog.map(|c| &c.catalog));
+    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref(), &targets);
     let inputs = rules::Inputs {
         facts,
         fit: Some(&fit),

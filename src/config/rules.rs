@@ -1,6 +1,8 @@
 //! The decision rules of SPEC §3.3: facts, pins and flags in; choices, each with its reason and
 //! source, out. Pure: no files, no cluster, no network.
 
+#[cfg(test)]
+use crate::config::fit::GIB;
 use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
 
@@ -38,11 +40,15 @@ pub struct Choice {
     pub source: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelEdit {
     pub name: String,
-    /// Set the entry's `autodeploy: true` (the inference layer deploys the pick this way).
+    /// Set the entry's `autodeploy: true` (EI's install deploys the pick this way).
     pub autodeploy: bool,
+    /// The entry's `memory` (whole Gi), raised to what the pod needs.
+    pub memory: Option<String>,
+    /// The entry's `cpu`, lowered to what the landing node can schedule.
+    pub cpu: Option<String>,
     pub env: Vec<(String, String)>,
     pub args_append: Vec<String>,
 }
@@ -616,7 +622,10 @@ mod tests {
     fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
         let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
         let trees = pins.trees("main").unwrap();
-        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: None })
+        // As `config::generate_with` does: the facts' fit, else eas's own.
+        let targets = crate::config::fit::Target::for_catalog(None);
+        let fit = crate::config::fit::external::resolve(f, None, &targets).0;
+        decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: None })
     }
 
     fn overrides(d: &Decision, key: &str) -> Value {
@@ -688,17 +697,20 @@ mod tests {
         let fit = f.fit.as_mut().unwrap();
         fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "40".into());
         let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert!(d.model_edits.is_empty(), "{:?}", d.model_edits);
+        let e = &d.model_edits[0];
+        assert!(e.env.is_empty() && e.args_append.is_empty(), "{:?}", d.model_edits);
+        // 15.23 GB of weights + 2 GiB headroom → 17, + the built-in 40 GiB cache: 57 GiB > 16.
+        assert_eq!(e.memory.as_deref(), Some("57Gi"));
         let mut f = desktop();
         let fit = f.fit.as_mut().unwrap();
         fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "39.5".into());
         let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert_eq!(d.model_edits.len(), 1);
-        assert_eq!(d.model_edits[0].args_append, vec!["--max-model-len".to_string(), "32768".to_string()]);
+        assert_eq!(d.model_edits[0].env, vec![(facts::KV_CACHE_ENV.to_string(), "39".to_string())]);
+        assert!(d.model_edits[0].args_append.is_empty(), "32768 × 56 KiB fits 39 GiB: no --max-model-len");
     }
 
     #[test]
-    fn inference_layer_has_no_agent_keys_and_deploys_its_pick() {
+    fn both_layers_deploy_their_pick_through_eis_path() {
         let d = decide_on(&desktop(), "inference", None).unwrap();
         assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
         assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
@@ -707,14 +719,18 @@ mod tests {
         let d = decide_on(&desktop(), "inference", Some("llama-3-1-8b")).unwrap();
         assert!(d.model_edits.iter().any(|e| e.name == "llama-3-1-8b" && e.autodeploy), "{:?}", d.model_edits);
         assert!(matches!(decide_on(&desktop(), "inference", Some("nope")), Err(Rejection::BadInput { .. })));
+        // agent-toolkit: no stored EAT file reads agent_toolkit_models, so EI's path deploys the
+        // pick and the EAT key is written only as a defensive one.
         let d = decide_on(&desktop(), "agent-toolkit", None).unwrap();
         assert_eq!(overrides(&d, "agent_sandbox_enabled"), Value::Bool(true));
-        assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"));
-        assert!(d.model_edits.iter().all(|e| !e.autodeploy));
+        assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+        let auto: Vec<&str> = d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.as_str()).collect();
+        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(auto.iter().map(|s| s.to_string()).collect()));
+        assert!(d.choices.iter().any(|c| c.fact.contains("not checked")), "{:#?}", d.choices);
     }
 
-    /// The real catalog's shape: category KV cache, other names beside eas's candidates.
-    const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: qwen2-5-coder-7b\n    category: llm\n  - name: llama-3-1-8b\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {kv_cache_gb: 8}\n";
+    /// The real catalog's shape: category KV cache and memory, other names beside eas's candidates.
+    const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n  - name: coder\n    model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n  - name: llama-3-1-8b\n    model_id: meta-llama/Llama-3.1-8B-Instruct\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {memory: 16Gi, kv_cache_gb: 8}\n";
 
     fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Result<Decision, Rejection> {
         let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
@@ -724,18 +740,32 @@ mod tests {
             path: "model_manager/models.yaml".into(),
             at: "intel/enterprise-inference@abc1234".into(),
         };
-        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: Some(&cat) })
+        let targets = crate::config::fit::Target::for_catalog(Some(&cat.catalog));
+        let fit = crate::config::fit::external::resolve(f, None, &targets).0;
+        decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: Some(&cat) })
     }
 
     #[test]
     fn the_catalog_decides_the_pick_and_its_kv_ceiling() {
-        // desktop()'s fit sizes qwen2-5-coder-7b at 24 GiB: above the catalog's 8, so 8 is kept
-        // (against data/models.json's 40 it would have been written as 24, raising the cache).
+        // desktop()'s fit sizes qwen2-5-coder-7b at 24 GiB: above the catalog's 8, so 8 is kept.
+        // The entry is named `coder` here: the preference matches it by model_id.
         let mut f = desktop();
         f.nodes[0].capacity.insert("memory".into(), "100Gi".into());
+        f.fit.as_mut().unwrap().candidates = std::mem::take(&mut f.fit.as_mut().unwrap().candidates)
+            .into_iter()
+            .map(|(k, v)| (k.replace("qwen2-5-coder-7b", "coder"), v))
+            .collect();
         let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
-        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["qwen2-5-coder-7b".into()]));
-        assert!(d.model_edits.is_empty(), "never raised over the category's 8 GiB: {:?}", d.model_edits);
+        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["coder".into()]));
+        assert!(
+            d.choices.iter().any(|c| c
+                .choice
+                .contains("model: coder (rule: preference, EAT's fallback qwen2-5-coder-7b by model_id)")),
+            "{:#?}",
+            d.choices
+        );
+        assert!(d.model_edits[0].env.is_empty(), "never raised over the category's 8 GiB: {:?}", d.model_edits);
+        assert_eq!(d.model_edits[0].memory.as_deref(), Some("25Gi"), "17 GiB of weights and headroom + 8 GiB > 16Gi");
         assert!(d.choices.iter().any(|c| c.choice.contains("catalog's 8 GiB kept")), "{:#?}", d.choices);
         assert!(
             d.choices
@@ -744,19 +774,30 @@ mod tests {
         );
         // A lower fit figure is rounded down under the ceiling.
         let fit = f.fit.as_mut().unwrap();
-        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "6.5".into());
+        fit.candidates.get_mut("coder").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "6.5".into());
         let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
         assert_eq!(d.model_edits[0].env, vec![(facts::KV_CACHE_ENV.to_string(), "6".to_string())]);
-        // The per-model override is the ceiling for that entry.
+        // The per-model override is the ceiling for that entry; its 131072-token context needs
+        // 16 GiB for one request, more than the cache: the largest power of two that fits.
         let d = with_catalog(&f, "agent-toolkit", Some("llama-3-1-8b"), CATALOG).unwrap();
         assert!(d.choices.iter().any(|c| c.fact.contains("< catalog 20")), "{:#?}", d.choices);
+        let e = d.model_edits.iter().find(|e| e.name == "llama-3-1-8b").unwrap();
+        // 16 GiB holds one 131072-token request exactly, but k3d-gpu fit sized it for 32768: fit wins.
+        assert_eq!(e.args_append, vec!["--max-model-len".to_string(), "32768".to_string()], "{e:?}");
+        let fit = f.fit.as_mut().unwrap();
+        let llama = fit.candidates.get_mut("llama-3-1-8b").unwrap();
+        llama.env.insert(facts::KV_CACHE_ENV.into(), "8".into());
+        llama.args.clear();
+        let d = with_catalog(&f, "agent-toolkit", Some("llama-3-1-8b"), CATALOG).unwrap();
+        let e = d.model_edits.iter().find(|e| e.name == "llama-3-1-8b").unwrap();
+        assert_eq!(e.args_append, vec!["--max-model-len".to_string(), "65536".to_string()], "16 GiB / 128 KiB");
         // Any LLM entry may be forced; an embed entry or an unknown name is refused.
         let d = with_catalog(&f, "inference", Some("qwen3-0-6b"), CATALOG).unwrap();
         assert!(d.model_edits.iter().any(|e| e.name == "qwen3-0-6b" && e.autodeploy));
         for bad in ["bge", "qwen2-5-coder-14b"] {
             match with_catalog(&f, "inference", Some(bad), CATALOG) {
                 Err(Rejection::Refused(r)) => {
-                    assert!(r[0].contains("its LLM entries: qwen3-0-6b, qwen2-5-coder-7b, llama-3-1-8b"), "{r:?}")
+                    assert!(r[0].contains("its LLM entries: qwen3-0-6b, coder, llama-3-1-8b"), "{r:?}")
                 }
                 other => panic!("{bad}: {other:?}"),
             }
@@ -764,16 +805,87 @@ mod tests {
     }
 
     #[test]
-    fn a_catalog_without_eas_candidates_is_refused_naming_its_models() {
-        let other = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: llama3-8b-awq\n    category: llm\n";
-        match with_catalog(&desktop(), "agent-toolkit", None, other) {
+    fn no_fit_is_refused_naming_each_entry_and_why() {
+        let other = "models:\n  - name: qwen3-0-6b\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n  - name: llama3-8b-awq\n    model_id: casperhansen/llama-3-8b-instruct-awq\n    category: llm\n";
+        let mut f = desktop();
+        f.fit = None;
+        match with_catalog(&f, "agent-toolkit", None, other) {
             Err(Rejection::Refused(r)) => {
-                assert!(r[0].contains("holds none of eas's candidates"), "{r:?}");
-                assert!(r[0].contains("qwen3-0-6b, llama3-8b-awq"), "{r:?}");
+                assert!(r[0].starts_with("no model of the EI catalog"), "{r:?}");
+                assert!(
+                    r[0].contains("qwen2-5-coder-14b (Qwen/Qwen2.5-Coder-14B-Instruct) is not in the catalog"),
+                    "{r:?}"
+                );
+                assert!(r[0].contains("qwen3-0-6b: does not fit: architecture unknown"), "{r:?}");
+                assert!(r[0].contains("llama3-8b-awq: does not fit: architecture unknown"), "{r:?}");
             }
             other => panic!("{other:?}"),
         }
-        assert!(with_catalog(&desktop(), "agent-toolkit", Some("qwen3-0-6b"), other).is_ok());
+        let d = with_catalog(&f, "agent-toolkit", Some("qwen3-0-6b"), other).unwrap();
+        assert!(d.warnings.iter().any(|w| w.contains("architecture unknown")), "{:?}", d.warnings);
+    }
+
+    /// The synthetic EI catalog (the real entries plus PR #251's two): every pick, automatic and
+    /// forced, on both layers and on nodes of 20 to 256 GiB, satisfies weights + KV + working
+    /// headroom ≤ pod memory ≤ node budget, holds one request at the served context in its cache,
+    /// and is deployed through EI's path with autodeploy on the pick only.
+    #[test]
+    fn every_pick_fits_its_pod_and_its_node() {
+        let text = include_str!("../../fixtures/synthetic/ei/model_manager/models.yaml");
+        let cat = super::super::catalog::Catalog::parse(text).unwrap();
+        let models = data::models();
+        for gib in [20u64, 24, 28, 32, 48, 64, 125, 256] {
+            let mut f = desktop();
+            f.fit = None;
+            f.nodes[0].allocatable.insert("memory".into(), format!("{gib}Gi"));
+            f.nodes[0].capacity.insert("memory".into(), format!("{gib}Gi"));
+            let budget = crate::config::fit::budget(&f).unwrap().budget_bytes;
+            let mut forced: Vec<Option<&str>> = vec![None];
+            forced.extend(cat.llms().filter(|e| e.runtime == "vllm").map(|e| Some(e.name.as_str())));
+            for layer in ["inference", "agent-toolkit"] {
+                for m in &forced {
+                    let d = match with_catalog(&f, layer, *m, text) {
+                        Ok(d) => d,
+                        Err(Rejection::Refused(r)) if m.is_none() => {
+                            assert!(gib <= 20, "{gib} GiB: refused although an entry fits: {r:?}");
+                            continue;
+                        }
+                        Err(e) => panic!("{gib} GiB {layer} {m:?}: {e:?}"),
+                    };
+                    assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+                    let auto: Vec<&ModelEdit> = d.model_edits.iter().filter(|e| e.autodeploy).collect();
+                    assert_eq!(auto.len(), 1, "autodeploy on the pick only: {:?}", d.model_edits);
+                    let e = auto[0];
+                    let entry = cat.entry(&e.name).unwrap();
+                    let Ok(arch) = models.architecture(&entry.model_id) else {
+                        assert!(m.is_some(), "{gib} GiB: an unknown architecture was picked automatically");
+                        continue;
+                    };
+                    let cache: u64 =
+                        e.env.first().map(|(_, v)| v.parse().unwrap()).unwrap_or(entry.kv_cache_gib.unwrap() as u64);
+                    let memory = e
+                        .memory
+                        .as_deref()
+                        .map(|m| facts::parse_quantity(m).unwrap() as u64)
+                        .or(entry.memory_bytes)
+                        .unwrap();
+                    let need = arch.weights_bytes() + cache * GIB + models.pod_headroom_gib * GIB;
+                    let len = e.args_append.get(1).map(|l| l.parse().unwrap()).unwrap_or(arch.max_position_embeddings);
+                    let what = format!("{gib} GiB {layer} {m:?} → {}: {:?}", e.name, d.model_edits);
+                    if m.is_none() || need <= budget {
+                        assert!(need <= memory, "{what}: weights + KV + headroom over the pod memory");
+                        assert!(memory <= budget, "{what}: pod memory over the node budget");
+                        assert!(len * arch.kv_bytes_per_token() <= cache * GIB, "{what}: one request does not fit");
+                    } else {
+                        assert!(
+                            d.warnings.iter().any(|w| w.contains("more than the node's")),
+                            "{what}: {:?}",
+                            d.warnings
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

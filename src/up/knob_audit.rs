@@ -29,6 +29,12 @@ pub fn written(d: &Decision) -> Vec<&'static str> {
     if d.model_edits.iter().any(|e| e.autodeploy) {
         keys.push("autodeploy");
     }
+    if d.model_edits.iter().any(|e| e.memory.is_some()) {
+        keys.push("memory");
+    }
+    if d.model_edits.iter().any(|e| e.cpu.is_some()) {
+        keys.push("cpu");
+    }
     keys
 }
 
