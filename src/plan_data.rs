@@ -79,6 +79,9 @@ mod tests {
         let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main");
         fill_decisions(&mut plan, &d);
         let fit = plan.fit.expect("a fit line");
-        assert_eq!(fit, "KV cache: lowered by fit to 24 GiB for qwen2-5-coder-7b; pod memory 41Gi for qwen2-5-coder-7b");
+        assert_eq!(
+            fit,
+            "KV cache: lowered by fit to 24 GiB for qwen2-5-coder-7b; pod memory 41Gi for qwen2-5-coder-7b"
+        );
     }
 }

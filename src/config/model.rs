@@ -238,6 +238,45 @@ fn auto_pick<'a, 'b>(
     ))
 }
 
+/// The key EAT would read the model list from, were a reader found (none is in any stored copy).
+pub const EAT_MODELS_KEY: &str = "agent_toolkit_models";
+
+/// The fact of the agent-toolkit layer's deploy-path line before the EAT tree is searched.
+const EAT_NOT_CHECKED: &str = "EAT's reader of agent_toolkit_models not checked here";
+
+/// The deploy path once the pinned EAT tree (`at`, `owner/repo@sha7`) was searched for readers of
+/// `agent_toolkit_models` with data/knobs.json's pathspecs (`readers`: the files found). With
+/// one, EAT's key deploys the pick and EI's switch and autodeploy are taken back; without, EI's
+/// path stays and its line names the search. Only the agent-toolkit layer changes. Pure: the
+/// search is `up::knob_audit::eat_model_readers`; the phase runner's config step wires the two.
+#[allow(dead_code)]
+pub fn prove_deploy_path(d: &mut Decision, readers: &[String], at: &str) {
+    if d.layer != Layer::AgentToolkit {
+        return;
+    }
+    let Some(i) = d.choices.iter().position(|c| c.fact.contains(EAT_NOT_CHECKED)) else { return };
+    let pick =
+        d.choices[i].fact.split("model ").nth(1).and_then(|r| r.split(';').next()).unwrap_or_default().to_string();
+    if readers.is_empty() {
+        d.choices[i].fact = format!(
+            "layer agent-toolkit, model {pick}; no file of {at} reads {EAT_MODELS_KEY} (data/knobs.json's pathspecs); \
+             EI's deploy path is proved by roles/llm_services"
+        );
+        return;
+    }
+    d.choices[i] = Choice {
+        fact: format!("layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read by {} in {at}", readers.join(", ")),
+        choice: format!("deploy path: EAT's {EAT_MODELS_KEY}: [{pick:?}]; llm_services_deploy_models not written"),
+        source: "ei-deploy-switch".into(),
+    };
+    d.overrides.retain(|(k, _)| *k != "llm_services_deploy_models");
+    d.choices.retain(|c| !(c.fact.starts_with(EAT_MODELS_KEY) || c.choice.ends_with(" autodeploy: true")));
+    for e in &mut d.model_edits {
+        e.autodeploy = false;
+    }
+    d.model_edits.retain(|e| *e != ModelEdit { name: e.name.clone(), ..ModelEdit::default() });
+}
+
 /// The deploy path the pinned trees prove. EI's install deploys the catalog entries marked
 /// `autodeploy: true` when `llm_services_deploy_models` is on; no stored EAT file reads
 /// `agent_toolkit_models`, so on the agent-toolkit layer it is written as a defensive key beside
@@ -248,8 +287,8 @@ fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
             format!("layer inference, model {name}; EI's config.yaml ships llm_services_deploy_models: false")
         }
         Layer::AgentToolkit => format!(
-            "layer agent-toolkit, model {name}; EAT's reader of agent_toolkit_models not checked here (no stored EAT \
-             file reads it); EI's deploy path is proved by roles/llm_services"
+            "layer agent-toolkit, model {name}; {EAT_NOT_CHECKED} (no stored EAT file reads it); EI's deploy path is \
+             proved by roles/llm_services"
         ),
     };
     d.choices.push(Choice {
@@ -260,7 +299,7 @@ fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
     d.overrides.push(("llm_services_deploy_models", Value::Bool(true)));
     if layer == Layer::AgentToolkit {
         d.choices.push(Choice {
-            fact: "agent_toolkit_models has no proved reader".into(),
+            fact: format!("{EAT_MODELS_KEY} has no proved reader"),
             choice: format!("agent_toolkit_models: [{name:?}] (defensive: harmless when unread)"),
             source: "ei-deploy-switch".into(),
         });

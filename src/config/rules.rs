@@ -729,6 +729,42 @@ mod tests {
         assert!(d.choices.iter().any(|c| c.fact.contains("not checked")), "{:#?}", d.choices);
     }
 
+    #[test]
+    fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
+        let d0 = decide_on(&desktop(), "agent-toolkit", None).unwrap();
+        let mut d = d0.clone();
+        super::super::model::prove_deploy_path(&mut d, &[], "intel/agent-toolkit@036b662");
+        assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+        assert!(
+            d.choices.iter().any(|c| c.fact.contains("no file of intel/agent-toolkit@036b662 reads")),
+            "{:#?}",
+            d.choices
+        );
+        assert!(d.model_edits.iter().any(|e| e.autodeploy));
+        let mut d = d0.clone();
+        super::super::model::prove_deploy_path(
+            &mut d,
+            &["roles/models/tasks/main.yaml".into()],
+            "intel/agent-toolkit@036b662",
+        );
+        assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"), "{:?}", d.overrides);
+        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["qwen2-5-coder-7b".into()]));
+        assert!(d.model_edits.iter().all(|e| !e.autodeploy), "{:?}", d.model_edits);
+        assert!(d.model_edits.iter().any(|e| e.memory.is_some()), "the sizing edits stay: {:?}", d.model_edits);
+        assert!(
+            d.choices
+                .iter()
+                .any(|c| c.fact.contains("read by roles/models/tasks/main.yaml in intel/agent-toolkit@036b662")
+                    && c.choice.starts_with("deploy path: EAT's")),
+            "{:#?}",
+            d.choices
+        );
+        let mut inf = decide_on(&desktop(), "inference", None).unwrap();
+        let before = inf.clone();
+        super::super::model::prove_deploy_path(&mut inf, &["x".into()], "a@b");
+        assert_eq!(inf.choices, before.choices, "the inference layer keeps EI's path");
+    }
+
     /// The real catalog's shape: category KV cache and memory, other names beside eas's candidates.
     const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n  - name: coder\n    model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n  - name: llama-3-1-8b\n    model_id: meta-llama/Llama-3.1-8B-Instruct\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {memory: 16Gi, kv_cache_gb: 8}\n";
 
