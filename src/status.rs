@@ -164,7 +164,8 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
                 (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
             })
             .unwrap_or((0, 0));
-        let svc = format!("{name}-kserve-workload-svc");
+        let rt = verify::kserve::vllm();
+        let svc = rt.service(&name);
         let ep = tokio::time::timeout(t, eps.get_opt(&svc)).await.ok().and_then(Result::ok).flatten();
         let ready_addresses = ep
             .and_then(|e| e.subsets)
@@ -177,7 +178,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
             conditions,
             pods_ready: ready,
             pods_desired: desired,
-            endpoint: format!("/api/v1/namespaces/{NAMESPACE}/services/http:{svc}:8000/proxy/v1"),
+            endpoint: format!("{}/v1", rt.proxy_base(NAMESPACE, "http", &name)),
             ready_addresses,
             name,
         });
