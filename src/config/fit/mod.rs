@@ -256,10 +256,10 @@ pub fn size(arch: &Architecture, budget_bytes: u64, t: &Target) -> Sized {
     };
     if cache_gib < 1 {
         let why = format!(
-            "weights {} + {} working headroom leave {} of the {} node budget: less than 1 GiB of KV cache",
+            "weights {} + {} working headroom need {base} GiB of pod memory (whole GiB): the {} node budget leaves \
+             less than 1 GiB of KV cache beside them",
             gib(weights),
             gib(pod_headroom_bytes()),
-            gib(budget_bytes.saturating_sub(base * GIB)),
             gib(budget_bytes)
         );
         return Sized { why, ..blank };
