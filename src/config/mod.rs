@@ -3,6 +3,9 @@
 pub mod catalog;
 pub mod data;
 pub mod fit;
+// Hugging Face reads (issue 20 item 2): pure parts, tested; the config phase does not call them yet.
+#[allow(dead_code)]
+pub mod hf;
 pub mod model;
 pub mod node_args;
 pub mod render;

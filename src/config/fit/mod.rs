@@ -20,7 +20,8 @@ pub const SCHEMA: &str = "eas-fit/v1";
 pub const SOURCE_EAS: &str = "eas";
 pub const SOURCE_EXTERNAL: &str = "k3d-gpu fit";
 
-/// A model's architecture, as `data/models.json` records it (each figure cited there).
+/// A model's architecture, as `data/models.json` records it (each figure cited there) or as
+/// read from the model's own files on Hugging Face (`config::hf`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Architecture {
     pub parameters: u64,
@@ -29,11 +30,15 @@ pub struct Architecture {
     pub num_key_value_heads: u64,
     pub head_dim: u64,
     pub max_position_embeddings: u64,
+    /// The weights' size as stored (the safetensors index's `total_size`), which wins over
+    /// parameters × dtype bytes: quantized weights are smaller than their dtype says.
+    #[serde(default)]
+    pub weights_total_bytes: Option<u64>,
 }
 
 impl Architecture {
     pub fn weights_bytes(&self) -> u64 {
-        self.parameters * self.dtype_bytes
+        self.weights_total_bytes.unwrap_or(self.parameters * self.dtype_bytes)
     }
 
     /// K and V, for every layer and KV head: 2 × layers × KV heads × head dim × dtype bytes.
