@@ -125,10 +125,14 @@ pub fn cache_dir(base: &Path, model_id: &str, revision: &str) -> Option<PathBuf>
     (ok(model_id) && ok(revision) && !revision.contains('/')).then(|| base.join(format!("{model_id}@{revision}")))
 }
 
-/// The architecture from a cache directory, if both files are there (read-only: `eas config`).
+/// The architecture from a cache directory (read-only: `eas config`): `config.json` and the
+/// index, else the single weights file's size (`model.safetensors.size`, as `net::hf` keeps it).
 pub fn from_cache(dir: &Path) -> Option<Result<Architecture, String>> {
     let config = std::fs::read_to_string(dir.join(CONFIG)).ok()?;
-    let index = std::fs::read_to_string(dir.join(INDEX)).ok();
+    let index = std::fs::read_to_string(dir.join(INDEX)).ok().or_else(|| {
+        let n: u64 = std::fs::read_to_string(dir.join("model.safetensors.size")).ok()?.trim().parse().ok()?;
+        Some(format!("{{\"metadata\": {{\"total_size\": {n}}}}}"))
+    });
     Some(architecture(&config, index.as_deref()))
 }
 
