@@ -3,8 +3,6 @@
 pub mod catalog;
 pub mod data;
 pub mod fit;
-// Hugging Face reads (issue 20 item 2): pure parts, tested; the config phase does not call them yet.
-#[allow(dead_code)]
 pub mod hf;
 pub mod model;
 pub mod node_args;
@@ -58,7 +56,12 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
-    let targets = crate::config::fit::Target::for_catalog(catalog.map(|c| &c.catalog));
+    // The Hugging Face cache, read-only (a dry run or an earlier `eas up` fills it).
+    let hf_cache = hf::cache_base(
+        std::env::var_os("XDG_CACHE_HOME").map(std::path::PathBuf::from).as_deref(),
+        std::env::var_os("HOME").map(std::path::PathBuf::from).as_deref(),
+    );
+    let targets = crate::config::fit::Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache.as_deref());
     let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref(), &targets);
     let inputs = rules::Inputs {
         facts,
@@ -67,6 +70,7 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
         layer: &sel.layer,
         model: sel.model.as_deref(),
         catalog,
+        hf_cache: hf_cache.as_deref(),
     };
     let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),

@@ -80,7 +80,7 @@ fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickabl
                 autodeploy: entry.is_some_and(|e| e.autodeploy),
                 cpu: entry.and_then(|e| e.cpu),
                 pref: models.preference(&t.name, &t.model_id),
-                arch: (t.runtime == "vllm").then(|| models.architecture(&t.model_id).ok()).flatten(),
+                arch: t.arch.as_ref().ok().filter(|_| t.runtime == "vllm"),
             }
         })
         .collect()
@@ -114,10 +114,11 @@ pub fn pick(
     fit: Option<&facts::Fit>,
     forced: Option<&str>,
     catalog: Option<&Pinned>,
+    hf_cache: Option<&std::path::Path>,
     layer: Layer,
     d: &mut Decision,
 ) -> Result<(), String> {
-    let targets = Target::for_catalog(catalog.map(|c| &c.catalog));
+    let targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
     let own = fit::compute_for(f, &targets);
     let list = pickables(&targets, catalog);
     let (mem, node) = largest_node_gib(f);
@@ -441,8 +442,10 @@ fn pod_memory_and_context(
     let need = fit::memory_gib(arch, cache);
     let budget = fit::budget(f).map(|b| b.budget_bytes);
     let parts = format!(
-        "weights {} GiB + {cache} GiB KV cache + {} GiB working headroom",
+        "weights {} GiB ({}'s figures: {}) + {cache} GiB KV cache + {} GiB working headroom",
         fmt_gib(arch.weights_bytes() as f64 / GIB),
+        p.target.model_id,
+        p.target.arch_from,
         data::models().pod_headroom_gib
     );
     let catalog = p.target.pod_memory_bytes;

@@ -86,6 +86,9 @@ pub struct Inputs<'a> {
     /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
     /// candidates (`data/models.json`) stand in for it.
     pub catalog: Option<&'a super::catalog::Pinned>,
+    /// The Hugging Face cache (`config::hf::cache_base`), read-only: figures found there win over
+    /// `data/models.json`'s. `None`: not read.
+    pub hf_cache: Option<&'a std::path::Path>,
 }
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
@@ -151,7 +154,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
     }
-    super::model::pick(f, inp.fit, inp.model, inp.catalog, layer, &mut d)
+    super::model::pick(f, inp.fit, inp.model, inp.catalog, inp.hf_cache, layer, &mut d)
         .map_err(|why| Rejection::Refused(vec![why]))?;
 
     manifest(&mut d, inp, layer);

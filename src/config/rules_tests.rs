@@ -80,9 +80,9 @@ fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Re
     let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
     let trees = pins.trees("main").unwrap();
     // As `config::generate_with` does: the facts' fit, else eas's own.
-    let targets = crate::config::fit::Target::for_catalog(None);
+    let targets = crate::config::fit::Target::for_catalog(None, None);
     let fit = crate::config::fit::external::resolve(f, None, &targets).0;
-    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: None })
+    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: None, hf_cache: None })
 }
 
 fn overrides(d: &Decision, key: &str) -> Value {
@@ -233,9 +233,9 @@ fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Resu
         path: "model_manager/models.yaml".into(),
         at: "intel/enterprise-inference@abc1234".into(),
     };
-    let targets = crate::config::fit::Target::for_catalog(Some(&cat.catalog));
+    let targets = crate::config::fit::Target::for_catalog(Some(&cat.catalog), None);
     let fit = crate::config::fit::external::resolve(f, None, &targets).0;
-    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: Some(&cat) })
+    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: Some(&cat), hf_cache: None })
 }
 
 #[test]

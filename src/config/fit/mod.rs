@@ -74,40 +74,69 @@ pub struct Target {
     pub pod_memory_bytes: Option<u64>,
     /// The catalog's own `--max-model-len`, when its args carry one.
     pub max_model_len: Option<u64>,
+    /// Its figures (or why they are unknown) and where they were read.
+    pub arch: Result<Architecture, String>,
+    pub arch_from: String,
+}
+
+/// A model's figures: the Hugging Face cache (`hf:<id>@main config.json`, read-only) first, else
+/// `data/models.json`; `Err` says why they are unknown.
+pub fn resolve_architecture(
+    model_id: &str,
+    hf_cache: Option<&std::path::Path>,
+) -> (Result<Architecture, String>, String) {
+    let dir = hf_cache.and_then(|b| crate::config::hf::cache_dir(b, model_id, "main"));
+    if let Some(Some(Ok(a))) = dir.as_deref().map(crate::config::hf::from_cache) {
+        return (Ok(a), format!("hf:{model_id}@main config.json"));
+    }
+    (data::models().architecture(model_id).cloned(), "data/models.json".into())
 }
 
 impl Target {
     /// The built-in candidates, as targets (no catalog read).
-    pub fn builtin() -> Vec<Target> {
+    pub fn builtin(hf_cache: Option<&std::path::Path>) -> Vec<Target> {
         let m = data::models();
         m.candidates
             .iter()
-            .map(|c| Target {
-                name: c.name.clone(),
-                model_id: c.model_id.clone(),
-                runtime: "vllm".into(),
-                kv_ceiling_gib: Some(catalog_cache_gib()),
-                pod_memory_bytes: Some(m.category_memory_gib * GIB),
-                max_model_len: None,
+            .map(|c| {
+                let (arch, arch_from) = resolve_architecture(&c.model_id, hf_cache);
+                Target {
+                    name: c.name.clone(),
+                    model_id: c.model_id.clone(),
+                    runtime: "vllm".into(),
+                    kv_ceiling_gib: Some(catalog_cache_gib()),
+                    pod_memory_bytes: Some(m.category_memory_gib * GIB),
+                    max_model_len: None,
+                    arch,
+                    arch_from,
+                }
             })
             .collect()
     }
 
     /// The entries a decision picks from: the catalog's LLM entries, else the built-in candidates.
-    pub fn for_catalog(c: Option<&crate::config::catalog::Catalog>) -> Vec<Target> {
-        c.map(Target::from_catalog).unwrap_or_else(Target::builtin)
+    pub fn for_catalog(c: Option<&crate::config::catalog::Catalog>, hf_cache: Option<&std::path::Path>) -> Vec<Target> {
+        match c {
+            Some(c) => Target::from_catalog(c, hf_cache),
+            None => Target::builtin(hf_cache),
+        }
     }
 
     /// A catalog's LLM entries, as targets.
-    pub fn from_catalog(c: &crate::config::catalog::Catalog) -> Vec<Target> {
+    pub fn from_catalog(c: &crate::config::catalog::Catalog, hf_cache: Option<&std::path::Path>) -> Vec<Target> {
         c.llms()
-            .map(|e| Target {
-                name: e.name.clone(),
-                model_id: e.model_id.clone(),
-                runtime: e.runtime.clone(),
-                kv_ceiling_gib: e.kv_cache_gib.map(whole_gib),
-                pod_memory_bytes: e.memory_bytes,
-                max_model_len: e.max_model_len,
+            .map(|e| {
+                let (arch, arch_from) = resolve_architecture(&e.model_id, hf_cache);
+                Target {
+                    name: e.name.clone(),
+                    model_id: e.model_id.clone(),
+                    runtime: e.runtime.clone(),
+                    kv_ceiling_gib: e.kv_cache_gib.map(whole_gib),
+                    pod_memory_bytes: e.memory_bytes,
+                    max_model_len: e.max_model_len,
+                    arch,
+                    arch_from,
+                }
             })
             .collect()
     }
@@ -316,7 +345,7 @@ pub struct Entry {
 
 /// Sizes the built-in candidates (no catalog read).
 pub fn compute(f: &Facts) -> FitDoc {
-    compute_for(f, &Target::builtin())
+    compute_for(f, &Target::builtin(None))
 }
 
 /// Sizes each target whose architecture `data/models.json` records.
@@ -334,7 +363,7 @@ fn entry(t: &Target, budget: Option<&Budget>) -> Entry {
     if t.runtime != "vllm" {
         return unsized_(format!("runtime {}: eas sizes vLLM entries only (no fit verdict)", t.runtime));
     }
-    let arch = match data::models().architecture(&t.model_id) {
+    let arch = match &t.arch {
         Ok(a) => a,
         Err(why) => return unsized_(format!("architecture unknown ({}): {why}", t.model_id)),
     };
