@@ -71,6 +71,7 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
         model: sel.model.as_deref(),
         catalog,
         hf_cache: hf_cache.as_deref(),
+        downloads: &[],
     };
     let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),

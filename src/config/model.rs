@@ -12,6 +12,7 @@ use fit::GIB as GIB_BYTES;
 use super::catalog::{Pinned, whole_gib};
 use super::data::{self, Candidate};
 use super::fit::{self, Architecture, FitDoc, Target};
+use super::hf::Access;
 use super::rules::{Choice, Decision, Layer, ModelEdit, Value};
 
 fn largest_node_gib(f: &Facts) -> (f64, String) {
@@ -61,6 +62,8 @@ struct Pickable<'a> {
     /// The preference row it matches (EAT's default or a fallback), by name or repository.
     pref: Option<&'a Candidate>,
     arch: Option<&'a Architecture>,
+    /// What Hugging Face said about downloading its weights, when it was asked.
+    download: Option<Access>,
 }
 
 impl Pickable<'_> {
@@ -81,6 +84,7 @@ fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickabl
                 cpu: entry.and_then(|e| e.cpu),
                 pref: models.preference(&t.name, &t.model_id),
                 arch: t.arch.as_ref().ok().filter(|_| t.runtime == "vllm"),
+                download: None,
             }
         })
         .collect()
@@ -89,6 +93,10 @@ fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickabl
 /// Whether a model can be picked automatically, and why not. `as_preference`: by the
 /// preference rule, which also needs the host memory EAT documents for it.
 fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>, own: &FitDoc, as_preference: bool) -> Result<(), String> {
+    // The install would fail downloading it (Hugging Face itself refused this token).
+    if let Some(Access::Refused { cause, fix }) = &p.download {
+        return Err(format!("{}: {cause} ({fix})", p.name()));
+    }
     if let Some(c) = p.pref.filter(|_| as_preference)
         && mem + 1e-9 < c.host_memory_gib
     {
@@ -114,13 +122,16 @@ pub fn pick(
     fit: Option<&facts::Fit>,
     forced: Option<&str>,
     catalog: Option<&Pinned>,
-    hf_cache: Option<&std::path::Path>,
+    (hf_cache, downloads): (Option<&std::path::Path>, &[(String, Access)]),
     layer: Layer,
     d: &mut Decision,
 ) -> Result<(), String> {
     let targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
     let own = fit::compute_for(f, &targets);
-    let list = pickables(&targets, catalog);
+    let mut list = pickables(&targets, catalog);
+    for p in &mut list {
+        p.download = downloads.iter().find(|(id, _)| *id == p.target.model_id).map(|(_, a)| a.clone());
+    }
     let (mem, node) = largest_node_gib(f);
     let facts_line = format!("largest node {node} {} GiB; {}", fmt_gib(mem), fit_fact(f, fit));
     if let Some(c) = catalog {
@@ -133,6 +144,13 @@ pub fn pick(
 
     let picked: &Pickable = if let Some(name) = forced {
         let p = list.iter().find(|p| p.name() == name).ok_or_else(|| format!("--model {name}: not a candidate"))?;
+        match &p.download {
+            Some(Access::Refused { cause, fix }) => {
+                return Err(format!("--model {name}: the install cannot download it: {cause}; {fix}"));
+            }
+            Some(Access::Unknown(why)) => d.warnings.push(format!("--model {name}: download not checked: {why}")),
+            _ => {}
+        }
         let why = match verdict(p, mem, fit, &own, true) {
             Ok(()) => String::new(),
             Err(e) => {
@@ -152,7 +170,11 @@ pub fn pick(
         });
         p
     } else {
-        auto_pick(&list, catalog, mem, fit, &own, &facts_line, d)?
+        let p = auto_pick(&list, catalog, mem, fit, &own, &facts_line, d)?;
+        if let Some(Access::Unknown(why)) = &p.download {
+            d.warnings.push(format!("{}: download not checked: {why}", p.name()));
+        }
+        p
     };
     deploy_path(picked.name(), layer, d);
     size_pick(f, picked, fit, d)

@@ -89,6 +89,10 @@ pub struct Inputs<'a> {
     /// The Hugging Face cache (`config::hf::cache_base`), read-only: figures found there win over
     /// `data/models.json`'s. `None`: not read.
     pub hf_cache: Option<&'a std::path::Path>,
+    /// What Hugging Face said about downloading each model (`model_id`, `net::hf`'s reads): an
+    /// automatic pick skips an entry it refused, a `--model` pick it refused is refused (exit 3),
+    /// and an unknown answer is a warning. Empty: not read (`eas config`, `--offline`).
+    pub downloads: &'a [(String, super::hf::Access)],
 }
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
@@ -154,7 +158,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
     }
-    super::model::pick(f, inp.fit, inp.model, inp.catalog, inp.hf_cache, layer, &mut d)
+    super::model::pick(f, inp.fit, inp.model, inp.catalog, (inp.hf_cache, inp.downloads), layer, &mut d)
         .map_err(|why| Rejection::Refused(vec![why]))?;
 
     manifest(&mut d, inp, layer);

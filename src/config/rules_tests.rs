@@ -82,7 +82,16 @@ fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Re
     // As `config::generate_with` does: the facts' fit, else eas's own.
     let targets = crate::config::fit::Target::for_catalog(None, None);
     let fit = crate::config::fit::external::resolve(f, None, &targets).0;
-    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: None, hf_cache: None })
+    decide(&Inputs {
+        facts: f,
+        fit: Some(&fit),
+        trees: &trees,
+        layer,
+        model,
+        catalog: None,
+        hf_cache: None,
+        downloads: &[],
+    })
 }
 
 fn overrides(d: &Decision, key: &str) -> Value {
@@ -226,6 +235,16 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
 const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n  - name: coder\n    model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n  - name: llama-3-1-8b\n    model_id: meta-llama/Llama-3.1-8B-Instruct\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    model_id: BAAI/bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {memory: 16Gi, kv_cache_gb: 8}\n";
 
 fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Result<Decision, Rejection> {
+    with_downloads(f, layer, model, text, &[])
+}
+
+fn with_downloads(
+    f: &Facts,
+    layer: &str,
+    model: Option<&str>,
+    text: &str,
+    downloads: &[(String, crate::config::hf::Access)],
+) -> Result<Decision, Rejection> {
     let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
     let trees = pins.trees("main").unwrap();
     let cat = super::super::catalog::Pinned {
@@ -235,7 +254,16 @@ fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Resu
     };
     let targets = crate::config::fit::Target::for_catalog(Some(&cat.catalog), None);
     let fit = crate::config::fit::external::resolve(f, None, &targets).0;
-    decide(&Inputs { facts: f, fit: Some(&fit), trees: &trees, layer, model, catalog: Some(&cat), hf_cache: None })
+    decide(&Inputs {
+        facts: f,
+        fit: Some(&fit),
+        trees: &trees,
+        layer,
+        model,
+        catalog: Some(&cat),
+        hf_cache: None,
+        downloads,
+    })
 }
 
 #[test]
@@ -293,6 +321,47 @@ fn the_catalog_decides_the_pick_and_its_kv_ceiling() {
             other => panic!("{bad}: {other:?}"),
         }
     }
+}
+
+#[test]
+fn what_hugging_face_refuses_is_skipped_or_refused_and_the_unknown_is_a_warning() {
+    use crate::config::hf::Access;
+    let mut f = desktop();
+    f.fit = None;
+    let text = include_str!("../../fixtures/synthetic/ei/model_manager/models.yaml");
+    let gated = |id: &str| {
+        (
+            id.to_string(),
+            Access::Refused {
+                cause: format!("Hugging Face answered 403 (GatedRepo) for {id}"),
+                fix: "accept it".into(),
+            },
+        )
+    };
+    // The preference (qwen2-5-coder-7b) is gated for this token: skipped and named; llama next.
+    let d = with_downloads(&f, "agent-toolkit", None, text, &[gated("Qwen/Qwen2.5-Coder-7B-Instruct")]).unwrap();
+    let line = d.choices.iter().find(|c| c.choice.starts_with("model: ")).unwrap();
+    assert!(line.choice.starts_with("model: llama-3-1-8b"), "{line:?}");
+    assert!(line.fact.contains("qwen2-5-coder-7b: Hugging Face answered 403 (GatedRepo)"), "{line:?}");
+    // Forced, it is refused (exit 3) with the cause and the fix.
+    match with_downloads(
+        &f,
+        "agent-toolkit",
+        Some("qwen2-5-coder-7b"),
+        text,
+        &[gated("Qwen/Qwen2.5-Coder-7B-Instruct")],
+    ) {
+        Err(Rejection::Refused(r)) => assert!(r[0].contains("403 (GatedRepo)") && r[0].contains("accept it"), "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    // Not known (a proxy's answer, or unreachable): a warning, never a refusal.
+    let unknown = [("Qwen/Qwen2.5-Coder-7B-Instruct".to_string(), Access::Unknown("a proxy's 403".into()))];
+    let d = with_downloads(&f, "agent-toolkit", Some("qwen2-5-coder-7b"), text, &unknown).unwrap();
+    assert!(
+        d.warnings.iter().any(|w| w.contains("download not checked") && w.contains("a proxy's 403")),
+        "{:?}",
+        d.warnings
+    );
 }
 
 #[test]
