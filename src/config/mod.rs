@@ -53,6 +53,17 @@ pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
 
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
 pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
+    generate_with_downloads(facts, sel, catalog, &[])
+}
+
+/// Like [`generate_with`], given what Hugging Face said about each model's download
+/// (`net::hf::read_all`'s answers, by `model_id`). Hook for `eas up`'s config phase.
+pub fn generate_with_downloads(
+    facts: &Facts,
+    sel: &Select,
+    catalog: Option<&catalog::Pinned>,
+    downloads: &[(String, hf::Access)],
+) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
@@ -71,7 +82,7 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
         model: sel.model.as_deref(),
         catalog,
         hf_cache: hf_cache.as_deref(),
-        downloads: &[],
+        downloads,
     };
     let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),

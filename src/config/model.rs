@@ -108,8 +108,10 @@ fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>, own: &FitDoc, as_pr
         None => Ok(()),
         Some(None) if own_why.is_empty() || external => Err(format!("{}: no fit verdict", p.name())),
         Some(None) => Err(format!("{}: no fit verdict ({own_why})", p.name())),
-        Some(Some(v)) if !v.fits && fit.and_then(|f| f.source.as_deref()) == Some(fit::SOURCE_EAS) => {
-            Err(format!("{}: does not fit: {own_why}", p.name()))
+        Some(Some(v)) if !v.fits && !external => {
+            let sized = own.candidates.get(p.name()).is_some_and(|e| e.numbers.is_some());
+            let what = if sized { "does not fit" } else { "no fit verdict" };
+            Err(format!("{}: {what}: {own_why}", p.name()))
         }
         Some(Some(v)) if !v.fits => Err(format!("{}: fit says it does not fit", p.name())),
         Some(Some(_)) => Ok(()),

@@ -376,8 +376,8 @@ fn no_fit_is_refused_naming_each_entry_and_why() {
                 r[0].contains("qwen2-5-coder-14b (Qwen/Qwen2.5-Coder-14B-Instruct) is not in the catalog"),
                 "{r:?}"
             );
-            assert!(r[0].contains("qwen3-0-6b: does not fit: architecture unknown"), "{r:?}");
-            assert!(r[0].contains("llama3-8b-awq: does not fit: architecture unknown"), "{r:?}");
+            assert!(r[0].contains("qwen3-0-6b: no fit verdict: architecture unknown"), "{r:?}");
+            assert!(r[0].contains("llama3-8b-awq: no fit verdict: architecture unknown"), "{r:?}");
         }
         other => panic!("{other:?}"),
     }
