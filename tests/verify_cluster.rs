@@ -370,6 +370,28 @@ fn status_shows_a_model_server_kserve_made() {
 }
 
 #[test]
+fn status_lists_both_kinds_in_every_namespace() {
+    let c = desktop_with_model(None);
+    kserve::install_ovms(&c.server, "team-ov", "qwen3-5-2b-ovms", true);
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_status_schema(&doc);
+    let servers = doc["live"]["model_servers"].as_array().unwrap();
+    let ov = servers.iter().find(|m| m["name"] == "qwen3-5-2b-ovms").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!((ov["kind"].as_str(), ov["namespace"].as_str()), (Some("InferenceService"), Some("team-ov")));
+    assert!(ov["endpoint"].as_str().unwrap().ends_with("/services/http:qwen3-5-2b-ovms-predictor:80/proxy"), "{ov}");
+    assert!(ov["conditions"].as_array().unwrap().iter().any(|c| c == "Ready=True (MinimumReplicasAvailable)"), "{ov}");
+    let vllm = servers.iter().find(|m| m["name"] == MODEL).unwrap();
+    assert_eq!(
+        (vllm["kind"].as_str(), vllm["namespace"].as_str()),
+        (Some("LLMInferenceService"), Some("llm-inference"))
+    );
+}
+
+#[test]
 fn status_exits_1_when_the_cluster_cannot_be_read() {
     let c = Cluster::start("gpu-nodes");
     c.server.inject(None, support::Fault::Status(500, "etcd is unavailable".into()), None);

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{ApiResource, ListParams, LogParams};
+use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 
 use crate::error::Failure;
@@ -61,11 +61,6 @@ impl Default for Timeouts {
             call: timeouts::CALL,
         }
     }
-}
-
-/// The vLLM runtime's kind (`data/kserve.json`).
-pub fn llmisvc_resource() -> ApiResource {
-    kserve::vllm().resource()
 }
 
 async fn call<T>(

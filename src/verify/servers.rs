@@ -90,7 +90,7 @@ enum NotYet {
 
 /// Every object of each runtime's kind, in every namespace: (runtime, namespace, name). A kind
 /// whose CRD is absent (404) has none.
-async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, String> {
+pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, String> {
     let mut out = Vec::new();
     for rt in &kserve::table().runtimes {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &rt.resource());
