@@ -299,11 +299,13 @@ impl Facts {
 }
 
 impl Fit {
-    /// A KV cache always comes with its context length, and both are numbers. `at` prefixes the
-    /// field named in an error (`fit.` inside a facts document, empty in a fit document).
+    /// k3d-gpu fit's KV cache always comes with its context length (eas's own writes one only
+    /// when one request needs it), and both are numbers. `at` prefixes the field named in an
+    /// error (`fit.` inside a facts document, empty in a fit document).
     pub fn validate(&self, at: &str) -> Result<(), FactsError> {
+        let own = self.source.as_deref() == Some(crate::config::fit::SOURCE_EAS);
         for (name, v) in &self.candidates {
-            if v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
+            if !own && v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
                 return Err(FactsError::Field {
                     field: format!("{at}candidates.{name}.args"),
                     msg: format!("sets {KV_CACHE_ENV} without {MAX_MODEL_LEN}: fit's vLLM flags always carry both"),

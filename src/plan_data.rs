@@ -31,7 +31,13 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
         Some(format!("KV cache: lowered by fit to {} GiB for {}", kv.1, e.name))
     });
     let kept = || decision.choices.iter().find(|c| c.choice.starts_with("KV cache")).map(|c| c.choice.clone());
-    plan.fit = lowered.or_else(kept);
+    // A raised pod memory is the other half of fit's answer (weights + cache + headroom).
+    let memory =
+        decision.model_edits.iter().find_map(|e| e.memory.as_ref().map(|m| format!("pod memory {m} for {}", e.name)));
+    plan.fit = match (lowered.or_else(kept), memory) {
+        (Some(kv), Some(m)) => Some(format!("{kv}; {m}")),
+        (kv, m) => kv.or(m),
+    };
 }
 
 pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
@@ -73,6 +79,9 @@ mod tests {
         let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
         fill_decisions(&mut plan, &d);
         let fit = plan.fit.expect("a fit line");
-        assert!(fit.starts_with("KV cache: lowered by fit to ") && fit.ends_with("GiB for qwen2-5-coder-7b"), "{fit}");
+        assert_eq!(
+            fit,
+            "KV cache: lowered by fit to 24 GiB for qwen2-5-coder-7b; pod memory 41Gi for qwen2-5-coder-7b"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! `eas status [--output json]` (SPEC §1): what `eas up` installed on this cluster, from its
 //! record (layer, profile, commits, model, when, the last run's outcome and log), and how it is
-//! now, read live: device resources per device node, the model servers with their conditions,
-//! their workload pods ready out of desired, and their service endpoint. Judging health is
+//! now, read live: device resources per device node, the model servers of either kind EI serves
+//! models as (`data/kserve.json`), in every namespace, with their conditions, their workload pods
+//! ready out of desired (vLLM's), and their service endpoint. Judging health is
 //! `verify`'s job: status exits 0 whenever it could read the cluster, 1 when it could not.
 //!
 //! The JSON document is `eas-status/v1`, described by data/eas-status.v1.schema.json.
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Endpoints;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::DynamicObject;
 use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
@@ -22,7 +23,7 @@ use crate::settings::Global;
 use crate::state::StateDir;
 use crate::state::journal::State;
 use crate::up::{self, CALL, EXPECTED_FILE, Expected};
-use crate::verify::{self, NAMESPACE, devices};
+use crate::verify::{self, devices};
 
 pub const SCHEMA: &str = "eas-status/v1";
 
@@ -98,6 +99,9 @@ pub struct ModelServer {
     /// The service proxy path the model answers at, and how many ready addresses back it.
     pub endpoint: String,
     pub ready_addresses: usize,
+    /// `LLMInferenceService` or `InferenceService` (`data/kserve.json`), and where it runs.
+    pub kind: String,
+    pub namespace: String,
 }
 
 fn outcome(s: &State) -> String {
@@ -133,19 +137,16 @@ pub fn installed(s: &State, expected: Option<&Expected>) -> Installed {
 }
 
 async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>, String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &verify::llmisvc_resource());
-    let list = match tokio::time::timeout(t, api.list(&ListParams::default())).await {
-        Ok(Ok(l)) => l.items,
-        // No KServe CRD (or no namespace): no model servers.
-        Ok(Err(kube::Error::Api(e))) if e.code == 404 => Vec::new(),
-        Ok(Err(e)) => return Err(format!("list llminferenceservices: {e}")),
-        Err(_) => return Err(format!("list llminferenceservices: no answer within {}s", t.as_secs())),
-    };
-    let deps: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let eps: Api<Endpoints> = Api::namespaced(client.clone(), NAMESPACE);
+    // Both kinds EI serves models as, in every namespace (an entry may name its own).
+    let timeouts = verify::Timeouts { call: t, ..verify::Timeouts::default() };
+    let servers = verify::servers::servers_in_cluster(client, &timeouts).await?;
     let mut out = Vec::new();
-    for o in list {
-        let name = o.metadata.name.clone().unwrap_or_default();
+    for s in servers {
+        let (name, ns, rt) = (s.name.clone(), s.namespace.clone(), s.rt);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &rt.resource());
+        let Some(o) = tokio::time::timeout(t, api.get_opt(&name)).await.ok().and_then(Result::ok).flatten() else {
+            continue;
+        };
         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
         let conditions = v
             .pointer("/status/conditions")
@@ -159,29 +160,41 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
                     .collect()
             })
             .unwrap_or_default();
-        let dep =
-            tokio::time::timeout(t, deps.get_opt(&format!("{name}-kserve"))).await.ok().and_then(Result::ok).flatten();
-        let (ready, desired) = dep
-            .map(|d| {
+        // The workload Deployment KServe makes for an LLMInferenceService; an InferenceService's
+        // was not read, so its pods are not counted.
+        let (ready, desired) = if rt.answer.is_some() {
+            let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+            let dep = tokio::time::timeout(t, deps.get_opt(&format!("{name}-kserve")))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten();
+            dep.map(|d| {
                 let st = d.status.unwrap_or_default();
                 (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
             })
-            .unwrap_or((0, 0));
-        let svc = format!("{name}-kserve-workload-svc");
-        let ep = tokio::time::timeout(t, eps.get_opt(&svc)).await.ok().and_then(Result::ok).flatten();
+            .unwrap_or((0, 0))
+        } else {
+            (0, 0)
+        };
+        let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+        let ep = tokio::time::timeout(t, eps.get_opt(&rt.service(&name))).await.ok().and_then(Result::ok).flatten();
         let ready_addresses = ep
             .and_then(|e| e.subsets)
             .unwrap_or_default()
             .iter()
             .map(|s| s.addresses.as_ref().map_or(0, Vec::len))
             .sum();
+        let base = rt.proxy_base(&ns, "http", &name);
         out.push(ModelServer {
             served_name: verify::servers::served_name(&v, &name),
             conditions,
             pods_ready: ready,
             pods_desired: desired,
-            endpoint: format!("/api/v1/namespaces/{NAMESPACE}/services/http:{svc}:8000/proxy/v1"),
+            endpoint: if rt.answer.is_some() { format!("{base}/v1") } else { base },
             ready_addresses,
+            kind: rt.kind.clone(),
+            namespace: ns,
             name,
         });
     }
@@ -304,12 +317,17 @@ pub fn render(s: &Status) -> String {
     }
     o.push_str("model servers\n");
     if s.live.model_servers.is_empty() {
-        o.push_str(&format!("  (none in {NAMESPACE})\n"));
+        o.push_str("  (none in any namespace)\n");
     }
     for m in &s.live.model_servers {
+        let pods = if m.kind == verify::kserve::vllm().kind {
+            format!("pods {}/{}", m.pods_ready, m.pods_desired)
+        } else {
+            "pods not counted".to_string()
+        };
         o.push_str(&format!(
-            "  {} (serves {}): pods {}/{}; {} ready address(es) behind {}\n",
-            m.name, m.served_name, m.pods_ready, m.pods_desired, m.ready_addresses, m.endpoint
+            "  {} {}/{} (serves {}): {pods}; {} ready address(es) behind {}\n",
+            m.kind, m.namespace, m.name, m.served_name, m.ready_addresses, m.endpoint
         ));
         for c in &m.conditions {
             o.push_str(&format!("    {c}\n"));

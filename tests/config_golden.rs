@@ -46,7 +46,10 @@ fn run_case(case: &Path) -> Run {
         }
     }
     let args = fs::read_to_string(case.join("args")).unwrap();
+    // Goldens run with an empty Hugging Face cache: data/models.json's figures decide.
+    let cache = tempfile::tempdir().unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_eas"))
+        .env("XDG_CACHE_HOME", cache.path())
         .arg("config")
         .arg("--facts")
         .arg(case.join("facts.json"))
@@ -161,6 +164,55 @@ fn every_config_case_matches_its_golden_files() {
         problems.extend(check(case, &run));
     }
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n\n"));
+}
+
+/// Figures in the Hugging Face cache (as `eas up` leaves them) size an entry data/models.json
+/// does not know: on the catalog without eas's candidates, qwen3-0-6b is then picked as the
+/// largest entry that fits, and the decision names where its figures were read. The config below
+/// is in Qwen3-0.6B's shape (28 layers, 8 KV heads, head_dim 128, 40960 tokens, bf16); its size
+/// is 0.6B parameters in bf16 (a test figure, not a reading).
+#[test]
+fn figures_in_the_hf_cache_size_an_entry_the_data_does_not_know() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let case = root.join("fixtures/config/no-fit-memory-decides");
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("eas/hf/Qwen/Qwen3-0.6B@main");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("config.json"),
+        r#"{"head_dim": 128, "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 28,
+            "num_key_value_heads": 8, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}"#,
+    )
+    .unwrap();
+    fs::write(dir.join("model.safetensors.size"), "1192099840").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = |xdg: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_eas"))
+            .env("XDG_CACHE_HOME", xdg)
+            .args(["config", "--facts"])
+            .arg(case.join("facts.json"))
+            .arg("--out")
+            .arg(out.path())
+            .args(["--catalog"])
+            .arg(root.join("fixtures/synthetic/catalogs/without-candidates.yaml"))
+            .current_dir(root)
+            .output()
+            .unwrap()
+    };
+    let o = run(cache.path());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("-> model: qwen3-0-6b (rule: the largest entry that fits, 1.1 GiB of weights)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(Qwen/Qwen3-0.6B's figures: hf:Qwen/Qwen3-0.6B@main config.json)"), "{stdout}");
+    // 40960 tokens × 112 KiB = 4.4 GiB fits the category's 8 GiB cache: no --max-model-len.
+    let edit = fs::read_to_string(out.path().join("models.edit.yaml")).unwrap();
+    assert!(!edit.contains("--max-model-len"), "{edit}");
+    // Without the cache the same catalog is refused, as its golden says.
+    let empty = tempfile::tempdir().unwrap();
+    assert_eq!(run(empty.path()).status.code(), Some(3));
 }
 
 #[test]

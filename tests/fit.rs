@@ -59,10 +59,15 @@ fn verdicts_by_node_size() {
     let no: V = (false, None, None);
     let cases: [(u64, [V; 3]); 5] = [
         (16, [no, no, no]),
-        (32, [no, (true, Some("13"), Some("32768")), (true, Some("12"), Some("32768"))]),
-        (64, [(true, Some("32"), Some("32768")), (true, Some("40"), Some("32768")), (true, Some("40"), Some("32768"))]),
-        (125, [(true, Some("40"), Some("32768")); 3]),
-        (187, [(true, Some("40"), Some("32768")); 3]),
+        // budget = N GiB − 140 MiB − 4 GiB → N − 5 whole GiB; weights + 2 GiB working headroom,
+        // rounded up: 30 (14B), 17 (7B), 17 (8B). 32 GiB: 27 − 17 = 10 GiB of cache; 7B's 32768 ×
+        // 56 KiB = 1.75 GiB fits; Llama's 131072 × 128 KiB = 16 GiB does not: 10 GiB / 128 KiB =
+        // 81920 → 65536.
+        (32, [no, (true, Some("10"), None), (true, Some("10"), Some("65536"))]),
+        // 64: 59 − 30 = 29 (14B, 6 GiB a full request); the others at the catalog's 40.
+        (64, [(true, Some("29"), None), (true, Some("40"), None), (true, Some("40"), None)]),
+        (125, [(true, Some("40"), None); 3]),
+        (187, [(true, Some("40"), None); 3]),
     ];
     for (gib, want) in cases {
         let case = root().join(format!("fixtures/fit/node-{gib}gib"));
@@ -96,7 +101,7 @@ fn an_external_fit_wins_and_every_disagreement_is_a_warning() {
         "k3d-gpu fit says qwen2-5-coder-14b does not fit, eas says it fits",
         "k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits",
         "k3d-gpu fit gives llama-3-1-8b VLLM_CPU_KVCACHE_SPACE=8, eas 40",
-        "k3d-gpu fit gives llama-3-1-8b --max-model-len 16384, eas 32768",
+        "k3d-gpu fit gives llama-3-1-8b --max-model-len 16384, eas (none)",
     ] {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
     }

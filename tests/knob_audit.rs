@@ -81,7 +81,9 @@ fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
     assert!(out.status.success(), "{stderr}\n{stdout}");
     for want in [
         "knob nfd_enabled (required) -> read by intel/enterprise-inference@",
-        "knob agent_toolkit_models (required) -> read by intel/",
+        "knob agent_toolkit_models (defensive) -> note: nothing reads it",
+        "knob llm_services_deploy_models (required) -> read by intel/enterprise-inference@",
+        "knob memory (required) -> read by intel/enterprise-inference@",
         "knob istio_platform (required) -> read by overlay 0002 (added by the patch)",
         "knob existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
         "knob kata_containers_enabled (defensive) -> note: nothing reads it",
@@ -116,18 +118,18 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
     let t = trees(|n, dir| {
         if n == "eat" {
             let f = dir.join("roles/agent_toolkit/tasks/install.yaml");
-            rewrite(&f, "agent_toolkit_models", "agent_toolkit_model_list");
+            rewrite(&f, "agent_sandbox_enabled", "agent_sandbox_on");
         }
     });
     let out = dry_run(&t, &[]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("REFUSE: agent_toolkit_models is written but nothing reads it"), "{stderr}");
-    let out = dry_run(&t, &["--allow-unread", "agent_toolkit_models"]);
+    assert!(stderr.contains("REFUSE: agent_sandbox_enabled is written but nothing reads it"), "{stderr}");
+    let out = dry_run(&t, &["--allow-unread", "agent_sandbox_enabled"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("--allow-unread agent_toolkit_models proceeds"), "{stderr}");
-    assert!(stdout.contains("knob agent_toolkit_models (required) -> unread, allowed by --allow-unread"), "{stdout}");
+    assert!(stderr.contains("--allow-unread agent_sandbox_enabled proceeds"), "{stderr}");
+    assert!(stdout.contains("knob agent_sandbox_enabled (required) -> unread, allowed by --allow-unread"), "{stdout}");
 }
 
 #[test]

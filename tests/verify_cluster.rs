@@ -107,6 +107,80 @@ fn the_router_schedulers_unready_pod_is_not_the_model_servers() {
 }
 
 #[test]
+fn the_answer_is_a_streamed_16_token_completion_with_its_figures() {
+    let c = desktop_with_model(None);
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    let line = out.lines().find(|l| l.contains("16-token chat completion returned")).unwrap_or_else(|| panic!("{out}"));
+    // The stand-in streams one token a chunk and counts 16 in its usage chunk.
+    assert!(line.contains("16 tokens, ttft_ms ") && line.contains("tokens_per_s "), "{line}");
+    assert!(!line.contains("n/a"), "both figures come from a streamed answer: {line}");
+    let asked: Vec<Value> = c
+        .server
+        .proxy_posts()
+        .iter()
+        .filter(|(path, _)| path == "/v1/chat/completions")
+        .map(|(_, body)| serde_json::from_slice(body).unwrap())
+        .collect();
+    assert_eq!(asked.len(), 1, "one completion asked");
+    assert_eq!((asked[0]["max_tokens"].as_u64(), asked[0]["stream"].as_bool()), (Some(16), Some(true)));
+}
+
+#[test]
+fn an_openvino_server_is_verified_as_an_inference_service_by_its_readiness() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    c.record(
+        "k3d-gpu-desktop",
+        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": ["qwen3-5-2b-ovms"], "fit": null}),
+    );
+    kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", true);
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    assert!(out.contains("InferenceService llm-inference/qwen3-5-2b-ovms: Ready"), "{out}");
+    assert!(out.contains("qwen3-5-2b-ovms-predictor: readiness only, the answer was not checked"), "{out}");
+    let listed = c.server.requests().iter().any(|l| l.path == "/apis/serving.kserve.io/v1beta1/inferenceservices");
+    assert!(listed, "InferenceServices are looked for in every namespace");
+}
+
+#[test]
+fn an_openvino_server_not_ready_fails_naming_its_conditions() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    c.record(
+        "k3d-gpu-desktop",
+        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": ["qwen3-5-2b-ovms"], "fit": null}),
+    );
+    kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", false);
+    let out = c.verify(&["--timeout", "2"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("InferenceService llm-inference/qwen3-5-2b-ovms: Ready=False"), "{err}");
+    assert!(err.contains("condition PredictorReady=False reason=ProgressDeadlineExceeded"), "{err}");
+}
+
+#[test]
+fn a_vllm_server_in_the_entrys_own_namespace_is_found_there() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    c.record(
+        "k3d-gpu-desktop",
+        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
+    );
+    kserve::install(&c.server, MODEL, None);
+    // Moved, as a catalog entry with `namespace: team-a` is deployed: every object in team-a.
+    for (gv, res, name) in [
+        ("serving.kserve.io/v1alpha2", "llminferenceservices", MODEL.to_string()),
+        ("v1", "services", format!("{MODEL}-kserve-workload-svc")),
+        ("v1", "endpoints", format!("{MODEL}-kserve-workload-svc")),
+        ("v1", "pods", format!("{MODEL}-kserve-7c9f8d6b5-x2x7q")),
+    ] {
+        let key = kserve::key(gv, res, &name);
+        let mut obj = c.server.remove(&key).unwrap();
+        obj["metadata"]["namespace"] = json!("team-a");
+        c.server.insert(obj);
+    }
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    assert!(out.contains(&format!("LLMInferenceService team-a/{MODEL}: MainWorkloadReady")), "{out}");
+    assert!(out.contains("pod team-a/"), "{out}");
+}
+
+#[test]
 fn a_terminating_pod_is_skipped() {
     let c = desktop_with_model(None);
     let mut old = kserve::pod(&format!("{MODEL}-kserve-6b7d9c8f4-old01"), kserve::workload_labels(MODEL), false, None);
@@ -298,6 +372,28 @@ fn status_shows_a_model_server_kserve_made() {
     assert_eq!(m["served_name"], "Qwen/Qwen2.5-Coder-7B-Instruct");
     assert_eq!(m["ready_addresses"], 1);
     assert!(m["endpoint"].as_str().unwrap().contains(&format!("http:{MODEL}-kserve-workload-svc:8000")), "{m}");
+}
+
+#[test]
+fn status_lists_both_kinds_in_every_namespace() {
+    let c = desktop_with_model(None);
+    kserve::install_ovms(&c.server, "team-ov", "qwen3-5-2b-ovms", true);
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+    assert_status_schema(&doc);
+    let servers = doc["live"]["model_servers"].as_array().unwrap();
+    let ov = servers.iter().find(|m| m["name"] == "qwen3-5-2b-ovms").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!((ov["kind"].as_str(), ov["namespace"].as_str()), (Some("InferenceService"), Some("team-ov")));
+    assert!(ov["endpoint"].as_str().unwrap().ends_with("/services/http:qwen3-5-2b-ovms-predictor:80/proxy"), "{ov}");
+    assert!(ov["conditions"].as_array().unwrap().iter().any(|c| c == "Ready=True (MinimumReplicasAvailable)"), "{ov}");
+    let vllm = servers.iter().find(|m| m["name"] == MODEL).unwrap();
+    assert_eq!(
+        (vllm["kind"].as_str(), vllm["namespace"].as_str()),
+        (Some("LLMInferenceService"), Some("llm-inference"))
+    );
 }
 
 #[test]

@@ -3,8 +3,10 @@
 //!
 //! The shape follows the catalog read at Mushtaq-BGA/enterprise-inference@1e10d1ac
 //! (`model_manager/models.yaml`, `model_manager/lib/config.sh`): `models[]` entries with `name`,
-//! optional `category` (`llm`, `embed`, `rerank`, `vlm`), optional `autodeploy`, optional `env`
-//! map; `runtimes.<rt>.categories.<cat>.defaults.kv_cache_gib`-style defaults under the key
+//! `model_id`, optional `category` (`llm`, `embed`, `rerank`, `vlm`), `runtime` (or
+//! `default_server`), `namespace`, `cpu`, `memory`, `autodeploy`, `args` and an `env` map; the
+//! category's `defaults` (`cpu`, `memory`, which EI renders as the pod's request and limit);
+//! `runtimes.<rt>.categories.<cat>.defaults.kv_cache_gib`-style defaults under the key
 //! `kv_cache_gb`, substituted for `${KV_CACHE_GB}` in the category's
 //! `env.VLLM_CPU_KVCACHE_SPACE`, with 8 when the category sets none (`// 8` in
 //! model-manager's `build_env_block`). A model's own `env.VLLM_CPU_KVCACHE_SPACE` wins.
@@ -26,19 +28,28 @@ pub fn whole_gib(gib: f64) -> u64 {
     if gib.is_finite() && gib > 0.0 { gib.floor() as u64 } else { 0 }
 }
 
-/// The most eas may write for this model's KV cache: the catalog's own figure (the
-/// category's `kv_cache_gb`, or the entry's `env` override), in whole GiB. fit may lower the
-/// cache to this or below, never raise it.
-pub fn kv_ceiling_gib(catalog: &Catalog, model: &str) -> Option<u64> {
-    catalog.entry(model).and_then(|e| e.kv_cache_gib).map(whole_gib)
-}
+/// EI's default namespace when the catalog's `defaults` names none (model-manager's loader).
+pub const DEFAULT_NAMESPACE: &str = "llm-inference";
 
 /// One catalog entry, as far as eas decides on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub name: String,
+    /// The Hugging Face repository the weights come from.
+    pub model_id: String,
     pub category: String,
+    /// The model server: `vllm` or `openvino` (the entry's, its `default_server`, the catalog's).
+    pub runtime: String,
     pub autodeploy: bool,
+    /// Where the server runs: the entry's `namespace`, else the catalog's default.
+    pub namespace: String,
+    /// The pod's memory request and limit in bytes: the entry's `memory`, else the category's.
+    pub memory_bytes: Option<u64>,
+    pub memory_from_entry: bool,
+    /// The pod's CPU request and limit: the entry's `cpu`, else the category's.
+    pub cpu: Option<f64>,
+    /// The `--max-model-len` the rendered args carry (category, version, entry; the last wins).
+    pub max_model_len: Option<u64>,
     /// The KV cache vLLM gets for this entry in GiB (category default or the entry's override),
     /// `None` for categories without a KV cache (embed, rerank).
     pub kv_cache_gib: Option<f64>,
@@ -96,6 +107,7 @@ impl Catalog {
         for (index, m) in raw.models.iter().enumerate() {
             let err = |msg: &str| CatalogError::Entry { index, msg: msg.to_string() };
             let name = m.get("name").and_then(Value::as_str).ok_or_else(|| err("no name"))?.to_string();
+            let model_id = m.get("model_id").and_then(Value::as_str).unwrap_or_default().to_string();
             let category = m.get("category").and_then(Value::as_str).unwrap_or("llm").to_string();
             let autodeploy = m.get("autodeploy").and_then(Value::as_bool).unwrap_or(false);
             let runtime = m
@@ -136,7 +148,41 @@ impl Catalog {
                 other => gib_value(other),
             });
             let kv_cache_gib = own.or(version_kv).or(cat_kv);
-            entries.push(Entry { name, category, autodeploy, kv_from_entry: own.is_some(), kv_cache_gib });
+            let cat_default = |k: &str| cat.and_then(|c| c.get("defaults")).and_then(|d| d.get(k));
+            let own_memory = match m.get("memory") {
+                None => None,
+                Some(v) => Some(quantity(v).ok_or_else(|| err(&format!("memory: not a quantity: {v}")))?),
+            };
+            let memory_bytes = own_memory.or_else(|| cat_default("memory").and_then(quantity));
+            let cpu = m.get("cpu").and_then(gib_value).or_else(|| cat_default("cpu").and_then(gib_value));
+            let namespace = m
+                .get("namespace")
+                .or_else(|| raw.defaults.get("namespace"))
+                .and_then(Value::as_str)
+                .unwrap_or(DEFAULT_NAMESPACE)
+                .to_string();
+            let version_args = version
+                .and_then(|v| rt.and_then(|r| r.get("versions")).and_then(|vs| vs.get(v)))
+                .and_then(|v| v.get("args"));
+            let max_model_len = [cat.and_then(|c| c.get("args")), version_args, m.get("args")]
+                .into_iter()
+                .flatten()
+                .filter_map(max_model_len_arg)
+                .next_back();
+            entries.push(Entry {
+                name,
+                model_id,
+                category,
+                runtime,
+                autodeploy,
+                namespace,
+                memory_bytes,
+                memory_from_entry: own_memory.is_some(),
+                cpu,
+                max_model_len,
+                kv_from_entry: own.is_some(),
+                kv_cache_gib,
+            });
         }
         Ok(Catalog { entries })
     }
@@ -145,10 +191,47 @@ impl Catalog {
         self.entries.iter().find(|e| e.name == name)
     }
 
+    /// The LLM entries (category `llm`), in catalog order.
+    pub fn llms(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(|e| e.category == "llm")
+    }
+
     /// The entries an LLM server can be deployed from (category `llm`).
     pub fn llm_names(&self) -> Vec<&str> {
         self.entries.iter().filter(|e| e.category == "llm").map(|e| e.name.as_str()).collect()
     }
+}
+
+/// A Kubernetes quantity (`16Gi`, or a plain number of bytes) in bytes.
+fn quantity(v: &Value) -> Option<u64> {
+    let b = match v {
+        Value::String(s) => crate::facts::parse_quantity(s)?,
+        Value::Number(n) => n.as_f64()?,
+        _ => return None,
+    };
+    (b.is_finite() && b > 0.0).then_some(b as u64)
+}
+
+/// The last `--max-model-len` in an args list (`--flag v` or `--flag=v`), as model-manager keeps
+/// the last occurrence of a flag.
+fn max_model_len_arg(args: &Value) -> Option<u64> {
+    let items: Vec<String> = args
+        .as_array()?
+        .iter()
+        .map(|a| match a {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    let mut found = None;
+    for (i, a) in items.iter().enumerate() {
+        if a == crate::facts::MAX_MODEL_LEN {
+            found = items.get(i + 1).and_then(|v| v.parse().ok()).or(found);
+        } else if let Some(v) = a.strip_prefix("--max-model-len=") {
+            found = v.parse().ok().or(found);
+        }
+    }
+    found
 }
 
 fn gib_value(v: &Value) -> Option<f64> {
@@ -239,11 +322,29 @@ models:
         assert_eq!(c.entry("old").unwrap().kv_cache_gib, Some(12.0), "the version delta wins over the category");
         assert_eq!(c.entry("ov").unwrap().kv_cache_gib, None, "the flat openvino runtime sets no KV cache");
         assert_eq!(c.llm_names(), vec!["small", "big", "old", "ov"]);
-        assert_eq!(kv_ceiling_gib(&c, "ov"), None);
-        assert_eq!(kv_ceiling_gib(&c, "big"), Some(12));
-        assert_eq!(kv_ceiling_gib(&c, "small"), Some(8));
-        assert_eq!(kv_ceiling_gib(&c, "emb"), None);
-        assert_eq!(kv_ceiling_gib(&c, "absent"), None);
+    }
+
+    #[test]
+    fn pod_resources_namespace_runtime_and_context_per_entry() {
+        let text = format!(
+            "{SHAPE}  - name: own\n    model_id: org/own\n    category: llm\n    namespace: elsewhere\n    memory: 20Gi\n    cpu: 12\n    args: [--max-model-len, \"4096\", --max-model-len=8192]\n"
+        );
+        let c = Catalog::parse(&text).unwrap();
+        let small = c.entry("small").unwrap();
+        assert_eq!(small.model_id, "org/small");
+        assert_eq!(small.memory_bytes, Some(16 << 30), "the category's memory when the entry sets none");
+        assert!(!small.memory_from_entry);
+        assert_eq!(small.cpu, Some(8.0));
+        assert_eq!(small.namespace, DEFAULT_NAMESPACE);
+        assert_eq!(small.runtime, "vllm");
+        assert_eq!(small.max_model_len, None);
+        let own = c.entry("own").unwrap();
+        assert_eq!((own.memory_bytes, own.memory_from_entry, own.cpu), (Some(20 << 30), true, Some(12.0)));
+        assert_eq!(own.namespace, "elsewhere");
+        assert_eq!(own.max_model_len, Some(8192), "the last occurrence wins, in either form");
+        assert_eq!(c.entry("ov").unwrap().runtime, "openvino");
+        assert_eq!(c.entry("emb").unwrap().memory_bytes, Some(12 << 30));
+        assert_eq!(c.llms().count(), 5);
     }
 
     #[test]

@@ -74,21 +74,51 @@ pub struct Nfd {
 #[derive(Debug, Deserialize)]
 pub struct Models {
     pub catalog_kv_cache_gib: f64,
-    /// Memory kept free on the landing node beyond weights and KV cache (why: `headroom_why`).
+    /// The pod memory the built-in candidates stand in with (EI's llm category default).
+    pub category_memory_gib: u64,
+    /// Memory kept free on the landing node beyond the model pod (why: `headroom_why`).
     pub headroom_gib: u64,
+    /// vLLM's working memory inside the pod beyond weights and KV cache (why: `pod_headroom_why`).
+    pub pod_headroom_gib: u64,
     pub candidates: Vec<Candidate>,
+    pub architectures: Vec<ArchitectureRow>,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct Candidate {
     pub name: String,
+    /// The Hugging Face repository, which matches a catalog entry of another name.
+    pub model_id: String,
     pub role: String,
     pub host_memory_gib: f64,
     pub source: String,
     pub kv_source: String,
-    /// What the built-in fit sizes it with; `None`: not read anywhere, so eas does not size it.
-    #[serde(default)]
+}
+
+/// One Hugging Face repository's figures, or why they are unknown.
+#[derive(Debug, Deserialize)]
+pub struct ArchitectureRow {
+    pub model_id: String,
+    #[serde(flatten)]
     pub architecture: Option<crate::config::fit::Architecture>,
+    #[serde(default)]
+    pub unknown: Option<String>,
+}
+
+impl Models {
+    /// The preference row a catalog entry matches, by name or by Hugging Face repository.
+    pub fn preference(&self, name: &str, model_id: &str) -> Option<&Candidate> {
+        self.candidates.iter().find(|c| c.name == name || (!model_id.is_empty() && c.model_id == model_id))
+    }
+
+    /// The recorded figures for a repository: `Ok` with them, `Err` with why they are unknown.
+    pub fn architecture(&self, model_id: &str) -> Result<&crate::config::fit::Architecture, String> {
+        match self.architectures.iter().find(|a| a.model_id == model_id) {
+            Some(ArchitectureRow { architecture: Some(a), .. }) => Ok(a),
+            Some(ArchitectureRow { unknown: Some(why), .. }) => Err(why.clone()),
+            _ => Err(format!("data/models.json records no architecture for {model_id:?}")),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,5 +176,12 @@ mod tests {
             assert!(sources.contains_key(&c.kv_source), "{} cites unknown source {}", c.name, c.kv_source);
         }
         assert_eq!(m.candidates.iter().filter(|c| c.role == "default").count(), 1);
+        for c in &m.candidates {
+            assert!(m.architecture(&c.model_id).is_ok(), "{} has figures", c.name);
+        }
+        for a in &m.architectures {
+            assert!(a.architecture.is_some() != a.unknown.is_some(), "{}: figures or why unknown", a.model_id);
+        }
+        assert!(m.pod_headroom_gib >= 1, "issue 20: at least 1 GiB of working headroom per pod");
     }
 }

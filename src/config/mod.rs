@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod data;
 pub mod fit;
+pub mod hf;
 pub mod model;
 pub mod node_args;
 pub mod render;
@@ -58,10 +59,27 @@ pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
 
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
 pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
+    generate_with_downloads(facts, sel, catalog, &[])
+}
+
+/// Like [`generate_with`], given what Hugging Face said about each model's download
+/// (`net::hf::read_all`'s answers, by `model_id`). Hook for `eas up`'s config phase.
+pub fn generate_with_downloads(
+    facts: &Facts,
+    sel: &Select,
+    catalog: Option<&catalog::Pinned>,
+    downloads: &[(String, hf::Access)],
+) -> Result<Decision, Failure> {
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
-    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref());
+    // The Hugging Face cache, read-only (a dry run or an earlier `eas up` fills it).
+    let hf_cache = hf::cache_base(
+        std::env::var_os("XDG_CACHE_HOME").map(std::path::PathBuf::from).as_deref(),
+        std::env::var_os("HOME").map(std::path::PathBuf::from).as_deref(),
+    );
+    let targets = crate::config::fit::Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache.as_deref());
+    let (fit, fit_warnings) = crate::config::fit::external::resolve(facts, external.as_ref(), &targets);
     let inputs = rules::Inputs {
         facts,
         fit: Some(&fit),
@@ -69,6 +87,8 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
         layer: &sel.layer,
         model: sel.model.as_deref(),
         catalog,
+        hf_cache: hf_cache.as_deref(),
+        downloads,
     };
     let mut d = rules::decide(&inputs).map_err(|r| match r {
         rules::Rejection::Refused(reasons) => Failure::Refused(reasons),

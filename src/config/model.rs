@@ -1,12 +1,18 @@
-//! The model pick (both layers) and the KV-cache rule: EAT's default when the largest node has
-//! the memory EAT documents and fit agrees, else the first 64 GiB fallback that fits, else none;
-//! fit may lower the catalog's KV cache, never raise it, and a lowered cache carries fit's
-//! `--max-model-len`.
+//! The model pick (both layers) and its sizing. The candidates are the catalog's LLM entries (the
+//! built-in candidates stand in without a catalog); the pick is, in order, the preference in
+//! `data/models.json` (matched by name or Hugging Face repository), the catalog's own
+//! `autodeploy: true` entries, then the largest entry that fits; none → a refusal naming each
+//! entry and why. A vLLM pick's KV cache is never raised above the catalog's; its pod memory is
+//! raised to what weights + cache + working headroom need; `--max-model-len` is written whenever
+//! one request at the served context needs more KV than the cache holds.
 
-use crate::facts::{self, Facts, FitVerdict, GIB, KV_CACHE_ENV, MAX_MODEL_LEN};
+use crate::facts::{self, Facts, GIB, KV_CACHE_ENV, MAX_MODEL_LEN};
+use fit::GIB as GIB_BYTES;
 
-use super::catalog::{Pinned, kv_ceiling_gib, whole_gib};
+use super::catalog::{Pinned, whole_gib};
 use super::data::{self, Candidate};
+use super::fit::{self, Architecture, FitDoc, Target};
+use super::hf::Access;
 use super::rules::{Choice, Decision, Layer, ModelEdit, Value};
 
 fn largest_node_gib(f: &Facts) -> (f64, String) {
@@ -30,7 +36,7 @@ fn fmt_gib(v: f64) -> String {
 fn fit_fact(f: &Facts, fit: Option<&facts::Fit>) -> String {
     match fit.map(|fit| fit.source.as_deref()) {
         None => "no fit document (memory alone decides)".into(),
-        Some(Some(crate::config::fit::SOURCE_EAS)) => match crate::config::fit::budget(f) {
+        Some(Some(fit::SOURCE_EAS)) => match fit::budget(f) {
             Some(b) => format!(
                 "eas fit on node {}: {} GiB budget ({} GiB allocatable, {} pod requests, {} GiB headroom)",
                 b.node,
@@ -48,43 +54,88 @@ fn fit_fact(f: &Facts, fit: Option<&facts::Fit>) -> String {
     }
 }
 
-/// A model eas may pick or be given: a built-in candidate, or (with a catalog) any LLM entry.
+/// A model eas may pick or be given: a catalog LLM entry (or a built-in candidate standing in).
 struct Pickable<'a> {
-    name: &'a str,
-    /// The built-in candidate's data (host memory, role, citations), when it is one.
-    cand: Option<&'a Candidate>,
+    target: &'a Target,
+    autodeploy: bool,
+    cpu: Option<f64>,
+    /// The preference row it matches (EAT's default or a fallback), by name or repository.
+    pref: Option<&'a Candidate>,
+    arch: Option<&'a Architecture>,
+    /// What Hugging Face said about downloading its weights, when it was asked.
+    download: Option<Access>,
 }
 
-/// Whether a model can be picked automatically, and why not.
-fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>) -> Result<(), String> {
-    if let Some(c) = p.cand
+impl Pickable<'_> {
+    fn name(&self) -> &str {
+        &self.target.name
+    }
+}
+
+fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickable<'a>> {
+    let models = data::models();
+    targets
+        .iter()
+        .map(|t| {
+            let entry = catalog.and_then(|c| c.catalog.entry(&t.name));
+            Pickable {
+                target: t,
+                autodeploy: entry.is_some_and(|e| e.autodeploy),
+                cpu: entry.and_then(|e| e.cpu),
+                pref: models.preference(&t.name, &t.model_id),
+                arch: t.arch.as_ref().ok().filter(|_| t.runtime == "vllm"),
+                download: None,
+            }
+        })
+        .collect()
+}
+
+/// Whether a model can be picked automatically, and why not. `as_preference`: by the
+/// preference rule, which also needs the host memory EAT documents for it.
+fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>, own: &FitDoc, as_preference: bool) -> Result<(), String> {
+    // The install would fail downloading it (Hugging Face itself refused this token).
+    if let Some(Access::Refused { cause, fix }) = &p.download {
+        return Err(format!("{}: {cause} ({fix})", p.name()));
+    }
+    if let Some(c) = p.pref.filter(|_| as_preference)
         && mem + 1e-9 < c.host_memory_gib
     {
-        return Err(format!("{} needs {} GiB of host memory", c.name, fmt_gib(c.host_memory_gib)));
+        return Err(format!("{} needs {} GiB of host memory", p.name(), fmt_gib(c.host_memory_gib)));
     }
-    match fit.map(|f| f.candidates.get(p.name)) {
+    let own_why = own.candidates.get(p.name()).map(|e| e.why.clone()).unwrap_or_default();
+    let external = fit.and_then(|f| f.source.as_deref()) != Some(fit::SOURCE_EAS);
+    match fit.map(|f| f.candidates.get(p.name())) {
         None => Ok(()),
-        Some(None) => Err(format!("{}: no fit verdict", p.name)),
-        Some(Some(v)) if !v.fits => Err(format!("{}: fit says it does not fit", p.name)),
+        Some(None) if own_why.is_empty() || external => Err(format!("{}: no fit verdict", p.name())),
+        Some(None) => Err(format!("{}: no fit verdict ({own_why})", p.name())),
+        Some(Some(v)) if !v.fits && !external => {
+            let sized = own.candidates.get(p.name()).is_some_and(|e| e.numbers.is_some());
+            let what = if sized { "does not fit" } else { "no fit verdict" };
+            Err(format!("{}: {what}: {own_why}", p.name()))
+        }
+        Some(Some(v)) if !v.fits => Err(format!("{}: fit says it does not fit", p.name())),
         Some(Some(_)) => Ok(()),
     }
 }
 
-/// The model pick for either layer and its KV cache. With a catalog, only its LLM entries can be
-/// picked, and its KV cache is the ceiling. `Err` is a refusal.
+/// The model pick for either layer and its sizing. `Err` is a refusal.
 pub fn pick(
     f: &Facts,
     fit: Option<&facts::Fit>,
     forced: Option<&str>,
     catalog: Option<&Pinned>,
+    (hf_cache, downloads): (Option<&std::path::Path>, &[(String, Access)]),
     layer: Layer,
     d: &mut Decision,
 ) -> Result<(), String> {
-    let models = data::models();
+    let targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
+    let own = fit::compute_for(f, &targets);
+    let mut list = pickables(&targets, catalog);
+    for p in &mut list {
+        p.download = downloads.iter().find(|(id, _)| *id == p.target.model_id).map(|(_, a)| a.clone());
+    }
     let (mem, node) = largest_node_gib(f);
-    let mem_fact = format!("largest node {node} {} GiB", fmt_gib(mem));
-    let fit_fact = fit_fact(f, fit);
-    let fit_fact = fit_fact.as_str();
+    let facts_line = format!("largest node {node} {} GiB; {}", fmt_gib(mem), fit_fact(f, fit));
     if let Some(c) = catalog {
         d.choices.push(Choice {
             fact: format!("EI catalog {}: LLM entries {}", c.describe(), c.catalog.llm_names().join(", ")),
@@ -93,210 +144,379 @@ pub fn pick(
         });
     }
 
-    let picked: Option<Pickable> = if let Some(name) = forced {
-        let p = Pickable { name, cand: models.candidates.iter().find(|c| c.name == name) };
-        let why = match verdict(&p, mem, fit) {
+    let picked: &Pickable = if let Some(name) = forced {
+        let p = list.iter().find(|p| p.name() == name).ok_or_else(|| format!("--model {name}: not a candidate"))?;
+        match &p.download {
+            Some(Access::Refused { cause, fix }) => {
+                return Err(format!("--model {name}: the install cannot download it: {cause}; {fix}"));
+            }
+            Some(Access::Unknown(why)) => d.warnings.push(format!("--model {name}: download not checked: {why}")),
+            _ => {}
+        }
+        let why = match verdict(p, mem, fit, &own, true) {
             Ok(()) => String::new(),
             Err(e) => {
                 d.warnings.push(format!("--model {name} overrides the pick although {e}"));
                 format!("; warning: {e}")
             }
         };
-        let source = match (p.cand, catalog) {
+        let source = match (p.pref, catalog) {
             (_, Some(_)) => "ei-catalog-shape".to_string(),
             (Some(c), None) => c.source.clone(),
             (None, None) => unreachable!("checked in decide"),
         };
         d.choices.push(Choice {
-            fact: format!("--model {name}; {mem_fact}; {fit_fact}"),
+            fact: format!("--model {name}; {facts_line}"),
             choice: format!("model: {name} (forced{why})"),
             source,
         });
-        Some(p)
+        p
     } else {
-        auto_pick(catalog, mem, fit, &format!("{mem_fact}; {fit_fact}"), d)?
+        let p = auto_pick(&list, catalog, mem, fit, &own, &facts_line, d)?;
+        if let Some(Access::Unknown(why)) = &p.download {
+            d.warnings.push(format!("{}: download not checked: {why}", p.name()));
+        }
+        p
     };
-    let list = picked.as_ref().map(|p| vec![p.name.to_string()]).unwrap_or_default();
-    match layer {
-        Layer::AgentToolkit => d.overrides.push(("agent_toolkit_models", Value::List(list))),
-        Layer::Inference => deploy_switch(picked.as_ref().map(|p| p.name), d),
-    }
-
-    let Some(p) = picked else { return Ok(()) };
-    let (ceiling, kv_source) = match catalog {
-        Some(cat) => match kv_ceiling_gib(&cat.catalog, p.name) {
-            Some(k) => (k, "ei-catalog-kv".to_string()),
-            None => {
-                d.choices.push(Choice {
-                    fact: format!("the catalog sets no {KV_CACHE_ENV} for {}", p.name),
-                    choice: "KV cache: none written (the entry's server sizes its own)".into(),
-                    source: "ei-catalog-kv".into(),
-                });
-                autodeploy_edit(p.name, layer, d);
-                return Ok(());
-            }
-        },
-        None => (whole_gib(models.catalog_kv_cache_gib), p.cand.expect("checked in decide").kv_source.clone()),
-    };
-    let Some(v) = fit.and_then(|fit| fit.candidates.get(p.name)) else {
-        d.choices.push(Choice {
-            fact: format!("no fit sizing for {}", p.name),
-            choice: format!("KV cache: catalog's {ceiling} GiB kept"),
-            source: kv_source,
-        });
-        autodeploy_edit(p.name, layer, d);
-        return Ok(());
-    };
-    kv_cache(p.name, &kv_source, v, ceiling, d)?;
-    autodeploy_edit(p.name, layer, d);
-    Ok(())
+    deploy_path(picked.name(), layer, d);
+    size_pick(f, picked, fit, d)
 }
 
-/// The first candidate (in data/models.json's order) that the catalog holds and that fits.
-fn auto_pick<'a>(
+/// The automatic pick: the preference, then the catalog's autodeploy entries, then the largest
+/// entry (by weights) that fits. None fits: a refusal naming every entry and why.
+fn auto_pick<'a, 'b>(
+    list: &'b [Pickable<'a>],
     catalog: Option<&Pinned>,
     mem: f64,
     fit: Option<&facts::Fit>,
-    facts: &str,
+    own: &FitDoc,
+    facts_line: &str,
     d: &mut Decision,
-) -> Result<Option<Pickable<'a>>, String> {
+) -> Result<&'b Pickable<'a>, String> {
     let models = data::models();
-    let in_catalog = |name: &str| catalog.is_none_or(|c| c.catalog.llm_names().contains(&name));
-    let mut reasons = Vec::new();
-    let mut found = None;
+    let mut reasons: Vec<String> = Vec::new();
+    let noted = |reasons: &mut Vec<String>, r: String| {
+        if !reasons.contains(&r) {
+            reasons.push(r);
+        }
+    };
+    let choose = |d: &mut Decision, p: &Pickable, rule: String, source: String, reasons: &[String]| {
+        let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
+        d.choices.push(Choice {
+            fact: format!("{facts_line}{rejected}"),
+            choice: format!("model: {} ({rule})", p.name()),
+            source,
+        });
+    };
+    // 1. The preference (EAT's documented default, then its fallbacks), matched by name or id.
     for c in &models.candidates {
-        if !in_catalog(&c.name) {
-            reasons.push(format!("{} is not in the catalog", c.name));
+        let Some(p) = list.iter().find(|p| p.pref.is_some_and(|r| r.name == c.name)) else {
+            noted(&mut reasons, format!("{} ({}) is not in the catalog", c.name, c.model_id));
             continue;
-        }
-        let p = Pickable { name: &c.name, cand: Some(c) };
-        match verdict(&p, mem, fit) {
+        };
+        match verdict(p, mem, fit, own, true) {
             Ok(()) => {
-                found = Some(p);
-                break;
+                let how = if p.name() == c.name { String::new() } else { format!(" {} by model_id", c.name) };
+                choose(d, p, format!("rule: preference, EAT's {}{how}", c.role), c.source.clone(), &reasons);
+                return Ok(p);
             }
-            Err(e) => reasons.push(e),
+            Err(e) => noted(&mut reasons, e),
         }
     }
-    if let Some(cat) = catalog
-        && !models.candidates.iter().any(|c| in_catalog(&c.name))
-    {
-        let own: Vec<&str> = models.candidates.iter().map(|c| c.name.as_str()).collect();
-        return Err(format!(
-            "the EI catalog {} holds none of eas's candidates ({}); its LLM entries: {}; choose one with --model",
-            cat.describe(),
-            own.join(", "),
-            cat.catalog.llm_names().join(", ")
-        ));
-    }
-    let rejected = if reasons.is_empty() { String::new() } else { format!("; {}", reasons.join("; ")) };
-    match &found {
-        Some(p) => {
-            let c = p.cand.expect("automatic picks are candidates");
-            d.choices.push(Choice {
-                fact: format!("{facts}{rejected}"),
-                choice: format!("model: {} ({})", c.name, c.role),
-                source: c.source.clone(),
-            });
-        }
-        None => {
-            d.warnings.push(format!("no model fits this cluster{rejected}"));
-            d.choices.push(Choice {
-                fact: format!("{facts}{rejected}"),
-                choice: "model: none ([]): no candidate fits".into(),
-                source: models.candidates[0].source.clone(),
-            });
+    // 2. The catalog's own autodeploy: true entries, in its order.
+    for p in list.iter().filter(|p| p.autodeploy) {
+        match verdict(p, mem, fit, own, false) {
+            Ok(()) => {
+                choose(d, p, "rule: the catalog's autodeploy: true".into(), "ei-autodeploy".into(), &reasons);
+                return Ok(p);
+            }
+            Err(e) => noted(&mut reasons, e),
         }
     }
-    Ok(found)
+    // 3. The largest entry that fits, by weights (an unknown architecture has no size).
+    let mut fitting: Vec<&Pickable> = Vec::new();
+    for p in list {
+        match (verdict(p, mem, fit, own, false), p.arch) {
+            (Ok(()), Some(_)) => fitting.push(p),
+            (Ok(()), None) => {
+                noted(&mut reasons, format!("{}: architecture unknown, never picked automatically", p.name()))
+            }
+            (Err(e), _) => noted(&mut reasons, e),
+        }
+    }
+    if let Some(p) = fitting.into_iter().max_by_key(|p| p.arch.map(Architecture::weights_bytes)) {
+        let w = p.arch.map(|a| fmt_gib(a.weights_bytes() as f64 / GIB)).unwrap_or_default();
+        choose(
+            d,
+            p,
+            format!("rule: the largest entry that fits, {w} GiB of weights"),
+            "memory-is-limit".into(),
+            &reasons,
+        );
+        return Ok(p);
+    }
+    let at =
+        catalog.map(|c| format!("the EI catalog {}", c.describe())).unwrap_or_else(|| "the built-in candidates".into());
+    Err(format!(
+        "no model of {at} fits this cluster ({facts_line}): {}; choose one with --model or give the node more memory",
+        reasons.join("; ")
+    ))
 }
 
-/// The inference layer deploys its model through EI's own switch: the layer config's
-/// `llm_services_deploy_models` (shipped `false`) gates the whole auto-deploy phase, and only
-/// entries marked `autodeploy: true` are deployed.
-fn deploy_switch(model: Option<&str>, d: &mut Decision) {
-    let on = model.is_some();
+/// The key EAT would read the model list from, were a reader found (none is in any stored copy).
+pub const EAT_MODELS_KEY: &str = "agent_toolkit_models";
+
+/// The fact of the agent-toolkit layer's deploy-path line before the EAT tree is searched.
+const EAT_NOT_CHECKED: &str = "EAT's reader of agent_toolkit_models not checked here";
+
+/// The deploy path once the pinned EAT tree (`at`, `owner/repo@sha7`) was searched for readers of
+/// `agent_toolkit_models` with data/knobs.json's pathspecs (`readers`: the files found). With
+/// one, EAT's key deploys the pick and EI's switch and autodeploy are taken back; without, EI's
+/// path stays and its line names the search. Only the agent-toolkit layer changes. Pure: the
+/// search is `up::knob_audit::eat_model_readers`; `eas up`'s config plan half wires the two.
+pub fn prove_deploy_path(d: &mut Decision, readers: &[String], at: &str) {
+    if d.layer != Layer::AgentToolkit {
+        return;
+    }
+    let Some(i) = d.choices.iter().position(|c| c.fact.contains(EAT_NOT_CHECKED)) else { return };
+    let pick =
+        d.choices[i].fact.split("model ").nth(1).and_then(|r| r.split(';').next()).unwrap_or_default().to_string();
+    if readers.is_empty() {
+        d.choices[i].fact = format!(
+            "layer agent-toolkit, model {pick}; no file of {at} reads {EAT_MODELS_KEY} (data/knobs.json's pathspecs); \
+             EI's deploy path is proved by roles/llm_services"
+        );
+        return;
+    }
+    d.choices[i] = Choice {
+        fact: format!("layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read by {} in {at}", readers.join(", ")),
+        choice: format!("deploy path: EAT's {EAT_MODELS_KEY}: [{pick:?}]; llm_services_deploy_models not written"),
+        source: "ei-deploy-switch".into(),
+    };
+    d.overrides.retain(|(k, _)| *k != "llm_services_deploy_models");
+    d.choices.retain(|c| !(c.fact.starts_with(EAT_MODELS_KEY) || c.choice.ends_with(" autodeploy: true")));
+    for e in &mut d.model_edits {
+        e.autodeploy = false;
+    }
+    d.model_edits.retain(|e| *e != ModelEdit { name: e.name.clone(), ..ModelEdit::default() });
+}
+
+/// The deploy path the pinned trees prove. EI's install deploys the catalog entries marked
+/// `autodeploy: true` when `llm_services_deploy_models` is on; no stored EAT file reads
+/// `agent_toolkit_models`, so on the agent-toolkit layer it is written as a defensive key beside
+/// EI's path, and the decision says EAT's reader was not checked here.
+fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
+    let fact = match layer {
+        Layer::Inference => {
+            format!("layer inference, model {name}; EI's config.yaml ships llm_services_deploy_models: false")
+        }
+        Layer::AgentToolkit => format!(
+            "layer agent-toolkit, model {name}; {EAT_NOT_CHECKED} (no stored EAT file reads it); EI's deploy path is \
+             proved by roles/llm_services"
+        ),
+    };
     d.choices.push(Choice {
-        fact: match model {
-            Some(m) => format!("layer inference, model {m}; EI's config.yaml ships llm_services_deploy_models: false"),
-            None => "layer inference, no model picked".into(),
-        },
-        choice: format!("llm_services_deploy_models: {on}"),
+        fact,
+        choice: "llm_services_deploy_models: true".into(),
         source: "ei-deploy-switch".into(),
     });
-    d.overrides.push(("llm_services_deploy_models", Value::Bool(on)));
-}
-
-fn autodeploy_edit(name: &str, layer: Layer, d: &mut Decision) {
-    if layer != Layer::Inference {
-        return;
+    d.overrides.push(("llm_services_deploy_models", Value::Bool(true)));
+    if layer == Layer::AgentToolkit {
+        d.choices.push(Choice {
+            fact: format!("{EAT_MODELS_KEY} has no proved reader"),
+            choice: format!("agent_toolkit_models: [{name:?}] (defensive: harmless when unread)"),
+            source: "ei-deploy-switch".into(),
+        });
+        d.overrides.push(("agent_toolkit_models", Value::List(vec![name.to_string()])));
     }
     d.choices.push(Choice {
         fact: format!("EI's install deploys only catalog entries with autodeploy: true; {name} is the pick"),
         choice: format!("models.yaml {name} autodeploy: true"),
         source: "ei-autodeploy".into(),
     });
-    match d.model_edits.iter_mut().find(|e| e.name == name) {
-        Some(e) => e.autodeploy = true,
-        None => d.model_edits.push(ModelEdit {
-            name: name.to_string(),
-            autodeploy: true,
-            env: Vec::new(),
-            args_append: Vec::new(),
-        }),
-    }
+    edit(d, name).autodeploy = true;
 }
 
-fn kv_cache(name: &str, kv_source: &str, v: &FitVerdict, ceiling: u64, d: &mut Decision) -> Result<(), String> {
-    let Some(kv_text) = v.env.get(KV_CACHE_ENV) else {
+fn edit<'d>(d: &'d mut Decision, name: &str) -> &'d mut ModelEdit {
+    if let Some(i) = d.model_edits.iter().position(|e| e.name == name) {
+        return &mut d.model_edits[i];
+    }
+    d.model_edits.push(ModelEdit { name: name.to_string(), ..ModelEdit::default() });
+    d.model_edits.last_mut().expect("just pushed")
+}
+
+/// The pick's KV cache, pod memory, CPU and `--max-model-len` (vLLM entries only).
+fn size_pick(f: &Facts, p: &Pickable, fit: Option<&facts::Fit>, d: &mut Decision) -> Result<(), String> {
+    let name = p.name().to_string();
+    let Some(ceiling) = p.target.kv_ceiling_gib else {
         d.choices.push(Choice {
-            fact: format!("fit sets no {KV_CACHE_ENV} for {name}"),
-            choice: format!("KV cache: catalog's {ceiling} GiB kept"),
-            source: kv_source.to_string(),
+            fact: format!("the catalog sets no {KV_CACHE_ENV} for {name} (runtime {})", p.target.runtime),
+            choice: "KV cache: none written (the entry's server sizes its own)".into(),
+            source: "ei-catalog-kv".into(),
         });
+        cpu(f, p, d);
         return Ok(());
     };
-    let kv = facts::parse_gib(kv_text).expect("validated on read");
-    let whole = whole_gib(kv);
-    // vLLM reads the variable with int(...): a fraction would stop the pod, so fit's figure is
-    // rounded down to whole GiB (never up), and the catalog's is the ceiling.
-    let rounded = if (kv - whole as f64).abs() > f64::EPSILON {
-        format!(", rounded down to {whole} whole GiB (vLLM reads whole GiB)")
-    } else {
-        String::new()
+    let kv_source =
+        p.pref.filter(|_| p.target.kv_ceiling_gib == Some(fit::catalog_cache_gib())).map(|c| c.kv_source.clone());
+    let kv_source = kv_source.unwrap_or_else(|| "ei-catalog-kv".into());
+    let verdict = fit.and_then(|fit| fit.candidates.get(&name)).filter(|v| v.fits);
+    let from_fit = verdict.and_then(|v| v.env.get(KV_CACHE_ENV)).and_then(|t| facts::parse_gib(t).map(|g| (t, g)));
+    let cache = match from_fit {
+        None => {
+            d.choices.push(Choice {
+                fact: format!("no fit sizing for {name}"),
+                choice: format!("KV cache: catalog's {ceiling} GiB kept"),
+                source: kv_source.clone(),
+            });
+            ceiling
+        }
+        Some((text, kv)) => {
+            let whole = whole_gib(kv);
+            // vLLM reads the variable with int(...): fit's figure is rounded down, never up.
+            let rounded = if (kv - whole as f64).abs() > f64::EPSILON {
+                format!(", rounded down to {whole} whole GiB")
+            } else {
+                String::new()
+            };
+            if whole >= ceiling {
+                d.choices.push(Choice {
+                    fact: format!("fit {KV_CACHE_ENV}={text} for {name}{rounded} >= catalog {ceiling}"),
+                    choice: format!("KV cache: catalog's {ceiling} GiB kept (fit may lower it, never raise it)"),
+                    source: "memory-is-limit".into(),
+                });
+                ceiling
+            } else if whole == 0 {
+                return Err(format!(
+                    "fit sizes {name}'s KV cache at {text} GiB, under one whole GiB: vLLM reads {KV_CACHE_ENV} as whole \
+                     GiB and 0 leaves the size to vLLM; pick a smaller model (--model) or give the node more memory"
+                ));
+            } else {
+                d.choices.push(Choice {
+                    fact: format!("fit {KV_CACHE_ENV}={text} for {name} < catalog {ceiling}{rounded}"),
+                    choice: format!("models.yaml {name} env {KV_CACHE_ENV}: \"{whole}\""),
+                    source: if rounded.is_empty() { "vllm-kv-space" } else { "vllm-kv-int" }.into(),
+                });
+                edit(d, &name).env.push((KV_CACHE_ENV.to_string(), whole.to_string()));
+                whole
+            }
+        }
     };
-    if whole >= ceiling {
-        d.choices.push(Choice {
-            fact: format!("fit {KV_CACHE_ENV}={kv_text} for {}{rounded} >= catalog {ceiling}", name),
-            choice: format!("KV cache: catalog's {ceiling} GiB kept (fit may lower it, never raise it)"),
-            source: "memory-is-limit".into(),
-        });
-        return Ok(());
+    // A context the winning fit sized (k3d-gpu fit writes one with every cache) is kept where it
+    // is shorter than what vLLM would otherwise serve: fit wins, as its warnings say.
+    let fit_len = verdict.and_then(|v| v.max_model_len()).and_then(|l| l.parse::<u64>().ok());
+    match p.arch {
+        Some(arch) => pod_memory_and_context(f, p, arch, cache, fit_len, d),
+        None => {
+            d.warnings.push(format!(
+                "{name}: architecture unknown ({}): its pod memory and context were not checked",
+                p.target.model_id
+            ));
+            // An external fit that lowered the cache sized a context for it: keep that one.
+            if let Some(len) = verdict.and_then(|v| v.max_model_len()).filter(|_| cache < ceiling) {
+                push_len(d, &name, len, format!("fit's {MAX_MODEL_LEN} {len} for the lowered cache"));
+            }
+        }
     }
-    if whole == 0 {
-        return Err(format!(
-            "fit sizes {}'s KV cache at {kv_text} GiB, under one whole GiB: vLLM reads {KV_CACHE_ENV} as whole \
-             GiB and 0 leaves the size to vLLM; pick a smaller model (--model) or give the node more memory",
-            name
-        ));
-    }
-    let len = v.max_model_len().expect("validated on read").to_string();
-    let value = whole.to_string();
+    cpu(f, p, d);
+    Ok(())
+}
+
+fn push_len(d: &mut Decision, name: &str, len: &str, fact: String) {
     d.choices.push(Choice {
-        fact: format!("fit {KV_CACHE_ENV}={kv_text} for {} < catalog {ceiling}{rounded}", name),
-        choice: format!("models.yaml {} env {KV_CACHE_ENV}: {value:?}", name),
-        source: if rounded.is_empty() { "vllm-kv-space" } else { "vllm-kv-int" }.into(),
-    });
-    d.choices.push(Choice {
-        fact: format!("a lowered KV cache must hold one request at fit's {MAX_MODEL_LEN} {len}"),
-        choice: format!("models.yaml {} args_append: [\"{MAX_MODEL_LEN}\", {len:?}]", name),
+        fact,
+        choice: format!("models.yaml {name} args_append: [\"{MAX_MODEL_LEN}\", \"{len}\"]"),
         source: "vllm-kv-check".into(),
     });
-    d.model_edits.push(ModelEdit {
-        name: name.to_string(),
-        autodeploy: false,
-        env: vec![(KV_CACHE_ENV.to_string(), value)],
-        args_append: vec![MAX_MODEL_LEN.to_string(), len],
+    let e = edit(d, name);
+    e.args_append = vec![MAX_MODEL_LEN.to_string(), len.to_string()];
+}
+
+fn pod_memory_and_context(
+    f: &Facts,
+    p: &Pickable,
+    arch: &Architecture,
+    cache: u64,
+    fit_len: Option<u64>,
+    d: &mut Decision,
+) {
+    let name = p.name().to_string();
+    let ctx = fit::context(arch, p.target.max_model_len);
+    let kv = arch.kv_bytes_per_token();
+    let needed = fit::needed_max_model_len(arch, ctx, cache);
+    match (needed, fit_len.filter(|l| *l < ctx)) {
+        (Some(len), other) if other.is_none_or(|o| o >= len) => {
+            let fact = format!(
+                "one request of {name}'s {ctx}-token context needs {} GiB of KV cache > {cache} GiB",
+                fmt_gib((ctx * kv) as f64 / GIB)
+            );
+            push_len(d, &name, &len.to_string(), fact);
+        }
+        (_, Some(len)) => {
+            push_len(
+                d,
+                &name,
+                &len.to_string(),
+                format!("fit sized {name}'s cache for {MAX_MODEL_LEN} {len} < its {ctx}-token context"),
+            );
+        }
+        (_, None) => {}
+    }
+    let need = fit::memory_gib(arch, cache);
+    let budget = fit::budget(f).map(|b| b.budget_bytes);
+    let parts = format!(
+        "weights {} GiB ({}'s figures: {}) + {cache} GiB KV cache + {} GiB working headroom",
+        fmt_gib(arch.weights_bytes() as f64 / GIB),
+        p.target.model_id,
+        p.target.arch_from,
+        data::models().pod_headroom_gib
+    );
+    let catalog = p.target.pod_memory_bytes;
+    let too_small = catalog.is_none_or(|m| m < need * GIB_BYTES);
+    let too_big = matches!((catalog, budget), (Some(m), Some(b)) if m > b);
+    if !too_small && !too_big {
+        d.choices.push(Choice {
+            fact: format!("{parts} = {need} GiB"),
+            choice: format!("pod memory: catalog's {} GiB kept", fmt_gib(catalog.unwrap_or(0) as f64 / GIB)),
+            source: "memory-is-limit".into(),
+        });
+        return;
+    }
+    if budget.is_some_and(|b| need * GIB_BYTES > b) {
+        d.warnings.push(format!(
+            "{name} needs {need} GiB of pod memory ({parts}), more than the node's {} GiB budget",
+            fmt_gib(budget.unwrap_or(0) as f64 / GIB)
+        ));
+        return;
+    }
+    let was = catalog.map(|m| format!("{} GiB", fmt_gib(m as f64 / GIB))).unwrap_or_else(|| "none".into());
+    d.choices.push(Choice {
+        fact: format!(
+            "{parts} = {need} GiB; the catalog's memory {was} (EI renders it as the pod's request and limit)"
+        ),
+        choice: format!("models.yaml {name} memory: \"{need}Gi\""),
+        source: "memory-is-limit".into(),
     });
-    Ok(())
+    edit(d, &name).memory = Some(format!("{need}Gi"));
+}
+
+/// The entry's CPU (EI renders it as request and limit) lowered to what the landing node can
+/// schedule (allocatable minus its pods' requests, where the facts carry them), never raised.
+fn cpu(f: &Facts, p: &Pickable, d: &mut Decision) {
+    let Some(want) = p.cpu else { return };
+    let Some(n) = fit::landing_node(&f.nodes) else { return };
+    let Some(alloc) = n.allocatable.get("cpu").and_then(|c| facts::parse_quantity(c)) else { return };
+    let requested = n.pod_requests.as_ref().and_then(|r| r.get("cpu")).and_then(|c| facts::parse_quantity(c));
+    let free = (alloc - requested.unwrap_or(0.0)).floor();
+    if want <= free || free < 1.0 {
+        return;
+    }
+    let req =
+        requested.map(|r| format!(" - {r} requested")).unwrap_or_else(|| " (pod CPU requests not gathered)".into());
+    d.choices.push(Choice {
+        fact: format!("{} asks cpu {want}; node {} schedules {free} ({alloc} allocatable{req})", p.name(), n.name),
+        choice: format!("models.yaml {} cpu: {free}", p.name()),
+        source: "memory-is-limit".into(),
+    });
+    edit(d, p.name()).cpu = Some(format!("{free}"));
 }

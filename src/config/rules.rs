@@ -38,11 +38,15 @@ pub struct Choice {
     pub source: String,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelEdit {
     pub name: String,
-    /// Set the entry's `autodeploy: true` (the inference layer deploys the pick this way).
+    /// Set the entry's `autodeploy: true` (EI's install deploys the pick this way).
     pub autodeploy: bool,
+    /// The entry's `memory` (whole Gi), raised to what the pod needs.
+    pub memory: Option<String>,
+    /// The entry's `cpu`, lowered to what the landing node can schedule.
+    pub cpu: Option<String>,
     pub env: Vec<(String, String)>,
     pub args_append: Vec<String>,
 }
@@ -82,6 +86,13 @@ pub struct Inputs<'a> {
     /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
     /// candidates (`data/models.json`) stand in for it.
     pub catalog: Option<&'a super::catalog::Pinned>,
+    /// The Hugging Face cache (`config::hf::cache_base`), read-only: figures found there win over
+    /// `data/models.json`'s. `None`: not read.
+    pub hf_cache: Option<&'a std::path::Path>,
+    /// What Hugging Face said about downloading each model (`model_id`, `net::hf`'s reads): an
+    /// automatic pick skips an entry it refused, a `--model` pick it refused is refused (exit 3),
+    /// and an unknown answer is a warning. Empty: not read (`eas config`, `--offline`).
+    pub downloads: &'a [(String, super::hf::Access)],
 }
 
 pub const NODE_ARGS: &str = "k3s.io/node-args";
@@ -147,7 +158,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
     }
-    super::model::pick(f, inp.fit, inp.model, inp.catalog, layer, &mut d)
+    super::model::pick(f, inp.fit, inp.model, inp.catalog, (inp.hf_cache, inp.downloads), layer, &mut d)
         .map_err(|why| Rejection::Refused(vec![why]))?;
 
     manifest(&mut d, inp, layer);
@@ -566,268 +577,5 @@ fn devices(f: &Facts) -> Vec<(String, String, String, String)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn servicelb_disabled_in_every_form() {
-        let on = [
-            &["server", "--disable", "servicelb"][..],
-            &["server", "--disable=servicelb"],
-            &["server", "--disable", "traefik,servicelb"],
-            &["server", "--disable=traefik, servicelb"],
-            &["server", "--disable", "\"servicelb\""],
-            &["server", "--no-deploy", "servicelb"],
-            &["server", "--no-deploy=servicelb"],
-            &["server", "--disable-servicelb"],
-            &["server", "--disable", "traefik", "--disable", "servicelb"],
-        ];
-        for a in on {
-            assert!(disables(&args(a), "servicelb"), "{a:?}");
-        }
-        let off = [
-            &["server", "--disable", "traefik"][..],
-            &["server", "--disable=traefik"],
-            &["server", "--disable", "servicelb-extra"],
-            &["server"],
-            &["server", "--disable"],
-            &["server", "--kube-apiserver-arg", "servicelb"],
-        ];
-        for a in off {
-            assert!(!disables(&args(a), "servicelb"), "{a:?}");
-        }
-    }
-
-    #[test]
-    fn cidr_flags_in_both_forms_last_wins() {
-        assert_eq!(
-            flag_value(&args(&["server", "--cluster-cidr", "10.1.0.0/16"]), "--cluster-cidr").as_deref(),
-            Some("10.1.0.0/16")
-        );
-        assert_eq!(
-            flag_value(&args(&["server", "--cluster-cidr=10.2.0.0/16"]), "--cluster-cidr").as_deref(),
-            Some("10.2.0.0/16")
-        );
-        assert_eq!(
-            flag_value(&args(&["--cluster-cidr=10.2.0.0/16", "--cluster-cidr", "10.3.0.0/16"]), "--cluster-cidr")
-                .as_deref(),
-            Some("10.3.0.0/16")
-        );
-        assert_eq!(flag_value(&args(&["--cluster-cidr-extra=x"]), "--cluster-cidr"), None);
-    }
-
-    #[test]
-    fn node_args_that_are_not_a_json_list_or_hold_a_bad_cidr_are_bad_input() {
-        for (text, want) in [
-            ("server --disable servicelb --cluster-cidr 10.99.0.0/16", "is not a JSON list of strings"),
-            ("[\"server\",\"--cluster-cidr\",\"10.99.0.0/16\\nx: y\"]", "--cluster-cidr \"10.99.0.0/16\\nx: y\""),
-        ] {
-            let mut f = desktop();
-            let node = f.nodes[0].name.clone();
-            f.nodes[0].annotations.insert(NODE_ARGS.into(), text.into());
-            match decide_on(&f, "agent-toolkit", None) {
-                Err(Rejection::BadInput { cause, .. }) => {
-                    assert!(cause.starts_with(&format!("node {node:?}: annotation k3s.io/node-args")), "{cause}");
-                    assert!(cause.contains(want), "{cause}");
-                }
-                other => panic!("{text}: {:?}", other.map(|_| ())),
-            }
-        }
-    }
-    fn desktop() -> Facts {
-        Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()
-    }
-
-    fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
-        let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
-        let trees = pins.trees("main").unwrap();
-        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: None })
-    }
-
-    fn overrides(d: &Decision, key: &str) -> Value {
-        d.overrides.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
-    }
-
-    #[test]
-    fn cpu_policy_each_reason_alone() {
-        // Start from a cluster where nothing forces best-effort.
-        let mut base = desktop();
-        base.daemonsets.clear();
-        assert_eq!(cpu_policy(&base).0, "nri-balloons");
-        let mut rootless = base.clone();
-        rootless.docker = Some(facts::Docker { rootless: true });
-        assert_eq!(cpu_policy(&rootless).0, "best-effort");
-        let mut no_socket = base.clone();
-        no_socket.nodes[0].containerd.as_mut().unwrap().nri_socket = false;
-        assert_eq!(cpu_policy(&no_socket).0, "best-effort");
-        let with_addon = desktop();
-        assert_eq!(cpu_policy(&with_addon).0, "best-effort");
-        // The chart's Helm labels alone do not make the DaemonSet an addon.
-        let mut helm_only = desktop();
-        helm_only.daemonsets.retain(|d| d.name.contains("balloons"));
-        helm_only.daemonsets[0].annotations.remove("objectset.rio.cattle.io/owner-gvk");
-        assert_eq!(cpu_policy(&helm_only).0, "nri-balloons");
-    }
-
-    #[test]
-    fn nfd_cases() {
-        let mut f = desktop();
-        f.daemonsets.clear();
-        assert!(nfd_enabled(&f).0, "no NFD at all");
-        let release = |ns: &str, name: &str| facts::HelmRelease {
-            namespace: ns.into(),
-            name: name.into(),
-            chart: "node-feature-discovery-0.17.1".into(),
-            status: "deployed".into(),
-        };
-        f.helm_releases = vec![release("node-feature-discovery", "node-feature-discovery")];
-        assert!(nfd_enabled(&f).0, "EI's own release");
-        f.helm_releases = vec![release("kube-system", "node-feature-discovery")];
-        assert!(!nfd_enabled(&f).0, "the right name in another namespace is not what EI checks");
-        f.helm_releases = vec![release("node-feature-discovery", "nfd")];
-        assert!(!nfd_enabled(&f).0, "release nfd");
-        f.helm_releases.clear();
-        f.daemonsets = desktop().daemonsets;
-        assert!(!nfd_enabled(&f).0, "k3s addon");
-        f.daemonsets.retain(|d| d.name.starts_with("node-feature"));
-        f.daemonsets[0].annotations.clear();
-        assert!(!nfd_enabled(&f).0, "plain manifests, no release");
-    }
-
-    #[test]
-    fn nodes_that_disagree_on_cni_are_refused() {
-        let mut f = desktop();
-        let mut other = f.nodes[0].clone();
-        other.name = "agent-0".into();
-        other.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/opt/cni/bin".into()];
-        f.nodes.push(other);
-        match decide_on(&f, "agent-toolkit", None) {
-            Err(Rejection::Refused(r)) => assert!(r.iter().any(|l| l.contains("disagree")), "{r:?}"),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn kv_cache_equal_to_the_catalog_is_kept_and_lower_is_applied() {
-        let mut f = desktop();
-        let fit = f.fit.as_mut().unwrap();
-        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "40".into());
-        let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert!(d.model_edits.is_empty(), "{:?}", d.model_edits);
-        let mut f = desktop();
-        let fit = f.fit.as_mut().unwrap();
-        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "39.5".into());
-        let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert_eq!(d.model_edits.len(), 1);
-        assert_eq!(d.model_edits[0].args_append, vec!["--max-model-len".to_string(), "32768".to_string()]);
-    }
-
-    #[test]
-    fn inference_layer_has_no_agent_keys_and_deploys_its_pick() {
-        let d = decide_on(&desktop(), "inference", None).unwrap();
-        assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
-        assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
-        let auto: Vec<&str> = d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.as_str()).collect();
-        assert_eq!(auto.len(), 1, "{:?}", d.model_edits);
-        let d = decide_on(&desktop(), "inference", Some("llama-3-1-8b")).unwrap();
-        assert!(d.model_edits.iter().any(|e| e.name == "llama-3-1-8b" && e.autodeploy), "{:?}", d.model_edits);
-        assert!(matches!(decide_on(&desktop(), "inference", Some("nope")), Err(Rejection::BadInput { .. })));
-        let d = decide_on(&desktop(), "agent-toolkit", None).unwrap();
-        assert_eq!(overrides(&d, "agent_sandbox_enabled"), Value::Bool(true));
-        assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"));
-        assert!(d.model_edits.iter().all(|e| !e.autodeploy));
-    }
-
-    /// The real catalog's shape: category KV cache, other names beside eas's candidates.
-    const CATALOG: &str = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: qwen2-5-coder-7b\n    category: llm\n  - name: llama-3-1-8b\n    category: llm\n    env: {VLLM_CPU_KVCACHE_SPACE: \"20\"}\n  - name: bge\n    category: embed\nruntimes:\n  vllm:\n    categories:\n      llm:\n        env: {VLLM_CPU_KVCACHE_SPACE: \"${KV_CACHE_GB}\"}\n        defaults: {kv_cache_gb: 8}\n";
-
-    fn with_catalog(f: &Facts, layer: &str, model: Option<&str>, text: &str) -> Result<Decision, Rejection> {
-        let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
-        let trees = pins.trees("main").unwrap();
-        let cat = super::super::catalog::Pinned {
-            catalog: super::super::catalog::Catalog::parse(text).unwrap(),
-            path: "model_manager/models.yaml".into(),
-            at: "intel/enterprise-inference@abc1234".into(),
-        };
-        decide(&Inputs { facts: f, fit: f.fit.as_ref(), trees: &trees, layer, model, catalog: Some(&cat) })
-    }
-
-    #[test]
-    fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
-        let mut f = desktop();
-        let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert!(d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=1 allocatable"));
-        // The plugin stopped serving the GPU: capacity still says 1, allocatable 0.
-        f.nodes[0].allocatable.insert("gpu.intel.com/i915".into(), "0".into());
-        let d = decide_on(&f, "agent-toolkit", None).unwrap();
-        assert!(
-            d.choices.iter().any(|c| c.fact == "node k3d-gpu-server-0 has gpu.intel.com/i915=0 allocatable"),
-            "{:#?}",
-            d.choices
-        );
-    }
-
-    #[test]
-    fn the_catalog_decides_the_pick_and_its_kv_ceiling() {
-        // desktop()'s fit sizes qwen2-5-coder-7b at 24 GiB: above the catalog's 8, so 8 is kept
-        // (against data/models.json's 40 it would have been written as 24, raising the cache).
-        let mut f = desktop();
-        f.nodes[0].capacity.insert("memory".into(), "100Gi".into());
-        let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
-        assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["qwen2-5-coder-7b".into()]));
-        assert!(d.model_edits.is_empty(), "never raised over the category's 8 GiB: {:?}", d.model_edits);
-        assert!(d.choices.iter().any(|c| c.choice.contains("catalog's 8 GiB kept")), "{:#?}", d.choices);
-        assert!(
-            d.choices
-                .iter()
-                .any(|c| c.fact.contains("model_manager/models.yaml at intel/enterprise-inference@abc1234"))
-        );
-        // A lower fit figure is rounded down under the ceiling.
-        let fit = f.fit.as_mut().unwrap();
-        fit.candidates.get_mut("qwen2-5-coder-7b").unwrap().env.insert(facts::KV_CACHE_ENV.into(), "6.5".into());
-        let d = with_catalog(&f, "agent-toolkit", None, CATALOG).unwrap();
-        assert_eq!(d.model_edits[0].env, vec![(facts::KV_CACHE_ENV.to_string(), "6".to_string())]);
-        // The per-model override is the ceiling for that entry.
-        let d = with_catalog(&f, "agent-toolkit", Some("llama-3-1-8b"), CATALOG).unwrap();
-        assert!(d.choices.iter().any(|c| c.fact.contains("< catalog 20")), "{:#?}", d.choices);
-        // Any LLM entry may be forced; an embed entry or an unknown name is refused.
-        let d = with_catalog(&f, "inference", Some("qwen3-0-6b"), CATALOG).unwrap();
-        assert!(d.model_edits.iter().any(|e| e.name == "qwen3-0-6b" && e.autodeploy));
-        for bad in ["bge", "qwen2-5-coder-14b"] {
-            match with_catalog(&f, "inference", Some(bad), CATALOG) {
-                Err(Rejection::Refused(r)) => {
-                    assert!(r[0].contains("its LLM entries: qwen3-0-6b, qwen2-5-coder-7b, llama-3-1-8b"), "{r:?}")
-                }
-                other => panic!("{bad}: {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn a_catalog_without_eas_candidates_is_refused_naming_its_models() {
-        let other = "models:\n  - name: qwen3-0-6b\n    category: llm\n  - name: llama3-8b-awq\n    category: llm\n";
-        match with_catalog(&desktop(), "agent-toolkit", None, other) {
-            Err(Rejection::Refused(r)) => {
-                assert!(r[0].contains("holds none of eas's candidates"), "{r:?}");
-                assert!(r[0].contains("qwen3-0-6b, llama3-8b-awq"), "{r:?}");
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(with_catalog(&desktop(), "agent-toolkit", Some("qwen3-0-6b"), other).is_ok());
-    }
-
-    #[test]
-    fn refusals_are_all_reported_together() {
-        let mut f = desktop();
-        f.namespaces.push("genai-gateway".into());
-        f.nodes[0].annotations.insert(NODE_ARGS.into(), "[\"server\",\"--disable=servicelb\"]".into());
-        match decide_on(&f, "erag", None) {
-            Err(Rejection::Refused(r)) => assert_eq!(r.len(), 3, "{r:?}"),
-            other => panic!("{other:?}"),
-        }
-    }
-}
+#[path = "rules_tests.rs"]
+mod tests;

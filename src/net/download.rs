@@ -27,6 +27,16 @@ impl Downloader {
     /// `--ca-bundle`), with the proxy of `env` for each URL. A proxy variable that is not a usable
     /// URL, or a certificate rustls rejects, is an error (one line, no credentials).
     pub fn new(extra_roots: &[Vec<u8>], env: ProxyEnv) -> Result<Downloader, String> {
+        Downloader::with_timeouts(extra_roots, env, CONNECT_TIMEOUT, DOWNLOAD_TIMEOUT)
+    }
+
+    /// Like [`Downloader::new`], with its own bounds: to connect, and for a whole request.
+    pub fn with_timeouts(
+        extra_roots: &[Vec<u8>],
+        env: ProxyEnv,
+        connect: Duration,
+        total: Duration,
+    ) -> Result<Downloader, String> {
         for (name, sample) in [("HTTPS_PROXY", "https://eas.invalid/"), ("HTTP_PROXY", "http://eas.invalid/")] {
             let without_exceptions = ProxyEnv { no_proxy: None, ..env.clone() };
             proxy::proxy_for(sample, &without_exceptions, None)
@@ -55,8 +65,8 @@ impl Downloader {
             .tls_backend_preconfigured(tls)
             .https_only(true)
             .proxy(custom)
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(DOWNLOAD_TIMEOUT)
+            .connect_timeout(connect)
+            .timeout(total)
             .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
             .build()
             .map_err(|e| one_line(&e))?;
@@ -82,6 +92,45 @@ impl Downloader {
         }
         out.flush().await.map_err(|e| format!("writing {} in the cache: {e}", dest.display()))?;
         Ok(())
+    }
+}
+
+/// A small answer: its status, Hugging Face's `X-Error-Code`, the size a `HEAD` names, the body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub status: u16,
+    pub error_code: Option<String>,
+    /// `X-Linked-Size` (a Git LFS file's size, which Hugging Face sends), else `Content-Length`.
+    pub size: Option<u64>,
+    pub body: Vec<u8>,
+}
+
+impl Downloader {
+    /// `GET` (or `HEAD`) an `https://` URL whose answer is small, with a bearer token when given
+    /// (sent in a header, never in the URL or a message). A body over `limit` bytes is an error.
+    /// `Err` is no answer at all: unreachable, a proxy that refused the tunnel, a timeout.
+    pub async fn small(&self, url: &str, bearer: Option<&str>, head: bool, limit: usize) -> Result<Reply, String> {
+        if !url.starts_with("https://") {
+            return Err("only https:// URLs are accepted".into());
+        }
+        let mut req = if head { self.client.head(url) } else { self.client.get(url) };
+        if let Some(t) = bearer {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| one_line(&e))?;
+        let header = |k: &str| resp.headers().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let error_code = header("x-error-code");
+        let size = header("x-linked-size").or_else(|| header("content-length")).and_then(|v| v.parse().ok());
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            body.extend_from_slice(&chunk.map_err(|e| one_line(&e))?);
+            if body.len() > limit {
+                return Err(format!("the answer is larger than {limit} bytes"));
+            }
+        }
+        Ok(Reply { status, error_code, size, body })
     }
 }
 

@@ -1,8 +1,8 @@
 //! Applying `models.edit.yaml` to `env/<env>/models.yaml`, the environment's copy of EI's model
 //! catalog, as text edits that keep its comments.
 //!
-//! `defaults.require_amx` is set; each edit entry finds the catalog entry with its `name`; `env`
-//! keys are replaced or added; `args_append` goes after the catalog's `args`. EI's model-manager
+//! `defaults.require_amx` is set; each edit entry finds the catalog entry with its `name`;
+//! `autodeploy`, `memory` and `cpu` are set in place or added; `env` keys are replaced or added; `args_append` goes after the catalog's `args`. EI's model-manager
 //! de-duplicates args by flag name with the last occurrence winning, so an appended
 //! `--max-model-len N` overrides an earlier one, which is therefore left in place. Appended
 //! items carry a marker comment, so a second application finds them and changes nothing (or
@@ -42,6 +42,12 @@ pub struct ModelEntryEdit {
     /// Sets the entry's `autodeploy: true`, which EI's install reads to deploy it.
     #[serde(default)]
     pub autodeploy: bool,
+    /// Replaces the entry's `memory` (EI renders it as the pod's request and limit).
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Replaces the entry's `cpu` (request and limit too).
+    #[serde(default)]
+    pub cpu: Option<serde_json::Number>,
     /// In the edit file's order.
     #[serde(default, deserialize_with = "string_map")]
     pub env: Vec<(String, String)>,
@@ -399,8 +405,16 @@ fn edit_models(
             }
         }
         if e.autodeploy {
-            edit_autodeploy(lines, &items[i], e, ops)?;
+            edit_scalar(lines, &items[i], e, "autodeploy", "true", ops)?;
             entry.insert("autodeploy".into(), Value::Bool(true));
+        }
+        if let Some(mem) = &e.memory {
+            edit_scalar(lines, &items[i], e, "memory", &quote(mem), ops)?;
+            entry.insert("memory".into(), Value::String(mem.clone()));
+        }
+        if let Some(cpu) = &e.cpu {
+            edit_scalar(lines, &items[i], e, "cpu", &cpu.to_string(), ops)?;
+            entry.insert("cpu".into(), Value::Number(cpu.clone()));
         }
         if !e.args_append.is_empty() {
             let current: Vec<Value> = entry.get("args").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -496,19 +510,27 @@ fn edit_env(lines: &[Line], item: &Item, e: &ModelEntryEdit, ops: &mut Ops) -> R
     Ok(())
 }
 
-/// Sets `autodeploy: true` on the entry, in place or as a new key after its last line.
-fn edit_autodeploy(lines: &[Line], item: &Item, e: &ModelEntryEdit, ops: &mut Ops) -> Result<(), ModelsError> {
-    match item.keys.iter().find(|k| k.key == "autodeploy") {
+/// Sets a scalar key (`autodeploy`, `memory`, `cpu`) on the entry, in place or as a new key
+/// after its last line.
+fn edit_scalar(
+    lines: &[Line],
+    item: &Item,
+    e: &ModelEntryEdit,
+    key: &str,
+    value: &str,
+    ops: &mut Ops,
+) -> Result<(), ModelsError> {
+    match item.keys.iter().find(|k| k.key == key) {
         Some(k) => {
             if let Some(why) = lines::uneditable(&k.value) {
-                let what = format!("autodeploy of model {}", e.name);
+                let what = format!("{key} of model {}", e.name);
                 return Err(ModelsError::Unsupported { what, line: k.idx + 1, why: why.into() });
             }
-            ops.replace.insert(k.idx, Some(set_value(lines, k, "true")));
+            ops.replace.insert(k.idx, Some(set_value(lines, k, value)));
         }
         None => {
             let at = lines::content_end(lines, item.start, item.end);
-            ops.insert(at, false, [format!("{}autodeploy: true", " ".repeat(item.col))]);
+            ops.insert(at, false, [format!("{}{key}: {value}", " ".repeat(item.col))]);
         }
     }
     Ok(())

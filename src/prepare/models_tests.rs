@@ -68,6 +68,8 @@ fn entry(name: &str, env: &[(&str, &str)], args: &[&str]) -> ModelEntryEdit {
     ModelEntryEdit {
         name: name.into(),
         autodeploy: false,
+        memory: None,
+        cpu: None,
         env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         args_append: args.iter().map(|s| s.to_string()).collect(),
     }
@@ -303,9 +305,9 @@ fn the_generated_edit_file_parses() {
         require_amx: false,
         model_edits: vec![ModelEdit {
             name: "qwen2-5-coder-7b".into(),
-            autodeploy: false,
             env: vec![("VLLM_CPU_KVCACHE_SPACE".into(), "8".into())],
             args_append: vec!["--max-model-len".into(), "32768".into()],
+            ..ModelEdit::default()
         }],
         manifest: vec![],
         choices: vec![],
@@ -349,4 +351,36 @@ fn autodeploy_is_added_or_switched_on_in_place() {
     assert!(out.contains("    autodeploy: true   # off\n"), "switched in place, comment kept: {out}");
     // A second application changes nothing.
     assert_eq!(apply_models_edit(&out, &edit(false, vec![add])).unwrap().matches("autodeploy: true").count(), 2);
+}
+
+#[test]
+fn memory_and_cpu_are_replaced_in_place_or_added() {
+    // qwen3-0-6b carries cpu (replaced) and no memory (added); the edit file as render writes it.
+    let d = Decision {
+        layer: Layer::Inference,
+        overrides: vec![],
+        require_amx: false,
+        model_edits: vec![ModelEdit {
+            name: "qwen3-0-6b".into(),
+            autodeploy: true,
+            memory: Some("25Gi".into()),
+            cpu: Some("6".into()),
+            ..ModelEdit::default()
+        }],
+        manifest: vec![],
+        choices: vec![],
+        warnings: vec![],
+    };
+    let e = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
+    let out = apply_models_edit(REAL_SHAPE, &e).unwrap();
+    let v = parse(&out);
+    let m = &v["models"][0];
+    assert_eq!(
+        (m["memory"].as_str(), m["cpu"].as_u64(), m["autodeploy"].as_bool()),
+        (Some("25Gi"), Some(6), Some(true)),
+        "{out}"
+    );
+    assert!(out.contains("    cpu: 6                           # cores"), "replaced in place, comment kept:\n{out}");
+    assert_eq!(apply_models_edit(&out, &e).unwrap(), out, "a second application changes nothing");
+    assert!(v["models"][1].get("memory").is_none(), "other entries untouched");
 }

@@ -29,6 +29,12 @@ pub fn written(d: &Decision) -> Vec<&'static str> {
     if d.model_edits.iter().any(|e| e.autodeploy) {
         keys.push("autodeploy");
     }
+    if d.model_edits.iter().any(|e| e.memory.is_some()) {
+        keys.push("memory");
+    }
+    if d.model_edits.iter().any(|e| e.cpu.is_some()) {
+        keys.push("cpu");
+    }
     keys
 }
 
@@ -64,6 +70,25 @@ fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String>
         Err(trees::TreeError::Git { msg, .. }) if msg.is_empty() => Ok(Vec::new()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The files of the pinned EAT tree that read `agent_toolkit_models`, searched with
+/// data/knobs.json's pathspecs for that key (issue 20): EAT's deploy path is proved by one.
+/// `eas up`'s config plan half calls this once the trees are read and hands the answer to
+/// [`crate::config::model::prove_deploy_path`].
+pub fn eat_model_readers(eat: &Tree) -> Result<Vec<String>, String> {
+    let knob = knobs::table()
+        .keys
+        .iter()
+        .find(|k| k.key == crate::config::model::EAT_MODELS_KEY)
+        .expect("data/knobs.json lists agent_toolkit_models");
+    let mut found = Vec::new();
+    for r in knob.readers.iter().filter(|r| r.tree == eat.name) {
+        found.extend(grep(eat, &knob.key, &r.paths)?);
+    }
+    found.sort();
+    found.dedup();
+    Ok(found)
 }
 
 pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -> Result<Audit, Failure> {
@@ -107,4 +132,42 @@ pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -
         return Err(Failure::step_next("audit", e, "re-run; the trees in the cache were not changed"));
     }
     Ok(audit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// A reader on a task line counts; one in a comment, or outside the pathspecs, does not.
+    #[test]
+    fn eat_model_readers_searches_knobs_pathspecs_and_skips_comments() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        git(p, &["init", "-q"]);
+        std::fs::create_dir_all(p.join("roles/models/tasks")).unwrap();
+        std::fs::create_dir_all(p.join("docs")).unwrap();
+        std::fs::write(p.join("roles/models/tasks/main.yaml"), "# agent_toolkit_models is read here\n").unwrap();
+        std::fs::write(p.join("docs/models.md"), "agent_toolkit_models: [a]\n").unwrap();
+        git(p, &["add", "-A"]);
+        git(p, &["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "a"]);
+        let sha = git(p, &["rev-parse", "HEAD"]);
+        let objects = p.join(".git");
+        let tree = Tree { name: "eat", repo: "intel/agent-toolkit".into(), objects: &objects, sha: &sha };
+        assert_eq!(eat_model_readers(&tree).unwrap(), Vec::<String>::new(), "a comment and docs/ are not readers");
+        std::fs::write(
+            p.join("roles/models/tasks/main.yaml"),
+            "- debug: {msg: \"{{ agent_toolkit_models | join(',') }}\"}\n",
+        )
+        .unwrap();
+        git(p, &["-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "b"]);
+        let sha = git(p, &["rev-parse", "HEAD"]);
+        let tree = Tree { name: "eat", repo: "intel/agent-toolkit".into(), objects: &objects, sha: &sha };
+        assert_eq!(eat_model_readers(&tree).unwrap(), vec!["roles/models/tasks/main.yaml".to_string()]);
+    }
 }

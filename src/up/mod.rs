@@ -531,10 +531,8 @@ fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, glob
     }
     if let Some(models) = expected_models(d) {
         for m in models {
-            shell.note(format!(
-                "  model {m} answers at /api/v1/namespaces/{}/services/http:{m}-kserve-workload-svc:8000/proxy/v1",
-                verify::NAMESPACE
-            ));
+            let base = verify::kserve::vllm().proxy_base(verify::NAMESPACE, "http", &m);
+            shell.note(format!("  model {m} answers at {base}/v1"));
         }
     }
 }

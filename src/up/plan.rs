@@ -304,12 +304,17 @@ pub async fn decide(
                 }
             }
             let mut decision = config::generate_with(facts, &args.select, pinned.as_ref())?;
-            // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
             if let Some((t, _)) = &trees {
-                config::rules::manifest_at(
-                    &mut decision,
-                    &[("eas", &t.eas.sha), ("ei", &t.ei.sha), ("eat", &t.eat.sha)],
-                );
+                // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
+                let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];
+                config::rules::manifest_at(&mut decision, &shas);
+                // The deploy path the pinned EAT tree proves: its own key when a reader is found.
+                let repo = tree_pins.eat.repo.clone().unwrap_or_default();
+                let eat =
+                    knob_audit::Tree { name: "eat", repo: repo.clone(), objects: &t.eat.objects, sha: &t.eat.sha };
+                let readers = knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step("config", e))?;
+                let at = format!("{repo}@{}", &t.eat.sha[..t.eat.sha.len().min(7)]);
+                config::model::prove_deploy_path(&mut decision, &readers, &at);
             }
             Ok(decision)
         })

@@ -9,18 +9,19 @@ pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
 }
 
-/// The model server is ready when `MainWorkloadReady` is True. `Ready` also waits for the
-/// InferencePool, which model-manager only marks after the model is ready, so it is not used.
-pub fn workload_ready(obj: &Value) -> Result<(), String> {
-    match condition(obj, "MainWorkloadReady") {
+/// The condition `kind` is True; else why not (its status, reason and message). An
+/// LLMInferenceService is ready at `MainWorkloadReady`: `Ready` also waits for the InferencePool,
+/// which model-manager only marks after the model is ready.
+pub fn condition_true(obj: &Value, kind: &str) -> Result<(), String> {
+    match condition(obj, kind) {
         Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => Ok(()),
         Some(c) => Err(format!(
-            "MainWorkloadReady={} reason={} message={}",
+            "{kind}={} reason={} message={}",
             c.get("status").and_then(Value::as_str).unwrap_or("?"),
             c.get("reason").and_then(Value::as_str).unwrap_or("-"),
             c.get("message").and_then(Value::as_str).unwrap_or("-")
         )),
-        None => Err("no MainWorkloadReady condition yet".into()),
+        None => Err(format!("no {kind} condition yet")),
     }
 }
 
@@ -85,13 +86,14 @@ mod tests {
     fn main_workload_ready_not_ready() {
         let ready = json!({"status": {"conditions": [
             {"type": "Ready", "status": "False"}, {"type": "MainWorkloadReady", "status": "True"}]}});
-        assert!(workload_ready(&ready).is_ok());
+        assert!(condition_true(&ready, "MainWorkloadReady").is_ok());
         let only_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-        assert!(workload_ready(&only_ready).is_err());
+        assert!(condition_true(&only_ready, "MainWorkloadReady").is_err());
+        assert!(condition_true(&only_ready, "Ready").is_ok(), "an InferenceService's Ready");
         let not =
             json!({"status": {"conditions": [{"type": "MainWorkloadReady", "status": "False", "reason": "Pulling"}]}});
-        assert!(workload_ready(&not).unwrap_err().contains("Pulling"));
-        assert!(workload_ready(&json!({})).is_err());
+        assert!(condition_true(&not, "MainWorkloadReady").unwrap_err().contains("Pulling"));
+        assert!(condition_true(&json!({}), "Ready").unwrap_err().contains("no Ready condition"));
     }
 
     #[test]

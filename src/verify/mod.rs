@@ -6,19 +6,21 @@
 
 pub mod checks;
 pub mod devices;
+pub mod kserve;
 pub mod servers;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::api::{ApiResource, ListParams, LogParams};
+use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::settings::timeouts;
 
+/// EI's default namespace for model servers (`data/kserve.json`); an entry may name another.
 pub const NAMESPACE: &str = "llm-inference";
 
 #[derive(Debug, Clone)]
@@ -61,16 +63,6 @@ impl Default for Timeouts {
             poll: timeouts::VERIFY_POLL,
             call: timeouts::CALL,
         }
-    }
-}
-
-pub fn llmisvc_resource() -> ApiResource {
-    ApiResource {
-        group: "serving.kserve.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "serving.kserve.io/v1alpha2".into(),
-        kind: "LLMInferenceService".into(),
-        plural: "llminferenceservices".into(),
     }
 }
 
@@ -118,7 +110,7 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
     shell.phase(
         "verify",
         format!(
-            "waiting up to {}s for {} in {NAMESPACE}: MainWorkloadReady, workload pods Ready, the model answering",
+            "waiting up to {}s for {}: ready, workload pods Ready, the model answering (readiness only where its API is not known)",
             t.models.as_secs(),
             names.join(", ")
         ),
@@ -160,15 +152,15 @@ pub fn event_lines(mut items: Vec<Event>) -> Vec<String> {
 }
 
 /// Recent events for an object and, for a pod, the last lines of its log.
-async fn diagnostics(client: &Client, name: &str, t: &Timeouts) -> Vec<String> {
+async fn diagnostics(client: &Client, namespace: &str, name: &str, t: &Timeouts) -> Vec<String> {
     let mut lines = Vec::new();
-    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     match call("list events", t.call, events.list(&lp)).await {
         Ok(list) => lines.extend(event_lines(list.items)),
         Err(e) => lines.push(format!("  (events unavailable: {e})")),
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
     if let Ok(log) = call("pod log", t.call, pods.logs(name, &lp)).await {
         lines.extend(log.lines().map(|l| format!("  log {l}")));

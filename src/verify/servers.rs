@@ -1,29 +1,38 @@
-//! The model servers (SPEC §7), against KServe v0.18.0 as EI installs it (kserve/kserve@3a432a8,
-//! `pkg/controller/v1alpha2/llmisvc`; see /work/shared/reference/upstream-shapes.md):
+//! The model servers (SPEC §7). The entry's runtime decides what verify looks for
+//! (`data/kserve.json`, [`super::kserve`]):
 //!
-//! - the `LLMInferenceService` reaches `MainWorkloadReady` (the main Deployment is Available);
-//! - its workload pods, selected as the workload Service selects them
-//!   (`app.kubernetes.io/name=<n>,kserve.io/component=workload`), are Running and Ready. The
-//!   router-scheduler's pods (`<n>-kserve-router-scheduler`) share the name label but carry no
-//!   `kserve.io/component` (`SchedulerLabels`), so they are not the model server's; pods being
-//!   deleted are skipped;
-//! - the model answers through the API server's service proxy on `<n>-kserve-workload-svc:8000`
-//!   under its served name: `.spec.model.name`, else the resource's name (EI's model-manager
-//!   passes `--served-model-name <name>`).
+//! - vLLM: KServe v0.18.0's `LLMInferenceService` as EI installs it (kserve/kserve@3a432a8,
+//!   `pkg/controller/v1alpha2/llmisvc`; /work/shared/reference/upstream-shapes.md). It reaches
+//!   `MainWorkloadReady`; its workload pods, selected as the workload Service selects them
+//!   (`app.kubernetes.io/name=<n>,kserve.io/component=workload`), are Running and Ready (the
+//!   router-scheduler's pods share the name label but carry no `kserve.io/component`; pods being
+//!   deleted are skipped); the model answers through the API server's service proxy on
+//!   `<n>-kserve-workload-svc:8000` under its served name (`.spec.model.name`, else the
+//!   resource's name): `GET /v1/models`, then a streamed 16-token chat completion whose time to
+//!   first token and tokens per second are reported (figures, never a gate).
+//! - OpenVINO: an `InferenceService` (v1beta1) behind `<n>-predictor:80`, `Ready` (KServe's
+//!   PredictorReady and IngressReady). OVMS's API path was not read in EI's runtime files, so
+//!   verify checks readiness only and says the answer was not checked.
 //!
-//! Each stage is waited for within the phase's deadline (`MainWorkloadReady` with
+//! A server is found by name in any namespace (the catalog entry's own `namespace`, else EI's
+//! default). Each stage is waited for within the phase's deadline (the ready condition with
 //! kube-runtime's `await_condition`, a watch; the rest polled); a failure carries the object's
 //! conditions, events and log tail.
 
 use std::time::{Duration, Instant};
 
+use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 use serde_json::Value;
 
-use super::{NAMESPACE, Timeouts, call, checks, diagnostics, llmisvc_resource};
+use super::kserve::{self, Runtime};
+use super::{Timeouts, call, checks, diagnostics};
+
+/// Tokens asked of the completion that shows the model answers (and how fast).
+pub const COMPLETION_TOKENS: u32 = 16;
 
 /// The label selector of the workload Service, which is what serves the model.
 pub fn workload_selector(name: &str) -> String {
@@ -35,19 +44,37 @@ pub fn served_name(obj: &Value, name: &str) -> String {
     obj.pointer("/spec/model/name").and_then(Value::as_str).filter(|s| !s.is_empty()).unwrap_or(name).to_string()
 }
 
+/// One model server: its name, where it runs, and what serves it.
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub name: String,
+    pub namespace: String,
+    pub rt: &'static Runtime,
+}
+
+impl Server {
+    fn what(&self) -> String {
+        format!("{} {}/{}", self.rt.kind, self.namespace, self.name)
+    }
+
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), &self.namespace, &self.rt.resource())
+    }
+}
+
 /// The workload pods that are not being deleted must exist and all be Ready. `Err` names the
 /// first that is not, for its diagnostics.
-pub fn workload_pods(name: &str, pods: &[Pod]) -> Result<Vec<String>, (String, Option<String>)> {
+pub fn workload_pods(ns: &str, name: &str, pods: &[Pod]) -> Result<Vec<String>, (String, Option<String>)> {
     let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
     if live.is_empty() {
-        return Err((format!("no pod matches {} in {NAMESPACE} (not being deleted)", workload_selector(name)), None));
+        return Err((format!("no pod matches {} in {ns} (not being deleted)", workload_selector(name)), None));
     }
     let mut ok = Vec::new();
     for p in live {
         let pname = p.metadata.name.clone().unwrap_or_default();
         match checks::pod_ready(p) {
-            Ok(()) => ok.push(format!("pod {NAMESPACE}/{pname}: Running and Ready")),
-            Err(e) => return Err((format!("pod {NAMESPACE}/{pname}: {e}"), Some(pname))),
+            Ok(()) => ok.push(format!("pod {ns}/{pname}: Running and Ready")),
+            Err(e) => return Err((format!("pod {ns}/{pname}: {e}"), Some(pname))),
         }
     }
     Ok(ok)
@@ -55,10 +82,37 @@ pub fn workload_pods(name: &str, pods: &[Pod]) -> Result<Vec<String>, (String, O
 
 /// Why a model server is not through yet.
 enum NotYet {
-    /// Worth waiting for; the object to diagnose at the deadline.
-    Wait(Vec<String>, Option<String>),
+    /// Worth waiting for; the object to diagnose at the deadline (its namespace and name).
+    Wait(Vec<String>, Option<(String, String)>),
     /// Will not change by waiting.
     Fail(Vec<String>),
+}
+
+/// Every object of each runtime's kind, in every namespace: (runtime, namespace, name). A kind
+/// whose CRD is absent (404) has none.
+pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, String> {
+    let mut out = Vec::new();
+    for rt in &kserve::table().runtimes {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &rt.resource());
+        match tokio::time::timeout(t.call, api.list(&ListParams::default())).await {
+            Ok(Ok(l)) => out.extend(l.items.into_iter().filter_map(|o| {
+                Some(Server { name: o.metadata.name?, namespace: o.metadata.namespace.unwrap_or_default(), rt })
+            })),
+            Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
+            Ok(Err(e)) => return Err(format!("list {}: {e}", rt.plural)),
+            Err(_) => return Err(format!("list {}: no answer within {}s", rt.plural, t.call.as_secs())),
+        }
+    }
+    Ok(out)
+}
+
+/// Where `name` is served: the first runtime (vLLM first) with an object of that name, in the
+/// catalog's default namespace first.
+fn pick_server(all: &[Server], name: &str) -> Option<Server> {
+    let default = &kserve::table().default_namespace;
+    let mut found: Vec<&Server> = all.iter().filter(|s| s.name == name).collect();
+    found.sort_by_key(|s| s.namespace != *default);
+    found.first().map(|s| (*s).clone())
 }
 
 /// Waits until every named model server passes, or the deadline.
@@ -68,15 +122,21 @@ pub async fn wait(
     deadline: Instant,
     t: &Timeouts,
 ) -> Result<Vec<String>, Vec<String>> {
-    // The long wait (weights download, the vLLM startup probe) is for MainWorkloadReady: watch
+    // The long wait (weights download, the vLLM startup probe) is for the ready condition: watch
     // for it. What follows it (pods, endpoints, the first answer) is polled, and at the
     // deadline the polling reports what is missing. A watch that fails leaves it all to polling.
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
-    for name in names {
-        let ready = |o: Option<&DynamicObject>| {
-            o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::workload_ready(&v).is_ok())
+    let mut located: Vec<Option<Server>> = vec![None; names.len()];
+    if let Ok(all) = servers_in_cluster(client, t).await {
+        for (i, name) in names.iter().enumerate() {
+            located[i] = pick_server(&all, name);
+        }
+    }
+    for s in located.iter().flatten() {
+        let cond = s.rt.ready_condition.clone();
+        let ready = move |o: Option<&DynamicObject>| {
+            o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::condition_true(&v, &cond).is_ok())
         };
-        let watched = await_condition(api.clone(), name, ready);
+        let watched = await_condition(s.api(client), &s.name, ready);
         if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(Ok(_))) {
             break;
         }
@@ -84,8 +144,22 @@ pub async fn wait(
     loop {
         let mut passed = Vec::new();
         let mut pending = Vec::new();
-        for name in names {
-            match one(client, name, deadline, t).await {
+        if located.iter().any(Option::is_none)
+            && let Ok(all) = servers_in_cluster(client, t).await
+        {
+            for (i, name) in names.iter().enumerate() {
+                if located[i].is_none() {
+                    located[i] = pick_server(&all, name);
+                }
+            }
+        }
+        for (i, name) in names.iter().enumerate() {
+            let Some(s) = &located[i] else {
+                let kinds: Vec<&str> = kserve::table().runtimes.iter().map(|r| r.kind.as_str()).collect();
+                pending.push((vec![format!("no {} named {name} in any namespace", kinds.join(" or "))], None));
+                continue;
+            };
+            match one(client, s, deadline, t).await {
                 Ok(lines) => passed.extend(lines),
                 Err(NotYet::Fail(lines)) => return Err(lines),
                 Err(NotYet::Wait(lines, obj)) => pending.push((lines, obj)),
@@ -98,8 +172,8 @@ pub async fn wait(
             let mut lines = Vec::new();
             for (why, obj) in pending {
                 lines.extend(why);
-                if let Some(obj) = obj {
-                    lines.extend(diagnostics(client, &obj, t).await);
+                if let Some((ns, obj)) = obj {
+                    lines.extend(diagnostics(client, &ns, &obj, t).await);
                 }
             }
             return Err(lines);
@@ -108,17 +182,15 @@ pub async fn wait(
     }
 }
 
-/// The names of the model servers in the namespace, waiting until there is one.
+/// The names of the model servers in the cluster (either kind, any namespace), waiting until
+/// there is one.
 pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, Vec<String>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
     loop {
-        let list = call("list llminferenceservices", t.call, api.list(&ListParams::default())).await;
-        match list {
-            Ok(l) if !l.items.is_empty() => {
-                return Ok(l.items.into_iter().filter_map(|o| o.metadata.name).collect());
-            }
+        match servers_in_cluster(client, t).await {
+            Ok(l) if !l.is_empty() => return Ok(l.into_iter().map(|s| s.name).collect()),
             Ok(_) if Instant::now() >= deadline => {
-                return Err(vec![format!("no model server (LLMInferenceService) in {NAMESPACE}")]);
+                let kinds: Vec<&str> = kserve::table().runtimes.iter().map(|r| r.kind.as_str()).collect();
+                return Err(vec![format!("no model server ({}) in any namespace", kinds.join(" or "))]);
             }
             Err(e) if Instant::now() >= deadline => return Err(vec![e]),
             _ => tokio::time::sleep(t.poll).await,
@@ -126,42 +198,122 @@ pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<V
     }
 }
 
-async fn one(client: &Client, name: &str, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
-    let what = format!("LLMInferenceService {NAMESPACE}/{name}");
-    let obj = match call("get llminferenceservice", t.call, api.get_opt(name)).await {
+async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
+    let what = s.what();
+    let obj = match call(&format!("get {}", s.rt.plural), t.call, s.api(client).get_opt(&s.name)).await {
         Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
         Ok(None) => return Err(NotYet::Wait(vec![format!("{what} does not exist")], None)),
         Err(e) => return Err(NotYet::Wait(vec![e], None)),
     };
-    if let Err(e) = checks::workload_ready(&obj) {
+    if let Err(e) = checks::condition_true(&obj, &s.rt.ready_condition) {
         let mut lines = vec![format!("{what}: {e}")];
         lines.extend(checks::conditions_summary(&obj).into_iter().map(|c| format!("  condition {c}")));
-        return Err(NotYet::Wait(lines, Some(name.to_string())));
+        return Err(NotYet::Wait(lines, Some((s.namespace.clone(), s.name.clone()))));
     }
-    let mut passed = vec![format!("{what}: MainWorkloadReady")];
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let lp = ListParams::default().labels(&workload_selector(name));
+    let mut passed = vec![format!("{what}: {}", s.rt.ready_condition)];
+    let Some(answer) = &s.rt.answer else {
+        let why = s.rt.answer_why.as_deref().unwrap_or("its API was not read");
+        passed.push(format!("{}: readiness only, the answer was not checked ({why})", s.rt.service(&s.name)));
+        return Ok(passed);
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
+    let lp = ListParams::default().labels(&workload_selector(&s.name));
     let list = call("list pods", t.call, pods.list(&lp)).await.map_err(|e| NotYet::Wait(vec![e], None))?;
-    passed.extend(workload_pods(name, &list.items).map_err(|(why, pod)| NotYet::Wait(vec![why], pod))?);
-    let served = served_name(&obj, name);
+    passed.extend(
+        workload_pods(&s.namespace, &s.name, &list.items)
+            .map_err(|(why, pod)| NotYet::Wait(vec![why], pod.map(|p| (s.namespace.clone(), p))))?,
+    );
+    let served = served_name(&obj, &s.name);
     // The proxy answers 503 until the Service has a ready endpoint, and the client retries a
     // 503: each attempt is bounded by what is left of the phase (at least 5 s).
     let left = deadline
         .saturating_duration_since(Instant::now())
         .clamp(Duration::from_secs(5), t.call.max(Duration::from_secs(5)));
-    passed.extend(answers(client, name, &served, left).await?);
+    passed.extend(answers(client, s, answer, &served, left).await?);
     Ok(passed)
 }
 
-/// `GET /v1/models` and a one-token chat completion through the API server's service proxy,
-/// plain HTTP first (EI's pods serve HTTP on 8000), then HTTPS.
-async fn answers(client: &Client, name: &str, served: &str, call_t: Duration) -> Result<Vec<String>, NotYet> {
-    let svc = format!("{name}-kserve-workload-svc");
+/// How the server answered a short completion: figures, never a gate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figures {
+    /// Milliseconds from the request to the first token (`None`: the answer was not streamed).
+    pub ttft_ms: Option<u64>,
+    /// Completion tokens (the server's usage count, else the streamed chunks with content).
+    pub tokens: u64,
+    /// Completion tokens ÷ seconds from the request to the last token.
+    pub tokens_per_s: Option<f64>,
+}
+
+impl Figures {
+    pub fn line(&self) -> String {
+        let ttft = self.ttft_ms.map(|t| t.to_string()).unwrap_or_else(|| "n/a".into());
+        let tps = self.tokens_per_s.map(|t| format!("{t:.1}")).unwrap_or_else(|| "n/a".into());
+        format!("{} tokens, ttft_ms {ttft}, tokens_per_s {tps}", self.tokens)
+    }
+}
+
+/// Reads a streamed chat completion (server-sent events, each line with the time it arrived
+/// since the request), or a whole JSON completion from a server that did not stream.
+pub fn read_completion(lines: &[(Duration, String)]) -> Result<Figures, String> {
+    let mut first: Option<Duration> = None;
+    let mut last: Option<Duration> = None;
+    let mut chunks = 0u64;
+    let mut usage: Option<u64> = None;
+    let mut events = 0;
+    let mut rest = String::new();
+    for (at, line) in lines {
+        let Some(data) = line.strip_prefix("data:") else {
+            rest.push_str(line);
+            continue;
+        };
+        events += 1;
+        let data = data.trim();
+        if data == "[DONE]" {
+            break;
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| format!("a streamed chunk is not JSON: {e}"))?;
+        if let Some(u) = v.pointer("/usage/completion_tokens").and_then(Value::as_u64) {
+            usage = Some(u);
+        }
+        let content = v.pointer("/choices/0/delta/content").and_then(Value::as_str).unwrap_or("");
+        if !content.is_empty() {
+            chunks += 1;
+            first.get_or_insert(*at);
+            last = Some(*at);
+        }
+    }
+    if events == 0 {
+        checks::chat_answered(&rest)?;
+        let v: Value = serde_json::from_str(&rest).unwrap_or(Value::Null);
+        let tokens = v.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0);
+        let total = lines.last().map(|(t, _)| *t).unwrap_or_default();
+        let tps = (tokens > 0 && !total.is_zero()).then(|| tokens as f64 / total.as_secs_f64());
+        return Ok(Figures { ttft_ms: None, tokens, tokens_per_s: tps });
+    }
+    let Some(first) = first else { return Err("the streamed completion carried no token".into()) };
+    let tokens = usage.unwrap_or(chunks);
+    let last = last.unwrap_or(first).max(Duration::from_micros(1));
+    Ok(Figures {
+        ttft_ms: Some(first.as_millis() as u64),
+        tokens,
+        tokens_per_s: Some(tokens as f64 / last.as_secs_f64()),
+    })
+}
+
+/// `GET /v1/models` and a streamed 16-token chat completion through the API server's service
+/// proxy, plain HTTP first (EI's pods serve HTTP on 8000), then HTTPS.
+async fn answers(
+    client: &Client,
+    s: &Server,
+    a: &kserve::Answer,
+    served: &str,
+    call_t: Duration,
+) -> Result<Vec<String>, NotYet> {
+    let svc = s.rt.service(&s.name);
     let mut errors = Vec::new();
     for scheme in ["http", "https"] {
-        let base = format!("/api/v1/namespaces/{NAMESPACE}/services/{scheme}:{svc}:8000/proxy");
-        let get = http::Request::get(format!("{base}/v1/models")).body(Vec::new()).expect("request builds");
+        let base = s.rt.proxy_base(&s.namespace, scheme, &s.name);
+        let get = http::Request::get(format!("{base}{}", a.models_path)).body(Vec::new()).expect("request builds");
         let body = match call("GET /v1/models", call_t, client.request_text(get)).await {
             Ok(b) => b,
             Err(e) => {
@@ -172,22 +324,43 @@ async fn answers(client: &Client, name: &str, served: &str, call_t: Duration) ->
         if let Err(e) = checks::models_lists(&body, served) {
             return Err(NotYet::Fail(vec![format!("{svc}: {e}")]));
         }
-        let chat =
-            serde_json::json!({"model": served, "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 1});
-        let post = http::Request::post(format!("{base}/v1/chat/completions"))
+        let chat = serde_json::json!({"model": served, "messages": [{"role": "user", "content": "Hello"}],
+            "max_tokens": COMPLETION_TOKENS, "stream": true, "stream_options": {"include_usage": true}});
+        let post = http::Request::post(format!("{base}{}", a.chat_path))
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&chat).expect("json"))
             .expect("request builds");
-        let body = call("POST /v1/chat/completions", call_t, client.request_text(post))
-            .await
-            .map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
-        checks::chat_answered(&body).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;
+        let lines =
+            streamed(client, post, call_t).await.map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
+        let figures = read_completion(&lines).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;
         return Ok(vec![
             format!("{svc}: GET /v1/models lists {served} ({scheme})"),
-            format!("{svc}: a one-token chat completion returned"),
+            format!("{svc}: a {COMPLETION_TOKENS}-token chat completion returned: {}", figures.line()),
         ]);
     }
     Err(NotYet::Wait(errors.into_iter().map(|e| format!("{svc} through the service proxy: {e}")).collect(), None))
+}
+
+/// The response's lines, each with when it arrived since the request, all within `t`.
+async fn streamed(
+    client: &Client,
+    req: http::Request<Vec<u8>>,
+    t: Duration,
+) -> Result<Vec<(Duration, String)>, String> {
+    let started = Instant::now();
+    let read = async {
+        let body = client.request_stream(req).await.map_err(|e| format!("POST /v1/chat/completions: {e}"))?;
+        let mut lines = Box::pin(body).lines();
+        let mut out = Vec::new();
+        while let Some(line) = lines.next().await {
+            let line = line.map_err(|e| format!("reading the completion: {e}"))?;
+            out.push((started.elapsed(), line));
+        }
+        Ok::<_, String>(out)
+    };
+    tokio::time::timeout(t, read)
+        .await
+        .map_err(|_| format!("POST /v1/chat/completions: no whole answer within {}s", t.as_secs()))?
 }
 
 #[cfg(test)]
@@ -206,11 +379,11 @@ mod tests {
 
     #[test]
     fn terminating_pods_are_skipped_and_a_new_one_is_waited_for() {
-        assert!(workload_pods("m", &[pod("old", false, true), pod("new", true, false)]).is_ok());
-        let (why, p) = workload_pods("m", &[pod("old", true, false), pod("new", false, false)]).unwrap_err();
-        assert!(why.contains("new") && why.contains("not Ready"), "{why}");
+        assert!(workload_pods("ns", "m", &[pod("old", false, true), pod("new", true, false)]).is_ok());
+        let (why, p) = workload_pods("ns", "m", &[pod("old", true, false), pod("new", false, false)]).unwrap_err();
+        assert!(why.contains("ns/new") && why.contains("not Ready"), "{why}");
         assert_eq!(p.as_deref(), Some("new"));
-        assert!(workload_pods("m", &[pod("old", true, true)]).unwrap_err().0.contains("no pod matches"));
+        assert!(workload_pods("ns", "m", &[pod("old", true, true)]).unwrap_err().0.contains("no pod matches"));
     }
 
     #[test]
@@ -218,5 +391,53 @@ mod tests {
         assert_eq!(served_name(&json!({"spec": {"model": {"name": "qwen"}}}), "m"), "qwen");
         assert_eq!(served_name(&json!({"spec": {"model": {"uri": "pvc://x"}}}), "m"), "m");
         assert_eq!(workload_selector("m"), "app.kubernetes.io/name=m,kserve.io/component=workload");
+    }
+
+    fn at(ms: u64, line: &str) -> (Duration, String) {
+        (Duration::from_millis(ms), line.to_string())
+    }
+
+    #[test]
+    fn a_streamed_completion_gives_ttft_and_tokens_per_second() {
+        let chunk = |c: &str| format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{c}\"}}}}]}}");
+        let lines = vec![
+            at(5, "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}"),
+            at(6, ""),
+            at(120, &chunk("He")),
+            at(170, &chunk("llo")),
+            at(250, &chunk("!")),
+            at(251, "data: {\"choices\":[],\"usage\":{\"completion_tokens\":4}}"),
+            at(252, "data: [DONE]"),
+        ];
+        let f = read_completion(&lines).unwrap();
+        // The first token at 120 ms; the server counts 4 tokens (one chunk may hold two) by 250 ms.
+        assert_eq!((f.ttft_ms, f.tokens), (Some(120), 4));
+        assert!((f.tokens_per_s.unwrap() - 16.0).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.line(), "4 tokens, ttft_ms 120, tokens_per_s 16.0");
+        // Without usage, the chunks with content are counted.
+        let f = read_completion(&lines[..5]).unwrap();
+        assert_eq!(f.tokens, 3);
+        // A server that ignored "stream" answers one JSON document: no TTFT.
+        let whole = vec![at(400, r#"{"choices":[{"message":{"content":"Hi"}}],"usage":{"completion_tokens":2}}"#)];
+        let f = read_completion(&whole).unwrap();
+        assert_eq!((f.ttft_ms, f.tokens), (None, 2));
+        assert!((f.tokens_per_s.unwrap() - 5.0).abs() < 1e-9);
+        assert!(read_completion(&[at(1, "data: [DONE]")]).unwrap_err().contains("no token"));
+        assert!(read_completion(&[at(1, r#"{"choices":[]}"#)]).is_err());
+    }
+
+    #[test]
+    fn a_server_is_found_by_name_in_the_default_namespace_first() {
+        let v = kserve::vllm();
+        let o = kserve::runtime("openvino").unwrap();
+        let all = vec![
+            Server { name: "a".into(), namespace: "team".into(), rt: v },
+            Server { name: "a".into(), namespace: "llm-inference".into(), rt: v },
+            Server { name: "ov".into(), namespace: "llm-inference".into(), rt: o },
+        ];
+        let a = pick_server(&all, "a").unwrap();
+        assert_eq!(a.namespace, "llm-inference");
+        assert_eq!(pick_server(&all, "ov").unwrap().rt.kind, "InferenceService");
+        assert!(pick_server(&all, "none").is_none());
     }
 }

@@ -247,6 +247,14 @@ const RESOURCES: &[Resource] = &[
         short: &["llmisvc"],
         fields: &[],
     },
+    Resource {
+        kind: "InferenceService",
+        group_version: "serving.kserve.io/v1beta1",
+        plural: "inferenceservices",
+        namespaced: true,
+        short: &["isvc"],
+        fields: &[],
+    },
 ];
 
 fn resource_by_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
@@ -284,6 +292,8 @@ struct State {
     /// Access the token's user is denied: `verb resource[.group]` (cluster.json `access_denied`
     /// plus [`Options::deny_access`]); everything else is allowed, as for cluster-admin.
     denied: Vec<String>,
+    /// The bodies of the POSTs answered behind the service proxy (path, body), in order.
+    proxy_posts: Vec<(String, Vec<u8>)>,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -374,6 +384,7 @@ impl ClusterServer {
                 .map(str::to_string)
                 .chain(options.deny_access.iter().cloned())
                 .collect(),
+            proxy_posts: Vec::new(),
         }));
 
         let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
@@ -448,6 +459,16 @@ impl ClusterServer {
 
     pub fn object(&self, key: &ObjectKey) -> Option<Value> {
         self.state.lock().unwrap().objects.get(key).cloned()
+    }
+
+    /// The POST bodies the model servers behind the service proxy were sent, with their paths.
+    pub fn proxy_posts(&self) -> Vec<(String, Vec<u8>)> {
+        self.state.lock().unwrap().proxy_posts.clone()
+    }
+
+    /// Removes an object at once (for a test's own setup; no finalizers, no watch event).
+    pub fn remove(&self, key: &ObjectKey) -> Option<Value> {
+        self.state.lock().unwrap().objects.remove(key)
     }
 
     /// Stores an object as a POST to its collection would (for a test's own setup).
@@ -845,7 +866,7 @@ fn parse_path(path: &str) -> Result<Target<'_>, String> {
 }
 
 fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &[u8], state: &Mutex<State>) -> Answer {
-    if let Some(answer) = service_proxy(method, path, state) {
+    if let Some(answer) = service_proxy(method, path, body, state) {
         return answer;
     }
     let target = match parse_path(path) {
@@ -920,8 +941,10 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
 /// as it really routes: the Service must exist and have that port (by name or number; without
 /// one, its only port), and its Endpoints must have a ready address for that port, else 503.
 /// Behind a model server's workload Service (`<n>-kserve-workload-svc`) it answers as vLLM
-/// would, under the served name (`.spec.model.name` of the LLMInferenceService, else `<n>`).
-fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<Answer> {
+/// would, under the served name (`.spec.model.name` of the LLMInferenceService, else `<n>`): a
+/// chat completion asked with `"stream": true` comes as server-sent events, one token a chunk up
+/// to `max_tokens`, then a usage chunk and `[DONE]`, as vLLM's OpenAI server sends them.
+fn service_proxy(method: &Method, path: &str, body: &[u8], state: &Mutex<State>) -> Option<Answer> {
     let rest = path.strip_prefix("/api/v1/namespaces/")?;
     let (ns, rest) = rest.split_once("/services/")?;
     let (spec, tail) = rest.split_once("/proxy")?;
@@ -933,7 +956,10 @@ fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<An
         [_, name, port] => (*name, Some(*port)),
         _ => return Some(status(400, &format!("invalid service request {spec:?}"), None)),
     };
-    let s = state.lock().unwrap();
+    let mut s = state.lock().unwrap();
+    if method == Method::POST {
+        s.proxy_posts.push((tail.to_string(), body.to_vec()));
+    }
     let get = |plural: &str, name: &str| {
         let r = resource_by_plural("v1", plural).expect("a served resource");
         s.objects.get(&key(r, ns, name))
@@ -981,8 +1007,28 @@ fn service_proxy(method: &Method, path: &str, state: &Mutex<State>) -> Option<An
         (&Method::GET, "/v1/models") => {
             ok_json(&json!({"object": "list", "data": [{"id": served, "object": "model"}]}))
         }
-        (&Method::POST, "/v1/chat/completions") => ok_json(&json!({"object": "chat.completion", "model": served,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}]})),
+        (&Method::POST, "/v1/chat/completions") => {
+            let asked: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let n = asked["max_tokens"].as_u64().unwrap_or(16);
+            if asked["stream"].as_bool() == Some(true) {
+                let mut sse = String::new();
+                let mut chunk = |v: Value| sse.push_str(&format!("data: {v}\n\n"));
+                chunk(json!({"object": "chat.completion.chunk", "model": served,
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}));
+                for i in 0..n {
+                    chunk(json!({"object": "chat.completion.chunk", "model": served,
+                        "choices": [{"index": 0, "delta": {"content": format!(" t{i}")}}]}));
+                }
+                chunk(json!({"object": "chat.completion.chunk", "model": served, "choices": [],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}}));
+                sse.push_str("data: [DONE]\n\n");
+                respond(200, sse.into_bytes())
+            } else {
+                ok_json(&json!({"object": "chat.completion", "model": served,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}))
+            }
+        }
         _ => status(404, &format!("{tail} is not served by the recorded model server"), None),
     })
 }

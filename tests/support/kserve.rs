@@ -5,6 +5,14 @@
 //! `kserve.io/component`; EI always asks for one), the workload Service
 //! `<n>-kserve-workload-svc` (port 8000 named `https`, selecting `kserve.io/component=workload`)
 //! and its Endpoints (an address only for Ready pods).
+//!
+//! And an OpenVINO model server as EI's model-manager deploys it: an `InferenceService`
+//! (serving.kserve.io/v1beta1, Mushtaq-BGA/enterprise-inference@1e10d1a
+//! `model_manager/templates/inference-service-ovms.yaml`: the `openvino` model format on the
+//! `openvino-runtime` ClusterServingRuntime) whose `Ready` is made of `PredictorReady` and
+//! `IngressReady` (kserve/kserve@0217bda `pkg/apis/serving/v1beta1/inference_service_status.go`),
+//! behind the Service `<n>-predictor` on port 80 (@be7a409 `model_manager/lib/routing.sh`) to
+//! OVMS's REST port 8080 (`runtimes/openvino/serving-runtime.yaml`).
 
 use serde_json::{Value, json};
 
@@ -89,4 +97,28 @@ pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
     server.insert(json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": svc, "namespace": NS},
         "subsets": [{"addresses": [{"ip": "10.42.0.31", "targetRef": {"kind": "Pod", "name": format!("{name}-kserve-7c9f8d6b5-x2x7q")}}],
                      "ports": [{"name": "https", "port": 8000, "protocol": "TCP"}]}]}));
+}
+
+/// An OpenVINO model server `name` in `ns`, ready or not.
+pub fn install_ovms(server: &ClusterServer, ns: &str, name: &str, ready: bool) {
+    let st = if ready { "True" } else { "False" };
+    let predictor_reason = if ready { "MinimumReplicasAvailable" } else { "ProgressDeadlineExceeded" };
+    server.insert(json!({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": ns,
+            "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "model-manager"}},
+        "spec": {"predictor": {"minReplicas": 1, "maxReplicas": 1,
+            "model": {"modelFormat": {"name": "openvino"}, "runtime": "openvino-runtime",
+                "resources": {"requests": {"cpu": "8", "memory": "16Gi"}, "limits": {"cpu": "8", "memory": "16Gi"}}}}},
+        "status": {"clusterServingRuntimeName": "openvino-runtime",
+            "url": format!("http://{name}-predictor.{ns}.svc.cluster.local"),
+            "components": {"predictor": {"url": format!("http://{name}-predictor.{ns}.svc.cluster.local")}},
+            "conditions": [
+                {"type": "IngressReady", "status": "True"},
+                {"type": "PredictorReady", "status": st, "reason": predictor_reason},
+                {"type": "Ready", "status": st, "reason": predictor_reason}]}}));
+    // The predictor Service's selector is KServe's own and was not read here: left out.
+    server.insert(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("{name}-predictor"), "namespace": ns},
+        "spec": {"type": "ClusterIP",
+                 "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}}));
 }

@@ -38,8 +38,8 @@ pub fn parse(text: &str) -> Result<Fit, FactsError> {
 
 /// The fit the generator uses, and the warnings to print: `external` wins, then a `fit` the facts
 /// carry, then eas's own. Every candidate where the winner and eas disagree is a warning.
-pub fn resolve(f: &Facts, external: Option<&Fit>) -> (Fit, Vec<String>) {
-    let own = super::compute(f);
+pub fn resolve(f: &Facts, external: Option<&Fit>, targets: &[super::Target]) -> (Fit, Vec<String>) {
+    let own = super::compute_for(f, targets);
     let winner = match (external, &f.fit) {
         (Some(x), _) => x.clone(),
         (None, Some(x)) => {
@@ -58,7 +58,9 @@ pub fn disagreements(own: &FitDoc, other: &Fit) -> Vec<String> {
     let mut out = Vec::new();
     for (name, mine) in &own.candidates {
         let Some(theirs) = other.candidates.get(name) else {
-            out.push(format!("{who} has no verdict for {name}; eas says it {}", fits_word(mine.fits)));
+            if mine.numbers.is_some() {
+                out.push(format!("{who} has no verdict for {name}; eas says it {}", fits_word(mine.fits)));
+            }
             continue;
         };
         if theirs.fits != mine.fits {

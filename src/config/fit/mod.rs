@@ -1,4 +1,5 @@
-//! The built-in fit (SPEC §3.4): sizes each model candidate against the node it would land on.
+//! The built-in fit (SPEC §3.4): sizes each vLLM model entry against its pod and the node it
+//! would land on (weights + KV cache + working headroom ≤ pod memory ≤ node budget).
 //!
 //! Pure: facts and the candidate table in, a fit document out. The gatherer uses
 //! [`landing_node`] only to know which node's pods to ask about; it decides nothing else.
@@ -11,17 +12,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::data::{self, Candidate};
+use crate::config::data;
 use crate::facts::{self, Facts, KV_CACHE_ENV, MAX_MODEL_LEN, Node, StringMap};
 
 pub const GIB: u64 = 1 << 30;
-/// The longest context fit sizes a cache for (k3d-gpu fit's own ceiling, PR #251).
-pub const CONTEXT_CEILING: u64 = 32768;
 pub const SCHEMA: &str = "eas-fit/v1";
 pub const SOURCE_EAS: &str = "eas";
 pub const SOURCE_EXTERNAL: &str = "k3d-gpu fit";
 
-/// A candidate's architecture, as `data/models.json` records it (each figure cited there).
+/// A model's architecture, as `data/models.json` records it (each figure cited there) or as
+/// read from the model's own files on Hugging Face (`config::hf`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Architecture {
     pub parameters: u64,
@@ -30,11 +30,15 @@ pub struct Architecture {
     pub num_key_value_heads: u64,
     pub head_dim: u64,
     pub max_position_embeddings: u64,
+    /// The weights' size as stored (the safetensors index's `total_size`), which wins over
+    /// parameters × dtype bytes: quantized weights are smaller than their dtype says.
+    #[serde(default)]
+    pub weights_total_bytes: Option<u64>,
 }
 
 impl Architecture {
     pub fn weights_bytes(&self) -> u64 {
-        self.parameters * self.dtype_bytes
+        self.weights_total_bytes.unwrap_or(self.parameters * self.dtype_bytes)
     }
 
     /// K and V, for every layer and KV head: 2 × layers × KV heads × head dim × dtype bytes.
@@ -43,15 +47,99 @@ impl Architecture {
     }
 }
 
-/// The catalog's `VLLM_CPU_KVCACHE_SPACE` in whole GiB, rounded down (vLLM reads it with `int()`).
-/// Until the upstream-contact work lands, the value is `data/models.json`'s; this is the one place
-/// to swap for the value read at the pinned EI commit.
+/// The built-in candidates' KV cache when no catalog is read: `data/models.json`'s, in whole GiB
+/// rounded down (vLLM reads it with `int()`).
 pub fn catalog_cache_gib() -> u64 {
     whole_gib(data::models().catalog_kv_cache_gib)
 }
 
 pub fn whole_gib(v: f64) -> u64 {
     if v.is_finite() && v > 0.0 { v.floor() as u64 } else { 0 }
+}
+
+fn ceil_gib(bytes: u64) -> u64 {
+    bytes.div_ceil(GIB)
+}
+
+/// What fit needs to know of one model entry: a catalog's LLM entry, or a built-in candidate
+/// standing in for one (then with `data/models.json`'s KV cache and the category's memory).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub name: String,
+    pub model_id: String,
+    pub runtime: String,
+    /// The catalog's KV cache for it in whole GiB: the ceiling fit may lower, never raise.
+    pub kv_ceiling_gib: Option<u64>,
+    /// The pod's memory request and limit as the catalog renders it.
+    pub pod_memory_bytes: Option<u64>,
+    /// The catalog's own `--max-model-len`, when its args carry one.
+    pub max_model_len: Option<u64>,
+    /// Its figures (or why they are unknown) and where they were read.
+    pub arch: Result<Architecture, String>,
+    pub arch_from: String,
+}
+
+/// A model's figures: the Hugging Face cache (`hf:<id>@main config.json`, read-only) first, else
+/// `data/models.json`; `Err` says why they are unknown.
+pub fn resolve_architecture(
+    model_id: &str,
+    hf_cache: Option<&std::path::Path>,
+) -> (Result<Architecture, String>, String) {
+    let dir = hf_cache.and_then(|b| crate::config::hf::cache_dir(b, model_id, "main"));
+    if let Some(Some(Ok(a))) = dir.as_deref().map(crate::config::hf::from_cache) {
+        return (Ok(a), format!("hf:{model_id}@main config.json"));
+    }
+    (data::models().architecture(model_id).cloned(), "data/models.json".into())
+}
+
+impl Target {
+    /// The built-in candidates, as targets (no catalog read).
+    pub fn builtin(hf_cache: Option<&std::path::Path>) -> Vec<Target> {
+        let m = data::models();
+        m.candidates
+            .iter()
+            .map(|c| {
+                let (arch, arch_from) = resolve_architecture(&c.model_id, hf_cache);
+                Target {
+                    name: c.name.clone(),
+                    model_id: c.model_id.clone(),
+                    runtime: "vllm".into(),
+                    kv_ceiling_gib: Some(catalog_cache_gib()),
+                    pod_memory_bytes: Some(m.category_memory_gib * GIB),
+                    max_model_len: None,
+                    arch,
+                    arch_from,
+                }
+            })
+            .collect()
+    }
+
+    /// The entries a decision picks from: the catalog's LLM entries, else the built-in candidates.
+    pub fn for_catalog(c: Option<&crate::config::catalog::Catalog>, hf_cache: Option<&std::path::Path>) -> Vec<Target> {
+        match c {
+            Some(c) => Target::from_catalog(c, hf_cache),
+            None => Target::builtin(hf_cache),
+        }
+    }
+
+    /// A catalog's LLM entries, as targets.
+    pub fn from_catalog(c: &crate::config::catalog::Catalog, hf_cache: Option<&std::path::Path>) -> Vec<Target> {
+        c.llms()
+            .map(|e| {
+                let (arch, arch_from) = resolve_architecture(&e.model_id, hf_cache);
+                Target {
+                    name: e.name.clone(),
+                    model_id: e.model_id.clone(),
+                    runtime: e.runtime.clone(),
+                    kv_ceiling_gib: e.kv_cache_gib.map(whole_gib),
+                    pod_memory_bytes: e.memory_bytes,
+                    max_model_len: e.max_model_len,
+                    arch,
+                    arch_from,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The node a model would land on: the most allocatable memory among the nodes it may be
@@ -93,6 +181,11 @@ pub fn headroom_bytes() -> u64 {
     data::models().headroom_gib * GIB
 }
 
+/// vLLM's working memory inside the pod beyond weights and KV cache.
+pub fn pod_headroom_bytes() -> u64 {
+    data::models().pod_headroom_gib * GIB
+}
+
 pub fn budget(f: &Facts) -> Option<Budget> {
     let n = landing_node(&f.nodes)?;
     let allocatable = allocatable_bytes(n);
@@ -108,7 +201,7 @@ pub fn budget(f: &Facts) -> Option<Budget> {
     })
 }
 
-/// One candidate's verdict and the numbers behind it.
+/// One entry's verdict and the numbers behind it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sized {
     pub fits: bool,
@@ -119,6 +212,14 @@ pub struct Sized {
     /// The KV cache in whole GiB (0 when it does not fit).
     pub cache_gib: u64,
     pub lowered: bool,
+    /// The pod's memory as the catalog renders it, and what weights + cache + working headroom
+    /// need, in whole GiB (0 when it does not fit).
+    pub pod_memory_bytes: Option<u64>,
+    pub pod_headroom_bytes: u64,
+    pub memory_gib: u64,
+    /// The context one request is served at: the catalog's `--max-model-len`, else the model's own.
+    pub context: u64,
+    /// Written only when one request at `context` needs more KV than the cache holds.
     pub max_model_len: Option<u64>,
     /// Printed once, as the entry's `why`.
     #[serde(skip_serializing)]
@@ -142,16 +243,37 @@ pub fn max_model_len(kv_per_token: u64, cache_bytes: u64, ceiling: u64) -> Optio
     None
 }
 
-/// Sizes one candidate: weights first, then the largest whole-GiB cache the rest of the budget
-/// holds, never above the catalog's, then the context one request may have in that cache.
-pub fn size(arch: &Architecture, budget_bytes: u64, catalog_gib: u64) -> Sized {
+/// The context vLLM serves: the catalog's `--max-model-len`, else the model's own.
+pub fn context(arch: &Architecture, catalog_len: Option<u64>) -> u64 {
+    catalog_len.unwrap_or(arch.max_position_embeddings)
+}
+
+/// The `--max-model-len` to write for a cache of `cache_gib`: `None` when one request at the
+/// served context fits (vLLM's one-request check passes), else the largest power of two that does.
+pub fn needed_max_model_len(arch: &Architecture, ctx: u64, cache_gib: u64) -> Option<u64> {
+    let kv = arch.kv_bytes_per_token();
+    if ctx.saturating_mul(kv) <= cache_gib * GIB {
+        return None;
+    }
+    max_model_len(kv, cache_gib * GIB, ctx)
+}
+
+/// The pod memory weights, a cache of `cache_gib` and the working headroom need, in whole GiB.
+pub fn memory_gib(arch: &Architecture, cache_gib: u64) -> u64 {
+    ceil_gib(arch.weights_bytes() + pod_headroom_bytes()) + cache_gib
+}
+
+/// Sizes one vLLM entry: weights and the pod's working headroom first (whole GiB, rounded up),
+/// then the largest whole-GiB cache the rest of the node budget holds, never above the catalog's;
+/// the pod memory is what the three need; then the context one request may have in that cache.
+pub fn size(arch: &Architecture, budget_bytes: u64, t: &Target) -> Sized {
+    let catalog_gib = t.kv_ceiling_gib.unwrap_or(0);
     let weights = arch.weights_bytes();
     let kv = arch.kv_bytes_per_token();
-    let spare = budget_bytes.saturating_sub(weights);
-    let cache_gib = (spare / GIB).min(catalog_gib);
-    let ceiling = CONTEXT_CEILING.min(arch.max_position_embeddings);
-    let len = if cache_gib >= 1 { max_model_len(kv, cache_gib * GIB, ceiling) } else { None };
-    let base = Sized {
+    let base = ceil_gib(weights + pod_headroom_bytes());
+    let cache_gib = (budget_bytes / GIB).saturating_sub(base).min(catalog_gib);
+    let ctx = context(arch, t.max_model_len);
+    let blank = Sized {
         fits: false,
         weights_bytes: weights,
         kv_bytes_per_token: kv,
@@ -159,37 +281,47 @@ pub fn size(arch: &Architecture, budget_bytes: u64, catalog_gib: u64) -> Sized {
         catalog_cache_gib: catalog_gib,
         cache_gib: 0,
         lowered: false,
+        pod_memory_bytes: t.pod_memory_bytes,
+        pod_headroom_bytes: pod_headroom_bytes(),
+        memory_gib: 0,
+        context: ctx,
         max_model_len: None,
         why: String::new(),
     };
-    match len {
-        None if weights > budget_bytes => {
-            Sized { why: format!("weights {} exceed the {} budget", gib(weights), gib(budget_bytes)), ..base }
-        }
-        None => Sized {
-            why: format!(
-                "weights {} leave {} of the {} budget: less than 1 GiB of KV cache",
-                gib(weights),
-                gib(spare),
-                gib(budget_bytes)
-            ),
-            ..base
-        },
-        Some(len) => {
-            let lowered = cache_gib < catalog_gib;
-            let why = if lowered {
-                format!(
-                    "weights {} leave {} GiB of cache (catalog {catalog_gib}); one request of {len} tokens needs {}",
-                    gib(weights),
-                    cache_gib,
-                    gib(len * kv)
-                )
-            } else {
-                format!("weights {} + the catalog's {catalog_gib} GiB cache fit in {}", gib(weights), gib(budget_bytes))
-            };
-            Sized { fits: true, cache_gib, lowered, max_model_len: Some(len), why, ..base }
-        }
+    if cache_gib < 1 {
+        let why = format!(
+            "weights {} + {} working headroom need {base} GiB of pod memory (whole GiB): the {} node budget leaves \
+             less than 1 GiB of KV cache beside them",
+            gib(weights),
+            gib(pod_headroom_bytes()),
+            gib(budget_bytes)
+        );
+        return Sized { why, ..blank };
     }
+    let len = needed_max_model_len(arch, ctx, cache_gib);
+    let memory = base + cache_gib;
+    let lowered = cache_gib < catalog_gib;
+    let mut why = format!(
+        "weights {} + {cache_gib} GiB cache{} + {} headroom = {memory} GiB pod memory",
+        gib(weights),
+        if lowered { format!(" (catalog {catalog_gib})") } else { String::new() },
+        gib(pod_headroom_bytes())
+    );
+    match t.pod_memory_bytes {
+        Some(m) if m < memory * GIB => why.push_str(&format!(" > the catalog's {}: raised", gib(m))),
+        Some(m) if m > budget_bytes => why.push_str(&format!("; the catalog's {} exceeds the budget: lowered", gib(m))),
+        Some(m) => why.push_str(&format!(" <= the catalog's {}", gib(m))),
+        None => why.push_str(" (the catalog sets none)"),
+    }
+    why.push_str(&format!(" <= {} budget", gib(budget_bytes)));
+    match len {
+        Some(l) => why.push_str(&format!(
+            "; one request of {ctx} tokens needs {}: --max-model-len {l}",
+            gib(ctx.saturating_mul(kv))
+        )),
+        None => why.push_str(&format!("; one request of {ctx} tokens needs {}", gib(ctx.saturating_mul(kv)))),
+    }
+    Sized { fits: true, cache_gib, lowered, memory_gib: memory, max_model_len: len, why, ..blank }
 }
 
 /// The fit document: the `fit` shape of the facts (`candidates → {fits, env, args}`), plus its
@@ -211,34 +343,39 @@ pub struct Entry {
     pub why: String,
 }
 
-/// Sizes every candidate of `data/models.json` that records its architecture.
+/// Sizes the built-in candidates (no catalog read).
 pub fn compute(f: &Facts) -> FitDoc {
+    compute_for(f, &Target::builtin(None))
+}
+
+/// Sizes each target whose architecture `data/models.json` records.
+pub fn compute_for(f: &Facts, targets: &[Target]) -> FitDoc {
     let budget = budget(f);
-    let catalog = catalog_cache_gib();
     let mut candidates = BTreeMap::new();
-    for c in &data::models().candidates {
-        candidates.insert(c.name.clone(), entry(c, budget.as_ref(), catalog));
+    for t in targets {
+        candidates.insert(t.name.clone(), entry(t, budget.as_ref()));
     }
     FitDoc { schema: SCHEMA, source: SOURCE_EAS, node: budget, candidates }
 }
 
-fn entry(c: &Candidate, budget: Option<&Budget>, catalog: u64) -> Entry {
-    let (Some(arch), Some(b)) = (&c.architecture, budget) else {
-        let why = if c.architecture.is_none() {
-            "no architecture recorded in data/models.json: eas cannot size it".to_string()
-        } else {
-            "no node it may be scheduled on (AMX-labelled when any node is, without a NoSchedule taint)".to_string()
-        };
-        return Entry { fits: false, env: StringMap::new(), args: vec![], numbers: None, why };
+fn entry(t: &Target, budget: Option<&Budget>) -> Entry {
+    let unsized_ = |why: String| Entry { fits: false, env: StringMap::new(), args: vec![], numbers: None, why };
+    if t.runtime != "vllm" {
+        return unsized_(format!("runtime {}: eas sizes vLLM entries only (no fit verdict)", t.runtime));
+    }
+    let arch = match &t.arch {
+        Ok(a) => a,
+        Err(why) => return unsized_(format!("architecture unknown ({}): {why}", t.model_id)),
     };
-    let s = size(arch, b.budget_bytes, catalog);
-    let (env, args) = match s.max_model_len {
-        Some(len) if s.fits => (
-            StringMap::from([(KV_CACHE_ENV.to_string(), s.cache_gib.to_string())]),
-            vec![MAX_MODEL_LEN.to_string(), len.to_string()],
-        ),
-        _ => (StringMap::new(), vec![]),
+    let Some(b) = budget else {
+        return unsized_(
+            "no node it may be scheduled on (AMX-labelled when any node is, without a NoSchedule taint)".into(),
+        );
     };
+    let s = size(arch, b.budget_bytes, t);
+    let env =
+        if s.fits { StringMap::from([(KV_CACHE_ENV.to_string(), s.cache_gib.to_string())]) } else { StringMap::new() };
+    let args = s.max_model_len.map(|l| vec![MAX_MODEL_LEN.to_string(), l.to_string()]).unwrap_or_default();
     Entry { fits: s.fits, env, args, why: s.why.clone(), numbers: Some(s) }
 }
 

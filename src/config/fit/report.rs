@@ -36,8 +36,9 @@ fn gib(b: u64) -> String {
 
 /// The table: one row a candidate, then the landing node and its budget.
 pub fn table(doc: &FitDoc) -> String {
-    let header = ["CANDIDATE", "WEIGHTS", "KV/TOKEN", "BUDGET", "VERDICT", "CACHE", "MAX-MODEL-LEN", "WHY"];
-    let mut rows: Vec<[String; 8]> = vec![header.map(String::from)];
+    let header =
+        ["CANDIDATE", "WEIGHTS", "KV/TOKEN", "BUDGET", "VERDICT", "CACHE", "POD-MEMORY", "MAX-MODEL-LEN", "WHY"];
+    let mut rows: Vec<[String; 9]> = vec![header.map(String::from)];
     for (name, e) in &doc.candidates {
         let n = e.numbers.as_ref();
         let cache = e.env.get(KV_CACHE_ENV).map(|c| format!("{c} GiB")).unwrap_or_else(|| "-".into());
@@ -52,17 +53,18 @@ pub fn table(doc: &FitDoc) -> String {
             n.map(|n| gib(n.budget_bytes)).unwrap_or_else(|| "-".into()),
             if e.fits { "fits".into() } else { "does not fit".into() },
             cache,
+            n.filter(|n| n.fits).map(|n| format!("{} GiB", n.memory_gib)).unwrap_or_else(|| "-".into()),
             len,
             e.why.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..7).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..8).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in &rows {
         for (i, w) in widths.iter().enumerate() {
             out.push_str(&format!("{:<w$}  ", r[i], w = *w));
         }
-        out.push_str(&r[7]);
+        out.push_str(&r[8]);
         out.push('\n');
     }
     out.push_str(&format!("source: {}\n", doc.source));

@@ -2,12 +2,24 @@ use super::*;
 use crate::facts::{Node, Taint};
 
 fn arch(name: &str) -> Architecture {
-    data::models()
-        .candidates
-        .iter()
-        .find(|c| c.name == name)
-        .and_then(|c| c.architecture.clone())
-        .unwrap_or_else(|| panic!("{name} has an architecture"))
+    let m = data::models();
+    let c = m.candidates.iter().find(|c| c.name == name).unwrap_or_else(|| panic!("{name} is a candidate"));
+    m.architecture(&c.model_id).unwrap_or_else(|e| panic!("{name} has an architecture: {e}")).clone()
+}
+
+/// A vLLM entry with the given KV ceiling and pod memory (GiB), as a catalog would hold it.
+fn target(name: &str, ceiling: u64, memory_gib: u64) -> Target {
+    let c = data::models().candidates.iter().find(|c| c.name == name).unwrap();
+    Target {
+        name: name.into(),
+        model_id: c.model_id.clone(),
+        runtime: "vllm".into(),
+        kv_ceiling_gib: Some(ceiling),
+        pod_memory_bytes: Some(memory_gib * GIB),
+        max_model_len: None,
+        arch: Ok(arch(name)),
+        arch_from: "data/models.json".into(),
+    }
 }
 
 const ALL: [&str; 3] = ["qwen2-5-coder-14b", "qwen2-5-coder-7b", "llama-3-1-8b"];
@@ -32,29 +44,33 @@ fn weights_and_kv_per_token_by_hand() {
 
 #[test]
 fn sizing_by_hand() {
-    // (name, budget GiB, fits, cache GiB, lowered, max-model-len), each worked out in the comment.
-    type Case = (&'static str, u64, bool, u64, bool, Option<u64>);
-    let cases: [Case; 7] = [
-        // 24 GiB − 16 060 522 496 B = 9.04 GiB → 9; 32768 × 128 KiB = 4 GiB fits in 9.
-        ("llama-3-1-8b", 24, true, 9, true, Some(32768)),
-        // 16 GiB − weights = 1.04 GiB → 1; 1 GiB / 128 KiB = 8192 tokens.
-        ("llama-3-1-8b", 16, true, 1, true, Some(8192)),
-        // 15 GiB − weights = 43 MiB: no whole GiB of cache.
-        ("llama-3-1-8b", 15, false, 0, false, None),
-        // 100 GiB − 29.54 GB = 72.5 GiB → capped at the catalog's 40; 32768 × 192 KiB = 6 GiB.
-        ("qwen2-5-coder-14b", 100, true, 40, false, Some(32768)),
-        // 30 GiB − 29.54 GB = 2.49 GiB → 2; 2 GiB / 192 KiB = 10922 → 8192.
-        ("qwen2-5-coder-14b", 30, true, 2, true, Some(8192)),
-        // 20 GiB − 15.23 GB = 5.8 GiB → 5; 32768 × 56 KiB = 1.75 GiB fits.
-        ("qwen2-5-coder-7b", 20, true, 5, true, Some(32768)),
-        // 14 GiB < 15.23 GB of weights.
-        ("qwen2-5-coder-7b", 14, false, 0, false, None),
+    // (name, budget GiB, fits, cache GiB, lowered, pod memory GiB, max-model-len), each worked out
+    // in the comment: base = ceil((weights + 2 GiB working headroom) / GiB).
+    type Case = (&'static str, u64, bool, u64, bool, u64, Option<u64>);
+    let cases: [Case; 8] = [
+        // llama: 16 060 522 496 B = 14.96 GiB + 2 → 17; 40 GiB budget − 17 = 23 → the catalog's 8;
+        // 131072 × 128 KiB = 16 GiB > 8: 8 GiB / 128 KiB = 65536 (PR #251's figure).
+        ("llama-3-1-8b", 40, true, 8, false, 25, Some(65536)),
+        // 20 − 17 = 3 GiB of cache (lowered); 3 GiB / 128 KiB = 24576 → 16384.
+        ("llama-3-1-8b", 20, true, 3, true, 20, Some(16384)),
+        // 17 − 17 = 0: no whole GiB of cache.
+        ("llama-3-1-8b", 17, false, 0, false, 0, None),
+        // 14B: 29 540 067 328 B = 27.51 GiB + 2 → 30; 100 − 30 = 70 → 40; 32768 × 192 KiB = 6 GiB fits.
+        ("qwen2-5-coder-14b", 100, true, 40, false, 70, None),
+        // 32 − 30 = 2; 2 GiB / 192 KiB = 10922 → 8192.
+        ("qwen2-5-coder-14b", 32, true, 2, true, 32, Some(8192)),
+        // 7B: 15 231 233 024 B = 14.19 GiB + 2 → 17; 40 − 17 → 8; 32768 × 56 KiB = 1.75 GiB fits.
+        ("qwen2-5-coder-7b", 40, true, 8, false, 25, None),
+        // 18 − 17 = 1 GiB < 1.75 GiB: 1 GiB / 56 KiB = 18724 → 16384.
+        ("qwen2-5-coder-7b", 18, true, 1, true, 18, Some(16384)),
+        // 16 GiB < the 17 weights and headroom need.
+        ("qwen2-5-coder-7b", 16, false, 0, false, 0, None),
     ];
-    for (name, budget, fits, cache, lowered, len) in cases {
-        let s = size(&arch(name), budget * GIB, 40);
+    for (name, budget, fits, cache, lowered, memory, len) in cases {
+        let s = size(&arch(name), budget * GIB, &target(name, if name.contains("14b") { 40 } else { 8 }, 16));
         assert_eq!(
-            (s.fits, s.cache_gib, s.lowered, s.max_model_len),
-            (fits, cache, lowered, len),
+            (s.fits, s.cache_gib, s.lowered, s.memory_gib, s.max_model_len),
+            (fits, cache, lowered, memory, len),
             "{name} at {budget} GiB: {}",
             s.why
         );
@@ -167,8 +183,9 @@ fn the_document_has_the_facts_fit_shape() {
     assert_eq!(doc.source, "eas");
     let llama = &doc.candidates["llama-3-1-8b"];
     assert!(llama.fits);
+    // 64 − 4 node headroom = 60; − 17 = 43 → the built-in 40; 16 GiB for one full request fits.
     assert_eq!(llama.env[KV_CACHE_ENV], "40");
-    assert_eq!(llama.args, ["--max-model-len", "32768"]);
+    assert!(llama.args.is_empty(), "its own context fits the cache: no --max-model-len");
     let fit = doc.as_fit();
     fit.validate("").expect("eas's own document passes the checks an external one gets");
     assert_eq!(fit.source.as_deref(), Some("eas"));
@@ -176,33 +193,48 @@ fn the_document_has_the_facts_fit_shape() {
     assert!(none.candidates.values().all(|e| !e.fits && e.why.contains("no node")));
 }
 
-/// Every budget from 0 to 256 GiB in 64 MiB steps, for every candidate.
+/// Every budget from 0 to 256 GiB in 64 MiB steps, for every candidate and several catalogs:
+/// weights + cache + headroom ≤ pod memory ≤ budget, and one request at the served context fits.
 #[test]
 fn properties_over_every_budget() {
     let step = 64 << 20;
     for name in ALL {
-        let a = arch(name);
-        let mut fitted_at: Option<u64> = None;
-        let mut b = 0;
-        while b <= 256 * GIB {
-            let s = size(&a, b, 40);
-            if let Some(at) = fitted_at {
-                assert!(s.fits, "{name}: fits at {at} B but not at {b} B: more memory never un-fits");
-            }
-            if s.fits {
-                fitted_at.get_or_insert(b);
-                let len = s.max_model_len.expect("a fitting verdict carries --max-model-len");
-                assert!(s.cache_gib <= 40, "{name} at {b}: cache above the catalog's");
-                assert!(s.cache_gib * GIB >= a.kv_bytes_per_token() * len, "{name} at {b}: one request does not fit");
-                assert!(len.is_power_of_two() && len <= CONTEXT_CEILING.min(a.max_position_embeddings));
-                assert!(s.weights_bytes + s.cache_gib * GIB <= b, "{name} at {b}: weights + cache over budget");
-                if s.lowered {
-                    assert!(s.cache_gib < 40);
+        for (ceiling, memory) in [(8, 16), (40, 16), (8, 64)] {
+            let a = arch(name);
+            let t = target(name, ceiling, memory);
+            let mut fitted_at: Option<u64> = None;
+            let mut b = 0;
+            while b <= 256 * GIB {
+                let s = size(&a, b, &t);
+                if let Some(at) = fitted_at {
+                    assert!(s.fits, "{name}: fits at {at} B but not at {b} B: more memory never un-fits");
                 }
+                if s.fits {
+                    fitted_at.get_or_insert(b);
+                    let len = s.max_model_len.unwrap_or(s.context);
+                    assert!(s.cache_gib >= 1 && s.cache_gib <= ceiling, "{name} at {b}: cache outside 1..=catalog");
+                    assert!(
+                        s.cache_gib * GIB >= a.kv_bytes_per_token() * len,
+                        "{name} at {b}: one request does not fit"
+                    );
+                    assert!(len <= a.max_position_embeddings);
+                    if let Some(l) = s.max_model_len {
+                        assert!(
+                            l.is_power_of_two()
+                                && a.kv_bytes_per_token() * a.max_position_embeddings > s.cache_gib * GIB
+                        );
+                    }
+                    assert!(
+                        s.weights_bytes + s.cache_gib * GIB + s.pod_headroom_bytes <= s.memory_gib * GIB,
+                        "{name} at {b}: weights + cache + headroom over the pod memory"
+                    );
+                    assert!(s.memory_gib * GIB <= b, "{name} at {b}: pod memory over the budget");
+                    assert_eq!(s.lowered, s.cache_gib < ceiling);
+                }
+                b += step;
             }
-            b += step;
+            assert!(fitted_at.is_some(), "{name} fits somewhere below 256 GiB");
         }
-        assert!(fitted_at.is_some(), "{name} fits somewhere below 256 GiB");
     }
 }
 
@@ -223,10 +255,13 @@ fn properties_through_the_document() {
             if e.fits {
                 fitted.entry(name.clone()).or_insert(gib);
                 let cache: u64 = e.env[KV_CACHE_ENV].parse().unwrap();
-                let len: u64 = e.args[1].parse().unwrap();
-                let kv = e.numbers.as_ref().unwrap().kv_bytes_per_token;
-                assert!(cache <= catalog_cache_gib() && cache * GIB >= kv * len, "{name} at {gib} GiB");
-                assert_eq!(e.args[0], MAX_MODEL_LEN, "{name}: a cache always carries --max-model-len");
+                let n = e.numbers.as_ref().unwrap();
+                let len: u64 = e.args.get(1).map(|l| l.parse().unwrap()).unwrap_or(n.context);
+                assert!(
+                    cache <= catalog_cache_gib() && cache * GIB >= n.kv_bytes_per_token * len,
+                    "{name} at {gib} GiB"
+                );
+                assert!(n.memory_gib * GIB <= n.budget_bytes, "{name} at {gib} GiB: pod over the budget");
             } else {
                 assert!(e.env.is_empty() && e.args.is_empty(), "{name}: no flags without a fit");
             }
