@@ -202,3 +202,44 @@ fn each_prerequisite_that_fails_is_a_refusal_among_the_blockers() {
         assert_eq!(writes, Vec::<String>::new(), "{name}");
     }
 }
+
+/// Whether the install can download the model's weights is known in the plan: a `--model` that
+/// Hugging Face itself refuses (403 with `X-Error-Code: GatedRepo`, from a local stand-in) is a
+/// refusal among the blockers (exit 3) naming the license; the same refusal without Hugging
+/// Face's header (a proxy answering in its place) is only a warning.
+#[test]
+fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
+    let t = trees();
+    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
+    for (gated, proxied, refused) in [(vec![id], vec![], true), (vec![], vec![id], false)] {
+        let hf = support::hf::HfStandIn::start(&gated, &proxied);
+        let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+        let ca = hf.ca_file(dir.path());
+        let mut c = support::eas(&support::fixture("k3d-gpu-desktop"));
+        c.env("HF_ENDPOINT", hf.endpoint()).arg("--ca-bundle").arg(&ca);
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("up");
+        c.arg("--pins").arg(t.join("pins.json")).args(support::facts_args("k3d-gpu-desktop"));
+        for n in ["eas", "ei", "eat"] {
+            c.arg(format!("--{n}-repo")).arg(t.join("repos").join(n));
+        }
+        let out = c.args(["--dry-run", "--output", "json", "--model", "qwen2-5-coder-7b"]).output().unwrap();
+        let plan: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", support::text(&out.stderr)));
+        let config: Vec<&Value> =
+            plan["blockers"].as_array().unwrap().iter().filter(|b| b["phase"] == "config").collect();
+        if refused {
+            assert_eq!(out.status.code(), Some(3), "{plan:#}");
+            assert!(
+                config.iter().any(|b| b["exit_code"] == 3 && b["cause"].as_str().unwrap().contains(id)),
+                "{plan:#}"
+            );
+        } else {
+            assert!(config.is_empty(), "a proxy's refusal is no blocker: {plan:#}");
+            assert_eq!(out.status.code(), Some(0), "{plan:#}");
+            let warned =
+                plan["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("not checked"));
+            assert!(warned, "{plan:#}");
+        }
+    }
+}

@@ -90,6 +90,9 @@ pub struct UpArgs {
     /// With --dry-run: exit with the first blocker's exit code (0 when there is none), for CI
     #[arg(long, requires = "dry_run")]
     pub fail_on_blockers: bool,
+    /// Read nothing from Hugging Face (the models' figures from the cache, else the built-in data)
+    #[arg(long)]
+    pub offline: bool,
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
@@ -144,6 +147,9 @@ fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
 pub struct DoctorArgs {
     #[command(flatten)]
     pub select: SelectArgs,
+    /// Read nothing from Hugging Face (as `eas up --offline`)
+    #[arg(long)]
+    pub offline: bool,
     /// The installer's environment name (env/<name>/ in the EAS tree)
     #[arg(long, default_value = "k3d-gpu")]
     pub env: String,

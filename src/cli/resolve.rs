@@ -111,6 +111,7 @@ pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
         Ok(UpSettings {
             dry_run: a.dry_run,
             fail_on_blockers: a.fail_on_blockers,
+            offline: a.offline,
             allow_unread: a.allow_unread,
             select: select(a.select, env),
             env: a.env,
@@ -179,6 +180,7 @@ pub fn doctor(a: DoctorArgs, env: &Env) -> crate::up::doctor::DoctorSettings {
         let up = UpSettings {
             dry_run: true,
             fail_on_blockers: false,
+            offline: a.offline,
             allow_unread: a.allow_unread,
             select: select(a.select, env),
             env: a.env,

@@ -50,6 +50,9 @@ pub struct UpSettings {
     pub dry_run: bool,
     /// With --dry-run: exit with the first blocker's code (for CI)
     pub fail_on_blockers: bool,
+    /// Read nothing from Hugging Face: the models' figures come from the cache, else
+    /// data/models.json, and whether the weights can be downloaded is not known
+    pub offline: bool,
     /// Written keys that may go unread by the pinned trees (the knob audit warns instead)
     pub allow_unread: Vec<String>,
     pub select: Select,

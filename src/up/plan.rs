@@ -303,7 +303,11 @@ pub async fn decide(
                     shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide")
                 }
             }
-            let mut decision = config::generate_with(facts, &args.select, pinned.as_ref())?;
+            let downloads = match (&pinned, args.offline) {
+                (Some(c), false) => hf_reads(&c.catalog, global).await,
+                _ => Vec::new(),
+            };
+            let mut decision = config::generate_with_downloads(facts, &args.select, pinned.as_ref(), &downloads)?;
             if let Some((t, _)) = &trees {
                 // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
                 let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];
@@ -374,6 +378,33 @@ pub async fn decide(
     let audited = audit(args, shell, tree_pins, &resolved, &decision, &op, r);
     r.or_block(PhaseId::Overlay, audited)?;
     Ok((Some(decision), files, Some((scratch, op))))
+}
+
+/// What Hugging Face says of each LLM entry of the catalog (`HF_ENDPOINT`, `HF_TOKEN`, the proxy
+/// and `--ca-bundle` as for every download; bounded, in parallel, cached): whether the weights
+/// can be downloaded, by `model_id`. An entry Hugging Face itself refuses is skipped by an
+/// automatic pick and refused for `--model`; no answer (offline, a proxy's refusal) is a warning.
+async fn hf_reads(
+    catalog: &crate::config::catalog::Catalog,
+    global: &Global,
+) -> Vec<(String, crate::config::hf::Access)> {
+    let env = &global.env;
+    let entries: Vec<(String, String)> =
+        catalog.llms().filter(|e| !e.model_id.is_empty()).map(|e| (e.model_id.clone(), "main".to_string())).collect();
+    let home = env.var("HOME").map(std::path::PathBuf::from);
+    let xdg = env.var("XDG_CACHE_HOME").map(std::path::PathBuf::from);
+    let Some(cache) = crate::config::hf::cache_base(xdg.as_deref(), home.as_deref()) else { return Vec::new() };
+    let roots = global.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
+    let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
+    let Ok(d) =
+        crate::net::download::Downloader::with_timeouts(&roots, proxy, crate::net::hf::CONNECT, crate::net::hf::TOTAL)
+    else {
+        return Vec::new();
+    };
+    let endpoint = crate::net::hf::endpoint(env.var("HF_ENDPOINT").as_deref());
+    let token = env.var("HF_TOKEN");
+    let reads = crate::net::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache).await;
+    reads.into_iter().map(|r| (r.model_id, r.access)).collect()
 }
 
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that

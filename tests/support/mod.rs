@@ -5,6 +5,7 @@
 pub mod artifacts;
 pub mod cluster_server;
 pub mod forward_proxy;
+pub mod hf;
 pub mod kserve;
 pub mod synthetic_install;
 pub mod tls_front;
@@ -110,6 +111,11 @@ pub fn eas(dir: &Path) -> Command {
         // A developer's own pins (EAS_PINS, their user pins file) never reach a test.
         .env_remove("EAS_PINS")
         .env("XDG_CONFIG_HOME", dir.join(".no-config"))
+        .env("XDG_CACHE_HOME", dir.join(".no-cache"))
+        // Hugging Face is a closed port on loopback: every read is refused at once, the same on
+        // every machine (a test that needs answers serves its own stand-in).
+        .env("HF_ENDPOINT", NO_HF)
+        .env_remove("HF_TOKEN")
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
         .env("EAS_HOST_ROOT", dir.join(".no-host-root"))
@@ -117,6 +123,9 @@ pub fn eas(dir: &Path) -> Command {
         .env("NO_COLOR", "1");
     c
 }
+
+/// A Hugging Face endpoint nothing answers at (the discard port on loopback: refused at once).
+pub const NO_HF: &str = "https://127.0.0.1:9";
 
 /// The `eas facts` arguments a recorded cluster is gathered with (its facts-args file).
 pub fn facts_args(name: &str) -> Vec<String> {

@@ -53,6 +53,7 @@ impl Setup {
         c.current_dir(home)
             .env("HOME", home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("HF_ENDPOINT", super::NO_HF)
             .env_remove("EAS_PINS")
             .env("XDG_CACHE_HOME", self.dir.join("cache"))
             .env("EAS_CA_BUNDLE", HOST_CA)

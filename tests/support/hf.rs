@@ -1,0 +1,73 @@
+//! A Hugging Face stand-in on loopback (HTTPS, its certificate signed by a throwaway CA the
+//! client is told to trust with `--ca-bundle`), answering `/<id>/resolve/<rev>/<file>` as
+//! Hugging Face does: its refusals carry `X-Error-Code` (`GatedRepo` 403, `RepoNotFound` 401).
+//! A model id listed as `proxied` is refused with a bare 403, as a proxy answers in its place.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub struct HfStandIn {
+    pub port: u16,
+    pub ca_pem: String,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl HfStandIn {
+    /// `gated`: ids refused as gated (403 GatedRepo); `proxied`: ids refused with a bare 403.
+    pub fn start(gated: &[&str], proxied: &[&str]) -> HfStandIn {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let ca = super::tls_front::localhost_ca("eas hf stand-in CA");
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (gated, proxied): (Vec<String>, Vec<String>) =
+            (gated.iter().map(|s| s.to_string()).collect(), proxied.iter().map(|s| s.to_string()).collect());
+        let acceptor = ca.acceptor.clone();
+        rt.spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { return };
+                let (acceptor, gated, proxied) = (acceptor.clone(), gated.clone(), proxied.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    let (mut buf, mut req) = (vec![0u8; 8192], Vec::new());
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => req.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&req).to_string();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
+                    let (status, code) = if gated.contains(&id) {
+                        (403, Some("GatedRepo"))
+                    } else if proxied.contains(&id) {
+                        (403, None)
+                    } else {
+                        (404, Some("EntryNotFound"))
+                    };
+                    let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
+                    if let Some(c) = code {
+                        out.push_str(&format!("X-Error-Code: {c}\r\n"));
+                    }
+                    out.push_str("Content-Length: 2\r\n\r\n{}");
+                    let _ = tls.write_all(out.as_bytes()).await;
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+        HfStandIn { port, ca_pem: ca.pem, _rt: rt }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("https://localhost:{}", self.port)
+    }
+
+    /// The CA written to `dir`, for `--ca-bundle`.
+    pub fn ca_file(&self, dir: &Path) -> std::path::PathBuf {
+        let p = dir.join("hf-ca.pem");
+        std::fs::write(&p, &self.ca_pem).unwrap();
+        p
+    }
+}
