@@ -243,3 +243,31 @@ fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
         }
     }
 }
+
+/// A plan half past its window: `--phase-timeout facts=1` shortens the facts phase whole, and a
+/// node list that never answers ends the run there, exit 1 naming the phase; the plan of the same
+/// flag prints the value.
+#[test]
+fn the_facts_phase_past_its_effective_timeout_exits_1_naming_it() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    let plan = up(
+        &server,
+        "k3d-gpu-desktop",
+        state.path(),
+        &t,
+        true,
+        &["--dry-run", "--output", "json", "--phase-timeout", "facts=1"],
+    );
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let facts = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "facts").unwrap().clone();
+    assert_eq!((facts["timeout_secs"].clone(), facts["plan_timeout_secs"].clone()), (Value::from(1), Value::from(1)));
+    server.inject(Some("/api/v1/nodes"), support::Fault::Slow(std::time::Duration::from_secs(600)), None);
+    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--phase-timeout", "facts=1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", support::text(&out.stderr));
+    assert!(
+        support::text(&out.stderr).contains("phase facts did not finish within its timeout of 1 s"),
+        "{}",
+        support::text(&out.stderr)
+    );
+}

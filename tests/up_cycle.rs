@@ -376,6 +376,27 @@ fn an_installer_without_its_byo_line_is_stopped() {
     assert!(r.server.object(&model_key()).is_none());
 }
 
+/// `--install-timeout` is the install phase's act half, enforced as one window: the hanging
+/// installer is stopped at the effective value, the run exits 1 naming the phase, and nothing is
+/// left running. The plan prints the same value.
+#[test]
+fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang");
+    let plan = r.up(&["--dry-run", "--output", "json", "--install-timeout", "8"]);
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let install = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "install").unwrap().clone();
+    assert_eq!(install["timeout_secs"], 8, "{install}");
+    let child = r.spawn_up(&["--yes", "--install-timeout", "8"]);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("error: install:") && err.contains("no result within 8s"), "{err}");
+    assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+    assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
+}
+
 #[test]
 fn verification_that_times_out_exits_5_with_diagnostics() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
