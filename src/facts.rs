@@ -142,7 +142,7 @@ pub enum FactsError {
 }
 
 /// The largest facts document read: 64 MiB.
-pub const MAX_FACTS_BYTES: u64 = 64 << 20;
+pub const MAX_FACTS_BYTES: u64 = crate::bounded::Kind::Facts.limit();
 
 impl FactsError {
     pub fn hint(&self) -> &'static str {
@@ -194,16 +194,19 @@ impl Facts {
     /// Reads at most [`MAX_FACTS_BYTES`] (a 5000-node cluster's facts are a few MiB): a larger
     /// file, or an endless one such as `/dev/zero`, is refused before memory grows.
     pub fn read(path: &std::path::Path) -> Result<Facts, FactsError> {
-        use std::io::Read;
+        use crate::bounded::{Kind, ReadError};
         let shown = || path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| FactsError::Read { path: shown(), source })?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FACTS_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|source| FactsError::Read { path: shown(), source })?;
-        if bytes.len() as u64 > MAX_FACTS_BYTES {
-            return Err(FactsError::TooLarge { path: shown() });
-        }
+        let bytes = crate::bounded::read(path, Kind::Facts).map_err(|e| match e {
+            ReadError::TooLarge { .. } => FactsError::TooLarge { path: shown() },
+            ReadError::Io { source, .. } => FactsError::Read { path: shown(), source },
+            ReadError::Interrupted { .. } => {
+                FactsError::Read { path: shown(), source: std::io::ErrorKind::Interrupted.into() }
+            }
+            ReadError::NotFound { .. } => {
+                FactsError::Read { path: shown(), source: std::io::Error::from_raw_os_error(libc::ENOENT) }
+            }
+            e => FactsError::Read { path: shown(), source: std::io::Error::other(e.to_string()) },
+        })?;
         let text = String::from_utf8(bytes).map_err(|_| FactsError::Json {
             line: 0,
             column: 0,

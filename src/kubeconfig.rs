@@ -111,9 +111,23 @@ pub enum TargetError {
     /// The exec credential plugin failed: a run-time failure (exit 1), not bad input.
     #[error("{0}")]
     Plugin(String),
+    /// SIGINT or SIGTERM while the kubeconfig was read from a pipe (exit 130).
+    #[error("interrupted while reading the kubeconfig")]
+    Interrupted,
 }
 
 impl TargetError {
+    /// The command-edge failure: a plugin's failure is a run-time step (exit 1), an interrupted
+    /// read exit 130, anything else bad input (exit 2).
+    pub fn failure(&self) -> crate::error::Failure {
+        use crate::error::Failure;
+        match self {
+            TargetError::Plugin(line) => Failure::step("kubeconfig", line),
+            TargetError::Interrupted => Failure::Interrupted,
+            e => Failure::bad_input(e.to_string(), e.hint()),
+        }
+    }
+
     pub fn hint(&self) -> String {
         match self {
             TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {
@@ -127,23 +141,21 @@ impl TargetError {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
             TargetError::Proxy(e) => e.hint(),
-            TargetError::Plugin(_) => String::new(),
+            TargetError::Plugin(_) | TargetError::Interrupted => String::new(),
         }
     }
 }
 
 fn load_from(paths: &[PathBuf], explicit: bool) -> Result<(Kubeconfig, String), TargetError> {
     let read = |p: &Path| -> Result<Kubeconfig, TargetError> {
-        match std::fs::metadata(p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TargetError::Missing(p.to_path_buf()));
-            }
-            Err(e) => {
-                return Err(TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() });
-            }
-            Ok(_) => {}
-        }
-        Kubeconfig::read_from(p).map_err(|e| malformed(&p.display().to_string(), e))
+        let text = crate::bounded::read_string(p, crate::bounded::Kind::Kubeconfig).map_err(|e| match e {
+            e if e.is_not_found() => TargetError::Missing(p.to_path_buf()),
+            crate::bounded::ReadError::Interrupted { .. } => TargetError::Interrupted,
+            e => TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() },
+        })?;
+        let kc = parse(&text, p)?;
+        crate::secrets::learn_kubeconfig(&kc);
+        Ok(kc)
     };
     let shown = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
     if let [p] = paths {
@@ -162,6 +174,86 @@ fn load_from(paths: &[PathBuf], explicit: bool) -> Result<(Kubeconfig, String), 
         });
     }
     merged.map(|m| (m, shown.clone())).ok_or_else(|| TargetError::Missing(PathBuf::from(shown)))
+}
+
+/// Parses one kubeconfig file as kube's `read_from` does (relative file paths made absolute
+/// against the file's directory), with an error that names the line, column and kind of the
+/// problem and never quotes the file: the parser's own message shows the lines around the error,
+/// which in a kubeconfig are tokens, passwords and keys.
+fn parse(text: &str, path: &Path) -> Result<Kubeconfig, TargetError> {
+    let mut kc = Kubeconfig::from_yaml(text)
+        .map_err(|e| TargetError::Malformed { path: path.display().to_string(), cause: parse_cause(&e, text) })?;
+    if let Some(dir) = path.parent() {
+        let abs = |p: &mut Option<String>| {
+            if let Some(v) = p.as_mut()
+                && !v.is_empty()
+                && Path::new(v.as_str()).is_relative()
+            {
+                *v = dir.join(v.as_str()).display().to_string();
+            }
+        };
+        for c in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+            abs(&mut c.certificate_authority);
+        }
+        for a in kc.auth_infos.iter_mut().filter_map(|a| a.auth_info.as_mut()) {
+            abs(&mut a.client_certificate);
+            abs(&mut a.client_key);
+            abs(&mut a.token_file);
+        }
+    }
+    Ok(kc)
+}
+
+/// `line 13, column 25: mapping values are not allowed in this context`: the position and the
+/// kind, with anything the message quotes from the file, and any value of the file it repeats
+/// unquoted, replaced by `…`.
+fn parse_cause(e: &KubeconfigError, text: &str) -> String {
+    let yaml = match e {
+        KubeconfigError::Parse(inner) => inner.as_ref(),
+        _ => return "not a valid kubeconfig document".into(),
+    };
+    let at = yaml.location().map(|l| format!("line {}, column {}: ", l.line(), l.column())).unwrap_or_default();
+    let message = yaml.without_snippet().to_string();
+    let message = message.split(" --> ").next().unwrap_or("");
+    // Drop the parser's own position prefix (`error: line 13 column 25: `), kept above.
+    let kind = message.trim_start_matches("error: ");
+    let kind = match kind.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains("column") => rest,
+        _ => kind,
+    };
+    let kind = kind.split(" at line ").next().unwrap_or(kind);
+    format!("{at}{}", scrub(kind, text))
+}
+
+/// `kind` with quoted runs, and every value the file holds, replaced by `…`.
+fn scrub(kind: &str, text: &str) -> String {
+    let mut out = String::with_capacity(kind.len());
+    let mut quote: Option<char> = None;
+    for c in kind.chars() {
+        match (quote, c) {
+            (None, '"' | '`' | '\'') => {
+                quote = Some(c);
+                out.push('…');
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    // Unquoted echoes of a value: every word after a `key:` in the file, from 6 characters up.
+    let mut values: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(_, v)| v))
+        .flat_map(|v| v.split(|c: char| c.is_whitespace() || matches!(c, ',' | '{' | '}' | '[' | ']' | '"' | '\'')))
+        .filter(|w| w.len() >= 6)
+        .collect();
+    values.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    for v in values {
+        if out.contains(v) {
+            out = out.replace(v, "…");
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn malformed(path: &str, e: KubeconfigError) -> TargetError {
@@ -236,6 +328,7 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         return Ok(None);
     };
     let expires = cred.pointer("/status/expirationTimestamp").and_then(serde_json::Value::as_str).map(str::to_string);
+    crate::secrets::learn(token);
     auth.token = Some(token.to_string().into());
     auth.exec = None;
     Ok(Some(Minted { expires }))
@@ -273,6 +366,40 @@ mod tests {
         assert!(auth.exec.is_none());
         let json = serde_json::to_value(&kc).unwrap();
         assert_eq!(json.pointer("/users/0/user/token").unwrap(), "t0k");
+    }
+
+    #[test]
+    fn a_malformed_kubeconfig_names_line_column_and_kind_and_never_its_text() {
+        let head = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n";
+        let cases = [
+            (
+                "    token: TOKSENTINEL9: oops\n    password: PWSENTINEL9\n",
+                "line 6, column 24: mapping values are not allowed",
+            ),
+            ("    token: [TOKSENTINEL9, b]\n", "line 6, column 12: "),
+            ("    client-key-data: \"KEYSENTINEL9\n", "line 6, column 22: unclosed quote"),
+            ("    token: TOKSENTINEL9\n\ttoken: x\n", "line 6, column 12: "),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        for (tail, want) in cases {
+            std::fs::write(&path, format!("{head}{tail}")).unwrap();
+            let e = load_from(std::slice::from_ref(&path), true).unwrap_err().to_string();
+            assert!(e.contains(want), "{tail:?}: {e}");
+            assert!(!e.contains("SENTINEL9") && !e.contains(" | "), "{tail:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_kubeconfig_past_its_limit_or_relative_paths() {
+        let e = load_from(&[PathBuf::from("/dev/zero")], true).unwrap_err().to_string();
+        assert_eq!(e, "kubeconfig /dev/zero cannot be read: kubeconfig /dev/zero is larger than its limit of 16 MiB");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(&path, "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca.pem}\n").unwrap();
+        let (kc, _) = load_from(std::slice::from_ref(&path), true).unwrap();
+        let ca = kc.clusters[0].cluster.as_ref().unwrap().certificate_authority.clone().unwrap();
+        assert_eq!(ca, dir.path().join("ca.pem").display().to_string());
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 
 mod atomic;
 mod bastion;
+mod bounded;
 mod cli;
 mod commands;
 mod config;
@@ -26,6 +27,7 @@ mod prepare;
 #[cfg(test)]
 mod proptests;
 mod runtime;
+mod secrets;
 mod settings;
 mod sources;
 mod state;
@@ -43,6 +45,9 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let env = settings::Env::from_process();
+    secrets::learn_env(&env);
+    // A kubeconfig copy a SIGKILLed run left (a token, a client key) goes before anything else.
+    bastion::kube_copy::sweep(&std::env::temp_dir());
     let term = output::Terminal::from_env(&env);
     let g = &cli.global;
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);

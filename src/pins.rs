@@ -59,8 +59,9 @@ fn is_hex(s: &str) -> bool {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinsError {
-    #[error("pins: cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    /// Unreadable, past its limit, not text, or interrupted while read from a pipe.
+    #[error("pins: {0}")]
+    Read(crate::bounded::ReadError),
     #[error("pins: {0}")]
     Malformed(String),
     #[error("pins: unknown profile {0:?} (profiles: {1})")]
@@ -124,8 +125,7 @@ impl Pins {
         match path {
             None => Pins::parse(EMBEDDED),
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|source| PinsError::Read { path: p.display().to_string(), source })?;
+                let text = crate::bounded::read_string(p, crate::bounded::Kind::Pins).map_err(PinsError::Read)?;
                 Pins::parse(&text)
             }
         }

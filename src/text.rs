@@ -45,9 +45,10 @@ pub fn mask_userinfo(s: &str) -> String {
     out
 }
 
-/// One line for a person: credentials masked, then control characters escaped.
+/// One line for a person: every secret eas knows masked (`crate::secrets`), URL credentials
+/// masked, then control characters escaped.
 pub fn for_people(s: &str) -> String {
-    escape_controls(&mask_userinfo(s))
+    escape_controls(&mask_userinfo(&crate::secrets::mask(s)))
 }
 
 #[cfg(test)]

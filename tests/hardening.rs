@@ -343,3 +343,152 @@ fn a_ca_bundle_that_is_not_certificates_is_bad_input_for_every_command() {
         assert!(!out_dir.exists());
     }
 }
+
+// Issue 23: secrets in errors, bounded reads, signals in every wait.
+
+#[test]
+fn a_malformed_kubeconfig_names_line_column_and_kind_and_never_quotes_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "apiVersion: v1\nkind: Config\ncurrent-context: c\nusers:\n- name: u\n  user:\n";
+    let key = "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSUtFWVNFTlRJTkVM";
+    let cases = [
+        (
+            "    token: TOKSENTINEL23: oops\n    password: PWSENTINEL23\n".to_string(),
+            "line 7, column 25: mapping values",
+        ),
+        (format!("    client-key-data: {key}\n    password: [PWSENTINEL23\n"), "line 8, column"),
+        ("    token: TOKSENTINEL23\n\tpassword: PWSENTINEL23\n".to_string(), "line 7, column 12"),
+    ];
+    for (tail, want) in cases {
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, format!("{head}{tail}")).unwrap();
+        let out = facts_through(&kubeconfig).output().unwrap();
+        let (err, stdout) = (text(&out.stderr), text(&out.stdout));
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("kubeconfig {} is malformed: {want}", kubeconfig.display())), "{err}");
+        for secret in ["SENTINEL23", &key[..40], "KEYSENTINEL"] {
+            assert!(!err.contains(secret) && !stdout.contains(secret), "{secret} shown:\n{err}");
+        }
+    }
+}
+
+#[test]
+fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    // A pid far above pid_max: its run is gone. The live one is this test process's.
+    let dead = tmp.join("eas-kube-2147483646-Ab3xYz");
+    let live = tmp.join(format!("eas-kube-{}-Zz9", std::process::id()));
+    let other = tmp.join("eas-kube-notes");
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("config"), "users: [{user: {token: MINTEDSENTINEL}}]").unwrap();
+    }
+    std::fs::write(&other, "a file, not a copy's directory").unwrap();
+    let out = eas(dir.path()).env("TMPDIR", &tmp).args(["pins", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dead.exists(), "the dead run's copy is removed");
+    assert!(live.exists() && other.exists(), "a live run's copy and what is not a copy stay");
+}
+
+#[test]
+fn a_kubeconfig_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_with_130() {
+    for signal in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("kubeconfig");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // A writer that opens the pipe and never finishes.
+        let mut writer = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec 3>{}; echo 'apiVersion: v1' >&3; sleep 60", fifo.display()))
+            .spawn()
+            .unwrap();
+        let mut child = facts_through(&fifo).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let sent = std::time::Instant::now();
+        std::process::Command::new("kill").arg(signal).arg(child.id().to_string()).status().unwrap();
+        let (code, err) = exit_within(&mut child, std::time::Duration::from_secs(10));
+        let took = sent.elapsed();
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        assert_eq!(code, Some(130), "{signal}: {err}");
+        assert!(took < std::time::Duration::from_secs(1), "{signal}: took {took:?}");
+    }
+}
+
+fn cluster_key(name: &str) -> String {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("namespaces.json")).unwrap()).unwrap();
+    let ns = doc["items"].as_array().unwrap().iter().find(|n| n["metadata"]["name"] == "kube-system").unwrap();
+    ns["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+/// `eas status` on the recorded cluster with `state.json` as `plant` makes it (a symlink or bytes).
+fn status_with_state(plant: impl FnOnce(&Path)) -> (Option<i32>, String, std::time::Duration) {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("state");
+    let cluster = sd.join(cluster_key("xeon-amx"));
+    std::fs::create_dir_all(&cluster).unwrap();
+    plant(&cluster.join("state.json"));
+    let started = std::time::Instant::now();
+    let out = eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(&sd)
+        .arg("status")
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr) + &text(&out.stdout), started.elapsed())
+}
+
+#[test]
+fn a_state_file_on_dev_zero_is_refused_at_its_limit_not_read_whole() {
+    let (code, out, took) = status_with_state(|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("state.json is damaged: larger than its limit of 16 MiB"), "{out}");
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn a_damaged_state_file_is_reported_as_damaged_by_status_not_as_nothing_installed() {
+    let (code, out, _) = status_with_state(|p| std::fs::write(p, "{\"schema_version\": 1, \"truncat").unwrap());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("state.json is damaged"), "{out}");
+    assert!(out.contains("move ") && out.contains("aside"), "the hint says what to do: {out}");
+    assert!(!out.contains("installed nothing") && !out.contains("nothing installed"), "{out}");
+}
+
+#[test]
+fn every_input_file_past_its_limit_is_refused_naming_the_file_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = "/dev/zero";
+    let facts = fixture("xeon-amx").join("expected").join("facts.json");
+    let out_dir = dir.path().join("out");
+    let config = |extra: &[&str]| {
+        let mut v = vec!["config", "--facts", facts.to_str().unwrap(), "--out", out_dir.to_str().unwrap()];
+        v.extend_from_slice(extra);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let cases: [(Vec<String>, &str); 5] = [
+        (
+            vec!["pins".into(), "check".into(), "--pins".into(), zero.into()],
+            "pins file /dev/zero is larger than its limit of 4 MiB",
+        ),
+        (config(&["--fit", zero]), "fit document /dev/zero is larger than its limit of 16 MiB"),
+        (config(&["--catalog", zero]), "model catalog /dev/zero is larger than its limit of 16 MiB"),
+        (config(&["--pins", zero]), "pins file /dev/zero is larger than its limit of 4 MiB"),
+        (
+            vec!["--ca-bundle".into(), zero.into(), "pins".into(), "check".into()],
+            "CA bundle /dev/zero is larger than its limit of 16 MiB",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = eas(dir.path()).args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!out_dir.exists(), "nothing written: {args:?}");
+    }
+}

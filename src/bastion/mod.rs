@@ -11,6 +11,7 @@
 pub mod artifacts;
 pub mod context;
 pub mod image;
+pub mod kube_copy;
 pub mod kubeconfig;
 pub mod publisher;
 pub mod run;
@@ -542,7 +543,7 @@ pub fn standard(
         };
         let source = match &copy {
             Some(doc) => {
-                let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                let dir = kube_copy::private_dir().map_err(io("kubeconfig copy"))?;
                 let path = dir.path().join("config");
                 write_private(&path, &serde_json::to_vec_pretty(doc).expect("json")).map_err(io("kubeconfig copy"))?;
                 copy_dir = Some(dir);
@@ -585,8 +586,7 @@ pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource,
             Ok(kube)
         }
         Ok(None) => Ok(kube),
-        Err(crate::kubeconfig::TargetError::Plugin(line)) => Err(Failure::step("kubeconfig", line)),
-        Err(e) => Err(Failure::bad_input(e.to_string(), e.hint())),
+        Err(e) => Err(e.failure()),
     }
 }
 

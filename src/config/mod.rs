@@ -21,7 +21,10 @@ pub use rules::Decision;
 
 impl From<FactsError> for Failure {
     fn from(e: FactsError) -> Self {
-        Failure::bad_input(e.to_string(), e.hint())
+        match &e {
+            FactsError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => Failure::Interrupted,
+            _ => Failure::bad_input(e.to_string(), e.hint()),
+        }
     }
 }
 
@@ -119,8 +122,8 @@ fn clear_stale(out: &Path) -> Result<(), Failure> {
 
 /// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
 fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give a readable models.yaml"))?;
+    let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog)
+        .map_err(|e| e.failure("give a readable EI model_manager/models.yaml to --catalog"))?;
     let catalog = catalog::Catalog::parse(&text).map_err(|e| {
         Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give EI's model_manager/models.yaml")
     })?;

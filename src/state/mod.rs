@@ -119,6 +119,9 @@ impl From<journal::JournalError> for crate::error::Failure {
     fn from(e: journal::JournalError) -> Self {
         let hint = e.hint();
         match e {
+            journal::JournalError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => {
+                crate::error::Failure::Interrupted
+            }
             journal::JournalError::Read { .. } | journal::JournalError::Write { .. } => {
                 crate::error::Failure::step_next("state", e, hint)
             }

@@ -45,7 +45,9 @@ pub fn redactor(env: &Env) -> Redactor {
         .filter_map(|v| env.var(&v.name))
         .filter(|s| !s.is_empty())
         .collect();
-    Redactor::new(secrets)
+    // And every secret eas has read so far: the kubeconfig's tokens and keys (the installer
+    // prints its kubeconfig), a minted token, proxy userinfo.
+    crate::secrets::redactor_with(secrets)
 }
 
 /// Streams the container's output into the log and the progress reader.

@@ -158,7 +158,7 @@ async fn diagnostics(client: &Client, name: &str, t: &Timeouts) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
     if let Ok(log) = call("pod log", t.call, pods.logs(name, &lp)).await {
-        lines.extend(log.lines().map(|l| format!("  log {l}")));
+        lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l))));
     }
     lines
 }
