@@ -104,14 +104,6 @@ impl ReadError {
             _ => None,
         }
     }
-
-    /// The command-edge failure: interrupted is exit 130, everything else bad input (exit 2).
-    pub fn failure(&self, hint: &str) -> crate::error::Failure {
-        match self {
-            ReadError::Interrupted { .. } => crate::error::Failure::Interrupted,
-            _ => crate::error::Failure::bad_input(self.to_string(), hint),
-        }
-    }
 }
 
 /// Reads at most `kind`'s limit of `path`; one byte more is [`ReadError::TooLarge`].

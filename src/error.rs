@@ -38,6 +38,14 @@ impl Failure {
         Failure::Step { step: step.into(), cause: cause.to_string(), next: Some(next.into()) }
     }
 
+    /// A file that could not be read (`bounded`): interrupted is exit 130, anything else bad input.
+    pub fn read(e: &crate::bounded::ReadError, hint: &str) -> Self {
+        match e {
+            crate::bounded::ReadError::Interrupted { .. } => Failure::Interrupted,
+            _ => Failure::bad_input(e.to_string(), hint),
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Step { .. } => 1,

@@ -45,7 +45,8 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let env = settings::Env::from_process();
-    secrets::learn_env(&env);
+    let secret_vars = bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
+    secrets::learn_env(&env.lookup(), secret_vars);
     // A kubeconfig copy a SIGKILLed run left (a token, a client key) goes before anything else.
     bastion::kube_copy::sweep(&std::env::temp_dir());
     let term = output::Terminal::from_env(&env);

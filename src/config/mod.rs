@@ -123,7 +123,7 @@ fn clear_stale(out: &Path) -> Result<(), Failure> {
 /// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
 fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
     let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog)
-        .map_err(|e| e.failure("give a readable EI model_manager/models.yaml to --catalog"))?;
+        .map_err(|e| Failure::read(&e, "give a readable EI model_manager/models.yaml to --catalog"))?;
     let catalog = catalog::Catalog::parse(&text).map_err(|e| {
         Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give EI's model_manager/models.yaml")
     })?;

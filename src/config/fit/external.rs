@@ -12,7 +12,7 @@ use super::{FitDoc, SOURCE_EXTERNAL};
 /// input is exit 2, with the same checks as a `fit` inside a facts document.
 pub fn read(path: &Path) -> Result<Fit, Failure> {
     let text = crate::bounded::read_string(path, crate::bounded::Kind::Fit)
-        .map_err(|e| e.failure("check the path given to --fit"))?;
+        .map_err(|e| Failure::read(&e, "check the path given to --fit"))?;
     parse(&text).map_err(|e| {
         let cause = e.to_string();
         Failure::bad_input(

@@ -9,7 +9,9 @@ use std::sync::{Mutex, RwLock};
 use base64::Engine;
 use kube::config::Kubeconfig;
 
-use crate::installer::redact::Redactor;
+pub mod redact;
+
+use redact::Redactor;
 
 /// Shorter values are not registered: masking two-letter words everywhere would garble output,
 /// and nothing eas reads calls a value that short a secret.
@@ -86,16 +88,16 @@ pub fn learn_url_userinfo(url: &str) {
     }
 }
 
-/// Registers the environment's secrets: the installer's secret variables (`HF_TOKEN`, the admin
-/// passwords) and the userinfo of every proxy variable.
-pub fn learn_env(env: &crate::settings::Env) {
-    for v in crate::bastion::installer_env().iter().filter(|v| v.secret) {
-        if let Some(value) = env.var(&v.name) {
+/// Registers the environment's secrets: the variables named (the installer's secret ones:
+/// `HF_TOKEN`, the admin passwords) and the userinfo of every proxy variable.
+pub fn learn_env<'a>(var: &dyn Fn(&str) -> Option<String>, secret_names: impl IntoIterator<Item = &'a str>) {
+    for name in secret_names {
+        if let Some(value) = var(name) {
             learn(&value);
         }
     }
     for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
-        if let Some(url) = env.var(name) {
+        if let Some(url) = var(name) {
             learn_url_userinfo(&url);
         }
     }
