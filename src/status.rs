@@ -135,7 +135,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         Ok(Ok(l)) => l.items,
         // No KServe CRD (or no namespace): no model servers.
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => Vec::new(),
-        Ok(Err(e)) => return Err(format!("list llminferenceservices: {e}")),
+        Ok(Err(e)) => return Err(format!("list llminferenceservices: {}", crate::gather::kube::said(&e))),
         Err(_) => return Err(format!("list llminferenceservices: no answer within {}s", t.as_secs())),
     };
     let deps: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
@@ -229,7 +229,9 @@ pub fn command(args: &StatusSettings, global: &Global, _shell: &Shell) -> Result
         })
     })?;
     match args.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).expect("json")),
+        OutputFormat::Json => {
+            println!("{}", crate::text::json_safe(serde_json::to_string_pretty(&status).expect("json")))
+        }
         // Names and reasons come from the cluster: escaped before they reach a terminal.
         OutputFormat::Text => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
     }

@@ -492,3 +492,47 @@ fn every_input_file_past_its_limit_is_refused_naming_the_file_and_the_limit() {
         assert!(!out_dir.exists(), "nothing written: {args:?}");
     }
 }
+
+#[test]
+fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json() {
+    let name = "gpu\u{202e}10-edon\u{2066}\u{200b}";
+    let shown = "gpu\\u{202e}10-edon\\u{2066}\\u{200b}";
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+    doc["nodes"][0]["name"] = serde_json::Value::String(name.into());
+    let dir = tempfile::tempdir().unwrap();
+    let facts_file = dir.path().join("facts.json");
+    std::fs::write(&facts_file, doc.to_string()).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = eas(dir.path())
+        .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+    for (what, s) in [("stdout", text(&out.stdout)), ("stderr", text(&out.stderr)), ("choices.txt", choices)] {
+        assert!(!s.contains('\u{202e}') && !s.contains('\u{2066}') && !s.contains('\u{200b}'), "{what}: {s}");
+        if what == "choices.txt" {
+            assert!(s.contains(shown), "{what} names the node escaped: {s}");
+        }
+    }
+
+    // facts.json: the same characters as JSON escapes, so the value reads back unchanged.
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut node = server.object(&key).expect("the recorded node");
+    node["metadata"]["labels"]["evil"] = serde_json::Value::String(name.into());
+    server.insert(node);
+    let facts_out = dir.path().join("gathered.json");
+    let out = facts(&server, "xeon-amx", &["--out", facts_out.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = std::fs::read_to_string(&facts_out).unwrap();
+    assert!(!json.contains('\u{202e}') && json.contains("gpu\\u202e10-edon\\u2066\\u200b"), "{json}");
+    let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(back["nodes"][0]["labels"]["evil"], name);
+}

@@ -346,3 +346,14 @@ fn a_secret_in_a_pod_log_is_masked_in_verify_excerpts() {
     assert!(err.contains("log login with HF_TOKEN=***"), "the excerpt is shown, masked:\n{err}");
     assert!(!err.contains("SENTINELvErIfY") && !stdout.contains("SENTINELvErIfY"), "{err}");
 }
+
+#[test]
+fn an_api_error_is_its_code_reason_and_escaped_message_never_a_dump() {
+    let c = Cluster::start("gpu-nodes");
+    c.server.inject(Some("/api/v1/nodes"), support::Fault::Status(500, "etcd \u{1b}[31mdown\u{202e}".into()), None);
+    let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
+    let all = text(&out.stderr) + &text(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("500 Internal Server Error: etcd \\u{1b}[31mdown\\u{202e}"), "{all}");
+    assert!(!all.contains("Status {") && !all.contains('\u{1b}') && !all.contains('\u{202e}'), "{all}");
+}

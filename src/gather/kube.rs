@@ -312,6 +312,29 @@ impl Reader {
     }
 }
 
+/// A kube error for people: an API answer as `<code> <reason>: <message>` (never a `Status { … }`
+/// dump), anything else as its chain of causes; credentials masked, and the server's text
+/// escaped (a 401's message may carry escape codes).
+pub fn said(e: &kube::Error) -> String {
+    let text = match e {
+        kube::Error::Api(s) => {
+            let reason = match s.code {
+                401 => "Unauthorized (the kubeconfig's credentials were rejected)",
+                403 => "Forbidden",
+                _ => "",
+            };
+            let text = status_text(s.code, &s.message);
+            match (reason, text.as_str()) {
+                ("", t) => format!("{} {t}", s.code),
+                (r, "") => format!("{} {r}", s.code),
+                (r, t) => format!("{} {r}: {t}", s.code),
+            }
+        }
+        other => chain(other),
+    };
+    crate::text::for_people(&text)
+}
+
 pub fn status_text(code: u16, message: &str) -> String {
     let reason = http_reason(code);
     match (reason, message.trim()) {
@@ -547,6 +570,17 @@ mod tests {
         assert!(meta.is_err());
         let (_, meta) = names(r#"{"kind":"NodeList","items":[]} trailing"#);
         assert!(meta.is_err());
+    }
+
+    #[test]
+    fn kube_errors_are_a_code_a_reason_and_an_escaped_message() {
+        let mut s = kube::core::Status::failure("token \u{1b}[31mexpired\u{1b}[0m\u{202e}", "Unauthorized");
+        s.code = 401;
+        let got = said(&kube::Error::Api(Box::new(s)));
+        assert_eq!(
+            got,
+            "401 Unauthorized (the kubeconfig's credentials were rejected): token \\u{1b}[31mexpired\\u{1b}[0m\\u{202e}"
+        );
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
             gathered.api_calls
         ),
     );
-    let text = format!("{}\n", serde_json::to_string_pretty(f).expect("facts serialise"));
+    let text = format!("{}\n", crate::text::json_safe(serde_json::to_string_pretty(f).expect("facts serialise")));
     match &args.out {
         None => {
             use std::io::Write;

@@ -22,26 +22,8 @@ async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, k
     }
 }
 
-/// A kube error for people: an API answer as its code, reason and message (never a `Status { … }`
-/// dump), anything else as its chain of causes, credentials masked.
-pub fn said(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => {
-            let reason = match s.code {
-                401 => "Unauthorized (the kubeconfig's credentials were rejected)",
-                403 => "Forbidden",
-                _ => "",
-            };
-            let text = crate::gather::kube::status_text(s.code, &s.message);
-            match (reason, text.as_str()) {
-                ("", t) => format!("{} {t}", s.code),
-                (r, "") => format!("{} {r}", s.code),
-                (r, t) => format!("{} {r}: {t}", s.code),
-            }
-        }
-        other => crate::text::mask_userinfo(&crate::gather::kube::chain(other)),
-    }
-}
+/// A kube error for people (one way for every command: `gather::kube::said`).
+pub use crate::gather::kube::said;
 
 /// The `kube-system` namespace UID: the key of this cluster's state directory.
 pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, String> {
@@ -141,7 +123,7 @@ async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration)
     match tokio::time::timeout(t, api.list_metadata(&ListParams::default())).await {
         Ok(Ok(list)) => Ok(list.items.into_iter().filter_map(|i| i.metadata.name).collect()),
         Ok(Err(e)) if not_found(&e) => Ok(Vec::new()),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }
@@ -177,7 +159,7 @@ pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(),
     match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if not_found(&e) => Ok(()),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }
