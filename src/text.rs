@@ -66,7 +66,9 @@ pub fn mask_userinfo(s: &str) -> String {
         out.push_str(head);
         let end = tail.find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '<' | '>') || c.is_whitespace());
         let authority = &tail[..end.unwrap_or(tail.len())];
-        match authority.rfind('@') {
+        // `[` and `]` are not allowed in userinfo (RFC 3986 §3.2.1): text such as a hint's
+        // `http://[user:password@]host:port` is a template, not credentials.
+        match authority.rfind('@').filter(|&at| !authority[..at].contains(['[', ']'])) {
             Some(at) => {
                 out.push_str("***");
                 rest = &tail[at..];
@@ -128,6 +130,11 @@ mod tests {
             ("http://h/path@not-userinfo", "http://h/path@not-userinfo"),
             ("user:pass@host without scheme", "user:pass@host without scheme"),
             ("http://a:p@ss@h", "http://***@h"),
+            (
+                "set HTTPS_PROXY to http://[user:password@]host:port",
+                "set HTTPS_PROXY to http://[user:password@]host:port",
+            ),
+            ("http://u:p@[::1]:3128", "http://***@[::1]:3128"),
             ("", ""),
         ];
         for (raw, shown) in cases {

@@ -536,3 +536,20 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
     let back: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(back["nodes"][0]["labels"]["evil"], name);
 }
+
+#[test]
+fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {server: \"https://127.0.0.1:1\"}\n\
+         contexts:\n- name: c\n  context: {cluster: k, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let out = facts_through(&kubeconfig).env("HTTPS_PROXY", "http://u:PROXYPASS23@exa mple:99").output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("PROXYPASS23"), "{err}");
+    assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
+}
