@@ -264,6 +264,25 @@ fn malformed(path: &str, e: KubeconfigError) -> TargetError {
     TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
 }
 
+/// Whether an ExecCredential's `expirationTimestamp` (RFC 3339) is already past at `now`. One
+/// that does not parse is left to the API server to judge.
+pub fn expired(at: &str, now: chrono::DateTime<chrono::Utc>) -> bool {
+    chrono::DateTime::parse_from_rfc3339(at).is_ok_and(|t| t <= now)
+}
+
+/// A plugin's process group, killed whole when dropped: whatever of it is still running when
+/// the plugin answers, times out, or the run is cancelled.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the group the plugin leads; ESRCH (already gone) is fine.
+        unsafe {
+            libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
+        }
+    }
+}
+
 /// A token minted on the host through the context's exec credential plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Minted {
@@ -303,6 +322,10 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group: the plugin's children (a browser login helper, a `sleep` in a
+        // shell script) are killed with it, on timeout, on a signal (the future is dropped) and
+        // when it exits, and the terminal's Ctrl-C is eas's to handle.
+        .process_group(0)
         .kill_on_drop(true);
     for e in exec.env.iter().flatten() {
         if let (Some(n), Some(v)) = (e.get("name"), e.get("value")) {
@@ -310,6 +333,7 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         }
     }
     let child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
+    let _group = child.id().map(ProcessGroup);
     let out = tokio::time::timeout(timeout, child.wait_with_output())
         .await
         .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
@@ -329,6 +353,11 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
     };
     let expires = cred.pointer("/status/expirationTimestamp").and_then(serde_json::Value::as_str).map(str::to_string);
     crate::secrets::learn(token);
+    if let Some(at) = expires.as_deref()
+        && expired(at, chrono::Utc::now())
+    {
+        return Err(fail(format!("returned a token that expired at {at}; log in again")));
+    }
     auth.token = Some(token.to_string().into());
     auth.exec = None;
     Ok(Some(Minted { expires }))
@@ -400,6 +429,51 @@ mod tests {
         let (kc, _) = load_from(std::slice::from_ref(&path), true).unwrap();
         let ca = kc.clusters[0].cluster.as_ref().unwrap().certificate_authority.clone().unwrap();
         assert_eq!(ca, dir.path().join("ca.pem").display().to_string());
+    }
+
+    #[test]
+    fn an_expiry_in_the_past_is_expired() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-04T12:00:00Z").unwrap().to_utc();
+        assert!(expired("2020-01-01T00:00:00Z", now));
+        assert!(expired("2026-12-04T12:00:00Z", now));
+        assert!(!expired("2026-12-04T12:00:01Z", now));
+        assert!(!expired("soon", now), "an unreadable expiry is the API server's to judge");
+    }
+
+    #[tokio::test]
+    async fn an_already_expired_token_is_refused_naming_the_expiry() {
+        let (_d, mut kc) = with_plugin(
+            "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
+        );
+        let e = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap_err();
+        assert!(matches!(e, TargetError::Plugin(_)), "a run-time failure: {e}");
+        assert!(e.to_string().ends_with("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{e}");
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie is gone for this purpose: /proc/<pid>/stat's state `Z`.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    }
+
+    #[tokio::test]
+    async fn the_plugins_children_die_with_it_on_timeout_and_when_it_answers() {
+        for (body, timeout) in [
+            ("sleep 300 &\necho $! > \"$0.child\"\nexec sleep 300\n", Duration::from_millis(300)),
+            (
+                "sleep 300 >/dev/null 2>&1 &\necho $! > \"$0.child\"\necho '{\"status\":{\"token\":\"t\"}}'\n",
+                Duration::from_secs(10),
+            ),
+        ] {
+            let (dir, mut kc) = with_plugin(&format!("#!/bin/sh\n{body}"));
+            let _ = mint_exec(&mut kc, "c", timeout).await;
+            let pid: i32 = std::fs::read_to_string(dir.path().join("plugin.child")).unwrap().trim().parse().unwrap();
+            let gone = (0..50).any(|_| {
+                std::thread::sleep(Duration::from_millis(20));
+                !alive(pid)
+            });
+            assert!(gone, "the plugin's child {pid} outlived it: {body}");
+        }
     }
 
     #[tokio::test]

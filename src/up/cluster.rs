@@ -177,6 +177,30 @@ pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), 
     deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
 }
 
+/// Deletes one object the ledger recorded (a namespace, a CRD, or an object inside a namespace)
+/// within `t`, and gives up at once when `cancel` fires (SIGINT/SIGTERM): `None`. A Helm release
+/// is the teardown's to remove, not a DELETE: `Some(Err)`.
+pub async fn delete_object(
+    client: &Client,
+    o: &crate::state::ledger::Object,
+    t: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<Result<(), String>> {
+    use crate::state::ledger::Object;
+    let delete = async {
+        match o {
+            Object::Namespace(n) => delete_namespace(client, n, t).await,
+            Object::Crd(c) => delete_crd(client, c, t).await,
+            Object::Namespaced(n) => delete_named(client, n, t).await,
+            Object::HelmRelease(_) => Err(format!("{o} is removed by helm, not by a DELETE")),
+        }
+    };
+    tokio::select! {
+        r = delete => Some(r),
+        _ = cancel.cancelled() => None,
+    }
+}
+
 /// A cluster-wide DELETE within `t`: 404 (gone) and 409 (already going) are done.
 async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<(), String> {
     match tokio::time::timeout(t, fut).await {
@@ -190,6 +214,30 @@ async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_delete_the_api_server_never_answers_ends_when_the_run_is_cancelled() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Accepts, and never answers.
+        std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().take(4).collect();
+            std::thread::sleep(Duration::from_secs(60));
+            drop(held);
+        });
+        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c.cancel();
+        });
+        let started = std::time::Instant::now();
+        let o = crate::state::ledger::Object::Namespace("eas-made".into());
+        let r = delete_object(&client, &o, Duration::from_secs(30), &cancel).await;
+        assert!(r.is_none(), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    }
 
     #[test]
     fn api_answers_are_a_code_and_a_reason_not_a_dump() {
