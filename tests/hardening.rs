@@ -553,3 +553,65 @@ fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
     assert!(!err.contains("PROXYPASS23"), "{err}");
     assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
 }
+
+#[test]
+fn doctor_shows_a_401_as_code_reason_and_escaped_message_never_raw_escapes_or_a_dump() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let evil = "token expired\u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}";
+    server.inject(Some("/version"), Fault::Status(401, evil.into()), None);
+    server.inject(Some("/api/v1/nodes"), Fault::Status(401, evil.into()), None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(!all.contains('\u{1b}') && !all.contains('\u{202e}') && !all.contains("Status {"), "{all}");
+    assert!(all.contains("401 Unauthorized"), "{all}");
+    assert!(all.contains("token expired\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{202e}"), "{all}");
+}
+
+#[test]
+fn a_ca_bundle_cut_off_mid_certificate_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap();
+    let start = system.find("-----BEGIN CERTIFICATE-----").unwrap();
+    let end = system[start..].find("-----END CERTIFICATE-----").unwrap() + start;
+    let bundle = dir.path().join("cut.pem");
+    std::fs::write(&bundle, &system[start..start + (end - start) / 2]).unwrap();
+    let out = eas(dir.path()).arg("--ca-bundle").arg(&bundle).args(["pins", "check"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("CA bundle {}: is cut off: block 1 has no END line", bundle.display())), "{err}");
+}
+
+#[test]
+fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("get-token");
+    write_exec(
+        &plugin,
+        "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"EXPIREDTOKEN23\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:1\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    exec:\n\
+             \x20     apiVersion: client.authentication.k8s.io/v1\n      command: {}\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    let out = facts_through(&kubeconfig).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{err}");
+    assert!(!err.contains("EXPIREDTOKEN23"), "{err}");
+}

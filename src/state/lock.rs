@@ -103,7 +103,7 @@ impl LockError {
                 holder.host,
                 path.display()
             ),
-            LockError::Io { .. } => "check the permissions of --state-dir".into(),
+            LockError::Io { path, source } => super::journal::io_hint(source, path),
         }
     }
 }

@@ -40,23 +40,20 @@ fn mem_available() -> Option<u64> {
 async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
     let mut failed = Vec::new();
     let mut line = |ok: bool, name: &str, detail: String| {
-        println!("{} {name}: {detail}", if ok { "ok  " } else { "FAIL" });
+        println!("{} {name}: {}", if ok { "ok  " } else { "FAIL" }, crate::text::for_people(&detail));
         if !ok {
             failed.push(name.to_string());
         }
     };
-    match crate::bastion::image::connect(&global.env).await {
-        Ok(d) => match d.version().await {
-            Ok(v) => line(true, "docker", format!("engine {}", v.version.unwrap_or_default())),
-            Err(e) => line(false, "docker", e.to_string()),
-        },
-        Err(e) => line(false, "docker", format!("{e} (start one: scripts/docker-up.sh)")),
+    match crate::bastion::image::engine_version(&global.env, crate::settings::timeouts::DOCKER_CALL).await {
+        Ok(v) => line(true, "docker", format!("engine {v}")),
+        Err(e) => line(false, "docker", e),
     }
     match gather::target(global, CALL).await {
         Ok(t) => {
             match tokio::time::timeout(CALL, t.client.apiserver_version()).await {
                 Ok(Ok(v)) => line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)),
-                Ok(Err(e)) => line(false, "api server", format!("{}: {e}", t.server)),
+                Ok(Err(e)) => line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))),
                 Err(_) => line(false, "api server", format!("{}: no answer within {}s", t.server, CALL.as_secs())),
             }
             let nodes: Api<Node> = Api::all(t.client.clone());
@@ -74,7 +71,7 @@ async fn doctor(global: &Global, shell: &Shell) -> Result<(), Failure> {
                         format!("{k3s} of {} nodes run k3s{}", list.items.len(), if k3d { " (k3d)" } else { "" }),
                     );
                 }
-                Ok(Err(e)) => line(false, "k3s", format!("list nodes: {e}")),
+                Ok(Err(e)) => line(false, "k3s", format!("list nodes: {}", gather::kube::said(&e))),
                 Err(_) => line(false, "k3s", "list nodes: no answer".into()),
             }
         }

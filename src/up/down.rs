@@ -485,7 +485,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
         return Ok(true);
     }
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
+    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
     let prepared = bastion::prepare(&ctx.docker, &ctx.image_args, false, false, shell, ctx.interrupt).await?;
     let mut argv = teardown_argv(layer, &state.env)?;

@@ -124,7 +124,7 @@ async fn run_installer(
         .create(true)
         .append(true)
         .open(log_path)
-        .map_err(|e| Failure::step("log", format!("{}: {e}", log_path.display())))?;
+        .map_err(|e| crate::state::io_failure("log", log_path, e))?;
     let stop = CancellationToken::new();
     let run_int =
         Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
@@ -208,7 +208,7 @@ pub async fn prepare_and_install(
     let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
     let install_argv = state.installer_command.clone();
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| Failure::step("log", format!("{}: {e}", logs.display())))?;
+    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("up-{}.log", now().replace(':', "")));
     state.log_path = Some(log_path.clone());
     let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();

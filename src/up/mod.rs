@@ -385,7 +385,7 @@ async fn preflight(
         (None, State::load(&sd.state_file())?)
     } else {
         crate::state::journal::create_private_dir(sd.dir())
-            .map_err(|e| Failure::step("lock", format!("{}: {e}", sd.dir().display())))?;
+            .map_err(|e| crate::state::io_failure("lock", sd.dir(), e))?;
         dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
         let lock = lock::acquire(&sd.lock_file(), "eas up", &now(), args.break_lock)?;
         let prev = State::load(&sd.state_file())?;
