@@ -615,3 +615,181 @@ fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_exp
     assert!(err.contains("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{err}");
     assert!(!err.contains("EXPIREDTOKEN23"), "{err}");
 }
+
+// The sentinel test: a secret planted in each place one can come from, then every output, log,
+// state file, out file and temporary file of the commands that read the cluster is grepped.
+
+const S_TOKEN: &str = "SNTLkubeTOKEN7f3a9c2d";
+const S_PASSWORD: &str = "SNTLkubePASSWORD4e1b";
+const S_KEY_LINE: &str = "MHcCAQEEISNTLclientKEYbody0123456789abcdefABCDEFghij";
+const S_PLUGIN_ENV: &str = "SNTLpluginENV9d8c";
+const S_HF: &str = "hf_SNTLhuggingFACE0123456789abcd";
+const S_ADMIN: &str = "SNTLadminPASSWORD77aa";
+const S_PROXY: &str = "SNTLproxyPASS31";
+
+/// A kubeconfig for `url` whose context's user is `user` (YAML), with a second, unused user that
+/// holds a password and a client key.
+fn sentinel_kubeconfig(path: &Path, url: &str, user: &str) {
+    use base64::Engine;
+    let key = format!("-----BEGIN EC PRIVATE KEY-----\n{S_KEY_LINE}\n-----END EC PRIVATE KEY-----\n");
+    let key_data = base64::engine::general_purpose::STANDARD.encode(key);
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"{url}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\n- name: other\n  context: {{cluster: k, user: o}}\n\
+             users:\n- name: u\n  user:\n{user}- name: o\n  user:\n    username: admin\n    password: {S_PASSWORD}\n\
+             \x20   client-key-data: {key_data}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn every_file(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_dir() {
+            every_file(&p, out);
+        } else if t.is_file() {
+            out.push((p.clone(), String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()).into_owned()));
+        }
+    }
+}
+
+#[test]
+fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() {
+    use base64::Engine;
+    let server =
+        ClusterServer::start_with(fixture("gpu-nodes"), Options { token: S_TOKEN.into(), ..Options::default() });
+    // A pod log line that repeats the secrets (verify shows the failing plugin pod's log tail).
+    let plugin_pod = server
+        .names("v1", "pods")
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("kube-system/").map(str::to_string))
+        .find(|n| {
+            let key = ObjectKey {
+                group_version: "v1".into(),
+                resource: "pods".into(),
+                namespace: "kube-system".into(),
+                name: n.clone(),
+            };
+            server.object(&key).is_some_and(|p| p["spec"]["nodeName"] == "gpu-b")
+        })
+        .expect("the gpu-b plugin pod");
+    server.set_log("kube-system", &plugin_pod, false, &format!("HF_TOKEN={S_HF} bearer {S_TOKEN} admin {S_ADMIN}\n"));
+
+    let home = tempfile::tempdir().unwrap();
+    let (state, tmp, out) = (home.path().join("state"), home.path().join("tmp"), home.path().join("out"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let plugin = home.path().join("get-token");
+    write_exec(
+        &plugin,
+        &format!(
+            "#!/bin/sh\n[ \"$SNTL_ENV\" = {S_PLUGIN_ENV} ] || exit 9\n\
+             echo '{{\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{S_TOKEN}\"}}}}'\n"
+        ),
+    );
+    let token_user = format!("    token: {S_TOKEN}\n");
+    let exec_user = format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      \
+         env: [{{name: SNTL_ENV, value: {S_PLUGIN_ENV}}}]\n      interactiveMode: Never\n",
+        plugin.display()
+    );
+    let repos = home.path().join("repos");
+    let mut shas = Vec::new();
+    for n in ["eas", "ei", "eat"] {
+        shas.push((n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))));
+    }
+    let pins = home.path().join("pins.json");
+    std::fs::copy(root().join("pins.json"), &pins).unwrap();
+    support::trees::point_main_pins(&pins, &shas);
+
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for (mode, user) in [("token", &token_user), ("exec", &exec_user)] {
+        let kubeconfig = home.path().join(format!("kubeconfig-{mode}"));
+        sentinel_kubeconfig(&kubeconfig, &server.url(), user);
+        let facts_file = out.join(format!("facts-{mode}.json"));
+        let dry_out = out.join(format!("dry-{mode}"));
+        let dry: Vec<String> = {
+            let mut v: Vec<String> = vec!["up".into(), "--dry-run".into(), "--pins".into()];
+            v.push(pins.display().to_string());
+            v.extend(support::facts_args("gpu-nodes"));
+            for (n, _) in &shas {
+                v.push(format!("--{n}-repo"));
+                v.push(repos.join(n).display().to_string());
+            }
+            v.extend(["--out".into(), dry_out.display().to_string()]);
+            v
+        };
+        let runs: Vec<Vec<String>> = vec![
+            [
+                &["facts", "--out", facts_file.to_str().unwrap()][..],
+                &support::facts_args("gpu-nodes").iter().map(String::as_str).collect::<Vec<_>>(),
+            ]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+            vec!["status".into()],
+            vec!["status".into(), "--output".into(), "json".into()],
+            vec!["verify".into(), "--devices-timeout".into(), "0".into(), "--timeout".into(), "900".into()],
+            vec!["doctor".into()],
+            dry,
+        ];
+        for args in runs {
+            let o = eas(&fixture("gpu-nodes"))
+                .env("HOME", home.path())
+                .env("TMPDIR", &tmp)
+                .env("HF_TOKEN", S_HF)
+                .env("KEYCLOAK_ADMIN_PASSWORD", S_ADMIN)
+                .env("HTTP_PROXY", format!("http://u:{S_PROXY}@proxy.invalid:3128"))
+                .env("NO_PROXY", "127.0.0.1")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .arg("--state-dir")
+                .arg(&state)
+                .args(&args)
+                .output()
+                .unwrap();
+            let what = format!("{mode} {}", args[..args.len().min(2)].join(" "));
+            assert_ne!(o.status.code(), None, "{what}");
+            outputs.push((format!("{what} stdout"), text(&o.stdout)));
+            outputs.push((format!("{what} stderr (exit {:?})", o.status.code()), text(&o.stderr)));
+        }
+    }
+    // The runs really read the cluster and wrote where they write.
+    assert!(
+        outputs.iter().any(|(w, s)| w.starts_with("token verify") && s.contains("log HF_TOKEN=***")),
+        "{outputs:#?}"
+    );
+    let mut files = Vec::new();
+    every_file(home.path(), &mut files);
+    for want in ["facts-token.json", "facts-exec.json", "dry-token/plan.json", "dry-exec/choices.txt"] {
+        assert!(files.iter().any(|(p, _)| p.ends_with(want)), "{want} was written: {outputs:#?}");
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let sentinels = [
+        S_TOKEN.to_string(),
+        b64.encode(&S_TOKEN.as_bytes()[..S_TOKEN.len() / 3 * 3]),
+        S_PASSWORD.into(),
+        S_KEY_LINE.into(),
+        S_PLUGIN_ENV.into(),
+        S_HF.into(),
+        S_ADMIN.into(),
+        S_PROXY.into(),
+    ];
+    // The inputs themselves (the kubeconfigs, the plugin) hold them; nothing eas wrote may.
+    let inputs = ["kubeconfig-token", "kubeconfig-exec", "get-token"];
+    for (p, body) in files.iter().filter(|(p, _)| !inputs.iter().any(|i| p.ends_with(i)) && !p.starts_with(&repos)) {
+        for s in &sentinels {
+            assert!(!body.contains(s.as_str()), "{s} in {}", p.display());
+        }
+    }
+    for (what, body) in &outputs {
+        for s in &sentinels {
+            assert!(!body.contains(s.as_str()), "{s} in {what}:\n{body}");
+        }
+    }
+}
