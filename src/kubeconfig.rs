@@ -208,10 +208,15 @@ fn parse(text: &str, path: &Path) -> Result<Kubeconfig, TargetError> {
 /// kind, with anything the message quotes from the file, and any value of the file it repeats
 /// unquoted, replaced by `…`.
 fn parse_cause(e: &KubeconfigError, text: &str) -> String {
-    let yaml = match e {
-        KubeconfigError::Parse(inner) => inner.as_ref(),
-        _ => return "not a valid kubeconfig document".into(),
-    };
+    match e {
+        KubeconfigError::Parse(inner) => yaml_cause(inner, text),
+        _ => "not a valid kubeconfig document".into(),
+    }
+}
+
+/// A YAML error of a file that may hold secrets, as `line L, column C: <kind>`: never the
+/// parser's snippet of the file, nor any value of the file the message repeats.
+pub fn yaml_cause(yaml: &serde_saphyr::Error, text: &str) -> String {
     let at = yaml.location().map(|l| format!("line {}, column {}: ", l.line(), l.column())).unwrap_or_default();
     let message = yaml.without_snippet().to_string();
     let message = message.split(" --> ").next().unwrap_or("");

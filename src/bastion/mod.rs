@@ -597,11 +597,9 @@ fn kube_text(k: &KubeSource) -> Result<Option<(String, bool)>, BastionError> {
         return Ok(Some((text.clone(), true)));
     }
     if let Some(path) = k.single() {
-        return match std::fs::read_to_string(path) {
+        return match crate::bounded::read_string(path, crate::bounded::Kind::Kubeconfig) {
             Ok(text) => Ok(Some((text, false))),
-            Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
-                Err(BastionError::Input(format!("kubeconfig {}: {e}", path.display())))
-            }
+            Err(e) if k.explicit || !e.is_not_found() => Err(BastionError::Input(e.to_string())),
             Err(_) => Ok(None),
         };
     }
@@ -806,7 +804,7 @@ mod tests {
         assert!(standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap().spec.mounts.is_empty());
         let k = KubeSource { explicit: true, ..k };
         let e = standard("img", vec![], None, Some(&k), &env_of(&[])).err().unwrap().to_string();
-        assert!(e.starts_with("kubeconfig /nonexistent/eas/config: "), "{e}");
+        assert_eq!(e, "kubeconfig /nonexistent/eas/config does not exist");
     }
 
     #[test]

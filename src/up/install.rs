@@ -286,3 +286,35 @@ pub async fn prepare_and_install(
     save(state)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_logs_redactor_masks_the_kubeconfigs_secrets_and_the_installers_env() {
+        use base64::Engine;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIINSTALLLOGkeyBODY0123456789abcdef\n-----END EC PRIVATE KEY-----\n";
+        let key_data = base64::engine::general_purpose::STANDARD.encode(key);
+        std::fs::write(
+            &path,
+            format!("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: INSTALLLOGtoken1\n    client-key-data: {key_data}\n"),
+        )
+        .unwrap();
+        let source = crate::kubeconfig::KubeSource::file(path, true, None);
+        source.load().unwrap();
+        let r = redactor(&Env::of(&[("HF_TOKEN", "hf_INSTALLLOGhf0123")]));
+        // What the installer prints when it shows its kubeconfig, and its environment.
+        for line in [
+            "    token: INSTALLLOGtoken1".to_string(),
+            format!("    client-key-data: {key_data}"),
+            "MHcCAQEEIINSTALLLOGkeyBODY0123456789abcdef".to_string(),
+            "HF_TOKEN=hf_INSTALLLOGhf0123".to_string(),
+        ] {
+            let masked = r.redact(&line);
+            assert!(!masked.contains("INSTALLLOG"), "{line} -> {masked}");
+        }
+    }
+}
