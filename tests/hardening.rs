@@ -1,5 +1,8 @@
-//! Hostile and unlucky input (issue 10): each case names what must hold, and every one of them
-//! failed before the fix it tests.
+//! Hostile and unlucky input (issues 10 and 23): each case names what must hold, and every one
+//! of them failed before the fix it tests. Issue 23's: kubeconfig parse errors without secrets,
+//! the swept kubeconfig copy, FIFOs and signals, size limits per file kind, damaged state, bidi and
+//! zero-width text, Kubernetes errors in doctor, the CA bundle cut off, an expired plugin token,
+//! the proxy hint, and the sentinel test over every output and file.
 
 mod support;
 

@@ -1,8 +1,9 @@
 //! The one redactor of the process: every secret eas learns (the kubeconfig's tokens, passwords
 //! and client keys, a token an exec plugin minted, the installer's secret environment such as
 //! `HF_TOKEN`, a proxy URL's userinfo) is registered here as soon as it is read, and every line
-//! that leaves eas (failure messages, the run log, verify's pod-log excerpts, the support bundle)
-//! is masked by [`mask`]. Registering is cheap and idempotent; masking reads a prebuilt set.
+//! that leaves eas (every line for people through `text::for_people`, the installer's run log,
+//! verify's pod-log excerpts; the support bundle, once it exists, is to use [`mask`] too) is
+//! masked. Registering is cheap and idempotent; masking reads a prebuilt set.
 
 use std::sync::{Mutex, RwLock};
 
