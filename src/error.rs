@@ -26,7 +26,7 @@ pub enum Failure {
     /// `eas up` stopped before its first write on the checks its plan halves failed (SPEC §4,
     /// blockers): every one is printed; the exit code is the run's (the real run: the first
     /// blocker's).
-    Blocked { blockers: Vec<crate::pipeline::Blocker>, code: u8 },
+    Blocked { lines: Vec<String>, code: u8 },
 }
 
 impl Failure {
@@ -42,6 +42,14 @@ impl Failure {
         Failure::Step { step: step.into(), cause: cause.to_string(), next: Some(next.into()) }
     }
 
+    /// A file that could not be read (`bounded`): interrupted is exit 130, anything else bad input.
+    pub fn read(e: &crate::bounded::ReadError, hint: &str) -> Self {
+        match e {
+            crate::bounded::ReadError::Interrupted { .. } => Failure::Interrupted,
+            _ => Failure::bad_input(e.to_string(), hint),
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Failure::Step { .. } => 1,
@@ -52,39 +60,6 @@ impl Failure {
             Failure::Interrupted => 130,
             Failure::Exit { code, .. } => *code,
             Failure::Blocked { code, .. } => *code,
-        }
-    }
-
-    /// This failure as blockers of `phase`'s plan half: one per refusal or STOP line, one for
-    /// any other failure, each with its fix and the exit code the real run meets it with.
-    pub fn blockers(&self, phase: crate::pipeline::PhaseId) -> Vec<crate::pipeline::Blocker> {
-        use crate::pipeline::Blocker;
-        let code = self.exit_code();
-        match self {
-            Failure::BadInput { cause, hint } => {
-                vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), code)]
-            }
-            Failure::Step { step, cause, next } => {
-                let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
-                vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), code)]
-            }
-            Failure::Refused(reasons) => reasons
-                .iter()
-                .map(|r| {
-                    Blocker::new(
-                        phase,
-                        r,
-                        "change what the cause names; `eas up --dry-run --explain` cites each rule",
-                        code,
-                    )
-                })
-                .collect(),
-            Failure::OverlayStop(lines) => {
-                let fix = "regenerate the patch for the pinned EAS commit, or pin a profile whose overlay decides";
-                lines.iter().map(|l| Blocker::new(phase, l, fix, code)).collect()
-            }
-            Failure::Blocked { blockers, .. } => blockers.clone(),
-            other => vec![Blocker::new(phase, other.lines().join("; "), "", code)],
         }
     }
 
@@ -110,24 +85,9 @@ impl Failure {
             Failure::Verify(lines) => lines.iter().map(|l| format!("verify: {l}")).collect(),
             Failure::Interrupted => vec!["interrupted: nothing eas started is left running".to_string()],
             Failure::Exit { step, code } => vec![format!("{step}: the command exited {code}")],
-            Failure::Blocked { blockers, .. } => blockers.iter().flat_map(blocker_lines).collect(),
+            Failure::Blocked { lines, .. } => lines.clone(),
         }
     }
-}
-
-/// A blocker as the stderr lines of its kind: `REFUSE:` for a refusal, `STOP:` for an overlay
-/// STOP, `error: <phase>:` otherwise; then its fix.
-pub fn blocker_lines(b: &crate::pipeline::Blocker) -> Vec<String> {
-    let first = match b.exit_code {
-        3 => format!("REFUSE: {}", b.cause),
-        4 => format!("STOP: {}", b.cause),
-        _ => format!("error: {}: {}", b.phase, b.cause),
-    };
-    let mut v = vec![first];
-    if !b.fix.is_empty() {
-        v.push(format!("{}: {}", if b.exit_code == 2 { "hint" } else { "next" }, b.fix));
-    }
-    v
 }
 
 impl fmt::Display for Failure {

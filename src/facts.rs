@@ -11,6 +11,9 @@ pub const SCHEMA: &str = "eas-facts/v1";
 
 pub type StringMap = BTreeMap<String, String>;
 
+/// The `source` of a fit document eas computed itself (`eas fit`, config's built-in fit).
+pub const SOURCE_EAS: &str = "eas";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Facts {
     pub schema: String,
@@ -203,7 +206,7 @@ pub enum FactsError {
 }
 
 /// The largest facts document read: 64 MiB.
-pub const MAX_FACTS_BYTES: u64 = 64 << 20;
+pub const MAX_FACTS_BYTES: u64 = crate::bounded::Kind::Facts.limit();
 
 impl FactsError {
     pub fn hint(&self) -> &'static str {
@@ -255,16 +258,19 @@ impl Facts {
     /// Reads at most [`MAX_FACTS_BYTES`] (a 5000-node cluster's facts are a few MiB): a larger
     /// file, or an endless one such as `/dev/zero`, is refused before memory grows.
     pub fn read(path: &std::path::Path) -> Result<Facts, FactsError> {
-        use std::io::Read;
+        use crate::bounded::{Kind, ReadError};
         let shown = || path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| FactsError::Read { path: shown(), source })?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FACTS_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|source| FactsError::Read { path: shown(), source })?;
-        if bytes.len() as u64 > MAX_FACTS_BYTES {
-            return Err(FactsError::TooLarge { path: shown() });
-        }
+        let bytes = crate::bounded::read(path, Kind::Facts).map_err(|e| match e {
+            ReadError::TooLarge { .. } => FactsError::TooLarge { path: shown() },
+            ReadError::Io { source, .. } => FactsError::Read { path: shown(), source },
+            ReadError::Interrupted { .. } => {
+                FactsError::Read { path: shown(), source: std::io::ErrorKind::Interrupted.into() }
+            }
+            ReadError::NotFound { .. } => {
+                FactsError::Read { path: shown(), source: std::io::Error::from_raw_os_error(libc::ENOENT) }
+            }
+            e => FactsError::Read { path: shown(), source: std::io::Error::other(e.to_string()) },
+        })?;
         let text = String::from_utf8(bytes).map_err(|_| FactsError::Json {
             line: 0,
             column: 0,
@@ -303,7 +309,7 @@ impl Fit {
     /// when one request needs it), and both are numbers. `at` prefixes the field named in an
     /// error (`fit.` inside a facts document, empty in a fit document).
     pub fn validate(&self, at: &str) -> Result<(), FactsError> {
-        let own = self.source.as_deref() == Some(crate::config::fit::SOURCE_EAS);
+        let own = self.source.as_deref() == Some(SOURCE_EAS);
         for (name, v) in &self.candidates {
             if !own && v.env.contains_key(KV_CACHE_ENV) && v.max_model_len().is_none() {
                 return Err(FactsError::Field {

@@ -111,9 +111,23 @@ pub enum TargetError {
     /// The exec credential plugin failed: a run-time failure (exit 1), not bad input.
     #[error("{0}")]
     Plugin(String),
+    /// SIGINT or SIGTERM while the kubeconfig was read from a pipe (exit 130).
+    #[error("interrupted while reading the kubeconfig")]
+    Interrupted,
 }
 
 impl TargetError {
+    /// The command-edge failure: a plugin's failure is a run-time step (exit 1), an interrupted
+    /// read exit 130, anything else bad input (exit 2).
+    pub fn failure(&self) -> crate::error::Failure {
+        use crate::error::Failure;
+        match self {
+            TargetError::Plugin(line) => Failure::step("kubeconfig", line),
+            TargetError::Interrupted => Failure::Interrupted,
+            e => Failure::bad_input(e.to_string(), e.hint()),
+        }
+    }
+
     pub fn hint(&self) -> String {
         match self {
             TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {
@@ -127,23 +141,21 @@ impl TargetError {
                 "pass --context with one of the contexts listed (`kubectl config get-contexts`)".into()
             }
             TargetError::Proxy(e) => e.hint(),
-            TargetError::Plugin(_) => String::new(),
+            TargetError::Plugin(_) | TargetError::Interrupted => String::new(),
         }
     }
 }
 
 fn load_from(paths: &[PathBuf], explicit: bool) -> Result<(Kubeconfig, String), TargetError> {
     let read = |p: &Path| -> Result<Kubeconfig, TargetError> {
-        match std::fs::metadata(p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TargetError::Missing(p.to_path_buf()));
-            }
-            Err(e) => {
-                return Err(TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() });
-            }
-            Ok(_) => {}
-        }
-        Kubeconfig::read_from(p).map_err(|e| malformed(&p.display().to_string(), e))
+        let text = crate::bounded::read_string(p, crate::bounded::Kind::Kubeconfig).map_err(|e| match e {
+            e if e.is_not_found() => TargetError::Missing(p.to_path_buf()),
+            crate::bounded::ReadError::Interrupted { .. } => TargetError::Interrupted,
+            e => TargetError::Unreadable { path: p.to_path_buf(), cause: e.to_string() },
+        })?;
+        let kc = parse(&text, p)?;
+        crate::secrets::learn_kubeconfig(&kc);
+        Ok(kc)
     };
     let shown = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(":");
     if let [p] = paths {
@@ -164,12 +176,116 @@ fn load_from(paths: &[PathBuf], explicit: bool) -> Result<(Kubeconfig, String), 
     merged.map(|m| (m, shown.clone())).ok_or_else(|| TargetError::Missing(PathBuf::from(shown)))
 }
 
+/// Parses one kubeconfig file as kube's `read_from` does (relative file paths made absolute
+/// against the file's directory), with an error that names the line, column and kind of the
+/// problem and never quotes the file: the parser's own message shows the lines around the error,
+/// which in a kubeconfig are tokens, passwords and keys.
+fn parse(text: &str, path: &Path) -> Result<Kubeconfig, TargetError> {
+    let mut kc = Kubeconfig::from_yaml(text)
+        .map_err(|e| TargetError::Malformed { path: path.display().to_string(), cause: parse_cause(&e, text) })?;
+    if let Some(dir) = path.parent() {
+        let abs = |p: &mut Option<String>| {
+            if let Some(v) = p.as_mut()
+                && !v.is_empty()
+                && Path::new(v.as_str()).is_relative()
+            {
+                *v = dir.join(v.as_str()).display().to_string();
+            }
+        };
+        for c in kc.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+            abs(&mut c.certificate_authority);
+        }
+        for a in kc.auth_infos.iter_mut().filter_map(|a| a.auth_info.as_mut()) {
+            abs(&mut a.client_certificate);
+            abs(&mut a.client_key);
+            abs(&mut a.token_file);
+        }
+    }
+    Ok(kc)
+}
+
+/// `line 13, column 25: mapping values are not allowed in this context`: the position and the
+/// kind, with anything the message quotes from the file, and any value of the file it repeats
+/// unquoted, replaced by `…`.
+fn parse_cause(e: &KubeconfigError, text: &str) -> String {
+    match e {
+        KubeconfigError::Parse(inner) => yaml_cause(inner, text),
+        _ => "not a valid kubeconfig document".into(),
+    }
+}
+
+/// A YAML error of a file that may hold secrets, as `line L, column C: <kind>`: never the
+/// parser's snippet of the file, nor any value of the file the message repeats.
+pub fn yaml_cause(yaml: &serde_saphyr::Error, text: &str) -> String {
+    let at = yaml.location().map(|l| format!("line {}, column {}: ", l.line(), l.column())).unwrap_or_default();
+    let message = yaml.without_snippet().to_string();
+    let message = message.split(" --> ").next().unwrap_or("");
+    // Drop the parser's own position prefix (`error: line 13 column 25: `), kept above.
+    let kind = message.trim_start_matches("error: ");
+    let kind = match kind.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains("column") => rest,
+        _ => kind,
+    };
+    let kind = kind.split(" at line ").next().unwrap_or(kind);
+    format!("{at}{}", scrub(kind, text))
+}
+
+/// `kind` with quoted runs, and every value the file holds, replaced by `…`.
+fn scrub(kind: &str, text: &str) -> String {
+    let mut out = String::with_capacity(kind.len());
+    let mut quote: Option<char> = None;
+    for c in kind.chars() {
+        match (quote, c) {
+            (None, '"' | '`' | '\'') => {
+                quote = Some(c);
+                out.push('…');
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    // Unquoted echoes of a value: every word after a `key:` in the file, from 6 characters up.
+    let mut values: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(_, v)| v))
+        .flat_map(|v| v.split(|c: char| c.is_whitespace() || matches!(c, ',' | '{' | '}' | '[' | ']' | '"' | '\'')))
+        .filter(|w| w.len() >= 6)
+        .collect();
+    values.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    for v in values {
+        if out.contains(v) {
+            out = out.replace(v, "…");
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn malformed(path: &str, e: KubeconfigError) -> TargetError {
     let cause = match e {
         KubeconfigError::ReadConfig(io, _) => io.to_string(),
         other => other.to_string(),
     };
     TargetError::Malformed { path: path.to_string(), cause: cause.split_whitespace().collect::<Vec<_>>().join(" ") }
+}
+
+/// Whether an ExecCredential's `expirationTimestamp` (RFC 3339) is already past at `now`. One
+/// that does not parse is left to the API server to judge.
+pub fn expired(at: &str, now: chrono::DateTime<chrono::Utc>) -> bool {
+    chrono::DateTime::parse_from_rfc3339(at).is_ok_and(|t| t <= now)
+}
+
+/// A plugin's process group, killed whole when dropped: whatever of it is still running when
+/// the plugin answers, times out, or the run is cancelled.
+struct ProcessGroup(u32);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the group the plugin leads; ESRCH (already gone) is fine.
+        unsafe {
+            libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
+        }
+    }
 }
 
 /// A token minted on the host through the context's exec credential plugin.
@@ -211,6 +327,10 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group: the plugin's children (a browser login helper, a `sleep` in a
+        // shell script) are killed with it, on timeout, on a signal (the future is dropped) and
+        // when it exits, and the terminal's Ctrl-C is eas's to handle.
+        .process_group(0)
         .kill_on_drop(true);
     for e in exec.env.iter().flatten() {
         if let (Some(n), Some(v)) = (e.get("name"), e.get("value")) {
@@ -218,6 +338,7 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         }
     }
     let child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
+    let _group = child.id().map(ProcessGroup);
     let out = tokio::time::timeout(timeout, child.wait_with_output())
         .await
         .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
@@ -236,6 +357,12 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
         return Ok(None);
     };
     let expires = cred.pointer("/status/expirationTimestamp").and_then(serde_json::Value::as_str).map(str::to_string);
+    crate::secrets::learn(token);
+    if let Some(at) = expires.as_deref()
+        && expired(at, chrono::Utc::now())
+    {
+        return Err(fail(format!("returned a token that expired at {at}; log in again")));
+    }
     auth.token = Some(token.to_string().into());
     auth.exec = None;
     Ok(Some(Minted { expires }))
@@ -273,6 +400,85 @@ mod tests {
         assert!(auth.exec.is_none());
         let json = serde_json::to_value(&kc).unwrap();
         assert_eq!(json.pointer("/users/0/user/token").unwrap(), "t0k");
+    }
+
+    #[test]
+    fn a_malformed_kubeconfig_names_line_column_and_kind_and_never_its_text() {
+        let head = "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n";
+        let cases = [
+            (
+                "    token: TOKSENTINEL9: oops\n    password: PWSENTINEL9\n",
+                "line 6, column 24: mapping values are not allowed",
+            ),
+            ("    token: [TOKSENTINEL9, b]\n", "line 6, column 12: "),
+            ("    client-key-data: \"KEYSENTINEL9\n", "line 6, column 22: unclosed quote"),
+            ("    token: TOKSENTINEL9\n\ttoken: x\n", "line 6, column 12: "),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        for (tail, want) in cases {
+            std::fs::write(&path, format!("{head}{tail}")).unwrap();
+            let e = load_from(std::slice::from_ref(&path), true).unwrap_err().to_string();
+            assert!(e.contains(want), "{tail:?}: {e}");
+            assert!(!e.contains("SENTINEL9") && !e.contains(" | "), "{tail:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_kubeconfig_past_its_limit_or_relative_paths() {
+        let e = load_from(&[PathBuf::from("/dev/zero")], true).unwrap_err().to_string();
+        assert_eq!(e, "kubeconfig /dev/zero cannot be read: kubeconfig /dev/zero is larger than its limit of 16 MiB");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        std::fs::write(&path, "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca.pem}\n").unwrap();
+        let (kc, _) = load_from(std::slice::from_ref(&path), true).unwrap();
+        let ca = kc.clusters[0].cluster.as_ref().unwrap().certificate_authority.clone().unwrap();
+        assert_eq!(ca, dir.path().join("ca.pem").display().to_string());
+    }
+
+    #[test]
+    fn an_expiry_in_the_past_is_expired() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-04T12:00:00Z").unwrap().to_utc();
+        assert!(expired("2020-01-01T00:00:00Z", now));
+        assert!(expired("2026-12-04T12:00:00Z", now));
+        assert!(!expired("2026-12-04T12:00:01Z", now));
+        assert!(!expired("soon", now), "an unreadable expiry is the API server's to judge");
+    }
+
+    #[tokio::test]
+    async fn an_already_expired_token_is_refused_naming_the_expiry() {
+        let (_d, mut kc) = with_plugin(
+            "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
+        );
+        let e = mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap_err();
+        assert!(matches!(e, TargetError::Plugin(_)), "a run-time failure: {e}");
+        assert!(e.to_string().ends_with("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{e}");
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie is gone for this purpose: /proc/<pid>/stat's state `Z`.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    }
+
+    #[tokio::test]
+    async fn the_plugins_children_die_with_it_on_timeout_and_when_it_answers() {
+        for (body, timeout) in [
+            ("sleep 300 &\necho $! > \"$0.child\"\nexec sleep 300\n", Duration::from_millis(300)),
+            (
+                "sleep 300 >/dev/null 2>&1 &\necho $! > \"$0.child\"\necho '{\"status\":{\"token\":\"t\"}}'\n",
+                Duration::from_secs(10),
+            ),
+        ] {
+            let (dir, mut kc) = with_plugin(&format!("#!/bin/sh\n{body}"));
+            let _ = mint_exec(&mut kc, "c", timeout).await;
+            let pid: i32 = std::fs::read_to_string(dir.path().join("plugin.child")).unwrap().trim().parse().unwrap();
+            let gone = (0..50).any(|_| {
+                std::thread::sleep(Duration::from_millis(20));
+                !alive(pid)
+            });
+            assert!(gone, "the plugin's child {pid} outlived it: {body}");
+        }
     }
 
     #[tokio::test]

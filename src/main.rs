@@ -3,6 +3,7 @@
 
 mod atomic;
 mod bastion;
+mod bounded;
 mod cli;
 mod commands;
 mod config;
@@ -29,6 +30,7 @@ mod prereq;
 mod proptests;
 mod runtime;
 mod schemas;
+mod secrets;
 mod settings;
 mod sources;
 mod state;
@@ -46,6 +48,10 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let env = settings::Env::from_process();
+    let secret_vars = bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
+    secrets::learn_env(&env.lookup(), secret_vars);
+    // A kubeconfig copy a SIGKILLed run left (a token, a client key) goes before anything else.
+    bastion::kube_copy::sweep(&std::env::temp_dir());
     let term = output::Terminal::from_env(&env);
     let g = &cli.global;
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);

@@ -13,6 +13,7 @@ use crate::settings::timeouts;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Failure;
 use crate::facts::Facts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -409,6 +410,50 @@ impl Blocker {
     pub fn new(phase: PhaseId, cause: impl Into<String>, fix: impl Into<String>, exit_code: u8) -> Self {
         Blocker { phase, cause: cause.into(), fix: fix.into(), exit_code }
     }
+
+    /// A failure of `phase`'s plan half as blockers: one per refusal or STOP line, one for any
+    /// other failure, each with its fix and the exit code the real run meets it with.
+    pub fn from_failure(phase: PhaseId, f: &Failure) -> Vec<Blocker> {
+        let code = f.exit_code();
+        match f {
+            Failure::BadInput { cause, hint } => {
+                vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), code)]
+            }
+            Failure::Step { step, cause, next } => {
+                let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
+                vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), code)]
+            }
+            Failure::Refused(reasons) => {
+                let fix = "change what the cause names; `eas up --dry-run --explain` cites each rule";
+                reasons.iter().map(|r| Blocker::new(phase, r, fix, code)).collect()
+            }
+            Failure::OverlayStop(lines) => {
+                let fix = "regenerate the patch for the pinned EAS commit, or pin a profile whose overlay decides";
+                lines.iter().map(|l| Blocker::new(phase, l, fix, code)).collect()
+            }
+            other => vec![Blocker::new(phase, other.lines().join("; "), "", code)],
+        }
+    }
+
+    /// The stderr lines of its kind: `REFUSE:` for a refusal, `STOP:` for an overlay STOP,
+    /// `error: <phase>:` otherwise; then its fix.
+    pub fn lines(&self) -> Vec<String> {
+        let first = match self.exit_code {
+            3 => format!("REFUSE: {}", self.cause),
+            4 => format!("STOP: {}", self.cause),
+            _ => format!("error: {}: {}", self.phase, self.cause),
+        };
+        let mut v = vec![first];
+        if !self.fix.is_empty() {
+            v.push(format!("{}: {}", if self.exit_code == 2 { "hint" } else { "next" }, self.fix));
+        }
+        v
+    }
+}
+
+/// The run stopped on `blockers`, exiting `code`: every blocker's lines.
+pub fn blocked(blockers: &[Blocker], code: u8) -> Failure {
+    Failure::Blocked { lines: blockers.iter().flat_map(Blocker::lines).collect(), code }
 }
 
 /// One `eas config` decision as data: `fact -> choice`, and where the rule was read.
@@ -544,7 +589,8 @@ impl Plan {
     }
 
     pub fn to_json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(self).expect("the plan serialises");
+        // Bidi and zero-width characters from the cluster are written as \uXXXX escapes.
+        let mut s = crate::text::json_safe(serde_json::to_string_pretty(self).expect("the plan serialises"));
         s.push('\n');
         s
     }

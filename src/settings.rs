@@ -39,7 +39,11 @@ impl CaBundle {
     /// Reads and checks the bundle at `path`; the error is one line naming the file.
     pub fn load(path: &std::path::Path) -> Result<CaBundle, String> {
         let bad = |detail: String| format!("CA bundle {}: {detail}", path.display());
-        let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let pem = crate::bounded::read(path, crate::bounded::Kind::CaBundle).map_err(|e| match e {
+            // The error names the file and the limit itself.
+            crate::bounded::ReadError::Io { source, .. } => bad(source.to_string()),
+            e => e.to_string(),
+        })?;
         let ders = crate::net::trust::certificates_only(&pem).map_err(bad)?;
         Ok(CaBundle { path: path.to_path_buf(), pem, ders })
     }

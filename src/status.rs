@@ -217,26 +217,24 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
     Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
 }
 
-pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let status = crate::runtime::block_on(async {
+pub fn command(args: &StatusSettings, global: &Global, _shell: &Shell) -> Result<(), Failure> {
+    // SIGINT/SIGTERM end every wait here (exit 130): status only reads.
+    let status = crate::runtime::block_on_interruptible(async {
         let target = crate::gather::target(global, CALL).await?;
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
         let key = up::cluster::cluster_key(&target.client, CALL).await.map_err(unread)?;
         let sd = StateDir::new(&up::state_root(global)?, &key)?;
-        let records = match crate::state::records::Records::read(&sd) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                shell.warn(format!("the record cannot be read: {e}"));
-                None
-            }
-        };
-        let state = records.as_ref().and_then(|r| r.install.clone());
-        let last_run = records.as_ref().and_then(|r| r.last_run());
+        // A damaged record is reported as damaged (exit 2), never read as "nothing installed".
+        let records = crate::state::records::Records::read(&sd)?;
+        let state = records.install.clone();
+        let last_run = records.last_run();
         let expected: Option<Expected> =
-            std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+            crate::bounded::read(&sd.dir().join(EXPECTED_FILE), crate::bounded::Kind::State)
+                .ok()
+                .and_then(|t| serde_json::from_slice(&t).ok());
         let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
         let live = live(&target.client, &recorded, CALL).await.map_err(unread)?;
-        Ok::<Status, Failure>(Status {
+        Ok(Status {
             schema: SCHEMA,
             cluster: Cluster {
                 context: target.context.clone(),
@@ -249,9 +247,10 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
             live,
         })
     })?;
-    let status = status?;
     match args.output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&status).expect("json")),
+        OutputFormat::Json => {
+            println!("{}", crate::text::json_safe(serde_json::to_string_pretty(&status).expect("json")))
+        }
         // Names and reasons come from the cluster: escaped before they reach a terminal.
         OutputFormat::Text => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
     }

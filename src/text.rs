@@ -1,13 +1,28 @@
-//! Text meant for people: control characters and ANSI escapes made visible, and credentials in
-//! URLs (`scheme://user:pass@host`) masked. Values read from the cluster, the environment or files
-//! pass through here before they reach a terminal, so they cannot forge extra lines, recolour the
-//! screen, or show a proxy password.
+//! Text meant for people: control characters, ANSI escapes, bidi controls and zero-width
+//! characters made visible, and credentials in URLs (`scheme://user:pass@host`) masked. Values
+//! read from the cluster, the environment, files or subprocesses pass through here before they
+//! reach a terminal or a text file, so they cannot forge extra lines, recolour the screen, reorder
+//! what a reader sees (U+202E), hide in a name (U+200B), or show a proxy password. JSON documents
+//! get the same characters as `\uXXXX` escapes ([`json_safe`]): the values read back unchanged.
 
-/// Escapes every control character (C0, DEL, C1) except none: a newline inside a value would
-/// forge a line of its own, so it is shown as `\n` too. Printable text, including non-ASCII
-/// letters, stays as it is.
+/// Bidi controls (they reorder what follows on screen) and zero-width characters (they make two
+/// names that differ look the same). Unicode's `Bidi_Control` set, and the zero-width format
+/// characters with the byte-order mark.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}')
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || is_invisible(c)
+}
+
+/// Escapes every control character (C0, DEL, C1), bidi control and zero-width character: a
+/// newline inside a value would forge a line of its own, so it is shown as `\n` too. Printable
+/// text, including non-ASCII letters, stays as it is.
 pub fn escape_controls(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(needs_escape) {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -16,8 +31,26 @@ pub fn escape_controls(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A serialised JSON document with every bidi control and zero-width character written as a
+/// `\uXXXX` escape: the same JSON values, and no raw reordering character in the file or on a
+/// terminal. (serde_json already escapes control characters; these can only occur in strings.)
+pub fn json_safe(json: String) -> String {
+    if !json.chars().any(is_invisible) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_invisible(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
         }
     }
     out
@@ -33,7 +66,9 @@ pub fn mask_userinfo(s: &str) -> String {
         out.push_str(head);
         let end = tail.find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '<' | '>') || c.is_whitespace());
         let authority = &tail[..end.unwrap_or(tail.len())];
-        match authority.rfind('@') {
+        // `[` and `]` are not allowed in userinfo (RFC 3986 §3.2.1): text such as a hint's
+        // `http://[user:password@]host:port` is a template, not credentials.
+        match authority.rfind('@').filter(|&at| !authority[..at].contains(['[', ']'])) {
             Some(at) => {
                 out.push_str("***");
                 rest = &tail[at..];
@@ -45,9 +80,10 @@ pub fn mask_userinfo(s: &str) -> String {
     out
 }
 
-/// One line for a person: credentials masked, then control characters escaped.
+/// One line for a person: every secret eas knows masked (`crate::secrets`), URL credentials
+/// masked, then control characters escaped.
 pub fn for_people(s: &str) -> String {
-    escape_controls(&mask_userinfo(s))
+    escape_controls(&mask_userinfo(&crate::secrets::mask(s)))
 }
 
 #[cfg(test)]
@@ -65,10 +101,23 @@ mod tests {
             ("cr\r", "cr\\r"),
             ("c1\u{9b}31m", "c1\\u{9b}31m"),
             ("del\u{7f}", "del\\u{7f}"),
+            ("gpu\u{202e}1-edon", "gpu\\u{202e}1-edon"),
+            ("a\u{2066}b\u{2069}", "a\\u{2066}b\\u{2069}"),
+            ("zero\u{200b}width\u{feff}", "zero\\u{200b}width\\u{feff}"),
+            ("rtl\u{200f}", "rtl\\u{200f}"),
         ];
         for (raw, shown) in cases {
             assert_eq!(escape_controls(raw), shown, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn json_keeps_its_values_and_loses_its_raw_bidi_and_zero_width_characters() {
+        let name = "gpu\u{202e}1-edon\u{200b}";
+        let json = json_safe(serde_json::to_string(&serde_json::json!({"name": name, "plain": "ñ"})).unwrap());
+        assert_eq!(json, r#"{"name":"gpu\u202e1-edon\u200b","plain":"ñ"}"#);
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["name"], name);
     }
 
     #[test]
@@ -81,6 +130,11 @@ mod tests {
             ("http://h/path@not-userinfo", "http://h/path@not-userinfo"),
             ("user:pass@host without scheme", "user:pass@host without scheme"),
             ("http://a:p@ss@h", "http://***@h"),
+            (
+                "set HTTPS_PROXY to http://[user:password@]host:port",
+                "set HTTPS_PROXY to http://[user:password@]host:port",
+            ),
+            ("http://u:p@[::1]:3128", "http://***@[::1]:3128"),
             ("", ""),
         ];
         for (raw, shown) in cases {

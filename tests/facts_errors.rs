@@ -246,3 +246,45 @@ fn pods_forbidden_leaves_the_requests_absent_with_a_warning() {
     let (facts, _) = stable_facts(&out.stdout);
     assert!(facts["nodes"][0].get("pod_requests").is_none(), "no guessed requests");
 }
+
+#[test]
+fn a_list_whose_continue_token_repeats_stops_naming_the_list() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(Some("/api/v1/namespaces"), Fault::RepeatContinue, None);
+    let started = std::time::Instant::now();
+    let stderr = failing(&server, &[], 1);
+    assert!(
+        stderr.contains(
+            "error: facts: list namespaces: the API server's pages do not end: page 2 repeats an earlier continue token"
+        ),
+        "{stderr}"
+    );
+    let calls = server.requests().iter().filter(|r| r.path == "/api/v1/namespaces").count();
+    assert_eq!(calls, 2, "the first page, then the one that repeats its token");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn a_list_without_items_or_an_item_without_a_name_is_a_malformed_answer_not_an_empty_cluster() {
+    for body in [r#"{}"#, r#"{"a":[1,2,3]}"#, r#"{"kind":"NodeList","apiVersion":"v1","metadata":{}}"#] {
+        let server = ClusterServer::start(fixture("xeon-amx"));
+        server.inject(Some("/api/v1/nodes"), Fault::Body(200, body.into()), None);
+        let stderr = failing(&server, &[], 1);
+        assert!(
+            stderr.contains(
+                "error: facts: list nodes: the answer is not what the Kubernetes API sends: the list has no `items`"
+            ),
+            "{body}: {stderr}"
+        );
+    }
+    let nameless = r#"{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{}]}"#;
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(Some("/api/v1/nodes"), Fault::Body(200, nameless.into()), None);
+    let stderr = failing(&server, &[], 1);
+    assert!(
+        stderr.contains(
+            "error: facts: list nodes: the answer is not what the Kubernetes API sends: missing field `metadata`"
+        ),
+        "{stderr}"
+    );
+}

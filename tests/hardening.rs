@@ -1,5 +1,8 @@
-//! Hostile and unlucky input (issue 10): each case names what must hold, and every one of them
-//! failed before the fix it tests.
+//! Hostile and unlucky input (issues 10 and 23): each case names what must hold, and every one
+//! of them failed before the fix it tests. Issue 23's: kubeconfig parse errors without secrets,
+//! the swept kubeconfig copy, FIFOs and signals, size limits per file kind, damaged state, bidi and
+//! zero-width text, Kubernetes errors in doctor, the CA bundle cut off, an expired plugin token,
+//! the proxy hint, and the sentinel test over every output and file.
 
 mod support;
 
@@ -341,5 +344,455 @@ fn a_ca_bundle_that_is_not_certificates_is_bad_input_for_every_command() {
         assert!(stderr.contains("holds a private key (RSA PRIVATE KEY)"), "{args:?}: {stderr}");
         assert!(!stderr.contains("AQID"), "{stderr}");
         assert!(!out_dir.exists());
+    }
+}
+
+// Issue 23: secrets in errors, bounded reads, signals in every wait.
+
+#[test]
+fn a_malformed_kubeconfig_names_line_column_and_kind_and_never_quotes_its_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "apiVersion: v1\nkind: Config\ncurrent-context: c\nusers:\n- name: u\n  user:\n";
+    let key = "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVFSUtFWVNFTlRJTkVM";
+    let cases = [
+        (
+            "    token: TOKSENTINEL23: oops\n    password: PWSENTINEL23\n".to_string(),
+            "line 7, column 25: mapping values",
+        ),
+        (format!("    client-key-data: {key}\n    password: [PWSENTINEL23\n"), "line 8, column"),
+        ("    token: TOKSENTINEL23\n\tpassword: PWSENTINEL23\n".to_string(), "line 7, column 12"),
+    ];
+    for (tail, want) in cases {
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, format!("{head}{tail}")).unwrap();
+        let out = facts_through(&kubeconfig).output().unwrap();
+        let (err, stdout) = (text(&out.stderr), text(&out.stdout));
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(&format!("kubeconfig {} is malformed: {want}", kubeconfig.display())), "{err}");
+        for secret in ["SENTINEL23", &key[..40], "KEYSENTINEL"] {
+            assert!(!err.contains(secret) && !stdout.contains(secret), "{secret} shown:\n{err}");
+        }
+    }
+}
+
+#[test]
+fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    // A pid far above pid_max: its run is gone. The live one is this test process's.
+    let dead = tmp.join("eas-kube-2147483646-Ab3xYz");
+    let live = tmp.join(format!("eas-kube-{}-Zz9", std::process::id()));
+    let other = tmp.join("eas-kube-notes");
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("config"), "users: [{user: {token: MINTEDSENTINEL}}]").unwrap();
+    }
+    std::fs::write(&other, "a file, not a copy's directory").unwrap();
+    let out = eas(dir.path()).env("TMPDIR", &tmp).args(["pins", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dead.exists(), "the dead run's copy is removed");
+    assert!(live.exists() && other.exists(), "a live run's copy and what is not a copy stay");
+}
+
+#[test]
+fn a_kubeconfig_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_with_130() {
+    for signal in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("kubeconfig");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        // A writer that opens the pipe and never finishes.
+        let mut writer = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec 3>{}; echo 'apiVersion: v1' >&3; sleep 60", fifo.display()))
+            .spawn()
+            .unwrap();
+        let mut child = facts_through(&fifo).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let sent = std::time::Instant::now();
+        std::process::Command::new("kill").arg(signal).arg(child.id().to_string()).status().unwrap();
+        let (code, err) = exit_within(&mut child, std::time::Duration::from_secs(10));
+        let took = sent.elapsed();
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        assert_eq!(code, Some(130), "{signal}: {err}");
+        assert!(took < std::time::Duration::from_secs(1), "{signal}: took {took:?}");
+    }
+}
+
+fn cluster_key(name: &str) -> String {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("namespaces.json")).unwrap()).unwrap();
+    let ns = doc["items"].as_array().unwrap().iter().find(|n| n["metadata"]["name"] == "kube-system").unwrap();
+    ns["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+/// `eas status` on the recorded cluster with `state.json` as `plant` makes it (a symlink or bytes).
+fn status_with_state(plant: impl FnOnce(&Path)) -> (Option<i32>, String, std::time::Duration) {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let sd = dir.path().join("state");
+    let cluster = sd.join(cluster_key("xeon-amx"));
+    std::fs::create_dir_all(&cluster).unwrap();
+    plant(&cluster.join("state.json"));
+    let started = std::time::Instant::now();
+    let out = eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(&sd)
+        .arg("status")
+        .output()
+        .unwrap();
+    (out.status.code(), text(&out.stderr) + &text(&out.stdout), started.elapsed())
+}
+
+#[test]
+fn a_state_file_on_dev_zero_is_refused_at_its_limit_not_read_whole() {
+    let (code, out, took) = status_with_state(|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("state.json is damaged: larger than its limit of 16 MiB"), "{out}");
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn a_damaged_state_file_is_reported_as_damaged_by_status_not_as_nothing_installed() {
+    let (code, out, _) = status_with_state(|p| std::fs::write(p, "{\"schema_version\": 1, \"truncat").unwrap());
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("state.json is damaged"), "{out}");
+    assert!(out.contains("move ") && out.contains("aside"), "the hint says what to do: {out}");
+    assert!(!out.contains("installed nothing") && !out.contains("nothing installed"), "{out}");
+}
+
+#[test]
+fn every_input_file_past_its_limit_is_refused_naming_the_file_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let zero = "/dev/zero";
+    let facts = fixture("xeon-amx").join("expected").join("facts.json");
+    let out_dir = dir.path().join("out");
+    let config = |extra: &[&str]| {
+        let mut v = vec!["config", "--facts", facts.to_str().unwrap(), "--out", out_dir.to_str().unwrap()];
+        v.extend_from_slice(extra);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let cases: [(Vec<String>, &str); 5] = [
+        (
+            vec!["pins".into(), "check".into(), "--pins".into(), zero.into()],
+            "pins file /dev/zero is larger than its limit of 4 MiB",
+        ),
+        (config(&["--fit", zero]), "fit document /dev/zero is larger than its limit of 16 MiB"),
+        (config(&["--catalog", zero]), "model catalog /dev/zero is larger than its limit of 16 MiB"),
+        (config(&["--pins", zero]), "pins file /dev/zero is larger than its limit of 4 MiB"),
+        (
+            vec!["--ca-bundle".into(), zero.into(), "pins".into(), "check".into()],
+            "CA bundle /dev/zero is larger than its limit of 16 MiB",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = eas(dir.path()).args(&args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!out_dir.exists(), "nothing written: {args:?}");
+    }
+}
+
+#[test]
+fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json() {
+    let name = "gpu\u{202e}10-edon\u{2066}\u{200b}";
+    let shown = "gpu\\u{202e}10-edon\\u{2066}\\u{200b}";
+    let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
+    doc["nodes"][0]["name"] = serde_json::Value::String(name.into());
+    let dir = tempfile::tempdir().unwrap();
+    let facts_file = dir.path().join("facts.json");
+    std::fs::write(&facts_file, doc.to_string()).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = eas(dir.path())
+        .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+    for (what, s) in [("stdout", text(&out.stdout)), ("stderr", text(&out.stderr)), ("choices.txt", choices)] {
+        assert!(!s.contains('\u{202e}') && !s.contains('\u{2066}') && !s.contains('\u{200b}'), "{what}: {s}");
+        if what == "choices.txt" {
+            assert!(s.contains(shown), "{what} names the node escaped: {s}");
+        }
+    }
+
+    // facts.json: the same characters as JSON escapes, so the value reads back unchanged.
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut node = server.object(&key).expect("the recorded node");
+    node["metadata"]["labels"]["evil"] = serde_json::Value::String(name.into());
+    server.insert(node);
+    let facts_out = dir.path().join("gathered.json");
+    let out = facts(&server, "xeon-amx", &["--out", facts_out.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = std::fs::read_to_string(&facts_out).unwrap();
+    assert!(!json.contains('\u{202e}') && json.contains("gpu\\u202e10-edon\\u2066\\u200b"), "{json}");
+    let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(back["nodes"][0]["labels"]["evil"], name);
+}
+
+#[test]
+fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {server: \"https://127.0.0.1:1\"}\n\
+         contexts:\n- name: c\n  context: {cluster: k, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let out = facts_through(&kubeconfig).env("HTTPS_PROXY", "http://u:PROXYPASS23@exa mple:99").output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("PROXYPASS23"), "{err}");
+    assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
+}
+
+#[test]
+fn doctor_shows_a_401_as_code_reason_and_escaped_message_never_raw_escapes_or_a_dump() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let evil = "token expired\u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}";
+    server.inject(Some("/version"), Fault::Status(401, evil.into()), None);
+    server.inject(Some("/api/v1/nodes"), Fault::Status(401, evil.into()), None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(!all.contains('\u{1b}') && !all.contains('\u{202e}') && !all.contains("Status {"), "{all}");
+    assert!(all.contains("401 Unauthorized"), "{all}");
+    assert!(all.contains("token expired\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{202e}"), "{all}");
+}
+
+#[test]
+fn a_ca_bundle_cut_off_mid_certificate_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap();
+    let start = system.find("-----BEGIN CERTIFICATE-----").unwrap();
+    let end = system[start..].find("-----END CERTIFICATE-----").unwrap() + start;
+    let bundle = dir.path().join("cut.pem");
+    std::fs::write(&bundle, &system[start..start + (end - start) / 2]).unwrap();
+    let out = eas(dir.path()).arg("--ca-bundle").arg(&bundle).args(["pins", "check"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("CA bundle {}: is cut off: block 1 has no END line", bundle.display())), "{err}");
+}
+
+#[test]
+fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("get-token");
+    write_exec(
+        &plugin,
+        "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"EXPIREDTOKEN23\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:1\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    exec:\n\
+             \x20     apiVersion: client.authentication.k8s.io/v1\n      command: {}\n",
+            plugin.display()
+        ),
+    )
+    .unwrap();
+    let out = facts_through(&kubeconfig).output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{err}");
+    assert!(!err.contains("EXPIREDTOKEN23"), "{err}");
+}
+
+// The sentinel test: a secret planted in each place one can come from, then every output, log,
+// state file, out file and temporary file of the commands that read the cluster is grepped.
+
+const S_TOKEN: &str = "SNTLkubeTOKEN7f3a9c2d";
+const S_PASSWORD: &str = "SNTLkubePASSWORD4e1b";
+const S_KEY_LINE: &str = "MHcCAQEEISNTLclientKEYbody0123456789abcdefABCDEFghij";
+const S_PLUGIN_ENV: &str = "SNTLpluginENV9d8c";
+const S_HF: &str = "hf_SNTLhuggingFACE0123456789abcd";
+const S_ADMIN: &str = "SNTLadminPASSWORD77aa";
+const S_PROXY: &str = "SNTLproxyPASS31";
+
+/// A kubeconfig for `url` whose context's user is `user` (YAML), with a second, unused user that
+/// holds a password and a client key.
+fn sentinel_kubeconfig(path: &Path, url: &str, user: &str) {
+    use base64::Engine;
+    let key = format!("-----BEGIN EC PRIVATE KEY-----\n{S_KEY_LINE}\n-----END EC PRIVATE KEY-----\n");
+    let key_data = base64::engine::general_purpose::STANDARD.encode(key);
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"{url}\"}}\n\
+             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\n- name: other\n  context: {{cluster: k, user: o}}\n\
+             users:\n- name: u\n  user:\n{user}- name: o\n  user:\n    username: admin\n    password: {S_PASSWORD}\n\
+             \x20   client-key-data: {key_data}\n"
+        ),
+    )
+    .unwrap();
+}
+
+fn every_file(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_dir() {
+            every_file(&p, out);
+        } else if t.is_file() {
+            out.push((p.clone(), String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default()).into_owned()));
+        }
+    }
+}
+
+#[test]
+fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() {
+    use base64::Engine;
+    let server =
+        ClusterServer::start_with(fixture("gpu-nodes"), Options { token: S_TOKEN.into(), ..Options::default() });
+    // A pod log line that repeats the secrets (verify shows the failing plugin pod's log tail).
+    let plugin_pod = server
+        .names("v1", "pods")
+        .into_iter()
+        .filter_map(|n| n.strip_prefix("kube-system/").map(str::to_string))
+        .find(|n| {
+            let key = ObjectKey {
+                group_version: "v1".into(),
+                resource: "pods".into(),
+                namespace: "kube-system".into(),
+                name: n.clone(),
+            };
+            server.object(&key).is_some_and(|p| p["spec"]["nodeName"] == "gpu-b")
+        })
+        .expect("the gpu-b plugin pod");
+    server.set_log("kube-system", &plugin_pod, false, &format!("HF_TOKEN={S_HF} bearer {S_TOKEN} admin {S_ADMIN}\n"));
+
+    let home = tempfile::tempdir().unwrap();
+    let (state, tmp, out) = (home.path().join("state"), home.path().join("tmp"), home.path().join("out"));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let plugin = home.path().join("get-token");
+    write_exec(
+        &plugin,
+        &format!(
+            "#!/bin/sh\n[ \"$SNTL_ENV\" = {S_PLUGIN_ENV} ] || exit 9\n\
+             echo '{{\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{S_TOKEN}\"}}}}'\n"
+        ),
+    );
+    let token_user = format!("    token: {S_TOKEN}\n");
+    let exec_user = format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      \
+         env: [{{name: SNTL_ENV, value: {S_PLUGIN_ENV}}}]\n      interactiveMode: Never\n",
+        plugin.display()
+    );
+    let repos = home.path().join("repos");
+    let mut shas = Vec::new();
+    for n in ["eas", "ei", "eat"] {
+        shas.push((n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))));
+    }
+    let pins = home.path().join("pins.json");
+    std::fs::copy(root().join("pins.json"), &pins).unwrap();
+    support::trees::point_main_pins(&pins, &shas);
+
+    let mut outputs: Vec<(String, String)> = Vec::new();
+    for (mode, user) in [("token", &token_user), ("exec", &exec_user)] {
+        let kubeconfig = home.path().join(format!("kubeconfig-{mode}"));
+        sentinel_kubeconfig(&kubeconfig, &server.url(), user);
+        let facts_file = out.join(format!("facts-{mode}.json"));
+        let dry_out = out.join(format!("dry-{mode}"));
+        let dry: Vec<String> = {
+            let mut v: Vec<String> = vec!["up".into(), "--dry-run".into(), "--pins".into()];
+            v.push(pins.display().to_string());
+            v.extend(support::facts_args("gpu-nodes"));
+            for (n, _) in &shas {
+                v.push(format!("--{n}-repo"));
+                v.push(repos.join(n).display().to_string());
+            }
+            v.extend(["--out".into(), dry_out.display().to_string()]);
+            v
+        };
+        let runs: Vec<Vec<String>> = vec![
+            [
+                &["facts", "--out", facts_file.to_str().unwrap()][..],
+                &support::facts_args("gpu-nodes").iter().map(String::as_str).collect::<Vec<_>>(),
+            ]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect(),
+            vec!["status".into()],
+            vec!["status".into(), "--output".into(), "json".into()],
+            vec!["verify".into(), "--devices-timeout".into(), "0".into(), "--timeout".into(), "900".into()],
+            vec!["doctor".into()],
+            dry,
+        ];
+        for args in runs {
+            let o = eas(&fixture("gpu-nodes"))
+                .env("HOME", home.path())
+                .env("TMPDIR", &tmp)
+                .env("HF_TOKEN", S_HF)
+                .env("KEYCLOAK_ADMIN_PASSWORD", S_ADMIN)
+                .env("HTTP_PROXY", format!("http://u:{S_PROXY}@proxy.invalid:3128"))
+                .env("NO_PROXY", "127.0.0.1")
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .arg("--state-dir")
+                .arg(&state)
+                .args(&args)
+                .output()
+                .unwrap();
+            let what = format!("{mode} {}", args[..args.len().min(2)].join(" "));
+            assert_ne!(o.status.code(), None, "{what}");
+            outputs.push((format!("{what} stdout"), text(&o.stdout)));
+            outputs.push((format!("{what} stderr (exit {:?})", o.status.code()), text(&o.stderr)));
+        }
+    }
+    // The runs really read the cluster and wrote where they write.
+    assert!(
+        outputs.iter().any(|(w, s)| w.starts_with("token verify") && s.contains("log HF_TOKEN=***")),
+        "{outputs:#?}"
+    );
+    let mut files = Vec::new();
+    every_file(home.path(), &mut files);
+    for want in ["facts-token.json", "facts-exec.json", "dry-token/plan.json", "dry-exec/choices.txt"] {
+        assert!(files.iter().any(|(p, _)| p.ends_with(want)), "{want} was written: {outputs:#?}");
+    }
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let sentinels = [
+        S_TOKEN.to_string(),
+        b64.encode(&S_TOKEN.as_bytes()[..S_TOKEN.len() / 3 * 3]),
+        S_PASSWORD.into(),
+        S_KEY_LINE.into(),
+        S_PLUGIN_ENV.into(),
+        S_HF.into(),
+        S_ADMIN.into(),
+        S_PROXY.into(),
+    ];
+    // The inputs themselves (the kubeconfigs, the plugin) hold them; nothing eas wrote may.
+    let inputs = ["kubeconfig-token", "kubeconfig-exec", "get-token"];
+    for (p, body) in files.iter().filter(|(p, _)| !inputs.iter().any(|i| p.ends_with(i)) && !p.starts_with(&repos)) {
+        for s in &sentinels {
+            assert!(!body.contains(s.as_str()), "{s} in {}", p.display());
+        }
+    }
+    for (what, body) in &outputs {
+        for s in &sentinels {
+            assert!(!body.contains(s.as_str()), "{s} in {what}:\n{body}");
+        }
     }
 }

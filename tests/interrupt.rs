@@ -265,3 +265,95 @@ fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
         assert_eq!(status_of(&state, "trees"), "interrupted", "{sig}: {state}");
     }
 }
+
+// Issue 23: every wait is cancellable.
+
+#[test]
+fn status_against_a_silent_api_server_stops_on_sigint_and_sigterm_within_a_second() {
+    for sig in ["-INT", "-TERM"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, accepted) = silent_server();
+        let mut child = start(dir.path(), port, &["status"]);
+        accepted.recv_timeout(Duration::from_secs(10)).expect("eas connects to the API server");
+        let sent = Instant::now();
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        assert!(sent.elapsed() < Duration::from_secs(1), "{sig}: {:?}", sent.elapsed());
+    }
+}
+
+/// A plugin that starts a child of its own (its pid in `plugin.child`), then hangs.
+fn forking_plugin(dir: &Path) -> (PathBuf, PathBuf) {
+    let (kubeconfig, pid_file) = sleeping_plugin(dir);
+    let child_file = dir.join("plugin.child");
+    let plugin = dir.join("plugin");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\nsleep 300 &\necho $! > {}\necho $$ > {}\nexec sleep 300\n",
+            child_file.display(),
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    (kubeconfig, child_file)
+}
+
+#[test]
+fn a_credential_plugins_children_are_killed_with_it_on_signal_and_timeout() {
+    // The timeout case (60 s here) is the unit test kubeconfig::the_plugins_children_die_with_it….
+    for (args, sig) in [(&["facts"][..], "-INT"), (&["status"], "-TERM"), (&["up", "--dry-run"], "-TERM")] {
+        let dir = tempfile::tempdir().unwrap();
+        let (kubeconfig, child_file) = forking_plugin(dir.path());
+        let mut cmd = eas(dir.path());
+        cmd.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(dir.path().join("state")).args(args);
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            if let Ok(p) = std::fs::read_to_string(&child_file)
+                && !p.trim().is_empty()
+            {
+                break p.trim().to_string();
+            }
+            assert!(Instant::now() < deadline, "{args:?}: the plugin never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
+        assert!(gone(&pid), "{args:?} {sig}: the plugin's child (pid {pid}) is still running");
+    }
+}
+
+#[test]
+fn config_reading_a_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_within_a_second() {
+    for (flag, sig) in [("--facts", "-INT"), ("--pins", "-TERM"), ("--fit", "-INT")] {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("input");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let mut writer = Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec 3>{}; echo '{{' >&3; sleep 60", fifo.display()))
+            .spawn()
+            .unwrap();
+        let facts = root().join("fixtures/config/desktop-i9/facts.json");
+        let out = dir.path().join("out");
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["config".as_ref(), "--out".as_ref(), out.as_os_str(), flag.as_ref(), fifo.as_os_str()];
+        if flag != "--facts" {
+            args.extend(["--facts".as_ref(), facts.as_os_str()]);
+        }
+        let mut child = eas(dir.path()).args(&args).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let sent = Instant::now();
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        let took = sent.elapsed();
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        assert_eq!(code, Some(130), "{flag} {sig}: {err}");
+        assert!(took < Duration::from_secs(1), "{flag} {sig}: {took:?}");
+        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "nothing written");
+    }
+}

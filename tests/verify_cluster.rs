@@ -434,3 +434,27 @@ fn main_workload_ready_is_watched_for() {
     assert!(stdout.contains("MainWorkloadReady"), "{stdout}");
     assert!(watching(), "verify waited with a watch");
 }
+
+#[test]
+fn a_secret_in_a_pod_log_is_masked_in_verify_excerpts() {
+    let c = Cluster::start("gpu-nodes");
+    let key = plugin_pod_on(&c, "gpu-b");
+    let token = "hf_SENTINELvErIfY0123456789abcd";
+    c.server.set_log(&key.namespace, &key.name, false, &format!("starting\nlogin with HF_TOKEN={token}\n"));
+    let out = c.verify_cmd(&["--devices-timeout", "0", "--timeout", "900"]).env("HF_TOKEN", token).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let (err, stdout) = (text(&out.stderr), text(&out.stdout));
+    assert!(err.contains("log login with HF_TOKEN=***"), "the excerpt is shown, masked:\n{err}");
+    assert!(!err.contains("SENTINELvErIfY") && !stdout.contains("SENTINELvErIfY"), "{err}");
+}
+
+#[test]
+fn an_api_error_is_its_code_reason_and_escaped_message_never_a_dump() {
+    let c = Cluster::start("gpu-nodes");
+    c.server.inject(Some("/api/v1/nodes"), support::Fault::Status(500, "etcd \u{1b}[31mdown\u{202e}".into()), None);
+    let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
+    let all = text(&out.stderr) + &text(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("500 Internal Server Error: etcd \\u{1b}[31mdown\\u{202e}"), "{all}");
+    assert!(!all.contains("Status {") && !all.contains('\u{1b}') && !all.contains('\u{202e}'), "{all}");
+}

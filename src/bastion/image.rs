@@ -60,6 +60,25 @@ pub async fn connect(env: &Env) -> Result<Docker, ImageError> {
     docker.negotiate_version().await.map_err(|e| ImageError::Connect(e.to_string()))
 }
 
+/// A connection to the engine that answered its version call, or why there is none, within `bound` for the connection and the call
+/// together (doctor's check: a socket that accepts and never answers took 120 s, the build
+/// timeout, before).
+pub async fn engine(env: &Env, bound: Duration) -> Result<Docker, String> {
+    let ask = async {
+        let docker = connect(env).await.map_err(|e| e.to_string())?;
+        docker.version().await.map_err(|e| format!("no Docker Engine answers: {e}"))?;
+        Ok(docker)
+    };
+    match tokio::time::timeout(bound, ask).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "the Docker Engine at {} gave no answer within {} s",
+            crate::docker_host::resolve(env),
+            bound.as_secs().max(1)
+        )),
+    }
+}
+
 /// The ID of the image tagged `tag` if it was built from the context with `digest`.
 pub async fn find(docker: &Docker, tag: &str, digest: &str) -> Result<Option<String>, ImageError> {
     match docker.inspect_image(tag).await {
@@ -430,6 +449,24 @@ impl LineBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_docker_socket_that_never_answers_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("docker.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().take(4).collect();
+            std::thread::sleep(Duration::from_secs(30));
+            drop(held);
+        });
+        let host = format!("unix://{}", sock.display());
+        let env = Env::of(&[("DOCKER_HOST", host.as_str())]);
+        let started = std::time::Instant::now();
+        let e = engine(&env, Duration::from_millis(300)).await.map(drop).unwrap_err();
+        assert!(e.contains("gave no answer within 1 s"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    }
 
     #[test]
     fn build_output_is_split_into_lines_and_the_tail_kept() {

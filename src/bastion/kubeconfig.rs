@@ -52,7 +52,8 @@ pub fn k3d_server(cluster: &str) -> String {
 
 pub fn plan(path: &str, text: &str, context: Option<&str>) -> Result<Plan, KubeconfigError> {
     let bad = |detail: String| KubeconfigError::Invalid { path: path.to_string(), detail };
-    let doc: Value = serde_saphyr::from_str(text).map_err(|e| bad(format!("not YAML: {e}")))?;
+    let doc: Value = serde_saphyr::from_str(text)
+        .map_err(|e| bad(format!("not YAML: {}", crate::kubeconfig::yaml_cause(&e, text))))?;
     let current = doc.get("current-context").and_then(Value::as_str);
     let ctx_name = context.or(current).ok_or_else(|| bad("no current-context and no --context".into()))?;
     let ctx = named(&doc, "contexts", ctx_name).ok_or_else(|| bad(format!("no context named {ctx_name:?}")))?;
@@ -168,5 +169,12 @@ mod tests {
         }
         let e = plan("k", &kubeconfig("k3d-gpu", "unix:///x"), None).unwrap_err().to_string();
         assert!(e.contains("is not an http(s) URL"), "{e}");
+    }
+
+    #[test]
+    fn a_yaml_error_names_its_place_and_never_quotes_the_file() {
+        let e = plan("k", "users:\n- user:\n    token: BASTIONSENTINEL: x\n", None).unwrap_err().to_string();
+        assert!(e.contains("not YAML: line 3, column"), "{e}");
+        assert!(!e.contains("BASTIONSENTINEL"), "{e}");
     }
 }

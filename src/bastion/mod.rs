@@ -11,6 +11,7 @@
 pub mod artifacts;
 pub mod context;
 pub mod image;
+pub mod kube_copy;
 pub mod kubeconfig;
 pub mod publisher;
 pub mod run;
@@ -611,7 +612,7 @@ pub fn standard(
         };
         let source = match &copy {
             Some(doc) => {
-                let dir = tempfile::Builder::new().prefix("eas-kube-").tempdir().map_err(io("kubeconfig copy"))?;
+                let dir = kube_copy::private_dir().map_err(io("kubeconfig copy"))?;
                 let path = dir.path().join("config");
                 write_private(&path, &serde_json::to_vec_pretty(doc).expect("json")).map_err(io("kubeconfig copy"))?;
                 copy_dir = Some(dir);
@@ -654,8 +655,7 @@ pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource,
             Ok(kube)
         }
         Ok(None) => Ok(kube),
-        Err(crate::kubeconfig::TargetError::Plugin(line)) => Err(Failure::step("kubeconfig", line)),
-        Err(e) => Err(Failure::bad_input(e.to_string(), e.hint())),
+        Err(e) => Err(e.failure()),
     }
 }
 
@@ -666,11 +666,9 @@ fn kube_text(k: &KubeSource) -> Result<Option<(String, bool)>, BastionError> {
         return Ok(Some((text.clone(), true)));
     }
     if let Some(path) = k.single() {
-        return match std::fs::read_to_string(path) {
+        return match crate::bounded::read_string(path, crate::bounded::Kind::Kubeconfig) {
             Ok(text) => Ok(Some((text, false))),
-            Err(e) if k.explicit || e.kind() != std::io::ErrorKind::NotFound => {
-                Err(BastionError::Input(format!("kubeconfig {}: {e}", path.display())))
-            }
+            Err(e) if k.explicit || !e.is_not_found() => Err(BastionError::Input(e.to_string())),
             Err(_) => Ok(None),
         };
     }
@@ -891,7 +889,7 @@ mod tests {
         assert!(standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap().spec.mounts.is_empty());
         let k = KubeSource { explicit: true, ..k };
         let e = standard("img", vec![], None, Some(&k), &env_of(&[])).err().unwrap().to_string();
-        assert!(e.starts_with("kubeconfig /nonexistent/eas/config: "), "{e}");
+        assert_eq!(e, "kubeconfig /nonexistent/eas/config does not exist");
     }
 
     #[test]

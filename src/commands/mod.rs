@@ -46,6 +46,7 @@ impl From<&PinsError> for Failure {
         };
         match e {
             PinsError::Write { .. } => Failure::step("pins", e),
+            PinsError::Read(crate::bounded::ReadError::Interrupted { .. }) => Failure::Interrupted,
             _ => Failure::bad_input(e.to_string(), hint),
         }
     }

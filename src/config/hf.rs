@@ -1,6 +1,6 @@
 //! A model's own files on Hugging Face, as fit needs them (issue 20 item 2), and what an answer
 //! says about downloading the weights. Pure: the text and the answer come in, figures and
-//! verdicts come out; the reads are `net::hf`'s.
+//! verdicts come out; the reads are `up::hf`'s.
 //!
 //! - `config.json`: layers, KV heads (else the attention heads), head dim (else hidden size over
 //!   heads), `max_position_embeddings`, the dtype (`torch_dtype`, or `dtype` in newer
@@ -126,7 +126,7 @@ pub fn cache_dir(base: &Path, model_id: &str, revision: &str) -> Option<PathBuf>
 }
 
 /// The architecture from a cache directory (read-only: `eas config`): `config.json` and the
-/// index, else the single weights file's size (`model.safetensors.size`, as `net::hf` keeps it).
+/// index, else the single weights file's size (`model.safetensors.size`, as `up::hf` keeps it).
 pub fn from_cache(dir: &Path) -> Option<Result<Architecture, String>> {
     let config = std::fs::read_to_string(dir.join(CONFIG)).ok()?;
     let index = std::fs::read_to_string(dir.join(INDEX)).ok().or_else(|| {

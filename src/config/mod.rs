@@ -22,7 +22,10 @@ pub use rules::Decision;
 
 impl From<FactsError> for Failure {
     fn from(e: FactsError) -> Self {
-        Failure::bad_input(e.to_string(), e.hint())
+        match &e {
+            FactsError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => Failure::Interrupted,
+            _ => Failure::bad_input(e.to_string(), e.hint()),
+        }
     }
 }
 
@@ -63,7 +66,7 @@ pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinn
 }
 
 /// Like [`generate_with`], given what Hugging Face said about each model's download
-/// (`net::hf::read_all`'s answers, by `model_id`). Hook for `eas up`'s config phase.
+/// (`up::hf::read_all`'s answers, by `model_id`). Hook for `eas up`'s config phase.
 pub fn generate_with_downloads(
     facts: &Facts,
     sel: &Select,
@@ -145,8 +148,8 @@ fn clear_stale(out: &Path) -> Result<(), Failure> {
 
 /// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
 fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give a readable models.yaml"))?;
+    let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog)
+        .map_err(|e| Failure::read(&e, "give a readable EI model_manager/models.yaml to --catalog"))?;
     let catalog = catalog::Catalog::parse(&text).map_err(|e| {
         Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give EI's model_manager/models.yaml")
     })?;

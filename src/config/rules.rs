@@ -89,7 +89,7 @@ pub struct Inputs<'a> {
     /// The Hugging Face cache (`config::hf::cache_base`), read-only: figures found there win over
     /// `data/models.json`'s. `None`: not read.
     pub hf_cache: Option<&'a std::path::Path>,
-    /// What Hugging Face said about downloading each model (`model_id`, `net::hf`'s reads): an
+    /// What Hugging Face said about downloading each model (`model_id`, `up::hf`'s reads): an
     /// automatic pick skips an entry it refused, a `--model` pick it refused is refused (exit 3),
     /// and an unknown answer is a warning. Empty: not read (`eas config`, `--offline`).
     pub downloads: &'a [(String, super::hf::Access)],

@@ -20,6 +20,14 @@ use tokio_util::io::SyncIoBridge;
 /// parsed as a stream, so their size does not decide memory.
 pub const PAGE_LIMIT: u32 = 5000;
 
+/// Pages followed per list before the answer is judged endless: 5 million items, far past any
+/// supported cluster's objects of one kind.
+pub const MAX_PAGES: u32 = 1000;
+
+/// Bytes read per page before it is judged malformed: 5000 nodes with their managed fields are
+/// well under 256 MiB; an endless body (`{"a": …`) ends here, not at memory or the timeout.
+pub const MAX_PAGE_BYTES: u64 = 1 << 30;
+
 /// The cluster a kubeconfig context names, ready to be read.
 pub struct Target {
     pub context: String,
@@ -141,6 +149,9 @@ pub enum ApiError {
     Status { call: String, code: u16, message: String },
     #[error("{call}: the answer is not what the Kubernetes API sends: {cause}")]
     Decode { call: String, cause: String },
+    /// The pages of a list do not end: a `continue` token came back, or too many pages.
+    #[error("{call}: the API server's pages do not end: {cause}")]
+    Endless { call: String, cause: String },
     #[error("{0}")]
     Plugin(String),
 }
@@ -168,7 +179,9 @@ impl ApiError {
                 "use a context allowed to list nodes, namespaces, daemonsets, deployments and secrets (eas facts only reads)".into()
             }
             ApiError::Timeout { .. } => "retry; if the API server is slow, raise --request-timeout".into(),
-            ApiError::Status { .. } | ApiError::Decode { .. } => "retry `eas facts`; if it persists, check the API server's logs".into(),
+            ApiError::Status { .. } | ApiError::Decode { .. } | ApiError::Endless { .. } => {
+                "retry `eas facts`; if it persists, check the API server's logs (and any proxy in front of it)".into()
+            }
             ApiError::Plugin(_) => "run the credential plugin by hand to see why it fails, or refresh the login it relies on".into(),
         }
     }
@@ -216,6 +229,7 @@ impl Reader {
         S: Sink<T>,
     {
         let mut token: Option<String> = None;
+        let mut seen = std::collections::HashSet::new();
         let mut pages = 0;
         loop {
             let mut lp = ListParams::default().limit(PAGE_LIMIT);
@@ -228,7 +242,7 @@ impl Reader {
                 .map_err(|e| ApiError::Decode { call: call.to_string(), cause: e.to_string() })?;
             let page = async move {
                 let body = self.client.request_stream(request).await.map_err(|e| self.classify(call, e))?;
-                let bridge = SyncIoBridge::new(Box::pin(body.compat()));
+                let bridge = Capped { inner: SyncIoBridge::new(Box::pin(body.compat())), left: MAX_PAGE_BYTES };
                 tokio::task::spawn_blocking(move || {
                     let meta = parse_list(BufReader::with_capacity(64 * 1024, bridge), &mut |item: T| sink.push(item));
                     (meta, sink)
@@ -242,7 +256,9 @@ impl Reader {
             pages += 1;
             let meta = meta.map_err(|e| {
                 let cause = chain(&e);
-                if e.is_io() && cause.contains("timed out") {
+                if e.is_io() && cause.contains(TOO_LARGE) {
+                    ApiError::Decode { call: call.to_string(), cause: TOO_LARGE.into() }
+                } else if e.is_io() && cause.contains("timed out") {
                     self.timed_out(call)
                 } else if e.is_io() {
                     self.unreachable(call, cause)
@@ -250,9 +266,16 @@ impl Reader {
                     ApiError::Decode { call: call.to_string(), cause: e.to_string() }
                 }
             })?;
+            let endless = |cause: String| ApiError::Endless { call: call.to_string(), cause };
             match meta.continue_token.filter(|t| !t.is_empty()) {
-                Some(t) => token = Some(t),
                 None => return Ok((sink, pages)),
+                Some(t) if !seen.insert(t.clone()) => {
+                    return Err(endless(format!("page {pages} repeats an earlier continue token")));
+                }
+                Some(_) if pages >= MAX_PAGES => {
+                    return Err(endless(format!("still a continue token after {MAX_PAGES} pages")));
+                }
+                Some(t) => token = Some(t),
             }
         }
     }
@@ -295,6 +318,29 @@ impl Reader {
     }
 }
 
+/// A kube error for people: an API answer as `<code> <reason>: <message>` (never a `Status { … }`
+/// dump), anything else as its chain of causes; credentials masked, and the server's text
+/// escaped (a 401's message may carry escape codes).
+pub fn said(e: &kube::Error) -> String {
+    let text = match e {
+        kube::Error::Api(s) => {
+            let reason = match s.code {
+                401 => "Unauthorized (the kubeconfig's credentials were rejected)",
+                403 => "Forbidden",
+                _ => "",
+            };
+            let text = status_text(s.code, &s.message);
+            match (reason, text.as_str()) {
+                ("", t) => format!("{} {t}", s.code),
+                (r, "") => format!("{} {r}", s.code),
+                (r, t) => format!("{} {r}: {t}", s.code),
+            }
+        }
+        other => chain(other),
+    };
+    crate::text::for_people(&text)
+}
+
 pub fn status_text(code: u16, message: &str) -> String {
     let reason = http_reason(code);
     match (reason, message.trim()) {
@@ -330,6 +376,26 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     parts.join(": ")
+}
+
+const TOO_LARGE: &str = "a page is larger than 1 GiB";
+
+/// A reader that fails past `left` bytes: a page's body is bounded whatever the server sends.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other(TOO_LARGE));
+        }
+        let max = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..max])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
 }
 
 /// Where a list's items go as they are parsed.
@@ -400,6 +466,10 @@ impl<'de, T: DeserializeOwned, F: FnMut(T)> Visitor<'de> for ListSeed<'_, T, F> 
         }
         if !items && kind.as_deref().is_some_and(|k| !k.ends_with("List")) {
             return Err(serde::de::Error::custom(format!("expected a list, found a {}", kind.unwrap_or_default())));
+        }
+        // `{}` or `{"a": …}` is no list of nothing: a cluster is never read as empty from it.
+        if !items {
+            return Err(serde::de::Error::custom("the list has no `items`"));
         }
         Ok(meta)
     }
@@ -475,6 +545,30 @@ mod tests {
     }
 
     #[test]
+    fn a_list_without_items_or_an_item_without_a_name_is_malformed() {
+        for doc in [r#"{}"#, r#"{"a":[1,2]}"#, r#"{"kind":"NodeList","metadata":{}}"#] {
+            let (_, meta) = names(doc);
+            assert!(meta.unwrap_err().to_string().contains("the list has no `items`"), "{doc}");
+        }
+        let (_, meta) = names(r#"{"kind":"NodeList","items":[{}]}"#);
+        assert!(meta.unwrap_err().to_string().contains("missing field `metadata`"));
+        let mut out = Vec::new();
+        let meta = parse_list(
+            r#"{"items":[{"metadata":{"labels":{}}}]}"#.as_bytes(),
+            &mut |n: super::super::objects::NodeItem| out.push(n),
+        );
+        assert!(meta.unwrap_err().to_string().contains("missing field `name`"));
+    }
+
+    #[test]
+    fn a_page_past_its_byte_limit_fails_as_too_large() {
+        let mut r = Capped { inner: std::io::repeat(b' '), left: 10 };
+        let mut buf = Vec::new();
+        let e = std::io::Read::read_to_end(&mut r, &mut buf).unwrap_err();
+        assert_eq!((buf.len(), e.to_string()), (10, TOO_LARGE.to_string()));
+    }
+
+    #[test]
     fn a_status_or_garbage_is_not_a_list() {
         let (_, meta) = names(r#"{"kind":"Status","status":"Failure","code":500}"#);
         assert!(meta.unwrap_err().to_string().contains("expected a list"));
@@ -482,6 +576,17 @@ mod tests {
         assert!(meta.is_err());
         let (_, meta) = names(r#"{"kind":"NodeList","items":[]} trailing"#);
         assert!(meta.is_err());
+    }
+
+    #[test]
+    fn kube_errors_are_a_code_a_reason_and_an_escaped_message() {
+        let mut s = kube::core::Status::failure("token \u{1b}[31mexpired\u{1b}[0m\u{202e}", "Unauthorized");
+        s.code = 401;
+        let got = said(&kube::Error::Api(Box::new(s)));
+        assert_eq!(
+            got,
+            "401 Unauthorized (the kubeconfig's credentials were rejected): token \\u{1b}[31mexpired\\u{1b}[0m\\u{202e}"
+        );
     }
 
     #[test]

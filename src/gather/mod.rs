@@ -63,8 +63,7 @@ enum GatherError {
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         match e {
-            GatherError::Target(TargetError::Plugin(line)) => Failure::step("kubeconfig", line),
-            GatherError::Target(t) => Failure::bad_input(t.to_string(), t.hint()),
+            GatherError::Target(t) => t.failure(),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
             GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             GatherError::Operator(cause) => Failure::bad_input(
@@ -102,7 +101,7 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
             gathered.api_calls
         ),
     );
-    let text = format!("{}\n", serde_json::to_string_pretty(f).expect("facts serialise"));
+    let text = format!("{}\n", crate::text::json_safe(serde_json::to_string_pretty(f).expect("facts serialise")));
     match &args.out {
         None => {
             use std::io::Write;
@@ -134,8 +133,8 @@ fn operator(args: &FactsSettings) -> Result<Operator, String> {
     let mut op = Operator::default();
     for spec in &args.containerd_config {
         let (node, file) = split_node(spec, "--containerd-config", "NODE=FILE")?;
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("--containerd-config {node}={file}: cannot read {file}: {e}"))?;
+        let text = crate::bounded::read_string(std::path::Path::new(file), crate::bounded::Kind::Containerd)
+            .map_err(|e| format!("--containerd-config {node}={file}: {e}"))?;
         let config = containerd::parse(&text)
             .map_err(|e| format!("--containerd-config {node}={file}: {file} is not a containerd config: {e}"))?;
         if op.configs.insert(node.to_string(), Supplied { file: PathBuf::from(file), config }).is_some() {
@@ -361,7 +360,7 @@ mod tests {
 
         let cases: [(Vec<String>, Vec<&str>, &str); 6] = [
             (vec!["n1".into()], vec![], "expected NODE=FILE"),
-            (vec![format!("n1={}", dir.path().join("missing").display())], vec![], "cannot read"),
+            (vec![format!("n1={}", dir.path().join("missing").display())], vec![], "does not exist"),
             (vec![format!("n1={b}")], vec![], "is not a containerd config"),
             (vec![format!("n1={g}"), format!("n1={g}")], vec![], "twice"),
             (vec![format!("n1={g}")], vec!["n1=maybe"], "`present` or `absent`"),

@@ -264,13 +264,13 @@ async fn read_one(
         }
         Source::Host => {
             let path = host.path(&config_path);
-            let text = std::fs::read(&path).map_err(|e| match e.kind() {
-                std::io::ErrorKind::PermissionDenied => format!(
+            let text = crate::bounded::read(&path, crate::bounded::Kind::Containerd).map_err(|e| match e.io_kind() {
+                Some(std::io::ErrorKind::PermissionDenied) => format!(
                     "{} on this host is readable by root only: run `{}` as root, or pass --containerd-config NODE=FILE",
                     path.display(),
                     operator.command()
                 ),
-                _ => format!("{}: {e} (is k3s running on this host?)", path.display()),
+                _ => format!("{e} (is k3s running on this host?)"),
             })?;
             let config = parse(&text, &path.display().to_string())?;
             let nri_socket = is_socket(&host.path(&config.nri.socket_path));

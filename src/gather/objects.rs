@@ -13,9 +13,10 @@ pub const NODE_ANNOTATION_PREFIX: &str = "k3s.io/";
 /// Namespaces an agent-sandbox controller is looked for in (SPEC §3.1).
 pub const AGENT_SANDBOX_NAMESPACES: [&str; 2] = ["agent-sandbox", "agent-sandbox-system"];
 
+/// An object's metadata. `name` is required: an item without one is a malformed answer (the
+/// list call fails naming itself), never a nameless node.
 #[derive(Debug, Deserialize, Default)]
 pub struct Meta {
-    #[serde(default)]
     pub name: String,
     #[serde(default)]
     pub namespace: String,
@@ -27,7 +28,6 @@ pub struct Meta {
 
 #[derive(Debug, Deserialize)]
 pub struct NodeItem {
-    #[serde(default)]
     pub metadata: Meta,
     #[serde(default)]
     pub status: NodeStatus,
@@ -66,13 +66,11 @@ pub struct NodeAddress {
 /// Namespaces and DaemonSets: only their metadata matters.
 #[derive(Debug, Deserialize)]
 pub struct MetaItem {
-    #[serde(default)]
     pub metadata: Meta,
 }
 
 #[derive(Debug, Deserialize)]
 pub struct SecretItem {
-    #[serde(default)]
     pub metadata: Meta,
     #[serde(rename = "type", default)]
     pub type_: String,
@@ -89,7 +87,6 @@ pub struct SecretData {
 
 #[derive(Debug, Deserialize)]
 pub struct DeploymentItem {
-    #[serde(default)]
     pub metadata: Meta,
     #[serde(default)]
     pub spec: DeploymentSpec,

@@ -10,10 +10,19 @@ use super::kube::Sink;
 
 #[derive(Debug, Deserialize, Default)]
 pub struct PodItem {
+    /// Required, like every list item's name: a pod without one is a malformed answer.
+    #[serde(rename = "metadata")]
+    pub _metadata: Named,
     #[serde(default)]
     pub spec: PodSpec,
     #[serde(default)]
     pub status: PodStatus,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct Named {
+    #[serde(rename = "name")]
+    pub _name: String,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -105,8 +114,11 @@ impl Requests {
 mod tests {
     use super::*;
 
+    /// A pod with `json`'s spec and status (and a name, which every listed pod has).
     fn pod(json: &str) -> PodItem {
-        serde_json::from_str(json).unwrap()
+        let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+        v["metadata"] = serde_json::json!({"name": "p"});
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]

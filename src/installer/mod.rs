@@ -1,7 +1,7 @@
 //! Driving `es_auto_installer.sh`: its command lines and grammar check ([`command`]), reading
-//! its output ([`progress`]) and keeping secrets out of what is shown and logged ([`redact`]).
+//! its output ([`progress`]); secrets are kept out of what is shown and logged by
+//! `crate::secrets`.
 //! Pure: the process itself runs through the bastion's run seam.
 
 pub mod command;
 pub mod progress;
-pub mod redact;

@@ -86,8 +86,8 @@ fn certificate_authority(cluster: &kube::config::Cluster) -> Result<Option<Vec<V
             .decode(data.trim())
             .map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority-data is not base64: {e}")))?
     } else if let Some(path) = cluster.certificate_authority.as_deref().filter(|p| !p.is_empty()) {
-        std::fs::read(path)
-            .map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority {path} cannot be read: {e}")))?
+        crate::bounded::read(std::path::Path::new(path), crate::bounded::Kind::CaBundle)
+            .map_err(|e| ConfigError::Kubeconfig(format!("certificate-authority: {e}")))?
     } else {
         return Ok(None);
     };

@@ -4,7 +4,6 @@ pub mod download;
 pub mod exec_auth;
 // Not called by the config phase yet (issue 20 item 2): see config::hf.
 #[allow(dead_code)]
-pub mod hf;
 pub mod kube_config;
 pub mod proxy;
 pub mod trust;

@@ -64,8 +64,9 @@ fn is_hex(s: &str) -> bool {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinsError {
-    #[error("pins: cannot read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    /// Unreadable, past its limit, not text, or interrupted while read from a pipe.
+    #[error("pins: {0}")]
+    Read(crate::bounded::ReadError),
     #[error("pins: {0}")]
     Malformed(String),
     #[error("pins: unknown profile {0:?} (profiles: {1})")]
@@ -134,8 +135,7 @@ impl Pins {
         match path {
             None => Pins::parse(EMBEDDED),
             Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|source| PinsError::Read { path: p.display().to_string(), source })?;
+                let text = crate::bounded::read_string(p, crate::bounded::Kind::Pins).map_err(PinsError::Read)?;
                 // A file's problem names the file: which one was read is not always obvious.
                 Pins::parse(&text).map_err(|e| match e {
                     PinsError::Malformed(m) => PinsError::Malformed(format!("{}: {m}", p.display())),

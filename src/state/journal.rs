@@ -111,7 +111,7 @@ pub enum JournalError {
 impl JournalError {
     pub fn hint(&self) -> String {
         match self {
-            JournalError::Read { .. } | JournalError::Write { .. } => "check the permissions of --state-dir".into(),
+            JournalError::Read { source, path } | JournalError::Write { source, path } => io_hint(source, path),
             JournalError::Malformed { path, .. } => format!(
                 "move {} aside to start afresh; `eas down` then no longer knows what the earlier run created",
                 path.display()
@@ -122,6 +122,24 @@ impl JournalError {
                 path.parent().unwrap_or(path).display()
             ),
         }
+    }
+}
+
+/// What to do about a state directory that cannot be read or written, by cause: a full disk and a
+/// read-only file system are not permission problems.
+pub fn io_hint(e: &std::io::Error, path: &Path) -> String {
+    let dir = path.parent().unwrap_or(path).display();
+    match e.kind() {
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            format!("the disk holding {dir} is full: free some space, or pass --state-dir DIR on another disk")
+        }
+        std::io::ErrorKind::ReadOnlyFilesystem => {
+            format!("{dir} is on a read-only file system: pass --state-dir DIR on a writable one")
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("check the permissions of {dir} (or pass --state-dir DIR)")
+        }
+        _ => format!("check {dir} (or pass --state-dir DIR)"),
     }
 }
 
@@ -236,14 +254,21 @@ impl State {
 
     /// The record at `path`, or None when there is none yet.
     pub fn load(path: &Path) -> Result<Option<State>, JournalError> {
-        match std::fs::read_to_string(path) {
+        use crate::bounded::{self, Kind, ReadError};
+        let malformed = |msg: String| JournalError::Malformed { path: path.to_path_buf(), msg };
+        match bounded::read_string(path, Kind::State) {
             Ok(text) => State::parse(&text, path).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            // Not UTF-8: damaged like bad JSON (exit 2), not a permissions problem.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                Err(JournalError::Malformed { path: path.to_path_buf(), msg: "not UTF-8 text".into() })
+            Err(ReadError::NotFound { .. }) => Ok(None),
+            // Not UTF-8, or past the limit (`/dev/zero`): damaged like bad JSON (exit 2), not a
+            // permissions problem.
+            Err(ReadError::NotText { .. }) => Err(malformed("not UTF-8 text".into())),
+            Err(ReadError::TooLarge { .. }) => {
+                Err(malformed(format!("larger than its limit of {}", bounded::shown(Kind::State.limit()))))
             }
-            Err(source) => Err(JournalError::Read { path: path.to_path_buf(), source }),
+            Err(ReadError::Interrupted { .. }) => {
+                Err(JournalError::Read { path: path.to_path_buf(), source: std::io::ErrorKind::Interrupted.into() })
+            }
+            Err(ReadError::Io { source, .. }) => Err(JournalError::Read { path: path.to_path_buf(), source }),
         }
     }
 

@@ -103,25 +103,47 @@ impl LockError {
                 holder.host,
                 path.display()
             ),
-            LockError::Io { .. } => "check the permissions of --state-dir".into(),
+            LockError::Io { path, source } => super::journal::io_hint(source, path),
         }
     }
 }
 
 /// Reads the lock at `path` without taking it (a dry run reports this). None: no lock.
 pub fn inspect(path: &Path) -> Result<Option<Found>, LockError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
+    let bytes = match read_lock(path) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(source) => return Err(LockError::Io { path: path.to_path_buf(), source }),
+    };
+    Ok(Some(match holder_of(&bytes) {
+        Ok(h) => judge(h, &hostname(), &ProcFs),
+        Err(msg) => Found::Unreadable(msg),
+    }))
+}
+
+/// The lock's bytes, at most its limit (`bounded::Kind::Lock`) plus one: a larger file is judged
+/// unreadable, not read whole. None: no lock.
+fn read_lock(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let f = match fs::File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(LockError::Io { path: path.to_path_buf(), source });
-        }
+        Err(e) => return Err(e),
     };
-    let holder: Holder = match serde_json::from_str(&text) {
-        Ok(h) => h,
-        Err(e) => return Ok(Some(Found::Unreadable(e.to_string()))),
-    };
-    Ok(Some(judge(holder, &hostname(), &ProcFs)))
+    let mut bytes = Vec::new();
+    f.take(crate::bounded::Kind::Lock.limit() + 1).read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
+}
+
+/// The holder a lock file names, or why it names none: bad bytes (not UTF-8, not JSON, past the
+/// limit) make an unreadable lock, which `--break-lock` takes over.
+fn holder_of(bytes: &[u8]) -> Result<Holder, String> {
+    let limit = crate::bounded::Kind::Lock.limit();
+    if bytes.len() as u64 > limit {
+        return Err(format!("larger than its limit of {}", crate::bounded::shown(limit)));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    serde_json::from_str(text).map_err(|e| e.to_string())
 }
 
 /// Whether a pid on this host is alive, and since when.
@@ -169,15 +191,15 @@ pub fn acquire(path: &Path, command: &str, now: &str, break_lock: bool) -> Resul
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_err(e)),
         }
-        let text = match fs::read_to_string(path) {
-            Ok(t) => t,
+        let text = match read_lock(path) {
+            Ok(Some(t)) => t,
             // Released between our create and our read: try again.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Ok(None) => continue,
             Err(e) => return Err(io_err(e)),
         };
-        let found = match serde_json::from_str::<Holder>(&text) {
+        let found = match holder_of(&text) {
             Ok(h) => judge(h, &me.host, &ProcFs),
-            Err(e) => Found::Unreadable(e.to_string()),
+            Err(msg) => Found::Unreadable(msg),
         };
         let refusal = match found {
             Found::Live(holder) => {
@@ -197,14 +219,14 @@ pub fn acquire(path: &Path, command: &str, now: &str, break_lock: bool) -> Resul
 
 /// Moves the judged lock aside, then checks it is still the one judged: if another run took it
 /// over meanwhile, its lock is put back (a hard link fails if a newer lock is in place).
-fn take_over(path: &Path, judged: &str) -> io::Result<()> {
+fn take_over(path: &Path, judged: &[u8]) -> io::Result<()> {
     let aside = path.with_file_name(format!("{FILE}.broken-{}", std::process::id()));
     match fs::rename(path, &aside) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     }
-    let moved = fs::read_to_string(&aside)?;
+    let moved = read_lock(&aside)?.unwrap_or_default();
     if moved != judged {
         let _ = fs::hard_link(&aside, path);
     }
@@ -243,10 +265,8 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let ours = fs::read_to_string(&self.path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Holder>(&t).ok())
-            .is_some_and(|h| h == self.holder);
+        let ours =
+            read_lock(&self.path).ok().flatten().and_then(|t| holder_of(&t).ok()).is_some_and(|h| h == self.holder);
         if ours {
             let _ = fs::remove_file(&self.path);
         }
@@ -413,6 +433,23 @@ mod tests {
         fs::write(&path, serde_json::to_string(&other).unwrap()).unwrap();
         drop(guard);
         assert!(path.exists());
+    }
+
+    #[test]
+    fn a_lock_of_bad_bytes_or_past_its_limit_is_unreadable_and_taken_over_by_break_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        let big = vec![b' '; crate::bounded::Kind::Lock.limit() as usize + 1];
+        for (bytes, why) in
+            [(vec![0xff, 0xfe, b'{'], "unreadable: not UTF-8 text"), (big, "larger than its limit of 64 KiB")]
+        {
+            fs::write(&path, &bytes).unwrap();
+            let found = inspect(&path).unwrap().unwrap();
+            assert!(found.to_string().contains(why), "{found}");
+            assert!(matches!(acquire(&path, "eas up", "t", false), Err(LockError::Unreadable { .. })));
+            drop(acquire(&path, "eas up", "t", true).unwrap());
+            assert!(!path.exists());
+        }
     }
 
     #[test]

@@ -99,6 +99,13 @@ pub fn inputs_hash<S: AsRef<str>>(parts: &[S]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A file or directory under the state directory that cannot be made or written: exit 1, with a
+/// `next:` line for the cause (a full disk, a read-only file system, permissions).
+pub fn io_failure(step: &str, path: &Path, e: std::io::Error) -> crate::error::Failure {
+    let next = journal::io_hint(&e, &path.join("x"));
+    crate::error::Failure::step_next(step, format!("{}: {e}", path.display()), next)
+}
+
 /// Exit 2: no usable state directory; nothing written.
 impl From<StateDirError> for crate::error::Failure {
     fn from(e: StateDirError) -> Self {
@@ -120,6 +127,9 @@ impl From<journal::JournalError> for crate::error::Failure {
     fn from(e: journal::JournalError) -> Self {
         let hint = e.hint();
         match e {
+            journal::JournalError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => {
+                crate::error::Failure::Interrupted
+            }
             journal::JournalError::Read { .. } | journal::JournalError::Write { .. } => {
                 crate::error::Failure::step_next("state", e, hint)
             }
@@ -132,6 +142,47 @@ impl From<journal::JournalError> for crate::error::Failure {
 mod tests {
     use super::*;
     use crate::error::Failure;
+
+    #[test]
+    fn every_state_dir_io_error_has_a_next_line_for_its_cause() {
+        use std::io::ErrorKind;
+        let cases = [
+            (
+                ErrorKind::StorageFull,
+                "error: lock: /s/uid: No space left on device (os error 28)",
+                "next: the disk holding /s/uid is full",
+            ),
+            (
+                ErrorKind::ReadOnlyFilesystem,
+                "error: lock: /s/uid: Read-only file system (os error 30)",
+                "next: /s/uid is on a read-only file system",
+            ),
+            (
+                ErrorKind::PermissionDenied,
+                "error: lock: /s/uid: Permission denied (os error 13)",
+                "next: check the permissions of /s/uid",
+            ),
+        ];
+        for (kind, first, next) in cases {
+            let errno = match kind {
+                ErrorKind::StorageFull => libc::ENOSPC,
+                ErrorKind::ReadOnlyFilesystem => libc::EROFS,
+                _ => libc::EACCES,
+            };
+            let f = io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
+            let lines = f.lines();
+            assert_eq!(lines[0], first);
+            assert!(lines[1].starts_with(next), "{lines:?}");
+        }
+        let write = journal::JournalError::Write {
+            path: "/s/uid/state.json".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        };
+        assert!(write.hint().starts_with("the disk holding /s/uid is full"), "{}", write.hint());
+        let lock =
+            lock::LockError::Io { path: "/s/uid/lock".into(), source: std::io::Error::from_raw_os_error(libc::EROFS) };
+        assert!(lock.hint().starts_with("/s/uid is on a read-only file system"), "{}", lock.hint());
+    }
 
     #[test]
     fn errors_map_to_the_exit_contract() {

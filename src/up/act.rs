@@ -37,8 +37,7 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let sd = &x.pre.sd;
     // Lock: taken now, after every plan half; a run that took it since the plan is met here.
-    crate::state::journal::create_private_dir(sd.dir())
-        .map_err(|e| Failure::step_next("lock", format!("{}: {e}", sd.dir().display()), "check --state-dir"))?;
+    crate::state::journal::create_private_dir(sd.dir()).map_err(|e| crate::state::io_failure("lock", sd.dir(), e))?;
     let dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
     let lock_file = sd.lock_file();
     let break_lock = args.break_lock;
@@ -59,8 +58,7 @@ pub async fn run(
     // phase begins, this run is an attempt: its record goes beside the state, never over the
     // record of an earlier install (`state.json`), which the install phase's start replaces.
     let attempt = sd.dir().join(ATTEMPT);
-    crate::state::journal::create_private_dir(&attempt)
-        .map_err(|e| Failure::step_next("lock", format!("{}: {e}", attempt.display()), "check --state-dir"))?;
+    crate::state::journal::create_private_dir(&attempt).map_err(|e| crate::state::io_failure("lock", &attempt, e))?;
     r.file = Some(attempt.join(crate::state::journal::FILE));
     let docker = &x.docker;
     r.act(PhaseId::Preflight, None, async {

@@ -22,26 +22,8 @@ async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, k
     }
 }
 
-/// A kube error for people: an API answer as its code, reason and message (never a `Status { … }`
-/// dump), anything else as its chain of causes, credentials masked.
-pub fn said(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => {
-            let reason = match s.code {
-                401 => "Unauthorized (the kubeconfig's credentials were rejected)",
-                403 => "Forbidden",
-                _ => "",
-            };
-            let text = crate::gather::kube::status_text(s.code, &s.message);
-            match (reason, text.as_str()) {
-                ("", t) => format!("{} {t}", s.code),
-                (r, "") => format!("{} {r}", s.code),
-                (r, t) => format!("{} {r}: {t}", s.code),
-            }
-        }
-        other => crate::text::mask_userinfo(&crate::gather::kube::chain(other)),
-    }
-}
+/// A kube error for people (one way for every command: `gather::kube::said`).
+pub use crate::gather::kube::said;
 
 /// The `kube-system` namespace UID: the key of this cluster's state directory.
 pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, String> {
@@ -141,7 +123,7 @@ async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration)
     match tokio::time::timeout(t, api.list_metadata(&ListParams::default())).await {
         Ok(Ok(list)) => Ok(list.items.into_iter().filter_map(|i| i.metadata.name).collect()),
         Ok(Err(e)) if not_found(&e) => Ok(Vec::new()),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }
@@ -177,7 +159,7 @@ pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(),
     match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if not_found(&e) => Ok(()),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }
@@ -195,6 +177,30 @@ pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), 
     deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
 }
 
+/// Deletes one object the ledger recorded (a namespace, a CRD, or an object inside a namespace)
+/// within `t`, and gives up at once when `cancel` fires (SIGINT/SIGTERM): `None`. A Helm release
+/// is the teardown's to remove, not a DELETE: `Some(Err)`.
+pub async fn delete_object(
+    client: &Client,
+    o: &crate::state::ledger::Object,
+    t: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<Result<(), String>> {
+    use crate::state::ledger::Object;
+    let delete = async {
+        match o {
+            Object::Namespace(n) => delete_namespace(client, n, t).await,
+            Object::Crd(c) => delete_crd(client, c, t).await,
+            Object::Namespaced(n) => delete_named(client, n, t).await,
+            Object::HelmRelease(_) => Err(format!("{o} is removed by helm, not by a DELETE")),
+        }
+    };
+    tokio::select! {
+        r = delete => Some(r),
+        _ = cancel.cancelled() => None,
+    }
+}
+
 /// A cluster-wide DELETE within `t`: 404 (gone) and 409 (already going) are done.
 async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<(), String> {
     match tokio::time::timeout(t, fut).await {
@@ -208,6 +214,30 @@ async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_delete_the_api_server_never_answers_ends_when_the_run_is_cancelled() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        // Accepts, and never answers.
+        std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().take(4).collect();
+            std::thread::sleep(Duration::from_secs(60));
+            drop(held);
+        });
+        let client = Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            c.cancel();
+        });
+        let started = std::time::Instant::now();
+        let o = crate::state::ledger::Object::Namespace("eas-made".into());
+        let r = delete_object(&client, &o, Duration::from_secs(30), &cancel).await;
+        assert!(r.is_none(), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
+    }
 
     #[test]
     fn api_answers_are_a_code_and_a_reason_not_a_dump() {

@@ -107,7 +107,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         Ok(t) => {
             match tokio::time::timeout(CALL, t.client.apiserver_version()).await {
                 Ok(Ok(v)) => line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)),
-                Ok(Err(e)) => line(false, "api server", format!("{}: {e}", t.server)),
+                Ok(Err(e)) => line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))),
                 Err(_) => line(false, "api server", format!("{}: no answer within {}s", t.server, CALL.as_secs())),
             }
             let nodes: Api<Node> = Api::all(t.client.clone());
@@ -125,7 +125,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
                         format!("{k3s} of {} nodes run k3s{}", list.items.len(), if k3d { " (k3d)" } else { "" }),
                     );
                 }
-                Ok(Err(e)) => line(false, "k3s", format!("list nodes: {e}")),
+                Ok(Err(e)) => line(false, "k3s", format!("list nodes: {}", gather::kube::said(&e))),
                 Err(_) => line(false, "k3s", "list nodes: no answer".into()),
             }
         }
@@ -204,7 +204,7 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
             let pins = super::plan::bastion_pin_checks(&image);
             let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
             for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
-                let lines = f.blockers(crate::pipeline::PhaseId::Preflight).into_iter();
+                let lines = crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, &f).into_iter();
                 v.extend(lines.map(|b| Check::new(name, "fail", format!("{} (fix: {})", b.cause, b.fix))));
             }
             v

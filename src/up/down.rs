@@ -464,10 +464,11 @@ async fn delete_recorded(
     let (mut failures, mut going) = (Vec::new(), Snapshot::default());
     for o in left.objects() {
         let r = match &o {
-            Object::Namespace(n) => cluster::delete_namespace(client, n, CALL).await,
-            Object::Crd(c) => cluster::delete_crd(client, c, CALL).await,
-            Object::Namespaced(n) => cluster::delete_named(client, n, CALL).await,
             Object::HelmRelease(rel) => helm_uninstall(ctx, &rel.namespace, &rel.name).await,
+            // A DELETE the API server never answers ends on SIGINT/SIGTERM, not at its timeout.
+            other => cluster::delete_object(client, other, CALL, &ctx.interrupt.graceful)
+                .await
+                .ok_or(Failure::Interrupted)?,
         };
         match r {
             Err(e) => failures.push(format!("{o}: {e}")),
@@ -511,7 +512,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
         return Ok(true);
     }
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| Failure::step("log", e))?;
+    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
     let prepared = bastion::prepare(&ctx.docker, &ctx.image_args, false, false, shell, ctx.interrupt).await?;
     let mut argv = teardown_argv(layer, &state.env)?;

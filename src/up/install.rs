@@ -16,10 +16,10 @@ use crate::config::{self, render};
 use crate::error::Failure;
 use crate::installer::command::shell_line;
 use crate::installer::progress::{Event, Guard, Outcome, Progress, Tail};
-use crate::installer::redact::Redactor;
 use crate::output::Shell;
 use crate::prepare::global_config::merge_global_edit;
 use crate::prepare::models::{ModelsEdit, apply_models_edit};
+use crate::secrets::redact::Redactor;
 use crate::settings::{Env, Global};
 use crate::state::StateDir;
 use crate::state::journal::create_private_dir;
@@ -43,7 +43,9 @@ pub fn redactor(env: &Env) -> Redactor {
         .filter_map(|v| env.var(&v.name))
         .filter(|s| !s.is_empty())
         .collect();
-    Redactor::new(secrets)
+    // And every secret eas has read so far: the kubeconfig's tokens and keys (the installer
+    // prints its kubeconfig), a minted token, proxy userinfo.
+    crate::secrets::redactor_with(secrets)
 }
 
 /// Streams the container's output into the log and the progress reader.
@@ -120,7 +122,7 @@ async fn run_installer(
         .create(true)
         .append(true)
         .open(log_path)
-        .map_err(|e| Failure::step("log", format!("{}: {e}", log_path.display())))?;
+        .map_err(|e| crate::state::io_failure("log", log_path, e))?;
     let stop = CancellationToken::new();
     let run_int =
         Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
@@ -193,7 +195,7 @@ fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, s
 /// The run's log file in the state directory's `logs/` (made private), named for the time.
 pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, Failure> {
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| Failure::step("log", format!("{}: {e}", logs.display())))?;
+    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
 }
 
@@ -264,4 +266,36 @@ pub async fn install(
         ctx.shell.warn("the installer exited 0 without its completion banner; verification decides");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_run_logs_redactor_masks_the_kubeconfigs_secrets_and_the_installers_env() {
+        use base64::Engine;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config");
+        let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIINSTALLLOGkeyBODY0123456789abcdef\n-----END EC PRIVATE KEY-----\n";
+        let key_data = base64::engine::general_purpose::STANDARD.encode(key);
+        std::fs::write(
+            &path,
+            format!("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: INSTALLLOGtoken1\n    client-key-data: {key_data}\n"),
+        )
+        .unwrap();
+        let source = crate::kubeconfig::KubeSource::file(path, true, None);
+        source.load().unwrap();
+        let r = redactor(&Env::of(&[("HF_TOKEN", "hf_INSTALLLOGhf0123")]));
+        // What the installer prints when it shows its kubeconfig, and its environment.
+        for line in [
+            "    token: INSTALLLOGtoken1".to_string(),
+            format!("    client-key-data: {key_data}"),
+            "MHcCAQEEIINSTALLLOGkeyBODY0123456789abcdef".to_string(),
+            "HF_TOKEN=hf_INSTALLLOGhf0123".to_string(),
+        ] {
+            let masked = r.redact(&line);
+            assert!(!masked.contains("INSTALLLOG"), "{line} -> {masked}");
+        }
+    }
 }

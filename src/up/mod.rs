@@ -12,6 +12,7 @@ pub mod crash;
 pub mod doctor;
 pub mod down;
 mod down_plan;
+pub mod hf;
 pub mod install;
 pub mod knob_audit;
 pub mod phase;
@@ -365,7 +366,7 @@ fn dry_run_end(r: &mut Runner, args: &UpSettings, global: &Global, files: &[(Str
     if code == 0 {
         return Ok(());
     }
-    Err(Failure::Blocked { blockers: r.plan.blockers.clone(), code })
+    Err(crate::pipeline::blocked(&r.plan.blockers, code))
 }
 
 /// A real run with blockers: every one printed, the attempt recorded beside the state (never in
@@ -383,7 +384,7 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
     if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, &planned.files) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
-    Failure::Blocked { blockers: r.plan.blockers.clone(), code }
+    crate::pipeline::blocked(&r.plan.blockers, code)
 }
 
 /// The directory beside `state.json` that holds the latest attempt: a run that stopped before
@@ -601,8 +602,9 @@ pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> 
             let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
             let sd = StateDir::new(&state_root(global)?, &key)?;
             let file = sd.dir().join(EXPECTED_FILE);
-            let recorded: Option<Expected> =
-                std::fs::read_to_string(&file).ok().and_then(|t| serde_json::from_str(&t).ok());
+            let recorded: Option<Expected> = crate::bounded::read(&file, crate::bounded::Kind::State)
+                .ok()
+                .and_then(|t| serde_json::from_slice(&t).ok());
             let exp = match recorded {
                 Some(e) => e.expect(),
                 None => verify::Expect {

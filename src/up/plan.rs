@@ -115,15 +115,11 @@ pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
 
 /// Docker and git, the host's part of preflight: each a blocker when it fails.
 pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
-    let docker = match bastion::image::connect(&global.env).await {
-        Ok(d) => match tokio::time::timeout(Duration::from_secs(10), d.ping()).await {
-            Ok(Ok(_)) => Ok(d),
-            Ok(Err(e)) => Err(format!("no Docker Engine answers: {e}")),
-            Err(_) => Err("the Docker Engine did not answer within 10 s".to_string()),
-        },
-        Err(e) => Err(e.to_string()),
-    }
-    .map_err(|e| Failure::step_next("preflight", e, crate::hints::DOCKER));
+    // Bounded as a whole (the connection's version negotiation included): a socket that accepts
+    // and never answers is met in seconds, not at the build's timeout.
+    let docker = bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL)
+        .await
+        .map_err(|e| Failure::step_next("preflight", e, crate::hints::DOCKER));
     let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
         .await
         .map(drop)
@@ -396,14 +392,13 @@ async fn hf_reads(
     let Some(cache) = crate::config::hf::cache_base(xdg.as_deref(), home.as_deref()) else { return Vec::new() };
     let roots = global.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
     let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
-    let Ok(d) =
-        crate::net::download::Downloader::with_timeouts(&roots, proxy, crate::net::hf::CONNECT, crate::net::hf::TOTAL)
+    let Ok(d) = crate::net::download::Downloader::with_timeouts(&roots, proxy, super::hf::CONNECT, super::hf::TOTAL)
     else {
         return Vec::new();
     };
-    let endpoint = crate::net::hf::endpoint(env.var("HF_ENDPOINT").as_deref());
+    let endpoint = super::hf::endpoint(env.var("HF_ENDPOINT").as_deref());
     let token = env.var("HF_TOKEN");
-    let reads = crate::net::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache).await;
+    let reads = super::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache).await;
     reads.into_iter().map(|r| (r.model_id, r.access)).collect()
 }
 

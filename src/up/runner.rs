@@ -98,7 +98,7 @@ impl Runner {
         if matches!(f, Failure::Interrupted) {
             return Err(Failure::Interrupted);
         }
-        self.plan.blockers.extend(f.blockers(phase));
+        self.plan.blockers.extend(crate::pipeline::Blocker::from_failure(phase, &f));
         Ok(())
     }
 

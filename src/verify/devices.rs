@@ -275,7 +275,7 @@ async fn diagnostics(client: &Client, c: &NodeCheck, t: Duration) -> Vec<String>
         let pods: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
         let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
         match call("pod log", t, pods.logs(&p.name, &lp)).await {
-            Ok(log) => lines.extend(log.lines().map(|l| format!("  log {l}"))),
+            Ok(log) => lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l)))),
             Err(e) => lines.push(format!("  (log unavailable: {e})")),
         }
         // The previous container's log says why a crash-looping plugin exited.
@@ -283,7 +283,7 @@ async fn diagnostics(client: &Client, c: &NodeCheck, t: Duration) -> Vec<String>
         if p.restarts > 0
             && let Ok(log) = call("previous pod log", t, pods.logs(&p.name, &prev)).await
         {
-            lines.extend(log.lines().map(|l| format!("  previous log {l}")));
+            lines.extend(log.lines().map(|l| format!("  previous log {}", crate::secrets::mask(l))));
         }
     }
     let events: Api<Event> = Api::all(client.clone());

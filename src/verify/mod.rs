@@ -73,7 +73,7 @@ async fn call<T>(
 ) -> Result<T, String> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Ok(Err(e)) => Err(format!("{what}: {}", crate::gather::kube::said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }
@@ -163,7 +163,7 @@ async fn diagnostics(client: &Client, namespace: &str, name: &str, t: &Timeouts)
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
     if let Ok(log) = call("pod log", t.call, pods.logs(name, &lp)).await {
-        lines.extend(log.lines().map(|l| format!("  log {l}")));
+        lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l))));
     }
     lines
 }

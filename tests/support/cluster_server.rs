@@ -65,6 +65,13 @@ pub enum Fault {
     Slow(Duration),
     /// Close the connection without answering.
     Reset,
+    /// Answer with this status code and this body, as is: a list without `items` (`{}`), an
+    /// item without a name, a 401 whose message carries escape codes.
+    Body(u16, String),
+    /// Answer the list normally, but always with the same `continue` token (ListMeta's
+    /// `continue`, apimachinery `pkg/apis/meta/v1/types.go`), which leads back to the first page:
+    /// a server whose pages never end.
+    RepeatContinue,
 }
 
 struct Injection {
@@ -736,10 +743,13 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
         s.log.push(Logged { method: method.to_string(), path: path.clone(), query: query.clone() });
         take_fault(&mut s.faults, method.as_str(), &path)
     };
+    let mut repeat_continue = false;
     match fault {
         Some(Fault::Reset) => return Err(ResetConnection),
         Some(Fault::Status(code, message)) => return Ok(status(code, &message, None)),
+        Some(Fault::Body(code, body)) => return Ok(respond(code, body.into_bytes())),
         Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
+        Some(Fault::RepeatContinue) => repeat_continue = true,
         None => {}
     }
     if !authorized {
@@ -751,6 +761,15 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
     };
     let params = parse_query(&query);
     let answer = route(&method, &path, &params, &body, &state);
+    if repeat_continue {
+        let code = answer.status().as_u16();
+        let bytes = answer.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let mut doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if let Some(meta) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("continue".into(), json!(encode_continue(0)));
+        }
+        return Ok(respond(code, serde_json::to_vec(&doc).expect("serialise")));
+    }
     Ok(answer)
 }
 

@@ -11,9 +11,8 @@ use super::{FitDoc, SOURCE_EXTERNAL};
 /// Reads a fit document: an object whose `candidates` map has the facts' `fit` shape. Malformed
 /// input is exit 2, with the same checks as a `fit` inside a facts document.
 pub fn read(path: &Path) -> Result<Fit, Failure> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Failure::bad_input(format!("--fit {}: cannot read it: {e}", path.display()), "check the path given to --fit")
-    })?;
+    let text = crate::bounded::read_string(path, crate::bounded::Kind::Fit)
+        .map_err(|e| Failure::read(&e, "check the path given to --fit"))?;
     parse(&text).map_err(|e| {
         let cause = e.to_string();
         Failure::bad_input(

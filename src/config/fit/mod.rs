@@ -17,7 +17,7 @@ use crate::facts::{self, Facts, KV_CACHE_ENV, MAX_MODEL_LEN, Node, StringMap};
 
 pub const GIB: u64 = 1 << 30;
 pub const SCHEMA: &str = "eas-fit/v1";
-pub const SOURCE_EAS: &str = "eas";
+pub use crate::facts::SOURCE_EAS;
 pub const SOURCE_EXTERNAL: &str = "k3d-gpu fit";
 
 /// A model's architecture, as `data/models.json` records it (each figure cited there) or as

@@ -83,5 +83,5 @@ pub fn table(doc: &FitDoc) -> String {
 }
 
 pub fn json(doc: &FitDoc) -> String {
-    format!("{}\n", serde_json::to_string_pretty(doc).expect("fit document serialises"))
+    format!("{}\n", crate::text::json_safe(serde_json::to_string_pretty(doc).expect("fit document serialises")))
 }

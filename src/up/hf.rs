@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::config::fit::Architecture;
 use crate::config::hf::{self, Access};
 
-use super::download::{Downloader, Reply};
+use crate::net::download::{Downloader, Reply};
 
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 pub const CONNECT: Duration = Duration::from_secs(5);

@@ -1,4 +1,4 @@
-//! `net::hf` against a local HTTPS stand-in for Hugging Face (`HF_ENDPOINT`), whose throwaway CA
+//! `up::hf` against a local HTTPS stand-in for Hugging Face (`HF_ENDPOINT`), whose throwaway CA
 //! is made here: answers in Hugging Face's shape (`/<id>/resolve/<rev>/<file>`, `X-Error-Code`
 //! on its refusals, `X-Linked-Size` on a weights file's HEAD), and a refusal without that header
 //! as a proxy would answer in its place.

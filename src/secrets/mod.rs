@@ -1,0 +1,148 @@
+//! The one redactor of the process: every secret eas learns (the kubeconfig's tokens, passwords
+//! and client keys, a token an exec plugin minted, the installer's secret environment such as
+//! `HF_TOKEN`, a proxy URL's userinfo) is registered here as soon as it is read, and every line
+//! that leaves eas (every line for people through `text::for_people`, the installer's run log,
+//! verify's pod-log excerpts; the support bundle, once it exists, is to use [`mask`] too) is
+//! masked. Registering is cheap and idempotent; masking reads a prebuilt set.
+
+use std::sync::{Mutex, RwLock};
+
+use base64::Engine;
+use kube::config::Kubeconfig;
+
+pub mod redact;
+
+use redact::Redactor;
+
+/// Shorter values are not registered: masking two-letter words everywhere would garble output,
+/// and nothing eas reads calls a value that short a secret.
+const MIN_SECRET: usize = 4;
+
+static KNOWN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static REDACTOR: RwLock<Option<Redactor>> = RwLock::new(None);
+
+/// Registers one secret value (and, for a PEM value such as a client key, each base64 line of its
+/// body, the form it takes when printed decoded).
+pub fn learn(value: &str) {
+    let mut add: Vec<String> = Vec::new();
+    let v = value.trim();
+    if v.len() >= MIN_SECRET {
+        add.push(v.to_string());
+    }
+    if v.contains("-----BEGIN") {
+        add.extend(v.lines().map(str::trim).filter(|l| l.len() >= 16 && !l.starts_with("-----")).map(str::to_string));
+    }
+    if add.is_empty() {
+        return;
+    }
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    let before = known.len();
+    for a in add {
+        if !known.contains(&a) {
+            known.push(a);
+        }
+    }
+    if known.len() != before {
+        *REDACTOR.write().unwrap_or_else(|e| e.into_inner()) = Some(Redactor::new(known.iter()));
+    }
+}
+
+/// Registers the secrets of a kubeconfig: every user's token, password, client key (as given
+/// and decoded), and its exec plugin's arguments and environment values.
+pub fn learn_kubeconfig(kc: &Kubeconfig) {
+    // kube serialises its secret strings in full (the bastion's copy relies on it): reading the
+    // JSON form needs no access to kube's secret wrapper.
+    let Ok(json) = serde_json::to_value(kc) else { return };
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let str_at = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(serde_json::Value::as_str).map(str::to_string);
+    for user in json.get("users").and_then(serde_json::Value::as_array).into_iter().flatten() {
+        for field in ["/user/token", "/user/password", "/user/client-key-data"] {
+            if let Some(s) = str_at(user, field) {
+                learn(&s);
+                if let Ok(decoded) = b64.decode(s.trim()) {
+                    learn(&String::from_utf8_lossy(&decoded));
+                }
+            }
+        }
+        for a in user.pointer("/user/exec/args").and_then(serde_json::Value::as_array).into_iter().flatten() {
+            if let Some(a) = a.as_str() {
+                learn(a.split_once('=').map_or(a, |(_, v)| v));
+            }
+        }
+        for e in user.pointer("/user/exec/env").and_then(serde_json::Value::as_array).into_iter().flatten() {
+            if let Some(v) = str_at(e, "/value") {
+                learn(&v);
+            }
+        }
+    }
+}
+
+/// Registers the userinfo of a proxy URL (`http://user:pass@host`): the password, and the whole.
+pub fn learn_url_userinfo(url: &str) {
+    let Some((_, rest)) = url.split_once("://") else { return };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        learn(userinfo);
+        if let Some((_, pass)) = userinfo.split_once(':') {
+            learn(pass);
+        }
+    }
+}
+
+/// Registers the environment's secrets: the variables named (the installer's secret ones:
+/// `HF_TOKEN`, the admin passwords) and the userinfo of every proxy variable.
+pub fn learn_env<'a>(var: &dyn Fn(&str) -> Option<String>, secret_names: impl IntoIterator<Item = &'a str>) {
+    for name in secret_names {
+        if let Some(value) = var(name) {
+            learn(&value);
+        }
+    }
+    for name in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
+        if let Some(url) = var(name) {
+            learn_url_userinfo(&url);
+        }
+    }
+}
+
+/// `line` with every registered secret masked.
+pub fn mask(line: &str) -> String {
+    match &*REDACTOR.read().unwrap_or_else(|e| e.into_inner()) {
+        Some(r) => r.redact(line),
+        None => line.to_string(),
+    }
+}
+
+/// A redactor holding every secret registered so far, plus `extra`.
+pub fn redactor_with(extra: impl IntoIterator<Item = String>) -> Redactor {
+    let known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    Redactor::new(known.iter().cloned().chain(extra))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kubeconfigs_token_password_and_client_key_are_masked_in_every_line() {
+        let key_pem =
+            "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIKEYBODYLINEONEabcdefghijklmnop\n-----END EC PRIVATE KEY-----\n";
+        let key_data = base64::engine::general_purpose::STANDARD.encode(key_pem);
+        let kc = Kubeconfig::from_yaml(&format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user:\n    token: TOKSENTINEL1\n    password: PWSENTINEL1\n    client-key-data: {key_data}\n"
+        ))
+        .unwrap();
+        learn_kubeconfig(&kc);
+        learn_url_userinfo("http://puser:PROXYSENTINEL1@proxy:3128");
+        let line = format!(
+            "token TOKSENTINEL1 pw PWSENTINEL1 key {key_data} body MHcCAQEEIKEYBODYLINEONEabcdefghijklmnop proxy PROXYSENTINEL1"
+        );
+        let masked = mask(&line);
+        for s in ["TOKSENTINEL1", "PWSENTINEL1", "KEYBODYLINE", "PROXYSENTINEL1", key_data.as_str()] {
+            assert!(!masked.contains(s), "{s} in {masked}");
+        }
+        assert!(masked.starts_with("token *** pw ***"), "{masked}");
+        // Short values are not secrets worth garbling output for.
+        learn("ab");
+        assert_eq!(mask("ab cd"), "ab cd");
+    }
+}
