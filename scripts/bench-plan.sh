@@ -27,7 +27,8 @@ synthetic_trees "$work" bench
 serve_recorded "$server" "$fixture" "$work" --no-auth
 
 read -r -a facts_args <"$fixture/facts-args"
-export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1
+# Hugging Face is a closed loopback port: the reads are refused at once, on every machine.
+export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1 HF_ENDPOINT=https://127.0.0.1:9
 mkdir -p "$HOME"
 
 # One timed run: wall seconds (bash's clock), appended to $1.

@@ -316,11 +316,15 @@ pub async fn decide(
                 let at = format!("{repo}@{}", &t.eat.sha[..t.eat.sha.len().min(7)]);
                 config::model::prove_deploy_path(&mut decision, &readers, &at);
             }
-            Ok(decision)
+            Ok((decision, pinned))
         })
         .await;
     let decided = r.or_block(PhaseId::Config, decided)?;
-    prerequisites(facts, decided.as_ref(), shell, r);
+    let (decided, pinned) = match decided {
+        Some((d, p)) => (Some(d), p),
+        None => (None, None),
+    };
+    prerequisites(facts, decided.as_ref(), pinned.as_ref(), shell, r);
     let Some(decision) = decided else {
         if r.plan.overlay_not_decided.is_none() {
             r.plan.overlay_not_decided = Some("the configuration was not decided".into());
@@ -404,10 +408,22 @@ async fn hf_reads(
 
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that
 /// meets them (facts, or config for the room the weights need), their warnings are the plan's.
-fn prerequisites(facts: &Facts, decision: Option<&config::Decision>, shell: &Shell, r: &mut Runner) {
+fn prerequisites(
+    facts: &Facts,
+    decision: Option<&config::Decision>,
+    catalog: Option<&crate::config::catalog::Pinned>,
+    shell: &Shell,
+    r: &mut Runner,
+) {
     let recorded = crate::prereq::Recorded::from_created(&r.state.ledger.created);
     let model = decision.and_then(super::expected_models).and_then(|m| m.into_iter().next());
-    let inputs = crate::prereq::Inputs { weights_bytes: None, model: model.as_deref(), recorded };
+    // The pick's weights, from the figures eas sized it with (data/models.json by its
+    // repository): the room the landing node needs for them.
+    let weights = model.as_deref().and_then(|m| {
+        let id = catalog?.catalog.entry(m)?.model_id.clone();
+        config::data::models().architecture(&id).ok().map(|a| a.weights_bytes())
+    });
+    let inputs = crate::prereq::Inputs { weights_bytes: weights, model: model.as_deref(), recorded };
     let report = crate::prereq::check(facts, &inputs);
     r.plan.blockers.extend(report.blockers());
     for w in report.warnings() {
