@@ -189,10 +189,6 @@ fn each_prerequisite_that_fails_is_a_refusal_among_the_blockers() {
         if name == "healthy" {
             assert!(refusals.is_empty(), "{name}: {plan:#}");
             assert_eq!(plan["exit_code"], 0, "{name}");
-        } else if name.contains("ephemeral") {
-            // The room for the weights needs the model's weights figure, which the plan does not
-            // carry yet: that case is checked by the unit tests of src/prereq.
-            continue;
         } else {
             assert!(!refusals.is_empty(), "{name}: a refusal among the blockers: {plan:#}");
             assert_eq!(plan["exit_code"], 3, "{name}");

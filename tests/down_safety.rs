@@ -364,32 +364,9 @@ fn purge_without_a_record_takes_the_lock_and_needs_yes_or_a_y_on_a_terminal() {
     assert!(!dir.exists(), "purged once confirmed");
 }
 
-/// `eas down ARGS` on a terminal (a pty from util-linux `script`), `answer` typed at its prompt.
+/// `eas down ARGS` on a terminal, `answer` typed at its prompt.
 fn on_a_terminal(r: &Run, args: &[&str], answer: &str) -> Output {
-    use std::io::Write;
-    let base = r.eas();
-    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
-    let mut line = quote(base.get_program());
-    for a in base.get_args().chain(args.iter().map(std::ffi::OsStr::new)) {
-        line.push(' ');
-        line.push_str(&quote(a));
-    }
-    let mut c = Command::new("script");
-    c.args(["-qec", &line, "/dev/null"]).current_dir(&r.home);
-    for (k, v) in base.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
-    let mut child = c
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    support::on_a_terminal(r.eas(), args, &r.home, answer)
 }
 
 fn hostname() -> String {

@@ -376,6 +376,27 @@ fn an_installer_without_its_byo_line_is_stopped() {
     assert!(r.server.object(&model_key()).is_none());
 }
 
+/// On a terminal without `--yes`, `eas up` runs every plan half, shows the plan's summary and
+/// asks before its first act: "n" changes nothing (no lock, no record, no image built, no write
+/// to the cluster) and exits 1.
+#[test]
+fn up_on_a_terminal_shows_the_plan_and_asks_and_no_changes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let args = r.up_args(&[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = support::on_a_terminal(r.eas(), &args, &r.home, "n\n");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("  blockers   none"), "the plan's summary first: {shown}");
+    assert!(shown.contains("eas up installs agent-toolkit on k3d-gpu. Continue? [y/N]"), "{shown}");
+    assert!(shown.contains("not confirmed: nothing was changed"), "{shown}");
+    assert!(r.state_file().is_none() && r.attempt_file().is_none(), "nothing recorded");
+    assert_eq!(support::writes(&r.server), Vec::<String>::new(), "no write reached the cluster");
+    let key = std::fs::read_dir(&r.state).into_iter().flatten().flatten().next().map(|e| e.path());
+    assert!(key.is_none_or(|k| !k.join("lock").exists()), "no lock taken");
+}
+
 /// `--install-timeout` is the install phase's act half, enforced as one window: the hanging
 /// installer is stopped at the effective value, the run exits 1 naming the phase, and nothing is
 /// left running. The plan prints the same value.

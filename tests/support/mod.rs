@@ -262,3 +262,31 @@ pub fn processes_naming(needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// `base ARGS` on a terminal (a pty from util-linux `script`) in `dir`, with `base`'s
+/// environment, `answer` typed at its prompt; stdout holds what the terminal showed.
+pub fn on_a_terminal(base: Command, args: &[&str], dir: &Path, answer: &str) -> Output {
+    use std::io::Write;
+    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+    let mut line = quote(base.get_program());
+    for a in base.get_args().chain(args.iter().map(std::ffi::OsStr::new)) {
+        line.push(' ');
+        line.push_str(&quote(a));
+    }
+    let mut c = Command::new("script");
+    c.args(["-qec", &line, "/dev/null"]).current_dir(dir);
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
