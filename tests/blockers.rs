@@ -267,3 +267,38 @@ fn the_facts_phase_past_its_effective_timeout_exits_1_naming_it() {
         support::text(&out.stderr)
     );
 }
+
+/// One run per cluster, whatever the state directory or host: a Lease `kube-system/eas-run-lock`
+/// renewed just now by a run on another host is a blocker of the lock phase, first in the list;
+/// one not renewed for longer than its duration is stale, named, and `--break-lock` is its fix.
+#[test]
+fn the_clusters_lease_held_by_another_run_is_the_first_blocker() {
+    let t = trees();
+    let lease = |renewed: &str| {
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "eas-run-lock", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "other-host/4242/4242-99", "leaseDurationSeconds": 60, "renewTime": renewed}})
+    };
+    let now = chrono::Utc::now();
+    let fresh = now.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let old = (now - chrono::Duration::minutes(10)).format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    for (renewed, live) in [(fresh, true), (old, false)] {
+        let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+        server.insert(lease(&renewed));
+        let state = tempfile::tempdir().unwrap();
+        let (plan, real, writes) = both_on(server, "k3d-gpu-desktop", state.path(), &t, true);
+        let first = &plan["blockers"][0];
+        assert_eq!(first["phase"], "lock", "{plan:#}");
+        let cause = first["cause"].as_str().unwrap();
+        assert!(cause.contains("kube-system/eas-run-lock") && cause.contains("other-host/4242"), "{cause}");
+        if live {
+            assert!(cause.contains("another eas run holds"), "{cause}");
+        } else {
+            assert!(cause.contains("is stale"), "{cause}");
+            assert!(first["fix"].as_str().unwrap().contains("--break-lock"), "{plan:#}");
+        }
+        assert_eq!(real.status.code(), Some(1), "{}", support::text(&real.stderr));
+        assert!(support::text(&real.stderr).contains("eas-run-lock"), "{}", support::text(&real.stderr));
+        assert_eq!(writes, Vec::<String>::new(), "the Lease is read, never written, before the acts");
+    }
+}

@@ -431,6 +431,40 @@ fn verification_that_times_out_exits_5_with_diagnostics() {
     assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "done");
 }
 
+/// One run per cluster whatever the state directory: a second `eas up --yes` with another
+/// `--state-dir` meets the first run's Lease (kube-system/eas-run-lock) and stops before any
+/// write, naming its holder; the Lease is deleted when the first run ends.
+#[test]
+fn a_second_up_with_another_state_dir_meets_the_clusters_lease() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang");
+    let (up, pid) = r.up_with_the_installer_hanging();
+    let lease = ObjectKey {
+        group_version: "coordination.k8s.io/v1".into(),
+        resource: "leases".into(),
+        namespace: "kube-system".into(),
+        name: "eas-run-lock".into(),
+    };
+    let held = r.server.object(&lease).expect("the running eas up holds the cluster's Lease");
+    let holder = held["spec"]["holderIdentity"].as_str().unwrap().to_string();
+    assert!(holder.contains(&format!("/{pid}/")), "host/pid/run id: {holder}");
+    let other = r.home.join("other-state");
+    let mut second = setup().eas(&r.home, r.server.kubeconfig(), &other);
+    second.envs(SECRETS).args(r.up_args(&["--yes"]));
+    let out = second.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock") && err.contains(&holder),
+        "{err}"
+    );
+    let mut up = up;
+    up.signal("-INT");
+    let (code, err) = up.exit();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(r.server.object(&lease).is_none(), "the Lease goes when its run ends");
+}
+
 #[test]
 fn ctrl_c_leaves_nothing_running_and_a_second_up_meets_the_lock() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

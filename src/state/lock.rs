@@ -248,7 +248,7 @@ fn create(path: &Path, me: &Holder) -> io::Result<()> {
 #[derive(Debug)]
 pub struct LockGuard {
     path: PathBuf,
-    holder: Holder,
+    pub holder: Holder,
 }
 
 impl LockGuard {

@@ -41,11 +41,35 @@ pub async fn run(
     let dead = crash::dead_holder(&sd.lock_file(), args.break_lock);
     let lock_file = sd.lock_file();
     let break_lock = args.break_lock;
-    let _lock = r
+    let client = x.pre.target.client.clone();
+    let (_lock, lease) = r
         .act(PhaseId::Lock, None, async move {
-            lock::acquire(&lock_file, "eas up", &now(), break_lock).map_err(Failure::from)
+            let local = lock::acquire(&lock_file, "eas up", &now(), break_lock).map_err(Failure::from)?;
+            // Then the cluster's Lease, named for this run: host, pid and run id.
+            let me = &local.holder;
+            let identity = format!("{}/{}/{}", me.host, me.pid, me.run_id());
+            let lease = super::lease::acquire(&client, &identity, break_lock, CALL).await?;
+            Ok((local, lease))
         })
         .await?;
+    let result = run_locked(args, global, shell, inv, &x, dead, r).await;
+    // The Lease goes whatever the outcome; one left by a killed run goes stale within its
+    // duration.
+    lease.release(CALL).await;
+    result
+}
+
+/// The acts after the lock, with the lock and the cluster's Lease held.
+async fn run_locked(
+    args: &UpSettings,
+    global: &Global,
+    shell: &Shell,
+    inv: &Invocation,
+    x: &Ready,
+    dead: Option<lock::Holder>,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let sd = &x.pre.sd;
     // From here on the record is this run's: the previous one is re-read under the lock.
     let prev = State::load(&sd.state_file())?;
     if let Some(p) = &prev {
@@ -120,7 +144,7 @@ pub async fn run(
         let before = before.map_err(|f| r.ended(f))?;
         r.state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
         r.save()?;
-        prepare_and_install(args, global, shell, &x, &dead, &prepared.tag, &work, &inputs, r).await
+        prepare_and_install(args, global, shell, x, &dead, &prepared.tag, &work, &inputs, r).await
     };
     let after = if r.state.ledger.pending.is_some() {
         after_snapshot(client, ledger_deadline, shell, r).await?
@@ -160,7 +184,7 @@ pub async fn run(
             return Err(f);
         }
     }
-    verify_phase(args, shell, &x, inv, r).await?;
+    verify_phase(args, shell, x, inv, r).await?;
     r.act(PhaseId::Record, None, async { Ok(()) }).await?;
     r.state.exit_code = Some(0);
     r.state.finished = Some(now());

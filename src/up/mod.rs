@@ -15,6 +15,7 @@ mod down_plan;
 pub mod hf;
 pub mod install;
 pub mod knob_audit;
+pub mod lease;
 pub mod phase;
 pub mod plan;
 pub mod profiles;

@@ -153,6 +153,12 @@ pub async fn preflight(
     let locked = lock_blocker(&sd, args.break_lock);
     r.planned(PhaseId::Lock, &locked);
     r.or_block(PhaseId::Lock, locked)?;
+    // The cluster's Lease: one run per cluster, whatever the state directory or host.
+    let lease = match super::lease::read(&target.client, CALL).await {
+        Ok(found) => super::lease::blocker(&found, args.break_lock),
+        Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
+    };
+    r.or_block(PhaseId::Lock, lease)?;
     // The record the act will resume from must be readable (the act re-reads it under the lock).
     // What earlier runs created (the prerequisites' "earlier install" check discounts it).
     match State::load(&sd.state_file()) {

@@ -237,6 +237,16 @@ const RESOURCES: &[Resource] = &[
         short: &["sc"],
         fields: &[],
     },
+    // eas's run lock (kubernetes@v1.35 coordination/v1 types: holderIdentity, leaseDurationSeconds,
+    // acquireTime, renewTime).
+    Resource {
+        kind: "Lease",
+        group_version: "coordination.k8s.io/v1",
+        plural: "leases",
+        namespaced: true,
+        short: &[],
+        fields: &[],
+    },
     // Answered, never stored, as the API server does (see `access_review`).
     Resource {
         kind: "SelfSubjectAccessReview",
@@ -1382,8 +1392,17 @@ fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, bod
         Err(a) => return *a,
     };
     let k = key(r, namespace, name);
-    if !s.objects.contains_key(&k) {
+    let Some(current) = s.objects.get(&k) else {
         return not_found(r, name);
+    };
+    // An update at a resourceVersion that is not the object's is a conflict, as the API server
+    // answers an optimistic write that lost its race.
+    let sent = obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|v| !v.is_empty());
+    if let Some(v) = sent
+        && current.pointer("/metadata/resourceVersion").and_then(Value::as_str) != Some(v)
+    {
+        let why = format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified", r.plural);
+        return status(409, &why, None);
     }
     obj["apiVersion"] = json!(r.group_version);
     obj["kind"] = json!(r.kind);

@@ -1,0 +1,220 @@
+//! One run per cluster, whatever the state directory or host (SPEC §4): besides the local lock,
+//! a real run holds the `coordination.k8s.io/v1` Lease `kube-system/eas-run-lock`, its
+//! `holderIdentity` the run's host, pid and run id, renewed while the run lives and deleted when
+//! it ends. A Lease not renewed within its duration is stale (its run died: a SIGKILL, a lost
+//! host) and is taken over only with `--break-lock`. The plan half reads it (a live Lease of
+//! another run, or a stale one, is a blocker); the act half takes it.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+
+use crate::error::Failure;
+
+pub const NAMESPACE: &str = "kube-system";
+pub const NAME: &str = "eas-run-lock";
+/// How long a Lease lives unrenewed; the run renews it three times as often.
+pub const DURATION: Duration = Duration::from_secs(60);
+const RENEW: Duration = Duration::from_secs(20);
+
+/// The Lease as a run finds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    Free,
+    /// Renewed within its duration by `holder`.
+    Live {
+        holder: String,
+        age_secs: i64,
+    },
+    /// Not renewed for longer than its duration: its run is gone.
+    Stale {
+        holder: String,
+        age_secs: i64,
+    },
+}
+
+/// Judges a Lease read at `now`: live, stale, or (no holder) free.
+pub fn judge(lease: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Found {
+    let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Found::Free };
+    let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else { return Found::Free };
+    let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(DURATION.as_secs() as i32));
+    let age_secs = renewed.map_or(i64::MAX, |t| (now.timestamp() - t.as_second()).max(0));
+    if age_secs > duration { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
+}
+
+/// The Lease's blocker, for the plan half: a live one of another run, or a stale one without
+/// `--break-lock`.
+pub fn blocker(found: &Found, break_lock: bool) -> Result<(), Failure> {
+    let what = format!("the cluster's Lease {NAMESPACE}/{NAME}");
+    match found {
+        Found::Free => Ok(()),
+        Found::Live { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
+            "wait for that run to finish (`eas status` on its host), then run the command again",
+        )),
+        Found::Stale { .. } if break_lock => Ok(()),
+        Found::Stale { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("{what} is stale: {holder} has not renewed it for {age_secs} s (its run is gone)"),
+            "re-run with --break-lock to take it over",
+        )),
+    }
+}
+
+fn api(client: &Client) -> Api<Lease> {
+    Api::namespaced(client.clone(), NAMESPACE)
+}
+
+/// Reads the Lease (a dry run and doctor send only this GET).
+pub async fn read(client: &Client, t: Duration) -> Result<Found, String> {
+    let got = tokio::time::timeout(t, api(client).get_opt(NAME)).await;
+    let lease = match got {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return Err(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))),
+        Err(_) => return Err(format!("get lease {NAMESPACE}/{NAME}: no answer within {} s", t.as_secs())),
+    };
+    Ok(judge(lease.as_ref(), chrono::Utc::now()))
+}
+
+fn now_micro() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn lease_for(identity: &str, resource_version: Option<String>) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(NAME.into()),
+            namespace: Some(NAMESPACE.into()),
+            resource_version,
+            labels: Some([("io.eas.managed".to_string(), "true".to_string())].into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(identity.into()),
+            lease_duration_seconds: Some(DURATION.as_secs() as i32),
+            acquire_time: Some(now_micro()),
+            renew_time: Some(now_micro()),
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+/// The Lease held by this run: renewed in the background until [`Held::release`].
+pub struct Held {
+    client: Client,
+    identity: String,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+/// Takes the Lease for `identity`: creates it, or takes over a stale one with `break_lock`
+/// (replacing it at the version read, so two runs cannot both take it over).
+pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Duration) -> Result<Held, Failure> {
+    let fail = |e: String| Failure::step_next("lock", e, "check the API server (`eas doctor`)");
+    let leases = api(client);
+    let current = tokio::time::timeout(t, leases.get_opt(NAME))
+        .await
+        .map_err(|_| fail(format!("get lease {NAMESPACE}/{NAME}: no answer")))?
+        .map_err(|e| fail(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))))?;
+    let found = judge(current.as_ref(), chrono::Utc::now());
+    blocker(&found, break_lock)?;
+    let taken = match current {
+        None => tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None))).await,
+        Some(old) => {
+            let rv = old.metadata.resource_version.clone();
+            tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &lease_for(identity, rv))).await
+        }
+    };
+    match taken {
+        Ok(Ok(_)) => {}
+        // Another run created or took it between the read and the write.
+        Ok(Err(kube::Error::Api(e))) if e.code == 409 => {
+            return Err(Failure::step_next(
+                "lock",
+                format!("another eas run took the cluster's Lease {NAMESPACE}/{NAME} just now"),
+                "wait for that run to finish, then run the command again",
+            ));
+        }
+        Ok(Err(e)) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e)))),
+        Err(_) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: no answer"))),
+    }
+    let (c, id) = (client.clone(), identity.to_string());
+    let renewer = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(RENEW).await;
+            let leases = api(&c);
+            let Ok(Ok(Some(mut l))) = tokio::time::timeout(RENEW, leases.get_opt(NAME)).await else { continue };
+            if l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(id.as_str()) {
+                return;
+            }
+            if let Some(s) = l.spec.as_mut() {
+                s.renew_time = Some(now_micro());
+            }
+            let _ = tokio::time::timeout(RENEW, leases.replace(NAME, &PostParams::default(), &l)).await;
+        }
+    });
+    Ok(Held { client: client.clone(), identity: identity.to_string(), renewer })
+}
+
+impl Held {
+    /// Stops renewing and deletes the Lease if this run still holds it (bounded; a Lease left
+    /// behind goes stale within its duration).
+    pub async fn release(self, t: Duration) {
+        self.renewer.abort();
+        let leases = api(&self.client);
+        if let Ok(Ok(Some(l))) = tokio::time::timeout(t, leases.get_opt(NAME)).await
+            && l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str())
+        {
+            let _ = tokio::time::timeout(t, leases.delete(NAME, &DeleteParams::default())).await;
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str, renewed_secs_ago: i64) -> Lease {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let t = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(renewed_secs_ago)).unwrap();
+        Lease {
+            metadata: ObjectMeta::default(),
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(60),
+                renew_time: Some(MicroTime(t)),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_lease_renewed_within_its_duration_is_live_and_after_it_stale() {
+        let now = chrono::Utc::now();
+        assert_eq!(judge(None, now), Found::Free);
+        assert!(matches!(judge(Some(&lease("h/1/r", 5)), now), Found::Live { .. }));
+        assert!(matches!(judge(Some(&lease("h/1/r", 120)), now), Found::Stale { .. }));
+        assert!(matches!(judge(Some(&lease("", 5)), now), Found::Free), "no holder: released");
+    }
+
+    #[test]
+    fn live_blocks_always_stale_only_without_break_lock() {
+        let live = Found::Live { holder: "other/9/x".into(), age_secs: 3 };
+        let stale = Found::Stale { holder: "other/9/x".into(), age_secs: 300 };
+        let e = blocker(&live, true).unwrap_err().to_string();
+        assert!(e.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock: other/9/x"), "{e}");
+        assert!(blocker(&stale, false).unwrap_err().to_string().contains("--break-lock"));
+        assert!(blocker(&stale, true).is_ok());
+        assert!(blocker(&Found::Free, false).is_ok());
+    }
+}
