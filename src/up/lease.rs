@@ -46,6 +46,21 @@ pub fn judge(lease: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Found
     if age_secs > duration { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
 }
 
+/// A live Lease whose holder ran on this host and is gone (its pid is not running, or runs
+/// another process: the run id is the pid and its start time) is stale at once: a killed run's
+/// Lease need not be waited out.
+pub fn on_this_host(found: Found) -> Found {
+    let Found::Live { holder, age_secs } = found else { return found };
+    let mut parts = holder.splitn(3, '/');
+    let (host, pid, run) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next());
+    let here = host == Some(crate::state::lock::hostname().as_str());
+    let gone = pid.is_some_and(|pid| {
+        let start = crate::state::lock::start_time(pid);
+        start.is_none() || run.is_some_and(|r| r != format!("{pid}-{}", start.unwrap_or(0)))
+    });
+    if here && gone { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
+}
+
 /// The Lease's blocker, for the plan half: a live one of another run, or a stale one without
 /// `--break-lock`.
 pub fn blocker(found: &Found, break_lock: bool) -> Result<(), Failure> {
@@ -78,7 +93,7 @@ pub async fn read(client: &Client, t: Duration) -> Result<Found, String> {
         Ok(Err(e)) => return Err(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))),
         Err(_) => return Err(format!("get lease {NAMESPACE}/{NAME}: no answer within {} s", t.as_secs())),
     };
-    Ok(judge(lease.as_ref(), chrono::Utc::now()))
+    Ok(on_this_host(judge(lease.as_ref(), chrono::Utc::now())))
 }
 
 fn now_micro() -> MicroTime {
@@ -120,7 +135,7 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
         .await
         .map_err(|_| fail(format!("get lease {NAMESPACE}/{NAME}: no answer")))?
         .map_err(|e| fail(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))))?;
-    let found = judge(current.as_ref(), chrono::Utc::now());
+    let found = on_this_host(judge(current.as_ref(), chrono::Utc::now()));
     blocker(&found, break_lock)?;
     let taken = match current {
         None => tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None))).await,
@@ -205,6 +220,19 @@ mod tests {
         assert!(matches!(judge(Some(&lease("h/1/r", 5)), now), Found::Live { .. }));
         assert!(matches!(judge(Some(&lease("h/1/r", 120)), now), Found::Stale { .. }));
         assert!(matches!(judge(Some(&lease("", 5)), now), Found::Free), "no holder: released");
+    }
+
+    #[test]
+    fn a_live_lease_of_a_dead_run_on_this_host_is_stale() {
+        let host = crate::state::lock::hostname();
+        let me = std::process::id();
+        let mine = format!("{host}/{me}/{me}-{}", crate::state::lock::start_time(me).unwrap_or(0));
+        let live = |h: &str| Found::Live { holder: h.to_string(), age_secs: 1 };
+        assert!(matches!(on_this_host(live(&mine)), Found::Live { .. }), "this process is alive");
+        let reused = format!("{host}/{me}/{me}-1");
+        assert!(matches!(on_this_host(live(&reused)), Found::Stale { .. }), "the pid runs another process");
+        assert!(matches!(on_this_host(live(&format!("{host}/4194303/x"))), Found::Stale { .. }), "no such pid");
+        assert!(matches!(on_this_host(live("elsewhere/1/1-1")), Found::Live { .. }), "another host: not judged here");
     }
 
     #[test]
