@@ -318,7 +318,14 @@ pub async fn decide(
                 let repo = tree_pins.eat.repo.clone().unwrap_or_default();
                 let eat =
                     knob_audit::Tree { name: "eat", repo: repo.clone(), objects: &t.eat.objects, sha: &t.eat.sha };
-                let readers = knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step("config", e))?;
+                // A reader counts only on the layer's install path: its manifest must include EAT.
+                let on_path =
+                    config::data::layers().layers.get(layer).is_some_and(|rows| rows.iter().any(|r| r.pin == "eat"));
+                let readers = if on_path {
+                    knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step("config", e))?
+                } else {
+                    Vec::new()
+                };
                 let at = format!("{repo}@{}", &t.eat.sha[..t.eat.sha.len().min(7)]);
                 config::model::prove_deploy_path(&mut decision, &readers, &at);
             }
