@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod docker_host;
+mod document;
 mod error;
 mod facts;
 mod gather;
@@ -43,7 +44,23 @@ mod verify;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A rejected command line that asked for JSON still gets its one document.
+            let argv: Vec<String> = std::env::args().collect();
+            if e.use_stderr()
+                && let Some(schema) = document::schema_for_argv(&argv)
+            {
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or("invalid command line");
+                let cause = first.strip_prefix("error: ").unwrap_or(first).to_string();
+                let f = error::Failure::bad_input(cause, "`eas help` lists the commands and their flags");
+                document::emit(schema, None, &Err(f));
+            }
+            e.exit()
+        }
+    };
     let env = settings::Env::from_process();
     let term = output::Terminal::from_env(&env);
     let g = &cli.global;

@@ -62,6 +62,9 @@ pub struct Shell {
     pub quiet: bool,
     pub verbose: u8,
     multi: MultiProgress,
+    /// The one JSON document this invocation prints (`--output json`): commands hand it here, and
+    /// the command layer prints it once, with the exit code, or an error document in its place.
+    document: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
 }
 
 impl Shell {
@@ -73,7 +76,14 @@ impl Shell {
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
         let target = if bars { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        Shell { bars, color, quiet, verbose, multi: MultiProgress::with_draw_target(target) }
+        Shell {
+            bars,
+            color,
+            quiet,
+            verbose,
+            multi: MultiProgress::with_draw_target(target),
+            document: Default::default(),
+        }
     }
 
     /// Installs the tracing subscriber; with bars, log lines go through the shell's
@@ -128,6 +138,17 @@ impl Shell {
         } else {
             eprintln!("{text}");
         }
+    }
+
+    /// Keeps `doc` as this invocation's JSON document (the last one handed wins); printed by
+    /// `crate::document::emit` when the command returns.
+    pub fn document(&self, doc: serde_json::Value) {
+        *self.document.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
+    }
+
+    /// The document handed so far, taken out (so it is printed once).
+    pub fn take_document(&self) -> Option<serde_json::Value> {
+        self.document.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// A spinner for a wait; hidden when bars are off (phase lines say the same thing).

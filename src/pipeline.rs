@@ -462,8 +462,12 @@ pub struct Plan {
     pub model: Option<String>,
     /// The fit decision on the model's KV cache.
     pub fit: Option<String>,
+    /// `model` and `fit` as data (`crate::plan_data::ModelPick`).
+    pub model_pick: Option<crate::plan_data::ModelPick>,
     pub image: Option<ImagePlan>,
     pub facts: Option<FactsSummary>,
+    /// Each with the key it writes and the value, where it writes one (`crate::plan_data`).
+    #[serde(serialize_with = "crate::plan_data::decisions_with_keys")]
     pub decisions: Vec<PlanDecision>,
     pub warnings: Vec<String>,
     pub overlay: Vec<PlanPatch>,
@@ -529,6 +533,7 @@ impl Plan {
             commits: BTreeMap::new(),
             model: None,
             fit: None,
+            model_pick: None,
             image: None,
             facts: None,
             decisions: Vec::new(),

@@ -127,6 +127,19 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
     Ok(passed)
 }
 
+/// `eas verify --output json` (eas-verify/v1): what passed, or the failure's lines (also on
+/// stderr); the command layer sets `exit_code` to the process's.
+pub fn document(result: &Result<Vec<String>, Failure>) -> serde_json::Value {
+    match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => serde_json::json!({
+            "schema": "eas-verify/v1", "passed": false, "checks": [], "exit_code": f.exit_code(), "failure": f.lines()
+        }),
+    }
+}
+
 /// Why there is no model server to check: said at once, without waiting.
 pub fn no_model_line(m: &Models) -> String {
     match m {
