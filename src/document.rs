@@ -71,10 +71,8 @@ pub fn emit(schema: &str, doc: Option<Value>, result: &Result<(), Failure>) {
 /// `--output json` (`--output=json` too), if it names a command that prints one. The command is
 /// the first word that names one; `pins` needs `show` after it.
 pub fn schema_for_argv(args: &[String]) -> Option<&'static str> {
-    let json = args
-        .windows(2)
-        .any(|w| w[0] == "--output" && w[1] == "json")
-        || args.iter().any(|a| a == "--output=json");
+    let json =
+        args.windows(2).any(|w| w[0] == "--output" && w[1] == "json") || args.iter().any(|a| a == "--output=json");
     if !json {
         return None;
     }
@@ -85,6 +83,19 @@ pub fn schema_for_argv(args: &[String]) -> Option<&'static str> {
         "pins" => None,
         w => schema_of(w),
     }
+}
+
+/// Clap's rendered error as one line: its text up to the usage, without the `error:` prefix
+/// (a required flag it names sits on the next line).
+pub fn clap_cause(rendered: &str) -> String {
+    let lines: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let text = lines.join(" ");
+    text.strip_prefix("error: ").unwrap_or(&text).to_string()
 }
 
 #[cfg(test)]
@@ -109,6 +120,12 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(schema_for_argv(&argv(line)), want, "{line}");
         }
+    }
+
+    #[test]
+    fn clap_s_error_becomes_one_line_naming_the_flag() {
+        let rendered = "error: the following required arguments were not provided:\n  --dry-run\n\nUsage: eas up --dry-run\n\nFor more information, try '--help'.\n";
+        assert_eq!(clap_cause(rendered), "the following required arguments were not provided: --dry-run");
     }
 
     #[test]

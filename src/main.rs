@@ -52,9 +52,7 @@ fn main() -> std::process::ExitCode {
             if e.use_stderr()
                 && let Some(schema) = document::schema_for_argv(&argv)
             {
-                let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or("invalid command line");
-                let cause = first.strip_prefix("error: ").unwrap_or(first).to_string();
+                let cause = document::clap_cause(&e.render().to_string());
                 let f = error::Failure::bad_input(cause, "`eas help` lists the commands and their flags");
                 document::emit(schema, None, &Err(f));
             }

@@ -48,7 +48,9 @@ pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
     let kv_line = decision.choices.iter().find_map(|c| c.choice.strip_prefix("KV cache: "));
     let fit = match (lowered, kv_line) {
         (Some(gib), _) => Some(FitPick { verdict: "lowered", kv_cache_gib: Some(gib) }),
-        (None, Some(l)) if l.starts_with("none written") => Some(FitPick { verdict: "not-written", kv_cache_gib: None }),
+        (None, Some(l)) if l.starts_with("none written") => {
+            Some(FitPick { verdict: "not-written", kv_cache_gib: None })
+        }
         (None, Some(l)) => {
             let gib = l.strip_prefix("catalog's ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok());
             Some(FitPick { verdict: "kept", kv_cache_gib: gib })
@@ -172,7 +174,10 @@ mod tests {
                 "models.yaml m args_append: [\"--max-model-len\", \"8192\"]",
                 Some(("models.yaml m args_append", json!(["--max-model-len", "8192"]))),
             ),
-            ("repos.agent-toolkit.yaml enterprise.ai-inference rev: \"abc\"", Some(("repos.agent-toolkit.yaml enterprise.ai-inference rev", json!("abc")))),
+            (
+                "repos.agent-toolkit.yaml enterprise.ai-inference rev: \"abc\"",
+                Some(("repos.agent-toolkit.yaml enterprise.ai-inference rev", json!("abc"))),
+            ),
             ("model: qwen2-5-coder-7b (fallback)", None),
             ("model: none ([]): no candidate fits", None),
             ("KV cache: catalog's 8 GiB kept (fit may lower it, never raise it)", None),

@@ -146,8 +146,12 @@ fn output_json_without_dry_run_is_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let out = support::eas(dir.path()).args(["up", "--output", "json", "--yes"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("--dry-run"), "{}", text(&out.stderr));
+    // Rejected while parsing, it still prints the one document a script reads: the error.
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("an error document");
+    assert_eq!((doc["schema"].as_str(), doc["exit_code"].as_i64()), (Some("eas-plan/v1"), Some(2)));
+    assert!(doc["error"].as_str().is_some_and(|e| e.contains("--dry-run")), "{doc}");
+    assert_eq!(support::schema_errors("eas-plan.v1", &doc), Vec::<String>::new());
 }
 
 #[test]
@@ -219,7 +223,12 @@ fn facts_and_verify_print_one_json_document() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let printed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(printed, written);
+    // stdout adds the exit code and the warnings to the document the file holds.
+    let mut plain = printed.clone();
+    let extra: Vec<Value> =
+        ["exit_code", "warnings"].iter().map(|k| plain.as_object_mut().unwrap().remove(*k).unwrap()).collect();
+    assert_eq!(plain, written);
+    assert_eq!(extra[0], 0);
     assert_eq!(printed["schema"], "eas-facts/v1");
     assert_eq!(support::schema_errors("eas-facts.v1", &printed), Vec::<String>::new());
 

@@ -89,7 +89,10 @@ pub fn find_by_target(root: &std::path::Path, context: &str, server: &str) -> Op
         let key = entry.file_name().to_string_lossy().into_owned();
         let Ok(sd) = StateDir::new(root, &key) else { continue };
         let Ok(records) = Records::read(&sd) else { continue };
-        let files = [(sd.state_file(), records.install.as_ref()), (sd.dir().join(ATTEMPT).join(super::journal::FILE), records.attempt.as_ref())];
+        let files = [
+            (sd.state_file(), records.install.as_ref()),
+            (sd.dir().join(ATTEMPT).join(super::journal::FILE), records.attempt.as_ref()),
+        ];
         for (file, s) in files {
             let Some(s) = s else { continue };
             let by = match s.server.as_deref() {
@@ -152,7 +155,10 @@ mod tests {
         assert!(f.by.contains("context k3d-gpu and server https://a:6443"), "{}", f.by);
         let f = find_by_target(root.path(), "k3d-gpu", "https://b:6443").expect("the attempt");
         assert_eq!((f.key.as_str(), f.records.install.is_none()), ("uid-b", true));
-        assert!(find_by_target(root.path(), "k3d-gpu", "https://z:6443").is_none(), "another server is another cluster");
+        assert!(
+            find_by_target(root.path(), "k3d-gpu", "https://z:6443").is_none(),
+            "another server is another cluster"
+        );
         save("uid-d", "old", None, "2026-01-01T00:00:00Z", false);
         let f = find_by_target(root.path(), "old", "https://z:6443").expect("an old record matches on its context");
         assert!(f.by.contains("records no server"), "{}", f.by);

@@ -6,7 +6,6 @@ use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::{OutputFormat, Shell};
 
-
 /// `eas fit`, resolved (`src/cli/`).
 #[derive(Debug, Clone)]
 pub struct FitSettings {
