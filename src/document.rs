@@ -2,7 +2,7 @@
 //! carries exactly one document naming its schema and the process's `exit_code`. A command
 //! hands its document to the shell; the command layer prints it here, or, when the command failed
 //! before it had one (bad input, an unreadable cluster, a refusal), an error document in its place:
-//! `{"schema", "error", "hint", "messages", "exit_code"}`.
+//! `{"schema", "error", "hint", "messages", "refusals", "exit_code"}`.
 //!
 //! Deciding what to print is pure (`finish`, `schema_for_argv`); printing is `emit`.
 
@@ -52,11 +52,20 @@ pub fn error_document(schema: &str, failure: &Failure) -> Value {
         }
         other => (other.lines().first().cloned().unwrap_or_default(), None),
     };
+    // A refusal's reasons as data (exit 3): a script need not pick `REFUSE:` lines apart.
+    let refusals: Vec<String> = match failure {
+        Failure::Refused(reasons) => reasons.clone(),
+        Failure::Blocked { blockers, .. } => {
+            blockers.iter().filter(|b| b.exit_code == 3).map(|b| b.cause.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
     json!({
         "schema": schema,
         "error": cause,
         "hint": hint,
         "messages": failure.lines(),
+        "refusals": refusals,
         "exit_code": failure.exit_code(),
     })
 }
@@ -140,6 +149,7 @@ mod tests {
         let d = finish("eas-fit/v1", None, &r);
         assert_eq!(d["exit_code"], 3);
         assert_eq!(d["messages"], json!(["REFUSE: no GPU", "REFUSE: no disk"]));
+        assert_eq!(d["refusals"], json!(["no GPU", "no disk"]));
         let r = Err(Failure::step("status", "the API server does not answer"));
         assert_eq!(finish("eas-status/v1", None, &r)["error"], "status: the API server does not answer");
     }

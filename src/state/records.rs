@@ -69,6 +69,29 @@ pub fn last_run(s: &State) -> LastRun {
     }
 }
 
+/// What a run decided from, kept beside its record so `status`, the support bundle and a person
+/// can read the run later: `facts.json`, `plan.json` and `choices.txt` in `dir` (the cluster's
+/// state directory for an install; an attempt keeps its own in `attempt/`). Written when the
+/// install phase begins, so a failed install keeps them too.
+pub fn keep_inputs(
+    dir: &std::path::Path,
+    facts: &impl Serialize,
+    plan: &impl Serialize,
+    files: &[(String, String)],
+) -> std::io::Result<()> {
+    let write = |name: &str, text: &str| super::journal::write_atomic(&dir.join(name), text.as_bytes());
+    write("facts.json", &pretty(facts))?;
+    write("plan.json", &pretty(plan))?;
+    let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
+    write("choices.txt", choices)
+}
+
+fn pretty(v: &impl Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("a record serialises");
+    s.push('\n');
+    s
+}
+
 /// A cluster's records found without its key (the API server does not answer to give it): the
 /// state directory whose install or attempt recorded this context and server.
 #[derive(Debug, Clone)]
@@ -127,6 +150,23 @@ mod tests {
             pins: PinsRecord { profile: "main".into(), shas: Default::default() },
         };
         State::new(info, started)
+    }
+
+    #[test]
+    fn an_install_keeps_its_facts_plan_and_choices_beside_its_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = vec![("choices.txt".to_string(), "a -> b [s]\n".to_string()), ("x.yaml".into(), "k: v\n".into())];
+        keep_inputs(
+            dir.path(),
+            &serde_json::json!({"schema": "eas-facts/v1"}),
+            &serde_json::json!({"schema": "eas-plan/v1"}),
+            &files,
+        )
+        .unwrap();
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+        assert_eq!(read("choices.txt"), "a -> b [s]\n");
+        assert!(read("facts.json").contains("eas-facts/v1") && read("plan.json").contains("eas-plan/v1"));
+        assert!(!dir.path().join("x.yaml").exists(), "only the run's inputs, not every generated file");
     }
 
     #[test]
