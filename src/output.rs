@@ -151,6 +151,35 @@ impl Shell {
         self.document.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
+    /// The progress of one wait (SPEC §4: every wait says what it waits for): on a terminal a
+    /// spinner reading `waiting for <state>, 0:42 of 1:30`; without one, a plain line when the
+    /// state changes, at most one every [`PLAIN_EVERY`].
+    pub fn wait(&self, what: &str, timeout: Duration) -> Wait {
+        let limit = clock(timeout);
+        let bar = if self.bars && !self.quiet {
+            let pb = self.multi.add(ProgressBar::new_spinner());
+            let template = format!("{{spinner}} {what}: waiting for {{msg}}, {{clock}} of {limit}");
+            let style = ProgressStyle::with_template(&template)
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .with_key("clock", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&clock(s.elapsed()));
+                });
+            pb.set_style(style);
+            pb.enable_steady_tick(Duration::from_millis(120));
+            Some(pb)
+        } else {
+            None
+        };
+        Wait {
+            shell: self.clone(),
+            what: what.to_string(),
+            limit,
+            started: std::time::Instant::now(),
+            bar,
+            printed: std::sync::Mutex::new(None),
+        }
+    }
+
     /// A spinner for a wait; hidden when bars are off (phase lines say the same thing).
     pub fn spinner(&self, message: impl Into<String>) -> ProgressBar {
         if !self.bars || self.quiet {
@@ -164,6 +193,73 @@ impl Shell {
         pb.set_message(message.into());
         pb.enable_steady_tick(Duration::from_millis(120));
         pb
+    }
+}
+
+/// Without a terminal, a wait prints at most one line this often.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
+
+/// `m:ss` (or `h:mm:ss`), as a wait shows its elapsed time and its timeout.
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Without a terminal: whether a wait's new state is printed now. A state that differs from the
+/// last printed one is, unless a line went out less than [`PLAIN_EVERY`] ago (then it waits for
+/// a later update). Pure.
+pub fn plain_due(last: Option<(&str, Duration)>, state: &str) -> bool {
+    match last {
+        None => true,
+        Some((printed, ago)) => printed != state && ago >= PLAIN_EVERY,
+    }
+}
+
+/// One wait's progress ([`Shell::wait`]); the spinner is cleared when it is dropped.
+pub struct Wait {
+    shell: Shell,
+    what: String,
+    limit: String,
+    started: std::time::Instant,
+    bar: Option<ProgressBar>,
+    /// The last plain line's state and when it was printed.
+    printed: std::sync::Mutex<Option<(String, std::time::Instant)>>,
+}
+
+impl Wait {
+    /// What the wait is waiting for now (`gpu-b: plugin CrashLoopBackOff`).
+    pub fn update(&self, state: &str) {
+        if let Some(pb) = &self.bar {
+            pb.set_message(crate::text::for_people(state));
+            return;
+        }
+        if self.shell.quiet {
+            return;
+        }
+        let mut printed = self.printed.lock().unwrap_or_else(|e| e.into_inner());
+        let last = printed.as_ref().map(|(s, at)| (s.as_str(), at.elapsed()));
+        if plain_due(last, state) {
+            self.shell.line(&format!(
+                "{}: waiting for {}, {} of {}",
+                self.what,
+                crate::text::for_people(state),
+                clock(self.started.elapsed()),
+                self.limit
+            ));
+            *printed = Some((state.to_string(), std::time::Instant::now()));
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let Some(pb) = &self.bar {
+            pb.finish_and_clear();
+        }
     }
 }
 
@@ -182,6 +278,23 @@ mod tests {
         assert!(!Shell::new(ProgressMode::Auto, &term(false, false), false, 0, false).bars);
         assert!(Shell::new(ProgressMode::Tty, &term(false, true), false, 0, false).bars);
         assert!(!Shell::new(ProgressMode::Plain, &term(true, false), false, 0, false).bars);
+    }
+
+    #[test]
+    fn a_wait_reads_elapsed_against_its_timeout() {
+        assert_eq!(clock(Duration::from_secs(42)), "0:42");
+        assert_eq!(clock(Duration::from_secs(90)), "1:30");
+        assert_eq!(clock(Duration::from_secs(2400)), "40:00");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    }
+
+    #[test]
+    fn without_a_terminal_a_wait_prints_on_a_change_at_most_every_30_s() {
+        let s = |n| Duration::from_secs(n);
+        assert!(plain_due(None, "gpu-b: plugin Pending"), "the first state is said at once");
+        assert!(!plain_due(Some(("gpu-b: plugin Pending", s(45))), "gpu-b: plugin Pending"), "no change, no line");
+        assert!(!plain_due(Some(("gpu-b: plugin Pending", s(5))), "gpu-b: plugin CrashLoopBackOff"), "too soon");
+        assert!(plain_due(Some(("gpu-b: plugin Pending", s(30))), "gpu-b: plugin CrashLoopBackOff"));
     }
 
     #[test]

@@ -67,12 +67,14 @@ pub async fn wait(
     names: &[String],
     deadline: Instant,
     t: &Timeouts,
+    progress: &crate::output::Wait,
 ) -> Result<Vec<String>, Vec<String>> {
     // The long wait (weights download, the vLLM startup probe) is for MainWorkloadReady: watch
     // for it. What follows it (pods, endpoints, the first answer) is polled, and at the
     // deadline the polling reports what is missing. A watch that fails leaves it all to polling.
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &llmisvc_resource());
     for name in names {
+        progress.update(&format!("{name}: MainWorkloadReady"));
         let ready = |o: Option<&DynamicObject>| {
             o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::workload_ready(&v).is_ok())
         };
@@ -88,15 +90,19 @@ pub async fn wait(
             match one(client, name, deadline, t).await {
                 Ok(lines) => passed.extend(lines),
                 Err(NotYet::Fail(lines)) => return Err(lines),
-                Err(NotYet::Wait(lines, obj)) => pending.push((lines, obj)),
+                Err(NotYet::Wait(lines, obj)) => pending.push((name.as_str(), lines, obj)),
             }
         }
         if pending.is_empty() {
             return Ok(passed);
         }
+        let waiting: Vec<String> = pending.iter().filter_map(|(_, why, _)| why.first().cloned()).collect();
+        progress.update(&waiting.join("; "));
         if Instant::now() >= deadline {
-            let mut lines = Vec::new();
-            for (why, obj) in pending {
+            // Every server, ok or FAIL, then what failed in detail.
+            let failed: Vec<&str> = pending.iter().map(|(n, _, _)| *n).collect();
+            let mut lines = server_verdicts(names, &failed);
+            for (_, why, obj) in pending {
                 lines.extend(why);
                 if let Some(obj) = obj {
                     lines.extend(diagnostics(client, &obj, t).await);
@@ -106,6 +112,14 @@ pub async fn wait(
         }
         tokio::time::sleep(t.poll).await;
     }
+}
+
+/// Every model server, `ok` or `FAIL`, in order. Pure.
+pub fn server_verdicts(names: &[String], failed: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| format!("{} model server {NAMESPACE}/{n}", if failed.contains(&n.as_str()) { "FAIL" } else { "ok  " }))
+        .collect()
 }
 
 /// The names of the model servers in the namespace, waiting until there is one.
