@@ -311,3 +311,22 @@ fn verify_json_is_printed_when_the_cluster_does_not_answer() {
     assert_eq!(doc["exit_code"], code);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
 }
+
+/// `-v` shows the API calls and the git commands a dry run makes; `-vv` adds each one's time.
+#[test]
+fn verbose_shows_the_api_calls_and_git_commands_and_vv_their_timings() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &["-v"], "100");
+    let err = text(&out.stderr);
+    assert!(err.lines().any(|l| l.contains("api GET /api/v1/nodes")), "-v: the API calls:\n{err}");
+    assert!(err.lines().any(|l| l.contains("git -C ")), "-v: the git commands:\n{err}");
+    assert!(!err.contains(" ms"), "-v: no timings:\n{err}");
+    let out = dry_run(&server, cluster, &["-vv"], "100");
+    let err = text(&out.stderr);
+    let timed = |what: &str| err.lines().any(|l| l.contains(what) && l.ends_with(" ms"));
+    assert!(timed("api GET /api/v1/nodes"), "-vv: API calls with their time:\n{err}");
+    assert!(timed("git -C "), "-vv: git commands with their time:\n{err}");
+    let quiet = text(&dry_run(&server, cluster, &[], "100").stderr);
+    assert!(!quiet.contains("api GET"), "without -v, no call log:\n{quiet}");
+}
