@@ -17,6 +17,7 @@ mod installer;
 mod knobs;
 mod kubeconfig;
 mod net;
+mod next_command;
 mod output;
 mod overlay;
 mod pin_lock;

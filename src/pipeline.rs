@@ -451,6 +451,9 @@ pub const PLAN_SCHEMA: &str = "eas-plan/v1";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
+    /// The exact command that applies this plan (`crate::next_command`); `null` when the plan
+    /// was not made from an `eas up` command line.
+    pub apply_command: Option<String>,
     pub layer: String,
     pub env: String,
     pub profile: String,
@@ -526,6 +529,7 @@ impl Plan {
             .collect();
         Plan {
             schema: PLAN_SCHEMA,
+            apply_command: None,
             layer: layer.to_string(),
             env: env.to_string(),
             profile: profile.to_string(),

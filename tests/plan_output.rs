@@ -99,6 +99,9 @@ fn a_dry_run_interrupted_while_gathering_facts_removes_its_scratch_tree() {
 /// hash (it covers `gathered_at`).
 fn redact(doc: &mut Value, server: &ClusterServer) -> String {
     doc["facts"]["facts_hash"] = Value::from("<facts-sha256>");
+    // The command line names the test's temporary directories (its shape is tested on the text).
+    assert!(doc["apply_command"].as_str().is_some_and(|c| c.contains(" up --yes ")), "{}", doc["apply_command"]);
+    doc["apply_command"] = Value::from("<apply-command>");
     let mut s = serde_json::to_string_pretty(doc).unwrap();
     for (n, sha) in &trees().shas {
         s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
@@ -162,13 +165,27 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     let lines: Vec<&str> = plan.lines().collect();
-    assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
+    // The header is the command that applies the plan, wrapped as a shell reads it: `eas up
+    // --yes` with every flag given (pins, node flags, repositories), the dry run's dropped.
+    let head_end = lines.iter().position(|l| !l.ends_with(" \\")).unwrap();
+    let head: Vec<&str> = lines[..=head_end].iter().map(|l| l.trim().trim_end_matches(" \\")).collect();
+    let head = head.join(" ");
+    assert!(head.starts_with("eas --kubeconfig ") && head.contains(" up --yes --pins "), "{plan}");
+    for flag in ["--containerd-config", "--nri-socket", "--eas-repo", "--ei-repo", "--eat-repo"] {
+        assert!(head.contains(flag), "{flag} in {head}");
+    }
+    assert!(!head.contains("--dry-run"), "{head}");
+    // It closes with the next command: the same one, after the blockers are removed.
+    let tail: Vec<&&str> = lines.iter().rev().take_while(|l| !l.is_empty()).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().copied().collect();
+    assert!(tail[0].starts_with("next: remove the blockers above"), "{plan}");
+    assert_eq!(tail[1..].iter().map(|l| l.trim().trim_end_matches(" \\")).collect::<Vec<_>>().join(" "), head);
     let end = lines.iter().position(|l| l.starts_with("Nothing was written")).expect(&plan);
     // The summary is a few lines, and one more (or a few, wrapped) per blocker: here no Docker
     // Engine, an unpinned base image and unpinned artifacts (the harness's built-in pins).
     let blockers = lines.iter().filter(|l| l.starts_with("             ") && !l.starts_with("              ")).count();
     assert!(end < 16 + 10 * blockers, "the summary is a few lines:\n{plan}");
-    let labels: Vec<&str> = lines[1..end]
+    let labels: Vec<&str> = lines[head_end + 1..end]
         .iter()
         .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())

@@ -112,7 +112,7 @@ fn warnings_during_a_phase_leave_a_clean_screen() {
     let torn: Vec<&&str> = lines.iter().filter(|l| !whole(l)).collect();
     assert!(torn.is_empty(), "torn lines {torn:?} on the screen:\n{screen}");
     let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
-    assert!(plan.starts_with("eas up --layer"), "stdout holds the plan only:\n{plan}");
+    assert!(plan.starts_with("eas --kubeconfig "), "stdout holds the plan only:\n{plan}");
 }
 
 #[test]

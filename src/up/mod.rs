@@ -288,6 +288,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
     }
     let mut r = runner(args, &tree_pins, interrupt);
+    r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
     let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
         Ok(p) => p,
         Err(f) => return Err(r.end_attempt(f)),
