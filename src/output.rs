@@ -180,6 +180,19 @@ impl Shell {
         }
     }
 
+    /// A spinner for a wait bounded by `limit`: `<msg> [0:42 of 40:00]`; hidden when bars are off
+    /// (the caller's plain lines say the same thing).
+    pub fn spinner_within(&self, message: impl Into<String>, limit: Duration) -> ProgressBar {
+        let pb = self.spinner(message);
+        let template = format!("{{spinner}} {{msg}} [{{clock}} of {}]", clock(limit));
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            pb.set_style(style.with_key("clock", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&clock(s.elapsed()));
+            }));
+        }
+        pb
+    }
+
     /// A spinner for a wait; hidden when bars are off (phase lines say the same thing).
     pub fn spinner(&self, message: impl Into<String>) -> ProgressBar {
         if !self.bars || self.quiet {
