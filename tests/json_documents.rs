@@ -158,3 +158,37 @@ fn with_the_api_down_status_finds_the_record_by_context_and_server() {
     assert_eq!(doc["last_run"]["install"], false, "{doc}");
     assert!(text(&out.stderr).contains("the record was found by the context"), "{}", text(&out.stderr));
 }
+
+/// An API server nobody answers at: every command still prints its one document, with `error`
+/// (or, for the dry run, the plan with its blockers) and the exit code.
+#[test]
+fn an_unreachable_api_server_still_gets_one_document_from_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, _port) = support::unreachable_kubeconfig(dir.path());
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| {
+        let mut c = support::eas(&support::fixture(CLUSTER));
+        c.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(&state).args(args);
+        c.output().unwrap()
+    };
+    for (args, schema) in [
+        (vec!["status", "--output", "json"], "eas-status/v1"),
+        (vec!["verify", "--output", "json", "--devices-timeout", "1"], "eas-verify/v1"),
+        (vec!["facts", "--output", "json", "--request-timeout", "2"], "eas-facts/v1"),
+    ] {
+        let out = run(&args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", text(&out.stderr));
+        let doc = document(&out, schema);
+        assert!(doc["error"].is_string() || doc["failure"].is_array(), "{args:?}: {doc}");
+    }
+    let t = trees();
+    let mut c = support::eas(&support::fixture(CLUSTER));
+    c.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(&state);
+    c.args(["up", "--dry-run", "--output", "json", "--pins"]).arg(&t.pins).args(support::facts_args(CLUSTER));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(t.dir.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let doc = document(&out, "eas-plan/v1");
+    assert!(doc["error"].is_string() || !doc["blockers"].as_array().unwrap().is_empty(), "{doc}");
+}
