@@ -55,7 +55,7 @@ fn main() -> std::process::ExitCode {
             {
                 let cause = document::clap_cause(&e.render().to_string());
                 let f = error::Failure::bad_input(cause, "`eas help` lists the commands and their flags");
-                document::emit(schema, None, &Err(f));
+                document::emit(schema, None, &Err(f), &[]);
             }
             e.exit()
         }

@@ -65,6 +65,8 @@ pub struct Shell {
     /// The one JSON document this invocation prints (`--output json`): commands hand it here, and
     /// the command layer prints it once, with the exit code, or an error document in its place.
     document: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+    /// Every warning printed, so the JSON document can carry them (`warnings`).
+    warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Shell {
@@ -83,6 +85,7 @@ impl Shell {
             verbose,
             multi: MultiProgress::with_draw_target(target),
             document: Default::default(),
+            warnings: Default::default(),
         }
     }
 
@@ -128,6 +131,7 @@ impl Shell {
     }
 
     pub fn warn(&self, message: impl AsRef<str>) {
+        self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(message.as_ref().to_string());
         let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
         self.line(&format!("{prefix}: {}", crate::text::for_people(message.as_ref())));
     }
@@ -144,6 +148,11 @@ impl Shell {
     /// `crate::document::emit` when the command returns.
     pub fn document(&self, doc: serde_json::Value) {
         *self.document.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
+    }
+
+    /// Every warning printed so far, in order.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The document handed so far, taken out (so it is printed once).

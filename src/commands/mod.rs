@@ -15,7 +15,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
     let document = json_document(&command);
     let result = dispatch(command, global, shell);
     if let Some(schema) = document {
-        crate::document::emit(schema, shell.take_document(), &result);
+        crate::document::emit(schema, shell.take_document(), &result, &shell.warnings());
     }
     result
 }
