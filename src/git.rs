@@ -109,6 +109,24 @@ fn running<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
 
 /// Runs `git`; the child is killed if the future is dropped or the timeout passes.
 pub async fn run_async(g: Git) -> Result<Output, RunError> {
+    // -v: every git command (URLs without their credentials); -vv: its exit and time.
+    let shown = crate::text::mask_userinfo(&format!(
+        "git {}{}",
+        g.dir.as_ref().map_or(String::new(), |d| format!("-C {} ", d.display())),
+        g.args.join(" ")
+    ));
+    tracing::debug!("{shown}");
+    let started = std::time::Instant::now();
+    let out = run_git(g).await;
+    let ms = started.elapsed().as_millis();
+    match &out {
+        Ok(o) => tracing::trace!("{shown}: {} in {ms} ms", if o.ok { "ok" } else { "failed" }),
+        Err(e) => tracing::trace!("{shown}: {e} after {ms} ms"),
+    }
+    out
+}
+
+async fn run_git(g: Git) -> Result<Output, RunError> {
     let mut cmd = tokio::process::Command::new("git");
     if let Some(d) = &g.dir {
         cmd.arg("-C").arg(d);

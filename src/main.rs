@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod config;
 mod docker_host;
+mod document;
 mod error;
 mod facts;
 mod gather;
@@ -17,6 +18,7 @@ mod installer;
 mod knobs;
 mod kubeconfig;
 mod net;
+mod next_command;
 mod output;
 mod overlay;
 mod pin_lock;
@@ -46,7 +48,21 @@ mod verify;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // A rejected command line that asked for JSON still gets its one document.
+            let argv: Vec<String> = std::env::args().collect();
+            if e.use_stderr()
+                && let Some(schema) = document::schema_for_argv(&argv)
+            {
+                let cause = document::clap_cause(&e.render().to_string());
+                let f = error::Failure::bad_input(cause, "`eas help` lists the commands and their flags");
+                document::emit(schema, None, &Err(f), &[]);
+            }
+            e.exit()
+        }
+    };
     let env = settings::Env::from_process();
     let secret_vars = bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
     secrets::learn_env(&env.lookup(), secret_vars);

@@ -62,6 +62,11 @@ pub struct Shell {
     pub quiet: bool,
     pub verbose: u8,
     multi: MultiProgress,
+    /// The one JSON document this invocation prints (`--output json`): commands hand it here, and
+    /// the command layer prints it once, with the exit code, or an error document in its place.
+    document: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
+    /// Every warning printed, so the JSON document can carry them (`warnings`).
+    warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Shell {
@@ -73,7 +78,15 @@ impl Shell {
         };
         let color = !no_color && !term.no_color_env && term.stderr_is_tty;
         let target = if bars { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        Shell { bars, color, quiet, verbose, multi: MultiProgress::with_draw_target(target) }
+        Shell {
+            bars,
+            color,
+            quiet,
+            verbose,
+            multi: MultiProgress::with_draw_target(target),
+            document: Default::default(),
+            warnings: Default::default(),
+        }
     }
 
     /// Installs the tracing subscriber; with bars, log lines go through the shell's
@@ -118,6 +131,7 @@ impl Shell {
     }
 
     pub fn warn(&self, message: impl AsRef<str>) {
+        self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(message.as_ref().to_string());
         let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
         self.line(&format!("{prefix}: {}", crate::text::for_people(message.as_ref())));
     }
@@ -128,6 +142,64 @@ impl Shell {
         } else {
             eprintln!("{text}");
         }
+    }
+
+    /// Keeps `doc` as this invocation's JSON document (the last one handed wins); printed by
+    /// `crate::document::emit` when the command returns.
+    pub fn document(&self, doc: serde_json::Value) {
+        *self.document.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
+    }
+
+    /// Every warning printed so far, in order.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The document handed so far, taken out (so it is printed once).
+    pub fn take_document(&self) -> Option<serde_json::Value> {
+        self.document.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The progress of one wait (SPEC §4: every wait says what it waits for): on a terminal a
+    /// spinner reading `waiting for <state>, 0:42 of 1:30`; without one, a plain line when the
+    /// state changes, at most one every [`PLAIN_EVERY`].
+    pub fn wait(&self, what: &str, timeout: Duration) -> Wait {
+        let limit = clock(timeout);
+        let bar = if self.bars && !self.quiet {
+            let pb = self.multi.add(ProgressBar::new_spinner());
+            let template = format!("{{spinner}} {what}: waiting for {{msg}}, {{clock}} of {limit}");
+            let style = ProgressStyle::with_template(&template)
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .with_key("clock", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = w.write_str(&clock(s.elapsed()));
+                });
+            pb.set_style(style);
+            pb.enable_steady_tick(Duration::from_millis(120));
+            Some(pb)
+        } else {
+            None
+        };
+        Wait {
+            shell: self.clone(),
+            what: what.to_string(),
+            limit,
+            started: std::time::Instant::now(),
+            bar,
+            printed: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A spinner for a wait bounded by `limit`: `<msg> [0:42 of 40:00]`; hidden when bars are off
+    /// (the caller's plain lines say the same thing).
+    pub fn spinner_within(&self, message: impl Into<String>, limit: Duration) -> ProgressBar {
+        let pb = self.spinner(message);
+        let template = format!("{{spinner}} {{msg}} [{{clock}} of {}]", clock(limit));
+        if let Ok(style) = ProgressStyle::with_template(&template) {
+            pb.set_style(style.with_key("clock", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = w.write_str(&clock(s.elapsed()));
+            }));
+        }
+        pb
     }
 
     /// A spinner for a wait; hidden when bars are off (phase lines say the same thing).
@@ -146,6 +218,73 @@ impl Shell {
     }
 }
 
+/// Without a terminal, a wait prints at most one line this often.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(30);
+
+/// `m:ss` (or `h:mm:ss`), as a wait shows its elapsed time and its timeout.
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Without a terminal: whether a wait's new state is printed now. A state that differs from the
+/// last printed one is, unless a line went out less than [`PLAIN_EVERY`] ago (then it waits for
+/// a later update). Pure.
+pub fn plain_due(last: Option<(&str, Duration)>, state: &str) -> bool {
+    match last {
+        None => true,
+        Some((printed, ago)) => printed != state && ago >= PLAIN_EVERY,
+    }
+}
+
+/// One wait's progress ([`Shell::wait`]); the spinner is cleared when it is dropped.
+pub struct Wait {
+    shell: Shell,
+    what: String,
+    limit: String,
+    started: std::time::Instant,
+    bar: Option<ProgressBar>,
+    /// The last plain line's state and when it was printed.
+    printed: std::sync::Mutex<Option<(String, std::time::Instant)>>,
+}
+
+impl Wait {
+    /// What the wait is waiting for now (`gpu-b: plugin CrashLoopBackOff`).
+    pub fn update(&self, state: &str) {
+        if let Some(pb) = &self.bar {
+            pb.set_message(crate::text::for_people(state));
+            return;
+        }
+        if self.shell.quiet {
+            return;
+        }
+        let mut printed = self.printed.lock().unwrap_or_else(|e| e.into_inner());
+        let last = printed.as_ref().map(|(s, at)| (s.as_str(), at.elapsed()));
+        if plain_due(last, state) {
+            self.shell.line(&format!(
+                "{}: waiting for {}, {} of {}",
+                self.what,
+                crate::text::for_people(state),
+                clock(self.started.elapsed()),
+                self.limit
+            ));
+            *printed = Some((state.to_string(), std::time::Instant::now()));
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        if let Some(pb) = &self.bar {
+            pb.finish_and_clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +300,23 @@ mod tests {
         assert!(!Shell::new(ProgressMode::Auto, &term(false, false), false, 0, false).bars);
         assert!(Shell::new(ProgressMode::Tty, &term(false, true), false, 0, false).bars);
         assert!(!Shell::new(ProgressMode::Plain, &term(true, false), false, 0, false).bars);
+    }
+
+    #[test]
+    fn a_wait_reads_elapsed_against_its_timeout() {
+        assert_eq!(clock(Duration::from_secs(42)), "0:42");
+        assert_eq!(clock(Duration::from_secs(90)), "1:30");
+        assert_eq!(clock(Duration::from_secs(2400)), "40:00");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    }
+
+    #[test]
+    fn without_a_terminal_a_wait_prints_on_a_change_at_most_every_30_s() {
+        let s = |n| Duration::from_secs(n);
+        assert!(plain_due(None, "gpu-b: plugin Pending"), "the first state is said at once");
+        assert!(!plain_due(Some(("gpu-b: plugin Pending", s(45))), "gpu-b: plugin Pending"), "no change, no line");
+        assert!(!plain_due(Some(("gpu-b: plugin Pending", s(5))), "gpu-b: plugin CrashLoopBackOff"), "too soon");
+        assert!(plain_due(Some(("gpu-b: plugin Pending", s(30))), "gpu-b: plugin CrashLoopBackOff"));
     }
 
     #[test]

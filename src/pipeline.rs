@@ -496,6 +496,9 @@ pub const PLAN_SCHEMA: &str = "eas-plan/v1";
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
+    /// The exact command that applies this plan (`crate::next_command`); `null` when the plan
+    /// was not made from an `eas up` command line.
+    pub apply_command: Option<String>,
     pub layer: String,
     pub env: String,
     pub profile: String,
@@ -507,8 +510,12 @@ pub struct Plan {
     pub model: Option<String>,
     /// The fit decision on the model's KV cache.
     pub fit: Option<String>,
+    /// `model` and `fit` as data (`crate::plan_data::ModelPick`).
+    pub model_pick: Option<crate::plan_data::ModelPick>,
     pub image: Option<ImagePlan>,
     pub facts: Option<FactsSummary>,
+    /// Each with the key it writes and the value, where it writes one (`crate::plan_data`).
+    #[serde(serialize_with = "crate::plan_data::decisions_with_keys")]
     pub decisions: Vec<PlanDecision>,
     pub warnings: Vec<String>,
     pub overlay: Vec<PlanPatch>,
@@ -567,6 +574,7 @@ impl Plan {
             .collect();
         Plan {
             schema: PLAN_SCHEMA,
+            apply_command: None,
             layer: layer.to_string(),
             env: env.to_string(),
             profile: profile.to_string(),
@@ -574,6 +582,7 @@ impl Plan {
             commits: BTreeMap::new(),
             model: None,
             fit: None,
+            model_pick: None,
             image: None,
             facts: None,
             decisions: Vec::new(),

@@ -7,6 +7,103 @@ use crate::overlay::decide::{Outcome, Plan as OverlayPlan, Source};
 use crate::pipeline::{PatchOutcome, Plan, PlanDecision, PlanPatch};
 use crate::sources;
 
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+
+/// The model pick as data (eas-plan/v1 `model_pick`), beside the `model` and `fit` sentences.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelPick {
+    /// The catalog entry picked; `null` when no candidate fits.
+    pub name: Option<String>,
+    /// Why: the candidate's role (`default`, `fallback`), `forced` (with any warning), or why none.
+    pub reason: String,
+    /// The KV-cache decision for the pick; `null` without a pick.
+    pub fit: Option<FitPick>,
+}
+
+/// What fit did to the pick's KV cache.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitPick {
+    /// `lowered` (fit sized it under the catalog's), `kept` (the catalog's), `not-written` (the
+    /// catalog sets none; the server sizes its own).
+    pub verdict: &'static str,
+    /// The KV cache written or kept, in whole GiB (`null`: none written).
+    pub kv_cache_gib: Option<u64>,
+}
+
+/// The model pick from the config decision's choice lines and model edits. Pure.
+pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
+    let line = decision.choices.iter().find_map(|c| c.choice.strip_prefix("model: "))?;
+    if let Some(why) = line.strip_prefix("none ([]): ") {
+        return Some(ModelPick { name: None, reason: why.to_string(), fit: None });
+    }
+    let (name, reason) = match line.split_once(" (") {
+        Some((n, r)) => (n.to_string(), r.strip_suffix(')').unwrap_or(r).to_string()),
+        None => (line.to_string(), String::new()),
+    };
+    let lowered = decision.model_edits.iter().filter(|e| e.name == name).find_map(|e| {
+        let kv = e.env.iter().find(|(k, _)| k == crate::facts::KV_CACHE_ENV)?;
+        kv.1.parse::<u64>().ok()
+    });
+    let kv_line = decision.choices.iter().find_map(|c| c.choice.strip_prefix("KV cache: "));
+    let fit = match (lowered, kv_line) {
+        (Some(gib), _) => Some(FitPick { verdict: "lowered", kv_cache_gib: Some(gib) }),
+        (None, Some(l)) if l.starts_with("none written") => {
+            Some(FitPick { verdict: "not-written", kv_cache_gib: None })
+        }
+        (None, Some(l)) => {
+            let gib = l.strip_prefix("catalog's ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok());
+            Some(FitPick { verdict: "kept", kv_cache_gib: gib })
+        }
+        (None, None) => None,
+    };
+    Some(ModelPick { name: Some(name), reason, fit })
+}
+
+/// The key a decision line writes and its value, when it writes one: the generator writes
+/// each as `[label: ][file ]key: <YAML scalar or flow list>[ (note)]`, e.g. `metallb_enabled:
+/// false`, `bring-your-own cluster: global_config existing_kubernetes: "/kube/config"`,
+/// `models.yaml defaults.require_amx: false`. Lines that write nothing (`model: ...`, `KV cache:
+/// ...`, `note: ...`, `read by ...`) have none. Pure.
+pub fn key_value(choice: &str) -> Option<(String, serde_json::Value)> {
+    let mut start = 0;
+    for (at, _) in choice.match_indices(": ") {
+        let rest = &choice[at + 2..];
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+        let parsed = match values.next() {
+            Some(Ok(v)) if values.byte_offset() == rest.len() || rest[values.byte_offset()..].starts_with(" (") => {
+                Some(v)
+            }
+            _ => None,
+        };
+        let key = choice[start..at].trim();
+        if let Some(v) = parsed.filter(|v| !v.is_object()) {
+            let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "_-. ".contains(c));
+            return plain.then(|| (key.to_string(), v));
+        }
+        start = at + 2;
+    }
+    None
+}
+
+/// `decisions` as eas-plan/v1 prints them: each decision's fields, and `key` and `value` (both
+/// `null` for a decision that writes no key).
+pub fn decisions_with_keys<S: Serializer>(decisions: &[PlanDecision], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Keyed<'a> {
+        #[serde(flatten)]
+        d: &'a PlanDecision,
+        key: Option<String>,
+        value: Option<serde_json::Value>,
+    }
+    let mut seq = s.serialize_seq(Some(decisions.len()))?;
+    for d in decisions {
+        let (key, value) = key_value(&d.choice).unzip();
+        seq.serialize_element(&Keyed { d, key, value })?;
+    }
+    seq.end()
+}
+
 /// Fills the plan's decisions, warnings, model and fit verdict from the config decision.
 pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
     plan.decisions = decision
@@ -38,6 +135,7 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
         (Some(kv), Some(m)) => Some(format!("{kv}; {m}")),
         (kv, m) => kv.or(m),
     };
+    plan.model_pick = model_pick(decision);
 }
 
 pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
@@ -66,6 +164,52 @@ pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_decision_that_writes_a_key_carries_it_and_its_value() {
+        let cases = [
+            ("metallb_enabled: false", Some(("metallb_enabled", json!(false)))),
+            ("istio_platform: \"k3d\" (needs overlay 0002)", Some(("istio_platform", json!("k3d")))),
+            (
+                "bring-your-own cluster: global_config existing_kubernetes: \"/kube/config\"",
+                Some(("global_config existing_kubernetes", json!("/kube/config"))),
+            ),
+            ("models.yaml defaults.require_amx: false", Some(("models.yaml defaults.require_amx", json!(false)))),
+            (
+                "models.yaml m args_append: [\"--max-model-len\", \"8192\"]",
+                Some(("models.yaml m args_append", json!(["--max-model-len", "8192"]))),
+            ),
+            (
+                "repos.agent-toolkit.yaml enterprise.ai-inference rev: \"abc\"",
+                Some(("repos.agent-toolkit.yaml enterprise.ai-inference rev", json!("abc"))),
+            ),
+            ("model: qwen2-5-coder-7b (fallback)", None),
+            ("model: none ([]): no candidate fits", None),
+            ("KV cache: catalog's 8 GiB kept (fit may lower it, never raise it)", None),
+            ("passed last: -- -e @eas-overrides.yaml", None),
+            ("note: the Intel GPU is served outside this stack (k3d-gpu agent up); EI's runtimes are CPU only", None),
+            ("read by overlay 0002 (added by the patch)", None),
+        ];
+        for (line, want) in cases {
+            let got = key_value(line);
+            assert_eq!(got, want.map(|(k, v)| (k.to_string(), v)), "{line}");
+        }
+    }
+
+    #[test]
+    fn the_model_pick_names_the_model_its_reason_and_the_fit_verdict() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
+        let facts = crate::facts::Facts::read(&path).unwrap();
+        let select = crate::settings::Select { layer: "agent-toolkit".into(), ..Default::default() };
+        let d = crate::config::generate(&facts, &select).unwrap();
+        let pick = model_pick(&d).expect("a pick");
+        assert_eq!(pick.name.as_deref(), Some("qwen2-5-coder-7b"));
+        let fit = pick.fit.expect("a fit verdict");
+        assert_eq!(fit.verdict, "lowered");
+        let written = &d.model_edits[0].env[0].1;
+        assert_eq!(fit.kv_cache_gib.map(|g| g.to_string()).as_deref(), Some(written.as_str()));
+    }
 
     /// The desktop's fit sizes the pick's cache under the built-in candidate's 40 GiB: the plan's
     /// fit line says it was lowered (it used to be empty exactly then).

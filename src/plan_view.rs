@@ -76,8 +76,7 @@ fn short(sha: &str) -> &str {
 /// The summary a person reads at a glance; a dry run's plan opens with it, a real `eas up`
 /// closes with it.
 pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
-    let head = format!("eas up --layer {} --env {}", plan.layer, plan.env);
-    let mut out = vec![crate::text::escape_controls(&head)];
+    let mut out = crate::next_command::header(plan, view.width);
     let cluster = match &plan.facts {
         Some(f) => {
             let k3d = f.k3d_cluster.as_deref().map(|c| format!(" (k3d cluster {c})")).unwrap_or_default();
@@ -225,6 +224,7 @@ pub fn render(plan: &Plan, view: View) -> String {
         lines.extend(wrap(&p.says, view.width, &head, head.len()));
     }
     section("phases (plan/act timeout, in this dry run):".into(), lines);
+    out.extend(crate::next_command::closing(plan, view.width));
     let mut s = out.join("\n");
     s.push('\n');
     s

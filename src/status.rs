@@ -217,12 +217,69 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
     Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
 }
 
-pub fn command(args: &StatusSettings, global: &Global, _shell: &Shell) -> Result<(), Failure> {
+/// The API server did not answer with the cluster's key: the record is looked up by the context
+/// and server each run recorded, and what it says is reported beside the error (JSON: the error
+/// document with `cluster`, `installed`, `last_run` and `record_found_by`; text: on stderr).
+fn unreachable(
+    args: &StatusSettings,
+    global: &Global,
+    target: &crate::gather::kube::Target,
+    failure: Failure,
+    shell: &Shell,
+) -> Failure {
+    let root = match up::state_root(global) {
+        Ok(r) => r,
+        Err(f) => return f,
+    };
+    let found = crate::state::records::find_by_target(&root, &target.context, &target.server);
+    let mut doc = crate::document::error_document(SCHEMA, &failure);
+    doc["record_found_by"] = serde_json::json!(found.as_ref().map(|f| f.by.clone()));
+    if let Some(f) = &found {
+        let expected: Option<Expected> =
+            std::fs::read_to_string(f.dir.join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let cluster = Cluster {
+            context: target.context.clone(),
+            server: target.server.clone(),
+            key: f.key.clone(),
+            state_dir: f.dir.display().to_string(),
+        };
+        let installed = f.records.install.as_ref().map(|s| installed(s, expected.as_ref()));
+        doc["cluster"] = serde_json::to_value(&cluster).expect("json");
+        doc["installed"] = serde_json::to_value(&installed).expect("json");
+        doc["last_run"] = serde_json::to_value(f.records.last_run()).expect("json");
+        shell.note(format!("the API server does not answer; the record was found by the {}", f.by));
+        match (&installed, f.records.last_run()) {
+            (Some(i), _) => shell.note(format!("recorded: installed {} ({}), {}", i.layer, i.profile, i.outcome)),
+            (None, Some(l)) => shell.note(format!(
+                "recorded: installed nothing; last run stopped at {} (exit {})",
+                l.phase,
+                l.exit_code.map_or("-".into(), |c| c.to_string())
+            )),
+            (None, None) => {}
+        }
+    } else {
+        shell.note(format!(
+            "the API server does not answer, and no record under {} names context {} and server {}",
+            root.display(),
+            target.context,
+            target.server
+        ));
+    }
+    if args.output.is_json() {
+        shell.document(doc);
+    }
+    failure
+}
+
+pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     // SIGINT/SIGTERM end every wait here (exit 130): status only reads.
     let status = crate::runtime::block_on_interruptible(async {
         let target = crate::gather::target(global, CALL).await?;
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
-        let key = up::cluster::cluster_key(&target.client, CALL).await.map_err(unread)?;
+        let key = match up::cluster::cluster_key(&target.client, CALL).await {
+            Ok(k) => k,
+            Err(e) => return Err(unreachable(args, global, &target, unread(e), shell)),
+        };
         let sd = StateDir::new(&up::state_root(global)?, &key)?;
         // A damaged record is reported as damaged (exit 2), never read as "nothing installed".
         let records = crate::state::records::Records::read(&sd)?;
@@ -248,9 +305,7 @@ pub fn command(args: &StatusSettings, global: &Global, _shell: &Shell) -> Result
         })
     })?;
     match args.output {
-        OutputFormat::Json => {
-            println!("{}", crate::text::json_safe(serde_json::to_string_pretty(&status).expect("json")))
-        }
+        OutputFormat::Json => shell.document(serde_json::to_value(&status).expect("json")),
         // Names and reasons come from the cluster: escaped before they reach a terminal.
         OutputFormat::Text => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
     }

@@ -39,7 +39,16 @@ fn each_case_gives_its_expected_table_document_and_warnings() {
         assert_eq!(json.status.code(), Some(want_exit), "{name}");
         golden(&case.join("expected/stderr"), &text(&table.stderr));
         if want_exit != 0 {
-            assert!(table.stdout.is_empty() && json.stdout.is_empty(), "{name}: nothing printed on bad input");
+            assert!(table.stdout.is_empty(), "{name}: no table on bad input");
+            // A script still gets one document: the error, with the exit code.
+            let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("an error document");
+            assert_eq!(
+                (doc["exit_code"].as_i64(), doc["error"].is_string()),
+                (Some(i64::from(want_exit)), true),
+                "{name}"
+            );
+            let errors = schema_errors("eas-fit.v1", &doc);
+            assert!(errors.is_empty(), "{name}: {}", errors.join("; "));
             continue;
         }
         golden(&case.join("expected/fit.txt"), &text(&table.stdout));

@@ -99,6 +99,9 @@ fn a_dry_run_interrupted_while_gathering_facts_removes_its_scratch_tree() {
 /// hash (it covers `gathered_at`).
 fn redact(doc: &mut Value, server: &ClusterServer) -> String {
     doc["facts"]["facts_hash"] = Value::from("<facts-sha256>");
+    // The command line names the test's temporary directories (its shape is tested on the text).
+    assert!(doc["apply_command"].as_str().is_some_and(|c| c.contains(" up --yes ")), "{}", doc["apply_command"]);
+    doc["apply_command"] = Value::from("<apply-command>");
     let mut s = serde_json::to_string_pretty(doc).unwrap();
     for (n, sha) in &trees().shas {
         s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
@@ -147,8 +150,12 @@ fn output_json_without_dry_run_is_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let out = support::eas(dir.path()).args(["up", "--output", "json", "--yes"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("--dry-run"), "{}", text(&out.stderr));
+    // Rejected while parsing, it still prints the one document a script reads: the error.
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("an error document");
+    assert_eq!((doc["schema"].as_str(), doc["exit_code"].as_i64()), (Some("eas-plan/v1"), Some(2)));
+    assert!(doc["error"].as_str().is_some_and(|e| e.contains("--dry-run")), "{doc}");
+    assert_eq!(support::schema_errors("eas-plan.v1", &doc), Vec::<String>::new());
 }
 
 #[test]
@@ -159,13 +166,27 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
     let lines: Vec<&str> = plan.lines().collect();
-    assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
+    // The header is the command that applies the plan, wrapped as a shell reads it: `eas up
+    // --yes` with every flag given (pins, node flags, repositories), the dry run's dropped.
+    let head_end = lines.iter().position(|l| !l.ends_with(" \\")).unwrap();
+    let head: Vec<&str> = lines[..=head_end].iter().map(|l| l.trim().trim_end_matches(" \\")).collect();
+    let head = head.join(" ");
+    assert!(head.starts_with("eas --kubeconfig ") && head.contains(" up --yes --pins "), "{plan}");
+    for flag in ["--containerd-config", "--nri-socket", "--eas-repo", "--ei-repo", "--eat-repo"] {
+        assert!(head.contains(flag), "{flag} in {head}");
+    }
+    assert!(!head.contains("--dry-run"), "{head}");
+    // It closes with the next command: the same one, after the blockers are removed.
+    let tail: Vec<&&str> = lines.iter().rev().take_while(|l| !l.is_empty()).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().copied().collect();
+    assert!(tail[0].starts_with("next: remove the blockers above"), "{plan}");
+    assert_eq!(tail[1..].iter().map(|l| l.trim().trim_end_matches(" \\")).collect::<Vec<_>>().join(" "), head);
     let end = lines.iter().position(|l| l.starts_with("Nothing was written")).expect(&plan);
     // The summary is a few lines, and one more (or a few, wrapped) per blocker: here no Docker
     // Engine, an unpinned base image and unpinned artifacts (the harness's built-in pins).
     let blockers = lines.iter().filter(|l| l.starts_with("             ") && !l.starts_with("              ")).count();
     assert!(end < 16 + 10 * blockers, "the summary is a few lines:\n{plan}");
-    let labels: Vec<&str> = lines[1..end]
+    let labels: Vec<&str> = lines[head_end + 1..end]
         .iter()
         .filter(|l| l.starts_with("  ") && !l[2..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
@@ -203,7 +224,7 @@ fn two_thousand_nodes_print_as_a_few_shapes() {
     let plan = text(&out.stdout);
     // The node shapes stay a few lines; the rest is the plan's decisions (37 on this layer) and
     // its blockers (no Docker Engine, an unpinned base and artifacts in this harness).
-    assert!(plan.lines().count() < 110, "{} lines:\n{plan}", plan.lines().count());
+    assert!(plan.lines().count() < 130, "{} lines:\n{plan}", plan.lines().count());
     assert!(plan.contains(", 2000 nodes\n"), "{plan}");
     let nodes: Vec<&str> =
         plan.lines().skip_while(|l| !l.starts_with("nodes (2000")).skip(1).take_while(|l| !l.is_empty()).collect();
@@ -222,7 +243,12 @@ fn facts_and_verify_print_one_json_document() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let printed: Value = serde_json::from_slice(&out.stdout).expect("one JSON document on stdout");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(printed, written);
+    // stdout adds the exit code and the warnings to the document the file holds.
+    let mut plain = printed.clone();
+    let extra: Vec<Value> =
+        ["exit_code", "warnings"].iter().map(|k| plain.as_object_mut().unwrap().remove(*k).unwrap()).collect();
+    assert_eq!(plain, written);
+    assert_eq!(extra[0], 0);
     assert_eq!(printed["schema"], "eas-facts/v1");
     assert_eq!(support::schema_errors("eas-facts.v1", &printed), Vec::<String>::new());
 
@@ -304,4 +330,23 @@ fn verify_json_is_printed_when_the_cluster_does_not_answer() {
     assert_eq!(doc["passed"], false);
     assert_eq!(doc["exit_code"], code);
     assert!(!doc["failure"].as_array().unwrap().is_empty(), "{doc}");
+}
+
+/// `-v` shows the API calls and the git commands a dry run makes; `-vv` adds each one's time.
+#[test]
+fn verbose_shows_the_api_calls_and_git_commands_and_vv_their_timings() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &["-v"], "100");
+    let err = text(&out.stderr);
+    assert!(err.lines().any(|l| l.contains("api GET /api/v1/nodes")), "-v: the API calls:\n{err}");
+    assert!(err.lines().any(|l| l.contains("git -C ")), "-v: the git commands:\n{err}");
+    assert!(!err.contains(" ms"), "-v: no timings:\n{err}");
+    let out = dry_run(&server, cluster, &["-vv"], "100");
+    let err = text(&out.stderr);
+    let timed = |what: &str| err.lines().any(|l| l.contains(what) && l.ends_with(" ms"));
+    assert!(timed("api GET /api/v1/nodes"), "-vv: API calls with their time:\n{err}");
+    assert!(timed("git -C "), "-vv: git commands with their time:\n{err}");
+    let quiet = text(&dry_run(&server, cluster, &[], "100").stderr);
+    assert!(!quiet.contains("api GET"), "without -v, no call log:\n{quiet}");
 }

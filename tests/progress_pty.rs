@@ -112,7 +112,7 @@ fn warnings_during_a_phase_leave_a_clean_screen() {
     let torn: Vec<&&str> = lines.iter().filter(|l| !whole(l)).collect();
     assert!(torn.is_empty(), "torn lines {torn:?} on the screen:\n{screen}");
     let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
-    assert!(plan.starts_with("eas up --layer"), "stdout holds the plan only:\n{plan}");
+    assert!(plan.starts_with("eas --kubeconfig "), "stdout holds the plan only:\n{plan}");
 }
 
 #[test]
@@ -137,4 +137,41 @@ fn without_a_terminal_the_lines_are_plain() {
     assert!(!err.contains('\u{1b}') && !err.contains('\r'), "escape sequences without a terminal: {err:?}");
     assert!(err.lines().all(whole), "{err}");
     assert!(err.contains("==> facts:"), "{err}");
+}
+
+/// `eas verify` on a terminal: the device wait's spinner names the node it waits for and its
+/// elapsed time against the timeout, and the clock moves while the state does not.
+#[test]
+fn verify_on_a_terminal_shows_what_it_waits_for_against_its_timeout() {
+    let server = ClusterServer::start(support::fixture("gpu-nodes"));
+    let dir = tempfile::tempdir().unwrap();
+    let eas = env!("CARGO_BIN_EXE_eas");
+    let argv = [
+        eas.to_string(),
+        "--kubeconfig".into(),
+        server.kubeconfig().display().to_string(),
+        "--state-dir".into(),
+        dir.path().join("state").display().to_string(),
+        "verify".into(),
+        "--devices-timeout".into(),
+        "90".into(),
+    ];
+    let line = format!(
+        "env -u CI -u NO_COLOR -u KUBECONFIG -u EAS_LOG HOME={} TERM=xterm-256color {} 2>&1; sleep 600",
+        quote(&dir.path().join("home").display().to_string()),
+        argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+    );
+    let socket = format!("eas-test-verify-{}", std::process::id());
+    tmux(&socket, &["new-session", "-d", "-x", "200", "-y", "20", "sh", "-c", &line]);
+    let start = Instant::now();
+    let want = "verify devices: waiting for gpu-b: plugin CrashLoopBackOff, 0:02 of 1:30";
+    let screen = loop {
+        let screen = tmux(&socket, &["capture-pane", "-p", "-t", "0"]);
+        if screen.contains(want) || start.elapsed() > Duration::from_secs(30) {
+            break screen;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
+    assert!(screen.contains(want), "no {want:?} on the screen:\n{screen}");
 }

@@ -206,6 +206,17 @@ fn up_verify_down_and_down_again() {
     }
     assert!(!created.contains(&"node-feature-discovery"), "a namespace that existed before is not ours");
     assert!(state["installer_command"].as_array().unwrap().iter().any(|a| a == "--force"));
+    assert!(state["server"].as_str().is_some_and(|s| s == r.server.url()), "the record names its API server: {state}");
+    // The install keeps what it decided from beside its state, as an attempt does in attempt/.
+    let dir = r.state.join(state["cluster_key"].as_str().unwrap());
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["schema"], "eas-plan/v1");
+    let facts: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("facts.json")).unwrap()).unwrap();
+    assert_eq!(facts["schema"], "eas-facts/v1");
+    assert!(
+        std::fs::read_to_string(dir.join("choices.txt")).unwrap().contains("->"),
+        "choices.txt has the decision lines"
+    );
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
     let (up_out, up_err) = (text(&up.stdout), text(&up.stderr));
     let leaks = sentinel_leaks(&[("stdout", &up_out), ("stderr", &up_err)], &[&r.state, &r.home]);

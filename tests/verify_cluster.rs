@@ -458,3 +458,26 @@ fn an_api_error_is_its_code_reason_and_escaped_message_never_a_dump() {
     assert!(all.contains("500 Internal Server Error: etcd \\u{1b}[31mdown\\u{202e}"), "{all}");
     assert!(!all.contains("Status {") && !all.contains('\u{1b}') && !all.contains('\u{202e}'), "{all}");
 }
+
+/// Waiting says what it waits for against its timeout (plain lines without a terminal), and a
+/// failure lists every device node ok or FAIL; the JSON document keeps the passing ones as checks.
+#[test]
+fn the_device_wait_says_what_it_waits_for_and_the_failure_lists_every_node() {
+    let c = Cluster::start("gpu-nodes");
+    let out = c.verify(&["--devices-timeout", "2", "--timeout", "900", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.lines().any(|l| l.starts_with("verify devices: waiting for gpu-b: plugin CrashLoopBackOff, 0:0")
+            && l.ends_with(" of 0:02")),
+        "{err}"
+    );
+    for (mark, node) in [("ok  ", "gpu-a"), ("FAIL", "gpu-b"), ("ok  ", "gpu-xe")] {
+        assert!(err.contains(&format!("verify: {mark} Intel GPU on node {node}:")), "{mark} {node}:\n{err}");
+    }
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one document");
+    let checks: Vec<&str> = doc["checks"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(checks.len(), 2, "{checks:?}");
+    assert!(checks.iter().all(|l| !l.contains("gpu-b")), "{checks:?}");
+    assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new());
+}

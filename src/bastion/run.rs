@@ -259,13 +259,21 @@ impl DockerRunner {
 impl ContainerRunner for DockerRunner {
     async fn run(&self, spec: &RunSpec, sink: &mut dyn Sink, interrupt: &Interrupt) -> Result<Outcome, RunError> {
         let name = container_name();
-        tracing::debug!("creating {name}: {spec:?}");
+        // -v: the command the container runs (the installer's, in the bastion); -vv: its time.
+        tracing::debug!(
+            "container {name}: {} in {} (env: {})",
+            crate::installer::command::shell_line(&spec.cmd),
+            spec.image,
+            spec.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" ")
+        );
+        let started = std::time::Instant::now();
         let opts = CreateContainerOptionsBuilder::new().name(&name).build();
         self.docker
             .create_container(Some(opts), Self::create_body(spec))
             .await
             .map_err(|source| RunError::Create { image: spec.image.clone(), source })?;
         let outcome = self.drive(&name, spec, sink, interrupt).await;
+        tracing::trace!("container {name}: {:?} after {} ms", outcome.as_ref().ok(), started.elapsed().as_millis());
         let removed = self.remove(&name).await;
         let outcome = outcome?;
         removed?;

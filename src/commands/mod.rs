@@ -1,7 +1,7 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
 //! with no domain module of their own have a file here (`pins`).
 
-use crate::cli::{Command, PinsCommand};
+use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::PinsError;
@@ -9,7 +9,33 @@ use crate::settings::Global;
 
 mod pins;
 
+/// Runs `command`; asked for JSON, it prints that command's one document (or an error document)
+/// on stdout once it returns, whatever happened.
 pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    let document = json_document(&command);
+    let result = dispatch(command, global, shell);
+    if let Some(schema) = document {
+        crate::document::emit(schema, shell.take_document(), &result, &shell.warnings());
+    }
+    result
+}
+
+/// The document `command` prints on stdout, when it was asked for `--output json`.
+fn json_document(command: &Command) -> Option<&'static str> {
+    let (name, json) = match command {
+        Command::Up(a) => ("up", a.output == OutputArg::Json),
+        Command::Facts(a) => ("facts", a.output.is_some()),
+        Command::Fit(a) => ("fit", a.output == OutputArg::Json),
+        Command::Status(a) => ("status", a.output == OutputArg::Json),
+        Command::Verify(a) => ("verify", a.output == OutputArg::Json),
+        Command::Doctor(a) => ("doctor", a.output == OutputArg::Json),
+        Command::Pins(PinsCommand::Show { output, .. }) => ("pins show", *output == OutputArg::Json),
+        _ => return None,
+    };
+    json.then(|| crate::document::schema_of(name)).flatten()
+}
+
+fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
     match command {
         Command::Config(args) => crate::config::command(&crate::cli::config(args, &global.env), shell),
         Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
@@ -24,7 +50,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins::lock(pins.as_deref(), git_base.as_deref().unwrap_or("https://github.com"), global, shell)
         }
-        Command::Pins(PinsCommand::Show { pins, output }) => pins::show(pins.as_deref(), output.into(), global),
+        Command::Pins(PinsCommand::Show { pins, output }) => pins::show(pins.as_deref(), output.into(), global, shell),
         Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
         Command::Schema { name } => schema(name.as_deref()),
         Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),

@@ -42,7 +42,7 @@ struct Shown<'a> {
     pins: &'a [pins::Pin],
 }
 
-pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global) -> Result<(), Failure> {
+pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let source = global.env.pins_source(flag);
     let loaded = source.load();
     if output.is_json() {
@@ -55,7 +55,7 @@ pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global) -> Resul
             error: loaded.as_ref().err().map(ToString::to_string),
             pins: loaded.as_ref().map(|p| p.pins.as_slice()).unwrap_or(&[]),
         };
-        println!("{}", serde_json::to_string_pretty(&doc).expect("pins serialise"));
+        shell.document(serde_json::to_value(&doc).expect("pins serialise"));
         return failure.map_or(Ok(()), Err);
     }
     let pins = loaded?;

@@ -80,7 +80,9 @@ pub async fn target(
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
-    let client = kube::Client::try_from(config).map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
+    let built =
+        kube::client::ClientBuilder::try_from(config).map(|b| b.with_layer(&crate::net::api_log::ApiLog).build());
+    let client = built.map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
         Some(line) => TargetError::Plugin(line),
         None => unusable(crate::text::mask_userinfo(&e.to_string())),
     })?;

@@ -102,7 +102,15 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
         ),
     );
     let text = format!("{}\n", crate::text::json_safe(serde_json::to_string_pretty(f).expect("facts serialise")));
+    // Asked for JSON, stdout carries the document the command layer prints, with the exit code
+    // and the warnings (the file written with --out stays the plain facts document).
+    let document = || {
+        let mut v = serde_json::to_value(f).expect("facts serialise");
+        v["warnings"] = serde_json::json!(gathered.warnings);
+        shell.document(v);
+    };
     match &args.out {
+        None if args.output.is_json() => document(),
         None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -120,7 +128,7 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
             })?;
             shell.note(format!("wrote {}", path.display()));
             if args.output.is_json() {
-                print!("{text}");
+                document();
             }
         }
     }

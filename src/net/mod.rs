@@ -1,5 +1,6 @@
 //! How eas reaches the network: the proxy decision (curl's rules) and the API client's settings.
 
+pub mod api_log;
 pub mod download;
 pub mod exec_auth;
 // Not called by the config phase yet (issue 20 item 2): see config::hf.

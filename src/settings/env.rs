@@ -10,6 +10,9 @@ pub struct Env {
     vars: BTreeMap<String, String>,
     /// Whether stderr is a terminal (progress bars, colour).
     pub stderr_is_tty: bool,
+    /// The command line as the user typed it (non-UTF-8 words lossily): the plan's header repeats
+    /// it as the command that applies the plan.
+    pub args: Vec<String>,
 }
 
 impl Env {
@@ -20,13 +23,18 @@ impl Env {
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
             stderr_is_tty: std::io::stderr().is_terminal(),
+            args: std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect(),
         }
     }
 
     /// A fixed environment (tests).
     #[cfg(test)]
     pub fn of(pairs: &[(&str, &str)]) -> Self {
-        Env { vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), stderr_is_tty: false }
+        Env {
+            vars: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            stderr_is_tty: false,
+            args: Vec::new(),
+        }
     }
 
     /// A variable's value, as set (possibly empty).

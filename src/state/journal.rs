@@ -61,6 +61,11 @@ pub struct State {
     pub eas_version: String,
     pub cluster_key: String,
     pub context: String,
+    /// The API server the context pointed at: with `context`, how `status` (and the support
+    /// bundle) find this record when the server does not answer to give its key. Absent in
+    /// records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     pub layer: String,
     pub env: String,
     pub started: String,
@@ -151,6 +156,7 @@ impl State {
             eas_version: env!("CARGO_PKG_VERSION").to_string(),
             cluster_key: info.cluster_key,
             context: info.context,
+            server: None,
             layer: info.layer,
             env: info.env,
             started: now.to_string(),

@@ -69,6 +69,73 @@ pub fn last_run(s: &State) -> LastRun {
     }
 }
 
+/// What a run decided from, kept beside its record so `status`, the support bundle and a person
+/// can read the run later: `facts.json`, `plan.json` and `choices.txt` in `dir` (the cluster's
+/// state directory for an install; an attempt keeps its own in `attempt/`). Written when the
+/// install phase begins, so a failed install keeps them too.
+pub fn keep_inputs(
+    dir: &std::path::Path,
+    facts: &impl Serialize,
+    plan: &impl Serialize,
+    files: &[(String, String)],
+) -> std::io::Result<()> {
+    let write = |name: &str, text: &str| super::journal::write_atomic(&dir.join(name), text.as_bytes());
+    write("facts.json", &pretty(facts))?;
+    write("plan.json", &pretty(plan))?;
+    let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
+    write("choices.txt", choices)
+}
+
+fn pretty(v: &impl Serialize) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("a record serialises");
+    s.push('\n');
+    s
+}
+
+/// A cluster's records found without its key (the API server does not answer to give it): the
+/// state directory whose install or attempt recorded this context and server.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub key: String,
+    pub dir: std::path::PathBuf,
+    pub records: Records,
+    /// How it was matched, for the user: `context C and server S recorded in FILE`.
+    pub by: String,
+}
+
+/// The records under `root` whose run recorded `context` and `server` (a record from before the
+/// server was kept matches on its context alone, and says so); the latest run wins when several
+/// do. Unreadable records are skipped: this is a fallback, and says what it matched.
+pub fn find_by_target(root: &std::path::Path, context: &str, server: &str) -> Option<Found> {
+    let mut best: Option<(String, Found)> = None;
+    for entry in std::fs::read_dir(root).ok()?.flatten() {
+        let key = entry.file_name().to_string_lossy().into_owned();
+        let Ok(sd) = StateDir::new(root, &key) else { continue };
+        let Ok(records) = Records::read(&sd) else { continue };
+        let files = [
+            (sd.state_file(), records.install.as_ref()),
+            (sd.dir().join(ATTEMPT).join(super::journal::FILE), records.attempt.as_ref()),
+        ];
+        for (file, s) in files {
+            let Some(s) = s else { continue };
+            let by = match s.server.as_deref() {
+                Some(sv) if s.context == context && sv == server => {
+                    format!("context {context} and server {server} recorded in {}", file.display())
+                }
+                None if s.context == context => {
+                    format!("context {context} recorded in {} (it records no server)", file.display())
+                }
+                _ => continue,
+            };
+            if best.as_ref().is_none_or(|(started, _)| s.started > *started) {
+                let found = Found { key: key.clone(), dir: sd.dir().to_path_buf(), records: records.clone(), by };
+                best = Some((s.started.clone(), found));
+            }
+        }
+    }
+    best.map(|(_, f)| f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +150,58 @@ mod tests {
             pins: PinsRecord { profile: "main".into(), shas: Default::default() },
         };
         State::new(info, started)
+    }
+
+    #[test]
+    fn an_install_keeps_its_facts_plan_and_choices_beside_its_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = vec![("choices.txt".to_string(), "a -> b [s]\n".to_string()), ("x.yaml".into(), "k: v\n".into())];
+        keep_inputs(
+            dir.path(),
+            &serde_json::json!({"schema": "eas-facts/v1"}),
+            &serde_json::json!({"schema": "eas-plan/v1"}),
+            &files,
+        )
+        .unwrap();
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap();
+        assert_eq!(read("choices.txt"), "a -> b [s]\n");
+        assert!(read("facts.json").contains("eas-facts/v1") && read("plan.json").contains("eas-plan/v1"));
+        assert!(!dir.path().join("x.yaml").exists(), "only the run's inputs, not every generated file");
+    }
+
+    #[test]
+    fn without_the_key_the_record_is_found_by_its_context_and_server() {
+        let root = tempfile::tempdir().unwrap();
+        let save = |key: &str, context: &str, server: Option<&str>, started: &str, attempt: bool| {
+            let sd = StateDir::new(root.path(), key).unwrap();
+            let mut s = state(started);
+            s.context = context.into();
+            s.server = server.map(str::to_string);
+            let file = if attempt {
+                std::fs::create_dir_all(sd.dir().join(ATTEMPT)).unwrap();
+                sd.dir().join(ATTEMPT).join("state.json")
+            } else {
+                s.begin(PhaseId::Install, None, "t");
+                sd.state_file()
+            };
+            s.save(&file).unwrap();
+        };
+        save("uid-a", "k3d-gpu", Some("https://a:6443"), "2026-01-01T00:00:00Z", false);
+        save("uid-b", "k3d-gpu", Some("https://b:6443"), "2026-01-02T00:00:00Z", true);
+        save("uid-c", "other", Some("https://a:6443"), "2026-01-03T00:00:00Z", false);
+        let f = find_by_target(root.path(), "k3d-gpu", "https://a:6443").expect("found");
+        assert_eq!(f.key, "uid-a");
+        assert!(f.records.install.is_some());
+        assert!(f.by.contains("context k3d-gpu and server https://a:6443"), "{}", f.by);
+        let f = find_by_target(root.path(), "k3d-gpu", "https://b:6443").expect("the attempt");
+        assert_eq!((f.key.as_str(), f.records.install.is_none()), ("uid-b", true));
+        assert!(
+            find_by_target(root.path(), "k3d-gpu", "https://z:6443").is_none(),
+            "another server is another cluster"
+        );
+        save("uid-d", "old", None, "2026-01-01T00:00:00Z", false);
+        let f = find_by_target(root.path(), "old", "https://z:6443").expect("an old record matches on its context");
+        assert!(f.by.contains("records no server"), "{}", f.by);
     }
 
     #[test]

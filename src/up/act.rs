@@ -222,6 +222,8 @@ async fn prepare_and_install(
     let prepare = install::prepare(&ctx, &x.files, &x.decision, args, &log_path, limit);
     r.act_self(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), GRACE, prepare).await?;
     // The install begins: from here the run is an install, recorded in `state.json`.
+    crate::state::records::keep_inputs(x.pre.sd.dir(), &x.facts, &r.plan, &x.files)
+        .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
     r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();

@@ -149,7 +149,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         let doc = serde_json::json!({
             "schema": "eas-doctor/v1", "checks": checks, "exit_code": code, "pins_source": args.up.select.pins.label(),
         });
-        println!("{}", serde_json::to_string_pretty(&doc).expect("json"));
+        shell.document(doc);
     } else {
         for c in &checks {
             let mark = match c.status {

@@ -155,12 +155,14 @@ impl Scope<'_> {
         use crate::settings::timeouts;
         let give_up = tokio::time::Instant::now() + timeouts::SETTLE;
         let mut said = false;
+        let progress = self.shell.wait("down", timeouts::SETTLE);
         loop {
             let now = self.snapshot().await?;
             let still = deleted.intersect(&now).objects();
             if still.is_empty() || tokio::time::Instant::now() >= give_up {
                 return Ok(now);
             }
+            progress.update(&crate::up::down_plan::still_there(&still));
             if !said {
                 let first = still.iter().take(3).map(|o| o.to_string()).collect::<Vec<_>>().join(", ");
                 self.shell.phase(

@@ -51,6 +51,13 @@ pub fn preview(state: &State, current: &Snapshot, layer: &str) -> Vec<String> {
     lines
 }
 
+/// What `down` still waits for to go, for its progress: the count and the first three. Pure.
+pub fn still_there(still: &[crate::state::ledger::Object]) -> String {
+    let first: Vec<String> = still.iter().take(3).map(|o| o.to_string()).collect();
+    let more = if still.len() > 3 { ", ..." } else { "" };
+    format!("{} deleted object(s) to go ({}{more})", still.len(), first.join(", "))
+}
+
 fn names(objects: &[crate::state::ledger::Object]) -> String {
     if objects.is_empty() {
         return "none".into();
@@ -63,6 +70,19 @@ mod tests {
     use super::*;
     use crate::state::journal::{PinsRecord, RunInfo};
     use crate::state::ledger::Ledger;
+
+    #[test]
+    fn the_settle_wait_names_what_is_still_there() {
+        use crate::state::ledger::Object;
+        let still: Vec<Object> = ["kserve", "llm-inference", "cert-manager", "istio-system"]
+            .iter()
+            .map(|n| Object::Namespace(n.to_string()))
+            .collect();
+        let line = still_there(&still);
+        assert!(line.starts_with("4 deleted object(s) to go ("), "{line}");
+        assert!(line.contains("kserve") && line.ends_with(", ...)") && !line.contains("istio-system"), "{line}");
+        assert_eq!(still_there(&still[..1]).matches("kserve").count(), 1);
+    }
 
     fn snapshot(namespaces: &[&str]) -> Snapshot {
         Snapshot { namespaces: namespaces.iter().map(|n| n.to_string()).collect(), ..Default::default() }

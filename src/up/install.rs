@@ -126,7 +126,7 @@ async fn run_installer(
     let stop = CancellationToken::new();
     let run_int =
         Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
-    let bar = ctx.shell.spinner(shell_line(argv));
+    let bar = ctx.shell.spinner_within(shell_line(argv), timeout);
     let mut sink = InstallSink {
         log,
         redactor: redactor(&ctx.global.env),

@@ -293,12 +293,13 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
     }
     let mut r = runner(args, &tree_pins, interrupt);
+    r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
     let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
         Ok(p) => p,
         Err(f) => return Err(r.end_attempt(f)),
     };
     if args.dry_run {
-        return dry_run_end(&mut r, args, global, &planned.files);
+        return dry_run_end(&mut r, args, global, &planned.files, shell);
     }
     if r.blocked() {
         return Err(blocked_run(&mut r, &planned, shell));
@@ -360,10 +361,16 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
 /// The dry run's end: the plan printed (and written with `--out`) whatever its exit code; 3 when
 /// a refusal is among the blockers, else 4 on a STOP, else 0 (`--fail-on-blockers`: the first
 /// blocker's code). On exit 2 or 3, `--out` holds none of the output files.
-fn dry_run_end(r: &mut Runner, args: &UpSettings, global: &Global, files: &[(String, String)]) -> Result<(), Failure> {
+fn dry_run_end(
+    r: &mut Runner,
+    args: &UpSettings,
+    global: &Global,
+    files: &[(String, String)],
+    shell: &Shell,
+) -> Result<(), Failure> {
     let code = crate::pipeline::dry_run_exit(&r.plan.blockers, args.fail_on_blockers);
     r.plan.exit_code = code;
-    print_plan(&r.plan, args, global, files, !matches!(code, 2 | 3))?;
+    print_plan(&r.plan, args, global, files, !matches!(code, 2 | 3), shell)?;
     if code == 0 {
         return Ok(());
     }
@@ -501,10 +508,11 @@ fn print_plan(
     global: &Global,
     files: &[(String, String)],
     write_out: bool,
+    shell: &Shell,
 ) -> Result<(), Failure> {
     if args.output.is_json() {
         // serde_json escapes control characters itself.
-        print!("{}", plan.to_json());
+        shell.document(serde_json::to_value(plan).expect("the plan serialises"));
     } else {
         let view =
             crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
@@ -550,21 +558,6 @@ pub struct VerifySettings {
     pub devices_timeout: u64,
     /// `json`: one document (eas-verify/v1) on stdout, passed or not
     pub output: crate::output::OutputFormat,
-}
-
-/// `eas verify --output json`: what passed, or the failure's lines (also on stderr).
-fn verify_json(result: &Result<Vec<String>, Failure>) -> String {
-    let doc = match result {
-        Ok(lines) => {
-            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
-        }
-        Err(f) => serde_json::json!({
-            "schema": "eas-verify/v1", "passed": false, "checks": [], "exit_code": f.exit_code(), "failure": f.lines()
-        }),
-    };
-    let mut s = serde_json::to_string_pretty(&doc).expect("json");
-    s.push('\n');
-    s
 }
 
 /// What a run expects verification to find, kept beside its state.
@@ -622,7 +615,7 @@ pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> 
         }
         .await;
         if args.output.is_json() {
-            print!("{}", verify_json(&result));
+            shell.document(verify::document(&result));
         } else if let Ok(lines) = &result {
             for l in lines {
                 println!("ok {}", crate::text::for_people(l));

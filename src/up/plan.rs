@@ -146,6 +146,7 @@ pub async fn preflight(
     let sd = StateDir::new(&state_root(global)?, &key)?;
     r.state.cluster_key = key;
     r.state.context = target.context.clone();
+    r.state.server = Some(target.server.clone());
     if !args.dry_run {
         r.attempt = Some(sd.dir().join(super::ATTEMPT));
     }

@@ -52,6 +52,16 @@ impl NodeCheck {
         self.problems.is_empty()
     }
 
+    /// What a wait for this node still waits for, short (`gpu-b: plugin CrashLoopBackOff`).
+    pub fn waiting_for(&self) -> String {
+        match &self.pod {
+            _ if self.allocatable.is_empty() && self.pod.is_none() => format!("{}: node not found", self.node),
+            Some(p) if !p.ready => format!("{}: plugin {}", self.node, p.state),
+            None => format!("{}: no plugin pod", self.node),
+            Some(_) => format!("{}: {} not allocatable", self.node, self.device),
+        }
+    }
+
     pub fn line(&self) -> String {
         let alloc: Vec<String> = self.allocatable.iter().map(|(r, q)| format!("{r}={q}")).collect();
         let pod = match &self.pod {
@@ -214,12 +224,25 @@ fn plugin_pod(device: &str, p: &Pod) -> PluginPod {
 
 /// Reads nodes, the plugin DaemonSets and their pods, and checks every device node, waiting up
 /// to `wait` for a failing node to recover. `Ok` carries one line per device node.
+/// What the device wait still waits for: every failing node, in order. Pure.
+pub fn waiting_line(checks: &[NodeCheck]) -> String {
+    let pending: Vec<String> = checks.iter().filter(|c| !c.ok()).map(NodeCheck::waiting_for).collect();
+    pending.join("; ")
+}
+
+/// Every node's verdict, one line each: `ok <line>` or `FAIL <line>`, so a failure names the
+/// healthy nodes too. Pure.
+pub fn verdict_lines(checks: &[NodeCheck]) -> Vec<String> {
+    checks.iter().map(|c| format!("{} {}", if c.ok() { "ok  " } else { "FAIL" }, c.line())).collect()
+}
+
 pub async fn run(
     client: &Client,
     recorded: &BTreeMap<String, Vec<String>>,
     wait: Duration,
     poll: Duration,
     t: Duration,
+    progress: &crate::output::Wait,
 ) -> Result<Vec<String>, Vec<String>> {
     let kinds = &data::cluster_rules().device_resources;
     let deadline = Instant::now() + wait;
@@ -229,8 +252,9 @@ pub async fn run(
         if checks.iter().all(NodeCheck::ok) {
             return Ok(checks.iter().map(NodeCheck::line).collect());
         }
+        progress.update(&waiting_line(&checks));
         if Instant::now() >= deadline {
-            let mut lines = Vec::new();
+            let mut lines = verdict_lines(&checks);
             for c in checks.iter().filter(|c| !c.ok()) {
                 lines.extend(c.problems.iter().cloned());
                 lines.extend(diagnostics(client, c, t).await);

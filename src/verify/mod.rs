@@ -85,8 +85,10 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
         format!("waiting up to {}s for every device node's resources and plugin pod", t.devices.as_secs()),
     );
     let started = Instant::now();
+    let progress = shell.wait("verify devices", t.devices);
     let mut passed =
-        devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call).await.map_err(Failure::Verify)?;
+        devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call, &progress).await.map_err(Failure::Verify)?;
+    drop(progress);
     let deadline = if t.whole { started } else { Instant::now() } + t.models;
     let names = match &exp.models {
         Models::Named(n) if !n.is_empty() => n.clone(),
@@ -115,8 +117,31 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
             names.join(", ")
         ),
     );
-    passed.extend(servers::wait(client, &names, deadline, t).await.map_err(Failure::Verify)?);
+    let progress = shell.wait("verify model servers", deadline.saturating_duration_since(Instant::now()));
+    passed.extend(servers::wait(client, &names, deadline, t, &progress).await.map_err(Failure::Verify)?);
     Ok(passed)
+}
+
+/// `eas verify --output json` (eas-verify/v1): what passed, or the failure's lines (also on
+/// stderr); the command layer sets `exit_code` to the process's.
+pub fn document(result: &Result<Vec<String>, Failure>) -> serde_json::Value {
+    match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => {
+            // A failed verification lists every node and server `ok` or `FAIL`: the ones that
+            // passed are its checks.
+            let checks: Vec<&str> = match f {
+                Failure::Verify(lines) => lines.iter().filter_map(|l| l.strip_prefix("ok  ")).map(str::trim).collect(),
+                _ => Vec::new(),
+            };
+            serde_json::json!({
+                "schema": "eas-verify/v1", "passed": false, "checks": checks, "exit_code": f.exit_code(),
+                "failure": f.lines()
+            })
+        }
+    }
 }
 
 /// Why there is no model server to check: said at once, without waiting.

@@ -121,6 +121,7 @@ pub async fn wait(
     names: &[String],
     deadline: Instant,
     t: &Timeouts,
+    progress: &crate::output::Wait,
 ) -> Result<Vec<String>, Vec<String>> {
     // The long wait (weights download, the vLLM startup probe) is for the ready condition: watch
     // for it. What follows it (pods, endpoints, the first answer) is polled, and at the
@@ -132,6 +133,7 @@ pub async fn wait(
         }
     }
     for s in located.iter().flatten() {
+        progress.update(&format!("{}: {}", s.name, s.rt.ready_condition));
         let cond = s.rt.ready_condition.clone();
         let ready = move |o: Option<&DynamicObject>| {
             o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::condition_true(&v, &cond).is_ok())
@@ -156,21 +158,29 @@ pub async fn wait(
         for (i, name) in names.iter().enumerate() {
             let Some(s) = &located[i] else {
                 let kinds: Vec<&str> = kserve::table().runtimes.iter().map(|r| r.kind.as_str()).collect();
-                pending.push((vec![format!("no {} named {name} in any namespace", kinds.join(" or "))], None));
+                pending.push((
+                    name.as_str(),
+                    vec![format!("no {} named {name} in any namespace", kinds.join(" or "))],
+                    None,
+                ));
                 continue;
             };
             match one(client, s, deadline, t).await {
                 Ok(lines) => passed.extend(lines),
                 Err(NotYet::Fail(lines)) => return Err(lines),
-                Err(NotYet::Wait(lines, obj)) => pending.push((lines, obj)),
+                Err(NotYet::Wait(lines, obj)) => pending.push((name.as_str(), lines, obj)),
             }
         }
         if pending.is_empty() {
             return Ok(passed);
         }
+        let waiting: Vec<String> = pending.iter().filter_map(|(_, why, _)| why.first().cloned()).collect();
+        progress.update(&waiting.join("; "));
         if Instant::now() >= deadline {
-            let mut lines = Vec::new();
-            for (why, obj) in pending {
+            // Every server, ok or FAIL, then what failed in detail.
+            let failed: Vec<&str> = pending.iter().map(|(n, _, _)| *n).collect();
+            let mut lines = server_verdicts(names, &failed);
+            for (_, why, obj) in pending {
                 lines.extend(why);
                 if let Some((ns, obj)) = obj {
                     lines.extend(diagnostics(client, &ns, &obj, t).await);
@@ -180,6 +190,14 @@ pub async fn wait(
         }
         tokio::time::sleep(t.poll).await;
     }
+}
+
+/// Every model server, `ok` or `FAIL`, in order. Pure.
+pub fn server_verdicts(names: &[String], failed: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| format!("{} model server {n}", if failed.contains(&n.as_str()) { "FAIL" } else { "ok  " }))
+        .collect()
 }
 
 /// The names of the model servers in the cluster (either kind, any namespace), waiting until

@@ -30,11 +30,15 @@ pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
     for w in &warnings {
         shell.warn(w);
     }
-    let text = match args.output {
-        // Node names come from the cluster: control characters are shown, not sent.
-        OutputFormat::Text => super::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect(),
-        OutputFormat::Json => super::report::json(&doc),
-    };
+    if args.output.is_json() {
+        // The warnings ride in the document too, so a script needs no stderr parsing.
+        let mut value: serde_json::Value = serde_json::from_str(&super::report::json(&doc)).expect("fit serialises");
+        value["warnings"] = serde_json::json!(warnings);
+        shell.document(value);
+        return Ok(());
+    }
+    // Node names come from the cluster: control characters are shown, not sent.
+    let text: String = super::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect();
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())

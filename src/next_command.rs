@@ -1,0 +1,181 @@
+//! The plan's first and last lines (SPEC §4, issue 19 item 6): the plan opens with the exact
+//! command that applies it (`eas up --yes` with every flag the user gave: `--pins`,
+//! `--profile`, the repository and node flags, the global ones) and closes with the next command
+//! to run. Built from the command line as typed, so no flag is lost in a reconstruction; the
+//! dry run's own flags are dropped. Pure.
+
+use crate::installer::command::shell_line;
+use crate::pipeline::Plan;
+
+/// Flags that only a dry run takes, with whether each takes a value.
+const DRY_RUN_ONLY: &[(&str, bool)] =
+    &[("--dry-run", false), ("--explain", false), ("--fail-on-blockers", false), ("--out", true), ("--output", true)];
+
+/// `eas up --yes` with the user's flags, from the command line `args` (`args[0]` the program);
+/// `None` unless it is an `eas up` command line.
+pub fn apply_command(args: &[String]) -> Option<String> {
+    let up = args.iter().position(|a| a == "up")?;
+    let mut words = vec!["eas".to_string()];
+    words.extend(args[1..up].iter().cloned());
+    words.extend(["up".to_string(), "--yes".to_string()]);
+    let mut rest = args[up + 1..].iter();
+    while let Some(a) = rest.next() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, _)) if n.starts_with("--") => (n, true),
+            _ => (a.as_str(), false),
+        };
+        match DRY_RUN_ONLY.iter().find(|(f, _)| *f == name) {
+            Some((_, takes_value)) => {
+                if *takes_value && !inline {
+                    rest.next();
+                }
+            }
+            None if a == "--yes" => {}
+            None => words.push(a.clone()),
+        }
+    }
+    Some(shell_line(&words))
+}
+
+/// The plan's first lines: the command that applies it, wrapped to `width` as a shell reads it
+/// (` \` continuations), else (a plan not made from a command line: tests, a record) the layer
+/// and environment.
+pub fn header(plan: &Plan, width: usize) -> Vec<String> {
+    match &plan.apply_command {
+        Some(cmd) => shell_wrap(cmd, "", width),
+        None => vec![format!("eas up --layer {} --env {}", plan.layer, plan.env)],
+    }
+}
+
+/// The plan's closing lines: what to run next.
+pub fn closing(plan: &Plan, width: usize) -> Vec<String> {
+    let Some(cmd) = &plan.apply_command else { return Vec::new() };
+    let mut out = vec![String::new()];
+    if !plan.blockers.is_empty() {
+        out.push("next: remove the blockers above (each names its fix), then run:".to_string());
+        out.extend(shell_wrap(cmd, "  ", width));
+    } else {
+        out.extend(shell_wrap(cmd, "next: ", width));
+    }
+    out
+}
+
+/// A shell command (as `shell_line` quotes it) in lines of at most `width` where it can be, each
+/// but the last ending in ` \`; a flag stays with its value. Control characters are escaped.
+pub fn shell_wrap(cmd: &str, first: &str, width: usize) -> Vec<String> {
+    let cmd = crate::text::escape_controls(cmd);
+    // Words, split at spaces outside single quotes.
+    let mut words: Vec<String> = Vec::new();
+    let (mut word, mut quoted) = (String::new(), false);
+    for c in cmd.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                word.push(c);
+            }
+            ' ' if !quoted => words.push(std::mem::take(&mut word)),
+            _ => word.push(c),
+        }
+    }
+    words.push(word);
+    // A flag and its value are one unit.
+    let mut units: Vec<String> = Vec::new();
+    for w in words.into_iter().filter(|w| !w.is_empty()) {
+        match units.last_mut() {
+            Some(last)
+                if last.starts_with("--") && !last.contains(' ') && !last.contains('=') && !w.starts_with('-') =>
+            {
+                last.push(' ');
+                last.push_str(&w);
+            }
+            _ => units.push(w),
+        }
+    }
+    let width = width.max(40);
+    let mut lines = vec![first.to_string()];
+    let indent = format!("{}    ", " ".repeat(first.len()));
+    // A flag with a value too long for a line of its own goes on two lines.
+    let units = units.into_iter().flat_map(|u| match u.split_once(' ') {
+        Some((flag, value)) if indent.len() + u.chars().count() + 2 > width && !flag.contains('\'') => {
+            vec![flag.to_string(), value.to_string()]
+        }
+        _ => vec![u],
+    });
+    for u in units {
+        let line = lines.last_mut().expect("one line");
+        let blank = line.trim().is_empty() || line.as_str() == first;
+        if !blank && line.chars().count() + 1 + u.chars().count() + 2 > width {
+            line.push_str(" \\");
+            lines.push(format!("{indent}{u}"));
+        } else {
+            if !blank {
+                line.push(' ');
+            }
+            line.push_str(&u);
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_apply_command_keeps_the_users_flags_and_drops_the_dry_runs() {
+        let cases = [
+            (
+                "/usr/bin/eas --context k3d-gpu up --dry-run --pins ./p.json --profile main --eas-repo /m/eas --output json",
+                "eas --context k3d-gpu up --yes --pins ./p.json --profile main --eas-repo /m/eas",
+            ),
+            ("eas up --dry-run --out=plan --explain --fail-on-blockers --yes", "eas up --yes"),
+            ("eas -v up --dry-run --nri-socket n=present --output=json", "eas -v up --yes --nri-socket n=present"),
+        ];
+        for (line, want) in cases {
+            assert_eq!(apply_command(&argv(line)).as_deref(), Some(want), "{line}");
+        }
+        // A value with a space stays one word, quoted for a shell.
+        let mut args = argv("eas up --dry-run --containerd-config");
+        args.push("node=a b.toml".into());
+        assert_eq!(apply_command(&args).as_deref(), Some("eas up --yes --containerd-config 'node=a b.toml'"));
+        assert_eq!(apply_command(&argv("eas down --dry-run")), None);
+    }
+
+    #[test]
+    fn the_plan_closes_with_the_next_command_and_says_blockers_come_first() {
+        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
+        assert_eq!(header(&plan, 80), ["eas up --layer agent-toolkit --env k3d-gpu"]);
+        assert!(closing(&plan, 80).is_empty());
+        plan.apply_command = Some("eas up --yes --pins p.json".into());
+        assert_eq!(header(&plan, 80), ["eas up --yes --pins p.json"]);
+        assert_eq!(closing(&plan, 80), ["", "next: eas up --yes --pins p.json"]);
+        plan.blockers.push(crate::pipeline::Blocker::new(
+            crate::pipeline::PhaseId::Preflight,
+            "no Docker",
+            "start it",
+            1,
+        ));
+        let c = closing(&plan, 80);
+        assert!(c[1].starts_with("next: remove the blockers above"), "{c:?}");
+        assert_eq!(c[2], "  eas up --yes --pins p.json");
+    }
+
+    #[test]
+    fn a_long_command_wraps_as_a_shell_reads_it_and_keeps_each_flag_with_its_value() {
+        let cmd = "eas --kubeconfig /tmp/k/kubeconfig up --yes --pins /home/u/.config/eas/pins.json \
+                   --containerd-config 'node-0=a b.toml' --eas-repo /mirrors/enterprise-ai-solutions";
+        let lines = shell_wrap(cmd, "", 50);
+        for l in &lines {
+            assert!(l.chars().count() <= 50, "{l:?} in {lines:#?}");
+        }
+        assert!(lines[..lines.len() - 1].iter().all(|l| l.ends_with(" \\")), "{lines:#?}");
+        assert!(lines.iter().any(|l| l.trim_start() == "--containerd-config 'node-0=a b.toml' \\"), "{lines:#?}");
+        // Joined back, it is the command again.
+        let joined: Vec<String> = lines.iter().map(|l| l.trim().trim_end_matches(" \\").to_string()).collect();
+        assert_eq!(joined.join(" "), cmd);
+    }
+}
