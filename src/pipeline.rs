@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::settings::timeouts;
 
+use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Failure;
@@ -456,6 +457,71 @@ pub fn blocked(blockers: &[Blocker], code: u8) -> Failure {
     Failure::Blocked { lines: blockers.iter().flat_map(Blocker::lines).collect(), code }
 }
 
+/// The model pick as data (eas-plan/v1 `model_pick`), beside the `model` and `fit` sentences.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelPick {
+    /// The catalog entry picked; `null` when no candidate fits.
+    pub name: Option<String>,
+    /// Why: the candidate's role (`default`, `fallback`), `forced` (with any warning), or why none.
+    pub reason: String,
+    /// The KV-cache decision for the pick; `null` without a pick.
+    pub fit: Option<FitPick>,
+}
+
+/// What fit did to the pick's KV cache.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FitPick {
+    /// `lowered` (fit sized it under the catalog's), `kept` (the catalog's), `not-written` (the
+    /// catalog sets none; the server sizes its own).
+    pub verdict: &'static str,
+    /// The KV cache written or kept, in whole GiB (`null`: none written).
+    pub kv_cache_gib: Option<u64>,
+}
+
+/// The key a decision line writes and its value, when it writes one: the generator writes
+/// each as `[label: ][file ]key: <YAML scalar or flow list>[ (note)]`, e.g. `metallb_enabled:
+/// false`, `bring-your-own cluster: global_config existing_kubernetes: "/kube/config"`,
+/// `models.yaml defaults.require_amx: false`. Lines that write nothing (`model: ...`, `KV cache:
+/// ...`, `note: ...`, `read by ...`) have none. Pure.
+pub fn key_value(choice: &str) -> Option<(String, serde_json::Value)> {
+    let mut start = 0;
+    for (at, _) in choice.match_indices(": ") {
+        let rest = &choice[at + 2..];
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+        let parsed = match values.next() {
+            Some(Ok(v)) if values.byte_offset() == rest.len() || rest[values.byte_offset()..].starts_with(" (") => {
+                Some(v)
+            }
+            _ => None,
+        };
+        let key = choice[start..at].trim();
+        if let Some(v) = parsed.filter(|v| !v.is_object()) {
+            let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "_-. ".contains(c));
+            return plain.then(|| (key.to_string(), v));
+        }
+        start = at + 2;
+    }
+    None
+}
+
+/// `decisions` as eas-plan/v1 prints them: each decision's fields, and `key` and `value` (both
+/// `null` for a decision that writes no key).
+pub fn decisions_with_keys<S: Serializer>(decisions: &[PlanDecision], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Keyed<'a> {
+        #[serde(flatten)]
+        d: &'a PlanDecision,
+        key: Option<String>,
+        value: Option<serde_json::Value>,
+    }
+    let mut seq = s.serialize_seq(Some(decisions.len()))?;
+    for d in decisions {
+        let (key, value) = key_value(&d.choice).unzip();
+        seq.serialize_element(&Keyed { d, key, value })?;
+    }
+    seq.end()
+}
+
 /// One `eas config` decision as data: `fact -> choice`, and where the rule was read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanDecision {
@@ -510,12 +576,12 @@ pub struct Plan {
     pub model: Option<String>,
     /// The fit decision on the model's KV cache.
     pub fit: Option<String>,
-    /// `model` and `fit` as data (`crate::plan_data::ModelPick`).
-    pub model_pick: Option<crate::plan_data::ModelPick>,
+    /// `model` and `fit` as data (`ModelPick`).
+    pub model_pick: Option<ModelPick>,
     pub image: Option<ImagePlan>,
     pub facts: Option<FactsSummary>,
     /// Each with the key it writes and the value, where it writes one (`crate::plan_data`).
-    #[serde(serialize_with = "crate::plan_data::decisions_with_keys")]
+    #[serde(serialize_with = "decisions_with_keys")]
     pub decisions: Vec<PlanDecision>,
     pub warnings: Vec<String>,
     pub overlay: Vec<PlanPatch>,

@@ -4,32 +4,9 @@
 
 use crate::config::rules::Decision;
 use crate::overlay::decide::{Outcome, Plan as OverlayPlan, Source};
+use crate::pipeline::{FitPick, ModelPick};
 use crate::pipeline::{PatchOutcome, Plan, PlanDecision, PlanPatch};
 use crate::sources;
-
-use serde::Serialize;
-use serde::ser::{SerializeSeq, Serializer};
-
-/// The model pick as data (eas-plan/v1 `model_pick`), beside the `model` and `fit` sentences.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelPick {
-    /// The catalog entry picked; `null` when no candidate fits.
-    pub name: Option<String>,
-    /// Why: the candidate's role (`default`, `fallback`), `forced` (with any warning), or why none.
-    pub reason: String,
-    /// The KV-cache decision for the pick; `null` without a pick.
-    pub fit: Option<FitPick>,
-}
-
-/// What fit did to the pick's KV cache.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FitPick {
-    /// `lowered` (fit sized it under the catalog's), `kept` (the catalog's), `not-written` (the
-    /// catalog sets none; the server sizes its own).
-    pub verdict: &'static str,
-    /// The KV cache written or kept, in whole GiB (`null`: none written).
-    pub kv_cache_gib: Option<u64>,
-}
 
 /// The model pick from the config decision's choice lines and model edits. Pure.
 pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
@@ -58,50 +35,6 @@ pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
         (None, None) => None,
     };
     Some(ModelPick { name: Some(name), reason, fit })
-}
-
-/// The key a decision line writes and its value, when it writes one: the generator writes
-/// each as `[label: ][file ]key: <YAML scalar or flow list>[ (note)]`, e.g. `metallb_enabled:
-/// false`, `bring-your-own cluster: global_config existing_kubernetes: "/kube/config"`,
-/// `models.yaml defaults.require_amx: false`. Lines that write nothing (`model: ...`, `KV cache:
-/// ...`, `note: ...`, `read by ...`) have none. Pure.
-pub fn key_value(choice: &str) -> Option<(String, serde_json::Value)> {
-    let mut start = 0;
-    for (at, _) in choice.match_indices(": ") {
-        let rest = &choice[at + 2..];
-        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
-        let parsed = match values.next() {
-            Some(Ok(v)) if values.byte_offset() == rest.len() || rest[values.byte_offset()..].starts_with(" (") => {
-                Some(v)
-            }
-            _ => None,
-        };
-        let key = choice[start..at].trim();
-        if let Some(v) = parsed.filter(|v| !v.is_object()) {
-            let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || "_-. ".contains(c));
-            return plain.then(|| (key.to_string(), v));
-        }
-        start = at + 2;
-    }
-    None
-}
-
-/// `decisions` as eas-plan/v1 prints them: each decision's fields, and `key` and `value` (both
-/// `null` for a decision that writes no key).
-pub fn decisions_with_keys<S: Serializer>(decisions: &[PlanDecision], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Keyed<'a> {
-        #[serde(flatten)]
-        d: &'a PlanDecision,
-        key: Option<String>,
-        value: Option<serde_json::Value>,
-    }
-    let mut seq = s.serialize_seq(Some(decisions.len()))?;
-    for d in decisions {
-        let (key, value) = key_value(&d.choice).unzip();
-        seq.serialize_element(&Keyed { d, key, value })?;
-    }
-    seq.end()
 }
 
 /// Fills the plan's decisions, warnings, model and fit verdict from the config decision.
@@ -164,6 +97,7 @@ pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::key_value;
     use serde_json::json;
 
     #[test]
