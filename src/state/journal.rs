@@ -149,6 +149,20 @@ pub fn io_hint(e: &std::io::Error, path: &Path) -> String {
 }
 
 impl State {
+    /// A record of an inference-layer run on cluster `k` (context `c`, env `k3d-gpu`, profile
+    /// `main`) started at `started`, for tests.
+    #[cfg(test)]
+    pub fn sample(started: &str) -> State {
+        let info = RunInfo {
+            cluster_key: "k".into(),
+            context: "c".into(),
+            layer: "inference".into(),
+            env: "k3d-gpu".into(),
+            pins: PinsRecord { profile: "main".into(), shas: Default::default() },
+        };
+        State::new(info, started)
+    }
+
     /// A new record: every phase pending.
     pub fn new(info: RunInfo, now: &str) -> Self {
         State {

@@ -139,17 +139,9 @@ pub fn find_by_target(root: &std::path::Path, context: &str, server: &str) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::journal::{PinsRecord, RunInfo};
 
     fn state(started: &str) -> State {
-        let info = RunInfo {
-            cluster_key: "k".into(),
-            context: "c".into(),
-            layer: "inference".into(),
-            env: "k3d-gpu".into(),
-            pins: PinsRecord { profile: "main".into(), shas: Default::default() },
-        };
-        State::new(info, started)
+        State::sample(started)
     }
 
     #[test]

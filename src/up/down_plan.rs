@@ -68,7 +68,6 @@ fn names(objects: &[crate::state::ledger::Object]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::journal::{PinsRecord, RunInfo};
     use crate::state::ledger::Ledger;
 
     #[test]
@@ -89,14 +88,7 @@ mod tests {
     }
 
     fn state(before: &[&str], after: &[&str]) -> State {
-        let info = RunInfo {
-            cluster_key: "k".into(),
-            context: "c".into(),
-            layer: "inference".into(),
-            env: "k3d-gpu".into(),
-            pins: PinsRecord { profile: "main".into(), shas: Default::default() },
-        };
-        let mut s = State::new(info, "2026-01-01T00:00:00Z");
+        let mut s = State::sample("2026-01-01T00:00:00Z");
         s.ledger = Ledger::begin(None, &snapshot(before)).complete(&snapshot(after));
         s
     }

@@ -129,15 +129,7 @@ impl Runner {
             r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit))),
             _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
         };
-        match r {
-            Ok(v) => {
-                self.state.finish(id, Status::Done, None, &now());
-                self.save()?;
-                Ok(v)
-            }
-            Err(Failure::Interrupted) => Err(self.interrupted()),
-            Err(f) => Err(self.failed(id, f)),
-        }
+        self.acted(id, r)
     }
 
     /// An act half that stops itself on the run's token and under `limit` (the installer, the
@@ -155,6 +147,11 @@ impl Runner {
         let limit = self.timeouts.get(id);
         let r =
             tokio::time::timeout(limit + grace, f).await.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit)));
+        self.acted(id, r)
+    }
+
+    /// An act half's end in the journal: done, interrupted or failed, and saved.
+    fn acted<T>(&mut self, id: PhaseId, r: Result<T, Failure>) -> Result<T, Failure> {
         match r {
             Ok(v) => {
                 self.state.finish(id, Status::Done, None, &now());
@@ -207,19 +204,11 @@ impl Runner {
 mod tests {
     use super::*;
     use crate::pipeline::Blocker;
-    use crate::state::journal::{PinsRecord, RunInfo};
     use std::time::Duration;
 
     fn runner(t: PhaseTimeouts) -> Runner {
-        let info = RunInfo {
-            cluster_key: "k".into(),
-            context: "c".into(),
-            layer: "inference".into(),
-            env: "k3d-gpu".into(),
-            pins: PinsRecord { profile: "main".into(), shas: Default::default() },
-        };
         let plan = Plan::new("inference", "k3d-gpu", "main", &t);
-        Runner::new(State::new(info, "2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
+        Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
     }
 
     #[tokio::test]
