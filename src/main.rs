@@ -54,11 +54,11 @@ fn main() -> std::process::ExitCode {
             // A rejected command line that asked for JSON still gets its one document.
             let argv: Vec<String> = std::env::args().collect();
             if e.use_stderr()
-                && let Some(schema) = document::schema_for_argv(&argv)
+                && let Some(schema) = cli::rejected::schema_for_argv(&argv)
             {
-                let cause = document::clap_cause(&e.render().to_string());
+                let cause = cli::rejected::clap_cause(&e.render().to_string());
                 let f = error::Failure::bad_input(cause, "`eas help` lists the commands and their flags");
-                document::emit(schema, None, &Err(f), &[]);
+                commands::emit(schema, None, &Err(f), &[]);
             }
             e.exit()
         }

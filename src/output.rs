@@ -144,8 +144,19 @@ impl Shell {
         }
     }
 
+    /// One line of the command's result on stdout (text; JSON goes through [`Shell::document`]),
+    /// with the bars held off the line. The one place a result line is printed.
+    pub fn out(&self, line: impl AsRef<str>) {
+        let line = line.as_ref();
+        if self.bars {
+            self.multi.suspend(|| println!("{line}"));
+        } else {
+            println!("{line}");
+        }
+    }
+
     /// Keeps `doc` as this invocation's JSON document (the last one handed wins); printed by
-    /// `crate::document::emit` when the command returns.
+    /// `crate::commands::emit` when the command returns.
     pub fn document(&self, doc: serde_json::Value) {
         *self.document.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
     }

@@ -307,7 +307,7 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
     match args.output {
         OutputFormat::Json => shell.document(serde_json::to_value(&status).expect("json")),
         // Names and reasons come from the cluster: escaped before they reach a terminal.
-        OutputFormat::Text => render(&status).lines().for_each(|l| println!("{}", crate::text::for_people(l))),
+        OutputFormat::Text => render(&status).lines().for_each(|l| shell.out(crate::text::for_people(l))),
     }
     Ok(())
 }

@@ -724,7 +724,7 @@ async fn build_command(
     let mode = a.lock.then_some(LockMode { trust_on_first_use: a.trust_on_first_use });
     let p = prepare_with(&docker, &a.image, mode, a.rebuild, shell, interrupt).await?;
     tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
-    println!("{}", p.tag);
+    shell.out(&p.tag);
     Ok(())
 }
 

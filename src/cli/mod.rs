@@ -7,6 +7,7 @@ pub mod docs;
 mod resolve;
 
 pub use args::*;
+pub mod rejected;
 pub use resolve::{bastion, config, doctor, down, settings, up};
 
 use std::path::PathBuf;

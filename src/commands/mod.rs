@@ -15,7 +15,7 @@ pub fn run(command: Command, global: &Global, shell: &Shell) -> Result<(), Failu
     let document = json_document(&command);
     let result = dispatch(command, global, shell);
     if let Some(schema) = document {
-        crate::document::emit(schema, shell.take_document(), &result, &shell.warnings());
+        emit(schema, shell.take_document(), &result, &shell.warnings());
     }
     result
 }
@@ -60,6 +60,13 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             Ok(())
         }
     }
+}
+
+/// Prints the document of a command asked for JSON, once: the command layer is where stdout is
+/// written (`crate::document` builds it).
+pub fn emit(schema: &str, doc: Option<serde_json::Value>, result: &Result<(), Failure>, printed: &[String]) {
+    let doc = crate::document::finish(schema, doc, result, printed);
+    println!("{}", crate::text::json_safe(serde_json::to_string_pretty(&doc).expect("a JSON value serialises")));
 }
 
 impl From<&PinsError> for Failure {

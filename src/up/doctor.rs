@@ -157,7 +157,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
                 "skipped" => "skip",
                 _ => "FAIL",
             };
-            println!("{mark} {}: {}", c.name, crate::text::for_people(&c.detail));
+            shell.out(format!("{mark} {}: {}", c.name, crate::text::for_people(&c.detail)));
         }
     }
     if failed.is_empty() {

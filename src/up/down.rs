@@ -211,7 +211,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             None => nothing(),
         };
         if args.dry_run {
-            println!("{}", crate::text::for_people(&line));
+            shell.out(crate::text::for_people(&line));
         } else {
             shell.phase("down", line);
             let attempt = sd.dir().join(super::ATTEMPT);
@@ -228,9 +228,9 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         let lines = preview(&target, &sd, args, &interrupt).await?;
         if args.dry_run {
             for l in &lines {
-                println!("{}", crate::text::for_people(l));
+                shell.out(crate::text::for_people(l));
             }
-            println!("Nothing was written to the cluster or the state directory.");
+            shell.out("Nothing was written to the cluster or the state directory.");
             return Ok(());
         }
         for l in &lines {

@@ -517,7 +517,7 @@ fn print_plan(
         let view =
             crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
         for line in crate::plan_view::render(plan, view).lines() {
-            println!("{}", crate::text::escape_controls(line));
+            shell.out(crate::text::escape_controls(line));
         }
     }
     if let Some(dir) = args.out.as_deref().filter(|_| !write_out) {
@@ -618,7 +618,7 @@ pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> 
             shell.document(verify::document(&result));
         } else if let Ok(lines) = &result {
             for l in lines {
-                println!("ok {}", crate::text::for_people(l));
+                shell.out(format!("ok {}", crate::text::for_people(l)));
             }
         }
         result.map(|_| ())
