@@ -29,8 +29,8 @@ pub enum PhaseId {
     Overlay,
     Prepare,
     Install,
-    Verify,
     Record,
+    Verify,
 }
 
 impl PhaseId {
@@ -185,6 +185,18 @@ pub static PHASES: [PhaseSpec; 11] = [
         resume: Resume::WhenUnchanged,
     },
     PhaseSpec {
+        id: PhaseId::Record,
+        name: "record",
+        // The ledger's snapshot after the install (three list calls, retried within
+        // `--ledger-timeout`) and one file write: right after the install, so what eas created is
+        // known before verify's long wait, whatever verify then finds.
+        timeout: Duration::from_secs(timeouts::LEDGER.as_secs() + 30),
+        plan_timeout: Duration::from_secs(10),
+        dry_run: DryRun::Stops,
+        dry_run_says: "read what the install created, for `eas down`, and record the run",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
         id: PhaseId::Verify,
         name: "verify",
         // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
@@ -193,16 +205,6 @@ pub static PHASES: [PhaseSpec; 11] = [
         plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
-        resume: Resume::Always,
-    },
-    PhaseSpec {
-        id: PhaseId::Record,
-        name: "record",
-        // Three list calls for the ledger snapshot and one file write.
-        timeout: min(2),
-        plan_timeout: Duration::from_secs(10),
-        dry_run: DryRun::Stops,
-        dry_run_says: "record the run and what it created",
         resume: Resume::Always,
     },
 ];
@@ -694,8 +696,8 @@ mod tests {
                 "overlay",
                 "prepare",
                 "install",
-                "verify",
-                "record"
+                "record",
+                "verify"
             ]
         );
         for (i, p) in PHASES.iter().enumerate() {

@@ -7,37 +7,13 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 use support::{ClusterServer, text};
 
-/// `eas up` on `cluster` with the synthetic trees, in state directory `state`.
-fn up(server: &ClusterServer, cluster: &str, state: &Path, trees: &Path, facts_args: bool, extra: &[&str]) -> Output {
-    let mut c: Command = support::eas(&support::fixture(cluster));
-    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state).arg("up");
-    c.arg("--pins").arg(trees.join("pins.json"));
-    if facts_args {
-        c.args(support::facts_args(cluster));
-    }
-    for n in ["eas", "ei", "eat"] {
-        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
-    }
-    c.args(extra).output().expect("run eas")
-}
-
-fn trees() -> PathBuf {
-    let dir = tempfile::Builder::new().prefix("blockers-").tempdir().unwrap().keep();
-    let mut shas = Vec::new();
-    for n in ["eas", "ei", "eat"] {
-        shas.push((n.to_string(), support::trees::synthetic_repo(n, &dir.join("repos").join(n))));
-    }
-    let path = dir.join("pins.json");
-    std::fs::copy(support::root().join("pins.json"), &path).unwrap();
-    support::trees::point_main_pins(&path, &shas);
-    dir
-}
+use support::planning::{trees, up};
 
 /// The requests that are not reads (access reviews persist nothing: they are reads here).
 fn writes(server: &ClusterServer) -> Vec<String> {

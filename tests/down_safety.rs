@@ -567,7 +567,7 @@ fn marker_points() -> Vec<Point> {
         marker("ok", "task: kserve : Install KServe", 1),
         marker("hang", "task: kserve : Wait for the controller", 1),
         marker("ok", "task: llm_services : Deploy models", 1),
-        marker("ok", "ledger: recording", 1),
+        marker("ok", "record: recording", 1),
         marker("ok", "verify: waiting", 1),
     ]
 }
@@ -714,12 +714,12 @@ fn crash_as_the_bastion_starts_the_installers_init() {
 #[test]
 fn crash_during_the_after_install_snapshot() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let c = crash(&marker("ok", "ledger: recording", 1), &mut None, &|r| {
+    let c = crash(&marker("ok", "record: recording", 1), &mut None, &|r| {
         // Killed before the record was completed: the next run completes it.
         let state = r.state_file().expect("state.json");
         assert!(state["ledger"]["pending"].is_object(), "{}", state["ledger"]);
     });
-    assert_eq!(c.kill.phase, "ledger: recording");
+    assert_eq!(c.kill.phase, "record: recording");
 }
 
 /// A point the run never reaches alive (here: long after its `done` line) fails, and is counted

@@ -429,6 +429,59 @@ fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
     assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
 }
 
+/// `--phase-timeout prepare=8` is the prepare phase's act half: an `init` that never returns is
+/// stopped at the effective value, the run exits 1 naming the phase, and nothing is left
+/// running. The plan prints the same value.
+#[test]
+fn prepare_past_its_effective_timeout_is_stopped_and_exits_1() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("hang-init");
+    let plan = r.up(&["--dry-run", "--output", "json", "--phase-timeout", "prepare=8"]);
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let prepare = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "prepare").unwrap().clone();
+    assert_eq!(prepare["timeout_secs"], 8, "{prepare}");
+    let child = r.spawn_up(&["--yes", "--phase-timeout", "prepare=8"]);
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("error: prepare:") && err.contains("no result within 8s"), "{err}");
+    assert!(r.install_log().contains("cloning the layer's repositories"), "the init ran: {}", r.install_log());
+    assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
+    let attempt = r.attempt_file().expect("a run stopped in prepare is an attempt");
+    assert_eq!(phase_status(&attempt, "prepare"), "failed");
+    assert!(r.state_file().is_none(), "nothing was installed");
+}
+
+/// The record phase reads what the install created, right after it, in one window of its
+/// effective timeout: with the cluster's CRD list stalled once the installer is done, `--phase-timeout
+/// record=1` ends it at 1 s, exit 1 naming it, and the record is marked incomplete (so `eas down`
+/// removes nothing until a later `eas up` completes it). The plan prints the value.
+#[test]
+fn record_past_its_effective_timeout_marks_the_record_incomplete_and_exits_1() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("linger");
+    let plan = r.up(&["--dry-run", "--output", "json", "--phase-timeout", "record=1"]);
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let record = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "record").unwrap().clone();
+    assert_eq!(record["timeout_secs"], 1, "{record}");
+    let child = r.spawn_up(&["--yes", "--phase-timeout", "record=1"]);
+    wait_for("the installer to finish", Duration::from_secs(600), || r.install_log().contains("INSTALLATION COMPLETE"));
+    let stall =
+        support::Rule { method: Some("GET".into()), path: "/customresourcedefinitions".into(), ..Default::default() };
+    r.server.inject_rule(stall, support::Fault::Slow(Duration::from_secs(600)), None);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("phase record did not finish within its timeout of 1 s"), "{err}");
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "install"), "done");
+    assert_eq!(phase_status(&state, "record"), "failed");
+    assert_eq!(phase_status(&state, "verify"), "pending", "verify does not run on an incomplete record");
+    let incomplete = state["ledger"]["incomplete"].as_str().unwrap_or_default();
+    assert!(incomplete.contains("phase record did not finish"), "{:#}", state["ledger"]);
+}
+
 #[test]
 fn verification_that_times_out_exits_5_with_diagnostics() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -146,11 +146,9 @@ async fn run_locked(
         r.save()?;
         prepare_and_install(args, global, shell, x, &dead, &prepared.tag, &work, &inputs, r).await
     };
-    let after = if r.state.ledger.pending.is_some() {
-        after_snapshot(client, ledger_deadline, shell, r).await?
-    } else {
-        After::Recorded
-    };
+    // Record: what the install created, read from the cluster right after it (whatever its
+    // outcome), so `eas down` knows what is eas's before verify's long wait begins.
+    let after = record(client, ledger_deadline, shell, r).await?;
     match (result, after) {
         (Ok(()), After::Recorded) => {}
         (Ok(()), After::Unreadable(e)) => {
@@ -185,7 +183,6 @@ async fn run_locked(
         }
     }
     verify_phase(args, shell, x, inv, r).await?;
-    r.act(PhaseId::Record, None, async { Ok(()) }).await?;
     r.state.exit_code = Some(0);
     r.state.finished = Some(now());
     r.save()?;
@@ -262,40 +259,44 @@ enum After {
     Interrupted,
 }
 
-/// Reads the cluster after the install to complete the ledger, retried within `deadline`. A
-/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
-/// the record stays pending and is marked incomplete, so `eas down` removes nothing until the
-/// next `eas up` completes it.
-async fn after_snapshot(
-    client: &kube::Client,
-    deadline: Duration,
-    shell: &Shell,
-    r: &mut Runner,
-) -> Result<After, Failure> {
-    let interrupt = r.interrupt.clone();
-    let after = if interrupt.graceful.is_cancelled() {
-        None
+/// The record phase's act half: reads the cluster after the install to complete the ledger,
+/// retried within `deadline`, all in one window of the phase's effective timeout. Past that
+/// window, or when the cluster cannot be read, the record is marked incomplete and the phase
+/// failed, naming it. A first SIGINT/SIGTERM (one that ended the install, or one during the read)
+/// stops it at once: the record stays pending, marked incomplete, so `eas down` removes nothing
+/// until the next `eas up` completes it. A resumed run whose install was done earlier has
+/// nothing left to read.
+async fn record(client: &kube::Client, deadline: Duration, shell: &Shell, r: &mut Runner) -> Result<After, Failure> {
+    if r.state.ledger.pending.is_none() {
+        r.act(PhaseId::Record, None, async { Ok(()) }).await?;
+        return Ok(After::Recorded);
+    }
+    let interrupted = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
+    let end = if r.interrupt.graceful.is_cancelled() {
+        r.state.ledger = r.state.ledger.fail(interrupted);
+        After::Interrupted
     } else {
-        shell.phase("ledger", "recording what the install created");
-        tokio::select! {
-            a = cluster::snapshot_within(client, CALL, deadline) => Some(a),
-            _ = interrupt.graceful.cancelled() => None,
-        }
-    };
-    let end = match after {
-        Some(Ok(after)) => {
-            r.state.ledger = r.state.ledger.complete(&after);
-            After::Recorded
-        }
-        Some(Err(e)) => {
-            shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
-            r.state.ledger = r.state.ledger.fail(&e);
-            After::Unreadable(e)
-        }
-        None => {
-            let why = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
-            r.state.ledger = r.state.ledger.fail(why);
-            After::Interrupted
+        shell.phase("record", "recording what the install created");
+        let read = async {
+            cluster::snapshot_within(client, CALL, deadline).await.map_err(|e| {
+                shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+                Failure::step("record", e)
+            })
+        };
+        match r.act(PhaseId::Record, None, read).await {
+            Ok(after) => {
+                r.state.ledger = r.state.ledger.complete(&after);
+                After::Recorded
+            }
+            Err(Failure::Interrupted) => {
+                r.state.ledger = r.state.ledger.fail(interrupted);
+                After::Interrupted
+            }
+            Err(f) => {
+                let why = f.to_string();
+                r.state.ledger = r.state.ledger.fail(&why);
+                After::Unreadable(why)
+            }
         }
     };
     r.save()?;

@@ -150,21 +150,33 @@ pub async fn preflight(
     if !args.dry_run {
         r.attempt = Some(sd.dir().join(super::ATTEMPT));
     }
-    r.begin_all(&[PhaseId::Lock]);
-    let locked = lock_blocker(&sd, args.break_lock);
-    r.planned(PhaseId::Lock, &locked);
-    r.or_block(PhaseId::Lock, locked)?;
-    // The cluster's Lease: one run per cluster, whatever the state directory or host.
-    let lease = match super::lease::read(&target.client, CALL).await {
-        Ok(found) => super::lease::blocker(&found, args.break_lock),
-        Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
-    };
-    r.or_block(PhaseId::Lock, lease)?;
-    // The record the act will resume from must be readable (the act re-reads it under the lock).
-    // What earlier runs created (the prerequisites' "earlier install" check discounts it).
-    match State::load(&sd.state_file()) {
-        Ok(prev) => r.state.ledger = prev.map(|p| p.ledger).unwrap_or_default(),
-        Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
+    // The lock's checks in one window of its plan timeout: the local lock, the cluster's Lease
+    // (one run per cluster, whatever the state directory or host), and the record the act will
+    // resume from, which must be readable (the act re-reads it under the lock). Each failure is a
+    // blocker of its own; a window that passes is one blocker naming the phase.
+    let (client, break_lock) = (target.client.clone(), args.break_lock);
+    let checks = r
+        .plan_half(PhaseId::Lock, async {
+            let locked = lock_blocker(&sd, break_lock);
+            let lease = match super::lease::read(&client, CALL).await {
+                Ok(found) => super::lease::blocker(&found, break_lock),
+                Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
+            };
+            Ok((locked, lease, State::load(&sd.state_file())))
+        })
+        .await;
+    if let Some((locked, lease, prev)) = r.or_block(PhaseId::Lock, checks)? {
+        // The journal says the lock's checks failed when one did (the window itself passed).
+        if let Some(first) = [&locked, &lease].into_iter().find_map(|c| c.as_ref().err()) {
+            r.planned::<()>(PhaseId::Lock, &Err(Failure::step("lock", first)));
+        }
+        r.or_block(PhaseId::Lock, locked)?;
+        r.or_block(PhaseId::Lock, lease)?;
+        // What earlier runs created (the prerequisites' "earlier install" check discounts it).
+        match prev {
+            Ok(prev) => r.state.ledger = prev.map(|p| p.ledger).unwrap_or_default(),
+            Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
+        }
     }
     let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
     let docker = r.or_block(PhaseId::Preflight, docker)?;

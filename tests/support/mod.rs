@@ -7,6 +7,8 @@ pub mod cluster_server;
 pub mod forward_proxy;
 pub mod hf;
 pub mod kserve;
+pub mod planning;
+pub mod stalled_docker;
 pub mod synthetic_install;
 pub mod tls_front;
 pub mod trees;
