@@ -105,7 +105,8 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     let image = match &plan.image {
         Some(i) if i.action == ImageAction::Build => format!("build {}", i.tag),
         Some(i) => format!("reuse {}", i.tag),
-        None => "not known (see unknown)".to_string(),
+        // Not planned: a blocker of preflight (no Docker Engine) or of the bastion says why.
+        None => "not planned (see blockers)".to_string(),
     };
     labelled(&mut out, view, "bastion", &image);
     if plan.commands.is_empty() {

@@ -278,3 +278,25 @@ fn the_clusters_lease_held_by_another_run_is_the_first_blocker() {
         assert_eq!(writes, Vec::<String>::new(), "the Lease is read, never written, before the acts");
     }
 }
+
+/// What the plan could not find out is said as unknown, never as nothing: with `--offline`
+/// Hugging Face is not asked whether the weights download, and the summary says so; asked, the
+/// plan has nothing unknown.
+#[test]
+fn an_offline_plan_says_the_download_was_not_checked() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    let unknown = |extra: &[&str]| {
+        let args = [&["--dry-run", "--output", "json"], extra].concat();
+        let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &args);
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        plan["unknown"].as_array().unwrap().clone()
+    };
+    let offline = unknown(&["--offline"]);
+    assert_eq!(offline.len(), 1, "{offline:?}");
+    assert_eq!(offline[0]["phase"], "config");
+    assert!(offline[0]["reason"].as_str().unwrap().contains("not asked (--offline)"), "{offline:?}");
+    assert_eq!(unknown(&[]), Vec::<Value>::new());
+    let text = text(&up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--offline"]).stdout);
+    assert!(text.contains("unknown    config: whether Hugging Face lets the model's weights be downloaded"), "{text}");
+}

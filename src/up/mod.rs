@@ -77,7 +77,7 @@ pub struct UpSettings {
     pub ledger_timeout: u64,
     /// Each phase's act-half timeout: the declared ones unless `--install-timeout`,
     /// `--verify-timeout` or `--phase-timeout` set them (resolved once, conflicts refused).
-    pub phase_timeouts: phase::PhaseTimeouts,
+    pub phase_timeouts: crate::pipeline::PhaseTimeouts,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).
@@ -97,12 +97,7 @@ pub fn image_args(base: &bastion::BaseImage, pins: crate::pins::Source, global: 
 }
 
 pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    if args.output.is_json() && !args.dry_run {
-        return Err(Failure::bad_input(
-            "--output json prints a plan, and only a dry run has one",
-            "add --dry-run (a real run reports on stderr and records its state)",
-        ));
-    }
+    // `--output json` without `--dry-run` never gets here: the command line's parser refuses it.
     let result = crate::runtime::block_on(up(args, global, shell))?;
     // A dry run that failed before its plan was printed (bad input, an unreadable cluster)
     // leaves no outputs of an earlier run in `--out`: the stale plan would describe a run that is
@@ -230,7 +225,7 @@ async fn model_before_cluster(
     tree_pins: &Trees,
     args: &UpSettings,
     global: &Global,
-    interrupt: &Interrupt,
+    r: &mut Runner,
 ) -> Result<(), Failure> {
     let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
@@ -242,10 +237,8 @@ async fn model_before_cluster(
         trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
             .map_err(|e| e.to_string())
     });
-    let ei = phase::run(PhaseId::Trees, &args.phase_timeouts, interrupt, async {
-        ei.await.map_err(|e| Failure::step("trees", e))
-    })
-    .await?;
+    // The trees phase's plan half reads the same tree again, in its own window.
+    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step("trees", e)) }).await?;
     let pinned = match ei {
         Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
         Err(_) if args.dry_run => None,
@@ -285,14 +278,14 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
     let tree_pins = check_input(args)?;
+    let mut r = runner(args, &tree_pins, interrupt);
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
     if let Some(model) = args.select.model.as_deref()
         && catalog::catalog_path(&args.select.layer).is_some()
     {
-        model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &interrupt).await?;
+        model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &mut r).await?;
     }
-    let mut r = runner(args, &tree_pins, interrupt);
     r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
     let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
         Ok(p) => p,
@@ -309,7 +302,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     if !args.yes {
         let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
         for line in crate::plan_view::summary(&r.plan, view, &crate::plan_view::Ending::DryRun) {
-            eprintln!("{}", crate::text::escape_controls(&line));
+            shell.note(crate::text::escape_controls(&line));
         }
         let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
         prompt::ask(&what, &r.interrupt).await?;

@@ -322,6 +322,12 @@ pub async fn decide(
                 (Some(c), false) => hf_reads(&c.catalog, global).await,
                 _ => Vec::new(),
             };
+            // What the plan cannot know then, said as unknown: whether the weights download.
+            let unasked = match (&pinned, args.offline) {
+                (_, true) => Some("not asked (--offline)"),
+                (None, false) => Some("not asked (the catalog was not read)"),
+                _ => None,
+            };
             let mut decision = config::generate_with_downloads(facts, &args.select, pinned.as_ref(), &downloads)?;
             if let Some((t, _)) = &trees {
                 // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
@@ -342,12 +348,18 @@ pub async fn decide(
                 let at = format!("{repo}@{}", &t.eat.sha[..t.eat.sha.len().min(7)]);
                 config::model::prove_deploy_path(&mut decision, &readers, &at);
             }
-            Ok((decision, pinned))
+            Ok((decision, pinned, unasked))
         })
         .await;
     let decided = r.or_block(PhaseId::Config, decided)?;
     let (decided, pinned) = match decided {
-        Some((d, p)) => (Some(d), p),
+        Some((d, p, unasked)) => {
+            if let Some(why) = unasked {
+                let reason = format!("whether Hugging Face lets the model's weights be downloaded: {why}");
+                r.plan.unknown.push(crate::pipeline::Missing { phase: PhaseId::Config, reason });
+            }
+            (Some(d), p)
+        }
         None => (None, None),
     };
     prerequisites(facts, decided.as_ref(), pinned.as_ref(), shell, r);
