@@ -215,11 +215,6 @@ pub static PHASES: [PhaseSpec; 11] = [
 pub struct PhaseTimeouts(BTreeMap<PhaseId, Duration>);
 
 impl PhaseTimeouts {
-    #[cfg(test)]
-    pub fn new(overrides: impl IntoIterator<Item = (PhaseId, Duration)>) -> Self {
-        PhaseTimeouts(overrides.into_iter().collect())
-    }
-
     /// `--install-timeout`, `--verify-timeout` and `--phase-timeout NAME=SECS` (repeatable) into
     /// one table. Two flags for one phase (`--install-timeout` and `--phase-timeout install=`, or
     /// one name twice) is a usage error: which one would win is not obvious.
