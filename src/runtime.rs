@@ -3,6 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::error::Failure;
 
 /// Worker threads: the machine is small and the work is I/O; blocking work goes to
@@ -40,4 +42,33 @@ pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T, Failure>>) ->
             _ = term.recv() => Err(Failure::Interrupted),
         }
     })?
+}
+
+/// The run-wide cancellation: the first Ctrl-C/SIGTERM cancels `graceful` (every phase, wait and
+/// child stops and cleans up), a second cancels `force` (cleanup is cut short).
+#[derive(Debug, Clone, Default)]
+pub struct Interrupt {
+    pub graceful: CancellationToken,
+    pub force: CancellationToken,
+}
+
+impl Interrupt {
+    /// Listens for SIGINT and SIGTERM on the current runtime.
+    pub fn on_signals() -> std::io::Result<Interrupt> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let me = Interrupt::default();
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let (graceful, force) = (me.graceful.clone(), me.force.clone());
+        tokio::spawn(async move {
+            for token in [graceful, force] {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                token.cancel();
+            }
+        });
+        Ok(me)
+    }
 }

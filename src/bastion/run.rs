@@ -19,7 +19,6 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 
 use super::MANAGED_LABEL;
 
@@ -96,33 +95,8 @@ pub enum Outcome {
     TimedOut,
 }
 
-/// The first Ctrl-C/SIGTERM cancels `graceful`; a second cancels `force`.
-#[derive(Debug, Clone, Default)]
-pub struct Interrupt {
-    pub graceful: CancellationToken,
-    pub force: CancellationToken,
-}
-
-impl Interrupt {
-    /// Listens for SIGINT and SIGTERM on the current runtime.
-    pub fn on_signals() -> std::io::Result<Interrupt> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let me = Interrupt::default();
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let (graceful, force) = (me.graceful.clone(), me.force.clone());
-        tokio::spawn(async move {
-            for token in [graceful, force] {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-                token.cancel();
-            }
-        });
-        Ok(me)
-    }
-}
+/// The run-wide cancellation lives with the runtime; the container runner obeys it.
+pub use crate::runtime::Interrupt;
 
 pub trait ContainerRunner {
     fn run(

@@ -177,7 +177,7 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
         Err(f) => return Ok(vec![Check::new("selection", "fail", f.lines().join("; "))]),
     };
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
-    let interrupt = crate::bastion::run::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let mut r = super::runner(up, &tree_pins, interrupt);
     let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)).await;
     Ok(match planned {

@@ -14,12 +14,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::bastion;
-use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
+use crate::bastion::run::{ContainerRunner, DockerRunner, Outcome as RunOutcome, Sink, Stream};
 use crate::config::render;
 use crate::error::Failure;
 use crate::gather;
 use crate::installer::command::{shell_line, teardown_argv};
 use crate::output::Shell;
+use crate::runtime::Interrupt;
 use crate::settings::Global;
 use crate::state::journal::{DownEntry, State, Status, create_private_dir};
 use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, all_guarded_components, guard_teardown};

@@ -11,7 +11,7 @@ use indicatif::ProgressBar;
 use tokio_util::sync::CancellationToken;
 
 use crate::bastion;
-use crate::bastion::run::{ContainerRunner, DockerRunner, Interrupt, Outcome as RunOutcome, Sink, Stream};
+use crate::bastion::run::{ContainerRunner, DockerRunner, Outcome as RunOutcome, Sink, Stream};
 use crate::config::{self, render};
 use crate::error::Failure;
 use crate::installer::command::shell_line;
@@ -19,6 +19,7 @@ use crate::installer::progress::{Event, Guard, Outcome, Progress, Tail};
 use crate::output::Shell;
 use crate::prepare::global_config::merge_global_edit;
 use crate::prepare::models::{ModelsEdit, apply_models_edit};
+use crate::runtime::Interrupt;
 use crate::secrets::redact::Redactor;
 use crate::settings::{Env, Global};
 use crate::state::StateDir;

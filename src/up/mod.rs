@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::bastion::{self, ImageSettings, run::Interrupt};
+use crate::bastion::{self, ImageSettings};
 use crate::config::{self, write};
 use crate::error::Failure;
 use crate::facts::Facts;
@@ -35,6 +35,7 @@ use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::{Pin, Trees};
 use crate::pipeline::{PhaseId, Plan};
+use crate::runtime::Interrupt;
 use crate::settings::{Global, Select};
 use crate::state::StateDir;
 use crate::state::journal::{PinsRecord, RunInfo, State};

@@ -2,8 +2,8 @@
 //! typed on a terminal within the prompt's timeout. Anything else (a no, end of input, no answer,
 //! no terminal) changes nothing.
 
-use crate::bastion::run::Interrupt;
 use crate::error::Failure;
+use crate::runtime::Interrupt;
 
 /// Asks `what. Continue? [y/N]` on stderr. Without a terminal: bad input (exit 2, pass --yes).
 /// Declined, end of input or no answer within [`crate::settings::timeouts::PROMPT`]: exit 1,

@@ -9,9 +9,9 @@
 use std::future::Future;
 use std::path::PathBuf;
 
-use crate::bastion::run::Interrupt;
 use crate::error::Failure;
 use crate::pipeline::{PhaseId, PhaseTimeouts, Plan};
+use crate::runtime::Interrupt;
 use crate::state::journal::{State, Status};
 
 use super::now;
