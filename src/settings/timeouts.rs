@@ -34,7 +34,5 @@ pub const CREDENTIAL: Duration = Duration::from_secs(60);
 /// `eas down` waiting for what it deleted to go: a namespace stays `Terminating` while its
 /// content is removed. Past it, what is still there is reported as left.
 pub const SETTLE: Duration = mins(5);
-/// How often `eas down` looks while it waits.
-pub const SETTLE_POLL: Duration = Duration::from_secs(2);
 /// Waiting for an answer at a confirmation prompt on a terminal (`eas down` without `--yes`).
 pub const PROMPT: Duration = mins(10);

@@ -211,6 +211,70 @@ async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T,
     }
 }
 
+/// Resolves once `o` is gone from the cluster: `await_condition` on the object (a watch of that
+/// one name), or for a Helm release a watch of its release Secrets (by the labels Helm puts on
+/// them) until none is left. A watch that breaks is retried by kube's watcher; the caller bounds
+/// the wait.
+pub async fn gone(client: &Client, o: &crate::state::ledger::Object) {
+    use crate::state::ledger::Object;
+    use kube::runtime::wait::await_condition;
+    let _ = match o {
+        Object::Namespace(n) => {
+            await_condition(Api::<Namespace>::all(client.clone()), n, absent::<Namespace>).await.map(drop)
+        }
+        Object::Crd(n) => {
+            await_condition(Api::<CustomResourceDefinition>::all(client.clone()), n, absent::<CustomResourceDefinition>)
+                .await
+                .map(drop)
+        }
+        Object::Namespaced(n) => {
+            let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else { return };
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
+            await_condition(api, &n.name, absent::<DynamicObject>).await.map(drop)
+        }
+        Object::HelmRelease(r) => {
+            release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name).await;
+            Ok(())
+        }
+    };
+}
+
+/// The condition of an object that is gone.
+fn absent<K>(k: Option<&K>) -> bool {
+    k.is_none()
+}
+
+/// Until no Secret of release `name` is left in the namespace (Helm labels each revision's
+/// Secret `owner=helm,name=<release>`).
+async fn release_secrets_gone(api: Api<Secret>, name: &str) {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let cfg = watcher::Config::default().labels(&format!("owner=helm,name={name}")).fields(HELM_SECRET_TYPE);
+    let mut present = std::collections::BTreeSet::new();
+    let mut listed = false;
+    let mut events = std::pin::pin!(watcher::watcher(api, cfg));
+    while let Some(e) = events.next().await {
+        match e {
+            Ok(Event::Init) => {
+                present.clear();
+                listed = false;
+            }
+            Ok(Event::InitApply(s) | Event::Apply(s)) => {
+                present.insert(s.metadata.name.unwrap_or_default());
+            }
+            Ok(Event::Delete(s)) => {
+                present.remove(&s.metadata.name.unwrap_or_default());
+            }
+            Ok(Event::InitDone) => listed = true,
+            // The watcher retries; the caller's deadline bounds the wait.
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+        if listed && present.is_empty() {
+            return;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,38 +152,50 @@ impl Scope<'_> {
 
     /// The cluster once `deleted` has gone from it, or at [`timeouts::SETTLE`] (what is still
     /// there is then reported as left). A namespace stays `Terminating` while its content goes.
+    /// Each object still there is awaited by a watch of it (`cluster::gone`, kube-runtime's
+    /// `await_condition`), all at once; the wait says what it still waits for as each one goes.
     async fn settled(&self, deleted: &Snapshot) -> Result<Snapshot, Failure> {
         use crate::settings::timeouts;
-        let give_up = tokio::time::Instant::now() + timeouts::SETTLE;
-        let mut said = false;
-        let progress = self.shell.wait("down", timeouts::SETTLE);
-        loop {
-            let now = self.snapshot().await?;
-            let still = deleted.intersect(&now).objects();
-            if still.is_empty() || tokio::time::Instant::now() >= give_up {
-                return Ok(now);
-            }
-            progress.update(&crate::up::down_plan::still_there(&still));
-            if !said {
-                let first = still.iter().take(3).map(|o| o.to_string()).collect::<Vec<_>>().join(", ");
-                self.shell.phase(
-                    "down",
-                    format!(
-                        "waiting up to {}s for {} deleted object(s) to go ({first}{}): namespaces terminate while \
-                         their content is removed",
-                        timeouts::SETTLE.as_secs(),
-                        still.len(),
-                        if still.len() > 3 { ", ..." } else { "" }
-                    ),
-                );
-                said = true;
-            }
-            let pause = async {
-                tokio::time::sleep(timeouts::SETTLE_POLL).await;
-                Ok(())
-            };
-            cancellable(self.interrupt, pause).await?;
+        use futures::StreamExt;
+        let now = self.snapshot().await?;
+        let mut still = deleted.intersect(&now).objects();
+        if still.is_empty() {
+            return Ok(now);
         }
+        let first = still.iter().take(3).map(|o| o.to_string()).collect::<Vec<_>>().join(", ");
+        self.shell.phase(
+            "down",
+            format!(
+                "waiting up to {}s for {} deleted object(s) to go ({first}{}): namespaces terminate while their \
+                 content is removed",
+                timeouts::SETTLE.as_secs(),
+                still.len(),
+                if still.len() > 3 { ", ..." } else { "" }
+            ),
+        );
+        let progress = self.shell.wait("down", timeouts::SETTLE);
+        progress.update(&crate::up::down_plan::still_there(&still));
+        let mut waits: futures::stream::FuturesUnordered<_> = still
+            .iter()
+            .cloned()
+            .map(|o| async move {
+                cluster::gone(self.client, &o).await;
+                o
+            })
+            .collect();
+        let all_gone = async {
+            while let Some(o) = waits.next().await {
+                still.retain(|s| *s != o);
+                progress.update(&crate::up::down_plan::still_there(&still));
+            }
+        };
+        // At the deadline what is still there is read and reported as left.
+        cancellable(self.interrupt, async {
+            let _ = tokio::time::timeout(timeouts::SETTLE, all_gone).await;
+            Ok(())
+        })
+        .await?;
+        self.snapshot().await
     }
 }
 
