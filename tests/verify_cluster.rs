@@ -316,6 +316,34 @@ fn once_the_plugin_recovers_every_gpu_node_passes_and_the_cpu_node_is_ignored() 
     assert!(!err.contains("cpu-0"), "a node without a GPU is not checked:\n{err}");
 }
 
+/// The device wait watches what would make a failing node pass: a node that starts advertising
+/// its GPU and a plugin pod that turns Ready while verify waits end the wait, and every GPU node
+/// passes.
+#[test]
+fn a_node_that_recovers_during_the_device_wait_passes() {
+    let c = Cluster::start("gpu-nodes");
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "gpu-b".into(),
+    };
+    let key = plugin_pod_on(&c, "gpu-b");
+    let recovered = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            c.server.update(&node, json!({"status": {"allocatable": {"gpu.intel.com/i915": "1"}}}));
+            c.server.update(&key, json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+        });
+        c.verify(&["--devices-timeout", "120", "--timeout", "900"])
+    });
+    let err = text(&recovered.stderr);
+    assert_eq!(recovered.status.code(), Some(1), "the devices pass, then nothing is installed: {err}");
+    for n in ["gpu-a", "gpu-b", "gpu-xe"] {
+        assert!(err.contains(&format!("ok Intel GPU on node {n}:")), "{n}:\n{err}");
+    }
+}
+
 /// The GPU plugin's pod on a node.
 fn plugin_pod_on(c: &Cluster, node: &str) -> ObjectKey {
     c.server

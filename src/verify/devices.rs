@@ -6,7 +6,8 @@
 //! device is never looked at; a healthy node is never blamed.
 //!
 //! The verdict is pure ([`check`]); reading the cluster and the failure's diagnostics (the plugin
-//! pod's log tail, the node's events) are in [`run`].
+//! pod's log tail, the node's events) are in [`run`], which waits for a failing node by watching
+//! what would make it pass (`await_condition` on the node and on its plugin pod).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -261,8 +262,54 @@ pub async fn run(
             }
             return Err(lines);
         }
-        tokio::time::sleep(poll).await;
+        let left = deadline.saturating_duration_since(Instant::now());
+        changed(client, &checks, poll.max(WATCH_CEILING).min(left)).await;
     }
+}
+
+/// The longest the device wait goes without reading again while it watches: a pod the plugin's
+/// DaemonSet has not made yet cannot be watched by name.
+const WATCH_CEILING: Duration = Duration::from_secs(30);
+
+/// Until a failing node could pass: one of its device resources becomes allocatable, or its
+/// plugin pod becomes Ready or is replaced (kube-runtime's `await_condition`, a watch of each),
+/// or `ceiling` passes.
+async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
+    use futures::StreamExt;
+    use futures::future::BoxFuture;
+    use kube::runtime::wait::await_condition;
+    let mut waits: futures::stream::FuturesUnordered<BoxFuture<'static, ()>> = Default::default();
+    for c in checks.iter().filter(|c| !c.ok()) {
+        let missing: Vec<String> = c.allocatable.iter().filter(|(_, n)| *n <= 0.0).map(|(r, _)| r.clone()).collect();
+        if !missing.is_empty() {
+            let nodes: Api<Node> = Api::all(client.clone());
+            let node = c.node.clone();
+            waits.push(Box::pin(async move {
+                let advertises = move |n: Option<&Node>| {
+                    let alloc = n.and_then(|n| n.status.as_ref()?.allocatable.as_ref());
+                    alloc.is_some_and(|a| {
+                        missing
+                            .iter()
+                            .any(|r| a.get(r).and_then(|q| facts::parse_quantity(&q.0)).is_some_and(|v| v > 0.0))
+                    })
+                };
+                let _ = await_condition(nodes, &node, advertises).await;
+            }));
+        }
+        if let Some(p) = c.pod.as_ref().filter(|p| !p.ready) {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+            let (name, device) = (p.name.clone(), p.device.clone());
+            waits.push(Box::pin(async move {
+                let ready_or_gone = move |o: Option<&Pod>| o.is_none_or(|o| plugin_pod(&device, o).ready);
+                let _ = await_condition(pods, &name, ready_or_gone).await;
+            }));
+        }
+    }
+    if waits.is_empty() {
+        tokio::time::sleep(ceiling).await;
+        return;
+    }
+    let _ = tokio::time::timeout(ceiling, waits.next()).await;
 }
 
 pub async fn read(
