@@ -72,6 +72,9 @@ pub enum Fault {
     /// `continue`, apimachinery `pkg/apis/meta/v1/types.go`), which leads back to the first page:
     /// a server whose pages never end.
     RepeatContinue,
+    /// Answer 200 with this object, a string of `pad` bytes added as its annotation `pad`,
+    /// streamed in 1 MiB chunks: an answer larger than any real one, valid JSON all the same.
+    Padded(Value, usize),
 }
 
 struct Injection {
@@ -760,6 +763,7 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
         Some(Fault::Body(code, body)) => return Ok(respond(code, body.into_bytes())),
         Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
         Some(Fault::RepeatContinue) => repeat_continue = true,
+        Some(Fault::Padded(obj, pad)) => return Ok(padded(&obj, pad)),
         None => {}
     }
     if !authorized {
@@ -807,6 +811,25 @@ fn respond(code: u16, body: Vec<u8>) -> Answer {
         .status(StatusCode::from_u16(code).expect("status code"))
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)).boxed())
+        .expect("response")
+}
+
+fn padded(obj: &Value, pad: usize) -> Answer {
+    let mut obj = obj.clone();
+    obj["metadata"]["annotations"]["pad"] = json!("@PAD@");
+    let text = serde_json::to_string(&obj).expect("serialise");
+    let (head, tail) = text.split_once("@PAD@").expect("the placeholder");
+    const CHUNK: usize = 1 << 20;
+    let chunk = Bytes::from(vec![b'x'; CHUNK]);
+    let mut parts = vec![Bytes::from(head.to_string())];
+    parts.extend((0..pad / CHUNK).map(|_| chunk.clone()));
+    parts.push(Bytes::from(vec![b'x'; pad % CHUNK]));
+    parts.push(Bytes::from(tail.to_string()));
+    let frames = futures::stream::iter(parts.into_iter().map(|b| Ok(hyper::body::Frame::data(b))));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::StreamBody::new(frames).boxed())
         .expect("response")
 }
 
