@@ -940,8 +940,38 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
             list(&s, r, &namespace, params)
         }
         (&Method::GET, Target::Object { r, namespace, name, sub: Some(sub) }) if r.kind == "Pod" && sub == "log" => {
-            if !s.objects.contains_key(&key(r, &namespace, &name)) {
+            let Some(pod) = s.objects.get(&key(r, &namespace, &name)) else {
                 return not_found(r, &name);
+            };
+            // Which container, as the API server decides it (LogLocation in
+            // pkg/registry/core/pod/strategy.go, kubernetes/kubernetes@03e06024): the one
+            // container when the pod has one; else `container` must name one of its containers
+            // or init containers (400 otherwise).
+            let names = |field: &str| -> Vec<String> {
+                pod["spec"][field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .map(str::to_string)
+                    .collect()
+            };
+            let (containers, inits) = (names("containers"), names("initContainers"));
+            match params.get("container") {
+                Some(c) if !containers.contains(c) && !inits.contains(c) => {
+                    return status(400, &format!("container {c} is not valid for pod {name}"), None);
+                }
+                None if containers.len() > 1 => {
+                    let mut m = format!(
+                        "a container name must be specified for pod {name}, choose one of: [{}]",
+                        containers.join(" ")
+                    );
+                    if !inits.is_empty() {
+                        m.push_str(&format!(" or one of the init containers: [{}]", inits.join(" ")));
+                    }
+                    return status(400, &m, None);
+                }
+                _ => {}
             }
             let previous = params.get("previous").is_some_and(|p| p == "true");
             let text = s.logs.get(&(namespace, name, previous)).cloned().unwrap_or_default();
@@ -951,6 +981,11 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
                     lines[lines.len().saturating_sub(n)..].iter().map(|l| format!("{l}\n")).collect()
                 }
                 None => text,
+            };
+            // limitBytes: the log is cut after that many bytes (PodLogOptions.LimitBytes).
+            let text = match params.get("limitBytes").and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n < text.len() => String::from_utf8_lossy(&text.as_bytes()[..n]).into_owned(),
+                _ => text,
             };
             Response::builder()
                 .status(StatusCode::OK)
