@@ -168,6 +168,15 @@ fn model_key() -> ObjectKey {
     }
 }
 
+fn lease_key() -> ObjectKey {
+    ObjectKey {
+        group_version: "coordination.k8s.io/v1".into(),
+        resource: "leases".into(),
+        namespace: "kube-system".into(),
+        name: "eas-run-lock".into(),
+    }
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -251,8 +260,20 @@ fn up_verify_down_and_down_again() {
     let table = text(&table.stdout);
     assert!(table.contains("installed agent-toolkit") && table.contains("last run  succeeded"), "{table}");
 
+    // The run recorded its Lease as eas's own object, and released it. A Lease of the same name
+    // that someone made since (another uid, another holder, stale) is not eas's: down keeps it.
+    let own = &state["ledger"]["own"][0];
+    assert_eq!((own["kind"].as_str(), own["name"].as_str()), (Some("Lease"), Some("eas-run-lock")), "{state}");
+    assert!(r.server.object(&lease_key()).is_none(), "the run released its Lease");
+    r.server.insert(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "eas-run-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "someone-else/1/1-1", "leaseDurationSeconds": 60,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}}));
     let down = r.down();
     assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+    assert!(r.server.object(&lease_key()).is_some(), "a Lease eas did not create was deleted");
+    assert!(text(&down.stderr).contains("keeping the Lease kube-system/eas-run-lock"), "{}", text(&down.stderr));
+    r.server.remove(&lease_key());
     let after = r.namespaces();
     for ns in ["cert-manager", "kserve", "llm-inference"] {
         assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}\n{}", text(&down.stderr));
@@ -324,10 +345,14 @@ fn down_break_lock_removes_the_dead_runs_installer() {
     let _ = up.exit();
     assert_eq!(containers_of(pid).len(), 1, "the dead run's installer still runs");
     r.set_mode("ok");
+    assert!(r.server.object(&lease_key()).is_some(), "the killed run's Lease is left");
     let down = r.eas().args(setup().down_args()).arg("--break-lock").output().unwrap();
     let err = text(&down.stderr);
     assert!(containers_of(pid).is_empty(), "left: {:?}\n{err}", containers_of(pid));
     assert!(err.contains("stopped and removed") && err.contains("left running by the dead run"), "{err}");
+    // The Lease the ledger recorded as eas's own, its run gone: removed by down.
+    assert!(r.server.object(&lease_key()).is_none(), "{err}");
+    assert!(err.contains("removed eas's run Lease kube-system/eas-run-lock"), "{err}");
 }
 
 /// A run that fails before any act (here a facts read the API server refuses) is an attempt: it
