@@ -769,6 +769,11 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
             vec!["verify".into(), "--devices-timeout".into(), "0".into(), "--timeout".into(), "900".into()],
             vec!["doctor".into()],
             dry,
+            vec![
+                "support-bundle".into(),
+                "--out".into(),
+                out.join(format!("bundle-{mode}.tar.gz")).display().to_string(),
+            ],
         ];
         for args in runs {
             let o = eas(&fixture("gpu-nodes"))
@@ -791,6 +796,19 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
             outputs.push((format!("{what} stderr (exit {:?})", o.status.code()), text(&o.stderr)));
         }
     }
+    // The support bundles' files, unpacked: each is grepped like every output.
+    for mode in ["token", "exec"] {
+        let bytes = std::fs::read(out.join(format!("bundle-{mode}.tar.gz"))).expect("the bundle was written");
+        let mut t = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+        for e in t.entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = format!("{mode} bundle {}", e.path().unwrap().display());
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut body).unwrap();
+            outputs.push((name, text(&body)));
+        }
+    }
+    assert!(outputs.iter().any(|(w, _)| w == "token bundle cluster/events/nodes.json"), "{outputs:#?}");
     // The runs really read the cluster and wrote where they write.
     assert!(
         outputs.iter().any(|(w, s)| w.starts_with("token verify") && s.contains("log HF_TOKEN=***")),

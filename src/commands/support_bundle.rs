@@ -197,6 +197,9 @@ async fn collect(global: &Global) -> (Bundle, String) {
     };
     let children = run_children(global, record.as_deref(), deadline);
     match &record {
+        Some(dir) if !dir.exists() => {
+            b.miss("state.json", format!("no run of eas up is recorded in {}", dir.display()))
+        }
         Some(dir) => local(&mut b, dir),
         None => b.miss(
             "state.json",
@@ -233,8 +236,16 @@ async fn collect(global: &Global) -> (Bundle, String) {
     (b, context)
 }
 
+/// A failure as one clause: its cause, then its hint in brackets.
 fn one_line(f: &Failure) -> String {
-    f.lines().join("; ")
+    let lines: Vec<String> = f.lines().iter().map(|l| l.trim_start_matches("error: ").to_string()).collect();
+    let (cause, rest): (Vec<&String>, Vec<&String>) =
+        lines.iter().partition(|l| !l.starts_with("hint: ") && !l.starts_with("next: "));
+    let cause = cause.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("; ");
+    match rest.first() {
+        Some(h) => format!("{cause} ({})", h.trim_start_matches("hint: ").trim_start_matches("next: ")),
+        None => cause,
+    }
 }
 
 fn pretty(v: &Value) -> Vec<u8> {
