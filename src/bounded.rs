@@ -17,6 +17,7 @@
 //! | containerd config | 4 MiB | the same bound as the copy read from a node container |
 //! | CA bundle | 16 MiB | a system bundle is ~200 KiB |
 //! | facts | 64 MiB | a 5000-node cluster's facts are a few MiB |
+//! | an API answer | 256 MiB read whole, 1 GiB a streamed page | `net::body_limit` |
 
 use std::io::Read;
 use std::path::Path;
@@ -163,10 +164,37 @@ fn io_error(kind: Kind, shown: &str, e: std::io::Error) -> ReadError {
 }
 
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
+/// The same signals, for [`interruptible`]: a read inside it resets [`SIGNALLED`], never this.
+static WORK_SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    // Async-signal-safe: one atomic store.
+    // Async-signal-safe: atomic stores.
     SIGNALLED.store(true, Ordering::SeqCst);
+    WORK_SIGNALLED.store(true, Ordering::SeqCst);
+}
+
+/// Runs `work` (a command's computation without an async runtime: `config`'s reads and
+/// decisions) on a helper thread while this thread waits for it or for SIGINT/SIGTERM: a signal
+/// returns `None` at once (within 50 ms), the helper abandoned and ended with the process, so
+/// the command exits 130 instead of being killed by the signal.
+pub fn interruptible<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let _guard = SignalWatch::install();
+    WORK_SIGNALLED.store(false, Ordering::SeqCst);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    loop {
+        if WORK_SIGNALLED.swap(false, Ordering::SeqCst) {
+            return None;
+        }
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(r) => return Some(r),
+            // The helper panicked: its message is already on stderr.
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::process::exit(101),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+    }
 }
 
 /// SIGINT and SIGTERM set [`SIGNALLED`] while this lives; the handlers before it (the runtime's,

@@ -446,6 +446,35 @@ fn status_with_state(plant: impl FnOnce(&Path)) -> (Option<i32>, String, std::ti
     (out.status.code(), text(&out.stderr) + &text(&out.stdout), started.elapsed())
 }
 
+/// kube's own `Api` get reads an answer whole before parsing it: an answer past the limit of
+/// one read whole (256 MiB) fails naming the limit, here the cluster's identity that `status`
+/// reads first (a valid Namespace, padded: before the limit, status read all of it and went on).
+#[test]
+fn an_api_answer_past_its_limit_fails_naming_the_limit_not_read_whole() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let kube_system = ObjectKey {
+        group_version: "v1".into(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: "kube-system".into(),
+    };
+    let ns = server.object(&kube_system).expect("kube-system");
+    let rule = Rule { method: Some("GET".into()), path: "/api/v1/namespaces/kube-system".into(), exact: true, skip: 0 };
+    server.inject_rule(rule, Fault::Padded(ns, 257 << 20), None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("larger than its limit of 256 MiB"), "{err}");
+}
+
 #[test]
 fn a_state_file_on_dev_zero_is_refused_at_its_limit_not_read_whole() {
     let (code, out, took) = status_with_state(|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap());
@@ -740,6 +769,11 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
             vec!["verify".into(), "--devices-timeout".into(), "0".into(), "--timeout".into(), "900".into()],
             vec!["doctor".into()],
             dry,
+            vec![
+                "support-bundle".into(),
+                "--out".into(),
+                out.join(format!("bundle-{mode}.tar.gz")).display().to_string(),
+            ],
         ];
         for args in runs {
             let o = eas(&fixture("gpu-nodes"))
@@ -762,6 +796,19 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
             outputs.push((format!("{what} stderr (exit {:?})", o.status.code()), text(&o.stderr)));
         }
     }
+    // The support bundles' files, unpacked: each is grepped like every output.
+    for mode in ["token", "exec"] {
+        let bytes = std::fs::read(out.join(format!("bundle-{mode}.tar.gz"))).expect("the bundle was written");
+        let mut t = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+        for e in t.entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = format!("{mode} bundle {}", e.path().unwrap().display());
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut body).unwrap();
+            outputs.push((name, text(&body)));
+        }
+    }
+    assert!(outputs.iter().any(|(w, _)| w == "token bundle cluster/events/nodes.json"), "{outputs:#?}");
     // The runs really read the cluster and wrote where they write.
     assert!(
         outputs.iter().any(|(w, s)| w.starts_with("token verify") && s.contains("log HF_TOKEN=***")),

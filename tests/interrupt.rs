@@ -357,3 +357,45 @@ fn config_reading_a_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_within_a_s
         assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "nothing written");
     }
 }
+
+/// The computation itself (parsing a large facts document and deciding from it takes seconds in
+/// a debug build) ends on SIGINT and SIGTERM with 130 within a second, and writes nothing; it
+/// used to be killed by the signal.
+#[test]
+fn config_signalled_while_deciding_exits_130_within_a_second_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let one: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap())
+            .unwrap();
+    let mut big = one.clone();
+    big["nodes"] = (0..40_000)
+        .map(|i| {
+            let mut n = one["nodes"][0].clone();
+            n["name"] = format!("n{i}").into();
+            n
+        })
+        .collect();
+    let facts = dir.path().join("facts.json");
+    std::fs::write(&facts, serde_json::to_vec(&big).unwrap()).unwrap();
+    for sig in ["-INT", "-TERM"] {
+        let out = dir.path().join(format!("out{sig}"));
+        let mut child = eas(dir.path())
+            .arg("config")
+            .arg("--facts")
+            .arg(&facts)
+            .arg("--out")
+            .arg(&out)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Started, and well inside the seconds the parse and the decisions take.
+        std::thread::sleep(Duration::from_millis(1500));
+        let sent = Instant::now();
+        signal(&child, sig);
+        let (code, err) = wait(&mut child);
+        let took = sent.elapsed();
+        assert_eq!(code, Some(130), "{sig}: {err}");
+        assert!(took < Duration::from_secs(1), "{sig}: {took:?}");
+        assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{sig}: nothing written");
+    }
+}

@@ -168,6 +168,15 @@ fn model_key() -> ObjectKey {
     }
 }
 
+fn lease_key() -> ObjectKey {
+    ObjectKey {
+        group_version: "coordination.k8s.io/v1".into(),
+        resource: "leases".into(),
+        namespace: "kube-system".into(),
+        name: "eas-run-lock".into(),
+    }
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -251,8 +260,20 @@ fn up_verify_down_and_down_again() {
     let table = text(&table.stdout);
     assert!(table.contains("installed agent-toolkit") && table.contains("last run  succeeded"), "{table}");
 
+    // The run recorded its Lease as eas's own object, and released it. A Lease of the same name
+    // that someone made since (another uid, another holder, stale) is not eas's: down keeps it.
+    let own = &state["ledger"]["own"][0];
+    assert_eq!((own["kind"].as_str(), own["name"].as_str()), (Some("Lease"), Some("eas-run-lock")), "{state}");
+    assert!(r.server.object(&lease_key()).is_none(), "the run released its Lease");
+    r.server.insert(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "eas-run-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "someone-else/1/1-1", "leaseDurationSeconds": 60,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}}));
     let down = r.down();
     assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+    assert!(r.server.object(&lease_key()).is_some(), "a Lease eas did not create was deleted");
+    assert!(text(&down.stderr).contains("keeping the Lease kube-system/eas-run-lock"), "{}", text(&down.stderr));
+    r.server.remove(&lease_key());
     let after = r.namespaces();
     for ns in ["cert-manager", "kserve", "llm-inference"] {
         assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}\n{}", text(&down.stderr));
@@ -324,10 +345,14 @@ fn down_break_lock_removes_the_dead_runs_installer() {
     let _ = up.exit();
     assert_eq!(containers_of(pid).len(), 1, "the dead run's installer still runs");
     r.set_mode("ok");
+    assert!(r.server.object(&lease_key()).is_some(), "the killed run's Lease is left");
     let down = r.eas().args(setup().down_args()).arg("--break-lock").output().unwrap();
     let err = text(&down.stderr);
     assert!(containers_of(pid).is_empty(), "left: {:?}\n{err}", containers_of(pid));
     assert!(err.contains("stopped and removed") && err.contains("left running by the dead run"), "{err}");
+    // The Lease the ledger recorded as eas's own, its run gone: removed by down.
+    assert!(r.server.object(&lease_key()).is_none(), "{err}");
+    assert!(err.contains("removed eas's run Lease kube-system/eas-run-lock"), "{err}");
 }
 
 /// A run that fails before any act (here a facts read the API server refuses) is an attempt: it
@@ -910,4 +935,127 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(again.status.success(), "{}", text(&again.stderr));
     assert!(!r.namespaces().contains(&"kserve".to_string()));
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
+}
+
+/// Every file of a support bundle, by name.
+fn unpack(bundle: &Path) -> std::collections::BTreeMap<String, String> {
+    let bytes = std::fs::read(bundle).unwrap();
+    let mut t = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    let mut files = std::collections::BTreeMap::new();
+    for e in t.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut e, &mut body).unwrap();
+        files.insert(name, body);
+    }
+    files
+}
+
+/// `eas support-bundle` after a failed install: the installer's log tail, the events of
+/// kube-system and of the nodes, the nodes' conditions and the manifest, in a 0600 file; no
+/// sentinel (the kubeconfig's token, the installer's secret variables, a proxy URL's password)
+/// in any file, though an event repeats them all. Then with the API gone: exit 0 with what is
+/// local, the record found by its context and server, and each missing item named.
+#[test]
+fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifest_and_no_secret() {
+    use std::os::unix::fs::PermissionsExt;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const PROXY_PW: &str = "sentinel-proxy-pw-6b0c";
+    let proxy = format!("http://user:{PROXY_PW}@proxy.invalid:3128");
+    let r = run("fail-once");
+    let first = r.up(&["--yes"]);
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first.stderr));
+    // An event (core/v1 Event, the shape of fixtures/clusters/gpu-nodes/events.json) whose
+    // message repeats every secret, as a misbehaving component's might.
+    let leak = format!("pull failed: Authorization: Bearer {TOKEN}; HF_TOKEN={}; proxy {proxy}", SECRETS[0].1);
+    r.server.insert(json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "coredns-7b98449c4-x2kq1.18a0c1e5f1c2d3e4", "namespace": "kube-system",
+                     "creationTimestamp": "2026-12-04T10:00:00Z"},
+        "involvedObject": {"kind": "Pod", "namespace": "kube-system", "name": "coredns-7b98449c4-x2kq1", "apiVersion": "v1"},
+        "reason": "Failed", "message": leak, "type": "Warning", "count": 1,
+        "firstTimestamp": "2026-12-04T10:00:00Z", "lastTimestamp": "2026-12-04T10:00:00Z",
+        "source": {"component": "kubelet", "host": "k3d-gpu-server-0"}}));
+    let bundle = r.home.join("bundle.tar.gz");
+    let bundle_cmd = |out: &Path| {
+        r.eas()
+            .env("HTTPS_PROXY", &proxy)
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .args(["support-bundle", "--out"])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let before = r.server.requests().len();
+    let o = bundle_cmd(&bundle);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(std::fs::metadata(&bundle).unwrap().permissions().mode() & 0o777, 0o600);
+    // Nothing written: the only POSTs are the doctor child's SelfSubjectAccessReviews, which
+    // persist nothing; no Secret is read by name (the facts' list of Helm release Secrets is
+    // `eas doctor`'s own, and none of it is in the bundle).
+    let sent: Vec<_> = r.server.requests()[before..]
+        .iter()
+        .filter(|q| q.method != "GET" || q.path.contains("/secrets/"))
+        .map(|q| format!("{} {}", q.method, q.path))
+        .filter(|s| s != "POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
+        .collect();
+    assert_eq!(sent, Vec::<String>::new());
+    let files = unpack(&bundle);
+    let names: Vec<&String> = files.keys().collect();
+    for want in [
+        "state.json",
+        "attempt/state.json",
+        "facts.json",
+        "plan.json",
+        "choices.txt",
+        "manifest.json",
+        "cluster/events/kube-system.json",
+        "cluster/events/nodes.json",
+        "cluster/nodes.json",
+        "status.json",
+    ] {
+        if want == "attempt/state.json" {
+            continue; // only when an attempt came after the install
+        }
+        assert!(files.contains_key(want), "{want} missing from {names:?}\n{err}");
+    }
+    let log = files.iter().filter(|(n, _)| n.starts_with("logs/")).map(|(_, b)| b.as_str()).collect::<String>();
+    assert!(log.contains("kserve controller not ready"), "the installer's log tail: {names:?}");
+    let events = &files["cluster/events/kube-system.json"];
+    assert!(events.contains("coredns-7b98449c4-x2kq1") && events.contains("Bearer ***"), "{events}");
+    let manifest: Value = serde_json::from_str(&files["manifest.json"]).unwrap();
+    assert!(manifest["collected"].as_array().unwrap().iter().any(|c| c == "cluster/events/kube-system.json"));
+    assert!(manifest["redacted"]["cluster/events/kube-system.json"].as_u64().unwrap() >= 3, "{manifest}");
+    assert!(manifest["not_collected"].is_array(), "{manifest}");
+    assert!(!files.values().any(|b| b.contains("\"kind\": \"Secret\"")), "no Secret object in the bundle");
+    let mut outputs = vec![("bundle stderr".to_string(), err.clone())];
+    outputs.extend(files.iter().map(|(n, b)| (format!("bundle {n}"), b.clone())));
+
+    // The API gone: every request closes without an answer.
+    r.server.inject(None, support::Fault::Reset, None);
+    let local = r.home.join("local.tar.gz");
+    let o = bundle_cmd(&local);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning: not collected: cluster: the API server does not answer"), "{err}");
+    let files = unpack(&local);
+    assert!(files.contains_key("state.json") && files.contains_key("plan.json"), "{:?}", files.keys());
+    let log = files.iter().filter(|(n, _)| n.starts_with("logs/")).map(|(_, b)| b.as_str()).collect::<String>();
+    assert!(log.contains("kserve controller not ready"));
+    assert!(!files.keys().any(|n| n.starts_with("cluster/")), "{:?}", files.keys());
+    let manifest: Value = serde_json::from_str(&files["manifest.json"]).unwrap();
+    let by = manifest["cluster"]["record_found_by"].as_str().unwrap_or_default();
+    assert!(by.contains("context k3d-gpu and server"), "{manifest}");
+    assert!(manifest["not_collected"].as_array().unwrap().iter().any(|m| m["item"] == "cluster"), "{manifest}");
+    outputs.push(("local bundle stderr".into(), err));
+    outputs.extend(files.iter().map(|(n, b)| (format!("local bundle {n}"), b.clone())));
+
+    let mut sentinels: Vec<&str> = vec![TOKEN, PROXY_PW];
+    sentinels.extend(SECRETS.iter().map(|(_, v)| *v));
+    for (what, body) in &outputs {
+        for s in &sentinels {
+            assert!(!body.contains(s), "{s} in {what}:\n{body}");
+        }
+    }
 }

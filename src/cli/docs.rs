@@ -75,6 +75,10 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             ("One JSON document (eas-verify/v1), waiting at most 10 minutes", "eas verify --output json --timeout 600"),
         ],
         "eas-doctor" => &[("Run the read-only checks of `eas up`", "eas doctor")],
+        "eas-support-bundle" => &[
+            ("Collect a redacted bundle to attach to a report", "eas support-bundle"),
+            ("Write it where you choose", "eas support-bundle --out /tmp/eas-support.tar.gz"),
+        ],
         "eas-fit" => &[("Size the model candidates on a gathered cluster", "eas fit --facts facts.json")],
         "eas-facts" => &[
             ("Gather the facts document", "eas facts --out facts.json"),

@@ -103,6 +103,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// The read-only gates of `eas up` (the same checks as its plan), one line per check
     Doctor(DoctorArgs),
+    /// Collect this cluster's records, logs, status, doctor and recent events into one .tar.gz,
+    /// every secret masked (read-only; Secret objects are never read)
+    SupportBundle(SupportBundleArgs),
     /// Size each model candidate against the node it would land on (pure: reads a facts document)
     Fit(FitArgs),
     /// Gather the facts document (eas-facts/v1) from the cluster; read-only
@@ -157,6 +160,13 @@ pub struct SelectArgs {
     /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees
     #[arg(long, value_name = "FILE")]
     pub fit: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SupportBundleArgs {
+    /// Where to write the bundle (mode 0600) [default: ./eas-support-<context>-<UTC time>.tar.gz]
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -66,6 +66,7 @@ fn commands_are_listed_in_the_order_a_user_meets_them() {
             "status",
             "verify",
             "doctor",
+            "support-bundle",
             "fit",
             "facts",
             "config",

@@ -1,5 +1,5 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
-//! with no domain module of their own have a file here (`pins`).
+//! with no domain module of their own have a file here (`pins`, `support_bundle`).
 
 use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
@@ -8,6 +8,7 @@ use crate::pins::PinsError;
 use crate::settings::Global;
 
 mod pins;
+pub mod support_bundle;
 
 /// Runs `command`; asked for JSON, it prints that command's one document (or an error document)
 /// on stdout once it returns, whatever happened.
@@ -46,6 +47,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
         Command::Doctor(args) => crate::up::doctor::command(&crate::cli::doctor(args, &global.env), global, shell),
         Command::Status(args) => crate::status::command(&args.into(), global, shell),
+        Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
             pins::lock(pins.as_deref(), git_base.as_deref().unwrap_or("https://github.com"), global, shell)

@@ -103,13 +103,20 @@ pub fn generate_with_downloads(
 }
 
 pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
-    let pinned = match &args.catalog {
-        Some(path) => Some(read_catalog(path)?),
-        None => None,
-    };
-    let result = Facts::read(&args.facts)
-        .map_err(Failure::from)
-        .and_then(|facts| generate_with(&facts, &args.select, pinned.as_ref()));
+    // The reads and the decisions (seconds for a large facts document) run where SIGINT and
+    // SIGTERM end them: exit 130 with nothing written, never a process killed by the signal.
+    let a = args.clone();
+    let decided = crate::bounded::interruptible(move || -> Result<_, Failure> {
+        let pinned = match &a.catalog {
+            Some(path) => Some(read_catalog(path)?),
+            None => None,
+        };
+        let result = Facts::read(&a.facts)
+            .map_err(Failure::from)
+            .and_then(|facts| generate_with(&facts, &a.select, pinned.as_ref()));
+        Ok((pinned, result))
+    });
+    let (pinned, result) = decided.ok_or(Failure::Interrupted)??;
     let decision = match result {
         Ok(d) => d,
         Err(f) => {

@@ -80,8 +80,10 @@ pub async fn target(
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
-    let built =
-        kube::client::ClientBuilder::try_from(config).map(|b| b.with_layer(&crate::net::api_log::ApiLog).build());
+    let built = kube::client::ClientBuilder::try_from(config).map(|b| {
+        // Every answer capped (kube's own get and list calls read theirs whole), then logged.
+        b.with_layer(&crate::net::body_limit::BodyLimit).with_layer(&crate::net::api_log::ApiLog).build()
+    });
     let client = built.map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
         Some(line) => TargetError::Plugin(line),
         None => unusable(crate::text::mask_userinfo(&e.to_string())),
@@ -239,9 +241,11 @@ impl Reader {
                 lp = lp.fields(s);
             }
             lp.continue_token = token.take();
-            let request = kube::core::Request::new(call.path.clone())
+            let mut request = kube::core::Request::new(call.path.clone())
                 .list(&lp)
                 .map_err(|e| ApiError::Decode { call: call.to_string(), cause: e.to_string() })?;
+            // Parsed as it streams, and capped below at the page limit, not the whole-answer one.
+            request.extensions_mut().insert(crate::net::body_limit::Streamed);
             let page = async move {
                 let body = self.client.request_stream(request).await.map_err(|e| self.classify(call, e))?;
                 let bridge = Capped { inner: SyncIoBridge::new(Box::pin(body.compat())), left: MAX_PAGE_BYTES };

@@ -2,8 +2,9 @@
 //! and client keys, a token an exec plugin minted, the installer's secret environment such as
 //! `HF_TOKEN`, a proxy URL's userinfo) is registered here as soon as it is read, and every line
 //! that leaves eas (every line for people through `text::for_people`, the installer's run log,
-//! verify's pod-log excerpts; the support bundle, once it exists, is to use [`mask`] too) is
-//! masked. Registering is cheap and idempotent; masking reads a prebuilt set.
+//! verify's pod-log excerpts, every file of the support bundle through [`scrub`]) is masked, and
+//! so is every secret recognised by its shape (`redact::patterns`). Registering is cheap and
+//! idempotent; masking reads a prebuilt set.
 
 use std::sync::{Mutex, RwLock};
 
@@ -104,11 +105,16 @@ pub fn learn_env<'a>(var: &dyn Fn(&str) -> Option<String>, secret_names: impl In
     }
 }
 
-/// `line` with every registered secret masked.
+/// `line` with every registered secret, and every secret recognised by its shape, masked.
 pub fn mask(line: &str) -> String {
+    scrub(line).0
+}
+
+/// [`mask`] for a whole text, and how many secrets it masked.
+pub fn scrub(text: &str) -> (String, usize) {
     match &*REDACTOR.read().unwrap_or_else(|e| e.into_inner()) {
-        Some(r) => r.redact(line),
-        None => line.to_string(),
+        Some(r) => r.redact_counted(text),
+        None => redact::patterns(text),
     }
 }
 

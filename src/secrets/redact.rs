@@ -2,7 +2,10 @@
 //! line of installer output, and every argv recorded, passes through a [`Redactor`] first.
 //!
 //! Besides the value itself, the forms it takes in Ansible's verbose output are covered: the
-//! JSON-escaped text and the base64 of a Kubernetes Secret's `data`.
+//! JSON-escaped text and the base64 of a Kubernetes Secret's `data`. Secrets eas was never told
+//! of are caught by their shape ([`patterns`]): a Hugging Face token (`hf_` and 20 or more
+//! letters and digits), an HTTP `Bearer` credential, a PEM private-key block, a `password:`
+//! value.
 
 use base64::Engine;
 
@@ -51,18 +54,112 @@ impl Redactor {
     }
 
     pub fn redact(&self, line: &str) -> String {
-        let mut out = line.to_string();
+        self.redact_counted(line).0
+    }
+
+    /// [`Redactor::redact`], and how many secrets were masked (the support bundle's manifest
+    /// counts them per file).
+    pub fn redact_counted(&self, text: &str) -> (String, usize) {
+        let mut out = text.to_string();
+        let mut count = 0;
         for n in &self.needles {
-            if out.contains(n.as_str()) {
+            let found = out.matches(n.as_str()).count();
+            if found > 0 {
+                count += found;
                 out = out.replace(n.as_str(), MASK);
             }
         }
-        out
+        let (out, by_shape) = patterns(&out);
+        (out, count + by_shape)
     }
 
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
         argv.iter().map(|a| self.redact(a)).collect()
     }
+}
+
+/// Masks the secrets recognised by their shape, whoever's they are, and counts them: `hf_` and
+/// 20 or more ASCII letters and digits; `Bearer` and the word after it; a PEM private-key block
+/// (`-----BEGIN … PRIVATE KEY-----` to its `END` line, or to the end of the text when cut off);
+/// `password:` (any case) and the word after it.
+pub fn patterns(text: &str) -> (String, usize) {
+    let mut count = 0;
+    let mut s = pem_blocks(text, &mut count);
+    s = after_word(&s, "Bearer ", false, &mut count);
+    s = after_word(&s, "password:", true, &mut count);
+    (hf_tokens(&s, &mut count), count)
+}
+
+fn pem_blocks(text: &str, count: &mut usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("-----BEGIN ") {
+        let header_end = rest[at + 11..].find("-----").map(|e| at + 11 + e);
+        let Some(he) = header_end.filter(|&he| rest[at + 11..he].ends_with("PRIVATE KEY")) else {
+            out.push_str(&rest[..at + 11]);
+            rest = &rest[at + 11..];
+            continue;
+        };
+        out.push_str(&rest[..at]);
+        out.push_str(MASK);
+        *count += 1;
+        let body = &rest[he + 5..];
+        rest = match body.find("-----END ") {
+            Some(e) => {
+                let tail = &body[e + 9..];
+                tail.find("-----").map_or("", |x| &tail[x + 5..])
+            }
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Masks the run of non-space characters after each `key` (after any blanks), when there is one.
+fn after_word(text: &str, key: &str, any_case: bool, count: &mut usize) -> String {
+    let hay = if any_case { text.to_ascii_lowercase() } else { text.to_string() };
+    let needle = if any_case { key.to_ascii_lowercase() } else { key.to_string() };
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    while let Some(i) = hay[from..].find(&needle) {
+        let start = from + i + needle.len();
+        let blanks = text[start..].len() - text[start..].trim_start_matches([' ', '\t']).len();
+        let word = start + blanks;
+        let end = text[word..].find(char::is_whitespace).map_or(text.len(), |e| word + e);
+        if (blanks > 0 || key.ends_with(' ')) && end > word && &text[word..end] != MASK {
+            out.push_str(&text[from..word]);
+            out.push_str(MASK);
+            *count += 1;
+        } else {
+            out.push_str(&text[from..end.max(start)]);
+        }
+        from = end.max(start);
+    }
+    out.push_str(&text[from..]);
+    out
+}
+
+fn hf_tokens(text: &str, count: &mut usize) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    let mut i = 0;
+    while let Some(j) = text[i..].find("hf_") {
+        let at = i + j;
+        let run = b[at + 3..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+        // A token starts a word: `xhf_…` is some other name.
+        let starts_word = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
+        if run >= 20 && starts_word {
+            out.push_str(&text[from..at]);
+            out.push_str(MASK);
+            *count += 1;
+            from = at + 3 + run;
+        }
+        i = at + 3 + run;
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 #[cfg(test)]
@@ -93,6 +190,30 @@ mod tests {
             assert!(got.starts_with(&want), "{line:?} -> {got:?}");
             assert!(!got.contains(TOKEN) && !got.contains("ss\\word"), "{got:?}");
         }
+    }
+
+    #[test]
+    fn secrets_eas_was_never_told_of_are_masked_by_their_shape() {
+        let pem = "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----\nb";
+        let cases = [
+            ("HF_TOKEN=hf_abcdefghijABCDEFGHIJ0123 next", "HF_TOKEN=*** next", 1),
+            ("hf_short123 and xhf_abcdefghijABCDEFGHIJ0123", "hf_short123 and xhf_abcdefghijABCDEFGHIJ0123", 0),
+            ("Authorization: Bearer eyJhbGciOi.x.y done", "Authorization: Bearer *** done", 1),
+            ("  password: hunter2-long\n  Password:\tx", "  password: ***\n  Password:\t***", 2),
+            ("password: *** and password:none", "password: *** and password:none", 0),
+            (pem, "a\n***\nb", 1),
+            ("-----BEGIN EC PRIVATE KEY-----\nMHcC cut", "***", 1),
+            (
+                "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+                "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+                0,
+            ),
+        ];
+        for (text, want, n) in cases {
+            assert_eq!(patterns(text), (want.to_string(), n), "{text:?}");
+        }
+        let r = Redactor::new(["s3cret-pass"]);
+        assert_eq!(r.redact_counted("s3cret-pass s3cret-pass Bearer tok"), ("*** *** Bearer ***".to_string(), 3));
     }
 
     #[test]

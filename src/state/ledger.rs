@@ -132,6 +132,25 @@ pub struct Ledger {
     /// `--acknowledge`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// eas's own objects, which eas itself writes and removes (not the installer): its run
+    /// Lease, as the run created it. Never among `before` or `created` (the snapshots do not read
+    /// kube-system's Leases), so no guard or deletion of the cluster's objects ever counts them;
+    /// `eas down` removes one only while it is that very object (same uid, same holder) and its
+    /// run is gone. A user's object of the same name is never eas's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own: Vec<Own>,
+}
+
+/// One of eas's own objects, as the run that created it recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Own {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The object's uid when the run created it: a re-created object of the same name differs.
+    pub uid: String,
+    /// Who held it (a Lease's `holderIdentity`: host, pid and run id).
+    pub holder: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +206,7 @@ impl Ledger {
             pending: Some(pending),
             incomplete: base.incomplete.clone(),
             findings: base.findings.clone(),
+            own: base.own.clone(),
         }
     }
 
@@ -199,7 +219,18 @@ impl Ledger {
             pending: None,
             incomplete: None,
             findings: self.findings.clone(),
+            own: self.own.clone(),
         }
+    }
+
+    /// This ledger with `own` recorded, each replacing an earlier record of the same object
+    /// (the previous run's Lease is this run's now).
+    pub fn with_own(mut self, own: Vec<Own>) -> Ledger {
+        for o in own {
+            self.own.retain(|e| (&e.kind, &e.namespace, &e.name) != (&o.kind, &o.namespace, &o.name));
+            self.own.push(o);
+        }
+        self
     }
 
     /// The `after` snapshot could not be read: what is known stays, marked incomplete.

@@ -52,6 +52,9 @@ pub async fn run(
             Ok((local, lease))
         })
         .await?;
+    // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
+    // killed run left, and only that one.
+    r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
     let result = run_locked(args, global, shell, inv, &x, dead, r).await;
     // The Lease goes whatever the outcome; one left by a killed run goes stale within its
     // duration.
@@ -73,7 +76,7 @@ async fn run_locked(
     // From here on the record is this run's: the previous one is re-read under the lock.
     let prev = State::load(&sd.state_file())?;
     if let Some(p) = &prev {
-        r.state.ledger = p.ledger.clone();
+        keep_own(r, p.ledger.clone());
         if let Some(next) = next_for(p, inv) {
             shell.note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
         }
@@ -142,7 +145,7 @@ async fn run_locked(
             _ = r.interrupt.graceful.cancelled() => return Err(r.interrupted()),
         };
         let before = before.map_err(|f| r.ended(f))?;
-        r.state.ledger = Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before);
+        keep_own(r, Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before));
         r.save()?;
         prepare_and_install(args, global, shell, x, &dead, &prepared.tag, &work, &inputs, r).await
     };
@@ -188,6 +191,12 @@ async fn run_locked(
     r.save()?;
     super::summary(&r.plan, &r.state, &x.decision, sd, global, shell);
     Ok(())
+}
+
+/// Replaces the run's ledger with `l`, keeping what this run recorded of its own objects.
+fn keep_own(r: &mut Runner, l: Ledger) {
+    let own = std::mem::take(&mut r.state.ledger.own);
+    r.state.ledger = l.with_own(own);
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -271,6 +271,14 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         shell.note(format!("purging {}", sd.dir().display()));
         return purge(&sd, lock);
     };
+    // eas's own run Lease, left by a run that was killed: removed when it is still that object.
+    if let Some(line) = cancellable(&interrupt, async {
+        Ok(super::lease::remove_leftover(&target.client, &state.ledger.own, CALL).await)
+    })
+    .await?
+    {
+        shell.note(line);
+    }
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
     let scope = Scope {
         args,

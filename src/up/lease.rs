@@ -3,7 +3,9 @@
 //! `holderIdentity` the run's host, pid and run id, renewed while the run lives and deleted when
 //! it ends. A Lease not renewed within its duration is stale (its run died: a SIGKILL, a lost
 //! host) and is taken over only with `--break-lock`. The plan half reads it (a live Lease of
-//! another run, or a stale one, is a blocker); the act half takes it.
+//! another run, or a stale one, is a blocker); the act half takes it and records it in the
+//! ledger as eas's own object (`state::ledger::Own`, with its uid and holder), so `eas down`
+//! can remove the one a killed run left, and never a Lease that is not that object.
 
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
 use crate::error::Failure;
+use crate::state::ledger::Own;
 
 pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "eas-run-lock";
@@ -123,6 +126,8 @@ fn lease_for(identity: &str, resource_version: Option<String>) -> Lease {
 pub struct Held {
     client: Client,
     identity: String,
+    /// The uid the API server gave the Lease this run wrote.
+    uid: Option<String>,
     renewer: tokio::task::JoinHandle<()>,
 }
 
@@ -144,8 +149,8 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
             tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &lease_for(identity, rv))).await
         }
     };
-    match taken {
-        Ok(Ok(_)) => {}
+    let uid = match taken {
+        Ok(Ok(l)) => l.metadata.uid,
         // Another run created or took it between the read and the write.
         Ok(Err(kube::Error::Api(e))) if e.code == 409 => {
             return Err(Failure::step_next(
@@ -156,7 +161,7 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
         }
         Ok(Err(e)) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e)))),
         Err(_) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: no answer"))),
-    }
+    };
     let (c, id) = (client.clone(), identity.to_string());
     let renewer = tokio::spawn(async move {
         loop {
@@ -172,10 +177,25 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
             let _ = tokio::time::timeout(RENEW, leases.replace(NAME, &PostParams::default(), &l)).await;
         }
     });
-    Ok(Held { client: client.clone(), identity: identity.to_string(), renewer })
+    Ok(Held { client: client.clone(), identity: identity.to_string(), uid, renewer })
 }
 
 impl Held {
+    /// The Lease as the ledger records it: eas's own object (none when the server gave no uid:
+    /// without one, no later `down` could tell it from another object of the name).
+    pub fn own(&self) -> Vec<Own> {
+        self.uid
+            .iter()
+            .map(|uid| Own {
+                kind: "Lease".into(),
+                namespace: NAMESPACE.into(),
+                name: NAME.into(),
+                uid: uid.clone(),
+                holder: self.identity.clone(),
+            })
+            .collect()
+    }
+
     /// Stops renewing and deletes the Lease if this run still holds it (bounded; a Lease left
     /// behind goes stale within its duration).
     pub async fn release(self, t: Duration) {
@@ -185,6 +205,59 @@ impl Held {
             && l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str())
         {
             let _ = tokio::time::timeout(t, leases.delete(NAME, &DeleteParams::default())).await;
+        }
+    }
+}
+
+/// What `eas down` finds where the ledger recorded eas's Lease.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Leftover {
+    /// No such Lease: its run released it.
+    Gone,
+    /// A Lease of that name that is not the one recorded (another uid or holder): not eas's.
+    NotOurs,
+    /// The recorded Lease, renewed by a run that is alive: left to it.
+    Live,
+    /// The recorded Lease, its run gone (a SIGKILL, a lost host): eas's leftover.
+    Stale,
+}
+
+/// Judges the Lease found at `now` against the one the ledger recorded. Pure.
+pub fn leftover(recorded: &Own, current: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Leftover {
+    let Some(l) = current else { return Leftover::Gone };
+    let holder = l.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
+    if l.metadata.uid.as_deref() != Some(recorded.uid.as_str()) || holder != Some(recorded.holder.as_str()) {
+        return Leftover::NotOurs;
+    }
+    match on_this_host(judge(Some(l), now)) {
+        Found::Stale { .. } => Leftover::Stale,
+        Found::Live { .. } | Found::Free => Leftover::Live,
+    }
+}
+
+/// `eas down`: removes the run Lease the ledger records when it is still that object and its run
+/// is gone, deleting at its uid and version so nothing else of the name can be deleted. Returns
+/// the line to show, if any. Bounded by `t`; never an error (a Lease left goes stale anyway).
+pub async fn remove_leftover(client: &Client, own: &[Own], t: Duration) -> Option<String> {
+    let recorded = own.iter().find(|o| o.kind == "Lease" && o.namespace == NAMESPACE && o.name == NAME)?;
+    let leases = api(client);
+    let current = tokio::time::timeout(t, leases.get_opt(NAME)).await.ok()?.ok()?;
+    let what = format!("eas's run Lease {NAMESPACE}/{NAME}");
+    match leftover(recorded, current.as_ref(), chrono::Utc::now()) {
+        Leftover::Gone => None,
+        Leftover::NotOurs => Some(format!("keeping the Lease {NAMESPACE}/{NAME}: it is not the one eas's run created")),
+        Leftover::Live => Some(format!("keeping {what}: its run ({}) is alive", recorded.holder)),
+        Leftover::Stale => {
+            let rv = current.and_then(|l| l.metadata.resource_version);
+            let dp = DeleteParams {
+                preconditions: Some(kube::api::Preconditions { uid: Some(recorded.uid.clone()), resource_version: rv }),
+                ..DeleteParams::default()
+            };
+            match tokio::time::timeout(t, leases.delete(NAME, &dp)).await {
+                Ok(Ok(_)) => Some(format!("removed {what}, left by a run that is gone ({})", recorded.holder)),
+                Ok(Err(e)) => Some(format!("could not remove {what}: {}", crate::gather::kube::said(&e))),
+                Err(_) => Some(format!("could not remove {what}: no answer within {} s", t.as_secs())),
+            }
         }
     }
 }
@@ -233,6 +306,33 @@ mod tests {
         assert!(matches!(on_this_host(live(&reused)), Found::Stale { .. }), "the pid runs another process");
         assert!(matches!(on_this_host(live(&format!("{host}/4194303/x"))), Found::Stale { .. }), "no such pid");
         assert!(matches!(on_this_host(live("elsewhere/1/1-1")), Found::Live { .. }), "another host: not judged here");
+    }
+
+    #[test]
+    fn down_removes_only_the_recorded_lease_and_only_once_its_run_is_gone() {
+        let now = chrono::Utc::now();
+        let recorded = Own {
+            kind: "Lease".into(),
+            namespace: NAMESPACE.into(),
+            name: NAME.into(),
+            uid: "u-1".into(),
+            holder: "elsewhere/9/9-1".into(),
+        };
+        let with_uid = |mut l: Lease, uid: &str| {
+            l.metadata.uid = Some(uid.into());
+            l
+        };
+        assert_eq!(leftover(&recorded, None, now), Leftover::Gone);
+        let stale = with_uid(lease("elsewhere/9/9-1", 300), "u-1");
+        assert_eq!(leftover(&recorded, Some(&stale), now), Leftover::Stale);
+        assert_eq!(leftover(&recorded, Some(&with_uid(lease("elsewhere/9/9-1", 5), "u-1")), now), Leftover::Live);
+        // The same name, re-created (another uid) or held by someone else: never eas's.
+        assert_eq!(leftover(&recorded, Some(&with_uid(lease("elsewhere/9/9-1", 300), "u-2")), now), Leftover::NotOurs);
+        assert_eq!(leftover(&recorded, Some(&with_uid(lease("user", 300), "u-1")), now), Leftover::NotOurs);
+        // A run of this host that is gone: its Lease is stale at once.
+        let host = crate::state::lock::hostname();
+        let dead = Own { holder: format!("{host}/4194303/x"), ..recorded.clone() };
+        assert_eq!(leftover(&dead, Some(&with_uid(lease(&dead.holder, 1), "u-1")), now), Leftover::Stale);
     }
 
     #[test]

@@ -72,6 +72,9 @@ pub enum Fault {
     /// `continue`, apimachinery `pkg/apis/meta/v1/types.go`), which leads back to the first page:
     /// a server whose pages never end.
     RepeatContinue,
+    /// Answer 200 with this object, a string of `pad` bytes added as its annotation `pad`,
+    /// streamed in 1 MiB chunks: an answer larger than any real one, valid JSON all the same.
+    Padded(Value, usize),
 }
 
 struct Injection {
@@ -760,6 +763,7 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
         Some(Fault::Body(code, body)) => return Ok(respond(code, body.into_bytes())),
         Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
         Some(Fault::RepeatContinue) => repeat_continue = true,
+        Some(Fault::Padded(obj, pad)) => return Ok(padded(&obj, pad)),
         None => {}
     }
     if !authorized {
@@ -807,6 +811,25 @@ fn respond(code: u16, body: Vec<u8>) -> Answer {
         .status(StatusCode::from_u16(code).expect("status code"))
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)).boxed())
+        .expect("response")
+}
+
+fn padded(obj: &Value, pad: usize) -> Answer {
+    let mut obj = obj.clone();
+    obj["metadata"]["annotations"]["pad"] = json!("@PAD@");
+    let text = serde_json::to_string(&obj).expect("serialise");
+    let (head, tail) = text.split_once("@PAD@").expect("the placeholder");
+    const CHUNK: usize = 1 << 20;
+    let chunk = Bytes::from(vec![b'x'; CHUNK]);
+    let mut parts = vec![Bytes::from(head.to_string())];
+    parts.extend((0..pad / CHUNK).map(|_| chunk.clone()));
+    parts.push(Bytes::from(vec![b'x'; pad % CHUNK]));
+    parts.push(Bytes::from(tail.to_string()));
+    let frames = futures::stream::iter(parts.into_iter().map(|b| Ok(hyper::body::Frame::data(b))));
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::StreamBody::new(frames).boxed())
         .expect("response")
 }
 
@@ -917,8 +940,38 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
             list(&s, r, &namespace, params)
         }
         (&Method::GET, Target::Object { r, namespace, name, sub: Some(sub) }) if r.kind == "Pod" && sub == "log" => {
-            if !s.objects.contains_key(&key(r, &namespace, &name)) {
+            let Some(pod) = s.objects.get(&key(r, &namespace, &name)) else {
                 return not_found(r, &name);
+            };
+            // Which container, as the API server decides it (LogLocation in
+            // pkg/registry/core/pod/strategy.go, kubernetes/kubernetes@03e06024): the one
+            // container when the pod has one; else `container` must name one of its containers
+            // or init containers (400 otherwise).
+            let names = |field: &str| -> Vec<String> {
+                pod["spec"][field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .map(str::to_string)
+                    .collect()
+            };
+            let (containers, inits) = (names("containers"), names("initContainers"));
+            match params.get("container") {
+                Some(c) if !containers.contains(c) && !inits.contains(c) => {
+                    return status(400, &format!("container {c} is not valid for pod {name}"), None);
+                }
+                None if containers.len() > 1 => {
+                    let mut m = format!(
+                        "a container name must be specified for pod {name}, choose one of: [{}]",
+                        containers.join(" ")
+                    );
+                    if !inits.is_empty() {
+                        m.push_str(&format!(" or one of the init containers: [{}]", inits.join(" ")));
+                    }
+                    return status(400, &m, None);
+                }
+                _ => {}
             }
             let previous = params.get("previous").is_some_and(|p| p == "true");
             let text = s.logs.get(&(namespace, name, previous)).cloned().unwrap_or_default();
@@ -928,6 +981,11 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
                     lines[lines.len().saturating_sub(n)..].iter().map(|l| format!("{l}\n")).collect()
                 }
                 None => text,
+            };
+            // limitBytes: the log is cut after that many bytes (PodLogOptions.LimitBytes).
+            let text = match params.get("limitBytes").and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n < text.len() => String::from_utf8_lossy(&text.as_bytes()[..n]).into_owned(),
+                _ => text,
             };
             Response::builder()
                 .status(StatusCode::OK)
