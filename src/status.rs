@@ -144,9 +144,9 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
     for s in servers {
         let (name, ns, rt) = (s.name.clone(), s.namespace.clone(), s.rt);
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &rt.resource());
-        let Some(o) = tokio::time::timeout(t, api.get_opt(&name)).await.ok().and_then(Result::ok).flatten() else {
-            continue;
-        };
+        // Gone since the list: not a server any more. A refusal or no answer is the error it is,
+        // never "0/0 ready".
+        let Some(o) = get(api, &rt.kind, &ns, &name, t).await? else { continue };
         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
         let conditions = v
             .pointer("/status/conditions")
@@ -164,11 +164,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         // was not read, so its pods are not counted.
         let (ready, desired) = if rt.answer.is_some() {
             let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-            let dep = tokio::time::timeout(t, deps.get_opt(&format!("{name}-kserve")))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .flatten();
+            let dep = get(deps, "Deployment", &ns, &format!("{name}-kserve"), t).await?;
             dep.map(|d| {
                 let st = d.status.unwrap_or_default();
                 (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
@@ -178,7 +174,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
             (0, 0)
         };
         let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
-        let ep = tokio::time::timeout(t, eps.get_opt(&rt.service(&name))).await.ok().and_then(Result::ok).flatten();
+        let ep = get(eps, "Endpoints", &ns, &rt.service(&name), t).await?;
         let ready_addresses = ep
             .and_then(|e| e.subsets)
             .unwrap_or_default()
@@ -199,6 +195,19 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         });
     }
     Ok(out)
+}
+
+/// One object, bounded: absent is `None`; a refusal (403), another error status or no answer is
+/// the error, said as the API said it.
+async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match tokio::time::timeout(t, api.get_opt(name)).await {
+        Ok(Ok(o)) => Ok(o),
+        Ok(Err(e)) => Err(format!("get {kind} {ns}/{name}: {}", crate::gather::kube::said(&e))),
+        Err(_) => Err(format!("get {kind} {ns}/{name}: no answer within {} s", t.as_secs())),
+    }
 }
 
 async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, String> {

@@ -386,6 +386,20 @@ fn status_with_nothing_installed_shows_the_live_devices() {
     assert!(table.contains("gpu-b") && table.contains("not Ready"), "{table}");
 }
 
+/// A read status is refused is an error naming it, never a model server shown as "0/0 ready".
+#[test]
+fn status_says_a_refused_read_and_never_shows_it_as_not_ready() {
+    let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
+    c.server.inject(Some("/deployments/"), support::Fault::Status(403, "deployments is forbidden".into()), None);
+    let mut cmd = support::eas(c.home.path());
+    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let out = cmd.arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let (err, table) = (text(&out.stderr), text(&out.stdout));
+    assert!(err.contains("403 Forbidden") && err.contains("deployments is forbidden"), "{err}");
+    assert!(!table.contains("0/0") && !err.contains("0/0"), "{table}{err}");
+}
+
 #[test]
 fn status_shows_a_model_server_kserve_made() {
     let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
