@@ -128,3 +128,39 @@ fn a_forbidden_read_leaves_its_key_absent_with_a_warning() {
     assert!(stderr.contains("storage_classes is absent"), "{stderr}");
     assert!(stderr.contains("access_reviews is absent"), "{stderr}");
 }
+
+/// Doctor is bounded: against an API server that accepts connections and never answers, every
+/// check that reads the cluster shares one 30 s deadline (before, each took its own 30 s), the
+/// gates say they ran out of time, and the host's own checks (Docker, git, the bastion's pins)
+/// are still reported.
+#[test]
+fn doctor_against_a_silent_api_server_ends_with_the_hosts_checks() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let server = format!("http://{}", silent.local_addr().unwrap());
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n\
+             current-context: x\n"
+        ),
+    )
+    .unwrap();
+    let out = eas(dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["doctor", "--offline"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("FAIL api server:") && table.contains("no answer within 10s"), "{table}");
+    assert!(table.contains("FAIL gates: the plan's checks did not finish within doctor's 30 s"), "{table}");
+    assert!(table.contains("FAIL preflight: no Docker Engine answers"), "the host's checks still run: {table}");
+    assert!(table.contains("FAIL bastion: the base image"), "{table}");
+}

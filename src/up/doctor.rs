@@ -17,7 +17,7 @@ use crate::gather;
 use crate::output::Shell;
 use crate::settings::Global;
 
-use super::{CALL, state_root};
+use super::state_root;
 
 /// `eas doctor`'s settings: `eas up`'s selection and node flags, as a dry run.
 #[derive(Debug, Clone)]
@@ -26,8 +26,10 @@ pub struct DoctorSettings {
     pub output: crate::output::OutputFormat,
 }
 
-/// How long the gates may take in all.
+/// How long every check that reads the cluster may take in all.
 const GATES: Duration = Duration::from_secs(30);
+/// Each of the API server's own checks (its version, its nodes), within [`GATES`].
+const QUICK: Duration = Duration::from_secs(10);
 
 pub fn command(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     crate::runtime::block_on_interruptible(doctor(args, global, shell))
@@ -103,15 +105,20 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         let status = if ok { "ok" } else { "fail" };
         checks.push(Check::new(name, status, detail));
     };
-    match gather::target(global, CALL).await {
+    // One deadline for every check that reads the cluster: doctor answers within GATES (plus
+    // the host's own bounded checks), whatever the API server does.
+    let deadline = tokio::time::Instant::now() + GATES;
+    let quick = || QUICK.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+    match gather::target(global, quick()).await {
         Ok(t) => {
-            match tokio::time::timeout(CALL, t.client.apiserver_version()).await {
+            let bound = quick();
+            match tokio::time::timeout(bound, t.client.apiserver_version()).await {
                 Ok(Ok(v)) => line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)),
                 Ok(Err(e)) => line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))),
-                Err(_) => line(false, "api server", format!("{}: no answer within {}s", t.server, CALL.as_secs())),
+                Err(_) => line(false, "api server", format!("{}: no answer within {}s", t.server, bound.as_secs())),
             }
             let nodes: Api<Node> = Api::all(t.client.clone());
-            match tokio::time::timeout(CALL, nodes.list_metadata(&ListParams::default())).await {
+            match tokio::time::timeout(quick(), nodes.list_metadata(&ListParams::default())).await {
                 Ok(Ok(list)) => {
                     let k3s = list.items.iter().filter(|n| {
                         n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))
@@ -140,7 +147,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         Some(b) => line(b >= 2 << 30, "memory", format!("{} GiB available on this host", b >> 30)),
         None => line(false, "memory", "cannot read /proc/meminfo".into()),
     }
-    checks.extend(gates(args, global, shell).await?);
+    checks.extend(gates(args, global, shell, deadline).await?);
     let failed: Vec<String> = checks.iter().filter(|c| c.status == "fail").map(|c| c.name.clone()).collect();
     let mut names = failed.clone();
     names.dedup();
@@ -170,7 +177,12 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
 
 /// `eas up`'s plan halves as a dry run, within [`GATES`]: their blockers as checks. When the
 /// cluster cannot be read at all, the gates that need it are skipped with the reason.
-async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<Vec<Check>, Failure> {
+async fn gates(
+    args: &DoctorSettings,
+    global: &Global,
+    shell: &Shell,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<Check>, Failure> {
     let up = &args.up;
     let tree_pins = match crate::config::select_trees(&up.select) {
         Ok(t) => t,
@@ -179,7 +191,23 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let mut r = super::runner(up, &tree_pins, interrupt);
-    let planned = tokio::time::timeout(GATES, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)).await;
+    // The host's checks (Docker, git) side by side, bounded on their own: they stand in for the
+    // plan's when it cannot read the cluster or runs out of time.
+    let (planned, host) = tokio::join!(
+        tokio::time::timeout_at(deadline, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)),
+        super::plan::host_checks(global)
+    );
+    let host_only = |mut v: Vec<Check>| {
+        let (docker, git) = host;
+        let image = super::image_args(&up.image, up.select.pins.clone(), global);
+        let pins = super::plan::bastion_pin_checks(&image);
+        let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
+        for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
+            let lines = crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, &f).into_iter();
+            v.extend(lines.map(|b| Check::new(name, "fail", format!("{} (fix: {})", b.cause, b.fix))));
+        }
+        v
+    };
     Ok(match planned {
         Ok(Ok(_)) => {
             // The cluster's prerequisites, one line per check, from the plan's own report.
@@ -193,24 +221,15 @@ async fn gates(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<
         Ok(Err(Failure::Interrupted)) => return Err(Failure::Interrupted),
         // The cluster could not be read: the gates that need only this host and the pins
         // still run (the same functions as the plan's).
-        Ok(Err(f)) => {
-            let mut v = vec![Check::new(
-                "gates",
-                "skipped",
-                format!("the plan could not read the cluster: {}", f.lines().join("; ")),
-            )];
-            let (docker, git) = super::plan::host_checks(global).await;
-            let image = super::image_args(&up.image, up.select.pins.clone(), global);
-            let pins = super::plan::bastion_pin_checks(&image);
-            let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
-            for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
-                let lines = crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, &f).into_iter();
-                v.extend(lines.map(|b| Check::new(name, "fail", format!("{} (fix: {})", b.cause, b.fix))));
-            }
-            v
-        }
-        Err(_) => {
-            vec![Check::new("gates", "fail", format!("the plan's checks did not finish within {} s", GATES.as_secs()))]
-        }
+        Ok(Err(f)) => host_only(vec![Check::new(
+            "gates",
+            "skipped",
+            format!("the plan could not read the cluster: {}", f.lines().join("; ")),
+        )]),
+        Err(_) => host_only(vec![Check::new(
+            "gates",
+            "fail",
+            format!("the plan's checks did not finish within doctor's {} s", GATES.as_secs()),
+        )]),
     })
 }
