@@ -469,3 +469,28 @@ fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
         d.choices
     );
 }
+
+#[test]
+fn cpu_is_lowered_to_what_the_landing_node_schedules_after_its_pods_requests() {
+    let text = include_str!("../../fixtures/synthetic/ei/model_manager/models.yaml");
+    let mut f = desktop();
+    f.fit = None;
+    let cpu_edit = |f: &Facts| {
+        let d = with_catalog(f, "inference", Some("qwen2-5-coder-7b"), text).unwrap();
+        let e = d.model_edits.iter().find(|e| e.name == "qwen2-5-coder-7b").unwrap();
+        let line = d.choices.iter().find(|c| c.choice.contains(" cpu: ")).map(|c| c.fact.clone());
+        (e.cpu.clone(), line)
+    };
+    // The entry asks 16 cores; the node has 20 allocatable.
+    f.nodes[0].allocatable.insert("cpu".into(), "20".into());
+    f.nodes[0].pod_requests = Some(facts::StringMap::from([("memory".into(), "0".into())]));
+    assert_eq!(cpu_edit(&f).0, None, "16 of 20 schedules: never raised, not lowered");
+    // Its pods already request 5.5 cores: 14.5 left, so 14 whole cores.
+    f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "5500m".into());
+    let (cpu, line) = cpu_edit(&f);
+    assert_eq!(cpu.as_deref(), Some("14"));
+    assert!(line.as_deref().is_some_and(|l| l.contains("20 allocatable - 5.5 requested")), "{line:?}");
+    // Requests below what it asks leave it alone.
+    f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "4".into());
+    assert_eq!(cpu_edit(&f).0, None);
+}
