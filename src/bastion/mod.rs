@@ -219,6 +219,11 @@ impl From<BastionError> for Failure {
                 e,
                 "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
             ),
+            B::Image(ImageError::TimedOut { .. }) => Failure::step_next(
+                "bastion build",
+                e,
+                "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
+            ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
@@ -339,7 +344,7 @@ async fn prepare_at(
         }
     }
     let plan = plan_from(docker, args, &pins, base).await?;
-    build_planned(docker, plan, rebuild, shell, interrupt).await
+    build_planned(docker, plan, rebuild, crate::settings::timeouts::BASTION, shell, interrupt).await
 }
 
 /// The plan half of the bastion phase: the build context named by its content hash, and the
@@ -423,11 +428,13 @@ async fn plan_from(docker: &Docker, args: &ImageSettings, pins: &Pins, base: Bas
     })
 }
 
-/// The act half: reuses the planned image, or downloads the pinned artifacts and builds it.
+/// The act half: reuses the planned image, or downloads the pinned artifacts and builds it, the
+/// build within `limit`.
 pub async fn build_planned(
     docker: &Docker,
     plan: ImagePlan,
     rebuild: bool,
+    limit: std::time::Duration,
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
@@ -450,9 +457,20 @@ pub async fn build_planned(
         }
     }
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
-    shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
-    let req =
-        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &proxy };
+    let within = crate::output::clock(limit);
+    shell.phase(
+        "bastion",
+        format!("building {tag} ({} MB context, base {}; timeout {within})", tar.len() >> 20, ctx.base_arg),
+    );
+    let req = BuildRequest {
+        tar,
+        tag: &tag,
+        digest: &digest,
+        base_arg: &ctx.base_arg,
+        nocache: rebuild,
+        proxy: &proxy,
+        limit,
+    };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));

@@ -98,7 +98,10 @@ async fn run_locked(
     // The build stops on the run's token itself, removing its step container and layers before it
     // returns.
     let interrupt = r.interrupt.clone();
-    let build = bastion::build_planned(docker, x.image.clone(), false, shell, &interrupt);
+    // The build stops itself at the phase's timeout (its spinner counts against it); the
+    // runner's window is the backstop.
+    let limit = r.timeouts.get(PhaseId::Bastion);
+    let build = bastion::build_planned(docker, x.image.clone(), false, limit, shell, &interrupt);
     let prepared = r.act_self(PhaseId::Bastion, None, GRACE, async { build.await.map_err(Failure::from) }).await?;
     r.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
     r.act(PhaseId::Config, None, async { Ok(()) }).await?;
