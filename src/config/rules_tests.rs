@@ -207,10 +207,29 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
         d.choices
     );
     assert!(d.model_edits.iter().any(|e| e.autodeploy));
+    use crate::config::components::OnPath;
+    // A reader the install does not run (its role no enabled component's) proves nothing.
     let mut d = d0.clone();
+    let off = OnPath::No("component models is not enabled (enabled: false)".into());
     super::super::model::prove_deploy_path(
         &mut d,
-        &["roles/models/tasks/main.yaml".into()],
+        &[("roles/models/tasks/main.yaml".into(), off)],
+        "intel/agent-toolkit@036b662",
+    );
+    assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+    assert!(d.model_edits.iter().any(|e| e.autodeploy));
+    assert!(
+        d.choices.iter().any(|c| c
+            .fact
+            .contains("off the install path (roles/models/tasks/main.yaml: component models is not enabled")),
+        "{:#?}",
+        d.choices
+    );
+    let mut d = d0.clone();
+    let on = OnPath::Yes("component models of layer agent-toolkit is enabled".into());
+    super::super::model::prove_deploy_path(
+        &mut d,
+        &[("roles/models/tasks/main.yaml".into(), on)],
         "intel/agent-toolkit@036b662",
     );
     assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"), "{:?}", d.overrides);
@@ -220,14 +239,14 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
     assert!(
         d.choices
             .iter()
-            .any(|c| c.fact.contains("read by roles/models/tasks/main.yaml in intel/agent-toolkit@036b662")
+            .any(|c| c.fact.contains("read by roles/models/tasks/main.yaml (component models of layer agent-toolkit is enabled) in intel/agent-toolkit@036b662")
                 && c.choice.starts_with("deploy path: EAT's")),
         "{:#?}",
         d.choices
     );
     let mut inf = decide_on(&desktop(), "inference", None).unwrap();
     let before = inf.clone();
-    super::super::model::prove_deploy_path(&mut inf, &["x".into()], "a@b");
+    super::super::model::prove_deploy_path(&mut inf, &[("x".into(), OnPath::Yes(String::new()))], "a@b");
     assert_eq!(inf.choices, before.choices, "the inference layer keeps EI's path");
 }
 
