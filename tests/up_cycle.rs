@@ -858,3 +858,77 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(!r.namespaces().contains(&"kserve".to_string()));
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
+
+/// `eas down` tears down with what the run it removes was built from, not with the pins of the
+/// day: after the install the pins change (kubectl moved to a file that does not exist, with
+/// another sha256), and `down` still runs in the run's own image and says so. The run keeps its
+/// pins beside its record, for when that image is gone.
+#[test]
+fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let state = r.state_file().expect("state.json");
+    let dir = r.state.join(state["cluster_key"].as_str().unwrap());
+    let kept = state["pins_kept"]["file"].as_str().expect("the record names its kept pins");
+    assert_eq!(Path::new(kept), dir.join("pins.json"));
+    let read = |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    // The same rows with the same values (a null field may be written absent).
+    let rows = |v: Value| -> Vec<Value> {
+        let strip = |mut r: Value| {
+            r.as_object_mut().unwrap().retain(|_, v| !v.is_null());
+            r
+        };
+        v["pins"].as_array().unwrap().iter().cloned().map(strip).collect()
+    };
+    assert_eq!(rows(read(Path::new(kept))), rows(read(&setup().pins)), "the kept pins are the ones the run read");
+    let source = state["pins_kept"]["source"].as_str().unwrap();
+    assert!(source.contains(&setup().pins.display().to_string()) && source.contains("--pins"), "{source}");
+    let image = state["bastion_image"].as_str().unwrap().to_string();
+
+    // Today's pins: kubectl is somewhere else now.
+    let mut today = read(&setup().pins);
+    for row in today["pins"].as_array_mut().unwrap() {
+        if row["name"] == "kubectl" && row["profile"] == "bastion" {
+            row["url"] = "file:///nonexistent/eas-test/kubectl".into();
+            row["sha256"] = "0".repeat(64).into();
+        }
+    }
+    let today_file = r.home.join("pins-today.json");
+    std::fs::write(&today_file, serde_json::to_string_pretty(&today).unwrap()).unwrap();
+    let mut args = setup().down_args();
+    let at = args.iter().position(|a| a == "--pins").unwrap() + 1;
+    args[at] = today_file.display().to_string();
+    let down = r.eas().args(&args).output().unwrap();
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    assert!(err.contains(&format!("with the image the run built: {image}")), "{err}");
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+    }
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+
+    // Installed again, and the run's image gone by the time of `down`: the image is built again
+    // from the pins the run kept (Docker's layer cache makes that quick), not from today's. A
+    // second tag keeps the layers while the run's tag is removed.
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let tag = image.split(" (").next().unwrap().to_string();
+    let keep = format!("{tag}-kept-by-test");
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(o.status.success(), "docker {args:?}: {}", text(&o.stderr));
+    };
+    docker(&["tag", &tag, &keep]);
+    docker(&["image", "rm", &tag]);
+    let down = r.eas().args(&args).output().unwrap();
+    let err = text(&down.stderr);
+    let _ = Command::new("docker").args(["tag", &keep, &tag]).output();
+    let _ = Command::new("docker").args(["image", "rm", &keep]).output();
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    let kept = dir.join("pins.json").display().to_string();
+    assert!(err.contains(&format!("{tag} is gone: with an image from the pins the run recorded ({kept}")), "{err}");
+    assert!(err.contains("not today's"), "{err}");
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+}

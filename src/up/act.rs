@@ -227,6 +227,13 @@ async fn prepare_and_install(
     // The install begins: from here the run is an install, recorded in `state.json`.
     crate::state::records::keep_inputs(x.pre.sd.dir(), &x.facts, &r.plan, &x.files)
         .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+    // The pins this run built its bastion from, kept for `eas down` (which must not depend on
+    // what the pins say on the day it runs).
+    let kept = x.pre.sd.dir().join(crate::state::records::PINS);
+    let pins = args.select.pins.load().map_err(|e| Failure::step("install", e))?;
+    crate::state::journal::write_atomic(&kept, pins.to_json().as_bytes())
+        .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+    r.state.pins_kept = Some(crate::state::journal::KeptPins { file: kept, source: args.select.pins.describe() });
     r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();

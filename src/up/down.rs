@@ -96,9 +96,24 @@ struct Ctx<'a> {
     interrupt: &'a Interrupt,
     sd: &'a StateDir,
     docker: bollard::Docker,
-    image_args: bastion::ImageSettings,
+    /// The bastion the teardown runs in (`down_image`): the run's own, else its pins'.
+    image: super::down_image::TeardownImage,
     /// The kubeconfig for the bastion, with an exec plugin's token minted once for this `down`.
     kube: crate::kubeconfig::KubeSource,
+}
+
+impl Ctx<'_> {
+    /// The teardown's image tag: the run's own, or the one its kept pins build (or find).
+    async fn bastion(&self) -> Result<String, Failure> {
+        match &self.image {
+            super::down_image::TeardownImage::Recorded { tag } => Ok(tag.clone()),
+            super::down_image::TeardownImage::FromPins(pins) => {
+                let args = super::image_args(&self.args.image, pins.clone(), self.global);
+                let p = bastion::prepare(&self.docker, &args, false, false, self.shell, self.interrupt).await?;
+                Ok(p.tag)
+            }
+        }
+    }
 }
 
 /// Reads and deletes through the API server stop on SIGINT/SIGTERM; the bastion's runs react
@@ -124,11 +139,23 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     /// What the installer's teardown needs: the Docker Engine and the bastion's kubeconfig.
-    async fn ctx(&self) -> Result<Ctx<'_>, Failure> {
+    async fn ctx(&self, state: &State) -> Result<Ctx<'_>, Failure> {
         let docker = bastion::image::connect(&self.global.env)
             .await
             .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
         let kube = cancellable(self.interrupt, bastion::minted_source(self.global, self.shell)).await?;
+        // The run's image while Docker has it, else the pins the run kept: never today's.
+        let present = match super::down_image::recorded(state) {
+            Some((tag, _)) => match docker.inspect_image(&tag).await {
+                Ok(img) => img.id,
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => None,
+                Err(e) => return Err(Failure::step_next("down", e, crate::hints::DOCKER)),
+            },
+            None => None,
+        };
+        let kept = state.pins_kept.as_ref().map(|k| k.file.clone()).filter(|f| f.exists());
+        let (image, line) = super::down_image::choose(state, present.as_deref(), kept, &self.args.pins);
+        self.shell.phase("teardown", line);
         Ok(Ctx {
             args: self.args,
             global: self.global,
@@ -137,7 +164,7 @@ impl Scope<'_> {
             sd: self.sd,
             docker,
             kube,
-            image_args: super::image_args(&self.args.image, self.args.pins.clone(), self.global),
+            image,
         })
     }
 
@@ -362,7 +389,7 @@ async fn incomplete(s: &Scope<'_>, state: &mut State, reason: &str) -> Result<()
             "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
         ));
     }
-    force_incomplete(&s.ctx().await?, state, &s.layer, reason, s.client).await
+    force_incomplete(&s.ctx(state).await?, state, &s.layer, reason, s.client).await
 }
 
 /// A complete record: the guarded teardown, then what the ledger says the run created and is
@@ -374,7 +401,7 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     for p in &plan.protect {
         s.shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
     }
-    let ctx = s.ctx().await?;
+    let ctx = s.ctx(state).await?;
     let teardown_ok = teardown(&ctx, state, &s.layer, &plan.skip_components()).await?;
 
     // What the ledger says this run created and is still there.
@@ -516,7 +543,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
-    let prepared = bastion::prepare(&ctx.docker, &ctx.image_args, false, false, shell, ctx.interrupt).await?;
+    let tag = ctx.bastion().await?;
     let mut argv = teardown_argv(layer, &state.env)?;
     if !skip.is_empty() {
         argv.extend(["--skip".to_string(), skip.join(",")]);
@@ -532,7 +559,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
     let env = ctx.global.env.lookup();
     let kube = &ctx.kube;
-    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(kube), &env)?;
+    let std = bastion::standard(&tag, argv, Some(&tree), Some(kube), &env)?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
     let mut sink = Quiet(Vec::new());
@@ -555,13 +582,11 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
 
 async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<(), String> {
     let (docker, interrupt) = (&ctx.docker, ctx.interrupt);
-    let prepared = bastion::prepare(docker, &ctx.image_args, false, false, ctx.shell, interrupt)
-        .await
-        .map_err(|e| e.to_string())?;
+    let tag = ctx.bastion().await.map_err(|e| e.to_string())?;
     let env = ctx.global.env.lookup();
     let kube = &ctx.kube;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
-    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
+    let std = bastion::standard(&tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
         .map_err(|e| e.to_string())?;
     let mut spec = std.spec.clone();
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));

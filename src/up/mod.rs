@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod crash;
 pub mod doctor;
 pub mod down;
+mod down_image;
 mod down_plan;
 pub mod hf;
 pub mod install;
