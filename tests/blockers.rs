@@ -90,6 +90,14 @@ fn the_real_run_stops_where_the_plan_says_with_every_blocker_and_no_write() {
         serde_json::from_str(&std::fs::read_to_string(keys[0].join("attempt/attempt.json")).unwrap()).unwrap();
     assert_eq!(attempt["phase"], "preflight");
     assert!(keys[0].join("attempt/facts.json").exists() && keys[0].join("attempt/plan.json").exists());
+    // And its log: eas's own lines from the first phase, then each blocker; the record names it.
+    let journal: Value =
+        serde_json::from_str(&std::fs::read_to_string(keys[0].join("attempt/state.json")).unwrap()).unwrap();
+    let log = std::path::PathBuf::from(journal["log_path"].as_str().expect("the attempt names its log"));
+    assert!(log.starts_with(keys[0].join("attempt/logs")), "{}", log.display());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("==> preflight:") || said.contains("==> facts:"), "the phase lines: {said}");
+    assert!(said.contains("blocker (preflight): ") && said.contains("have no pinned sha256"), "{said}");
 }
 
 #[test]

@@ -217,6 +217,11 @@ fn up_verify_down_and_down_again() {
         std::fs::read_to_string(dir.join("choices.txt")).unwrap().contains("->"),
         "choices.txt has the decision lines"
     );
+    // The install's log: eas's own lines from the first phase, then the installer's output.
+    let log = std::fs::read_to_string(state["log_path"].as_str().unwrap()).unwrap();
+    let (first, installer) = (log.find("==> lock:").or(log.find("==> ")), log.find("BYO cluster mode"));
+    assert!(first.is_some() && log.contains("==> bastion:"), "eas's lines are in the log:\n{log}");
+    assert!(installer.is_none_or(|i| first.unwrap() < i), "eas's first lines come first:\n{log}");
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
     let (up_out, up_err) = (text(&up.stdout), text(&up.stderr));
     let leaks = sentinel_leaks(&[("stdout", &up_out), ("stderr", &up_err)], &[&r.state, &r.home]);
@@ -348,6 +353,9 @@ fn a_run_that_fails_while_gathering_records_its_end() {
         serde_json::from_str(&std::fs::read_to_string(key.join("attempt/state.json")).unwrap()).unwrap();
     assert_eq!(attempt["exit_code"], code, "{attempt}");
     assert!(attempt["finished"].is_string(), "{attempt}");
+    // The attempt keeps its log: the run's own lines, then the failure.
+    let log = std::fs::read_to_string(attempt["log_path"].as_str().expect("the attempt names its log")).unwrap();
+    assert!(log.contains("==> ") && log.contains("etcd is down"), "{log}");
     r.server.clear_faults();
     let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
     let doc: Value = serde_json::from_slice(&status.stdout).unwrap();

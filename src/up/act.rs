@@ -84,6 +84,8 @@ async fn run_locked(
     let attempt = sd.dir().join(ATTEMPT);
     crate::state::journal::create_private_dir(&attempt).map_err(|e| crate::state::io_failure("lock", &attempt, e))?;
     r.file = Some(attempt.join(crate::state::journal::FILE));
+    // The attempt's log, until the install's (prepare's) takes over with every line so far.
+    super::attempt_log(r, &attempt, shell).map_err(|e| crate::state::io_failure("log", &attempt, e))?;
     let docker = &x.docker;
     r.act(PhaseId::Preflight, None, async {
         if let Some(holder) = &dead {
@@ -218,6 +220,7 @@ async fn prepare_and_install(
         }
     }
     let log_path = install::log_file(&x.pre.sd)?;
+    shell.log_to(&log_path).map_err(|e| crate::state::io_failure("log", &log_path, e))?;
     r.state.log_path = Some(log_path.clone());
     let interrupt = r.interrupt.clone();
     let ctx = install::Ctx { docker: &x.docker, image, tree: work, global, shell, interrupt: &interrupt };
