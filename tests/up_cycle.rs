@@ -940,3 +940,34 @@ fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
     assert!(err.contains("not today's"), "{err}");
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
+
+/// A run that fails at a gate after an install is an attempt: the install's record stays as it
+/// was (status still says what is installed, and where the last run stopped), and `down` removes
+/// the install as its ledger records it, and clears the attempt.
+#[test]
+fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let installed = r.state_file().expect("state.json");
+    r.server.inject(Some("daemonsets"), support::Fault::Status(500, "etcd is down".into()), None);
+    let again = r.up(&["--yes"]);
+    assert_ne!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    r.server.clear_faults();
+    assert_eq!(r.state_file().as_ref(), Some(&installed), "the attempt left the install's record as it was");
+    assert!(r.attempt_file().is_some(), "the attempt has its own record");
+    let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
+    let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["installed"]["layer"], "agent-toolkit", "{doc}");
+    assert_eq!(doc["installed"]["outcome"], "succeeded", "{doc}");
+    assert_eq!(doc["last_run"]["phase"], "facts", "{doc}");
+    let down = r.down();
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+    }
+    assert!(err.contains("agent-toolkit removed"), "{err}");
+    assert!(r.state_file().is_none() && r.attempt_file().is_none(), "down cleared the install and the attempt");
+}

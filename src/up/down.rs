@@ -88,6 +88,15 @@ fn purge(sd: &StateDir, lock: lock::LockGuard) -> Result<(), Failure> {
     std::fs::remove_dir(sd.dir()).map_err(|e| Failure::step("purge", format!("{}: {e}", sd.dir().display())))
 }
 
+/// Removes the latest attempt's record (`attempt/`), when there is one.
+fn clear_attempt(sd: &StateDir) -> Result<(), Failure> {
+    let attempt = sd.dir().join(super::ATTEMPT);
+    if attempt.exists() {
+        std::fs::remove_dir_all(&attempt).map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
+    }
+    Ok(())
+}
+
 /// What one `down` needs to run the installer's teardown.
 struct Ctx<'a> {
     args: &'a DownSettings,
@@ -241,11 +250,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             shell.out(crate::text::for_people(&line));
         } else {
             shell.phase("down", line);
-            let attempt = sd.dir().join(super::ATTEMPT);
-            if attempt.exists() {
-                std::fs::remove_dir_all(&attempt)
-                    .map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
-            }
+            clear_attempt(&sd)?;
         }
         return Ok(());
     }
@@ -414,8 +419,10 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     let mut findings = if s.args.acknowledge { Vec::new() } else { earlier };
     findings.extend(plan.findings(&after, &now()));
     if teardown_ok && failures.is_empty() && findings.is_empty() {
-        // Done: the record goes, so a second `eas down` has nothing to do.
+        // Done: the record goes, so a second `eas down` has nothing to do; so does an attempt
+        // made since the install, which would otherwise read as the cluster's last run.
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        clear_attempt(s.sd)?;
         s.shell.phase("down", format!("{} removed from {}", s.layer, s.context));
         return Ok(());
     }
