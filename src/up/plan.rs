@@ -308,6 +308,13 @@ pub async fn decide(
             }
             let downloads = match (&pinned, args.offline) {
                 (Some(c), false) => hf_reads(&c.catalog, global).await,
+                (Some(_), true) => {
+                    shell.warn(
+                        "--offline: Hugging Face was not asked; the figures come from the cache or data/models.json, \
+                         and whether the install can download the weights is not checked",
+                    );
+                    Vec::new()
+                }
                 _ => Vec::new(),
             };
             let mut decision = config::generate_with_downloads(facts, &args.select, pinned.as_ref(), &downloads)?;
