@@ -531,15 +531,14 @@ async fn build_lock(
         }
     };
     let deadline = std::time::Instant::now() + BUILD_LOCK_WAIT;
-    let mut said = false;
+    // The wait says what it waits for against its timeout, as every wait does.
+    let mut waiting: Option<crate::output::Wait> = None;
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(Some(file)),
             Err(std::fs::TryLockError::WouldBlock) => {
-                if !said {
-                    shell.phase("bastion", format!("waiting for another eas building {tag} (lock {})", path.display()));
-                    said = true;
-                }
+                let w = waiting.get_or_insert_with(|| shell.wait("bastion", BUILD_LOCK_WAIT));
+                w.update(&format!("another eas building {tag} (lock {})", path.display()));
                 if std::time::Instant::now() >= deadline {
                     return Err(BastionError::Busy(format!(
                         "another eas held the build lock of {tag} for {}s ({})",
