@@ -971,3 +971,33 @@ fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
     assert!(err.contains("agent-toolkit removed"), "{err}");
     assert!(r.state_file().is_none() && r.attempt_file().is_none(), "down cleared the install and the attempt");
 }
+
+/// `eas down` on a terminal without `--yes` lists what it will remove, then asks: "n", or the end
+/// of input (^D), changes nothing and exits 1; the install is still recorded and in place.
+#[test]
+fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let installed = r.state_file().expect("state.json");
+    let args: Vec<String> = setup().down_args().into_iter().filter(|a| a != "--yes").collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for (answer, said) in [("n\n", "not confirmed: nothing was changed"), ("\x04", "no answer (end of input)")] {
+        let before = r.server.requests().len();
+        let out = support::on_a_terminal(r.eas(), &args, &r.home, answer);
+        let shown = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{answer:?}: {shown}");
+        let asked = shown.find("Continue? [y/N]").unwrap_or_else(|| panic!("no question: {shown}"));
+        let listed = shown.find("llm-inference").unwrap_or_else(|| panic!("no list: {shown}"));
+        assert!(listed < asked, "the list comes before the question: {shown}");
+        assert!(shown.contains(said), "{answer:?}: {shown}");
+        let sent: Vec<_> =
+            r.server.requests()[before..].iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
+        assert_eq!(sent, Vec::<String>::new(), "{answer:?}: no write reached the cluster");
+        assert_eq!(r.state_file().as_ref(), Some(&installed), "{answer:?}: the record is as it was");
+        assert!(r.namespaces().contains(&"llm-inference".to_string()));
+    }
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
