@@ -65,6 +65,9 @@ pub struct ImageSettings {
     pub download_proxy: crate::net::proxy::ProxyEnv,
     /// The global `--ca-bundle`: trusted by the downloads, built into the image.
     pub ca_bundle: Option<crate::settings::CaBundle>,
+    /// How long a build may take ([`crate::settings::timeouts::BASTION`]; `eas bastion build
+    /// --timeout`); `eas up` bounds its build by the bastion phase's own timeout instead.
+    pub build_timeout: std::time::Duration,
 }
 
 impl ImageSettings {
@@ -78,6 +81,7 @@ impl ImageSettings {
             proxy: image::proxy_env(env),
             download_proxy: crate::net::proxy::ProxyEnv::from_lookup(env.lookup()),
             ca_bundle: global.ca_bundle.clone(),
+            build_timeout: crate::settings::timeouts::BASTION,
         }
     }
 }
@@ -344,7 +348,7 @@ async fn prepare_at(
         }
     }
     let plan = plan_from(docker, args, &pins, base).await?;
-    build_planned(docker, plan, rebuild, crate::settings::timeouts::BASTION, shell, interrupt).await
+    build_planned(docker, plan, rebuild, args.build_timeout, shell, interrupt).await
 }
 
 /// The plan half of the bastion phase: the build context named by its content hash, and the
