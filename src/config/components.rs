@@ -6,6 +6,11 @@
 //! `"{{ istio_enabled | default(true) | bool }}"`), rendered by preflight and coerced by
 //! `filter_plugins/resolve_components.py` (@074edab: missing or null is enabled; a string is true
 //! when it is `true`, `yes`, `on` or `1`), installs walking the layers' `depends_on` downward.
+//! An ext repository's own manifest has the same rows at its root (EI's:
+//! Mushtaq-BGA/enterprise-inference@1e10d1a `components.yaml`, `llm_services` among them, each
+//! `enabled` a `{{ X_enabled | default(true) | bool }}` template or a longer expression, which eas
+//! leaves unknown). No EAT `components.yaml` could be read (intel/agent-toolkit has no stored
+//! source); EAT's is taken to follow the contract EAS documents for ext repositories.
 //! Pure: the files' text and the values eas writes in, the verdicts out.
 
 use serde::Deserialize;
