@@ -67,6 +67,17 @@ pub struct Shell {
     document: std::sync::Arc<std::sync::Mutex<Option<serde_json::Value>>>,
     /// Every warning printed, so the JSON document can carry them (`warnings`).
     warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// A real run's own lines, for its log (`eas up`: from the first phase on).
+    log: std::sync::Arc<std::sync::Mutex<RunLog>>,
+}
+
+/// The lines a run printed on stderr, kept from [`Shell::keep_log`] on; once [`Shell::log_to`]
+/// names a file, they are written there and every later line is appended as it is printed.
+#[derive(Debug, Default)]
+struct RunLog {
+    keeping: bool,
+    lines: Vec<String>,
+    file: Option<std::fs::File>,
 }
 
 impl Shell {
@@ -86,6 +97,7 @@ impl Shell {
             multi: MultiProgress::with_draw_target(target),
             document: Default::default(),
             warnings: Default::default(),
+            log: Default::default(),
         }
     }
 
@@ -132,11 +144,61 @@ impl Shell {
 
     pub fn warn(&self, message: impl AsRef<str>) {
         self.warnings.lock().unwrap_or_else(|e| e.into_inner()).push(message.as_ref().to_string());
+        let text = crate::text::for_people(message.as_ref());
+        self.logged(&format!("warning: {text}"));
         let prefix = if self.color { "\x1b[33mwarning\x1b[0m" } else { "warning" };
-        self.line(&format!("{prefix}: {}", crate::text::for_people(message.as_ref())));
+        self.print(&format!("{prefix}: {text}"));
+    }
+
+    /// From now on this invocation's stderr lines are kept for its log (a real `eas up`).
+    pub fn keep_log(&self) {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).keeping = true;
+    }
+
+    /// The run's log is `path` from now on: every line kept so far is written there (a private
+    /// file, appended to: the installer's output goes in the same file), then each later one.
+    pub fn log_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if !log.keeping {
+            return Ok(());
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        let mut text = String::new();
+        for l in &log.lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        f.write_all(text.as_bytes())?;
+        log.file = Some(f);
+        Ok(())
+    }
+
+    /// A line for the run's log only (the failure main prints after the run returns).
+    pub fn log_only(&self, text: &str) {
+        self.logged(text);
+    }
+
+    fn logged(&self, text: &str) {
+        use std::io::Write;
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if !log.keeping {
+            return;
+        }
+        log.lines.push(text.to_string());
+        if let Some(f) = log.file.as_mut() {
+            // One write per line: the installer's output is appended to the same file.
+            let _ = f.write_all(format!("{text}\n").as_bytes());
+        }
     }
 
     fn line(&self, text: &str) {
+        self.logged(text);
+        self.print(text);
+    }
+
+    fn print(&self, text: &str) {
         if self.bars {
             self.multi.suspend(|| eprintln!("{text}"));
         } else {

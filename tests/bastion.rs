@@ -554,3 +554,42 @@ fn a_k3d_api_off_this_host_is_reached_through_the_k3d_network() {
     assert!(err.contains(&format!("network {network}, API server https://k3d-{cluster}-server-0:6443")), "{err}");
     assert_eq!(std::fs::read_to_string(&kubeconfig).unwrap(), yaml);
 }
+
+/// A build past its timeout stops itself as an interrupted one does: exit 1 naming the timeout,
+/// no build container left, the tag still on the image it was on.
+#[test]
+fn a_build_past_its_timeout_stops_and_leaves_no_build_container() {
+    let f = fixture();
+    let _one = PIP_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    let image_before = docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]);
+    // The build containers of the Dockerfile's steps (they inherit its io.eas.managed label);
+    // the Docker Engine is shared, so only those this build made are looked at.
+    let steps = || -> BTreeSet<String> {
+        docker_out(&["ps", "-aq", "--no-trunc", "--filter", "label=io.eas.managed=true"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let before = steps();
+    // --rebuild skips Docker's layer cache, so the Python install outlasts the 5 s.
+    let out = eas(&f.dir)
+        .args(["bastion", "build", "--rebuild", "--timeout", "5"])
+        .args(image_args(&f.pins))
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("the build did not finish within 0:05"), "{err}");
+    assert!(err.contains("timeout 0:05"), "the build's phase line names its timeout: {err}");
+    // Docker may still be deleting a removed container's layer (issue 10); it goes without eas.
+    let give_up = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left: Vec<String> = steps().difference(&before).cloned().collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < give_up, "the build left its containers: {left:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]), image_before);
+}

@@ -66,6 +66,14 @@ fn the_real_run_stops_where_the_plan_says_with_every_blocker_and_no_write() {
         serde_json::from_str(&std::fs::read_to_string(keys[0].join("attempt/attempt.json")).unwrap()).unwrap();
     assert_eq!(attempt["phase"], "preflight");
     assert!(keys[0].join("attempt/facts.json").exists() && keys[0].join("attempt/plan.json").exists());
+    // And its log: eas's own lines from the first phase, then each blocker; the record names it.
+    let journal: Value =
+        serde_json::from_str(&std::fs::read_to_string(keys[0].join("attempt/state.json")).unwrap()).unwrap();
+    let log = std::path::PathBuf::from(journal["log_path"].as_str().expect("the attempt names its log"));
+    assert!(log.starts_with(keys[0].join("attempt/logs")), "{}", log.display());
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("==> preflight:") || said.contains("==> facts:"), "the phase lines: {said}");
+    assert!(said.contains("blocker (preflight): ") && said.contains("have no pinned sha256"), "{said}");
 }
 
 #[test]
@@ -176,20 +184,31 @@ fn each_prerequisite_that_fails_is_a_refusal_among_the_blockers() {
 }
 
 /// Whether the install can download the model's weights is known in the plan: a `--model` that
-/// Hugging Face itself refuses (403 with `X-Error-Code: GatedRepo`, from a local stand-in) is a
-/// refusal among the blockers (exit 3) naming the license; the same refusal without Hugging
+/// Hugging Face itself refuses (403 with `X-Error-Code: GatedRepo`, from a local stand-in; or 401
+/// `RepoNotFound` for a token it rejects) is a refusal among the blockers (exit 3) naming the
+/// license or the token; the same refusal without Hugging
 /// Face's header (a proxy answering in its place) is only a warning.
 #[test]
 fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
     let t = trees();
     let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
-    for (gated, proxied, refused) in [(vec![id], vec![], true), (vec![], vec![id], false)] {
+    let bad = Some(support::hf::REJECTED_TOKEN);
+    let cases = [
+        (vec![id], vec![], None, Some("accept the model's license")),
+        (vec![], vec![], bad, Some("HF_TOKEN was rejected")),
+        (vec![], vec![id], None, None),
+    ];
+    for (gated, proxied, token, refused) in cases {
         let hf = support::hf::HfStandIn::start(&gated, &proxied);
         let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
         let ca = hf.ca_file(dir.path());
         let mut c = support::eas(&support::fixture("k3d-gpu-desktop"));
         c.env("HF_ENDPOINT", hf.endpoint()).arg("--ca-bundle").arg(&ca);
+        match token {
+            Some(t) => c.env("HF_TOKEN", t),
+            None => c.env_remove("HF_TOKEN"),
+        };
         c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("up");
         c.arg("--pins").arg(t.join("pins.json")).args(support::facts_args("k3d-gpu-desktop"));
         for n in ["eas", "ei", "eat"] {
@@ -200,12 +219,15 @@ fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
             serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", support::text(&out.stderr)));
         let config: Vec<&Value> =
             plan["blockers"].as_array().unwrap().iter().filter(|b| b["phase"] == "config").collect();
-        if refused {
+        if let Some(fix) = refused {
             assert_eq!(out.status.code(), Some(3), "{plan:#}");
             assert!(
-                config.iter().any(|b| b["exit_code"] == 3 && b["cause"].as_str().unwrap().contains(id)),
-                "{plan:#}"
+                config.iter().any(|b| b["exit_code"] == 3
+                    && b["cause"].as_str().unwrap().contains(id)
+                    && b["cause"].as_str().unwrap().contains(fix)),
+                "{fix}: {plan:#}"
             );
+            assert!(!support::text(&out.stderr).contains(support::hf::REJECTED_TOKEN), "the token is never printed");
         } else {
             assert!(config.is_empty(), "a proxy's refusal is no blocker: {plan:#}");
             assert_eq!(out.status.code(), Some(0), "{plan:#}");
@@ -214,6 +236,39 @@ fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
             assert!(warned, "{plan:#}");
         }
     }
+}
+
+/// `--offline` reads nothing from Hugging Face: a model the stand-in would refuse as gated is
+/// no blocker (its download is not checked, a warning says so), and the pick's figures come from
+/// data/models.json, which the decision names.
+#[test]
+fn offline_the_figures_come_from_data_models_json_and_nothing_is_asked() {
+    let t = trees();
+    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
+    let hf = support::hf::HfStandIn::start(&[id], &[]);
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    let ca = hf.ca_file(dir.path());
+    let mut c = support::eas(&support::fixture("k3d-gpu-desktop"));
+    c.env("HF_ENDPOINT", hf.endpoint()).env("XDG_CACHE_HOME", dir.path().join("cache")).arg("--ca-bundle").arg(&ca);
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("up");
+    c.arg("--pins").arg(t.join("pins.json")).args(support::facts_args("k3d-gpu-desktop"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(t.join("repos").join(n));
+    }
+    let out = c.args(["--dry-run", "--output", "json", "--offline", "--model", "qwen2-5-coder-7b"]).output().unwrap();
+    let plan: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", support::text(&out.stderr)));
+    let config: Vec<&Value> = plan["blockers"].as_array().unwrap().iter().filter(|b| b["phase"] == "config").collect();
+    assert!(config.is_empty(), "nothing was asked, so nothing was refused: {plan:#}");
+    let text = plan.to_string();
+    assert!(
+        text.contains(&format!("{id}'s figures: data/models.json")),
+        "the decision names its figures' source: {plan:#}"
+    );
+    assert!(!dir.path().join("cache/eas/hf").exists(), "nothing was read into the cache");
+    let warned = plan["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("--offline: "));
+    assert!(warned, "the download is not checked, and the plan says so: {plan:#}");
 }
 
 /// A plan half past its window: `--phase-timeout facts=1` shortens the facts phase whole, and a

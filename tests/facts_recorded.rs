@@ -65,16 +65,16 @@ fn only_reads_and_the_same_calls_whatever_the_cluster_size() {
 #[test]
 fn pod_requests_come_from_one_call_for_the_landing_node_only() {
     // (cluster, landing node: the most allocatable memory, untainted, AMX-labelled when any is;
-    //  its pods' memory requests as the recorded pods set them; how many are counted)
+    //  its pods' memory and CPU requests as the recorded pods set them; how many are counted)
     let cases = [
         // lab-w-1 and lab-w-2 tie on memory (the first name wins); lab-cp-1's coredns is left out.
-        ("k3s-3node-eas", "lab-w-1", 2048 + 70, "2"),
-        // the finished helm-install pod holds nothing; the GPU plugin's pod requests no memory.
-        ("k3d-gpu-desktop", "k3d-gpu-server-0", 70 + 70, "4"),
+        ("k3s-3node-eas", "lab-w-1", 2048 + 70, "200m", "2"),
+        // the finished helm-install pod holds nothing; the GPU plugin's pod requests nothing.
+        ("k3d-gpu-desktop", "k3d-gpu-server-0", 70 + 70, "200m", "4"),
         // the servers carry k3s's CriticalAddonsOnly NoExecute taint; the agents tie.
-        ("scale-2000", "scale-agent-0000", 0, "2"),
+        ("scale-2000", "scale-agent-0000", 0, "0m", "2"),
     ];
-    for (name, node, mib, pods) in cases {
+    for (name, node, mib, cpu, pods) in cases {
         let (server, out) = gather(name);
         let (facts, _) = stable_facts(&out.stdout);
         let log = server.requests();
@@ -84,7 +84,8 @@ fn pod_requests_come_from_one_call_for_the_landing_node_only() {
         assert_eq!(calls[0].param("fieldSelector"), Some(format!("spec.nodeName={node}")), "{name}");
         for n in facts["nodes"].as_array().unwrap() {
             if n["name"] == node {
-                let want = serde_json::json!({"memory": (mib as u64 * 1024 * 1024).to_string(), "pods": pods});
+                let want =
+                    serde_json::json!({"cpu": cpu, "memory": (mib as u64 * 1024 * 1024).to_string(), "pods": pods});
                 assert_eq!(n["pod_requests"], want, "{name}");
             } else {
                 assert!(n.get("pod_requests").is_none(), "{name}: {} is not the landing node", n["name"]);

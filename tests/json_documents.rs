@@ -137,7 +137,17 @@ fn every_read_command_prints_one_valid_document() {
     document(&out, "eas-verify/v1");
     let mut c = eas(&server, state.path());
     let out = c.args(["doctor", "--output", "json", "--offline"]).args(support::facts_args(CLUSTER)).output().unwrap();
-    document(&out, "eas-doctor/v1");
+    let doc = document(&out, "eas-doctor/v1");
+    // The host's disk and memory figures are numbers in bytes beside the sentence's GiB, with
+    // the threshold the check passed or failed against.
+    for name in ["disk", "memory"] {
+        let c = doc["checks"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{doc}"));
+        let (bytes, min) = (c["bytes"].as_u64().expect("bytes"), c["min_bytes"].as_u64().expect("min_bytes"));
+        assert!(bytes > 0 && min > 0, "{c}");
+        assert_eq!(c["ok"], bytes >= min, "{c}");
+        let gib = format!("{} GiB ", bytes >> 30);
+        assert!(c["detail"].as_str().unwrap().starts_with(&gib), "the detail says {gib}: {c}");
+    }
     let out = eas(&server, state.path()).args(["pins", "show", "--output", "json"]).output().unwrap();
     document(&out, "eas-pins/v1");
 }

@@ -211,3 +211,49 @@ fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
     assert_eq!(out.status.code(), Some(1), "past the model check, stopped by the unreachable API server: {stderr}");
     assert!(stderr.contains("preflight"), "{stderr}");
 }
+
+/// EAT's own model key proves its deploy path only when the install runs its reader: the reader's
+/// role must be a component the EAT tree's `components.yaml` enables. A reader in a role no
+/// component names, or in a disabled one, leaves the pick on EI's path; enabled, EAT's key
+/// deploys it and EI's switch is not written.
+#[test]
+fn eats_reader_proves_its_path_only_when_its_component_is_enabled() {
+    let reader = "---\n# a synthetic reader of the key eas writes for EAT\n- name: Deploy the models\n  \
+                  ansible.builtin.debug:\n    msg: \"{{ agent_toolkit_models }}\"\n";
+    let with = |component: Option<&'static str>| {
+        trees(move |n, dir| {
+            if n != "eat" {
+                return;
+            }
+            std::fs::create_dir_all(dir.join("roles/models/tasks")).unwrap();
+            std::fs::write(dir.join("roles/models/tasks/install.yaml"), reader).unwrap();
+            if let Some(enabled) = component {
+                let path = dir.join("components.yaml");
+                let mut s = std::fs::read_to_string(&path).unwrap();
+                s.push_str(&format!("\n  - name: models\n    layer: agent-toolkit\n    enabled: {enabled}\n"));
+                std::fs::write(path, s).unwrap();
+            }
+        })
+    };
+    let plan = |t: &Trees| {
+        let out = dry_run(t, &[]);
+        assert!(out.status.success(), "{}\n{}", text(&out.stderr), text(&out.stdout));
+        text(&out.stdout)
+    };
+    for (component, why) in [
+        (None, "components.yaml declares no component models"),
+        (Some("\"{{ agent_models_enabled | default(false) | bool }}\""), "component models is not enabled"),
+    ] {
+        let stdout = plan(&with(component));
+        assert!(stdout.contains("off the install path (roles/models/tasks/install.yaml: "), "{stdout}");
+        assert!(stdout.contains(why), "{why}:\n{stdout}");
+        assert!(stdout.contains("llm_services_deploy_models: true"), "EI's path stays:\n{stdout}");
+    }
+    let stdout = plan(&with(Some("\"{{ agent_sandbox_enabled | bool }}\"")));
+    assert!(
+        stdout.contains("agent_toolkit_models is read by roles/models/tasks/install.yaml (component models of layer agent-toolkit is enabled)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("deploy path: EAT's agent_toolkit_models"), "{stdout}");
+    assert!(!stdout.contains("llm_services_deploy_models: true"), "{stdout}");
+}

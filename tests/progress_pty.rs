@@ -175,3 +175,70 @@ fn verify_on_a_terminal_shows_what_it_waits_for_against_its_timeout() {
     let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
     assert!(screen.contains(want), "no {want:?} on the screen:\n{screen}");
 }
+
+/// `eas bastion build` on a terminal: the build's spinner shows its elapsed time against the
+/// build's timeout (30:00), as every wait does. Docker and the local base image are needed
+/// (`bash scripts/docker-up.sh`, `bash scripts/base-image.sh`); the build is stopped with ^C
+/// once the clock is seen, so it leaves no image.
+#[test]
+fn the_bastion_build_shows_its_elapsed_time_against_its_timeout() {
+    let docker_up = Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
+    assert!(docker_up, "no Docker Engine answers: start one with `bash scripts/docker-up.sh`");
+    let base = Command::new("bash").arg(support::root().join("scripts/base-image.sh")).output().unwrap();
+    assert!(base.status.success(), "scripts/base-image.sh: {}", text(&base.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("served")).unwrap();
+    // A new context (its own nonce): the build runs, it does not reuse an image.
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nonce = format!("pty{nanos:x}{:x}", std::process::id());
+    let pins = support::artifacts::write_pins(dir.path(), &nonce, &dir.path().join("pins.json"));
+    let eas = env!("CARGO_BIN_EXE_eas");
+    let d = |p: &str| quote(&dir.path().join(p).display().to_string());
+    let line = format!(
+        "env -u CI -u NO_COLOR -u KUBECONFIG -u EAS_LOG -u EAS_PINS -u HF_TOKEN HOME={} XDG_CONFIG_HOME={} \
+         XDG_CACHE_HOME={} EAS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt TERM=xterm-256color {} bastion build \
+         --pins {} --base-image eas-test-base:bookworm --allow-unpinned-base >/dev/null; echo \"EXIT=$?\"; sleep 600",
+        d("home"),
+        d("config"),
+        d("cache"),
+        quote(eas),
+        quote(&pins.display().to_string()),
+    );
+    let socket = format!("eas-test-build-{}", std::process::id());
+    tmux(&socket, &["new-session", "-d", "-x", "300", "-y", "30", "sh", "-c", &line]);
+    let clock = |screen: &str| {
+        screen.lines().find(|l| l.contains(" of 30:00]")).map(|l| l.trim().to_string()).filter(|l| {
+            // `<spinner> building eas-bastion:<tag> [m:ss of 30:00]`, or the step in progress.
+            let at = l.rfind('[').unwrap();
+            let elapsed = &l[at + 1..l.len() - " of 30:00]".len()];
+            elapsed.split_once(':').is_some_and(|(m, s)| m.parse::<u32>().is_ok() && s.len() == 2)
+        })
+    };
+    let start = Instant::now();
+    let (seen, screen) = loop {
+        let screen = tmux(&socket, &["capture-pane", "-p", "-t", "0"]);
+        if let Some(l) = clock(&screen) {
+            break (Some(l), screen);
+        }
+        if screen.contains("EXIT=") || start.elapsed() > Duration::from_secs(120) {
+            break (None, screen);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Stop the build, which removes its step container and layers (tests/bastion.rs checks
+    // that), and wait for eas to exit; the pane's shell may go with the ^C.
+    if !screen.contains("EXIT=") {
+        tmux(&socket, &["send-keys", "-t", "0", "C-c"]);
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < give_up {
+            let o = Command::new("tmux").args(["-L", &socket, "capture-pane", "-p", "-t", "0"]).output().unwrap();
+            if !o.status.success() || text(&o.stdout).contains("EXIT=") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let _ = Command::new("tmux").args(["-L", &socket, "kill-server"]).status();
+    let seen = seen.unwrap_or_else(|| panic!("no build clock against 30:00 on the screen:\n{screen}"));
+    assert!(seen.contains("building eas-bastion:") || seen.contains("Step "), "{seen}");
+}

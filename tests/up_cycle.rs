@@ -226,6 +226,11 @@ fn up_verify_down_and_down_again() {
         std::fs::read_to_string(dir.join("choices.txt")).unwrap().contains("->"),
         "choices.txt has the decision lines"
     );
+    // The install's log: eas's own lines from the first phase, then the installer's output.
+    let log = std::fs::read_to_string(state["log_path"].as_str().unwrap()).unwrap();
+    let (first, installer) = (log.find("==> lock:").or(log.find("==> ")), log.find("BYO cluster mode"));
+    assert!(first.is_some() && log.contains("==> bastion:"), "eas's lines are in the log:\n{log}");
+    assert!(installer.is_none_or(|i| first.unwrap() < i), "eas's first lines come first:\n{log}");
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
     let (up_out, up_err) = (text(&up.stdout), text(&up.stderr));
     let leaks = sentinel_leaks(&[("stdout", &up_out), ("stderr", &up_err)], &[&r.state, &r.home]);
@@ -373,6 +378,9 @@ fn a_run_that_fails_while_gathering_records_its_end() {
         serde_json::from_str(&std::fs::read_to_string(key.join("attempt/state.json")).unwrap()).unwrap();
     assert_eq!(attempt["exit_code"], code, "{attempt}");
     assert!(attempt["finished"].is_string(), "{attempt}");
+    // The attempt keeps its log: the run's own lines, then the failure.
+    let log = std::fs::read_to_string(attempt["log_path"].as_str().expect("the attempt names its log")).unwrap();
+    assert!(log.contains("==> ") && log.contains("etcd is down"), "{log}");
     r.server.clear_faults();
     let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
     let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
@@ -1058,4 +1066,139 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
             assert!(!body.contains(s), "{s} in {what}:\n{body}");
         }
     }
+}
+
+/// `eas down` tears down with what the run it removes was built from, not with the pins of the
+/// day: after the install the pins change (kubectl moved to a file that does not exist, with
+/// another sha256), and `down` still runs in the run's own image and says so. The run keeps its
+/// pins beside its record, for when that image is gone.
+#[test]
+fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let state = r.state_file().expect("state.json");
+    let dir = r.state.join(state["cluster_key"].as_str().unwrap());
+    let kept = state["pins_kept"]["file"].as_str().expect("the record names its kept pins");
+    assert_eq!(Path::new(kept), dir.join("pins.json"));
+    let read = |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
+    // The same rows with the same values (a null field may be written absent).
+    let rows = |v: Value| -> Vec<Value> {
+        let strip = |mut r: Value| {
+            r.as_object_mut().unwrap().retain(|_, v| !v.is_null());
+            r
+        };
+        v["pins"].as_array().unwrap().iter().cloned().map(strip).collect()
+    };
+    assert_eq!(rows(read(Path::new(kept))), rows(read(&setup().pins)), "the kept pins are the ones the run read");
+    let source = state["pins_kept"]["source"].as_str().unwrap();
+    assert!(source.contains(&setup().pins.display().to_string()) && source.contains("--pins"), "{source}");
+    let image = state["bastion_image"].as_str().unwrap().to_string();
+
+    // Today's pins: kubectl is somewhere else now.
+    let mut today = read(&setup().pins);
+    for row in today["pins"].as_array_mut().unwrap() {
+        if row["name"] == "kubectl" && row["profile"] == "bastion" {
+            row["url"] = "file:///nonexistent/eas-test/kubectl".into();
+            row["sha256"] = "0".repeat(64).into();
+        }
+    }
+    let today_file = r.home.join("pins-today.json");
+    std::fs::write(&today_file, serde_json::to_string_pretty(&today).unwrap()).unwrap();
+    let mut args = setup().down_args();
+    let at = args.iter().position(|a| a == "--pins").unwrap() + 1;
+    args[at] = today_file.display().to_string();
+    let down = r.eas().args(&args).output().unwrap();
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    assert!(err.contains(&format!("with the image the run built: {image}")), "{err}");
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+    }
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+
+    // Installed again, and the run's image gone by the time of `down`: the image is built again
+    // from the pins the run kept (Docker's layer cache makes that quick), not from today's. A
+    // second tag keeps the layers while the run's tag is removed.
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let tag = image.split(" (").next().unwrap().to_string();
+    let keep = format!("{tag}-kept-by-test");
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(o.status.success(), "docker {args:?}: {}", text(&o.stderr));
+    };
+    docker(&["tag", &tag, &keep]);
+    docker(&["image", "rm", &tag]);
+    let down = r.eas().args(&args).output().unwrap();
+    let err = text(&down.stderr);
+    let _ = Command::new("docker").args(["tag", &keep, &tag]).output();
+    let _ = Command::new("docker").args(["image", "rm", &keep]).output();
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    let kept = dir.join("pins.json").display().to_string();
+    assert!(err.contains(&format!("{tag} is gone: with an image from the pins the run recorded ({kept}")), "{err}");
+    assert!(err.contains("not today's"), "{err}");
+    assert!(r.state_file().is_none(), "the record is gone after a complete down");
+}
+
+/// A run that fails at a gate after an install is an attempt: the install's record stays as it
+/// was (status still says what is installed, and where the last run stopped), and `down` removes
+/// the install as its ledger records it, and clears the attempt.
+#[test]
+fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let installed = r.state_file().expect("state.json");
+    r.server.inject(Some("daemonsets"), support::Fault::Status(500, "etcd is down".into()), None);
+    let again = r.up(&["--yes"]);
+    assert_ne!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    r.server.clear_faults();
+    assert_eq!(r.state_file().as_ref(), Some(&installed), "the attempt left the install's record as it was");
+    assert!(r.attempt_file().is_some(), "the attempt has its own record");
+    let status = r.eas().args(["status", "--output", "json"]).output().unwrap();
+    let doc: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(doc["installed"]["layer"], "agent-toolkit", "{doc}");
+    assert_eq!(doc["installed"]["outcome"], "succeeded", "{doc}");
+    assert_eq!(doc["last_run"]["phase"], "facts", "{doc}");
+    let down = r.down();
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+    }
+    assert!(err.contains("agent-toolkit removed"), "{err}");
+    assert!(r.state_file().is_none() && r.attempt_file().is_none(), "down cleared the install and the attempt");
+}
+
+/// `eas down` on a terminal without `--yes` lists what it will remove, then asks: "n", or the end
+/// of input (^D), changes nothing and exits 1; the install is still recorded and in place.
+#[test]
+fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let up = r.up(&["--yes"]);
+    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let installed = r.state_file().expect("state.json");
+    let args: Vec<String> = setup().down_args().into_iter().filter(|a| a != "--yes").collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for (answer, said) in [("n\n", "not confirmed: nothing was changed"), ("\x04", "no answer (end of input)")] {
+        let before = r.server.requests().len();
+        let out = support::on_a_terminal(r.eas(), &args, &r.home, answer);
+        let shown = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{answer:?}: {shown}");
+        let asked = shown.find("Continue? [y/N]").unwrap_or_else(|| panic!("no question: {shown}"));
+        let listed = shown.find("llm-inference").unwrap_or_else(|| panic!("no list: {shown}"));
+        assert!(listed < asked, "the list comes before the question: {shown}");
+        assert!(shown.contains(said), "{answer:?}: {shown}");
+        let sent: Vec<_> =
+            r.server.requests()[before..].iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
+        assert_eq!(sent, Vec::<String>::new(), "{answer:?}: no write reached the cluster");
+        assert_eq!(r.state_file().as_ref(), Some(&installed), "{answer:?}: the record is as it was");
+        assert!(r.namespaces().contains(&"llm-inference".to_string()));
+    }
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
 }

@@ -30,6 +30,8 @@ pub enum ImageError {
     BaseMissing(String),
     #[error("the build failed: {error}{}", tail_text(.tail))]
     Build { error: String, tail: Vec<String> },
+    #[error("the build did not finish within {} (its step container and layers were removed){}", crate::output::clock(*.limit), tail_text(.tail))]
+    TimedOut { limit: Duration, tail: Vec<String> },
     #[error("cannot pull {reference}: {detail}")]
     Pull { reference: String, detail: String },
 }
@@ -128,6 +130,9 @@ pub struct BuildRequest<'a> {
     pub base_arg: &'a str,
     pub nocache: bool,
     pub proxy: &'a [(String, String)],
+    /// The build's timeout: the bastion phase's in `eas up`, [`timeouts::BASTION`] alone. The
+    /// build stops itself there, as on an interrupt, so nothing it started is left.
+    pub limit: Duration,
 }
 
 pub enum Built {
@@ -163,7 +168,10 @@ pub async fn build(
         .forcerm(true)
         .nocache(req.nocache)
         .build();
-    let bar = shell.spinner(format!("building {}", req.tag));
+    // The elapsed time against the timeout, as every wait shows it: `[0:42 of 30:00]`.
+    let bar = shell.spinner_within(format!("building {}", req.tag), req.limit);
+    let deadline = tokio::time::sleep(req.limit);
+    tokio::pin!(deadline);
     let mut out = LineBuffer::default();
     // Plain mode shows the build as it goes; bars show only the current step, so a failure
     // then carries the last lines.
@@ -184,6 +192,12 @@ pub async fn build(
                 drop(stream);
                 abandon(docker, step_container, &steps, shell).await;
                 return Ok(Built::Interrupted);
+            }
+            _ = &mut deadline => {
+                bar.finish_and_clear();
+                drop(stream);
+                abandon(docker, step_container, &steps, shell).await;
+                return Err(ImageError::TimedOut { limit: req.limit, tail: tail(&out) });
             }
             item = stream.next() => item,
         };

@@ -65,6 +65,9 @@ pub struct ImageSettings {
     pub download_proxy: crate::net::proxy::ProxyEnv,
     /// The global `--ca-bundle`: trusted by the downloads, built into the image.
     pub ca_bundle: Option<crate::settings::CaBundle>,
+    /// How long a build may take ([`crate::settings::timeouts::BASTION`]; `eas bastion build
+    /// --timeout`); `eas up` bounds its build by the bastion phase's own timeout instead.
+    pub build_timeout: std::time::Duration,
 }
 
 impl ImageSettings {
@@ -78,6 +81,7 @@ impl ImageSettings {
             proxy: image::proxy_env(env),
             download_proxy: crate::net::proxy::ProxyEnv::from_lookup(env.lookup()),
             ca_bundle: global.ca_bundle.clone(),
+            build_timeout: crate::settings::timeouts::BASTION,
         }
     }
 }
@@ -219,6 +223,11 @@ impl From<BastionError> for Failure {
                 e,
                 "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
             ),
+            B::Image(ImageError::TimedOut { .. }) => Failure::step_next(
+                "bastion build",
+                e,
+                "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
+            ),
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
@@ -339,7 +348,7 @@ async fn prepare_at(
         }
     }
     let plan = plan_from(docker, args, &pins, base).await?;
-    build_planned(docker, plan, rebuild, shell, interrupt).await
+    build_planned(docker, plan, rebuild, args.build_timeout, shell, interrupt).await
 }
 
 /// The plan half of the bastion phase: the build context named by its content hash, and the
@@ -423,11 +432,13 @@ async fn plan_from(docker: &Docker, args: &ImageSettings, pins: &Pins, base: Bas
     })
 }
 
-/// The act half: reuses the planned image, or downloads the pinned artifacts and builds it.
+/// The act half: reuses the planned image, or downloads the pinned artifacts and builds it, the
+/// build within `limit`.
 pub async fn build_planned(
     docker: &Docker,
     plan: ImagePlan,
     rebuild: bool,
+    limit: std::time::Duration,
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
@@ -450,9 +461,20 @@ pub async fn build_planned(
         }
     }
     let tar = ctx.tar().map_err(io("assembling the build context"))?;
-    shell.phase("bastion", format!("building {tag} ({} MB context, base {})", tar.len() >> 20, ctx.base_arg));
-    let req =
-        BuildRequest { tar, tag: &tag, digest: &digest, base_arg: &ctx.base_arg, nocache: rebuild, proxy: &proxy };
+    let within = crate::output::clock(limit);
+    shell.phase(
+        "bastion",
+        format!("building {tag} ({} MB context, base {}; timeout {within})", tar.len() >> 20, ctx.base_arg),
+    );
+    let req = BuildRequest {
+        tar,
+        tag: &tag,
+        digest: &digest,
+        base_arg: &ctx.base_arg,
+        nocache: rebuild,
+        proxy: &proxy,
+        limit,
+    };
     match image::build(docker, req, shell, interrupt).await? {
         Built::Image(id) => {
             shell.phase("bastion", format!("built {tag}"));
@@ -513,15 +535,14 @@ async fn build_lock(
         }
     };
     let deadline = std::time::Instant::now() + BUILD_LOCK_WAIT;
-    let mut said = false;
+    // The wait says what it waits for against its timeout, as every wait does.
+    let mut waiting: Option<crate::output::Wait> = None;
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(Some(file)),
             Err(std::fs::TryLockError::WouldBlock) => {
-                if !said {
-                    shell.phase("bastion", format!("waiting for another eas building {tag} (lock {})", path.display()));
-                    said = true;
-                }
+                let w = waiting.get_or_insert_with(|| shell.wait("bastion", BUILD_LOCK_WAIT));
+                w.update(&format!("another eas building {tag} (lock {})", path.display()));
                 if std::time::Instant::now() >= deadline {
                     return Err(BastionError::Busy(format!(
                         "another eas held the build lock of {tag} for {}s ({})",

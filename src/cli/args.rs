@@ -278,6 +278,9 @@ pub struct BuildArgs {
     /// pins row's source says so)
     #[arg(long, requires = "lock")]
     pub trust_on_first_use: bool,
+    /// Stop the build past this many seconds, removing what it started
+    #[arg(long, value_name = "SECS", default_value_t = timeouts::BASTION.as_secs())]
+    pub timeout: u64,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -163,7 +163,7 @@ impl From<StatusArgs> for crate::status::StatusSettings {
 pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
     match c {
         BastionCommand::Build(b) => Bastion::Build(BuildSettings {
-            image: image(b.image, global),
+            image: ImageSettings { build_timeout: std::time::Duration::from_secs(b.timeout), ..image(b.image, global) },
             rebuild: b.rebuild,
             lock: b.lock,
             trust_on_first_use: b.trust_on_first_use,

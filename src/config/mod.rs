@@ -1,6 +1,7 @@
 //! `eas config`: facts + pins + flags → the installer's configuration (SPEC §3).
 
 pub mod catalog;
+pub mod components;
 pub mod data;
 pub mod fit;
 pub mod hf;

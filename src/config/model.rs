@@ -274,7 +274,8 @@ const EAT_NOT_CHECKED: &str = "EAT's reader of agent_toolkit_models not checked 
 /// one, EAT's key deploys the pick and EI's switch and autodeploy are taken back; without, EI's
 /// path stays and its line names the search. Only the agent-toolkit layer changes. Pure: the
 /// search is `up::knob_audit::eat_model_readers`; `eas up`'s config plan half wires the two.
-pub fn prove_deploy_path(d: &mut Decision, readers: &[String], at: &str) {
+pub fn prove_deploy_path(d: &mut Decision, readers: &[(String, super::components::OnPath)], at: &str) {
+    use super::components::OnPath;
     if d.layer != Layer::AgentToolkit {
         return;
     }
@@ -288,8 +289,32 @@ pub fn prove_deploy_path(d: &mut Decision, readers: &[String], at: &str) {
         );
         return;
     }
+    // A reader proves EAT's path only when the install runs it: its role is an enabled
+    // component of the layer (or a layer below it).
+    if !readers.iter().any(|(_, v)| matches!(v, OnPath::Yes(_))) {
+        let why: Vec<String> = readers
+            .iter()
+            .filter_map(|(r, v)| match v {
+                OnPath::No(why) => Some(format!("{r}: {why}")),
+                OnPath::Yes(_) => None,
+            })
+            .collect();
+        d.choices[i].fact = format!(
+            "layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read in {at} off the install path ({}); \
+             EI's deploy path is proved by roles/llm_services",
+            why.join("; ")
+        );
+        return;
+    }
+    let how: Vec<String> = readers
+        .iter()
+        .filter_map(|(r, v)| match v {
+            OnPath::Yes(how) => Some(format!("{r} ({how})")),
+            OnPath::No(_) => None,
+        })
+        .collect();
     d.choices[i] = Choice {
-        fact: format!("layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read by {} in {at}", readers.join(", ")),
+        fact: format!("layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read by {} in {at}", how.join(", ")),
         choice: format!("deploy path: EAT's {EAT_MODELS_KEY}: [{pick:?}]; llm_services_deploy_models not written"),
         source: "ei-deploy-switch".into(),
     };

@@ -207,10 +207,29 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
         d.choices
     );
     assert!(d.model_edits.iter().any(|e| e.autodeploy));
+    use crate::config::components::OnPath;
+    // A reader the install does not run (its role no enabled component's) proves nothing.
     let mut d = d0.clone();
+    let off = OnPath::No("component models is not enabled (enabled: false)".into());
     super::super::model::prove_deploy_path(
         &mut d,
-        &["roles/models/tasks/main.yaml".into()],
+        &[("roles/models/tasks/main.yaml".into(), off)],
+        "intel/agent-toolkit@036b662",
+    );
+    assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+    assert!(d.model_edits.iter().any(|e| e.autodeploy));
+    assert!(
+        d.choices.iter().any(|c| c
+            .fact
+            .contains("off the install path (roles/models/tasks/main.yaml: component models is not enabled")),
+        "{:#?}",
+        d.choices
+    );
+    let mut d = d0.clone();
+    let on = OnPath::Yes("component models of layer agent-toolkit is enabled".into());
+    super::super::model::prove_deploy_path(
+        &mut d,
+        &[("roles/models/tasks/main.yaml".into(), on)],
         "intel/agent-toolkit@036b662",
     );
     assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"), "{:?}", d.overrides);
@@ -220,14 +239,14 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
     assert!(
         d.choices
             .iter()
-            .any(|c| c.fact.contains("read by roles/models/tasks/main.yaml in intel/agent-toolkit@036b662")
+            .any(|c| c.fact.contains("read by roles/models/tasks/main.yaml (component models of layer agent-toolkit is enabled) in intel/agent-toolkit@036b662")
                 && c.choice.starts_with("deploy path: EAT's")),
         "{:#?}",
         d.choices
     );
     let mut inf = decide_on(&desktop(), "inference", None).unwrap();
     let before = inf.clone();
-    super::super::model::prove_deploy_path(&mut inf, &["x".into()], "a@b");
+    super::super::model::prove_deploy_path(&mut inf, &[("x".into(), OnPath::Yes(String::new()))], "a@b");
     assert_eq!(inf.choices, before.choices, "the inference layer keeps EI's path");
 }
 
@@ -468,4 +487,29 @@ fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
         "{:#?}",
         d.choices
     );
+}
+
+#[test]
+fn cpu_is_lowered_to_what_the_landing_node_schedules_after_its_pods_requests() {
+    let text = include_str!("../../fixtures/synthetic/ei/model_manager/models.yaml");
+    let mut f = desktop();
+    f.fit = None;
+    let cpu_edit = |f: &Facts| {
+        let d = with_catalog(f, "inference", Some("qwen2-5-coder-7b"), text).unwrap();
+        let e = d.model_edits.iter().find(|e| e.name == "qwen2-5-coder-7b").unwrap();
+        let line = d.choices.iter().find(|c| c.choice.contains(" cpu: ")).map(|c| c.fact.clone());
+        (e.cpu.clone(), line)
+    };
+    // The entry asks 16 cores; the node has 20 allocatable.
+    f.nodes[0].allocatable.insert("cpu".into(), "20".into());
+    f.nodes[0].pod_requests = Some(facts::StringMap::from([("memory".into(), "0".into())]));
+    assert_eq!(cpu_edit(&f).0, None, "16 of 20 schedules: never raised, not lowered");
+    // Its pods already request 5.5 cores: 14.5 left, so 14 whole cores.
+    f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "5500m".into());
+    let (cpu, line) = cpu_edit(&f);
+    assert_eq!(cpu.as_deref(), Some("14"));
+    assert!(line.as_deref().is_some_and(|l| l.contains("20 allocatable - 5.5 requested")), "{line:?}");
+    // Requests below what it asks leave it alone.
+    f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "4".into());
+    assert_eq!(cpu_edit(&f).0, None);
 }

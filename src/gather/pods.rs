@@ -1,5 +1,5 @@
-//! The memory the pods on one node request: one list call with a `spec.nodeName` field selector
-//! (never every pod of the cluster), summed as the scheduler counts it. Only the node a model
+//! The memory and CPU the pods on one node request: one list call with a `spec.nodeName` field
+//! selector (never every pod of the cluster), summed as the scheduler counts them. Only the node a model
 //! would land on is asked about; which node that is comes from the fit's pure rule.
 
 use serde::Deserialize;
@@ -63,28 +63,30 @@ pub fn selector(node: &str) -> String {
 #[derive(Debug, Default)]
 pub struct Requests {
     pub memory_bytes: f64,
+    /// In cores; summed as millicores, the unit the API server rounds CPU requests to.
+    pub cpu_millis: u64,
     pub pods: u32,
 }
 
-fn memory(c: &Container) -> f64 {
+fn request(c: &Container, resource: &str) -> f64 {
     c.resources
         .as_ref()
         .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("memory"))
+        .and_then(|r| r.get(resource))
         .and_then(|m| crate::facts::parse_quantity(m))
         .unwrap_or(0.0)
 }
 
-/// A pod's effective request, as the scheduler reckons it: the larger of its containers' sum and
-/// its largest init container, plus the runtime class's overhead.
-pub fn pod_memory(p: &PodItem) -> f64 {
-    let sum: f64 = p.spec.containers.iter().flatten().map(memory).sum();
-    let init = p.spec.init_containers.iter().flatten().map(memory).fold(0.0, f64::max);
+/// A pod's effective request of `resource`, as the scheduler reckons it: the larger of its
+/// containers' sum and its largest init container, plus the runtime class's overhead.
+pub fn pod_request(p: &PodItem, resource: &str) -> f64 {
+    let sum: f64 = p.spec.containers.iter().flatten().map(|c| request(c, resource)).sum();
+    let init = p.spec.init_containers.iter().flatten().map(|c| request(c, resource)).fold(0.0, f64::max);
     let overhead = p
         .spec
         .overhead
         .as_ref()
-        .and_then(|o| o.get("memory"))
+        .and_then(|o| o.get(resource))
         .and_then(|m| crate::facts::parse_quantity(m))
         .unwrap_or(0.0);
     sum.max(init) + overhead
@@ -96,7 +98,8 @@ impl Sink<PodItem> for Requests {
         if matches!(item.status.phase.as_deref(), Some("Succeeded" | "Failed")) {
             return;
         }
-        self.memory_bytes += pod_memory(&item);
+        self.memory_bytes += pod_request(&item, "memory");
+        self.cpu_millis += (pod_request(&item, "cpu") * 1000.0).round() as u64;
         self.pods += 1;
     }
 }
@@ -104,6 +107,7 @@ impl Sink<PodItem> for Requests {
 impl Requests {
     pub fn to_facts(&self) -> StringMap {
         StringMap::from([
+            ("cpu".to_string(), format!("{}m", self.cpu_millis)),
             ("memory".to_string(), format!("{}", self.memory_bytes.round() as u64)),
             ("pods".to_string(), self.pods.to_string()),
         ])
@@ -140,7 +144,7 @@ mod tests {
             (r#"{"spec":{"containers":null}}"#, 0.0),
         ];
         for (json, gib) in cases {
-            assert_eq!(pod_memory(&pod(json)), gib * (1u64 << 30) as f64, "{json}");
+            assert_eq!(pod_request(&pod(json), "memory"), gib * (1u64 << 30) as f64, "{json}");
         }
     }
 
@@ -153,5 +157,22 @@ mod tests {
         }
         assert_eq!((r.pods, r.memory_bytes), (2, 2.0 * (1u64 << 30) as f64));
         assert_eq!(r.to_facts()["memory"], "2147483648");
+    }
+
+    #[test]
+    fn cpu_requests_are_summed_as_the_scheduler_counts_them() {
+        let mut r = Requests::default();
+        // 100m + 250m in containers; an init container of 1 core outweighs them; 50m overhead.
+        r.push(pod(
+            r#"{"spec":{"containers":[{"resources":{"requests":{"cpu":"100m"}}},{"resources":{"requests":{"cpu":"250m"}}}]}}"#,
+        ));
+        r.push(pod(
+            r#"{"spec":{"containers":[{"resources":{"requests":{"cpu":"0.5"}}}],"initContainers":[{"resources":{"requests":{"cpu":"1"}}}],"overhead":{"cpu":"50m"}}}"#,
+        ));
+        r.push(pod(
+            r#"{"spec":{"containers":[{"resources":{"requests":{"cpu":"2"}}}]},"status":{"phase":"Succeeded"}}"#,
+        ));
+        assert_eq!(r.cpu_millis, 350 + 1050);
+        assert_eq!(r.to_facts()["cpu"], "1400m");
     }
 }

@@ -78,6 +78,11 @@ pub struct State {
     /// Overlay decision lines.
     pub overlay: Vec<String>,
     pub bastion_image: Option<String>,
+    /// The copy of the pins this run read (bastion artifacts and base included), kept beside
+    /// the record as the install begins, and where the run read them: `eas down` rebuilds the
+    /// run's image from it when the image is gone, whatever the pins say by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pins_kept: Option<KeptPins>,
     /// The installer's argv as run, already redacted (secrets travel in the environment).
     pub installer_command: Vec<String>,
     pub phases: Vec<PhaseEntry>,
@@ -88,6 +93,14 @@ pub struct State {
     /// next `eas down` starts over from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub down: Option<DownEntry>,
+}
+
+/// Where a run's pins were kept, and where it read them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptPins {
+    pub file: PathBuf,
+    /// The source as the run named it: `/path (--pins)`, `built-in`, ...
+    pub source: String,
 }
 
 /// How an `eas down` that did not finish ended.
@@ -180,6 +193,7 @@ impl State {
             decisions: Vec::new(),
             overlay: Vec::new(),
             bastion_image: None,
+            pins_kept: None,
             installer_command: Vec::new(),
             phases: PHASES
                 .iter()
@@ -211,6 +225,10 @@ impl State {
     /// still knows what the first run created) and the entries of the phases it skips.
     pub fn carry_over(&mut self, prev: &State, kept: &[PhaseId]) {
         self.ledger = prev.ledger.clone();
+        // An install skipped as finished keeps the pins it was made with.
+        if kept.contains(&PhaseId::Install) {
+            self.pins_kept = prev.pins_kept.clone();
+        }
         for &p in kept {
             let old = prev.entry(p).clone();
             *self.entry_mut(p) = old;

@@ -69,6 +69,9 @@ pub fn last_run(s: &State) -> LastRun {
     }
 }
 
+/// The copy of the pins an install read, beside its `state.json`.
+pub const PINS: &str = "pins.json";
+
 /// What a run decided from, kept beside its record so `status`, the support bundle and a person
 /// can read the run later: `facts.json`, `plan.json` and `choices.txt` in `dir` (the cluster's
 /// state directory for an install; an attempt keeps its own in `attempt/`). Written when the

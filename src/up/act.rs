@@ -87,6 +87,8 @@ async fn run_locked(
     let attempt = sd.dir().join(ATTEMPT);
     crate::state::journal::create_private_dir(&attempt).map_err(|e| crate::state::io_failure("lock", &attempt, e))?;
     r.file = Some(attempt.join(crate::state::journal::FILE));
+    // The attempt's log, until the install's (prepare's) takes over with every line so far.
+    super::attempt_log(r, &attempt, shell).map_err(|e| crate::state::io_failure("log", &attempt, e))?;
     let docker = &x.docker;
     r.act(PhaseId::Preflight, None, async {
         if let Some(holder) = &dead {
@@ -101,7 +103,10 @@ async fn run_locked(
     // The build stops on the run's token itself, removing its step container and layers before it
     // returns.
     let interrupt = r.interrupt.clone();
-    let build = bastion::build_planned(docker, x.image.clone(), false, shell, &interrupt);
+    // The build stops itself at the phase's timeout (its spinner counts against it); the
+    // runner's window is the backstop.
+    let limit = r.timeouts.get(PhaseId::Bastion);
+    let build = bastion::build_planned(docker, x.image.clone(), false, limit, shell, &interrupt);
     let prepared = r.act_self(PhaseId::Bastion, None, GRACE, async { build.await.map_err(Failure::from) }).await?;
     r.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
     r.act(PhaseId::Config, None, async { Ok(()) }).await?;
@@ -221,6 +226,7 @@ async fn prepare_and_install(
         }
     }
     let log_path = install::log_file(&x.pre.sd)?;
+    shell.log_to(&log_path).map_err(|e| crate::state::io_failure("log", &log_path, e))?;
     r.state.log_path = Some(log_path.clone());
     let interrupt = r.interrupt.clone();
     let ctx = install::Ctx { docker: &x.docker, image, tree: work, global, shell, interrupt: &interrupt };
@@ -230,6 +236,13 @@ async fn prepare_and_install(
     // The install begins: from here the run is an install, recorded in `state.json`.
     crate::state::records::keep_inputs(x.pre.sd.dir(), &x.facts, &r.plan, &x.files)
         .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+    // The pins this run built its bastion from, kept for `eas down` (which must not depend on
+    // what the pins say on the day it runs).
+    let kept = x.pre.sd.dir().join(crate::state::records::PINS);
+    let pins = args.select.pins.load().map_err(|e| Failure::step("install", e))?;
+    crate::state::journal::write_atomic(&kept, pins.to_json().as_bytes())
+        .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+    r.state.pins_kept = Some(crate::state::journal::KeptPins { file: kept, source: args.select.pins.describe() });
     r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();

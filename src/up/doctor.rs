@@ -44,13 +44,38 @@ pub struct Check {
     /// `ok`, `fail` or `skipped`.
     pub status: &'static str,
     pub detail: String,
+    /// The disk and memory checks' figure (free, available) in bytes, beside the sentence's GiB,
+    /// so a script need not parse the detail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The least of it the check passes with, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<u64>,
 }
 
 impl Check {
     fn new(name: &str, status: &'static str, detail: impl Into<String>) -> Check {
-        Check { name: name.to_string(), ok: status != "fail", status, detail: detail.into() }
+        Check {
+            name: name.to_string(),
+            ok: status != "fail",
+            status,
+            detail: detail.into(),
+            bytes: None,
+            min_bytes: None,
+        }
+    }
+
+    /// A host check on a byte figure: passes with at least `min` bytes.
+    fn bytes(name: &str, have: u64, min: u64, detail: String) -> Check {
+        let status = if have >= min { "ok" } else { "fail" };
+        Check { bytes: Some(have), min_bytes: Some(min), ..Check::new(name, status, detail) }
     }
 }
+
+/// The least free space the state directory's filesystem needs (the trees, the artifact caches
+/// and the bastion's image), and the least memory available on this host.
+const DISK_MIN: u64 = 10 << 30;
+const MEMORY_MIN: u64 = 2 << 30;
 
 /// The gates: every plan half of `eas up` on these settings, one check per phase that has one,
 /// each phase's blockers its failures. The phase a gate could not reach is skipped, with why.
@@ -101,10 +126,7 @@ fn mem_available() -> Option<u64> {
 
 async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let mut checks: Vec<Check> = Vec::new();
-    let mut line = |ok: bool, name: &str, detail: String| {
-        let status = if ok { "ok" } else { "fail" };
-        checks.push(Check::new(name, status, detail));
-    };
+    let line = |ok: bool, name: &str, detail: String| Check::new(name, if ok { "ok" } else { "fail" }, detail);
     // One deadline for every check that reads the cluster: doctor answers within GATES (plus
     // the host's own bounded checks), whatever the API server does.
     let deadline = tokio::time::Instant::now() + GATES;
@@ -113,9 +135,17 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         Ok(t) => {
             let bound = quick();
             match tokio::time::timeout(bound, t.client.apiserver_version()).await {
-                Ok(Ok(v)) => line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)),
-                Ok(Err(e)) => line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))),
-                Err(_) => line(false, "api server", format!("{}: no answer within {}s", t.server, bound.as_secs())),
+                Ok(Ok(v)) => {
+                    checks.push(line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)))
+                }
+                Ok(Err(e)) => {
+                    checks.push(line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))))
+                }
+                Err(_) => checks.push(line(
+                    false,
+                    "api server",
+                    format!("{}: no answer within {}s", t.server, bound.as_secs()),
+                )),
             }
             let nodes: Api<Node> = Api::all(t.client.clone());
             match tokio::time::timeout(quick(), nodes.list_metadata(&ListParams::default())).await {
@@ -126,26 +156,30 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
                     let k3s = k3s.count();
                     let k3d =
                         list.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|x| x.starts_with("k3d-")));
-                    line(
+                    checks.push(line(
                         k3s == list.items.len() && k3s > 0,
                         "k3s",
                         format!("{k3s} of {} nodes run k3s{}", list.items.len(), if k3d { " (k3d)" } else { "" }),
-                    );
+                    ));
                 }
-                Ok(Err(e)) => line(false, "k3s", format!("list nodes: {}", gather::kube::said(&e))),
-                Err(_) => line(false, "k3s", "list nodes: no answer".into()),
+                Ok(Err(e)) => checks.push(line(false, "k3s", format!("list nodes: {}", gather::kube::said(&e)))),
+                Err(_) => checks.push(line(false, "k3s", "list nodes: no answer".into())),
             }
         }
-        Err(f) => line(false, "api server", f.lines().join("; ")),
+        Err(f) => checks.push(line(false, "api server", f.lines().join("; "))),
     }
     let root = state_root(global)?;
     match free_bytes(&root) {
-        Some(b) => line(b >= 10 << 30, "disk", format!("{} GiB free at {}", b >> 30, root.display())),
-        None => line(false, "disk", format!("cannot read free space at {}", root.display())),
+        Some(b) => {
+            checks.push(Check::bytes("disk", b, DISK_MIN, format!("{} GiB free at {}", b >> 30, root.display())))
+        }
+        None => checks.push(line(false, "disk", format!("cannot read free space at {}", root.display()))),
     }
     match mem_available() {
-        Some(b) => line(b >= 2 << 30, "memory", format!("{} GiB available on this host", b >> 30)),
-        None => line(false, "memory", "cannot read /proc/meminfo".into()),
+        Some(b) => {
+            checks.push(Check::bytes("memory", b, MEMORY_MIN, format!("{} GiB available on this host", b >> 30)))
+        }
+        None => checks.push(line(false, "memory", "cannot read /proc/meminfo".into())),
     }
     checks.extend(gates(args, global, shell, deadline).await?);
     let failed: Vec<String> = checks.iter().filter(|c| c.status == "fail").map(|c| c.name.clone()).collect();

@@ -89,6 +89,15 @@ fn purge(sd: &StateDir, lock: lock::LockGuard) -> Result<(), Failure> {
     std::fs::remove_dir(sd.dir()).map_err(|e| Failure::step("purge", format!("{}: {e}", sd.dir().display())))
 }
 
+/// Removes the latest attempt's record (`attempt/`), when there is one.
+fn clear_attempt(sd: &StateDir) -> Result<(), Failure> {
+    let attempt = sd.dir().join(super::ATTEMPT);
+    if attempt.exists() {
+        std::fs::remove_dir_all(&attempt).map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
+    }
+    Ok(())
+}
+
 /// What one `down` needs to run the installer's teardown.
 struct Ctx<'a> {
     args: &'a DownSettings,
@@ -97,9 +106,24 @@ struct Ctx<'a> {
     interrupt: &'a Interrupt,
     sd: &'a StateDir,
     docker: bollard::Docker,
-    image_args: bastion::ImageSettings,
+    /// The bastion the teardown runs in (`down_image`): the run's own, else its pins'.
+    image: super::down_image::TeardownImage,
     /// The kubeconfig for the bastion, with an exec plugin's token minted once for this `down`.
     kube: crate::kubeconfig::KubeSource,
+}
+
+impl Ctx<'_> {
+    /// The teardown's image tag: the run's own, or the one its kept pins build (or find).
+    async fn bastion(&self) -> Result<String, Failure> {
+        match &self.image {
+            super::down_image::TeardownImage::Recorded { tag } => Ok(tag.clone()),
+            super::down_image::TeardownImage::FromPins(pins) => {
+                let args = super::image_args(&self.args.image, pins.clone(), self.global);
+                let p = bastion::prepare(&self.docker, &args, false, false, self.shell, self.interrupt).await?;
+                Ok(p.tag)
+            }
+        }
+    }
 }
 
 /// Reads and deletes through the API server stop on SIGINT/SIGTERM; the bastion's runs react
@@ -125,11 +149,23 @@ struct Scope<'a> {
 
 impl Scope<'_> {
     /// What the installer's teardown needs: the Docker Engine and the bastion's kubeconfig.
-    async fn ctx(&self) -> Result<Ctx<'_>, Failure> {
+    async fn ctx(&self, state: &State) -> Result<Ctx<'_>, Failure> {
         let docker = bastion::image::connect(&self.global.env)
             .await
             .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
         let kube = cancellable(self.interrupt, bastion::minted_source(self.global, self.shell)).await?;
+        // The run's image while Docker has it, else the pins the run kept: never today's.
+        let present = match super::down_image::recorded(state) {
+            Some((tag, _)) => match docker.inspect_image(&tag).await {
+                Ok(img) => img.id,
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => None,
+                Err(e) => return Err(Failure::step_next("down", e, crate::hints::DOCKER)),
+            },
+            None => None,
+        };
+        let kept = state.pins_kept.as_ref().map(|k| k.file.clone()).filter(|f| f.exists());
+        let (image, line) = super::down_image::choose(state, present.as_deref(), kept, &self.args.pins);
+        self.shell.phase("teardown", line);
         Ok(Ctx {
             args: self.args,
             global: self.global,
@@ -138,7 +174,7 @@ impl Scope<'_> {
             sd: self.sd,
             docker,
             kube,
-            image_args: super::image_args(&self.args.image, self.args.pins.clone(), self.global),
+            image,
         })
     }
 
@@ -227,11 +263,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             shell.out(crate::text::for_people(&line));
         } else {
             shell.phase("down", line);
-            let attempt = sd.dir().join(super::ATTEMPT);
-            if attempt.exists() {
-                std::fs::remove_dir_all(&attempt)
-                    .map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
-            }
+            clear_attempt(&sd)?;
         }
         return Ok(());
     }
@@ -383,7 +415,7 @@ async fn incomplete(s: &Scope<'_>, state: &mut State, reason: &str) -> Result<()
             "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
         ));
     }
-    force_incomplete(&s.ctx().await?, state, &s.layer, reason, s.client).await
+    force_incomplete(&s.ctx(state).await?, state, &s.layer, reason, s.client).await
 }
 
 /// A complete record: the guarded teardown, then what the ledger says the run created and is
@@ -395,7 +427,7 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     for p in &plan.protect {
         s.shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));
     }
-    let ctx = s.ctx().await?;
+    let ctx = s.ctx(state).await?;
     let teardown_ok = teardown(&ctx, state, &s.layer, &plan.skip_components()).await?;
 
     // What the ledger says this run created and is still there.
@@ -408,8 +440,10 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     let mut findings = if s.args.acknowledge { Vec::new() } else { earlier };
     findings.extend(plan.findings(&after, &now()));
     if teardown_ok && failures.is_empty() && findings.is_empty() {
-        // Done: the record goes, so a second `eas down` has nothing to do.
+        // Done: the record goes, so a second `eas down` has nothing to do; so does an attempt
+        // made since the install, which would otherwise read as the cluster's last run.
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        clear_attempt(s.sd)?;
         s.shell.phase("down", format!("{} removed from {}", s.layer, s.context));
         return Ok(());
     }
@@ -537,7 +571,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
-    let prepared = bastion::prepare(&ctx.docker, &ctx.image_args, false, false, shell, ctx.interrupt).await?;
+    let tag = ctx.bastion().await?;
     let mut argv = teardown_argv(layer, &state.env)?;
     if !skip.is_empty() {
         argv.extend(["--skip".to_string(), skip.join(",")]);
@@ -553,7 +587,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     shell.phase("teardown", format!("{} (log: {})", shell_line(&argv), log_path.display()));
     let env = ctx.global.env.lookup();
     let kube = &ctx.kube;
-    let std = bastion::standard(&prepared.tag, argv, Some(&tree), Some(kube), &env)?;
+    let std = bastion::standard(&tag, argv, Some(&tree), Some(kube), &env)?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
     let mut sink = Quiet(Vec::new());
@@ -576,13 +610,11 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
 
 async fn helm_uninstall(ctx: &Ctx<'_>, namespace: &str, name: &str) -> Result<(), String> {
     let (docker, interrupt) = (&ctx.docker, ctx.interrupt);
-    let prepared = bastion::prepare(docker, &ctx.image_args, false, false, ctx.shell, interrupt)
-        .await
-        .map_err(|e| e.to_string())?;
+    let tag = ctx.bastion().await.map_err(|e| e.to_string())?;
     let env = ctx.global.env.lookup();
     let kube = &ctx.kube;
     let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
-    let std = bastion::standard(&prepared.tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
+    let std = bastion::standard(&tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(kube), &env)
         .map_err(|e| e.to_string())?;
     let mut spec = std.spec.clone();
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));

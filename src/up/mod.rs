@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod crash;
 pub mod doctor;
 pub mod down;
+mod down_image;
 mod down_plan;
 pub mod hf;
 pub mod install;
@@ -288,9 +289,23 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &mut r).await?;
     }
     r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
+    // A real run's log holds its own lines from the first phase on (the attempt's, or the
+    // install's with the installer's output after them).
+    if !args.dry_run {
+        shell.keep_log();
+    }
     let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
         Ok(p) => p,
-        Err(f) => return Err(r.end_attempt(f)),
+        Err(f) => {
+            // The attempt keeps its log: the lines printed, then the failure.
+            if let Some(dir) = r.attempt.clone().filter(|_| !args.dry_run) {
+                match attempt_log(&mut r, &dir, shell) {
+                    Ok(()) => f.lines().iter().for_each(|l| shell.log_only(l)),
+                    Err(e) => shell.warn(format!("the attempt's log was not written: {e}")),
+                }
+            }
+            return Err(r.end_attempt(f));
+        }
     };
     if args.dry_run {
         return dry_run_end(&mut r, args, global, &planned.files, shell);
@@ -309,7 +324,13 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         prompt::ask(&what, &r.interrupt).await?;
     }
     let ready = planned.ready()?;
-    act::run(args, global, shell, &inv, ready, &mut r).await
+    let acted = act::run(args, global, shell, &inv, ready, &mut r).await;
+    if let Err(f) = &acted {
+        for l in f.lines() {
+            shell.log_only(&l);
+        }
+    }
+    acted
 }
 
 /// Every plan half, in the order the run meets them (`eas doctor` runs the same).
@@ -383,7 +404,7 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
         r.plan.blockers.len()
     ));
     // Another run's lock: its directory is not this run's to write.
-    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, &planned.files) {
+    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, &planned.files, shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
     crate::pipeline::blocked(&r.plan.blockers, code)
@@ -394,17 +415,39 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
 /// `state.json`).
 pub use crate::state::records::ATTEMPT;
 
+/// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
+/// each later one; the record names it.
+pub fn attempt_log(r: &mut Runner, dir: &std::path::Path, shell: &Shell) -> std::io::Result<()> {
+    crate::state::journal::create_private_dir(dir)?;
+    let logs = dir.join("logs");
+    crate::state::journal::create_private_dir(&logs)?;
+    let log = logs.join(format!("up-{}.log", now().replace(':', "")));
+    shell.log_to(&log)?;
+    r.state.log_path = Some(log);
+    Ok(())
+}
+
 /// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
 /// choices beside it, in `<state>/attempt/`.
-fn record_attempt(r: &Runner, sd: &StateDir, facts: &Facts, files: &[(String, String)]) -> std::io::Result<()> {
+fn record_attempt(
+    r: &mut Runner,
+    sd: &StateDir,
+    facts: &Facts,
+    files: &[(String, String)],
+    shell: &Shell,
+) -> std::io::Result<()> {
     let dir = sd.dir().join(ATTEMPT);
-    crate::state::journal::create_private_dir(&dir)?;
+    // Its log: the lines the run printed, then its blockers.
+    attempt_log(r, &dir, shell)?;
     let first = &r.plan.blockers[0];
     let attempt = serde_json::json!({
         "phase": first.phase, "exit_code": first.exit_code, "cause": first.cause, "finished_at": now(),
         "blockers": r.plan.blockers,
     });
     let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
+    for b in &r.plan.blockers {
+        shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code));
+    }
     write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
     write("plan.json", &r.plan.to_json())?;
     let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();

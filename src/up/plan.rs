@@ -320,6 +320,13 @@ pub async fn decide(
             }
             let downloads = match (&pinned, args.offline) {
                 (Some(c), false) => hf_reads(&c.catalog, global).await,
+                (Some(_), true) => {
+                    shell.warn(
+                        "--offline: Hugging Face was not asked; the figures come from the cache or data/models.json, \
+                         and whether the install can download the weights is not checked",
+                    );
+                    Vec::new()
+                }
                 _ => Vec::new(),
             };
             // What the plan cannot know then, said as unknown: whether the weights download.
@@ -346,6 +353,8 @@ pub async fn decide(
                     Vec::new()
                 };
                 let at = format!("{repo}@{}", &t.eat.sha[..t.eat.sha.len().min(7)]);
+                // ... and the layer's components must enable the reader's role.
+                let readers = readers_on_path(&t.eat.objects, &t.eat.sha, layer, &decision, readers, &at)?;
                 config::model::prove_deploy_path(&mut decision, &readers, &at);
             }
             Ok((decision, pinned, unasked))
@@ -442,6 +451,57 @@ async fn hf_reads(
     let token = env.var("HF_TOKEN");
     let reads = super::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache).await;
     reads.into_iter().map(|r| (r.model_id, r.access)).collect()
+}
+
+/// Each reader of EAT's model key with whether the install runs it: the pinned EAT tree's
+/// `components.yaml` (at the layer row's `deployment_subdir`) must enable the reader's role in a
+/// layer the install runs. A variable named in a component's `enabled` takes eas's override, else
+/// the layer's seeded `config.yaml`. Without a `components.yaml` no role is run.
+fn readers_on_path(
+    objects: &std::path::Path,
+    sha: &str,
+    layer: &str,
+    decision: &config::Decision,
+    readers: Vec<String>,
+    at: &str,
+) -> Result<Vec<(String, config::components::OnPath)>, Failure> {
+    use config::components::{Components, OnPath, on_path};
+    if readers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = config::data::layers().layers.get(layer).cloned().unwrap_or_default();
+    let subdir = rows.iter().find(|r| r.pin == "eat").map(|r| r.deployment_subdir.clone()).unwrap_or_default();
+    let file = |name: &str| {
+        let path = if subdir.is_empty() { name.to_string() } else { format!("{subdir}/{name}") };
+        crate::trees::git(Some(objects), &["cat-file", "blob", &format!("{sha}:{path}")], Duration::from_secs(60))
+            .ok()
+            .map(|text| (path, text))
+    };
+    let Some((path, text)) = file("components.yaml") else {
+        let why = format!("{at} has no components.yaml, so the installer runs none of its roles");
+        return Ok(readers.into_iter().map(|r| (r, OnPath::No(why.clone()))).collect());
+    };
+    let components = Components::parse(&text)
+        .map_err(|e| Failure::step("config", format!("{path} at {at} is not a components manifest: {e}")))?;
+    let seeded: serde_json::Map<String, serde_json::Value> =
+        file("config.yaml").and_then(|(_, t)| serde_saphyr::from_str(&t).ok()).unwrap_or_default();
+    let value = |key: &str| {
+        let written = decision.overrides.iter().find(|(k, _)| *k == key).map(|(_, v)| match v {
+            config::rules::Value::Bool(b) => serde_json::Value::Bool(*b),
+            config::rules::Value::Str(s) => serde_json::Value::String(s.clone()),
+            config::rules::Value::List(_) => serde_json::Value::Null,
+        });
+        written.or_else(|| seeded.get(key).cloned())
+    };
+    // Within the reader's own repository, the role's path is relative to the subdir.
+    let relative = |r: &str| r.strip_prefix(&format!("{subdir}/")).unwrap_or(r).to_string();
+    Ok(readers
+        .into_iter()
+        .map(|r| {
+            let v = on_path(&components, layer, &relative(&r), &value);
+            (r, v)
+        })
+        .collect())
 }
 
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that

@@ -2,11 +2,16 @@
 //! client is told to trust with `--ca-bundle`), answering `/<id>/resolve/<rev>/<file>` as
 //! Hugging Face does: its refusals carry `X-Error-Code` (`GatedRepo` 403, `RepoNotFound` 401).
 //! A model id listed as `proxied` is refused with a bare 403, as a proxy answers in its place.
+//! A request bearing the token [`REJECTED_TOKEN`] is answered 401 `RepoNotFound`, as Hugging
+//! Face answers a token that cannot read the repository.
 #![allow(dead_code)]
 
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The token the stand-in rejects.
+pub const REJECTED_TOKEN: &str = "hf_rejected_by_the_stand_in";
 
 pub struct HfStandIn {
     pub port: u16,
@@ -40,7 +45,12 @@ impl HfStandIn {
                     let head = String::from_utf8_lossy(&req).to_string();
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
-                    let (status, code) = if gated.contains(&id) {
+                    let rejected = head
+                        .lines()
+                        .any(|l| l.to_ascii_lowercase().starts_with("authorization:") && l.contains(REJECTED_TOKEN));
+                    let (status, code) = if rejected {
+                        (401, Some("RepoNotFound"))
+                    } else if gated.contains(&id) {
                         (403, Some("GatedRepo"))
                     } else if proxied.contains(&id) {
                         (403, None)
