@@ -159,7 +159,8 @@ fn doctor_against_a_silent_api_server_ends_with_the_hosts_checks() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let table = text(&out.stdout);
-    assert!(table.contains("FAIL api server:") && table.contains("no answer within 10s"), "{table}");
+    // No answer within its 10 s, or the connection itself timed out (a backlog that is full).
+    assert!(table.contains("FAIL api server:") && table.contains("FAIL k3s: list nodes:"), "{table}");
     assert!(table.contains("FAIL gates: the plan's checks did not finish within doctor's 30 s"), "{table}");
     assert!(table.contains("FAIL preflight: no Docker Engine answers"), "the host's checks still run: {table}");
     assert!(table.contains("FAIL bastion: the base image"), "{table}");
