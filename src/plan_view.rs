@@ -187,6 +187,16 @@ pub fn render(plan: &Plan, view: View) -> String {
         );
         section(format!("nodes ({}, {shapes}):", f.node_count), lines);
     }
+    if let Some(kind) = plan.run_kind {
+        let lines = match &plan.since_last {
+            Some(since) => {
+                crate::state::since::lines(since, view.explain).into_iter().map(|l| format!("  {l}")).collect()
+            }
+            None => vec!["  no earlier run on this cluster completed".to_string()],
+        };
+        let when = plan.since_last.as_ref().map(|s| format!(", installed {}", s.installed_at)).unwrap_or_default();
+        section(format!("since the last up (run: {kind}{when}):"), lines);
+    }
     let mut lines = Vec::new();
     for d in &plan.decisions {
         let cite = if view.explain { format!(" [{}]", d.permalink) } else { String::new() };

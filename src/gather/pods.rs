@@ -23,6 +23,8 @@ pub struct PodItem {
 pub struct Named {
     #[serde(rename = "name")]
     pub _name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -64,6 +66,8 @@ pub fn selector(node: &str) -> String {
 pub struct Requests {
     pub memory_bytes: f64,
     pub pods: u32,
+    /// Pods in these namespaces are not counted (eas's own, from the ledger).
+    pub skip: std::collections::BTreeSet<String>,
 }
 
 fn memory(c: &Container) -> f64 {
@@ -96,12 +100,20 @@ impl Sink<PodItem> for Requests {
         if matches!(item.status.phase.as_deref(), Some("Succeeded" | "Failed")) {
             return;
         }
+        if item._metadata.namespace.as_ref().is_some_and(|ns| self.skip.contains(ns)) {
+            return;
+        }
         self.memory_bytes += pod_memory(&item);
         self.pods += 1;
     }
 }
 
 impl Requests {
+    /// A total that leaves out the pods of `namespaces`.
+    pub fn skipping(namespaces: &std::collections::BTreeSet<String>) -> Requests {
+        Requests { skip: namespaces.clone(), ..Requests::default() }
+    }
+
     pub fn to_facts(&self) -> StringMap {
         StringMap::from([
             ("memory".to_string(), format!("{}", self.memory_bytes.round() as u64)),
@@ -153,5 +165,21 @@ mod tests {
         }
         assert_eq!((r.pods, r.memory_bytes), (2, 2.0 * (1u64 << 30) as f64));
         assert_eq!(r.to_facts()["memory"], "2147483648");
+    }
+
+    #[test]
+    fn pods_of_eas_own_namespaces_are_left_out() {
+        let mut r = Requests::skipping(&["llm-inference".to_string()].into());
+        let with_ns = |ns: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(
+                r#"{"spec":{"containers":[{"resources":{"requests":{"memory":"1Gi"}}}]},"status":{"phase":"Running"}}"#,
+            )
+            .unwrap();
+            v["metadata"] = serde_json::json!({"name": "p", "namespace": ns});
+            serde_json::from_value::<PodItem>(v).unwrap()
+        };
+        r.push(with_ns("llm-inference"));
+        r.push(with_ns("default"));
+        assert_eq!((r.pods, r.memory_bytes), (1, (1u64 << 30) as f64));
     }
 }

@@ -7,8 +7,49 @@
 
 use std::collections::BTreeMap;
 
+use serde::Serialize;
+
 use super::journal::{State, Status};
+use super::since::{Completed, SinceLast, is_completed};
 use crate::pipeline::{PHASES, PhaseId, Resume};
+
+/// What this run is, against the latest install record and the last completed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    /// No run on this cluster completed.
+    Install,
+    /// Nothing the install reads changed: the plan halves, then verify only.
+    UpToDate,
+    /// The pins moved: the installer's own upgrade path (`init --upgrade`).
+    Upgrade,
+    /// Decisions, patches or generated files changed: prepare and install again.
+    Reconfigure,
+    /// The latest install was interrupted or failed: the lasting phases done with the same
+    /// inputs are skipped ([`plan_resume`]).
+    Resume,
+}
+
+impl std::fmt::Display for RunKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = serde_json::to_value(self).expect("a run kind serialises");
+        f.write_str(v.as_str().unwrap_or("?"))
+    }
+}
+
+/// The run's kind: `resume` when the latest install record did not complete, else by what
+/// changed since the last completed run (`since`, present when there is one).
+pub fn classify(latest: Option<&State>, last: Option<&Completed>, since: Option<&SinceLast>) -> RunKind {
+    if latest.is_some_and(|s| !is_completed(s)) {
+        return RunKind::Resume;
+    }
+    match (last, since) {
+        (Some(_), Some(s)) if !s.pins.is_empty() => RunKind::Upgrade,
+        (Some(_), Some(s)) if s.reconfigures() => RunKind::Reconfigure,
+        (Some(_), Some(_)) => RunKind::UpToDate,
+        _ => RunKind::Install,
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -258,6 +299,41 @@ mod tests {
                 assert!(matches!(plan.step(p), Step::Run(_)), "case {i}: {p} always runs");
             }
         }
+    }
+
+    #[test]
+    fn a_run_is_classified_against_the_last_completed_run() {
+        use crate::state::since::PinMove;
+        let mut done = state(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p"), (Install, "i")], None);
+        done.exit_code = Some(0);
+        let last = Completed {
+            state: done.clone(),
+            facts: None,
+            decisions: vec![],
+            overlay: vec![],
+            image: None,
+            files: vec![],
+        };
+        let same = SinceLast::default();
+        let moved = SinceLast {
+            pins: vec![PinMove { tree: "eas".into(), from: "a".into(), to: "b".into() }],
+            ..SinceLast::default()
+        };
+        let changed = SinceLast {
+            files: vec![crate::state::since::FileChange { name: "x".into(), diff: String::new() }],
+            ..SinceLast::default()
+        };
+        assert_eq!(classify(None, None, None), RunKind::Install);
+        assert_eq!(classify(Some(&done), Some(&last), Some(&same)), RunKind::UpToDate);
+        assert_eq!(classify(Some(&done), Some(&last), Some(&moved)), RunKind::Upgrade);
+        assert_eq!(classify(Some(&done), Some(&last), Some(&changed)), RunKind::Reconfigure);
+        let failed = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
+        assert_eq!(classify(Some(&failed), Some(&last), Some(&same)), RunKind::Resume);
+        // Verification failed (exit 5): still completed, so up to date.
+        let mut five = done.clone();
+        five.exit_code = Some(5);
+        assert_eq!(classify(Some(&five), Some(&last), Some(&same)), RunKind::UpToDate);
+        assert_eq!(RunKind::UpToDate.to_string(), "up-to-date");
     }
 
     #[test]

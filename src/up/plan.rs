@@ -29,6 +29,10 @@ pub struct Preflight {
     pub target: gather::kube::Target,
     pub sd: StateDir,
     pub docker: Option<bollard::Docker>,
+    /// The install record (`state.json`) as the plan read it.
+    pub latest: Option<State>,
+    /// The last completed run, which this run is compared with (`crate::up::day_two`).
+    pub last: Option<crate::state::since::Completed>,
 }
 
 /// Everything the plan halves settled; what a phase could not settle is `None` and a blocker
@@ -162,14 +166,27 @@ pub async fn preflight(
     r.or_block(PhaseId::Lock, lease)?;
     // The record the act will resume from must be readable (the act re-reads it under the lock).
     // What earlier runs created (the prerequisites' "earlier install" check discounts it).
-    match State::load(&sd.state_file()) {
-        Ok(prev) => r.state.ledger = prev.map(|p| p.ledger).unwrap_or_default(),
-        Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
-    }
+    let latest = match State::load(&sd.state_file()) {
+        Ok(prev) => {
+            r.state.ledger = prev.as_ref().map(|p| p.ledger.clone()).unwrap_or_default();
+            prev
+        }
+        Err(e) => {
+            r.block(PhaseId::Lock, Failure::from(e))?;
+            None
+        }
+    };
+    let last = match crate::state::since::Completed::load(sd.dir()) {
+        Ok(l) => l,
+        Err(e) => {
+            r.block(PhaseId::Lock, Failure::from(e))?;
+            None
+        }
+    };
     let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
     let docker = r.or_block(PhaseId::Preflight, docker)?;
     r.or_block(PhaseId::Preflight, git)?;
-    Ok(Preflight { target, sd, docker })
+    Ok(Preflight { target, sd, docker, latest, last })
 }
 
 /// The bastion's checks that need only the pins, each on its own: the requirements lock, the
@@ -204,7 +221,10 @@ pub async fn gather(
             _ => None,
         }
     };
-    let facts = gather::collect(target, &args.gather, CALL, &global.env, shell);
+    // Eas's own pods do not count against the budget of the run after it.
+    let gather_opts =
+        gather::GatherOptions { discount_namespaces: r.state.ledger.created.namespaces.clone(), ..args.gather.clone() };
+    let facts = gather::collect(target, &gather_opts, CALL, &global.env, shell);
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), crate::trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let (scratch, layer, with_ext) = (super::scratch_dir(args, &pre)?, args.select.layer.clone(), !args.dry_run);
@@ -250,7 +270,8 @@ pub async fn gather(
     };
     let facts = facts.map_err(within(PhaseId::Facts, facts_limit)).and_then(|f| f);
     r.planned(PhaseId::Facts, &facts);
-    let facts: Facts = facts?;
+    // The facts as the decisions read them: what eas's runs created is not the cluster's.
+    let facts: Facts = crate::state::since::discount(&facts?, &r.state.ledger.created);
     let facts_hash = crate::state::hash_json(&facts);
     r.state.facts_hash = Some(facts_hash.clone());
     let devices = &config::data::cluster_rules().device_resources;

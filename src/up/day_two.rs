@@ -1,0 +1,132 @@
+//! `eas up` again: the run's kind and what changed since the last completed run, decided after
+//! the plan halves (`state::since`, `state::resume::classify`), and what the act halves do with
+//! it: an up-to-date run verifies only, an upgrade keeps the work tree and takes the installer's
+//! own path (`init --upgrade`), a completed run is kept for the next one to compare with.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::output::Shell;
+use crate::pipeline::PhaseId;
+use crate::state::journal::State;
+use crate::state::resume::{RunKind, classify as kind_of, plan_resume};
+use crate::state::since::{Completed, Now, since_last};
+
+use super::UpSettings;
+use super::runner::Runner;
+
+/// The plan's `run_kind` and `since_last`, against `latest` (the install record, `state.json`)
+/// and `last` (the last completed run). A layer other than the installed one is a blocker: the
+/// installer cannot move an env from one layer to another.
+pub fn classify(
+    args: &UpSettings,
+    latest: Option<&State>,
+    last: Option<&Completed>,
+    facts: &Facts,
+    files: &[(String, String)],
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
+    if let Some(layer) = installed.filter(|l| *l != args.select.layer) {
+        r.block(
+            PhaseId::Config,
+            Failure::bad_input(
+                format!("{layer} is installed on this cluster; this run asks for {}", args.select.layer),
+                format!("run `eas down --layer {layer}` first, then `eas up --layer {}`", args.select.layer),
+            ),
+        )?;
+    }
+    let since = last.map(|l| {
+        let now = Now {
+            pins: &r.state.pins.shas,
+            decisions: &r.plan.decisions,
+            overlay: &r.plan.overlay,
+            files,
+            facts,
+            image: r.plan.image.as_ref().map(|i| i.tag.as_str()),
+        };
+        since_last(l, &now)
+    });
+    let kind = kind_of(latest, last, since.as_ref());
+    if kind == RunKind::Upgrade
+        && let Some(c) = r.plan.commands.iter_mut().find(|c| c.phase == PhaseId::Prepare)
+    {
+        c.argv.push("--upgrade".into());
+    }
+    r.plan.run_kind = Some(kind);
+    r.plan.since_last = since;
+    Ok(())
+}
+
+/// The lasting phases this run skips: every one up to install for an up-to-date run (unless
+/// `--reinstall`), those a resumed run finished with the same inputs, none otherwise.
+pub fn skipped(
+    kind: Option<RunKind>,
+    reinstall: bool,
+    prev: Option<&State>,
+    inputs: &BTreeMap<PhaseId, String>,
+) -> Vec<PhaseId> {
+    match kind {
+        _ if reinstall => Vec::new(),
+        Some(RunKind::UpToDate) => vec![PhaseId::Trees, PhaseId::Overlay, PhaseId::Prepare, PhaseId::Install],
+        _ => plan_resume(prev, inputs).skipped(),
+    }
+}
+
+/// Whether this run upgrades in place: the pins moved and the work tree holds the inited env.
+pub fn upgrades_in_place(kind: Option<RunKind>, work: &Path, env: &str) -> bool {
+    kind == Some(RunKind::Upgrade) && work.join("env").join(env).join(".solutions.yaml").exists()
+}
+
+/// The kept work tree moved to the new EAS commit: the overlay (and eas's manifest edit) reverted
+/// with the move, `env/` and `ext/` kept (they are not tracked); the act re-applies the overlay
+/// and `init --upgrade` moves `ext/`.
+pub async fn upgrade_tree(work: &Path, commit: &str) -> Result<(), Failure> {
+    let limit = Duration::from_secs(120);
+    let dir = Some(work);
+    let step = |e: String| Failure::step_next("trees", e, "move the work tree aside with `eas down`, then `eas up`");
+    crate::git::run(dir, &["-c", "advice.detachedHead=false", "checkout", "--quiet", "-f", "--detach", commit], limit)
+        .await
+        .map_err(step)?;
+    let head = crate::git::run(dir, &["rev-parse", "HEAD"], limit).await.map_err(step)?;
+    if head.trim() != commit {
+        return Err(step(format!("the work tree {} is at {}, not {commit}", work.display(), head.trim())));
+    }
+    Ok(())
+}
+
+/// What an up-to-date run says before it verifies.
+pub fn up_to_date_note(last: Option<&Completed>, shell: &Shell) {
+    match last {
+        Some(l) if l.verify_failed() => shell.phase("up to date", "up to date (last verification failed): verifying"),
+        Some(l) => shell.phase(
+            "up to date",
+            format!("nothing the install reads changed since {}: verifying only", l.installed_at()),
+        ),
+        None => {}
+    }
+}
+
+/// Keeps this run as the last completed one (its install finished; it exited 0 or 5).
+pub fn keep_completed(sd: &Path, r: &Runner, facts: &Facts, files: &[(String, String)], shell: &Shell) {
+    if !crate::state::since::is_completed(&r.state) {
+        return;
+    }
+    if let Err(e) = Completed::save(sd, &r.state, facts, &r.plan.to_json(), files) {
+        shell.warn(format!("the completed run was not kept for the next `eas up` to compare with: {e}"));
+    }
+}
+
+/// A real run says what it is and what changed before its first act.
+pub fn announce(r: &Runner, shell: &Shell) {
+    let Some(kind) = r.plan.run_kind else { return };
+    shell.phase("plan", format!("run: {kind}"));
+    if let Some(since) = &r.plan.since_last {
+        for l in crate::state::since::lines(since, false) {
+            shell.note(format!("  since the last up: {}", crate::text::escape_controls(&l)));
+        }
+    }
+}
