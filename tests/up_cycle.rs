@@ -858,3 +858,147 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(!r.namespaces().contains(&"kserve".to_string()));
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
+
+/// The up_cycle run's log files (one per run that started its prepare phase).
+fn log_files(r: &Run) -> usize {
+    std::fs::read_dir(&r.state)
+        .into_iter()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path().join("logs")).into_iter().flatten())
+        .count()
+}
+
+fn plan_of(r: &Run) -> Value {
+    let out = r.up(&["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new(), "{plan}");
+    plan
+}
+
+/// Issue 22: a second `eas up` after a completed one runs its plan halves, then verify only (the
+/// installer does not start: no new log, no prepare), says `up to date (installed DATE, verified
+/// now)` and exits 0; eas's own namespaces, releases and model pod do not count as a change.
+/// `--reinstall` runs the installer anyway.
+#[test]
+fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    assert_eq!(plan_of(&r)["run_kind"], "install");
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let logs = log_files(&r);
+    let plan = plan_of(&r);
+    assert_eq!(plan["run_kind"], "up-to-date", "{}", plan["since_last"]);
+    assert_eq!(plan["since_last"]["decisions"], json!([]), "{plan}");
+    assert_eq!(plan["since_last"]["files"], json!([]), "{plan}");
+    let second = r.up(&["--yes"]);
+    let err = text(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("up to date (installed ") && err.contains(", verified now)"), "{err}");
+    assert!(!err.contains("init --env") && !err.contains("install agent-toolkit --env"), "the installer ran: {err}");
+    assert_eq!(log_files(&r), logs, "no installer log was started:\n{err}");
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "verify"), "done");
+    assert_eq!(state["exit_code"], 0);
+
+    let again = r.up(&["--yes", "--reinstall"]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(log_files(&r), logs + 1, "--reinstall runs the installer");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
+
+/// Issue 22: the recorded node gains memory between two runs: the plan is `reconfigure` and
+/// `since_last` names the decision that changed and the fact it now follows from.
+#[test]
+fn a_node_gaining_memory_reconfigures_and_the_plan_says_why() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "k3d-gpu-server-0".into(),
+    };
+    // The desktop with 48 GiB: below the 64 GiB the fallback models need (data/models.json).
+    let memory = |m: &str| json!({"status": {"capacity": {"memory": m}, "allocatable": {"memory": m}}});
+    r.server.update(&node, memory("50331648Ki"));
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    // The recorded node's own memory, 125 GiB.
+    r.server.update(&node, memory("131530088Ki"));
+    let plan = plan_of(&r);
+    let since = &plan["since_last"];
+    assert_eq!(plan["run_kind"], "reconfigure", "{since}");
+    let facts = since["facts"].to_string();
+    assert!(facts.contains("node k3d-gpu-server-0 allocatable memory 50331648Ki -> 131530088Ki"), "{facts}");
+    let decisions = since["decisions"].as_array().unwrap();
+    assert!(!decisions.is_empty(), "{since}");
+    let model = decisions.iter().find(|d| d["key"] == "model").unwrap_or_else(|| panic!("no model change: {since}"));
+    assert_ne!(model["from"], model["to"], "{model}");
+    assert!(!model["why"].as_str().unwrap().is_empty(), "{model}");
+    let text_plan = r.up(&["--dry-run"]);
+    let shown = text(&text_plan.stdout);
+    assert!(shown.contains("since the last up (run: reconfigure") && shown.contains("decision model:"), "{shown}");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
+
+/// Issue 22: the pins move (a new EI commit) after a completed run: the plan is `upgrade`, the
+/// run keeps its work tree and takes the installer's own path (`init ... --upgrade`, which
+/// re-pins `ext/`), then installs and verifies; `eas down` afterwards leaves every object that
+/// existed before the first install.
+#[test]
+fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup();
+    let r = run("ok");
+    let before = r.namespaces();
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    // A later EI commit on a branch of its own (the other tests' pins name the first one), and
+    // pins naming it; the other rows unchanged.
+    let ei = s.repos.join("ei");
+    let branch = format!("later-{}", std::process::id());
+    support::git(&ei, &["checkout", "-q", "-b", &branch]);
+    std::fs::write(ei.join("UPGRADE.txt"), "a later EI commit\n").unwrap();
+    support::git(&ei, &["add", "-A"]);
+    support::git(&ei, &["commit", "-qm", "later"]);
+    let sha = support::git(&ei, &["rev-parse", "HEAD"]);
+    support::git(&ei, &["checkout", "-q", "main"]);
+    let pins = r.home.join("pins.json");
+    std::fs::copy(&s.pins, &pins).unwrap();
+    support::trees::point_main_pins(&pins, &[("ei".to_string(), sha.clone())]);
+    let args = |extra: &[&str]| {
+        let mut v = r.up_args(extra);
+        let at = v.iter().position(|a| a == "--pins").unwrap();
+        v[at + 1] = pins.display().to_string();
+        v
+    };
+    let plan = r.eas().args(args(&["--dry-run", "--output", "json"])).output().unwrap();
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap_or_else(|_| panic!("{}", text(&plan.stderr)));
+    assert_eq!(plan["run_kind"], "upgrade", "{}", plan["since_last"]);
+    assert_eq!(plan["since_last"]["pins"][0]["tree"], "ei", "{}", plan["since_last"]);
+    let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
+    assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
+
+    let up = r.eas().args(args(&["--yes"])).output().unwrap();
+    let err = text(&up.stderr);
+    assert!(up.status.success(), "{err}\n{}", r.install_log());
+    let log = r.install_log();
+    assert!(log.contains("layer=agent-toolkit  (upgrade)"), "the stand-in's init --upgrade: {log}");
+    assert!(log.contains(&format!("repinned: ext/enterprise.ai-inference → {sha}")), "{log}");
+    let state = r.state_file().unwrap();
+    assert_eq!(state["pins"]["shas"]["ei"], sha.as_str());
+    assert_eq!(phase_status(&state, "verify"), "done");
+
+    let down = r.eas().args(setup().down_args()).output().unwrap();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    let after = r.namespaces();
+    for ns in &before {
+        assert!(after.contains(ns), "{ns} existed before the first install and is gone: {after:?}");
+    }
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}");
+    }
+}

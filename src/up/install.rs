@@ -118,6 +118,12 @@ async fn run_installer(
     let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(timeout);
+    // The work tree's clones borrow their objects from eas's mirror cache by absolute path
+    // (`git clone --shared`): read-only at the same paths, `init --upgrade` can move `ext/`.
+    for dir in borrowed_objects(ctx.tree) {
+        let target = dir.display().to_string();
+        spec.mounts.push(bastion::run::BindMount { source: dir, target, read_only: true });
+    }
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -172,6 +178,27 @@ async fn run_installer(
         }
     };
     Ok((verdict, sink.tail))
+}
+
+/// The object directories the work tree's clones (its own and each `ext/*`) borrow from, their
+/// `objects/info/alternates` followed to the end: absolute paths outside the tree.
+fn borrowed_objects(tree: &Path) -> Vec<std::path::PathBuf> {
+    let mut todo = vec![tree.join(".git/objects")];
+    if let Ok(ext) = std::fs::read_dir(tree.join("ext")) {
+        todo.extend(ext.flatten().map(|e| e.path().join(".git/objects")));
+    }
+    let mut found: Vec<std::path::PathBuf> = Vec::new();
+    while let Some(objects) = todo.pop() {
+        let Ok(text) = std::fs::read_to_string(objects.join("info/alternates")) else { continue };
+        for line in text.lines().map(str::trim).filter(|l| l.starts_with('/')) {
+            let dir = std::path::PathBuf::from(line);
+            if dir.is_dir() && !dir.starts_with(tree) && !found.contains(&dir) {
+                found.push(dir.clone());
+                todo.push(dir);
+            }
+        }
+    }
+    found
 }
 
 fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, shell: &Shell) -> Option<Failure> {
