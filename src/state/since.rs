@@ -430,7 +430,12 @@ pub fn lines(s: &SinceLast, explain: bool) -> Vec<String> {
     }
     let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
     for d in &s.decisions {
-        out.push(format!("decision {}: {} -> {} because {}", d.key, or_none(&d.from), or_none(&d.to), d.why));
+        // The choice without its key, which the line already names.
+        let value = |v: &Option<String>| {
+            let v = or_none(v);
+            v.strip_prefix(&d.key).and_then(|r| r.strip_prefix(':')).map_or(v.clone(), |r| r.trim().to_string())
+        };
+        out.push(format!("decision {}: {} -> {} because {}", d.key, value(&d.from), value(&d.to), d.why));
     }
     for p in &s.patches {
         out.push(format!("patch {}: {} -> {}", p.id, or_none(&p.from), or_none(&p.to)));
@@ -526,10 +531,7 @@ mod tests {
         assert!(s.facts.iter().any(|l| l.ends_with("allocatable memory 16Gi -> 64Gi")), "{:?}", s.facts);
         assert!(s.facts.contains(&"node k3d-gpu-agent-1 added".to_string()), "{:?}", s.facts);
         let text = lines(&s, false).join("\n");
-        assert!(
-            text.contains("decision model: model: qwen2-5-coder-7b -> model: qwen2-5-coder-14b because node n 64Gi"),
-            "{text}"
-        );
+        assert!(text.contains("decision model: qwen2-5-coder-7b -> qwen2-5-coder-14b because node n 64Gi"), "{text}");
         assert!(!text.contains("@@"), "the diff only under --explain: {text}");
         assert!(lines(&s, true).join("\n").contains("@@ -1,3 +1,3 @@"));
     }
