@@ -187,15 +187,10 @@ pub fn render(plan: &Plan, view: View) -> String {
         );
         section(format!("nodes ({}, {shapes}):", f.node_count), lines);
     }
-    if let Some(kind) = plan.run_kind {
-        let lines = match &plan.since_last {
-            Some(since) => {
-                crate::state::since::lines(since, view.explain).into_iter().map(|l| format!("  {l}")).collect()
-            }
-            None => vec!["  no earlier run on this cluster completed".to_string()],
-        };
-        let when = plan.since_last.as_ref().map(|s| format!(", installed {}", s.installed_at)).unwrap_or_default();
-        section(format!("since the last up (run: {kind}{when}):"), lines);
+    // Nothing when no earlier run completed.
+    if let (Some(kind), Some(since)) = (plan.run_kind, &plan.since_last) {
+        let lines = crate::state::since::lines(since, view.explain).into_iter().map(|l| format!("  {l}")).collect();
+        section(format!("since the last up (run: {kind}, installed {}):", since.installed_at), lines);
     }
     let mut lines = Vec::new();
     for d in &plan.decisions {
