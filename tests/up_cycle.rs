@@ -982,6 +982,25 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
     let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
     assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
 
+    // `init --upgrade` refuses an ext/ checkout with changes to tracked files: the run fails in
+    // prepare, before the installer installs anything.
+    let key = r.state_file().unwrap()["cluster_key"].as_str().unwrap().to_string();
+    let ext = r.state.join(&key).join("work/eas/ext/enterprise.ai-inference");
+    let tracked = ext.join("config.yaml");
+    let original = std::fs::read_to_string(&tracked).unwrap();
+    std::fs::write(&tracked, format!("{original}# a local edit\n")).unwrap();
+    let dirty = r.eas().args(args(&["--yes"])).output().unwrap();
+    assert_eq!(dirty.status.code(), Some(1), "{}", text(&dirty.stderr));
+    assert!(
+        text(&dirty.stderr).contains("ext/enterprise.ai-inference has uncommitted changes to tracked files"),
+        "{}",
+        text(&dirty.stderr)
+    );
+    // Before its install phase the run is an attempt: the completed install's record stays.
+    assert_eq!(phase_status(&r.attempt_file().unwrap(), "prepare"), "failed");
+    assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
+    // Reverted, the next run takes the same path.
+    std::fs::write(&tracked, original).unwrap();
     let up = r.eas().args(args(&["--yes"])).output().unwrap();
     let err = text(&up.stderr);
     assert!(up.status.success(), "{err}\n{}", r.install_log());

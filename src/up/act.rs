@@ -113,7 +113,7 @@ async fn run_locked(
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
     let up_to_date = installed && kind == Some(RunKind::UpToDate);
-    let in_place = super::day_two::upgrades_in_place(kind, &work, &args.env);
+    let in_place = super::day_two::upgrades_in_place(r, &work, &args.env);
 
     // Prepare and install in the bastion, the ledger around them. The ledger fails closed: the
     // `before` is saved before the installer runs, and a record left pending (this run's, or a

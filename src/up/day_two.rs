@@ -51,7 +51,9 @@ pub fn classify(
         since_last(l, &now)
     });
     let kind = kind_of(latest, last, since.as_ref());
-    if kind == RunKind::Upgrade
+    // The pins moved since the last completed run: an upgrade, or the resumption of one that
+    // failed (its env still records the earlier revs, so `init` needs `--upgrade` as well).
+    if since.as_ref().is_some_and(|s| !s.pins.is_empty())
         && let Some(c) = r.plan.commands.iter_mut().find(|c| c.phase == PhaseId::Prepare)
     {
         c.argv.push("--upgrade".into());
@@ -76,9 +78,11 @@ pub fn skipped(
     }
 }
 
-/// Whether this run upgrades in place: the pins moved and the work tree holds the inited env.
-pub fn upgrades_in_place(kind: Option<RunKind>, work: &Path, env: &str) -> bool {
-    kind == Some(RunKind::Upgrade) && work.join("env").join(env).join(".solutions.yaml").exists()
+/// Whether this run upgrades in place: the pins moved since the last completed run (an upgrade,
+/// or a resumed one) and the work tree holds the inited env.
+pub fn upgrades_in_place(r: &Runner, work: &Path, env: &str) -> bool {
+    r.plan.since_last.as_ref().is_some_and(|s| !s.pins.is_empty())
+        && work.join("env").join(env).join(".solutions.yaml").exists()
 }
 
 /// The kept work tree moved to the new EAS commit: the overlay (and eas's manifest edit) reverted
