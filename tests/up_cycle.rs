@@ -952,6 +952,24 @@ fn a_node_gaining_memory_reconfigures_and_the_plan_says_why() {
     let text_plan = r.up(&["--dry-run"]);
     let shown = text(&text_plan.stdout);
     assert!(shown.contains("since the last up (run: reconfigure") && shown.contains("decision model:"), "{shown}");
+    // The model changed: the install phase removes the previous pick first, and says so.
+    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
+    let was = model["from"].as_str().unwrap().trim_start_matches("model: ").split(' ').next().unwrap().to_string();
+    assert_ne!(picked, was);
+    let undeploy = json!(["./model-manager", "undeploy", was, "--wait"]);
+    assert!(plan["commands"].as_array().unwrap().iter().any(|c| c["argv"] == undeploy), "{}", plan["commands"]);
+    assert!(
+        plan["decisions"].to_string().contains(&format!("undeploy: {was} before the install")),
+        "{}",
+        plan["decisions"]
+    );
+    let was_key = ObjectKey { name: was.clone(), ..model_key() };
+    assert!(r.server.object(&was_key).is_some(), "the first run deployed {was}");
+    let second = r.up(&["--yes"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(r.install_log().contains(&format!("undeployed: {was}")), "{}", r.install_log());
+    assert!(r.server.object(&was_key).is_none(), "{was} is still deployed");
+    assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is not deployed");
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
 }

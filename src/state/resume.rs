@@ -312,6 +312,7 @@ mod tests {
             decisions: vec![],
             overlay: vec![],
             image: None,
+            model: None,
             files: vec![],
         };
         let same = SinceLast::default();

@@ -20,6 +20,8 @@ use crate::pipeline::{PhaseId, PlanDecision, PlanPatch};
 
 /// The directory beside `state.json` that keeps the last completed run.
 pub const COMPLETED: &str = "completed";
+/// The key of the decision that removes the last completed run's model when the pick changed.
+pub const UNDEPLOY: &str = "undeploy";
 /// The generated file that only explains the decisions: compared as decisions, not as a file.
 const CHOICES: &str = "choices.txt";
 
@@ -37,6 +39,8 @@ pub struct Completed {
     pub overlay: Vec<PlanPatch>,
     /// The bastion image's tag (its content hash).
     pub image: Option<String>,
+    /// The model it deployed (its plan's `model_pick`).
+    pub model: Option<String>,
     pub files: Vec<(String, String)>,
 }
 
@@ -48,6 +52,14 @@ struct KeptPlan {
     overlay: Vec<KeptPatch>,
     #[serde(default)]
     image: Option<KeptImage>,
+    #[serde(default)]
+    model_pick: Option<KeptPick>,
+}
+
+#[derive(serde::Deserialize)]
+struct KeptPick {
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -95,6 +107,7 @@ impl Completed {
             files.push((CHOICES.to_string(), c));
         }
         files.sort();
+        let model = plan.as_ref().and_then(|p| p.model_pick.as_ref()).and_then(|m| m.name.clone());
         let (decisions, overlay, image) = match plan {
             Some(p) => (
                 p.decisions
@@ -121,7 +134,7 @@ impl Completed {
             ),
             None => (Vec::new(), Vec::new(), None),
         };
-        Ok(Some(Completed { state, facts, decisions, overlay, image, files }))
+        Ok(Some(Completed { state, facts, decisions, overlay, image, model, files }))
     }
 
     /// Keeps a completed run in `<dir>/completed/` (replacing the one kept before).
@@ -326,6 +339,10 @@ fn decision_changes(was: &[PlanDecision], is: &[PlanDecision]) -> Vec<DecisionCh
     let (a, b) = (keyed(was), keyed(is));
     let mut out = Vec::new();
     for k in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
+        // A run's removal of the model before it is about that run, not a decision to compare.
+        if k.0 == UNDEPLOY {
+            continue;
+        }
         let (x, y) = (a.get(k), b.get(k));
         if x.map(|d| &d.choice) == y.map(|d| &d.choice) {
             continue;
@@ -493,6 +510,7 @@ mod tests {
             decisions,
             overlay: Vec::new(),
             image: Some("eas-bastion:aaa".into()),
+            model: None,
             files: files.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
         }
     }

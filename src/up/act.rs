@@ -251,7 +251,14 @@ async fn prepare_and_install(
     r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();
-    let installing = install::install(&ctx, &argv, args, &log_path, limit);
+    let undeploy = super::day_two::planned_undeploy(r);
+    let installing = async {
+        // The model the last completed run deployed, when this run picks another.
+        if let Some(u) = &undeploy {
+            install::undeploy(&ctx, u, &log_path, limit).await?;
+        }
+        install::install(&ctx, &argv, args, &log_path, limit).await
+    };
     r.act_self(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), GRACE, installing).await
 }
 

@@ -60,7 +60,37 @@ pub fn classify(
     }
     r.plan.run_kind = Some(kind);
     r.plan.since_last = since;
+    undeploy_previous(last, r);
     Ok(())
+}
+
+/// `./model-manager undeploy`: the repo-root wrapper of EI's model-manager (one env: chosen by
+/// itself), which deletes a model's CR and, with `--wait`, waits for its pods.
+pub const MODEL_MANAGER: &str = "./model-manager";
+
+/// A model change removes the last completed run's pick before the install deploys the new one
+/// (EI's install only adds models): a decision line and a command of the install phase.
+fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) {
+    let Some(old) = last.and_then(|l| l.model.clone()) else { return };
+    let new = r.plan.model_pick.as_ref().and_then(|m| m.name.clone());
+    if new.as_deref() == Some(old.as_str()) {
+        return;
+    }
+    let argv = vec![MODEL_MANAGER.to_string(), "undeploy".into(), old.clone(), "--wait".into()];
+    let source = "issue 22: a model change removes the previous pick (EI model-manager's undeploy)".to_string();
+    r.plan.decisions.push(crate::pipeline::PlanDecision {
+        fact: format!("the last completed run deployed {old}; this run picks {}", new.as_deref().unwrap_or("none")),
+        choice: format!("{}: {old} before the install", crate::state::since::UNDEPLOY),
+        permalink: source.clone(),
+        source,
+    });
+    let at = r.plan.commands.iter().position(|c| c.phase == PhaseId::Install).unwrap_or(r.plan.commands.len());
+    r.plan.commands.insert(at, crate::pipeline::PlannedCommand { phase: PhaseId::Install, argv });
+}
+
+/// The undeploy this run plans before its install, if any.
+pub fn planned_undeploy(r: &Runner) -> Option<Vec<String>> {
+    r.plan.commands.iter().find(|c| c.argv.first().is_some_and(|a| a == MODEL_MANAGER)).map(|c| c.argv.clone())
 }
 
 /// The lasting phases this run skips: every one up to install for an up-to-date run (unless

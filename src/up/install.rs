@@ -280,6 +280,17 @@ pub async fn prepare(
     Ok(())
 }
 
+/// The last completed run's model removed (`./model-manager undeploy NAME --wait`), in the
+/// bastion, before the install deploys the new pick.
+pub async fn undeploy(ctx: &Ctx<'_>, argv: &[String], log_path: &Path, limit: Duration) -> Result<(), Failure> {
+    ctx.shell.phase("install", format!("{} (log: {})", shell_line(argv), log_path.display()));
+    let (outcome, tail) = run_installer(ctx, argv, log_path, limit, false).await?;
+    match failure("install", &outcome, &tail, log_path, "remove the model by hand, then `eas up` again", ctx.shell) {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}
+
 /// Install's act half: the installer in the bastion, under the phase's effective timeout.
 pub async fn install(
     ctx: &Ctx<'_>,
