@@ -597,9 +597,9 @@ pub struct Plan {
     pub overlay_not_decided: Option<String>,
     /// What this run is against the last completed one (`install`, `up-to-date`, `upgrade`,
     /// `reconfigure`, `resume`); `null` when the plan stopped before it could tell.
-    pub run_kind: Option<crate::state::resume::RunKind>,
+    pub run_kind: Option<crate::since_last::RunKind>,
     /// What changed since the last completed run; `null` when there is none.
-    pub since_last: Option<crate::state::since::SinceLast>,
+    pub since_last: Option<crate::since_last::SinceLast>,
     /// The exit code of the command that printed this plan.
     pub exit_code: u8,
 }

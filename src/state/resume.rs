@@ -7,35 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::journal::{State, Status};
-use super::since::{Completed, SinceLast, is_completed};
+use super::since::{Completed, is_completed};
 use crate::pipeline::{PHASES, PhaseId, Resume};
-
-/// What this run is, against the latest install record and the last completed run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunKind {
-    /// No run on this cluster completed.
-    Install,
-    /// Nothing the install reads changed: the plan halves, then verify only.
-    UpToDate,
-    /// The pins moved: the installer's own upgrade path (`init --upgrade`).
-    Upgrade,
-    /// Decisions, patches or generated files changed: prepare and install again.
-    Reconfigure,
-    /// The latest install was interrupted or failed: the lasting phases done with the same
-    /// inputs are skipped ([`plan_resume`]).
-    Resume,
-}
-
-impl std::fmt::Display for RunKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let v = serde_json::to_value(self).expect("a run kind serialises");
-        f.write_str(v.as_str().unwrap_or("?"))
-    }
-}
+pub use crate::since_last::RunKind;
+use crate::since_last::SinceLast;
 
 /// The run's kind: `resume` when the latest install record did not complete, else by what
 /// changed since the last completed run (`since`, present when there is one).

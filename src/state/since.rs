@@ -13,6 +13,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use crate::since_last::{DecisionChange, FileChange, PatchChange, PinMove, SinceLast};
+
 use super::journal::{JournalError, State, Status, create_private_dir, write_atomic};
 use super::ledger::{Release, Snapshot};
 use crate::facts::Facts;
@@ -198,62 +200,6 @@ pub fn discount(facts: &Facts, created: &Snapshot) -> Facts {
     f.helm_releases
         .retain(|r| !created.helm_releases.contains(&Release { namespace: r.namespace.clone(), name: r.name.clone() }));
     f
-}
-
-/// One pinned tree that moved.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PinMove {
-    pub tree: String,
-    pub from: String,
-    pub to: String,
-}
-
-/// A decision whose choice changed, with the fact that decided it now.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DecisionChange {
-    /// What is decided (`model`, a key written).
-    pub key: String,
-    pub from: Option<String>,
-    pub to: Option<String>,
-    /// The fact the choice now follows from.
-    pub why: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PatchChange {
-    pub id: String,
-    pub from: Option<String>,
-    pub to: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FileChange {
-    pub name: String,
-    /// A unified diff, the last run's file to this run's.
-    pub diff: String,
-}
-
-/// What differs from the last completed run (empty lists: nothing of that kind changed).
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-pub struct SinceLast {
-    /// When the run compared against finished its install.
-    pub installed_at: String,
-    pub pins: Vec<PinMove>,
-    pub decisions: Vec<DecisionChange>,
-    pub patches: Vec<PatchChange>,
-    pub files: Vec<FileChange>,
-    pub facts: Vec<String>,
-    /// The bastion image's tag before and now, when it changed (an eas upgrade alone: shown,
-    /// never a reason to reinstall).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bastion_image: Option<(String, String)>,
-}
-
-impl SinceLast {
-    /// Whether the install would differ: decisions, patches or generated files changed.
-    pub fn reconfigures(&self) -> bool {
-        !self.decisions.is_empty() || !self.patches.is_empty() || !self.files.is_empty()
-    }
 }
 
 /// This run, as it compares with the last completed one.
