@@ -34,6 +34,8 @@ pub struct PinMove {
     pub tree: String,
     pub from: String,
     pub to: String,
+    /// Commits from `from` to `to`, where the mirror knows them.
+    pub commits: Option<u32>,
 }
 
 /// A decision whose choice changed, with the fact that decided it now.

@@ -1009,6 +1009,12 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
     let plan: Value = serde_json::from_slice(&plan.stdout).unwrap_or_else(|_| panic!("{}", text(&plan.stderr)));
     assert_eq!(plan["run_kind"], "upgrade", "{}", plan["since_last"]);
     assert_eq!(plan["since_last"]["pins"][0]["tree"], "ei", "{}", plan["since_last"]);
+    assert_eq!(
+        plan["since_last"]["pins"][0]["commits"], 1,
+        "one commit later, as the mirror counts: {}",
+        plan["since_last"]
+    );
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new(), "{plan}");
     let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
     assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
 

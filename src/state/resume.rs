@@ -293,7 +293,7 @@ mod tests {
         };
         let same = SinceLast::default();
         let moved = SinceLast {
-            pins: vec![PinMove { tree: "eas".into(), from: "a".into(), to: "b".into() }],
+            pins: vec![PinMove { tree: "eas".into(), from: "a".into(), to: "b".into(), commits: None }],
             ..SinceLast::default()
         };
         let changed = SinceLast {

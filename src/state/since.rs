@@ -220,7 +220,7 @@ pub fn since_last(last: &Completed, now: &Now) -> SinceLast {
         let (from, to) = (last.state.pins.shas.get(t), now.pins.get(t));
         if from != to {
             let short = |v: Option<&String>| v.map_or("-".to_string(), |v| v[..v.len().min(7)].to_string());
-            s.pins.push(PinMove { tree: t.clone(), from: short(from), to: short(to) });
+            s.pins.push(PinMove { tree: t.clone(), from: short(from), to: short(to), commits: None });
         }
     }
     s.decisions = decision_changes(&last.decisions, now.decisions);
@@ -389,7 +389,8 @@ pub fn unified(name: &str, a: &str, b: &str) -> String {
 pub fn lines(s: &SinceLast, explain: bool) -> Vec<String> {
     let mut out = Vec::new();
     for p in &s.pins {
-        out.push(format!("pin {} {} -> {}", p.tree, p.from, p.to));
+        let count = p.commits.map(|n| format!(" ({n} commit{})", if n == 1 { "" } else { "s" })).unwrap_or_default();
+        out.push(format!("pin {} {} -> {}{count}", p.tree, p.from, p.to));
     }
     let or_none = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".into());
     for d in &s.decisions {
@@ -509,7 +510,13 @@ mod tests {
         let now =
             Now { pins: &pins, decisions: &[], overlay: &[], files: &[], facts: &f, image: Some("eas-bastion:bbb") };
         let s = since_last(&last, &now);
-        assert_eq!(s.pins, [PinMove { tree: "eas".into(), from: "5c27fb3".into(), to: "97f6157".into() }]);
+        assert_eq!(
+            s.pins,
+            [PinMove { tree: "eas".into(), from: "5c27fb3".into(), to: "97f6157".into(), commits: None }]
+        );
+        let mut counted = s.clone();
+        counted.pins[0].commits = Some(12);
+        assert!(lines(&counted, false).contains(&"pin eas 5c27fb3 -> 97f6157 (12 commits)".to_string()));
         assert_eq!(s.bastion_image, Some(("eas-bastion:aaa".into(), "eas-bastion:bbb".into())));
         assert!(!s.reconfigures() && s.facts.is_empty());
     }

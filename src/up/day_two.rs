@@ -27,6 +27,7 @@ pub fn classify(
     last: Option<&Completed>,
     facts: &Facts,
     files: &[(String, String)],
+    commits: &BTreeMap<String, u32>,
     r: &mut Runner,
 ) -> Result<(), Failure> {
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
@@ -48,7 +49,11 @@ pub fn classify(
             facts,
             image: r.plan.image.as_ref().map(|i| i.tag.as_str()),
         };
-        since_last(l, &now)
+        let mut s = since_last(l, &now);
+        for p in &mut s.pins {
+            p.commits = commits.get(&p.tree).copied();
+        }
+        s
     });
     let kind = kind_of(latest, last, since.as_ref());
     // The pins moved since the last completed run: an upgrade, or the resumption of one that
@@ -91,6 +96,24 @@ fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) {
 /// The undeploy this run plans before its install, if any.
 pub fn planned_undeploy(r: &Runner) -> Option<Vec<String>> {
     r.plan.commands.iter().find(|c| c.argv.first().is_some_and(|a| a == MODEL_MANAGER)).map(|c| c.argv.clone())
+}
+
+/// For each pinned tree whose commit moved since the last completed run, how many commits the
+/// mirror counts from the old one to the new (`git rev-list --count OLD..NEW`); a tree the
+/// mirror cannot count (the old commit is not in it, or the new one is older) is left out.
+pub async fn commit_counts(last: Option<&Completed>, trees: Option<&super::Resolved>) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    let (Some(last), Some(t)) = (last, trees) else { return out };
+    for (name, r) in [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)] {
+        let Some(old) = last.state.pins.shas.get(name).filter(|o| !o.is_empty() && **o != r.sha) else { continue };
+        let range = format!("{old}..{}", r.sha);
+        let counted =
+            crate::git::run(Some(&r.objects), &["rev-list", "--count", &range], Duration::from_secs(10)).await;
+        if let Some(n) = counted.ok().and_then(|c| c.trim().parse().ok()) {
+            out.insert(name.to_string(), n);
+        }
+    }
+    out
 }
 
 /// The lasting phases this run skips: every one up to install for an up-to-date run (unless

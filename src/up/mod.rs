@@ -333,10 +333,11 @@ pub async fn plan_halves(
 ) -> Result<plan::Planned, Failure> {
     let pre = plan::preflight(args, global, shell, r).await?;
     let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
+    let commits = day_two::commit_counts(pre.last.as_ref(), trees.as_ref().map(|(t, _)| t)).await;
     let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, r).await?;
     let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
     // Against the last completed run: run_kind and since_last.
-    day_two::classify(args, pre.latest.as_ref(), pre.last.as_ref(), &facts, &files, r)?;
+    day_two::classify(args, pre.latest.as_ref(), pre.last.as_ref(), &facts, &files, &commits, r)?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
     Ok(plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() })
