@@ -73,6 +73,10 @@ pub struct SinceLast {
     pub patches: Vec<PatchChange>,
     pub files: Vec<FileChange>,
     pub facts: Vec<String>,
+    /// On an upgrade: the entries of the catalog at the new EI commit that the seeded
+    /// `env/<env>/models.yaml` (what the installer reads; init never re-seeds it) lacks or has
+    /// otherwise.
+    pub catalog: Vec<String>,
     /// The bastion image's tag before and now, when it changed (an eas upgrade alone: shown,
     /// never a reason to reinstall).
     #[serde(skip_serializing_if = "Option::is_none")]

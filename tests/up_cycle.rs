@@ -992,6 +992,16 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
     let branch = format!("later-{}", std::process::id());
     support::git(&ei, &["checkout", "-q", "-b", &branch]);
     std::fs::write(ei.join("UPGRADE.txt"), "a later EI commit\n").unwrap();
+    // Upstream moves an entry eas does not pick to another server version.
+    let catalog = ei.join("model_manager/models.yaml");
+    let was = std::fs::read_to_string(&catalog).unwrap();
+    let moved = was.replacen(
+        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.24.0\"",
+        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.19.1\"",
+        1,
+    );
+    assert_ne!(moved, was);
+    std::fs::write(&catalog, moved).unwrap();
     support::git(&ei, &["add", "-A"]);
     support::git(&ei, &["commit", "-qm", "later"]);
     let sha = support::git(&ei, &["rev-parse", "HEAD"]);
@@ -1015,6 +1025,11 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
         plan["since_last"]
     );
     assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new(), "{plan}");
+    let listed = plan["since_last"]["catalog"].to_string();
+    assert!(
+        listed.contains("entry bge-base-en differs at ei@") && listed.contains("models.yaml: server_version"),
+        "the new catalog's change to the seeded models.yaml: {listed}"
+    );
     let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
     assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
 

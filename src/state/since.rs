@@ -335,6 +335,45 @@ fn fact_changes(was: &Facts, is: &Facts) -> Vec<String> {
     out
 }
 
+/// The keys eas itself edits in the seeded `models.yaml` (`prepare::models`): not upstream's.
+const EDITED: [&str; 3] = ["autodeploy", "memory", "args_append"];
+
+/// The entries of the catalog at the new commit (`new`, named `at`) that the seeded
+/// `env/<env>/models.yaml` (`seeded`) lacks, or holds with other values (the keys eas edits
+/// aside). Unreadable YAML on either side compares nothing.
+pub fn catalog_changes(seeded: &str, new: &str, at: &str, env: &str) -> Vec<String> {
+    let entries = |text: &str| -> Option<BTreeMap<String, serde_json::Value>> {
+        let doc: serde_json::Value = serde_saphyr::from_str(text).ok()?;
+        let list = doc.get("models")?.as_array()?.clone();
+        Some(list.into_iter().filter_map(|e| Some((e.get("name")?.as_str()?.to_string(), e))).collect())
+    };
+    let (Some(old), Some(new)) = (entries(seeded), entries(new)) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (name, entry) in &new {
+        match old.get(name) {
+            None => {
+                out.push(format!("entry {name} is in the catalog at {at}, not in the seeded env/{env}/models.yaml"))
+            }
+            Some(was) => {
+                let differs: Vec<&str> = entry
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, v)| !EDITED.contains(&k.as_str()) && was.get(k.as_str()) != Some(v))
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                if !differs.is_empty() {
+                    out.push(format!(
+                        "entry {name} differs at {at} from the seeded env/{env}/models.yaml: {}",
+                        differs.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// A unified diff of two small texts (the generated files), from a longest common subsequence,
 /// with three lines of context.
 pub fn unified(name: &str, a: &str, b: &str) -> String {
@@ -413,6 +452,7 @@ pub fn lines(s: &SinceLast, explain: bool) -> Vec<String> {
     for f in &s.facts {
         out.push(format!("fact {f}"));
     }
+    out.extend(s.catalog.iter().map(|c| format!("catalog {c}")));
     if let Some((a, b)) = &s.bastion_image {
         out.push(format!("bastion image {a} -> {b} (eas itself changed; not a reason to reinstall)"));
     }
@@ -519,6 +559,23 @@ mod tests {
         assert!(lines(&counted, false).contains(&"pin eas 5c27fb3 -> 97f6157 (12 commits)".to_string()));
         assert_eq!(s.bastion_image, Some(("eas-bastion:aaa".into(), "eas-bastion:bbb".into())));
         assert!(!s.reconfigures() && s.facts.is_empty());
+    }
+
+    #[test]
+    fn the_new_catalogs_entries_the_seeded_copy_lacks_or_holds_otherwise() {
+        let seeded =
+            "models:\n  - name: a\n    cpu: 8\n    memory: 25Gi\n    autodeploy: true\n  - name: b\n    cpu: 4\n";
+        let new =
+            "models:\n  - name: a\n    cpu: 8\n    memory: 16Gi\n  - name: b\n    cpu: 6\n  - name: c\n    cpu: 2\n";
+        assert_eq!(
+            catalog_changes(seeded, new, "ei@1234567", "k3d-gpu"),
+            [
+                "entry b differs at ei@1234567 from the seeded env/k3d-gpu/models.yaml: cpu",
+                "entry c is in the catalog at ei@1234567, not in the seeded env/k3d-gpu/models.yaml",
+            ],
+            "the keys eas edits (memory, autodeploy) are not upstream's changes"
+        );
+        assert!(catalog_changes("not: [yaml", new, "x", "e").is_empty());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use super::runner::Runner;
 /// The plan's `run_kind` and `since_last`, against `latest` (the install record, `state.json`)
 /// and `last` (the last completed run). A layer other than the installed one is a blocker: the
 /// installer cannot move an env from one layer to another.
+#[allow(clippy::too_many_arguments)]
 pub fn classify(
     args: &UpSettings,
     latest: Option<&State>,
@@ -28,6 +29,7 @@ pub fn classify(
     facts: &Facts,
     files: &[(String, String)],
     commits: &BTreeMap<String, u32>,
+    catalog: &[String],
     r: &mut Runner,
 ) -> Result<(), Failure> {
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
@@ -53,6 +55,7 @@ pub fn classify(
         for p in &mut s.pins {
             p.commits = commits.get(&p.tree).copied();
         }
+        s.catalog = catalog.to_vec();
         s
     });
     let kind = kind_of(latest, last, since.as_ref());
@@ -114,6 +117,33 @@ pub async fn commit_counts(last: Option<&Completed>, trees: Option<&super::Resol
         }
     }
     out
+}
+
+/// When the EI pin moved: how the catalog at the new commit differs from the env's seeded
+/// `models.yaml` in the kept work tree (`work`), which the installer reads and `init --upgrade`
+/// never re-seeds. Nothing when either cannot be read.
+pub async fn catalog_changes(
+    last: Option<&Completed>,
+    trees: Option<&super::Resolved>,
+    work: &Path,
+    env: &str,
+    layer: &str,
+) -> Vec<String> {
+    let (Some(last), Some(t), Some(path)) = (last, trees, super::catalog::catalog_path(layer)) else {
+        return Vec::new();
+    };
+    if last.state.pins.shas.get("ei").is_none_or(|old| *old == t.ei.sha) {
+        return Vec::new();
+    }
+    let Ok(seeded) = std::fs::read_to_string(work.join("env").join(env).join("models.yaml")) else {
+        return Vec::new();
+    };
+    let spec = format!("{}:{path}", t.ei.sha);
+    let Ok(new) = crate::git::run(Some(&t.ei.objects), &["show", &spec], Duration::from_secs(10)).await else {
+        return Vec::new();
+    };
+    let at = format!("ei@{}", &t.ei.sha[..t.ei.sha.len().min(7)]);
+    crate::state::since::catalog_changes(&seeded, &new, &at, env)
 }
 
 /// The lasting phases this run skips: every one up to install for an up-to-date run (unless
