@@ -924,6 +924,10 @@ fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
     assert_eq!(log_files(&r), logs + 1, "--reinstall runs the installer");
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
+    // After `eas down` nothing is installed: the next `eas up` installs.
+    assert_eq!(plan_of(&r)["run_kind"], "install");
+    let key = std::fs::read_dir(&r.state).unwrap().flatten().map(|d| d.path()).find(|p| p.is_dir());
+    assert!(key.is_none_or(|k| !k.join("completed").exists()), "down forgets the completed run");
 }
 
 /// Issue 22: the recorded node gains memory between two runs: the plan is `reconfigure` and

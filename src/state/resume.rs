@@ -16,8 +16,12 @@ use crate::since_last::SinceLast;
 /// The run's kind: `resume` when the latest install record did not complete, else by what
 /// changed since the last completed run (`since`, present when there is one).
 pub fn classify(latest: Option<&State>, last: Option<&Completed>, since: Option<&SinceLast>) -> RunKind {
-    if latest.is_some_and(|s| !is_completed(s)) {
-        return RunKind::Resume;
+    match latest {
+        Some(s) if !is_completed(s) => return RunKind::Resume,
+        // No install record (none yet, or `eas down` removed it): nothing is installed, whatever
+        // was kept of a completed run.
+        None => return RunKind::Install,
+        Some(_) => {}
     }
     match (last, since) {
         (Some(_), Some(s)) if !s.pins.is_empty() => RunKind::Upgrade,
@@ -301,6 +305,7 @@ mod tests {
             ..SinceLast::default()
         };
         assert_eq!(classify(None, None, None), RunKind::Install);
+        assert_eq!(classify(None, Some(&last), Some(&same)), RunKind::Install, "after a down");
         assert_eq!(classify(Some(&done), Some(&last), Some(&same)), RunKind::UpToDate);
         assert_eq!(classify(Some(&done), Some(&last), Some(&moved)), RunKind::Upgrade);
         assert_eq!(classify(Some(&done), Some(&last), Some(&changed)), RunKind::Reconfigure);

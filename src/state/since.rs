@@ -162,6 +162,14 @@ impl Completed {
         write_atomic(&kept.join(super::journal::FILE), pretty(state).as_bytes())
     }
 
+    /// Forgets the kept run (`eas down` removed what it installed).
+    pub fn forget(dir: &Path) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(dir.join(COMPLETED)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// When its install phase finished.
     pub fn installed_at(&self) -> &str {
         let e = self.state.entry(PhaseId::Install);

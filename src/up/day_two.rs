@@ -42,6 +42,8 @@ pub fn classify(
             ),
         )?;
     }
+    // Only while an install record exists: after `eas down` nothing is installed to compare with.
+    let last = last.filter(|_| latest.is_some());
     let since = last.map(|l| {
         let now = Now {
             pins: &r.state.pins.shas,

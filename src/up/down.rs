@@ -344,6 +344,7 @@ async fn incomplete(s: &Scope<'_>, state: &mut State, reason: &str) -> Result<()
     if s.args.acknowledge && !earlier.is_empty() {
         // The teardown already ran with every guard; the user has seen what may be left.
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        crate::state::since::Completed::forget(s.sd.dir()).map_err(|e| Failure::step("down", e))?;
         s.shell.phase("down", "the incomplete record is dropped");
         return Ok(());
     }
@@ -387,8 +388,10 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     let mut findings = if s.args.acknowledge { Vec::new() } else { earlier };
     findings.extend(plan.findings(&after, &now()));
     if teardown_ok && failures.is_empty() && findings.is_empty() {
-        // Done: the record goes, so a second `eas down` has nothing to do.
+        // Done: the record goes, so a second `eas down` has nothing to do (and the next `eas up`
+        // has no completed run to compare with).
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        crate::state::since::Completed::forget(s.sd.dir()).map_err(|e| Failure::step("down", e))?;
         s.shell.phase("down", format!("{} removed from {}", s.layer, s.context));
         return Ok(());
     }
