@@ -5,9 +5,13 @@
 # (or --out DIR). Pins: the real pins.json, with the tree rows pointed at the synthetic commits.
 #
 #   scripts/demo.sh [OUT_DIR]
+#   scripts/demo.sh --full    the whole journey, for real against the recorded cluster (below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "${1:-}" = --full ]; then
+  exec bash scripts/demo-full.sh
+fi
 out=${1:-}
 cargo build --release --quiet --bin eas --example cluster-server
 # shellcheck source=scripts/lib-target.sh

@@ -34,6 +34,7 @@ mod runtime;
 mod schemas;
 mod secrets;
 mod settings;
+mod since_last;
 mod sources;
 mod state;
 mod status;

@@ -592,6 +592,11 @@ pub struct Plan {
     /// Why the overlay was not decided (the trees could not be read, the config refused), when
     /// it was not: `overlay: []` then means "not decided", never "nothing to patch".
     pub overlay_not_decided: Option<String>,
+    /// What this run is against the last completed one (`install`, `up-to-date`, `upgrade`,
+    /// `reconfigure`, `resume`); `null` when the plan stopped before it could tell.
+    pub run_kind: Option<crate::since_last::RunKind>,
+    /// What changed since the last completed run; `null` when there is none.
+    pub since_last: Option<crate::since_last::SinceLast>,
     /// The exit code of the command that printed this plan.
     pub exit_code: u8,
 }
@@ -656,6 +661,8 @@ impl Plan {
             unknown: Vec::new(),
             blockers: Vec::new(),
             overlay_not_decided: None,
+            run_kind: None,
+            since_last: None,
             exit_code: 0,
         }
     }

@@ -188,6 +188,11 @@ pub fn render(plan: &Plan, view: View) -> String {
         );
         section(format!("nodes ({}, {shapes}):", f.node_count), lines);
     }
+    // Nothing when no earlier run completed.
+    if let (Some(kind), Some(since)) = (plan.run_kind, &plan.since_last) {
+        let lines = crate::state::since::lines(since, view.explain).into_iter().map(|l| format!("  {l}")).collect();
+        section(format!("since the last up (run: {kind}, installed {}):", since.installed_at), lines);
+    }
     let mut lines = Vec::new();
     for d in &plan.decisions {
         let cite = if view.explain { format!(" [{}]", d.permalink) } else { String::new() };

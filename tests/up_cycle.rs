@@ -1202,3 +1202,221 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
 }
+
+/// The recorded cluster's one node.
+fn server_node() -> ObjectKey {
+    ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "k3d-gpu-server-0".into(),
+    }
+}
+
+/// A patch giving the node `m` of memory, as the kubelet reports it.
+fn node_memory(m: &str) -> Value {
+    json!({"status": {"capacity": {"memory": m}, "allocatable": {"memory": m}}})
+}
+
+/// The up_cycle run's log files (one per run that started its prepare phase).
+fn log_files(r: &Run) -> usize {
+    std::fs::read_dir(&r.state)
+        .into_iter()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.unwrap().path().join("logs")).into_iter().flatten())
+        .count()
+}
+
+fn plan_of(r: &Run) -> Value {
+    let out = r.up(&["--dry-run", "--output", "json"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new(), "{plan}");
+    plan
+}
+
+/// Issue 22: a second `eas up` after a completed one runs its plan halves, then verify only (the
+/// installer does not start: no new log, no prepare), says `up to date (installed DATE, verified
+/// now)` and exits 0; eas's own namespaces, releases and model pod do not count as a change.
+/// `--reinstall` runs the installer anyway.
+#[test]
+fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    // A 48 GiB node: eas's own model pod (its 25Gi request on this node) would leave too little
+    // for the same pick, were it counted against the next run's budget.
+    r.server.update(&server_node(), node_memory("50331648Ki"));
+    assert_eq!(plan_of(&r)["run_kind"], "install");
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let logs = log_files(&r);
+    let plan = plan_of(&r);
+    assert_eq!(plan["run_kind"], "up-to-date", "{}", plan["since_last"]);
+    assert_eq!(plan["since_last"]["decisions"], json!([]), "{plan}");
+    assert_eq!(plan["since_last"]["files"], json!([]), "{plan}");
+    let second = r.up(&["--yes"]);
+    let err = text(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("up to date (installed ") && err.contains(", verified now)"), "{err}");
+    assert!(!err.contains("init --env") && !err.contains("install agent-toolkit --env"), "the installer ran: {err}");
+    assert_eq!(log_files(&r), logs, "no installer log was started:\n{err}");
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "verify"), "done");
+    assert_eq!(state["exit_code"], 0);
+
+    let again = r.up(&["--yes", "--reinstall"]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(log_files(&r), logs + 1, "--reinstall runs the installer");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    // After `eas down` nothing is installed: the next `eas up` installs.
+    assert_eq!(plan_of(&r)["run_kind"], "install");
+    let key = std::fs::read_dir(&r.state).unwrap().flatten().map(|d| d.path()).find(|p| p.is_dir());
+    assert!(key.is_none_or(|k| !k.join("completed").exists()), "down forgets the completed run");
+}
+
+/// Issue 22: the recorded node gains memory between two runs: the plan is `reconfigure` and
+/// `since_last` names the decision that changed and the fact it now follows from.
+#[test]
+fn a_node_gaining_memory_reconfigures_and_the_plan_says_why() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let (node, memory) = (server_node(), node_memory);
+    // The desktop with 48 GiB: below the 64 GiB the fallback models need (data/models.json).
+    r.server.update(&node, memory("50331648Ki"));
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    // The recorded node's own memory, 125 GiB.
+    r.server.update(&node, memory("131530088Ki"));
+    let plan = plan_of(&r);
+    let since = &plan["since_last"];
+    assert_eq!(plan["run_kind"], "reconfigure", "{since}");
+    let facts = since["facts"].to_string();
+    assert!(facts.contains("node k3d-gpu-server-0 allocatable memory 50331648Ki -> 131530088Ki"), "{facts}");
+    let decisions = since["decisions"].as_array().unwrap();
+    assert!(!decisions.is_empty(), "{since}");
+    let model = decisions.iter().find(|d| d["key"] == "model").unwrap_or_else(|| panic!("no model change: {since}"));
+    assert_ne!(model["from"], model["to"], "{model}");
+    assert!(!model["why"].as_str().unwrap().is_empty(), "{model}");
+    let text_plan = r.up(&["--dry-run"]);
+    let shown = text(&text_plan.stdout);
+    assert!(shown.contains("since the last up (run: reconfigure") && shown.contains("decision model:"), "{shown}");
+    // The model changed: the install phase removes the previous pick first, and says so.
+    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
+    let was = model["from"].as_str().unwrap().trim_start_matches("model: ").split(' ').next().unwrap().to_string();
+    assert_ne!(picked, was);
+    let undeploy = json!(["./model-manager", "undeploy", was, "--wait"]);
+    assert!(plan["commands"].as_array().unwrap().iter().any(|c| c["argv"] == undeploy), "{}", plan["commands"]);
+    assert!(
+        plan["decisions"].to_string().contains(&format!("undeploy: {was} before the install")),
+        "{}",
+        plan["decisions"]
+    );
+    let was_key = ObjectKey { name: was.clone(), ..model_key() };
+    assert!(r.server.object(&was_key).is_some(), "the first run deployed {was}");
+    let second = r.up(&["--yes"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(r.install_log().contains(&format!("undeployed: {was}")), "{}", r.install_log());
+    assert!(r.server.object(&was_key).is_none(), "{was} is still deployed");
+    assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is not deployed");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
+
+/// Issue 22: the pins move (a new EI commit) after a completed run: the plan is `upgrade`, the
+/// run keeps its work tree and takes the installer's own path (`init ... --upgrade`, which
+/// re-pins `ext/`), then installs and verifies; `eas down` afterwards leaves every object that
+/// existed before the first install.
+#[test]
+fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = setup();
+    let r = run("ok");
+    let before = r.namespaces();
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    // A later EI commit on a branch of its own (the other tests' pins name the first one), and
+    // pins naming it; the other rows unchanged.
+    let ei = s.repos.join("ei");
+    let branch = format!("later-{}", std::process::id());
+    support::git(&ei, &["checkout", "-q", "-b", &branch]);
+    std::fs::write(ei.join("UPGRADE.txt"), "a later EI commit\n").unwrap();
+    // Upstream moves an entry eas does not pick to another server version.
+    let catalog = ei.join("model_manager/models.yaml");
+    let was = std::fs::read_to_string(&catalog).unwrap();
+    let moved = was.replacen(
+        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.24.0\"",
+        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.19.1\"",
+        1,
+    );
+    assert_ne!(moved, was);
+    std::fs::write(&catalog, moved).unwrap();
+    support::git(&ei, &["add", "-A"]);
+    support::git(&ei, &["commit", "-qm", "later"]);
+    let sha = support::git(&ei, &["rev-parse", "HEAD"]);
+    support::git(&ei, &["checkout", "-q", "main"]);
+    let pins = r.home.join("pins.json");
+    std::fs::copy(&s.pins, &pins).unwrap();
+    support::trees::point_main_pins(&pins, &[("ei".to_string(), sha.clone())]);
+    let args = |extra: &[&str]| {
+        let mut v = r.up_args(extra);
+        let at = v.iter().position(|a| a == "--pins").unwrap();
+        v[at + 1] = pins.display().to_string();
+        v
+    };
+    let plan = r.eas().args(args(&["--dry-run", "--output", "json"])).output().unwrap();
+    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap_or_else(|_| panic!("{}", text(&plan.stderr)));
+    assert_eq!(plan["run_kind"], "upgrade", "{}", plan["since_last"]);
+    assert_eq!(plan["since_last"]["pins"][0]["tree"], "ei", "{}", plan["since_last"]);
+    assert_eq!(
+        plan["since_last"]["pins"][0]["commits"], 1,
+        "one commit later, as the mirror counts: {}",
+        plan["since_last"]
+    );
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new(), "{plan}");
+    let listed = plan["since_last"]["catalog"].to_string();
+    assert!(
+        listed.contains("entry bge-base-en differs at ei@") && listed.contains("models.yaml: server_version"),
+        "the new catalog's change to the seeded models.yaml: {listed}"
+    );
+    let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
+    assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
+
+    // `init --upgrade` refuses an ext/ checkout with changes to tracked files: the run fails in
+    // prepare, before the installer installs anything.
+    let key = r.state_file().unwrap()["cluster_key"].as_str().unwrap().to_string();
+    let ext = r.state.join(&key).join("work/eas/ext/enterprise.ai-inference");
+    let tracked = ext.join("config.yaml");
+    let original = std::fs::read_to_string(&tracked).unwrap();
+    std::fs::write(&tracked, format!("{original}# a local edit\n")).unwrap();
+    let dirty = r.eas().args(args(&["--yes"])).output().unwrap();
+    assert_eq!(dirty.status.code(), Some(1), "{}", text(&dirty.stderr));
+    assert!(
+        text(&dirty.stderr).contains("ext/enterprise.ai-inference has uncommitted changes to tracked files"),
+        "{}",
+        text(&dirty.stderr)
+    );
+    // Before its install phase the run is an attempt: the completed install's record stays.
+    assert_eq!(phase_status(&r.attempt_file().unwrap(), "prepare"), "failed");
+    assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
+    // Reverted, the next run takes the same path.
+    std::fs::write(&tracked, original).unwrap();
+    let up = r.eas().args(args(&["--yes"])).output().unwrap();
+    let err = text(&up.stderr);
+    assert!(up.status.success(), "{err}\n{}", r.install_log());
+    let log = r.install_log();
+    assert!(log.contains("layer=agent-toolkit  (upgrade)"), "the stand-in's init --upgrade: {log}");
+    assert!(log.contains(&format!("repinned: ext/enterprise.ai-inference → {sha}")), "{log}");
+    let state = r.state_file().unwrap();
+    assert_eq!(state["pins"]["shas"]["ei"], sha.as_str());
+    assert_eq!(phase_status(&state, "verify"), "done");
+
+    let down = r.eas().args(setup().down_args()).output().unwrap();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    let after = r.namespaces();
+    for ns in &before {
+        assert!(after.contains(ns), "{ns} existed before the first install and is gone: {after:?}");
+    }
+    for ns in ["cert-manager", "kserve", "llm-inference"] {
+        assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}");
+    }
+}

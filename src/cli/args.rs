@@ -116,6 +116,9 @@ pub struct UpArgs {
     /// Take over a lock left by a run that is no longer alive
     #[arg(long)]
     pub break_lock: bool,
+    /// Run the installer even when nothing changed since the last completed run
+    #[arg(long)]
+    pub reinstall: bool,
     #[command(flatten)]
     pub repos: RepoArgs,
     #[command(flatten)]

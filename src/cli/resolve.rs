@@ -82,7 +82,12 @@ impl From<FactsArgs> for FactsSettings {
 
 impl From<GatherArgs> for GatherOptions {
     fn from(a: GatherArgs) -> Self {
-        GatherOptions { containerd_config: a.containerd_config, nri_socket: a.nri_socket, command: "eas up" }
+        GatherOptions {
+            containerd_config: a.containerd_config,
+            nri_socket: a.nri_socket,
+            command: "eas up",
+            discount_namespaces: Default::default(),
+        }
     }
 }
 
@@ -120,6 +125,7 @@ pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
             explain: a.explain,
             yes: a.yes,
             break_lock: a.break_lock,
+            reinstall: a.reinstall,
             repos: a.repos.into(),
             image: a.image.into(),
             gather: a.gather.into(),
@@ -189,6 +195,7 @@ pub fn doctor(a: DoctorArgs, env: &Env) -> crate::up::doctor::DoctorSettings {
             explain: false,
             yes: false,
             break_lock: false,
+            reinstall: false,
             repos: a.repos.into(),
             image: a.image.into(),
             gather: a.gather.into(),

@@ -265,7 +265,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
     if let Some(landing) = crate::config::fit::landing_node(&nodes).map(|n| n.name.clone()) {
         let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
-        match reader.list(&call, pods::Requests::default()).await {
+        match reader.list(&call, pods::Requests::skipping(&operator.discount_namespaces)).await {
             Ok((requests, calls)) => {
                 api_calls += calls;
                 if let Some(n) = nodes.iter_mut().find(|n| n.name == landing) {
@@ -391,6 +391,9 @@ pub struct GatherOptions {
     pub nri_socket: Vec<String>,
     /// The command these came with (`eas up`), named in what to run next.
     pub command: &'static str,
+    /// Namespaces eas's earlier runs created (the ledger): their pods are not counted in the
+    /// landing node's `pod_requests`, as fit's budget discounts eas's own objects.
+    pub discount_namespaces: std::collections::BTreeSet<String>,
 }
 
 /// The cluster the global flags name.
@@ -417,6 +420,7 @@ pub async fn collect(
     };
     let mut op = operator(&args).map_err(GatherError::Operator)?;
     op.command = opts.command;
+    op.discount_namespaces = opts.discount_namespaces.clone();
     let gathered = gather(target, &op, timeout, env).await?;
     for w in &gathered.warnings {
         shell.warn(w);

@@ -36,6 +36,9 @@ pub struct Operator {
     pub nri_sockets: BTreeMap<String, bool>,
     /// The command the operator ran (`eas facts`, `eas up`), named in what to run next.
     pub command: &'static str,
+    /// Namespaces whose pods the landing node's `pod_requests` leaves out: the ones the ledger
+    /// says eas's runs created, so eas's own model pod does not shrink the next run's budget.
+    pub discount_namespaces: std::collections::BTreeSet<String>,
 }
 
 pub const ANY_NODE: &str = "*";
@@ -413,6 +416,7 @@ mod tests {
             configs: BTreeMap::from([("*".into(), supplied)]),
             nri_sockets: BTreeMap::new(),
             command: "eas facts",
+            ..Operator::default()
         };
         let l = locate(&nodes, &op, &reachable(vec![], false), &nowhere_host());
         assert_eq!(l.sources, [Source::Operator, Source::Operator]);
@@ -441,6 +445,7 @@ mod tests {
             configs: BTreeMap::from([("ghost".into(), supplied.clone()), ("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("xeon-1".into(), true), ("ghost".into(), false)]),
             command: "eas facts",
+            ..Operator::default()
         };
         assert_eq!(op.unknown_nodes(&[node("xeon-1")]), ["ghost"]);
     }
@@ -516,6 +521,7 @@ mod tests {
             configs: BTreeMap::from([("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("b".into(), false)]),
             command: "eas facts",
+            ..Operator::default()
         };
         let warnings =
             read_all(&mut nodes, &[Source::Operator, Source::Operator], &op, None::<&FakeEngine>, &nowhere_host())

@@ -23,6 +23,8 @@ pub struct PodItem {
 pub struct Named {
     #[serde(rename = "name")]
     pub _name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -66,6 +68,8 @@ pub struct Requests {
     /// In cores; summed as millicores, the unit the API server rounds CPU requests to.
     pub cpu_millis: u64,
     pub pods: u32,
+    /// Pods in these namespaces are not counted (eas's own, from the ledger).
+    pub skip: std::collections::BTreeSet<String>,
 }
 
 fn request(c: &Container, resource: &str) -> f64 {
@@ -98,6 +102,9 @@ impl Sink<PodItem> for Requests {
         if matches!(item.status.phase.as_deref(), Some("Succeeded" | "Failed")) {
             return;
         }
+        if item._metadata.namespace.as_ref().is_some_and(|ns| self.skip.contains(ns)) {
+            return;
+        }
         self.memory_bytes += pod_request(&item, "memory");
         self.cpu_millis += (pod_request(&item, "cpu") * 1000.0).round() as u64;
         self.pods += 1;
@@ -105,6 +112,11 @@ impl Sink<PodItem> for Requests {
 }
 
 impl Requests {
+    /// A total that leaves out the pods of `namespaces`.
+    pub fn skipping(namespaces: &std::collections::BTreeSet<String>) -> Requests {
+        Requests { skip: namespaces.clone(), ..Requests::default() }
+    }
+
     pub fn to_facts(&self) -> StringMap {
         StringMap::from([
             ("cpu".to_string(), format!("{}m", self.cpu_millis)),
@@ -174,5 +186,21 @@ mod tests {
         ));
         assert_eq!(r.cpu_millis, 350 + 1050);
         assert_eq!(r.to_facts()["cpu"], "1400m");
+    }
+
+    #[test]
+    fn pods_of_eas_own_namespaces_are_left_out() {
+        let mut r = Requests::skipping(&["llm-inference".to_string()].into());
+        let with_ns = |ns: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(
+                r#"{"spec":{"containers":[{"resources":{"requests":{"memory":"1Gi"}}}]},"status":{"phase":"Running"}}"#,
+            )
+            .unwrap();
+            v["metadata"] = serde_json::json!({"name": "p", "namespace": ns});
+            serde_json::from_value::<PodItem>(v).unwrap()
+        };
+        r.push(with_ns("llm-inference"));
+        r.push(with_ns("default"));
+        assert_eq!((r.pods, r.memory_bytes), (1, (1u64 << 30) as f64));
     }
 }

@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod lock;
 pub mod records;
 pub mod resume;
+pub mod since;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum StateDirError {

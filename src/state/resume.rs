@@ -8,7 +8,28 @@
 use std::collections::BTreeMap;
 
 use super::journal::{State, Status};
+use super::since::{Completed, is_completed};
 use crate::pipeline::{PHASES, PhaseId, Resume};
+pub use crate::since_last::RunKind;
+use crate::since_last::SinceLast;
+
+/// The run's kind: `resume` when the latest install record did not complete, else by what
+/// changed since the last completed run (`since`, present when there is one).
+pub fn classify(latest: Option<&State>, last: Option<&Completed>, since: Option<&SinceLast>) -> RunKind {
+    match latest {
+        Some(s) if !is_completed(s) => return RunKind::Resume,
+        // No install record (none yet, or `eas down` removed it): nothing is installed, whatever
+        // was kept of a completed run.
+        None => return RunKind::Install,
+        Some(_) => {}
+    }
+    match (last, since) {
+        (Some(_), Some(s)) if !s.pins.is_empty() => RunKind::Upgrade,
+        (Some(_), Some(s)) if s.reconfigures() => RunKind::Reconfigure,
+        (Some(_), Some(_)) => RunKind::UpToDate,
+        _ => RunKind::Install,
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -258,6 +279,43 @@ mod tests {
                 assert!(matches!(plan.step(p), Step::Run(_)), "case {i}: {p} always runs");
             }
         }
+    }
+
+    #[test]
+    fn a_run_is_classified_against_the_last_completed_run() {
+        use crate::state::since::PinMove;
+        let mut done = state(&[(Trees, "t"), (Overlay, "o"), (Prepare, "p"), (Install, "i")], None);
+        done.exit_code = Some(0);
+        let last = Completed {
+            state: done.clone(),
+            facts: None,
+            decisions: vec![],
+            overlay: vec![],
+            image: None,
+            model: None,
+            files: vec![],
+        };
+        let same = SinceLast::default();
+        let moved = SinceLast {
+            pins: vec![PinMove { tree: "eas".into(), from: "a".into(), to: "b".into(), commits: None }],
+            ..SinceLast::default()
+        };
+        let changed = SinceLast {
+            files: vec![crate::state::since::FileChange { name: "x".into(), diff: String::new() }],
+            ..SinceLast::default()
+        };
+        assert_eq!(classify(None, None, None), RunKind::Install);
+        assert_eq!(classify(None, Some(&last), Some(&same)), RunKind::Install, "after a down");
+        assert_eq!(classify(Some(&done), Some(&last), Some(&same)), RunKind::UpToDate);
+        assert_eq!(classify(Some(&done), Some(&last), Some(&moved)), RunKind::Upgrade);
+        assert_eq!(classify(Some(&done), Some(&last), Some(&changed)), RunKind::Reconfigure);
+        let failed = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
+        assert_eq!(classify(Some(&failed), Some(&last), Some(&same)), RunKind::Resume);
+        // Verification failed (exit 5): still completed, so up to date.
+        let mut five = done.clone();
+        five.exit_code = Some(5);
+        assert_eq!(classify(Some(&five), Some(&last), Some(&same)), RunKind::UpToDate);
+        assert_eq!(RunKind::UpToDate.to_string(), "up-to-date");
     }
 
     #[test]

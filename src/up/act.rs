@@ -15,7 +15,7 @@ use crate::settings::Global;
 use crate::state::journal::State;
 use crate::state::ledger::Ledger;
 use crate::state::lock;
-use crate::state::resume::{Invocation, next_for, plan_resume};
+use crate::state::resume::{Invocation, RunKind, next_for};
 use crate::verify;
 
 use super::plan::Ready;
@@ -114,11 +114,14 @@ async fn run_locked(
     // Resume: the lasting phases are skipped when they finished with the same inputs.
     let work = sd.work_dir().join("eas");
     let inputs = super::inputs_hashes(&r.state, &x.files, &x.install, &prepared.tag);
-    let skipped = plan_resume(prev.as_ref(), &inputs).skipped();
+    let kind = r.plan.run_kind;
+    let skipped = super::day_two::skipped(kind, args.reinstall, prev.as_ref(), &inputs);
     if let Some(p) = &prev {
         r.state.carry_over(p, &skipped);
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
+    let up_to_date = installed && kind == Some(RunKind::UpToDate);
+    let in_place = super::day_two::upgrades_in_place(r, &work, &args.env);
 
     // Prepare and install in the bastion, the ledger around them. The ledger fails closed: the
     // `before` is saved before the installer runs, and a record left pending (this run's, or a
@@ -126,14 +129,24 @@ async fn run_locked(
     let ledger_deadline = Duration::from_secs(args.ledger_timeout);
     let client = &x.pre.target.client;
     let result = if installed {
-        shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        if up_to_date {
+            super::day_two::up_to_date_note(x.pre.last.as_ref(), shell);
+        } else {
+            shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        }
         r.file = Some(sd.state_file());
         Ok(())
     } else {
         let (scratch, op) = &x.tree;
         let from = scratch.path().join("eas");
+        let commit = op.commit.clone();
         r.act(PhaseId::Trees, inputs.get(&PhaseId::Trees).cloned(), async {
-            put_in_place(&from, &work).map_err(|e| Failure::step("trees", e))
+            // An upgrade keeps the work tree (its env is the installer's record) and moves it.
+            if in_place {
+                super::day_two::upgrade_tree(&work, &commit).await
+            } else {
+                put_in_place(&from, &work).map_err(|e| Failure::step("trees", e))
+            }
         })
         .await?;
         let op = crate::overlay::Plan { repo: work.clone(), ..op.clone() };
@@ -152,7 +165,7 @@ async fn run_locked(
         let before = before.map_err(|f| r.ended(f))?;
         keep_own(r, Ledger::begin(prev.as_ref().map(|p| &p.ledger), &before));
         r.save()?;
-        prepare_and_install(args, global, shell, x, &dead, &prepared.tag, &work, &inputs, r).await
+        prepare_and_install(args, global, shell, x, &dead, &prepared.tag, &work, &inputs, in_place, r).await
     };
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
@@ -190,10 +203,20 @@ async fn run_locked(
             return Err(f);
         }
     }
-    verify_phase(args, shell, x, inv, r).await?;
+    if let Err(f) = verify_phase(args, shell, x, inv, r).await {
+        // A verification failure (exit 5) still completed the install: the next run compares
+        // with it.
+        super::day_two::keep_completed(sd.dir(), r, &x.facts, &x.files, shell);
+        return Err(f);
+    }
     r.state.exit_code = Some(0);
     r.state.finished = Some(now());
     r.save()?;
+    super::day_two::keep_completed(sd.dir(), r, &x.facts, &x.files, shell);
+    if up_to_date && let Some(last) = &x.pre.last {
+        shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at()));
+        return Ok(());
+    }
     super::summary(&r.plan, &r.state, &x.decision, sd, global, shell);
     Ok(())
 }
@@ -214,6 +237,7 @@ async fn prepare_and_install(
     image: &str,
     work: &Path,
     inputs: &BTreeMap<PhaseId, String>,
+    upgrade: bool,
     r: &mut Runner,
 ) -> Result<(), Failure> {
     // The Docker Engine may finish a create or a start the dead run sent just before it died
@@ -231,7 +255,7 @@ async fn prepare_and_install(
     let interrupt = r.interrupt.clone();
     let ctx = install::Ctx { docker: &x.docker, image, tree: work, global, shell, interrupt: &interrupt };
     let limit = r.timeouts.get(PhaseId::Prepare);
-    let prepare = install::prepare(&ctx, &x.files, &x.decision, args, &log_path, limit);
+    let prepare = install::prepare(&ctx, &x.files, &x.decision, args, &log_path, limit, upgrade);
     r.act_self(PhaseId::Prepare, inputs.get(&PhaseId::Prepare).cloned(), GRACE, prepare).await?;
     // The install begins: from here the run is an install, recorded in `state.json`.
     crate::state::records::keep_inputs(x.pre.sd.dir(), &x.facts, &r.plan, &x.files)
@@ -246,7 +270,14 @@ async fn prepare_and_install(
     r.file = Some(x.pre.sd.state_file());
     let limit = r.timeouts.get(PhaseId::Install);
     let argv = r.state.installer_command.clone();
-    let installing = install::install(&ctx, &argv, args, &log_path, limit);
+    let undeploy = super::day_two::planned_undeploy(r);
+    let installing = async {
+        // The model the last completed run deployed, when this run picks another.
+        if let Some(u) = &undeploy {
+            install::undeploy(&ctx, u, &log_path, limit).await?;
+        }
+        install::install(&ctx, &argv, args, &log_path, limit).await
+    };
     r.act_self(PhaseId::Install, inputs.get(&PhaseId::Install).cloned(), GRACE, installing).await
 }
 

@@ -397,6 +397,7 @@ async fn incomplete(s: &Scope<'_>, state: &mut State, reason: &str) -> Result<()
     if s.args.acknowledge && !earlier.is_empty() {
         // The teardown already ran with every guard; the user has seen what may be left.
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+        crate::state::since::Completed::forget(s.sd.dir()).map_err(|e| Failure::step("down", e))?;
         s.shell.phase("down", "the incomplete record is dropped");
         return Ok(());
     }
@@ -441,9 +442,11 @@ async fn guarded(s: &Scope<'_>, state: &mut State) -> Result<(), Failure> {
     findings.extend(plan.findings(&after, &now()));
     if teardown_ok && failures.is_empty() && findings.is_empty() {
         // Done: the record goes, so a second `eas down` has nothing to do; so does an attempt
-        // made since the install, which would otherwise read as the cluster's last run.
+        // made since the install, which would otherwise read as the cluster's last run, and the
+        // completed run the next `eas up` would compare with.
         std::fs::remove_file(s.sd.state_file()).map_err(|e| Failure::step("down", e))?;
         clear_attempt(s.sd)?;
+        crate::state::since::Completed::forget(s.sd.dir()).map_err(|e| Failure::step("down", e))?;
         s.shell.phase("down", format!("{} removed from {}", s.layer, s.context));
         return Ok(());
     }

@@ -119,6 +119,12 @@ async fn run_installer(
     let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(timeout);
+    // The work tree's clones borrow their objects from eas's mirror cache by absolute path
+    // (`git clone --shared`): read-only at the same paths, `init --upgrade` can move `ext/`.
+    for dir in borrowed_objects(ctx.tree) {
+        let target = dir.display().to_string();
+        spec.mounts.push(bastion::run::BindMount { source: dir, target, read_only: true });
+    }
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -175,6 +181,27 @@ async fn run_installer(
     Ok((verdict, sink.tail))
 }
 
+/// The object directories the work tree's clones (its own and each `ext/*`) borrow from, their
+/// `objects/info/alternates` followed to the end: absolute paths outside the tree.
+fn borrowed_objects(tree: &Path) -> Vec<std::path::PathBuf> {
+    let mut todo = vec![tree.join(".git/objects")];
+    if let Ok(ext) = std::fs::read_dir(tree.join("ext")) {
+        todo.extend(ext.flatten().map(|e| e.path().join(".git/objects")));
+    }
+    let mut found: Vec<std::path::PathBuf> = Vec::new();
+    while let Some(objects) = todo.pop() {
+        let Ok(text) = std::fs::read_to_string(objects.join("info/alternates")) else { continue };
+        for line in text.lines().map(str::trim).filter(|l| l.starts_with('/')) {
+            let dir = std::path::PathBuf::from(line);
+            if dir.is_dir() && !dir.starts_with(tree) && !found.contains(&dir) {
+                found.push(dir.clone());
+                todo.push(dir);
+            }
+        }
+    }
+    found
+}
+
 fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, shell: &Shell) -> Option<Failure> {
     let cause = match outcome {
         Outcome::Complete(_) => return None,
@@ -200,8 +227,9 @@ pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, Failure> {
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
 }
 
-/// Prepare's act half: the layer manifest first (init clones what it names), then `init`, then
-/// the edits to the env files. `limit` is the phase's effective timeout (the runner's window).
+/// Prepare's act half: the layer manifest first (init clones what it names), then `init`
+/// (`init --upgrade` when an upgrade keeps the inited env), then the edits to the env files,
+/// which are idempotent: the installer never rewrites an env's files on upgrade. `limit` is the phase's effective timeout (the runner's window).
 pub async fn prepare(
     ctx: &Ctx<'_>,
     files: &[(String, String)],
@@ -209,6 +237,7 @@ pub async fn prepare(
     args: &UpSettings,
     log_path: &Path,
     limit: Duration,
+    upgrade: bool,
 ) -> Result<(), Failure> {
     let (layer, env) = (args.select.layer.as_str(), args.env.as_str());
     let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
@@ -218,7 +247,11 @@ pub async fn prepare(
     let step = |e: std::io::Error, what: &Path| Failure::step("prepare", format!("{}: {e}", what.display()));
     std::fs::create_dir_all(manifest.parent().expect("has parent")).map_err(|e| step(e, &manifest))?;
     std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
-    let init = crate::installer::command::init_argv(layer, env)?;
+    let mut init = crate::installer::command::init_argv(layer, env)?;
+    // The pins moved in an inited env: the installer's own path refuses a changed rev without it.
+    if upgrade {
+        init.push("--upgrade".into());
+    }
     ctx.shell.phase("prepare", shell_line(&init));
     let (outcome, tail) = run_installer(ctx, &init, log_path, limit, false).await?;
     if let Some(f) = failure("prepare", &outcome, &tail, log_path, &next_up, ctx.shell) {
@@ -246,6 +279,17 @@ pub async fn prepare(
     let overrides = env_dir.join(render::OVERRIDES);
     std::fs::write(&overrides, file(render::OVERRIDES)).map_err(|e| step(e, &overrides))?;
     Ok(())
+}
+
+/// The last completed run's model removed (`./model-manager undeploy NAME --wait`), in the
+/// bastion, before the install deploys the new pick.
+pub async fn undeploy(ctx: &Ctx<'_>, argv: &[String], log_path: &Path, limit: Duration) -> Result<(), Failure> {
+    ctx.shell.phase("install", format!("{} (log: {})", shell_line(argv), log_path.display()));
+    let (outcome, tail) = run_installer(ctx, argv, log_path, limit, false).await?;
+    match failure("install", &outcome, &tail, log_path, "remove the model by hand, then `eas up` again", ctx.shell) {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
 }
 
 /// Install's act half: the installer in the bastion, under the phase's effective timeout.

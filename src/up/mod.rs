@@ -9,6 +9,7 @@ mod act;
 pub mod catalog;
 pub mod cluster;
 pub mod crash;
+mod day_two;
 pub mod doctor;
 pub mod down;
 mod down_image;
@@ -72,6 +73,8 @@ pub struct UpSettings {
     pub yes: bool,
     /// Take over a lock left by a run that is no longer alive
     pub break_lock: bool,
+    /// Run the installer even when nothing changed since the last completed run
+    pub reinstall: bool,
     pub repos: Repos,
     pub image: bastion::BaseImage,
     pub gather: GatherOptions,
@@ -313,6 +316,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     if r.blocked() {
         return Err(blocked_run(&mut r, &planned, shell));
     }
+    day_two::announce(&r, shell);
     // On a terminal without --yes: the plan's summary, then the question, before the first act
     // half (no lock taken, no image built, no work tree written yet).
     if !args.yes {
@@ -344,10 +348,17 @@ pub async fn plan_halves(
 ) -> Result<plan::Planned, Failure> {
     let pre = plan::preflight(args, global, shell, r).await?;
     let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
+    let resolved = trees.as_ref().map(|(t, _)| t);
+    let commits = day_two::commit_counts(pre.last.as_ref(), resolved).await;
+    let work = pre.sd.work_dir().join("eas");
+    let layer = &args.select.layer;
+    let catalog = day_two::catalog_changes(pre.last.as_ref(), resolved, &work, &args.env, layer).await;
     let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, r).await?;
+    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
+    // Against the last completed run: run_kind and since_last.
+    day_two::classify(args, pre.latest.as_ref(), pre.last.as_ref(), &facts, &files, &commits, &catalog, r)?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
-    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
     Ok(plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() })
 }
 

@@ -29,6 +29,10 @@ pub struct Preflight {
     pub target: gather::kube::Target,
     pub sd: StateDir,
     pub docker: Option<bollard::Docker>,
+    /// The install record (`state.json`) as the plan read it.
+    pub latest: Option<State>,
+    /// The last completed run, which this run is compared with (`crate::up::day_two`).
+    pub last: Option<crate::state::since::Completed>,
 }
 
 /// Everything the plan halves settled; what a phase could not settle is `None` and a blocker
@@ -151,9 +155,10 @@ pub async fn preflight(
         r.attempt = Some(sd.dir().join(super::ATTEMPT));
     }
     // The lock's checks in one window of its plan timeout: the local lock, the cluster's Lease
-    // (one run per cluster, whatever the state directory or host), and the record the act will
-    // resume from, which must be readable (the act re-reads it under the lock). Each failure is a
-    // blocker of its own; a window that passes is one blocker naming the phase.
+    // (one run per cluster, whatever the state directory or host), the record the act will
+    // resume from, which must be readable (the act re-reads it under the lock), and the last
+    // completed run this one is classified against. Each failure is a blocker of its own; a
+    // window that passes is one blocker naming the phase.
     let (client, break_lock) = (target.client.clone(), args.break_lock);
     let checks = r
         .plan_half(PhaseId::Lock, async {
@@ -162,10 +167,11 @@ pub async fn preflight(
                 Ok(found) => super::lease::blocker(&found, break_lock),
                 Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
             };
-            Ok((locked, lease, State::load(&sd.state_file())))
+            Ok((locked, lease, State::load(&sd.state_file()), crate::state::since::Completed::load(sd.dir())))
         })
         .await;
-    if let Some((locked, lease, prev)) = r.or_block(PhaseId::Lock, checks)? {
+    let (mut latest, mut last) = (None, None);
+    if let Some((locked, lease, prev, completed)) = r.or_block(PhaseId::Lock, checks)? {
         // The journal says the lock's checks failed when one did (the window itself passed).
         if let Some(first) = [&locked, &lease].into_iter().find_map(|c| c.as_ref().err()) {
             r.planned::<()>(PhaseId::Lock, &Err(Failure::step("lock", first)));
@@ -174,14 +180,21 @@ pub async fn preflight(
         r.or_block(PhaseId::Lock, lease)?;
         // What earlier runs created (the prerequisites' "earlier install" check discounts it).
         match prev {
-            Ok(prev) => r.state.ledger = prev.map(|p| p.ledger).unwrap_or_default(),
+            Ok(prev) => {
+                r.state.ledger = prev.as_ref().map(|p| p.ledger.clone()).unwrap_or_default();
+                latest = prev;
+            }
+            Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
+        }
+        match completed {
+            Ok(l) => last = l,
             Err(e) => r.block(PhaseId::Lock, Failure::from(e))?,
         }
     }
     let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
     let docker = r.or_block(PhaseId::Preflight, docker)?;
     r.or_block(PhaseId::Preflight, git)?;
-    Ok(Preflight { target, sd, docker })
+    Ok(Preflight { target, sd, docker, latest, last })
 }
 
 /// The bastion's checks that need only the pins, each on its own: the requirements lock, the
@@ -216,7 +229,10 @@ pub async fn gather(
             _ => None,
         }
     };
-    let facts = gather::collect(target, &args.gather, CALL, &global.env, shell);
+    // Eas's own pods do not count against the budget of the run after it.
+    let gather_opts =
+        gather::GatherOptions { discount_namespaces: r.state.ledger.created.namespaces.clone(), ..args.gather.clone() };
+    let facts = gather::collect(target, &gather_opts, CALL, &global.env, shell);
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), crate::trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let (scratch, layer, with_ext) = (super::scratch_dir(args, &pre)?, args.select.layer.clone(), !args.dry_run);
@@ -262,7 +278,8 @@ pub async fn gather(
     };
     let facts = facts.map_err(within(PhaseId::Facts, facts_limit)).and_then(|f| f);
     r.planned(PhaseId::Facts, &facts);
-    let facts: Facts = facts?;
+    // The facts as the decisions read them: what eas's runs created is not the cluster's.
+    let facts: Facts = crate::state::since::discount(&facts?, &r.state.ledger.created);
     let facts_hash = crate::state::hash_json(&facts);
     r.state.facts_hash = Some(facts_hash.clone());
     let devices = &config::data::cluster_rules().device_resources;

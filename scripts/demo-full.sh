@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# DEMO of the whole journey (`scripts/demo.sh --full`), issue 22: against a RECORDED cluster
+# (fixtures/clusters/k3d-gpu-desktop, served on 127.0.0.1 by the tests' API server, which keeps
+# what is written to it) with the SYNTHETIC trees, whose es_auto_installer.sh is the tests'
+# stand-in installer, run in a bastion image built locally from bastion/Dockerfile on the tests'
+# base image with stand-in artifacts (as tests/up_cycle.rs does). Needs a Docker Engine
+# (scripts/docker-up.sh); touches no real cluster. Steps: eas up --yes (the node at 48 GiB), eas
+# status, eas verify, a second eas up (up to date), the node gains memory (125 GiB: the plan is
+# `reconfigure` and says why; applied), eas support-bundle when this eas has it, eas down --yes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --quiet --bin eas --example cluster-server
+# shellcheck source=scripts/lib-target.sh
+source scripts/lib-target.sh
+debug=$(target_dir)/debug
+bash scripts/base-image.sh >&2
+
+# shellcheck source=scripts/lib-recorded.sh
+source scripts/lib-recorded.sh
+synthetic_trees "$work" demo "DEMO: synthetic tree"
+serve_recorded "$debug/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work"
+url=$(sed -n 's/^url //p' "$work/server.out")
+
+# The stand-in bastion artifacts, served from file:// URLs (tests/support/artifacts.rs).
+mkdir -p "$work/served" "$work/home"
+python3 - "$work" <<'PY'
+import hashlib, io, json, sys, tarfile
+work = sys.argv[1]
+served = f"{work}/served"
+def targz(path, files):
+    with tarfile.open(path, "w:gz") as t:
+        for name, body, mode in files:
+            i = tarfile.TarInfo(name); i.size = len(body); i.mode = mode
+            t.addfile(i, io.BytesIO(body))
+sha = lambda b: hashlib.sha256(b).hexdigest()
+open(f"{served}/kubectl", "w").write('#!/bin/sh\necho "kubectl stand-in v1.37.2 demo"\n')
+open(f"{served}/yq", "w").write('#!/bin/sh\necho "yq stand-in v4.54.1"\n')
+targz(f"{served}/helm.tar.gz", [("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)])
+readme = b"stand-in kubernetes.core for the eas demo\n"
+files = json.dumps({"format": 1, "files": [
+    {"name": ".", "ftype": "dir", "chksum_type": None, "chksum_sha256": None, "format": 1},
+    {"name": "README.md", "ftype": "file", "chksum_type": "sha256", "chksum_sha256": sha(readme), "format": 1}]}).encode()
+manifest = json.dumps({"format": 1, "collection_info": {"namespace": "kubernetes", "name": "core",
+    "version": "6.3.0", "authors": ["eas demo"], "readme": "README.md", "tags": [], "description": "eas demo stand-in",
+    "license": ["GPL-3.0-or-later"], "license_file": None, "dependencies": {}, "repository": None,
+    "documentation": None, "homepage": None, "issues": None},
+    "file_manifest_file": {"name": "FILES.json", "ftype": "file", "chksum_type": "sha256",
+    "chksum_sha256": sha(files), "format": 1}}).encode()
+targz(f"{served}/kubernetes-core-6.3.0.tar.gz",
+      [("MANIFEST.json", manifest, 0o644), ("FILES.json", files, 0o644), ("README.md", readme, 0o644)])
+pins = json.load(open(f"{work}/pins.json"))
+names = {"kubectl": "kubectl", "helm": "helm.tar.gz", "yq": "yq", "kubernetes.core": "kubernetes-core-6.3.0.tar.gz"}
+for row in pins["pins"]:
+    if row["profile"] == "bastion" and row.get("url"):
+        path = f"{served}/{names[row['name']]}"
+        row["url"] = f"file://{path}"
+        row["sha256"] = sha(open(path, "rb").read())
+json.dump(pins, open(f"{work}/pins.json", "w"), indent=2)
+PY
+
+token=$(sed -n 's/^ *token: *//p' "$work/kubeconfig" | head -1)
+memory() { # the recorded node's memory, as a kubelet would report it
+  curl -sf -X PATCH -H "Authorization: Bearer $token" -H 'Content-Type: application/merge-patch+json' \
+    "$url/api/v1/nodes/k3d-gpu-server-0" \
+    -d "{\"status\":{\"capacity\":{\"memory\":\"$1\"},\"allocatable\":{\"memory\":\"$1\"}}}" >/dev/null
+}
+node=fixtures/clusters/k3d-gpu-desktop/node-files/k3d-gpu-server-0/config.toml
+eas() {
+  echo "\$ eas $*" >&2
+  HOME="$work/home" XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/home/config" \
+    HF_ENDPOINT=https://127.0.0.1:9 EAS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt NO_COLOR=1 CI=1 \
+    "$debug/eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" "$@"
+}
+up_args=(--pins "$work/pins.json" --base-image eas-test-base:bookworm --allow-unpinned-base
+  --eas-repo "$work/repos/eas" --ei-repo "$work/repos/ei" --eat-repo "$work/repos/eat"
+  --containerd-config "k3d-gpu-server-0=$node" --nri-socket k3d-gpu-server-0=present)
+
+echo "== DEMO --full: recorded cluster k3d-gpu-desktop at $url, synthetic trees, stand-in installer" >&2
+start=$(date +%s)
+memory 50331648Ki
+echo "== the node has 48 GiB" >&2
+eas up --yes "${up_args[@]}"
+eas status
+eas verify
+echo "== a second eas up: nothing changed" >&2
+eas up --yes "${up_args[@]}"
+echo "== the node gains memory (125 GiB)" >&2
+memory 131530088Ki
+eas up --dry-run "${up_args[@]}" | sed -n '/^since the last up/,/^$/p'
+eas up --yes "${up_args[@]}"
+if eas support-bundle --help >/dev/null 2>&1; then
+  eas support-bundle --out "$work/bundle.tar.gz"
+  tar -tzf "$work/bundle.tar.gz" | head -20
+else
+  echo "== eas support-bundle: not in this eas (issue 22 item 4 is built on its own branch)" >&2
+fi
+eas down --yes --pins "$work/pins.json" --base-image eas-test-base:bookworm --allow-unpinned-base
+echo "== DEMO --full took $(( $(date +%s) - start )) s (after the build)" >&2
