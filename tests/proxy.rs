@@ -187,3 +187,86 @@ fn a_proxy_that_does_not_answer_is_named_masked_with_a_hint() {
         "{stderr}"
     );
 }
+
+/// Every file under `dir` holding `needle`.
+fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<String> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p).is_ok_and(|b| String::from_utf8_lossy(&b).contains(needle)) {
+                hits.push(p.display().to_string());
+            }
+        }
+    }
+    hits
+}
+
+/// Issue 21 item 5: `eas up --dry-run --out` behind a proxy with a password (tinyproxy on
+/// loopback, which relays eas's API calls) writes the installer's proxy keys where the installer
+/// reads them: `no_proxy` computed from the facts (the user's NO_PROXY first, loopback, the k3s
+/// CIDRs, the node's InternalIP, `.svc`, the cluster domain, the API server as this host and as
+/// the bastion reach it) in the extra vars and the catalog edit, the proxy URLs as environment
+/// lookups; the password is in no output, file, plan or state.
+#[test]
+fn a_proxied_plan_computes_no_proxy_and_writes_the_password_nowhere() {
+    let cluster = "k3d-gpu-desktop";
+    let proxy = ForwardProxy::start("eas", PASSWORD);
+    let server = ClusterServer::start(fixture(cluster));
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let (out_dir, state, home) = (dir.path().join("out"), dir.path().join("state"), dir.path().join("home"));
+    let mut c = eas(&fixture(cluster));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(&state);
+    c.args(["up", "--dry-run", "--offline", "--out"]).arg(&out_dir).arg("--pins").arg(trees.join("pins.json"));
+    c.args(facts_args(cluster));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("HTTP_PROXY", proxy.url())
+        .env("https_proxy", proxy.url())
+        .env("NO_PROXY", "corp.example")
+        .env("EAS_LOG", "trace")
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.code().is_some_and(|c| c != 2 && c != 3), "the plan is written: {stderr}");
+    assert!(!proxy.relayed().is_empty(), "eas reached the recorded cluster through the proxy");
+    let overrides = std::fs::read_to_string(out_dir.join("eas-overrides.yaml")).expect(&stderr);
+    let want =
+        "corp.example,localhost,127.0.0.1,10.42.0.0/16,10.43.0.0/16,172.18.0.2,.svc,.cluster.local,k3d-gpu-server-0";
+    assert!(overrides.contains(&format!("no_proxy: \"{want}\"")), "{overrides}");
+    assert!(overrides.contains(r#"https_proxy: "{{ lookup('env', 'HTTPS_PROXY') }}""#), "{overrides}");
+    assert!(overrides.contains(r#"http_proxy: "{{ lookup('env', 'HTTP_PROXY') }}""#), "{overrides}");
+    let models = std::fs::read_to_string(out_dir.join("models.edit.yaml")).unwrap();
+    assert!(models.contains(&format!("network:\n  no_proxy: \"{want}\"\n")), "{models}");
+    let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+    assert!(choices.contains("added localhost (this host's loopback)"), "{choices}");
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("plan.json")).unwrap()).unwrap();
+    assert!(
+        plan["decisions"].as_array().unwrap().iter().any(|d| d["choice"].as_str().unwrap().starts_with("no_proxy: "))
+    );
+    // The knob audit found each proxy key's reader in the pinned EAS tree.
+    for key in ["http_proxy", "https_proxy", "no_proxy"] {
+        assert!(
+            plan["decisions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["fact"].as_str().unwrap().starts_with(&format!("knob {key} "))),
+            "{key}: {}",
+            plan["decisions"]
+        );
+    }
+    assert_no_password(&out, PASSWORD);
+    for d in [&out_dir, &state, &home] {
+        assert_eq!(files_holding(d, PASSWORD), Vec::<String>::new(), "the proxy password was written");
+    }
+}

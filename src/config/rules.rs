@@ -68,6 +68,8 @@ pub struct Decision {
     pub manifest: Vec<ManifestEntry>,
     pub choices: Vec<Choice>,
     pub warnings: Vec<String>,
+    /// The catalog's `network.no_proxy` (`models.edit.yaml`), with a proxy only (`config::proxy`).
+    pub network_no_proxy: Option<String>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -147,6 +149,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         manifest: Vec::new(),
         choices: Vec::new(),
         warnings: Vec::new(),
+        network_no_proxy: None,
     };
     cluster_choices(&mut d, f, rules, layout, &node_args);
     if layer == Layer::AgentToolkit {

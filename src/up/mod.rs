@@ -329,7 +329,8 @@ pub async fn plan_halves(
 ) -> Result<plan::Planned, Failure> {
     let pre = plan::preflight(args, global, shell, r).await?;
     let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
-    let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, r).await?;
+    let (decision, files, tree) =
+        plan::decide(args, global, shell, inv, tree_pins, (&facts, &pre.target.server), trees, r).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
     let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());

@@ -286,7 +286,7 @@ pub async fn decide(
     shell: &Shell,
     inv: &Invocation,
     tree_pins: &Trees,
-    facts: &Facts,
+    (facts, server): (&Facts, &str),
     trees: Option<(Resolved, tempfile::TempDir)>,
     r: &mut Runner,
 ) -> Result<(Option<config::Decision>, Vec<(String, String)>, Option<(tempfile::TempDir, crate::overlay::Plan)>), Failure>
@@ -311,6 +311,9 @@ pub async fn decide(
                 _ => Vec::new(),
             };
             let mut decision = config::generate_with_downloads(facts, &args.select, pinned.as_ref(), &downloads)?;
+            // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
+            let proxy = crate::net::proxy::ProxyEnv::from_lookup(global.env.lookup());
+            config::proxy::apply(&mut decision, facts, &proxy, Some(server));
             if let Some((t, _)) = &trees {
                 // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
                 let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];
