@@ -210,4 +210,40 @@ mod tests {
         let np = no_proxy(&f, &env(Some("p:1"), None), &[], &[]).unwrap();
         assert!(np.list.contains(".corp.k8s") && !np.list.contains(".cluster.local"), "{}", np.list);
     }
+
+    fn decision() -> Decision {
+        Decision {
+            layer: super::super::rules::Layer::Inference,
+            overrides: vec![("kubernetes_cluster_cidr", Value::Str("10.42.0.0/16".into()))],
+            require_amx: false,
+            model_edits: vec![],
+            manifest: vec![],
+            choices: vec![],
+            warnings: vec![],
+            network_no_proxy: None,
+        }
+    }
+
+    #[test]
+    fn apply_writes_lookups_for_the_variables_set_and_the_list_twice() {
+        let mut d = decision();
+        apply(&mut d, &facts(), &env(None, None), Some("https://10.0.0.1:6443"));
+        assert_eq!(
+            (d.overrides.len(), d.choices.len(), d.network_no_proxy.clone()),
+            (1, 0, None),
+            "no proxy: no change"
+        );
+        apply(&mut d, &facts(), &env(Some("http://u:s3cret@proxy:3128"), None), Some("https://10.0.0.1:6443"));
+        let keys: Vec<&str> = d.overrides.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["kubernetes_cluster_cidr", "https_proxy", "no_proxy"]);
+        assert_eq!(d.overrides[1].1, Value::Str("{{ lookup('env', 'HTTPS_PROXY') }}".into()));
+        let list = "localhost,127.0.0.1,10.42.0.0/16,192.168.7.20,.svc,.cluster.local,10.0.0.1";
+        assert_eq!(d.overrides[2].1, Value::Str(list.into()));
+        assert_eq!(d.network_no_proxy.as_deref(), Some(list));
+        let text = format!("{d:?}");
+        assert!(!text.contains("s3cret"), "the credentials are nowhere in the decision");
+        for c in &d.choices {
+            assert!(crate::sources::table().contains_key(&c.source), "{}", c.source);
+        }
+    }
 }
