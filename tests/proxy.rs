@@ -270,3 +270,82 @@ fn a_proxied_plan_computes_no_proxy_and_writes_the_password_nowhere() {
         assert_eq!(files_holding(d, PASSWORD), Vec::<String>::new(), "the proxy password was written");
     }
 }
+
+/// `eas up` with the synthetic trees on `cluster`, given `vars`, the CA bundle `ca` and `extra`.
+fn up_with(server: &ClusterServer, trees: &std::path::Path, vars: &[(&str, &str)], extra: &[&str]) -> Output {
+    let mut c = eas(&fixture("k3d-gpu-desktop"));
+    let state = tempfile::tempdir().unwrap();
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path());
+    c.arg("up").arg("--pins").arg(trees.join("pins.json")).args(facts_args("k3d-gpu-desktop"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.args(extra).output().unwrap()
+}
+
+/// Issue 21 item 6: the egress check asks each host of the install through the proxy the bastion
+/// gets (tinyproxy relays the CONNECT to a loopback registry stand-in), and a host that does not
+/// answer (a closed port) is a warning naming it, the proxy (masked) and the error, never a
+/// blocker; `eas doctor` prints the same check; `--offline` asks nothing.
+#[test]
+fn the_egress_check_goes_through_the_proxy_and_warns_for_a_host_without_an_answer() {
+    let proxy = ForwardProxy::start("eas", PASSWORD);
+    let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(&dir.path().join("trees"));
+    let registry = support::tls_front::TlsFront::files(dir.path().to_path_buf());
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &registry.ca_pem).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let hosts = format!("live={}/v2/,dead=https://127.0.0.1:{closed}/v2/", registry.url());
+    let vars = [("HTTPS_PROXY", proxy.url()), ("EAS_EGRESS_URLS", hosts), ("EAS_CA_BUNDLE", ca.display().to_string())];
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let shown = format!("http://***@127.0.0.1:{}", proxy.port);
+
+    let out = up_with(&server, &trees, &vars, &["--dry-run", "--output", "json"]);
+    let plan: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let warnings: Vec<&str> = plan["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    let dead: Vec<&&str> = warnings.iter().filter(|w| w.contains("does not answer from this host")).collect();
+    assert_eq!(dead.len(), 1, "{warnings:#?}");
+    assert!(
+        dead[0].starts_with(&format!("dead does not answer from this host through the proxy {shown} (HTTPS_PROXY)")),
+        "{}",
+        dead[0]
+    );
+    let blockers = plan["blockers"].as_array().unwrap();
+    assert!(
+        !blockers.iter().any(|b| b["cause"].as_str().unwrap().contains("does not answer")),
+        "a warning only: {blockers:?}"
+    );
+    let connect = format!("CONNECT localhost:{} ", registry.port);
+    assert!(proxy.relayed().iter().any(|l| l.contains(&connect)), "relayed: {:?}", proxy.relayed());
+    assert_no_password(&out, PASSWORD);
+
+    let doctor = {
+        let mut c = eas(&fixture("k3d-gpu-desktop"));
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("doctor").arg("--pins").arg(trees.join("pins.json"));
+        c.args(facts_args("k3d-gpu-desktop"));
+        for n in ["eas", "ei", "eat"] {
+            c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+        }
+        for (k, v) in &vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let stdout = text(&doctor.stdout);
+    let line = stdout.lines().find(|l| l.contains("egress:")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.starts_with("ok ") && line.contains("warning: dead does not answer"), "a warning passes: {line}");
+    assert!(!line.contains("live"), "the host that answered is not a finding: {line}");
+    assert_no_password(&doctor, PASSWORD);
+
+    let before = proxy.relayed().iter().filter(|l| l.contains(&connect)).count();
+    let out = up_with(&server, &trees, &vars, &["--dry-run", "--output", "json", "--offline"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!plan["warnings"].to_string().contains("does not answer"), "{}", plan["warnings"]);
+    assert_eq!(proxy.relayed().iter().filter(|l| l.contains(&connect)).count(), before, "--offline asked nothing");
+}

@@ -328,9 +328,9 @@ pub async fn plan_halves(
     r: &mut Runner,
 ) -> Result<plan::Planned, Failure> {
     let pre = plan::preflight(args, global, shell, r).await?;
-    let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
+    let (mut pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
     let (decision, files, tree) =
-        plan::decide(args, global, shell, inv, tree_pins, (&facts, &pre.target.server), trees, r).await?;
+        plan::decide(args, global, shell, inv, tree_pins, (&facts, &mut pre), trees, r).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
     let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
