@@ -91,6 +91,7 @@ pub struct UpArgs {
     #[arg(long, requires = "dry_run")]
     pub fail_on_blockers: bool,
     /// Read nothing from Hugging Face (the models' figures from the cache, else the built-in data)
+    /// and skip the egress check of the registries the install needs
     #[arg(long)]
     pub offline: bool,
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
@@ -147,7 +148,7 @@ fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
 pub struct DoctorArgs {
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Read nothing from Hugging Face (as `eas up --offline`)
+    /// Read nothing from Hugging Face and skip the egress check (as `eas up --offline`)
     #[arg(long)]
     pub offline: bool,
     /// The installer's environment name (env/<name>/ in the EAS tree)
