@@ -863,7 +863,8 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
 /// relays eas's calls to the recorded cluster): the computed `no_proxy` is in the work tree's
 /// `env/<env>/eas-overrides.yaml` (the extra vars the installer is given) and as
 /// `network.no_proxy` in `env/<env>/models.yaml`, the proxy URLs only as environment lookups, and
-/// the password is in no output, state, log or work-tree file.
+/// the password is in no output, state, log or work-tree file (the installer's own log there,
+/// where it shows the proxy it uses, included).
 #[test]
 fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_password_nowhere() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -892,13 +893,17 @@ fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_passwo
     let models = std::fs::read_to_string(find("/env/k3d-gpu/models.yaml")).unwrap();
     assert!(models.contains(&format!("  no_proxy: \"{want}")), "{models}");
     assert!(models.contains("  https_proxy: \"\""), "the proxy URL is not written into the catalog:\n{models}");
+    // The installer shows the proxy it uses and tees it into its own log in the work tree: masked.
+    let tree_log = std::fs::read_to_string(find("/env/k3d-gpu/logs/install-agent-toolkit.log")).unwrap();
+    assert!(tree_log.contains("Proxy in use — https_proxy=http://***@127.0.0.1:"), "shown, masked: {tree_log}");
     let mut leaks = Vec::new();
     for (name, body) in [("stdout", &stdout), ("stderr", &stderr)] {
         if body.contains(password) {
             leaks.push(name.to_string());
         }
     }
-    for f in walk(&r.state).into_iter().chain(walk(&r.home)) {
+    // The state directory is under the home directory.
+    for f in walk(&r.home) {
         if std::fs::read(&f).is_ok_and(|b| String::from_utf8_lossy(&b).contains(password)) {
             leaks.push(f.display().to_string());
         }
