@@ -128,3 +128,49 @@ fn a_forbidden_read_leaves_its_key_absent_with_a_warning() {
     assert!(stderr.contains("storage_classes is absent"), "{stderr}");
     assert!(stderr.contains("access_reviews is absent"), "{stderr}");
 }
+
+/// Issue 21 item 7 (its "Done when"): a single-node stock k3s whose node is registered under
+/// another name than this machine's (`xeon-sr-01`), found as this host by its InternalIP, is
+/// decided by `eas up --dry-run` without `--containerd-config`: its containerd facts come from the
+/// local disk (a temporary root, EAS_HOST_ROOT), no blocker names them, and the CNI layout decides
+/// `istio_platform`.
+#[test]
+fn a_stock_k3s_node_under_another_name_is_decided_without_containerd_config() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    server.update(
+        &node,
+        serde_json::json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "xeon-sr-01"}]}}),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(fixture("xeon-amx").join("node-files/xeon-sr-01/config.toml")).unwrap();
+    let at = root.path().join("var/lib/rancher/k3s/agent/etc/containerd");
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::write(at.join("config.toml"), config).unwrap();
+    std::fs::create_dir_all(root.path().join("var/run/nri")).unwrap();
+    let _nri = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let mut c = eas(&fixture("xeon-amx"));
+    c.env("EAS_HOST_ROOT", root.path()).arg("--kubeconfig").arg(server.kubeconfig());
+    c.arg("--state-dir").arg(dir.path().join("state")).args(["up", "--dry-run", "--output", "json", "--pins"]);
+    c.arg(trees.join("pins.json"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let blockers = plan["blockers"].to_string();
+    assert!(!blockers.contains("containerd"), "no containerd blocker: {blockers}");
+    let decided = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["choice"].as_str().unwrap().starts_with("istio_platform: \"k3s\""));
+    assert!(decided, "{:#}", plan["decisions"]);
+}
