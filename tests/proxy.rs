@@ -321,6 +321,10 @@ fn the_egress_check_goes_through_the_proxy_and_warns_for_a_host_without_an_answe
         !blockers.iter().any(|b| b["cause"].as_str().unwrap().contains("does not answer")),
         "a warning only: {blockers:?}"
     );
+    let line = plan["decisions"].as_array().unwrap().iter().find(|d| d["source"] == "data/egress.json").unwrap();
+    let choice = line["choice"].as_str().unwrap();
+    assert!(choice.starts_with(&format!("live answered through the proxy {shown} (HTTPS_PROXY)")), "{choice}");
+    assert!(choice.contains("the nodes' own egress (they pull the images) is not checked"), "{choice}");
     let connect = format!("CONNECT localhost:{} ", registry.port);
     assert!(proxy.relayed().iter().any(|l| l.contains(&connect)), "relayed: {:?}", proxy.relayed());
     assert_no_password(&out, PASSWORD);

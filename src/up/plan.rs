@@ -496,6 +496,15 @@ fn prerequisites(
     });
     let inputs = crate::prereq::Inputs { weights_bytes: weights, model: model.as_deref(), recorded };
     let mut report = crate::prereq::check(facts, &inputs);
+    // The egress line is in the plan whatever it found: it says what was asked, and that the
+    // nodes' own egress is not.
+    let source = "data/egress.json".to_string();
+    r.plan.decisions.push(PlanDecision {
+        fact: "egress the install needs, asked from this host".into(),
+        choice: egress.ok.clone(),
+        permalink: source.clone(),
+        source,
+    });
     report.checks.push(egress);
     r.plan.blockers.extend(report.blockers());
     for w in report.warnings() {
