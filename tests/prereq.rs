@@ -174,3 +174,77 @@ fn a_stock_k3s_node_under_another_name_is_decided_without_containerd_config() {
         .any(|d| d["choice"].as_str().unwrap().starts_with("istio_platform: \"k3s\""));
     assert!(decided, "{:#}", plan["decisions"]);
 }
+
+/// The recorded xeon-amx cluster with its node `xeon-sr-01` also holding k3s's local-path helper
+/// image (a busybox; the recording's node has not pulled it).
+fn with_busybox(server: &ClusterServer) {
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut images = server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
+    images.push(serde_json::json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
+    server.update(&key, serde_json::json!({"status": {"images": images}}));
+}
+
+fn pods(server: &ClusterServer) -> Vec<String> {
+    server.names("v1", "pods").into_iter().filter(|p| p.starts_with("kube-system/eas-probe-")).collect()
+}
+
+/// Issue 21 item 7, `--probe-nodes`: a remote stock k3s node (not this host, no
+/// `--containerd-config`) is read by one probe pod on it (POST, GET until it ended, its log,
+/// DELETE), with an image the node holds; the facts equal those of the copied config, nothing is
+/// left, and a probe pod an earlier eas left is deleted first. A node without a usable image is
+/// refused as before, the warning saying why, and no pod is created.
+#[test]
+fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let out = facts(&server, "xeon-amx", &[]);
+    assert!(out.status.success());
+    let without = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&without.stderr);
+    assert!(stderr.contains("--probe-nodes: the node holds no busybox image"), "{stderr}");
+    assert!(writes(&server).is_empty(), "no image, no pod: {:?}", writes(&server));
+
+    with_busybox(&server);
+    server.insert(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "eas-probe-xeon-sr-01-left", "namespace": "kube-system",
+                     "labels": {"io.eas.managed": "true", "io.eas.probe": "true", "io.eas.run-id": "1-1"}}}));
+    server.clear_requests();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("xeon-amx").join("expected/facts.json")).unwrap())
+            .unwrap();
+    assert_eq!(got["nodes"][0]["containerd"], want["nodes"][0]["containerd"], "{stderr}");
+    assert!(
+        stderr.contains(
+            "containerd facts read by a probe pod (docker.io/rancher/mirrored-library-busybox:1.36.1), deleted"
+        ),
+        "{stderr}"
+    );
+    let w = writes(&server);
+    assert!(
+        w.iter().any(|l| l == "DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-left"),
+        "the sweep: {w:?}"
+    );
+    assert!(w.iter().any(|l| l == "POST /api/v1/namespaces/kube-system/pods"), "{w:?}");
+    assert_eq!(w.iter().filter(|l| l.starts_with("DELETE ")).count(), 2, "the leftover and this run's pod: {w:?}");
+    let reqs = server.requests();
+    assert!(reqs.iter().any(|l| l.method == "GET" && l.path.ends_with("/log")), "the log was read");
+    assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
+}

@@ -34,6 +34,10 @@ pub struct FactsArgs {
     /// [default: whether that config enables NRI]. Repeatable
     #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
     pub nri_socket: Vec<String>,
+    /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
+    /// pod on it (the one form of `eas facts` that writes: the pod, deleted at once)
+    #[arg(long)]
+    pub probe_nodes: bool,
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
     pub request_timeout: u64,
@@ -97,6 +101,10 @@ pub struct UpArgs {
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
+    /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
+    /// pod on it (created and deleted by the dry run too)
+    #[arg(long, help_heading = "Node facts")]
+    pub probe_nodes: bool,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree)

@@ -36,6 +36,8 @@ pub struct Operator {
     pub nri_sockets: BTreeMap<String, bool>,
     /// The command the operator ran (`eas facts`, `eas up`), named in what to run next.
     pub command: &'static str,
+    /// `--probe-nodes`: a node found nowhere is read by a probe pod when it has an image for one.
+    pub probe: bool,
 }
 
 pub const ANY_NODE: &str = "*";
@@ -79,8 +81,15 @@ pub enum DockerState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
     Operator,
-    Container { id: String, name: String },
+    Container {
+        id: String,
+        name: String,
+    },
     Host,
+    /// `--probe-nodes`: a pod on the node, with this image of the node's.
+    Probe {
+        image: String,
+    },
     Nowhere(String),
 }
 
@@ -182,11 +191,12 @@ pub async fn read_all(
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
+    probe: Option<(&kube::Client, &str)>,
 ) -> Vec<String> {
     let results: Vec<(usize, NodeRead)> = futures::stream::iter(sources.iter().enumerate())
         .map(|(i, source)| {
             let node = &nodes[i];
-            async move { (i, read_one(node, source, operator, engine, host).await) }
+            async move { (i, read_one(node, source, operator, engine, host, probe).await) }
         })
         .buffer_unordered(CONCURRENT_READS)
         .collect()
@@ -231,10 +241,18 @@ async fn read_one(
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
+    probe: Option<(&kube::Client, &str)>,
 ) -> NodeRead {
     let config_path = containerd::config_path(&node_args(node));
     match source {
         Source::Nowhere(why) => Err(why.clone()),
+        Source::Probe { image } => {
+            let (client, run_id) = probe.ok_or("--probe-nodes without an API client")?;
+            let spec = super::probe::pod(&node.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
+            let text = super::probe::read(client, &spec, &node.name).await?;
+            let c = super::probe::parse_output(&text, &node.name)?;
+            Ok((c, Some(format!("containerd facts read by a probe pod ({image}), deleted"))))
+        }
         Source::Operator => {
             let supplied = operator.config_for(&node.name).expect("located as operator-supplied");
             let cni_bin_dirs = supplied.config.cni_bin_dirs.clone();
@@ -413,6 +431,7 @@ mod tests {
             configs: BTreeMap::from([("*".into(), supplied)]),
             nri_sockets: BTreeMap::new(),
             command: "eas facts",
+            probe: false,
         };
         let l = locate(&nodes, &op, &reachable(vec![], false), &nowhere_host());
         assert_eq!(l.sources, [Source::Operator, Source::Operator]);
@@ -441,6 +460,7 @@ mod tests {
             configs: BTreeMap::from([("ghost".into(), supplied.clone()), ("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("xeon-1".into(), true), ("ghost".into(), false)]),
             command: "eas facts",
+            probe: false,
         };
         assert_eq!(op.unknown_nodes(&[node("xeon-1")]), ["ghost"]);
     }
@@ -493,7 +513,7 @@ mod tests {
             Source::Container { id: "id-a0".into(), name: "k3d-lab-agent-0".into() },
             Source::Container { id: "id-a1".into(), name: "k3d-lab-agent-1".into() },
         ];
-        let warnings = read_all(&mut nodes, &sources, &Operator::default(), Some(&engine), &nowhere_host()).await;
+        let warnings = read_all(&mut nodes, &sources, &Operator::default(), Some(&engine), &nowhere_host(), None).await;
         assert_eq!(nodes[0].containerd, Some(Containerd { cni_bin_dirs: vec!["/usr/bin".into()], nri_socket: true }));
         assert_eq!(nodes[1].containerd, Some(Containerd { cni_bin_dirs: vec!["/bin".into()], nri_socket: false }));
         assert_eq!(nodes[2].containerd, None);
@@ -516,10 +536,17 @@ mod tests {
             configs: BTreeMap::from([("*".into(), supplied)]),
             nri_sockets: BTreeMap::from([("b".into(), false)]),
             command: "eas facts",
+            probe: false,
         };
-        let warnings =
-            read_all(&mut nodes, &[Source::Operator, Source::Operator], &op, None::<&FakeEngine>, &nowhere_host())
-                .await;
+        let warnings = read_all(
+            &mut nodes,
+            &[Source::Operator, Source::Operator],
+            &op,
+            None::<&FakeEngine>,
+            &nowhere_host(),
+            None,
+        )
+        .await;
         assert_eq!(nodes[0].containerd.as_ref().map(|c| c.nri_socket), Some(true), "inferred: v3 enables NRI");
         assert_eq!(nodes[1].containerd.as_ref().map(|c| c.nri_socket), Some(false), "the operator's answer wins");
         assert_eq!(warnings.len(), 1);
@@ -540,7 +567,8 @@ mod tests {
         let _listener = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
         let host = Host { hostname: Some("k3s-box".into()), addresses: vec![], root: root.path().to_path_buf() };
         let mut nodes = vec![node("k3s-box")];
-        let warnings = read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host).await;
+        let warnings =
+            read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host, None).await;
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
             nodes[0].containerd,
@@ -549,7 +577,7 @@ mod tests {
         std::fs::remove_file(root.path().join("var/run/nri/nri.sock")).unwrap();
         std::fs::write(root.path().join("var/run/nri/nri.sock"), "a plain file is not a socket").unwrap();
         let mut nodes = vec![node("k3s-box")];
-        read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host).await;
+        read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host, None).await;
         assert_eq!(nodes[0].containerd.as_ref().map(|c| c.nri_socket), Some(false));
     }
 
