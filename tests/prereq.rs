@@ -247,4 +247,8 @@ fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
     let reqs = server.requests();
     assert!(reqs.iter().any(|l| l.method == "GET" && l.path.ends_with("/log")), "the log was read");
     assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
+    // The count eas prints is every request it sent: the 17 of the facts, the sweep's LIST and
+    // DELETE, and the probe's POST, polls, log and DELETE.
+    let counted: usize = stderr.split(" API calls").next().and_then(|s| s.rsplit(' ').next()).unwrap().parse().unwrap();
+    assert_eq!(counted, reqs.len(), "{stderr}");
 }

@@ -310,6 +310,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     }
     let probe = operator.probe.then_some((&target.client, run_id.as_str()));
     warnings.extend(nodes::read_all(&mut nodes, &sources, operator, engine.as_ref(), &host, probe).await);
+    api_calls += probe::take_calls();
 
     let mut daemonsets: Vec<facts::DaemonSet> = daemonsets.0.into_iter().map(objects::daemonset).collect();
     objects::sort_daemonsets(&mut daemonsets);

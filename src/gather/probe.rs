@@ -32,6 +32,19 @@ const MARKER: &str = "--- eas-probe nri-socket:";
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(500);
 
+/// The API calls the probes of this process sent (POST, each poll's GET, the log's GET, the
+/// DELETE), for `eas facts`' count.
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn called() {
+    CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The probes' API calls since the last take.
+pub fn take_calls() -> u32 {
+    CALLS.swap(0, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// An image of `images` (a node's `status.images[].names`) the probe can run: a busybox (it has
 /// `sh`, `cat` and `test`), by name, not a digest-only entry. `None`: the node has none.
 pub fn choose_image(images: &[String]) -> Option<String> {
@@ -158,6 +171,7 @@ impl Drop for Cleanup {
 /// [`TIMEOUT`]), then its log; the pod is deleted in every case.
 pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, String> {
     let pods = api(client);
+    called();
     let created = tokio::time::timeout(TIMEOUT, pods.create(&PostParams::default(), spec))
         .await
         .map_err(|_| format!("creating the probe pod on {node} took over {} s", TIMEOUT.as_secs()))?
@@ -166,6 +180,7 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
     let mut cleanup = Cleanup { pods: pods.clone(), name: Some(name.clone()) };
     let outcome = tokio::time::timeout(TIMEOUT, async {
         loop {
+            called();
             let p = pods.get(&name).await.map_err(|e| format!("get probe pod {name}: {}", super::kube::said(&e)))?;
             match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
                 Some("Succeeded") => break Ok(()),
@@ -181,13 +196,16 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
     .map_err(|_| format!("the probe pod on {node} did not finish within {} s", TIMEOUT.as_secs()))
     .and_then(|r| r);
     let log = match outcome {
-        Ok(()) => pods
-            .logs(&name, &LogParams::default())
-            .await
-            .map_err(|e| format!("read probe pod {name}'s log: {}", super::kube::said(&e))),
+        Ok(()) => {
+            called();
+            pods.logs(&name, &LogParams::default())
+                .await
+                .map_err(|e| format!("read probe pod {name}'s log: {}", super::kube::said(&e)))
+        }
         Err(e) => Err(e),
     };
     // Deleted now, bounded, rather than left to the drop's task.
+    called();
     if tokio::time::timeout(Duration::from_secs(10), pods.delete(&name, &DeleteParams::default().grace_period(0)))
         .await
         .is_ok_and(|r| r.is_ok())
