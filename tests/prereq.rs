@@ -252,3 +252,69 @@ fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
     let counted: usize = stderr.split(" API calls").next().and_then(|s| s.rsplit(' ').next()).unwrap().parse().unwrap();
     assert_eq!(counted, reqs.len(), "{stderr}");
 }
+
+/// Ctrl-C while a probe pod runs (its status never answers): eas exits 130 within seconds and
+/// deletes the pod on its way out.
+#[test]
+fn a_probe_interrupted_while_its_pod_runs_deletes_the_pod() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    with_busybox(&server);
+    let rule = support::cluster_server::Rule {
+        method: Some("GET".into()),
+        path: "/api/v1/namespaces/kube-system/pods/eas-probe-".into(),
+        exact: false,
+        skip: 0,
+    };
+    server.inject_rule(rule, support::Fault::Slow(std::time::Duration::from_secs(600)), None);
+    let child = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let created = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !writes(&server).iter().any(|l| l == "POST /api/v1/namespaces/kube-system/pods") {
+        assert!(std::time::Instant::now() < created, "no probe pod was created");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = std::time::Instant::now();
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(sent.elapsed() < std::time::Duration::from_secs(5), "exited in {:?}", sent.elapsed());
+    assert_eq!(pods(&server), Vec::<String>::new(), "the probe pod was deleted: {:?}", writes(&server));
+}
+
+/// `eas up --dry-run --probe-nodes` on a remote stock k3s node: the plan decides from what the
+/// probe pod read (no containerd blocker), and the probe pod, created and deleted, is the dry
+/// run's only write (it writes no state: the pod's labels are its record).
+#[test]
+fn a_dry_run_with_probe_nodes_decides_and_writes_only_its_probe_pod() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    with_busybox(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let mut c = eas(&fixture("xeon-amx"));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+    c.args(["up", "--dry-run", "--probe-nodes", "--output", "json", "--pins"]).arg(trees.join("pins.json"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert!(!plan["blockers"].to_string().contains("containerd"), "{}", plan["blockers"]);
+    let decided = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["choice"].as_str().unwrap().starts_with("istio_platform: \"k3s\""));
+    assert!(decided, "{:#}", plan["decisions"]);
+    let w = writes(&server);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w[0], "POST /api/v1/namespaces/kube-system/pods");
+    assert!(w[1].starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-"), "{w:?}");
+    assert!(!dir.path().join("state").exists(), "a dry run writes no state");
+}

@@ -258,8 +258,9 @@ fn cni_layout<'r>(f: &Facts, rules: &'r data::ClusterRules, refuse: &mut Vec<Str
     if !unreadable.is_empty() {
         refuse.push(format!(
             "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
-             (pass `eas up` or `eas facts` --containerd-config NODE=FILE, or *=FILE for every node alike; their \
-             warnings say why each node could not be read)",
+             (pass `eas up` or `eas facts` --probe-nodes to read them with a short-lived read-only pod, or \
+             --containerd-config NODE=FILE, or *=FILE for every node alike; their warnings say why each node could \
+             not be read)",
             names_list(&unreadable)
         ));
     } else if !f.nodes.is_empty() {

@@ -142,7 +142,8 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
                 "not a k3d node container on this machine's Docker engine, nor this host ({host_name}: not its \
                  hostname, and no InternalIP of the node is an address of this machine): its containerd config \
                  cannot be read from here (re-run `{}` with --containerd-config NODE=FILE, or *=FILE for every node \
-                 alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent)",
+                 alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent; or with --probe-nodes, \
+                 which reads it with a short-lived read-only pod on the node)",
                 operator.command(),
                 containerd::config_path(&node_args(n))
             ))

@@ -144,9 +144,10 @@ pub async fn sweep(client: &Client, t: Duration) -> Result<usize, String> {
     Ok(n)
 }
 
-/// Deletes the probe pod when dropped, whatever ended the read (an answer, an error, a timeout,
-/// the run's cancellation): a DELETE sent from a task of its own, so a dropped future still
-/// sends it.
+/// Deletes the probe pod when dropped, whatever ended the read (an error, a timeout, the
+/// command's cancellation by a signal, which drops the read mid-way): the DELETE is sent before
+/// the drop returns (bounded at 5 s), since a task spawned now would not outlive the runtime's
+/// shutdown that follows a signal.
 struct Cleanup {
     pods: Api<Pod>,
     name: Option<String>,
@@ -156,13 +157,18 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(name) = self.name.take() {
             let pods = self.pods.clone();
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    pods.delete(&name, &DeleteParams::default().grace_period(0)),
-                )
-                .await;
-            });
+            let delete = async move {
+                let dp = DeleteParams::default().grace_period(0);
+                let _ = tokio::time::timeout(Duration::from_secs(5), pods.delete(&name, &dp)).await;
+            };
+            // The runtime is eas's multi-thread one (`crate::runtime`), where a worker may block.
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                    tokio::task::block_in_place(|| h.block_on(delete))
+                }
+                Ok(h) => drop(h.spawn(delete)),
+                Err(_) => {}
+            }
         }
     }
 }
