@@ -178,12 +178,13 @@ fn a_stock_k3s_node_under_another_name_is_decided_without_containerd_config() {
 /// The recorded xeon-amx cluster with its node `xeon-sr-01` also holding k3s's local-path helper
 /// image (a busybox; the recording's node has not pulled it).
 fn with_busybox(server: &ClusterServer) {
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    with_busybox_on(server, "xeon-sr-01");
+}
+
+/// Node `node` also holds that image.
+fn with_busybox_on(server: &ClusterServer, node: &str) {
+    let key =
+        ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: node.into() };
     let mut images = server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
     images.push(serde_json::json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
     server.update(&key, serde_json::json!({"status": {"images": images}}));
@@ -317,4 +318,34 @@ fn a_dry_run_with_probe_nodes_decides_and_writes_only_its_probe_pod() {
     assert_eq!(w[0], "POST /api/v1/namespaces/kube-system/pods");
     assert!(w[1].starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-"), "{w:?}");
     assert!(!dir.path().join("state").exists(), "a dry run writes no state");
+}
+
+/// One probe pod per node shape: on the three-node cluster the server and the two agents (the
+/// same k3s args and image) take two probe pods, and the second agent's facts are the first's.
+#[test]
+fn probe_nodes_runs_one_pod_per_node_shape() {
+    let server = ClusterServer::start(fixture("k3s-3node-eas"));
+    for n in ["lab-cp-1", "lab-w-1", "lab-w-2"] {
+        with_busybox_on(&server, n);
+    }
+    let out = eas(&fixture("k3s-3node-eas"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for n in got["nodes"].as_array().unwrap() {
+        assert!(n["containerd"].is_object(), "{}: {stderr}", n["name"]);
+    }
+    let w = writes(&server);
+    assert_eq!(w.iter().filter(|l| *l == "POST /api/v1/namespaces/kube-system/pods").count(), 2, "{w:?}");
+    assert_eq!(w.iter().filter(|l| l.starts_with("DELETE ")).count(), 2, "{w:?}");
+    assert!(
+        stderr.contains("node lab-w-2: containerd facts read by the probe pod on lab-w-1, a node of the same shape"),
+        "{stderr}"
+    );
+    assert_eq!(pods(&server), Vec::<String>::new());
 }

@@ -304,13 +304,11 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     let located = nodes::locate(&nodes, operator, &docker_state, &host);
     warnings.extend(located.warnings);
     let mut sources = located.sources;
-    let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp());
     if operator.probe {
         api_calls += probe_sources(&nodes, &mut sources, &images, target, timeout).await?;
+        api_calls += probe::take_calls();
     }
-    let probe = operator.probe.then_some((&target.client, run_id.as_str()));
-    warnings.extend(nodes::read_all(&mut nodes, &sources, operator, engine.as_ref(), &host, probe).await);
-    api_calls += probe::take_calls();
+    warnings.extend(nodes::read_all(&mut nodes, &sources, operator, engine.as_ref(), &host).await);
 
     let mut daemonsets: Vec<facts::DaemonSet> = daemonsets.0.into_iter().map(objects::daemonset).collect();
     objects::sort_daemonsets(&mut daemonsets);
@@ -339,10 +337,11 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     Ok(Gathered { facts, warnings, api_calls })
 }
 
-/// `--probe-nodes`: each node found nowhere is read by a probe pod when it holds an image for
-/// one (else why not is added to its warning); the probe pods an earlier eas left are deleted
-/// first. Returns the API calls made (the sweep's LIST and DELETEs; each probe's own are not
-/// counted here).
+/// `--probe-nodes`: the nodes found nowhere that hold an image for a probe pod are grouped by
+/// shape (their k3s node-args and that image), and one probe pod per shape reads the containerd
+/// facts of all its nodes, at most 8 at once; a node without such an image gets why added to its
+/// warning. The probe pods an earlier eas left are deleted first. Returns the sweep's API calls
+/// (the probes' own are `probe::take_calls`).
 async fn probe_sources(
     nodes: &[facts::Node],
     sources: &mut [nodes::Source],
@@ -350,24 +349,46 @@ async fn probe_sources(
     target: &Target,
     timeout: Duration,
 ) -> Result<u32, GatherError> {
-    let mut any = false;
-    for (n, s) in nodes.iter().zip(sources.iter_mut()) {
+    use futures::StreamExt;
+    // (node-args, image) -> the nodes of that shape, by index.
+    let mut shapes: std::collections::BTreeMap<(Vec<String>, String), Vec<usize>> = Default::default();
+    for (i, (n, s)) in nodes.iter().zip(sources.iter_mut()).enumerate() {
         if let nodes::Source::Nowhere(why) = s {
             match images.get(&n.name).and_then(|i| probe::choose_image(i)) {
-                Some(image) => {
-                    *s = nodes::Source::Probe { image };
-                    any = true;
-                }
+                Some(image) => shapes.entry((nodes::node_args(n), image)).or_default().push(i),
                 None => why.push_str(
                     "; --probe-nodes: the node holds no busybox image to run a probe pod with (it pulls none)",
                 ),
             }
         }
     }
-    if !any {
+    if shapes.is_empty() {
         return Ok(0);
     }
     let swept = probe::sweep(&target.client, timeout).await.map_err(GatherError::Operator)?;
+    let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp());
+    let reads: Vec<_> = futures::stream::iter(shapes.iter())
+        .map(|((args, image), members)| {
+            let rep = &nodes[members[0]];
+            let run_id = run_id.as_str();
+            async move {
+                let config_path = containerd::config_path(args);
+                let spec = probe::pod(&rep.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
+                let read = match probe::read(&target.client, &spec, &rep.name).await {
+                    Ok(text) => probe::parse_output(&text, &rep.name),
+                    Err(e) => Err(e),
+                };
+                (image.clone(), members.clone(), rep.name.clone(), read)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for (image, members, on, read) in reads {
+        for i in members {
+            sources[i] = nodes::Source::Probed { image: image.clone(), on: on.clone(), read: read.clone() };
+        }
+    }
     Ok(1 + swept as u32)
 }
 

@@ -86,9 +86,12 @@ pub enum Source {
         name: String,
     },
     Host,
-    /// `--probe-nodes`: a pod on the node, with this image of the node's.
-    Probe {
+    /// `--probe-nodes`: what the probe pod on node `on` (this node, or one of the same shape)
+    /// read, with the node's `image`.
+    Probed {
         image: String,
+        on: String,
+        read: Result<Containerd, String>,
     },
     Nowhere(String),
 }
@@ -192,12 +195,11 @@ pub async fn read_all(
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
-    probe: Option<(&kube::Client, &str)>,
 ) -> Vec<String> {
     let results: Vec<(usize, NodeRead)> = futures::stream::iter(sources.iter().enumerate())
         .map(|(i, source)| {
             let node = &nodes[i];
-            async move { (i, read_one(node, source, operator, engine, host, probe).await) }
+            async move { (i, read_one(node, source, operator, engine, host).await) }
         })
         .buffer_unordered(CONCURRENT_READS)
         .collect()
@@ -242,17 +244,17 @@ async fn read_one(
     operator: &Operator,
     engine: Option<&impl Engine>,
     host: &Host,
-    probe: Option<(&kube::Client, &str)>,
 ) -> NodeRead {
     let config_path = containerd::config_path(&node_args(node));
     match source {
         Source::Nowhere(why) => Err(why.clone()),
-        Source::Probe { image } => {
-            let (client, run_id) = probe.ok_or("--probe-nodes without an API client")?;
-            let spec = super::probe::pod(&node.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
-            let text = super::probe::read(client, &spec, &node.name).await?;
-            let c = super::probe::parse_output(&text, &node.name)?;
-            Ok((c, Some(format!("containerd facts read by a probe pod ({image}), deleted"))))
+        Source::Probed { image, on, read } => {
+            let note = if *on == node.name {
+                format!("containerd facts read by a probe pod ({image}), deleted")
+            } else {
+                format!("containerd facts read by the probe pod on {on}, a node of the same shape (k3s args and image)")
+            };
+            read.clone().map(|c| (c, Some(note)))
         }
         Source::Operator => {
             let supplied = operator.config_for(&node.name).expect("located as operator-supplied");
@@ -303,7 +305,7 @@ fn parse(bytes: &[u8], what: &str) -> Result<ContainerdConfig, String> {
     containerd::parse(text).map_err(|e| format!("{what}: {e}"))
 }
 
-fn node_args(node: &Node) -> Vec<String> {
+pub fn node_args(node: &Node) -> Vec<String> {
     node.annotations.get(NODE_ARGS).map(|a| serde_json::from_str(a).unwrap_or_default()).unwrap_or_default()
 }
 
@@ -514,7 +516,7 @@ mod tests {
             Source::Container { id: "id-a0".into(), name: "k3d-lab-agent-0".into() },
             Source::Container { id: "id-a1".into(), name: "k3d-lab-agent-1".into() },
         ];
-        let warnings = read_all(&mut nodes, &sources, &Operator::default(), Some(&engine), &nowhere_host(), None).await;
+        let warnings = read_all(&mut nodes, &sources, &Operator::default(), Some(&engine), &nowhere_host()).await;
         assert_eq!(nodes[0].containerd, Some(Containerd { cni_bin_dirs: vec!["/usr/bin".into()], nri_socket: true }));
         assert_eq!(nodes[1].containerd, Some(Containerd { cni_bin_dirs: vec!["/bin".into()], nri_socket: false }));
         assert_eq!(nodes[2].containerd, None);
@@ -539,15 +541,9 @@ mod tests {
             command: "eas facts",
             probe: false,
         };
-        let warnings = read_all(
-            &mut nodes,
-            &[Source::Operator, Source::Operator],
-            &op,
-            None::<&FakeEngine>,
-            &nowhere_host(),
-            None,
-        )
-        .await;
+        let warnings =
+            read_all(&mut nodes, &[Source::Operator, Source::Operator], &op, None::<&FakeEngine>, &nowhere_host())
+                .await;
         assert_eq!(nodes[0].containerd.as_ref().map(|c| c.nri_socket), Some(true), "inferred: v3 enables NRI");
         assert_eq!(nodes[1].containerd.as_ref().map(|c| c.nri_socket), Some(false), "the operator's answer wins");
         assert_eq!(warnings.len(), 1);
@@ -568,8 +564,7 @@ mod tests {
         let _listener = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
         let host = Host { hostname: Some("k3s-box".into()), addresses: vec![], root: root.path().to_path_buf() };
         let mut nodes = vec![node("k3s-box")];
-        let warnings =
-            read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host, None).await;
+        let warnings = read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host).await;
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
             nodes[0].containerd,
@@ -578,7 +573,7 @@ mod tests {
         std::fs::remove_file(root.path().join("var/run/nri/nri.sock")).unwrap();
         std::fs::write(root.path().join("var/run/nri/nri.sock"), "a plain file is not a socket").unwrap();
         let mut nodes = vec![node("k3s-box")];
-        read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host, None).await;
+        read_all(&mut nodes, &[Source::Host], &Operator::default(), None::<&FakeEngine>, &host).await;
         assert_eq!(nodes[0].containerd.as_ref().map(|c| c.nri_socket), Some(false));
     }
 

@@ -627,7 +627,8 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
     objects
 }
 
-/// `node-files/<node>/config.toml` and the NRI sockets `facts-args` records as present.
+/// `node-files/<node>/config.toml` and the NRI sockets `facts-args` records as present (`*`:
+/// every node's).
 fn load_node_files(dir: &Path) -> BTreeMap<String, (String, bool)> {
     let args = std::fs::read_to_string(dir.join("facts-args")).unwrap_or_default();
     let present: Vec<&str> = args.split_whitespace().filter_map(|a| a.strip_suffix("=present")).collect();
@@ -636,7 +637,7 @@ fn load_node_files(dir: &Path) -> BTreeMap<String, (String, bool)> {
         let n = n.expect("directory entry");
         let node = n.file_name().to_string_lossy().to_string();
         if let Ok(text) = std::fs::read_to_string(n.path().join("config.toml")) {
-            let nri = present.contains(&node.as_str());
+            let nri = present.contains(&node.as_str()) || present.contains(&"*");
             files.insert(node, (text, nri));
         }
     }
