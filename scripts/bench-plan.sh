@@ -28,7 +28,7 @@ serve_recorded "$server" "$fixture" "$work" --no-auth
 
 read -r -a facts_args <"$fixture/facts-args"
 # Hugging Face is a closed loopback port: the reads are refused at once, on every machine.
-export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1 HF_ENDPOINT=https://127.0.0.1:9
+export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1 HF_ENDPOINT=https://127.0.0.1:9 EAS_EGRESS_URLS=registry=https://127.0.0.1:9/v2/
 mkdir -p "$HOME"
 
 # One timed run: wall seconds (bash's clock), appended to $1.

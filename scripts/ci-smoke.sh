@@ -5,6 +5,10 @@
 #   scripts/ci-smoke.sh dry-run PROFILE    `eas up --dry-run --profile PROFILE` on the k3d cluster;
 #                                          its overlay decision table goes to $GITHUB_STEP_SUMMARY
 #   scripts/ci-smoke.sh pick               the first profile whose overlay decides fully (no STOP)
+#   scripts/ci-smoke.sh probe              `eas facts --probe-nodes` with Docker out of reach, so
+#                                          each k3d node is read by a probe pod (a busybox image
+#                                          imported first): every node gets containerd facts,
+#                                          and no probe pod is left
 #   scripts/ci-smoke.sh full [PROFILE]     lock the bastion tools against their publishers, then
 #                                          `eas up --layer inference` at PROFILE (default: pick),
 #                                          verify, down, and down again (must be a no-op)
@@ -20,13 +24,15 @@
 #   EAS_SMOKE_MODEL      the model for the full run [default: qwen3-0-6b, the smallest LLM of the
 #                        catalog read at Mushtaq-BGA/enterprise-inference@1e10d1ac model_manager/models.yaml]
 #   EAS_SMOKE_UP_ARGS    extra `eas up` arguments, word-split (tests: local trees, node files)
+#   EAS_SMOKE_PROBE_IMAGE  the image `probe` imports into the nodes [default: k3s's local-path
+#                        helper busybox, rancher/mirrored-library-busybox:1.36.1]
 #   EAS_SMOKE_STOCK_K3D  1 (default): a dry run that decides fully must also write the values a
 #                        stock k3d cluster needs (checked in its plan); 0: skip those checks
 #   GITHUB_STEP_SUMMARY  where the Markdown summary goes [default: stdout]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
@@ -158,6 +164,21 @@ case $cmd in
     done
     echo "ci-smoke: no profile's overlay decides fully" >&2
     exit 4
+    ;;
+  probe)
+    eas=$(eas_bin)
+    cluster_up
+    probe_image=${EAS_SMOKE_PROBE_IMAGE:-docker.io/rancher/mirrored-library-busybox:1.36.1}
+    docker pull --quiet "$probe_image" >/dev/null
+    k3d image import "$probe_image" --cluster "$cluster" >/dev/null
+    # Docker out of reach: eas cannot read the k3d node containers, so the probe must.
+    DOCKER_HOST=unix:///nonexistent/eas-smoke/docker.sock \
+      "$eas" facts --probe-nodes --out "$work/facts.json"
+    jq -e '[.nodes[] | .containerd != null] | all' "$work/facts.json" >/dev/null ||
+      { echo "ci-smoke: --probe-nodes left a node without containerd facts" >&2; exit 1; }
+    left=$(kubectl get pods -n kube-system -l io.eas.probe=true -o name)
+    [ -z "$left" ] || { echo "ci-smoke: probe pods left: $left" >&2; exit 1; }
+    echo "ci-smoke: probe ok: $(jq -c '[.nodes[] | {name, containerd}]' "$work/facts.json")"
     ;;
   full)
     eas=$(eas_bin)

@@ -39,6 +39,9 @@ pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
 
 /// Fills the plan's decisions, warnings, model and fit verdict from the config decision.
 pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
+    // Lines the plan halves added before the config's (the egress check's) stay, after its own.
+    let earlier = std::mem::take(&mut plan.decisions);
+    let earlier_warnings = std::mem::take(&mut plan.warnings);
     plan.decisions = decision
         .choices
         .iter()
@@ -52,7 +55,10 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
             }
         })
         .collect();
-    plan.warnings = decision.warnings.clone();
+    plan.decisions.extend(earlier);
+    // The prerequisites' warnings (found before the config's) stay too, first.
+    plan.warnings = earlier_warnings;
+    plan.warnings.extend(decision.warnings.iter().cloned());
     // The model pick and the KV-cache (fit) decision are choice lines of their own.
     plan.model = decision.choices.iter().find_map(|c| c.choice.strip_prefix("model: ").map(str::to_string));
     // A cache fit lowered is a models.yaml edit; a kept one is a "KV cache" choice.

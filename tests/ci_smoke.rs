@@ -56,17 +56,23 @@ fn smoke() -> Smoke {
     std::fs::write(&pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
 
     // A stub k3d: the cluster exists; its kubeconfig is the recorded cluster's. Calls are logged.
-    let server = ClusterServer::start(support::fixture(CLUSTER));
+    // kubectl (the probe step's check) sends no token over plain HTTP, as against k3d's server.
+    let options = support::Options { require_token: false, ..support::Options::default() };
+    let server = ClusterServer::start_with(support::fixture(CLUSTER), options);
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let stub = format!(
         "#!/bin/sh\necho \"$*\" >>'{log}'\ncase \"$1 $2\" in\n  'cluster get') exit 0 ;;\n  \
-         'kubeconfig get') cat '{kc}' ;;\n  *) echo \"stub k3d: unexpected $*\" >&2; exit 1 ;;\nesac\n",
+         'kubeconfig get') cat '{kc}' ;;\n  'image import') exit 0 ;;\n  *) echo \"stub k3d: unexpected $*\" >&2; exit 1 ;;\nesac\n",
         log = dir.join("k3d.log").display(),
         kc = server.kubeconfig().display()
     );
     std::fs::write(bin.join("k3d"), stub).unwrap();
     std::process::Command::new("chmod").arg("+x").arg(bin.join("k3d")).status().unwrap();
+    // A stub docker CLI for `probe`'s pull (eas itself speaks to the Engine's API, never this).
+    let docker = format!("#!/bin/sh\necho \"$*\" >>'{}'\n[ \"$1\" = pull ]\n", dir.join("docker.log").display());
+    std::fs::write(bin.join("docker"), docker).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(bin.join("docker")).status().unwrap();
     Smoke { _tmp: tmp, dir, server, pins, repos, rc, main }
 }
 
@@ -200,4 +206,42 @@ fn install_k3d_installs_only_a_download_matching_the_release_checksum() {
     assert!(err.contains("checksum failed") && err.contains(&sha), "{err}");
     assert!(!dest.join("k3d").exists(), "nothing installed on a mismatch");
     assert_eq!(install("latest").status.code(), Some(2), "only a pinned version");
+}
+
+/// `ci-smoke.sh probe` (the smoke's `--probe-nodes` step): the busybox is pulled and imported
+/// into the cluster (stub docker and k3d; the import's effect, the node holding the image, is
+/// the recorded node's status here), `eas facts --probe-nodes` with Docker out of reach reads the
+/// k3d node through a probe pod on the recorded cluster, every node has containerd facts, and
+/// kubectl finds no probe pod left.
+#[test]
+fn the_smoke_probe_step_reads_the_node_with_a_probe_pod_and_leaves_none() {
+    let s = smoke();
+    let image = "docker.io/rancher/mirrored-library-busybox:1.36.1";
+    let key = support::ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "k3d-gpu-server-0".into(),
+    };
+    let mut images = s.server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
+    images.push(json!({"names": [image]}));
+    s.server.update(&key, json!({"status": {"images": images}}));
+    let (out, _) = s.run(&["probe"]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}\n{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("ci-smoke: probe ok: [{\"name\":\"k3d-gpu-server-0\",\"containerd\":{"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(err.contains("containerd facts read by a probe pod"), "{err}");
+    let k3d = std::fs::read_to_string(s.dir.join("k3d.log")).unwrap();
+    assert!(k3d.contains(&format!("image import {image} --cluster eas-smoke")), "{k3d}");
+    assert_eq!(std::fs::read_to_string(s.dir.join("docker.log")).unwrap(), format!("pull --quiet {image}\n"));
+    let w = writes(&s.server);
+    assert!(w.iter().any(|l| l == "POST /api/v1/namespaces/kube-system/pods"), "{w:?}");
+    assert!(
+        w.iter().any(|l| l.starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-k3d-gpu-server-0-")),
+        "{w:?}"
+    );
 }

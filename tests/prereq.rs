@@ -165,3 +165,224 @@ fn doctor_against_a_silent_api_server_ends_with_the_hosts_checks() {
     assert!(table.contains("FAIL preflight: no Docker Engine answers"), "the host's checks still run: {table}");
     assert!(table.contains("FAIL bastion: the base image"), "{table}");
 }
+
+/// Issue 21 item 7 (its "Done when"): a single-node stock k3s whose node is registered under
+/// another name than this machine's (`xeon-sr-01`), found as this host by its InternalIP, is
+/// decided by `eas up --dry-run` without `--containerd-config`: its containerd facts come from the
+/// local disk (a temporary root, EAS_HOST_ROOT), no blocker names them, and the CNI layout decides
+/// `istio_platform`.
+#[test]
+fn a_stock_k3s_node_under_another_name_is_decided_without_containerd_config() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    server.update(
+        &node,
+        serde_json::json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "xeon-sr-01"}]}}),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(fixture("xeon-amx").join("node-files/xeon-sr-01/config.toml")).unwrap();
+    let at = root.path().join("var/lib/rancher/k3s/agent/etc/containerd");
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::write(at.join("config.toml"), config).unwrap();
+    std::fs::create_dir_all(root.path().join("var/run/nri")).unwrap();
+    let _nri = std::os::unix::net::UnixListener::bind(root.path().join("var/run/nri/nri.sock")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let mut c = eas(&fixture("xeon-amx"));
+    c.env("EAS_HOST_ROOT", root.path()).arg("--kubeconfig").arg(server.kubeconfig());
+    c.arg("--state-dir").arg(dir.path().join("state")).args(["up", "--dry-run", "--output", "json", "--pins"]);
+    c.arg(trees.join("pins.json"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let blockers = plan["blockers"].to_string();
+    assert!(!blockers.contains("containerd"), "no containerd blocker: {blockers}");
+    let decided = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["choice"].as_str().unwrap().starts_with("istio_platform: \"k3s\""));
+    assert!(decided, "{:#}", plan["decisions"]);
+}
+
+/// The recorded xeon-amx cluster with its node `xeon-sr-01` also holding k3s's local-path helper
+/// image (a busybox; the recording's node has not pulled it).
+fn with_busybox(server: &ClusterServer) {
+    with_busybox_on(server, "xeon-sr-01");
+}
+
+/// Node `node` also holds that image.
+fn with_busybox_on(server: &ClusterServer, node: &str) {
+    let key =
+        ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: node.into() };
+    let mut images = server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
+    images.push(serde_json::json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
+    server.update(&key, serde_json::json!({"status": {"images": images}}));
+}
+
+fn pods(server: &ClusterServer) -> Vec<String> {
+    server.names("v1", "pods").into_iter().filter(|p| p.starts_with("kube-system/eas-probe-")).collect()
+}
+
+/// Issue 21 item 7, `--probe-nodes`: a remote stock k3s node (not this host, no
+/// `--containerd-config`) is read by one probe pod on it (POST, GET until it ended, its log,
+/// DELETE), with an image the node holds; the facts equal those of the copied config, nothing is
+/// left, and a probe pod an earlier eas left is deleted first. A node without a usable image is
+/// refused as before, the warning saying why, and no pod is created.
+#[test]
+fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let out = facts(&server, "xeon-amx", &[]);
+    assert!(out.status.success());
+    let without = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&without.stderr);
+    assert!(stderr.contains("--probe-nodes: the node holds no busybox image"), "{stderr}");
+    assert!(writes(&server).is_empty(), "no image, no pod: {:?}", writes(&server));
+
+    with_busybox(&server);
+    server.insert(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "eas-probe-xeon-sr-01-left", "namespace": "kube-system",
+                     "labels": {"io.eas.managed": "true", "io.eas.probe": "true", "io.eas.run-id": "1-1"}}}));
+    server.clear_requests();
+    let out = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("xeon-amx").join("expected/facts.json")).unwrap())
+            .unwrap();
+    assert_eq!(got["nodes"][0]["containerd"], want["nodes"][0]["containerd"], "{stderr}");
+    assert!(
+        stderr.contains(
+            "containerd facts read by a probe pod (docker.io/rancher/mirrored-library-busybox:1.36.1), deleted"
+        ),
+        "{stderr}"
+    );
+    let w = writes(&server);
+    assert!(
+        w.iter().any(|l| l == "DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-left"),
+        "the sweep: {w:?}"
+    );
+    assert!(w.iter().any(|l| l == "POST /api/v1/namespaces/kube-system/pods"), "{w:?}");
+    assert_eq!(w.iter().filter(|l| l.starts_with("DELETE ")).count(), 2, "the leftover and this run's pod: {w:?}");
+    let reqs = server.requests();
+    assert!(reqs.iter().any(|l| l.method == "GET" && l.path.ends_with("/log")), "the log was read");
+    assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
+    // The count eas prints is every request it sent: the 17 of the facts, the sweep's LIST and
+    // DELETE, and the probe's POST, polls, log and DELETE.
+    let counted: usize = stderr.split(" API calls").next().and_then(|s| s.rsplit(' ').next()).unwrap().parse().unwrap();
+    assert_eq!(counted, reqs.len(), "{stderr}");
+}
+
+/// Ctrl-C while a probe pod runs (its status never answers): eas exits 130 within seconds and
+/// deletes the pod on its way out.
+#[test]
+fn a_probe_interrupted_while_its_pod_runs_deletes_the_pod() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    with_busybox(&server);
+    let rule = support::cluster_server::Rule {
+        method: Some("GET".into()),
+        path: "/api/v1/namespaces/kube-system/pods/eas-probe-".into(),
+        exact: false,
+        skip: 0,
+    };
+    server.inject_rule(rule, support::Fault::Slow(std::time::Duration::from_secs(600)), None);
+    let child = eas(&fixture("xeon-amx"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let created = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !writes(&server).iter().any(|l| l == "POST /api/v1/namespaces/kube-system/pods") {
+        assert!(std::time::Instant::now() < created, "no probe pod was created");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sent = std::time::Instant::now();
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(sent.elapsed() < std::time::Duration::from_secs(5), "exited in {:?}", sent.elapsed());
+    assert_eq!(pods(&server), Vec::<String>::new(), "the probe pod was deleted: {:?}", writes(&server));
+}
+
+/// `eas up --dry-run --probe-nodes` on a remote stock k3s node: the plan decides from what the
+/// probe pod read (no containerd blocker), and the probe pod, created and deleted, is the dry
+/// run's only write (it writes no state: the pod's labels are its record).
+#[test]
+fn a_dry_run_with_probe_nodes_decides_and_writes_only_its_probe_pod() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    with_busybox(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let mut c = eas(&fixture("xeon-amx"));
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+    c.args(["up", "--dry-run", "--probe-nodes", "--output", "json", "--pins"]).arg(trees.join("pins.json"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert!(!plan["blockers"].to_string().contains("containerd"), "{}", plan["blockers"]);
+    let decided = plan["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["choice"].as_str().unwrap().starts_with("istio_platform: \"k3s\""));
+    assert!(decided, "{:#}", plan["decisions"]);
+    let w = writes(&server);
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(w[0], "POST /api/v1/namespaces/kube-system/pods");
+    assert!(w[1].starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-"), "{w:?}");
+    assert!(!dir.path().join("state").exists(), "a dry run writes no state");
+}
+
+/// One probe pod per node shape: on the three-node cluster the server and the two agents (the
+/// same k3s args and image) take two probe pods, and the second agent's facts are the first's.
+#[test]
+fn probe_nodes_runs_one_pod_per_node_shape() {
+    let server = ClusterServer::start(fixture("k3s-3node-eas"));
+    for n in ["lab-cp-1", "lab-w-1", "lab-w-2"] {
+        with_busybox_on(&server, n);
+    }
+    let out = eas(&fixture("k3s-3node-eas"))
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["facts", "--probe-nodes"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for n in got["nodes"].as_array().unwrap() {
+        assert!(n["containerd"].is_object(), "{}: {stderr}", n["name"]);
+    }
+    let w = writes(&server);
+    assert_eq!(w.iter().filter(|l| *l == "POST /api/v1/namespaces/kube-system/pods").count(), 2, "{w:?}");
+    assert_eq!(w.iter().filter(|l| l.starts_with("DELETE ")).count(), 2, "{w:?}");
+    assert!(
+        stderr.contains("node lab-w-2: containerd facts read by the probe pod on lab-w-1, a node of the same shape"),
+        "{stderr}"
+    );
+    assert_eq!(pods(&server), Vec::<String>::new());
+}

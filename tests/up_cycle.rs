@@ -1420,3 +1420,57 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
         assert!(!after.contains(&ns.to_string()), "{ns} was left: {after:?}");
     }
 }
+
+/// Issue 21 item 5, a real run behind a proxy with a password (tinyproxy on loopback, which
+/// relays eas's calls to the recorded cluster): the computed `no_proxy` is in the work tree's
+/// `env/<env>/eas-overrides.yaml` (the extra vars the installer is given) and as
+/// `network.no_proxy` in `env/<env>/models.yaml`, the proxy URLs only as environment lookups, and
+/// the password is in no output, state, log or work-tree file (the installer's own log there,
+/// where it shows the proxy it uses, included).
+#[test]
+fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_password_nowhere() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let password = "Sentinel-Proxy-Pass-up-31d9";
+    let proxy = support::forward_proxy::ForwardProxy::start("eas", password);
+    let r = run("ok");
+    let out = r
+        .eas()
+        .args(r.up_args(&["--yes"]))
+        .env("HTTP_PROXY", proxy.url())
+        .env("HTTPS_PROXY", proxy.url())
+        .env("NO_PROXY", "corp.example")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "eas up failed:\n{stderr}");
+    assert!(!proxy.relayed().is_empty(), "eas reached the cluster through the proxy");
+    let files = walk(&r.state);
+    let find = |suffix: &str| {
+        files.iter().find(|p| p.to_string_lossy().ends_with(suffix)).unwrap_or_else(|| panic!("no {suffix}: {files:?}"))
+    };
+    let overrides = std::fs::read_to_string(find("/env/k3d-gpu/eas-overrides.yaml")).unwrap();
+    let want = "corp.example,localhost,127.0.0.1,10.42.0.0/16,10.43.0.0/16,172.18.0.2,.svc,.cluster.local";
+    assert!(overrides.contains(&format!("no_proxy: \"{want}")), "{overrides}");
+    assert!(overrides.contains(r#"https_proxy: "{{ lookup('env', 'HTTPS_PROXY') }}""#), "{overrides}");
+    let models = std::fs::read_to_string(find("/env/k3d-gpu/models.yaml")).unwrap();
+    assert!(models.contains(&format!("  no_proxy: \"{want}")), "{models}");
+    assert!(models.contains("  https_proxy: \"\""), "the proxy URL is not written into the catalog:\n{models}");
+    // The installer shows the proxy it uses and tees it into its own log in the work tree: masked.
+    let tree_log = std::fs::read_to_string(find("/env/k3d-gpu/logs/install-agent-toolkit.log")).unwrap();
+    assert!(tree_log.contains("Proxy in use — https_proxy=http://***@127.0.0.1:"), "shown, masked: {tree_log}");
+    let mut leaks = Vec::new();
+    for (name, body) in [("stdout", &stdout), ("stderr", &stderr)] {
+        if body.contains(password) {
+            leaks.push(name.to_string());
+        }
+    }
+    // The state directory is under the home directory.
+    for f in walk(&r.home) {
+        if std::fs::read(&f).is_ok_and(|b| String::from_utf8_lossy(&b).contains(password)) {
+            leaks.push(f.display().to_string());
+        }
+    }
+    assert_eq!(leaks, Vec::<String>::new(), "the proxy password was written");
+    let down = r.down();
+    assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+}

@@ -828,7 +828,11 @@ mod tests {
         let s = standard("img", vec!["true".into()], None, None, &env).unwrap();
         assert_eq!(
             s.spec.env,
-            vec![("HF_TOKEN".to_string(), "hf_x".to_string()), ("HTTPS_PROXY".into(), "http://proxy:3128".into())]
+            vec![
+                ("HF_TOKEN".to_string(), "hf_x".to_string()),
+                ("HTTPS_PROXY".into(), "http://proxy:3128".into()),
+                ("https_proxy".into(), "http://proxy:3128".into())
+            ]
         );
         assert!(s.spec.mounts.is_empty() && s.spec.network.is_none());
         assert_eq!(s.spec.cmd, vec!["true"], "secrets never join argv");

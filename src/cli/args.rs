@@ -34,6 +34,10 @@ pub struct FactsArgs {
     /// [default: whether that config enables NRI]. Repeatable
     #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
     pub nri_socket: Vec<String>,
+    /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
+    /// pod on it (the one form of `eas facts` that writes: the pod, deleted at once)
+    #[arg(long)]
+    pub probe_nodes: bool,
     /// Seconds each API call may take (each Docker call: at most 10)
     #[arg(long, value_name = "SECS", default_value_t = timeouts::CALL.as_secs())]
     pub request_timeout: u64,
@@ -91,11 +95,16 @@ pub struct UpArgs {
     #[arg(long, requires = "dry_run")]
     pub fail_on_blockers: bool,
     /// Read nothing from Hugging Face (the models' figures from the cache, else the built-in data)
+    /// and skip the egress check of the registries the install needs
     #[arg(long)]
     pub offline: bool,
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
+    /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
+    /// pod on it (created and deleted by the dry run too)
+    #[arg(long, help_heading = "Node facts")]
+    pub probe_nodes: bool,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree)
@@ -150,7 +159,7 @@ fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
 pub struct DoctorArgs {
     #[command(flatten)]
     pub select: SelectArgs,
-    /// Read nothing from Hugging Face (as `eas up --offline`)
+    /// Read nothing from Hugging Face and skip the egress check (as `eas up --offline`)
     #[arg(long)]
     pub offline: bool,
     /// The installer's environment name (env/<name>/ in the EAS tree)

@@ -71,6 +71,7 @@ impl From<FactsArgs> for FactsSettings {
             out: a.out,
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
+            probe_nodes: a.probe_nodes,
             request_timeout: a.request_timeout,
             output: match a.output {
                 Some(FactsOutput::Json) => crate::output::OutputFormat::Json,
@@ -85,6 +86,7 @@ impl From<GatherArgs> for GatherOptions {
         GatherOptions {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
+            probe_nodes: false,
             command: "eas up",
             discount_namespaces: Default::default(),
         }
@@ -128,7 +130,7 @@ pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
             reinstall: a.reinstall,
             repos: a.repos.into(),
             image: a.image.into(),
-            gather: a.gather.into(),
+            gather: GatherOptions { probe_nodes: a.probe_nodes, ..a.gather.into() },
             ledger_timeout: a.ledger_timeout,
             phase_timeouts,
         })

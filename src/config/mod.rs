@@ -7,6 +7,7 @@ pub mod fit;
 pub mod hf;
 pub mod model;
 pub mod node_args;
+pub mod proxy;
 pub mod render;
 pub mod rules;
 pub mod write;

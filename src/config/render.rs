@@ -57,6 +57,9 @@ pub fn models_edit(d: &Decision) -> String {
          # catalog's args.\n",
     );
     s.push_str(&format!("defaults:\n  require_amx: {}\n", d.require_amx));
+    if let Some(np) = &d.network_no_proxy {
+        s.push_str(&format!("network:\n  no_proxy: {}\n", quote(np)));
+    }
     if d.model_edits.is_empty() {
         s.push_str("models: []\n");
         return s;

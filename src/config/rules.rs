@@ -68,6 +68,8 @@ pub struct Decision {
     pub manifest: Vec<ManifestEntry>,
     pub choices: Vec<Choice>,
     pub warnings: Vec<String>,
+    /// The catalog's `network.no_proxy` (`models.edit.yaml`), with a proxy only (`config::proxy`).
+    pub network_no_proxy: Option<String>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -147,6 +149,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         manifest: Vec::new(),
         choices: Vec::new(),
         warnings: Vec::new(),
+        network_no_proxy: None,
     };
     cluster_choices(&mut d, f, rules, layout, &node_args);
     if layer == Layer::AgentToolkit {
@@ -255,8 +258,9 @@ fn cni_layout<'r>(f: &Facts, rules: &'r data::ClusterRules, refuse: &mut Vec<Str
     if !unreadable.is_empty() {
         refuse.push(format!(
             "containerd facts unreadable on {}: the CNI layout and NRI socket decide istio_platform and the CPU policy \
-             (pass `eas up` or `eas facts` --containerd-config NODE=FILE, or *=FILE for every node alike; their \
-             warnings say why each node could not be read)",
+             (pass `eas up` or `eas facts` --probe-nodes to read them with a short-lived read-only pod, or \
+             --containerd-config NODE=FILE, or *=FILE for every node alike; their warnings say why each node could \
+             not be read)",
             names_list(&unreadable)
         ));
     } else if !f.nodes.is_empty() {

@@ -16,6 +16,7 @@ pub mod nodes;
 pub mod objects;
 pub mod pods;
 pub mod prereq;
+pub mod probe;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,6 +43,8 @@ pub struct FactsSettings {
     /// Whether a node's NRI socket exists, for a node given with --containerd-config
     /// [default: whether that config enables NRI]. Repeatable
     pub nri_socket: Vec<String>,
+    /// Read an otherwise unreadable node's containerd facts with a probe pod (`probe`)
+    pub probe_nodes: bool,
     /// Seconds each API call may take (each Docker call: at most 10)
     pub request_timeout: u64,
     /// The facts are JSON either way; `json` also prints them on stdout when --out is given
@@ -138,7 +141,7 @@ pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
 /// found before any call is made.
 fn operator(args: &FactsSettings) -> Result<Operator, String> {
-    let mut op = Operator::default();
+    let mut op = Operator { probe: args.probe_nodes, ..Operator::default() };
     for spec in &args.containerd_config {
         let (node, file) = split_node(spec, "--containerd-config", "NODE=FILE")?;
         let text = crate::bounded::read_string(std::path::Path::new(file), crate::bounded::Kind::Containerd)
@@ -255,6 +258,12 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
         }
         Err(e) => return Err(e.into()),
     };
+    // The images each node holds, for a probe pod (`--probe-nodes`); not part of the facts.
+    let images: std::collections::HashMap<String, Vec<String>> = nodes
+        .0
+        .iter()
+        .map(|n| (n.metadata.name.clone(), n.status.images.iter().flat_map(|i| i.names.iter().cloned()).collect()))
+        .collect();
     let mut nodes: Vec<facts::Node> = nodes.0.into_iter().map(objects::node).collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     for n in &nodes {
@@ -294,7 +303,12 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     let host = Host::detect(env);
     let located = nodes::locate(&nodes, operator, &docker_state, &host);
     warnings.extend(located.warnings);
-    warnings.extend(nodes::read_all(&mut nodes, &located.sources, operator, engine.as_ref(), &host).await);
+    let mut sources = located.sources;
+    if operator.probe {
+        api_calls += probe_sources(&nodes, &mut sources, &images, target, timeout).await?;
+        api_calls += probe::take_calls();
+    }
+    warnings.extend(nodes::read_all(&mut nodes, &sources, operator, engine.as_ref(), &host).await);
 
     let mut daemonsets: Vec<facts::DaemonSet> = daemonsets.0.into_iter().map(objects::daemonset).collect();
     objects::sort_daemonsets(&mut daemonsets);
@@ -323,6 +337,61 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
     Ok(Gathered { facts, warnings, api_calls })
 }
 
+/// `--probe-nodes`: the nodes found nowhere that hold an image for a probe pod are grouped by
+/// shape (their k3s node-args and that image), and one probe pod per shape reads the containerd
+/// facts of all its nodes, at most 8 at once; a node without such an image gets why added to its
+/// warning. The probe pods an earlier eas left are deleted first. Returns the sweep's API calls
+/// (the probes' own are `probe::take_calls`).
+async fn probe_sources(
+    nodes: &[facts::Node],
+    sources: &mut [nodes::Source],
+    images: &std::collections::HashMap<String, Vec<String>>,
+    target: &Target,
+    timeout: Duration,
+) -> Result<u32, GatherError> {
+    use futures::StreamExt;
+    // (node-args, image) -> the nodes of that shape, by index.
+    let mut shapes: std::collections::BTreeMap<(Vec<String>, String), Vec<usize>> = Default::default();
+    for (i, (n, s)) in nodes.iter().zip(sources.iter_mut()).enumerate() {
+        if let nodes::Source::Nowhere(why) = s {
+            match images.get(&n.name).and_then(|i| probe::choose_image(i)) {
+                Some(image) => shapes.entry((nodes::node_args(n), image)).or_default().push(i),
+                None => why.push_str(
+                    "; --probe-nodes: the node holds no busybox image to run a probe pod with (it pulls none)",
+                ),
+            }
+        }
+    }
+    if shapes.is_empty() {
+        return Ok(0);
+    }
+    let swept = probe::sweep(&target.client, timeout).await.map_err(GatherError::Operator)?;
+    let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp());
+    let reads: Vec<_> = futures::stream::iter(shapes.iter())
+        .map(|((args, image), members)| {
+            let rep = &nodes[members[0]];
+            let run_id = run_id.as_str();
+            async move {
+                let config_path = containerd::config_path(args);
+                let spec = probe::pod(&rep.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
+                let read = match probe::read(&target.client, &spec, &rep.name).await {
+                    Ok(text) => probe::parse_output(&text, &rep.name),
+                    Err(e) => Err(e),
+                };
+                (image.clone(), members.clone(), rep.name.clone(), read)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for (image, members, on, read) in reads {
+        for i in members {
+            sources[i] = nodes::Source::Probed { image: image.clone(), on: on.clone(), read: read.clone() };
+        }
+    }
+    Ok(1 + swept as u32)
+}
+
 /// The field selector that keeps the Secrets list to Helm's storage Secrets.
 const HELM_SECRETS: &str = "type=helm.sh/release.v1";
 
@@ -347,6 +416,7 @@ mod tests {
             out: None,
             containerd_config: configs.iter().map(|s| s.to_string()).collect(),
             nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
+            probe_nodes: false,
             request_timeout: 30,
             output: Default::default(),
         }
@@ -389,6 +459,8 @@ pub struct GatherOptions {
     pub containerd_config: Vec<String>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
     pub nri_socket: Vec<String>,
+    /// Read an otherwise unreadable node's containerd facts with a probe pod (`probe`)
+    pub probe_nodes: bool,
     /// The command these came with (`eas up`), named in what to run next.
     pub command: &'static str,
     /// Namespaces eas's earlier runs created (the ledger): their pods are not counted in the
@@ -415,6 +487,7 @@ pub async fn collect(
         out: None,
         containerd_config: opts.containerd_config.clone(),
         nri_socket: opts.nri_socket.clone(),
+        probe_nodes: opts.probe_nodes,
         request_timeout: timeout.as_secs(),
         output: Default::default(),
     };

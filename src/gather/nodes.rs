@@ -39,6 +39,8 @@ pub struct Operator {
     /// Namespaces whose pods the landing node's `pod_requests` leaves out: the ones the ledger
     /// says eas's runs created, so eas's own model pod does not shrink the next run's budget.
     pub discount_namespaces: std::collections::BTreeSet<String>,
+    /// `--probe-nodes`: a node found nowhere is read by a probe pod when it has an image for one.
+    pub probe: bool,
 }
 
 pub const ANY_NODE: &str = "*";
@@ -82,8 +84,18 @@ pub enum DockerState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
     Operator,
-    Container { id: String, name: String },
+    Container {
+        id: String,
+        name: String,
+    },
     Host,
+    /// `--probe-nodes`: what the probe pod on node `on` (this node, or one of the same shape)
+    /// read, with the node's `image`.
+    Probed {
+        image: String,
+        on: String,
+        read: Result<Containerd, String>,
+    },
     Nowhere(String),
 }
 
@@ -136,7 +148,8 @@ pub fn locate(nodes: &[Node], operator: &Operator, docker: &DockerState, host: &
                 "not a k3d node container on this machine's Docker engine, nor this host ({host_name}: not its \
                  hostname, and no InternalIP of the node is an address of this machine): its containerd config \
                  cannot be read from here (re-run `{}` with --containerd-config NODE=FILE, or *=FILE for every node \
-                 alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent)",
+                 alike, FILE a copy of the node's {}, and --nri-socket NODE=present|absent; or with --probe-nodes, \
+                 which reads it with a short-lived read-only pod on the node)",
                 operator.command(),
                 containerd::config_path(&node_args(n))
             ))
@@ -238,6 +251,14 @@ async fn read_one(
     let config_path = containerd::config_path(&node_args(node));
     match source {
         Source::Nowhere(why) => Err(why.clone()),
+        Source::Probed { image, on, read } => {
+            let note = if *on == node.name {
+                format!("containerd facts read by a probe pod ({image}), deleted")
+            } else {
+                format!("containerd facts read by the probe pod on {on}, a node of the same shape (k3s args and image)")
+            };
+            read.clone().map(|c| (c, Some(note)))
+        }
         Source::Operator => {
             let supplied = operator.config_for(&node.name).expect("located as operator-supplied");
             let cni_bin_dirs = supplied.config.cni_bin_dirs.clone();
@@ -287,7 +308,7 @@ fn parse(bytes: &[u8], what: &str) -> Result<ContainerdConfig, String> {
     containerd::parse(text).map_err(|e| format!("{what}: {e}"))
 }
 
-fn node_args(node: &Node) -> Vec<String> {
+pub fn node_args(node: &Node) -> Vec<String> {
     node.annotations.get(NODE_ARGS).map(|a| serde_json::from_str(a).unwrap_or_default()).unwrap_or_default()
 }
 

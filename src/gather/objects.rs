@@ -53,6 +53,15 @@ pub struct NodeStatus {
     pub conditions: Vec<crate::facts::NodeCondition>,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub addresses: Vec<NodeAddress>,
+    /// The images the node holds (`--probe-nodes` runs one of them; not in the facts).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub images: Vec<NodeImage>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+pub struct NodeImage {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

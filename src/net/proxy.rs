@@ -54,15 +54,23 @@ impl ProxyEnv {
 }
 
 /// The proxy variables a child process (the installer in the bastion) gets: the ones set in
-/// `get`, as they are; and when any proxy is set and the child talks to `api_server`, both
-/// `NO_PROXY` and `no_proxy` extended to cover the API server's host, so the installer reaches it
-/// directly, as eas itself does when `NO_PROXY` names it.
+/// `get`, as they are; when any proxy is set, the effective `https`/`http` proxy (curl's pick,
+/// lowercase first) under both names, since the installer's extra vars read
+/// `lookup('env', 'HTTPS_PROXY')` and `lookup('env', 'HTTP_PROXY')` (`config::proxy`); and when
+/// the child talks to `api_server`, both `NO_PROXY` and `no_proxy` extended to cover the API
+/// server's host, so the installer reaches it directly, as eas itself does when `NO_PROXY` names it.
 pub fn child_env(get: &dyn Fn(&str) -> Option<String>, api_server: Option<&str>) -> Vec<(String, String)> {
     const NAMES: [&str; 8] =
         ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"];
     let mut out: Vec<(String, String)> =
         NAMES.iter().filter_map(|n| get(n).filter(|v| !v.is_empty()).map(|v| (n.to_string(), v))).collect();
     let env = ProxyEnv::from_lookup(|k| get(k));
+    for (value, names) in [(&env.https, ["HTTPS_PROXY", "https_proxy"]), (&env.http, ["HTTP_PROXY", "http_proxy"])] {
+        if let Some(v) = value {
+            out.retain(|(k, _)| !names.contains(&k.as_str()));
+            out.extend(names.iter().map(|n| (n.to_string(), v.clone())));
+        }
+    }
     let proxied = env.https.is_some() || env.http.is_some() || env.all.is_some();
     if let (true, Some(server)) = (proxied, api_server) {
         let (_, host) = scheme_and_host(server);
@@ -372,13 +380,18 @@ mod tests {
             got,
             vec![
                 ("HTTPS_PROXY".to_string(), "http://u:p@proxy:3128".to_string()),
+                ("https_proxy".to_string(), "http://u:p@proxy:3128".to_string()),
                 ("NO_PROXY".into(), ".corp,k3d-gpu-server-0".into()),
                 ("no_proxy".into(), ".corp,k3d-gpu-server-0".into()),
             ]
         );
         // Already covered: the list stays; no proxy at all: nothing is added.
         let got = child_env(&get, Some("https://api.corp:6443"));
-        assert_eq!(got[1], ("NO_PROXY".to_string(), ".corp".to_string()));
+        assert_eq!(got[2], ("NO_PROXY".to_string(), ".corp".to_string()));
+        // Only the lowercase form set: the installer's lookup of HTTPS_PROXY still finds it.
+        let lower = |k: &str| (k == "https_proxy").then(|| "http://p:1".to_string());
+        let got = child_env(&lower, None);
+        assert!(got.contains(&("HTTPS_PROXY".to_string(), "http://p:1".to_string())), "{got:?}");
         let none = |_: &str| None;
         assert_eq!(child_env(&none, Some("https://h:6443")), vec![]);
     }

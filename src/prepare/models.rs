@@ -1,7 +1,7 @@
 //! Applying `models.edit.yaml` to `env/<env>/models.yaml`, the environment's copy of EI's model
 //! catalog, as text edits that keep its comments.
 //!
-//! `defaults.require_amx` is set; each edit entry finds the catalog entry with its `name`;
+//! `defaults.require_amx` is set (and `network.no_proxy`, with a proxy); each edit entry finds the catalog entry with its `name`;
 //! `autodeploy`, `memory` and `cpu` are set in place or added; `env` keys are replaced or added; `args_append` goes after the catalog's `args`. EI's model-manager
 //! de-duplicates args by flag name with the last occurrence winning, so an appended
 //! `--max-model-len N` overrides an earlier one, which is therefore left in place. Appended
@@ -25,8 +25,17 @@ pub const APPENDED: &str = "# appended by eas";
 #[serde(deny_unknown_fields)]
 pub struct ModelsEdit {
     pub defaults: EditDefaults,
+    /// With a proxy: `network.no_proxy`, which model-manager prefers to the environment's.
+    #[serde(default)]
+    pub network: Option<EditNetwork>,
     #[serde(default)]
     pub models: Vec<ModelEntryEdit>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditNetwork {
+    pub no_proxy: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -264,12 +273,13 @@ pub fn apply_models_edit(models_yaml: &str, edit: &ModelsEdit) -> Result<String,
         edit_models(&lines, &top, &before, edit, &mut ops, &mut expected)?;
     }
     // After the models: an appended `defaults:` then follows any lines appended to the last entry.
-    edit_defaults(&lines, &top, edit.defaults.require_amx, &mut ops)?;
-    let defaults = expected.entry("defaults").or_insert(Value::Null);
-    if !defaults.is_object() {
-        *defaults = Value::Object(Map::new());
+    let amx = edit.defaults.require_amx;
+    edit_section_key(&lines, &top, ("defaults", "require_amx"), &amx.to_string(), &mut ops)?;
+    expect_key(&mut expected, "defaults", "require_amx", Value::Bool(amx));
+    if let Some(n) = &edit.network {
+        edit_section_key(&lines, &top, ("network", "no_proxy"), &quote(&n.no_proxy), &mut ops)?;
+        expect_key(&mut expected, "network", "no_proxy", Value::String(n.no_proxy.clone()));
     }
-    defaults["require_amx"] = Value::Bool(edit.defaults.require_amx);
 
     let text = ops.apply(&lines);
     let after: Value = serde_saphyr::from_str(&text).map_err(|e| ModelsError::Verify(first_line(&e)))?;
@@ -308,13 +318,30 @@ fn compact(v: &Value) -> String {
     if s.len() > 160 { format!("{}…", &s[..s.floor_char_boundary(160)]) } else { s }
 }
 
-fn edit_defaults(lines: &[Line], top: &[KeyLine], require_amx: bool, ops: &mut Ops) -> Result<(), ModelsError> {
-    let Some(d) = top.iter().find(|k| k.key == "defaults") else {
-        ops.insert(lines.len(), false, ["defaults:".to_string(), format!("  require_amx: {require_amx}")]);
+/// What the edited catalog must hold at `section.key`.
+fn expect_key(expected: &mut Map<String, Value>, section: &str, key: &str, value: Value) {
+    let s = expected.entry(section).or_insert(Value::Null);
+    if !s.is_object() {
+        *s = Value::Object(Map::new());
+    }
+    s[key] = value;
+}
+
+/// Sets `section.key` (a top-level map's scalar) to the YAML text `value`, in place or added,
+/// adding the section at the end when the catalog has none.
+fn edit_section_key(
+    lines: &[Line],
+    top: &[KeyLine],
+    (section, key): (&str, &str),
+    value: &str,
+    ops: &mut Ops,
+) -> Result<(), ModelsError> {
+    let Some(d) = top.iter().find(|k| k.key == section) else {
+        ops.insert(lines.len(), false, [format!("{section}:"), format!("  {key}: {value}")]);
         return Ok(());
     };
     let unsupported =
-        |why: &str| ModelsError::Unsupported { what: "defaults".into(), line: d.idx + 1, why: why.into() };
+        |why: &str| ModelsError::Unsupported { what: section.to_string(), line: d.idx + 1, why: why.into() };
     if let Some(why) = lines::uneditable(&d.value) {
         return Err(unsupported(why));
     }
@@ -323,20 +350,20 @@ fn edit_defaults(lines: &[Line], top: &[KeyLine], require_amx: bool, ops: &mut O
     }
     let end = lines::block_end(lines, d.idx, 0);
     let col = child_indent(lines, d.idx + 1, end, 2);
-    match keys_at(lines, d.idx + 1, end, col).into_iter().find(|k| k.key == "require_amx") {
+    match keys_at(lines, d.idx + 1, end, col).into_iter().find(|k| k.key == key) {
         Some(k) => {
             if let Some(why) = lines::uneditable(&k.value) {
                 return Err(ModelsError::Unsupported {
-                    what: "defaults.require_amx".into(),
+                    what: format!("{section}.{key}"),
                     line: k.idx + 1,
                     why: why.into(),
                 });
             }
-            ops.replace.insert(k.idx, Some(set_value(lines, &k, &require_amx.to_string())));
+            ops.replace.insert(k.idx, Some(set_value(lines, &k, value)));
         }
         None => {
             let at = lines::content_end(lines, d.idx + 1, end).max(d.idx + 1);
-            ops.insert(at, true, [format!("{}require_amx: {require_amx}", " ".repeat(col))]);
+            ops.insert(at, true, [format!("{}{key}: {value}", " ".repeat(col))]);
         }
     }
     Ok(())

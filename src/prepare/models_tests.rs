@@ -61,7 +61,7 @@ models:
 "#;
 
 fn edit(require_amx: bool, models: Vec<ModelEntryEdit>) -> ModelsEdit {
-    ModelsEdit { defaults: EditDefaults { require_amx }, models }
+    ModelsEdit { defaults: EditDefaults { require_amx }, network: None, models }
 }
 
 fn entry(name: &str, env: &[(&str, &str)], args: &[&str]) -> ModelEntryEdit {
@@ -312,6 +312,7 @@ fn the_generated_edit_file_parses() {
         manifest: vec![],
         choices: vec![],
         warnings: vec![],
+        network_no_proxy: None,
     };
     let parsed = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
     assert_eq!(
@@ -370,6 +371,7 @@ fn memory_and_cpu_are_replaced_in_place_or_added() {
         manifest: vec![],
         choices: vec![],
         warnings: vec![],
+        network_no_proxy: None,
     };
     let e = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
     let out = apply_models_edit(REAL_SHAPE, &e).unwrap();
@@ -383,4 +385,25 @@ fn memory_and_cpu_are_replaced_in_place_or_added() {
     assert!(out.contains("    cpu: 6                           # cores"), "replaced in place, comment kept:\n{out}");
     assert_eq!(apply_models_edit(&out, &e).unwrap(), out, "a second application changes nothing");
     assert!(v["models"][1].get("memory").is_none(), "other entries untouched");
+}
+
+#[test]
+fn network_no_proxy_is_set_in_place_and_added_where_the_catalog_has_none() {
+    let catalog = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/synthetic/ei/model_manager/models.yaml"
+    ))
+    .unwrap();
+    let list = "localhost,127.0.0.1,10.42.0.0/16,.svc";
+    let e = ModelsEdit { network: Some(super::EditNetwork { no_proxy: list.into() }), ..edit(true, vec![]) };
+    let out = apply_models_edit(&catalog, &e).unwrap();
+    assert!(out.contains(&format!("  no_proxy: \"{list}\"")), "{out}");
+    // The proxy URLs stay empty: model-manager then takes them from the environment.
+    assert!(out.contains("  https_proxy: \"\""), "{out}");
+    assert_eq!(out.lines().count(), catalog.lines().count(), "replaced in place, nothing added");
+    let out = apply_models_edit("defaults:\n  require_amx: false\nmodels: []\n", &e).unwrap();
+    assert!(out.ends_with(&format!("network:\n  no_proxy: \"{list}\"\n")), "{out}");
+    // The rendered edit file round-trips through the parser.
+    let text = format!("defaults:\n  require_amx: true\nnetwork:\n  no_proxy: \"{list}\"\n");
+    assert_eq!(ModelsEdit::parse(&text).unwrap(), e);
 }

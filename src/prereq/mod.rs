@@ -6,6 +6,7 @@
 //! same [`Report`]; the data the checks match against is `data/prereq.json`.
 
 mod checks;
+pub mod egress;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;

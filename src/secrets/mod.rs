@@ -124,6 +124,34 @@ pub fn redactor_with(extra: impl IntoIterator<Item = String>) -> Redactor {
     Redactor::new(known.iter().cloned().chain(extra))
 }
 
+/// Masks every secret `r` holds in the files directly under `dir`, in place, touching only the
+/// files that hold one; returns how many were rewritten. For the installer's own logs in the
+/// work tree (`env/<env>/logs/`), which `tee` everything it prints, the proxy URL its preflight
+/// shows included. A missing directory is nothing to do.
+pub fn scrub_dir(dir: &std::path::Path, r: &Redactor) -> std::io::Result<usize> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut rewritten = 0;
+    for entry in entries {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path())?;
+        let text = String::from_utf8_lossy(&bytes);
+        let masked = r.redact(&text);
+        if masked != text {
+            // Rewritten through a sibling and renamed over it: no moment holds half a log.
+            crate::atomic::write(&entry.path(), masked.as_bytes())?;
+            rewritten += 1;
+        }
+    }
+    Ok(rewritten)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +178,18 @@ mod tests {
         // Short values are not secrets worth garbling output for.
         learn("ab");
         assert_eq!(mask("ab cd"), "ab cd");
+    }
+
+    #[test]
+    fn scrub_dir_masks_the_secrets_in_the_files_that_hold_them_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("install.log"), "Proxy in use - https_proxy=http://u:SCRUBSENTINEL9@p:1\n")
+            .unwrap();
+        std::fs::write(dir.path().join("clean.log"), "ok\n").unwrap();
+        let r = Redactor::new(["SCRUBSENTINEL9"]);
+        assert_eq!(scrub_dir(dir.path(), &r).unwrap(), 1);
+        let text = std::fs::read_to_string(dir.path().join("install.log")).unwrap();
+        assert!(!text.contains("SCRUBSENTINEL9") && text.contains("https_proxy=http://u:"), "{text}");
+        assert_eq!(scrub_dir(&dir.path().join("missing"), &r).unwrap(), 0);
     }
 }

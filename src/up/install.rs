@@ -158,6 +158,7 @@ async fn run_installer(
     let res = runner.run(&spec, &mut sink, &run_int).await;
     watcher.abort();
     sink.flush();
+    scrub_tree_logs(ctx.tree, &sink.redactor, ctx.shell);
     sink.bar.finish_and_clear();
     let outcome = res.map_err(|e| Failure::step("bastion run", e))?;
     drop(std);
@@ -200,6 +201,18 @@ fn borrowed_objects(tree: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     found
+}
+
+/// The installer `tee`s everything it prints into `env/<env>/logs/` of the work tree, where
+/// eas's redactor never saw it (its preflight shows the proxy URL, credentials and all): those
+/// files get the same masking as eas's own log, after every run.
+fn scrub_tree_logs(tree: &Path, redactor: &Redactor, shell: &Shell) {
+    for env in std::fs::read_dir(tree.join("env")).into_iter().flatten().flatten() {
+        let logs = env.path().join("logs");
+        if let Err(e) = crate::secrets::scrub_dir(&logs, redactor) {
+            shell.warn(format!("could not mask secrets in {}: {e}", logs.display()));
+        }
+    }
 }
 
 fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, shell: &Shell) -> Option<Failure> {

@@ -347,13 +347,14 @@ pub async fn plan_halves(
     r: &mut Runner,
 ) -> Result<plan::Planned, Failure> {
     let pre = plan::preflight(args, global, shell, r).await?;
-    let (pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
+    let (mut pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
     let resolved = trees.as_ref().map(|(t, _)| t);
     let commits = day_two::commit_counts(pre.last.as_ref(), resolved).await;
     let work = pre.sd.work_dir().join("eas");
     let layer = &args.select.layer;
     let catalog = day_two::catalog_changes(pre.last.as_ref(), resolved, &work, &args.env, layer).await;
-    let (decision, files, tree) = plan::decide(args, global, shell, inv, tree_pins, &facts, trees, r).await?;
+    let (decision, files, tree) =
+        plan::decide(args, global, shell, inv, tree_pins, (&facts, &mut pre), trees, r).await?;
     let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
     // Against the last completed run: run_kind and since_last.
     day_two::classify(args, pre.latest.as_ref(), pre.last.as_ref(), &facts, &files, &commits, &catalog, r)?;

@@ -33,6 +33,54 @@ pub struct Preflight {
     pub latest: Option<State>,
     /// The last completed run, which this run is compared with (`crate::up::day_two`).
     pub last: Option<crate::state::since::Completed>,
+    /// The egress probe, started first so that it overlaps the rest of the plan; `None` with
+    /// `--offline` (or once its answers are taken).
+    pub egress: Option<Egress>,
+}
+
+/// The egress probe in flight (`prereq::egress`), and how it reaches the hosts, for its line.
+/// Dropped unfinished (an interrupted plan), it is aborted.
+pub struct Egress {
+    task: Option<tokio::task::JoinHandle<Vec<(crate::prereq::egress::Host, crate::prereq::egress::Answer)>>>,
+    through: String,
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the egress probe with the proxy settings the bastion gets, unless `--offline`.
+fn start_egress(args: &UpSettings, global: &Global) -> Option<Egress> {
+    use crate::prereq::egress;
+    if args.offline {
+        return None;
+    }
+    let env = &global.env;
+    let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
+    let hosts = egress::hosts(args.select.profile.as_deref().unwrap_or("main"), env.var(egress::OVERRIDE).as_deref());
+    let through = match hosts.first().map(|h| crate::net::proxy::route_for(&h.url, &proxy, None)) {
+        Some(Ok(Some(route))) => format!("through {route}"),
+        _ => "directly".to_string(),
+    };
+    let roots = global.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
+    let d = crate::net::download::Downloader::with_timeouts(&roots, proxy, egress::CONNECT, egress::TOTAL).ok()?;
+    let task = tokio::spawn(async move { egress::probe(&d, &hosts).await });
+    Some(Egress { task: Some(task), through })
+}
+
+impl Egress {
+    /// The probe's line; a probe that failed to run is a warning with its cause.
+    pub async fn check(mut self) -> crate::prereq::Check {
+        let Some(task) = self.task.take() else { return crate::prereq::egress::check(Some(&[]), &self.through) };
+        match task.await {
+            Ok(answers) => crate::prereq::egress::check(Some(&answers), &self.through),
+            Err(e) => crate::prereq::egress::check(Some(&[]), &format!("(the probe failed: {e})")),
+        }
+    }
 }
 
 /// Everything the plan halves settled; what a phase could not settle is `None` and a blocker
@@ -140,6 +188,7 @@ pub async fn preflight(
     r: &mut Runner,
 ) -> Result<Preflight, Failure> {
     shell.phase("preflight", "reading the cluster's identity");
+    let egress = start_egress(args, global);
     let (target, key) = r
         .plan_half(PhaseId::Preflight, async {
             let target = gather::target(global, CALL).await?;
@@ -194,7 +243,7 @@ pub async fn preflight(
     let (docker, git) = r.plan_half(PhaseId::Preflight, async { Ok(host_checks(global).await) }).await?;
     let docker = r.or_block(PhaseId::Preflight, docker)?;
     r.or_block(PhaseId::Preflight, git)?;
-    Ok(Preflight { target, sd, docker, latest, last })
+    Ok(Preflight { target, sd, docker, latest, last, egress })
 }
 
 /// The bastion's checks that need only the pins, each on its own: the requirements lock, the
@@ -315,7 +364,7 @@ pub async fn decide(
     shell: &Shell,
     inv: &Invocation,
     tree_pins: &Trees,
-    facts: &Facts,
+    (facts, pre): (&Facts, &mut Preflight),
     trees: Option<(Resolved, tempfile::TempDir)>,
     r: &mut Runner,
 ) -> Result<(Option<config::Decision>, Vec<(String, String)>, Option<(tempfile::TempDir, crate::overlay::Plan)>), Failure>
@@ -353,6 +402,9 @@ pub async fn decide(
                 _ => None,
             };
             let mut decision = config::generate_with_downloads(facts, &args.select, pinned.as_ref(), &downloads)?;
+            // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
+            let proxy = crate::net::proxy::ProxyEnv::from_lookup(global.env.lookup());
+            config::proxy::apply(&mut decision, facts, &proxy, Some(&pre.target.server));
             if let Some((t, _)) = &trees {
                 // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
                 let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];
@@ -388,7 +440,11 @@ pub async fn decide(
         }
         None => (None, None),
     };
-    prerequisites(facts, decided.as_ref(), pinned.as_ref(), shell, r);
+    let egress = match pre.egress.take() {
+        Some(e) => e.check().await,
+        None => crate::prereq::egress::check(None, ""),
+    };
+    prerequisites(facts, decided.as_ref(), pinned.as_ref(), egress, shell, r);
     let Some(decision) = decided else {
         if r.plan.overlay_not_decided.is_none() {
             r.plan.overlay_not_decided = Some("the configuration was not decided".into());
@@ -527,6 +583,7 @@ fn prerequisites(
     facts: &Facts,
     decision: Option<&config::Decision>,
     catalog: Option<&crate::config::catalog::Pinned>,
+    egress: crate::prereq::Check,
     shell: &Shell,
     r: &mut Runner,
 ) {
@@ -539,7 +596,17 @@ fn prerequisites(
         config::data::models().architecture(&id).ok().map(|a| a.weights_bytes())
     });
     let inputs = crate::prereq::Inputs { weights_bytes: weights, model: model.as_deref(), recorded };
-    let report = crate::prereq::check(facts, &inputs);
+    let mut report = crate::prereq::check(facts, &inputs);
+    // The egress line is in the plan whatever it found: it says what was asked, and that the
+    // nodes' own egress is not.
+    let source = "data/egress.json".to_string();
+    r.plan.decisions.push(PlanDecision {
+        fact: "egress the install needs, asked from this host".into(),
+        choice: egress.ok.clone(),
+        permalink: source.clone(),
+        source,
+    });
+    report.checks.push(egress);
     r.plan.blockers.extend(report.blockers());
     for w in report.warnings() {
         shell.warn(&w);

@@ -314,6 +314,10 @@ struct State {
     denied: Vec<String>,
     /// The bodies of the POSTs answered behind the service proxy (path, body), in order.
     proxy_posts: Vec<(String, Vec<u8>)>,
+    /// What is on each recorded node's disk for `eas --probe-nodes`' pod to read: its containerd
+    /// config (`node-files/<node>/config.toml`) and whether its NRI socket exists (the fixture's
+    /// `facts-args` `--nri-socket NODE=present`).
+    node_files: BTreeMap<String, (String, bool)>,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -386,6 +390,7 @@ impl ClusterServer {
         let state = Arc::new(Mutex::new(State {
             objects,
             logs: load_logs(fixture),
+            node_files: load_node_files(fixture),
             changes: tokio::sync::broadcast::channel(1024).0,
             version,
             log: Vec::new(),
@@ -623,6 +628,62 @@ fn load_objects(dir: &Path) -> BTreeMap<ObjectKey, Value> {
         }
     }
     objects
+}
+
+/// `node-files/<node>/config.toml` and the NRI sockets `facts-args` records as present (`*`:
+/// every node's).
+fn load_node_files(dir: &Path) -> BTreeMap<String, (String, bool)> {
+    let args = std::fs::read_to_string(dir.join("facts-args")).unwrap_or_default();
+    let present: Vec<&str> = args.split_whitespace().filter_map(|a| a.strip_suffix("=present")).collect();
+    let mut files = BTreeMap::new();
+    for n in std::fs::read_dir(dir.join("node-files")).into_iter().flatten() {
+        let n = n.expect("directory entry");
+        let node = n.file_name().to_string_lossy().to_string();
+        if let Ok(text) = std::fs::read_to_string(n.path().join("config.toml")) {
+            let nri = present.contains(&node.as_str()) || present.contains(&"*");
+            files.insert(node, (text, nri));
+        }
+    }
+    files
+}
+
+/// The kubelet's part for an eas probe pod (`io.eas.probe=true`): on a node that holds its image
+/// (`imagePullPolicy: Never`) and has the containerd directory it mounts, it runs to completion
+/// and its log is what its script prints (the config, then whether the NRI socket exists);
+/// otherwise it fails, as a `hostPath` of `type: Directory` that is absent makes it.
+fn run_probe_pod(s: &mut State, k: &ObjectKey, obj: &mut Value) {
+    let node = obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default().to_string();
+    let image = obj.pointer("/spec/containers/0/image").and_then(Value::as_str).unwrap_or_default().to_string();
+    let node_key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: node.clone(),
+    };
+    let has_image =
+        s.objects.get(&node_key).and_then(|n| n.pointer("/status/images")).and_then(Value::as_array).is_some_and(
+            |imgs| {
+                imgs.iter().any(|i| i["names"].as_array().is_some_and(|names| names.iter().any(|n| n == &json!(image))))
+            },
+        );
+    let status = match (has_image, s.node_files.get(&node)) {
+        (false, _) => json!({"phase": "Pending", "containerStatuses": [{"name": "probe", "ready": false,
+            "state": {"waiting": {"reason": "ErrImageNeverPull",
+                "message": format!("Container image \"{image}\" is not present with pull policy of Never")}}}]}),
+        (true, None) => {
+            json!({"phase": "Failed", "reason": "HostPathMissing", "message": "hostPath type check failed: not a directory"})
+        }
+        (true, Some((config, nri))) => {
+            let answer = if *nri { "present" } else { "absent" };
+            s.logs.insert(
+                (k.namespace.clone(), k.name.clone(), false),
+                format!("{config}\n--- eas-probe nri-socket: {answer}\n"),
+            );
+            json!({"phase": "Succeeded", "containerStatuses": [{"name": "probe", "ready": false,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]})
+        }
+    };
+    obj["status"] = status;
 }
 
 /// `pod-logs/<namespace>/<pod>[.previous].log`: what `kubectl logs [--previous]` would print.
@@ -1440,8 +1501,13 @@ fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> 
         return status(409, &format!("{} \"{}\" already exists", r.plural, k.name), None);
     }
     stamp(s, &mut obj, true);
-    s.objects.insert(k, obj.clone());
-    respond(201, serde_json::to_vec(&obj).expect("serialise"))
+    let reply = obj.clone();
+    if r.kind == "Pod" && obj.pointer("/metadata/labels/io.eas.probe").and_then(Value::as_str) == Some("true") {
+        // Created as the API server answers (no status yet); the kubelet's part follows at once.
+        run_probe_pod(s, &k, &mut obj);
+    }
+    s.objects.insert(k, obj);
+    respond(201, serde_json::to_vec(&reply).expect("serialise"))
 }
 
 fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body: &[u8]) -> Answer {

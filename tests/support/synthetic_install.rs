@@ -54,6 +54,7 @@ impl Setup {
             .env("HOME", home)
             .env("XDG_CONFIG_HOME", home.join("config"))
             .env("HF_ENDPOINT", super::NO_HF)
+            .env("EAS_EGRESS_URLS", super::NO_EGRESS)
             .env_remove("EAS_PINS")
             .env("XDG_CACHE_HOME", self.dir.join("cache"))
             .env("EAS_CA_BUNDLE", HOST_CA)

@@ -48,3 +48,18 @@ pub fn point_main_pins(pins: &Path, shas: &[(String, String)]) {
     }
     std::fs::write(pins, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
 }
+
+/// The synthetic EAS, EI and EAT trees as git repositories under `dir/repos`, and the real
+/// pins.json at `dir/pins.json` with its `main` rows pointed at them (as scripts/demo.sh does).
+/// Returns `dir`.
+#[allow(dead_code)]
+pub fn synthetic_trees(dir: &Path) -> std::path::PathBuf {
+    let mut shas = Vec::new();
+    for n in ["eas", "ei", "eat"] {
+        shas.push((n.to_string(), synthetic_repo(n, &dir.join("repos").join(n))));
+    }
+    let path = dir.join("pins.json");
+    std::fs::copy(super::root().join("pins.json"), &path).unwrap();
+    point_main_pins(&path, &shas);
+    dir.to_path_buf()
+}
