@@ -386,3 +386,28 @@ fn probe_nodes_runs_one_pod_per_node_shape() {
     );
     assert_eq!(pods(&server), Vec::<String>::new());
 }
+
+/// Doctor fails where `eas up` would: an API server that answers doctor's own checks (its
+/// version, the nodes) but refuses `get namespace kube-system`, which up's preflight reads to key
+/// its state, is a failure naming preflight, never "every check passed".
+#[test]
+fn doctor_fails_where_ups_preflight_cannot_read_the_clusters_identity() {
+    let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    let forbidden = support::Fault::Status(403, "namespaces \"kube-system\" is forbidden".into());
+    server.inject(Some("/api/v1/namespaces/kube-system"), forbidden, None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(["doctor", "--offline"])
+        .output()
+        .unwrap();
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}{}", text(&out.stderr));
+    assert!(table.contains("ok   api server:"), "doctor's own check passes: {table}");
+    assert!(table.contains("FAIL preflight: eas up stops here:") && table.contains("403"), "{table}");
+    assert!(!text(&out.stderr).contains("every check passed"), "{}", text(&out.stderr));
+}

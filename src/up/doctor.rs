@@ -255,11 +255,12 @@ async fn gates(
         Ok(Err(Failure::Interrupted)) => return Err(Failure::Interrupted),
         // The cluster could not be read: the gates that need only this host and the pins
         // still run (the same functions as the plan's).
-        Ok(Err(f)) => host_only(vec![Check::new(
-            "gates",
-            "skipped",
-            format!("the plan could not read the cluster: {}", f.lines().join("; ")),
-        )]),
+        // `eas up` would stop there too (its preflight reads the cluster's identity as doctor's
+        // API check does not): a failure, and the gates after it are skipped.
+        Ok(Err(f)) => host_only(vec![
+            Check::new("preflight", "fail", format!("eas up stops here: {}", f.lines().join("; "))),
+            Check::new("gates", "skipped", "the plan could not read the cluster (see preflight)".to_string()),
+        ]),
         Err(_) => host_only(vec![Check::new(
             "gates",
             "fail",
