@@ -4,7 +4,9 @@
 # what is written to it) with the SYNTHETIC trees, whose es_auto_installer.sh is the tests'
 # stand-in installer, run in a bastion image built locally from bastion/Dockerfile on the tests'
 # base image with stand-in artifacts (as tests/up_cycle.rs does). Needs a Docker Engine
-# (scripts/docker-up.sh); touches no real cluster. Steps: eas up --yes (the node at 48 GiB), eas
+# (scripts/docker-up.sh); touches no real cluster. Steps: the README's real-cluster steps (eas
+# doctor, eas pins show, eas up --dry-run --out plan/; the pins are the user's pins file, as after
+# `eas pins lock`, which needs GitHub and is left out), then eas up --yes (the node at 48 GiB), eas
 # status, eas verify, a second eas up (up to date), the node gains memory (125 GiB: the plan is
 # `reconfigure` and says why; applied), eas support-bundle when this eas has it, eas down --yes.
 set -euo pipefail
@@ -72,14 +74,20 @@ eas() {
     HF_ENDPOINT=https://127.0.0.1:9 EAS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt NO_COLOR=1 CI=1 \
     "$debug/eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" "$@"
 }
-up_args=(--pins "$work/pins.json" --base-image eas-test-base:bookworm --allow-unpinned-base
+# The pins as `eas pins lock` leaves them: the user's pins file, which every command reads
+# without --pins.
+mkdir -p "$work/home/config/eas" && cp "$work/pins.json" "$work/home/config/eas/pins.json"
+up_args=(--base-image eas-test-base:bookworm --allow-unpinned-base
   --eas-repo "$work/repos/eas" --ei-repo "$work/repos/ei" --eat-repo "$work/repos/eat"
   --containerd-config "k3d-gpu-server-0=$node" --nri-socket k3d-gpu-server-0=present)
 
 echo "== DEMO --full: recorded cluster k3d-gpu-desktop at $url, synthetic trees, stand-in installer" >&2
 start=$(date +%s)
 memory 50331648Ki
-echo "== the node has 48 GiB" >&2
+echo "== the node has 48 GiB; the README's real-cluster steps" >&2
+eas doctor --offline "${up_args[@]}"
+eas pins show
+(cd "$work" && eas up --dry-run --out plan/ "${up_args[@]}" | sed -n '1,/^$/p')
 eas up --yes "${up_args[@]}"
 eas status
 eas verify
@@ -95,5 +103,6 @@ if eas support-bundle --help >/dev/null 2>&1; then
 else
   echo "== eas support-bundle: not in this eas (issue 22 item 4 is built on its own branch)" >&2
 fi
-eas down --yes --pins "$work/pins.json" --base-image eas-test-base:bookworm --allow-unpinned-base
+eas down --yes --base-image eas-test-base:bookworm --allow-unpinned-base
+eas status
 echo "== DEMO --full took $(( $(date +%s) - start )) s (after the build)" >&2

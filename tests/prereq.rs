@@ -411,3 +411,38 @@ fn doctor_fails_where_ups_preflight_cannot_read_the_clusters_identity() {
     assert!(table.contains("FAIL preflight: eas up stops here:") && table.contains("403"), "{table}");
     assert!(!text(&out.stderr).contains("every check passed"), "{}", text(&out.stderr));
 }
+
+/// A probe pod an earlier eas left (killed before it deleted it) is removed by the next real eas
+/// command, not only by the next `--probe-nodes`: here `eas down` with nothing installed deletes
+/// it, says so, and deletes nothing else; `eas down --dry-run` leaves it.
+#[test]
+fn a_leftover_probe_pod_is_removed_by_the_next_down() {
+    let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    server.insert(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "eas-probe-k3d-gpu-server-0-left", "namespace": "kube-system",
+                     "labels": {"io.eas.managed": "true", "io.eas.probe": "true", "io.eas.run-id": "1-1"}}}));
+    let dir = tempfile::tempdir().unwrap();
+    let down = |extra: &[&str]| {
+        eas(dir.path())
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("down")
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let pods = || server.names("v1", "pods").into_iter().filter(|n| n.contains("eas-probe")).collect::<Vec<_>>();
+    let dry = down(&["--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    assert_eq!(pods().len(), 1, "a dry run writes nothing");
+    server.clear_requests();
+    let real = down(&["--yes"]);
+    let err = text(&real.stderr);
+    assert!(real.status.success(), "{err}");
+    assert_eq!(pods(), Vec::<String>::new(), "{err}");
+    assert!(err.contains("deleted 1 probe pod(s) an earlier eas left in kube-system"), "{err}");
+    let deletes: Vec<String> = server.requests().iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
+    assert_eq!(deletes, ["/api/v1/namespaces/kube-system/pods/eas-probe-k3d-gpu-server-0-left"], "only the probe pod");
+}

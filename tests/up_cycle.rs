@@ -1474,3 +1474,41 @@ fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_passwo
     let down = r.down();
     assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
 }
+
+/// `--probe-nodes` on a real run (#21): with no `--containerd-config` and no k3d container on the
+/// Docker Engine, the recorded node is read by a probe pod (the recorded server plays its kubelet,
+/// the node holds the busybox image), the install goes on, and the run's ledger records the probe
+/// pod as its own, deleted once read; none is left on the cluster.
+#[test]
+fn a_real_run_with_probe_nodes_records_its_probe_pod_in_the_ledger() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "k3d-gpu-server-0".into(),
+    };
+    let mut images = r.server.object(&key).unwrap()["status"]["images"].as_array().cloned().unwrap_or_default();
+    images.push(json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
+    r.server.update(&key, json!({"status": {"images": images}}));
+    let mut args = setup().up_args();
+    for flag in ["--containerd-config", "--nri-socket"] {
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args.drain(at..at + 2);
+    }
+    let out = r.eas().arg("up").args(&args).args(["--yes", "--probe-nodes"]).output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("containerd facts read by a probe pod"), "{err}");
+    let state = r.state_file().unwrap();
+    let own = state["ledger"]["own"].as_array().cloned().unwrap_or_default();
+    let probe = own.iter().find(|o| o["kind"] == "Pod").unwrap_or_else(|| panic!("{:#}", state["ledger"]));
+    assert!(probe["name"].as_str().unwrap().starts_with("eas-probe-"), "{probe}");
+    assert_eq!(probe["namespace"], "kube-system");
+    assert!(probe["holder"].as_str().unwrap().contains("probe of node k3d-gpu-server-0, deleted"), "{probe}");
+    let left: Vec<String> = r.server.names("v1", "pods").into_iter().filter(|p| p.contains("eas-probe-")).collect();
+    assert_eq!(left, Vec::<String>::new());
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}

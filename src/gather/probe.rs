@@ -45,6 +45,15 @@ pub fn take_calls() -> u32 {
     CALLS.swap(0, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The probe pods this process created (name, uid, node), for a real run's ledger: each is
+/// deleted as soon as it is read, and the ledger keeps that the run made it.
+static CREATED: std::sync::Mutex<Vec<(String, String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// The probe pods created since the last take.
+pub fn take_created() -> Vec<(String, String, String)> {
+    std::mem::take(&mut *CREATED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// An image of `images` (a node's `status.images[].names`) the probe can run: a busybox (it has
 /// `sh`, `cat` and `test`), by name, not a digest-only entry. `None`: the node has none.
 pub fn choose_image(images: &[String]) -> Option<String> {
@@ -183,6 +192,8 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
         .map_err(|_| format!("creating the probe pod on {node} took over {} s", TIMEOUT.as_secs()))?
         .map_err(|e| format!("create the probe pod on {node} in {NAMESPACE}: {}", super::kube::said(&e)))?;
     let name = created.metadata.name.clone().ok_or("the API server named no probe pod")?;
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    CREATED.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), uid, node.to_string()));
     let mut cleanup = Cleanup { pods: pods.clone(), name: Some(name.clone()) };
     let outcome = tokio::time::timeout(TIMEOUT, async {
         loop {

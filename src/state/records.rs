@@ -41,11 +41,19 @@ pub fn began_install(s: &State) -> bool {
 
 impl Records {
     pub fn read(sd: &StateDir) -> Result<Records, JournalError> {
+        let attempt_file = sd.dir().join(ATTEMPT).join(super::journal::FILE);
         let state = State::load(&sd.state_file())?;
-        let attempt = State::load(&sd.dir().join(ATTEMPT).join(super::journal::FILE))?;
+        let attempt = State::load(&attempt_file)?;
         let install = state.filter(began_install);
-        // An attempt older than the install is history: the install came after it.
-        let attempt = attempt.filter(|a| install.as_ref().is_none_or(|i| a.started > i.started));
+        // An attempt older than the install is history: the install came after it. The records'
+        // times are to the second; runs that start within one second of each other are told
+        // apart by which file was written last (an attempt never writes `state.json`).
+        let written = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let later = |a: &State, i: &State| match a.started.cmp(&i.started) {
+            std::cmp::Ordering::Equal => written(&attempt_file) > written(&sd.state_file()),
+            o => o == std::cmp::Ordering::Greater,
+        };
+        let attempt = attempt.filter(|a| install.as_ref().is_none_or(|i| later(a, i)));
         Ok(Records { install, attempt })
     }
 

@@ -90,12 +90,13 @@ async fn run_locked(
     // The attempt's log, until the install's (prepare's) takes over with every line so far.
     super::attempt_log(r, &attempt, shell).map_err(|e| crate::state::io_failure("log", &attempt, e))?;
     let docker = &x.docker;
+    let r_interrupt = r.interrupt.clone();
     r.act(PhaseId::Preflight, None, async {
         if let Some(holder) = &dead {
             crash::reap(docker, holder, shell).await?;
         }
         sweep_work_trees(sd, x.tree.0.path(), shell);
-        Ok(())
+        super::down::sweep_probes(&x.pre.target.client, shell, &r_interrupt).await
     })
     .await?;
     r.act(PhaseId::Facts, None, async { Ok(()) }).await?;
@@ -223,6 +224,17 @@ async fn run_locked(
 
 /// Replaces the run's ledger with `l`, keeping what this run recorded of its own objects.
 fn keep_own(r: &mut Runner, l: Ledger) {
+    // The probe pods the plan's facts were read with (`--probe-nodes`), made and deleted by
+    // this run: recorded as its own, never as something `eas down` would look for.
+    for (name, uid, node) in crate::gather::probe::take_created() {
+        r.state.ledger.own.push(crate::state::ledger::Own {
+            kind: "Pod".into(),
+            namespace: crate::gather::probe::NAMESPACE.into(),
+            name,
+            uid,
+            holder: format!("probe of node {node}, deleted once read"),
+        });
+    }
     let own = std::mem::take(&mut r.state.ledger.own);
     r.state.ledger = l.with_own(own);
 }

@@ -235,6 +235,19 @@ impl Scope<'_> {
     }
 }
 
+/// The probe pods a killed `--probe-nodes` run left (labelled `io.eas.probe=true`) are eas's own
+/// litter: the next real `eas up` or `eas down` deletes them, whatever it then does. A read that
+/// fails is a warning: the probe's own sweep tries again.
+pub async fn sweep_probes(client: &kube::Client, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    let swept = cancellable(interrupt, async { Ok(gather::probe::sweep(client, CALL).await) }).await?;
+    match swept {
+        Ok(0) => {}
+        Ok(n) => shell.phase("probe", format!("deleted {n} probe pod(s) an earlier eas left in kube-system")),
+        Err(e) => shell.warn(format!("could not look for probe pods an earlier eas left: {e}")),
+    }
+    Ok(())
+}
+
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let (target, key) = cancellable(&interrupt, async {
@@ -244,6 +257,9 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     })
     .await?;
     let sd = StateDir::new(&state_root(global)?, &key)?;
+    if !args.dry_run {
+        sweep_probes(&target.client, shell, &interrupt).await?;
+    }
     let nothing = || format!("nothing recorded for {} in {}: nothing to remove", target.context, sd.dir().display());
     let purgeable = args.purge && sd.dir().exists();
     let records = crate::state::records::Records::read(&sd)?;
