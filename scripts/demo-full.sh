@@ -67,7 +67,7 @@ memory() { # the recorded node's memory, as a kubelet would report it
     "$url/api/v1/nodes/k3d-gpu-server-0" \
     -d "{\"status\":{\"capacity\":{\"memory\":\"$1\"},\"allocatable\":{\"memory\":\"$1\"}}}" >/dev/null
 }
-node=fixtures/clusters/k3d-gpu-desktop/node-files/k3d-gpu-server-0/config.toml
+node=$PWD/fixtures/clusters/k3d-gpu-desktop/node-files/k3d-gpu-server-0/config.toml
 eas() {
   echo "\$ eas $*" >&2
   HOME="$work/home" XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/home/config" \
