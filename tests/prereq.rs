@@ -148,15 +148,7 @@ fn doctor_against_a_silent_api_server_ends_with_the_hosts_checks() {
         ),
     )
     .unwrap();
-    let out = eas(dir.path())
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["doctor", "--offline"])
-        .output()
-        .unwrap();
+    let out = offline_doctor(dir.path(), &kubeconfig);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let table = text(&out.stdout);
     // No answer within its 10 s, or the connection itself timed out (a backlog that is full).
@@ -241,12 +233,7 @@ fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let out = facts(&server, "xeon-amx", &[]);
     assert!(out.status.success());
-    let without = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["facts", "--probe-nodes"])
-        .output()
-        .unwrap();
+    let without = probing_facts(&server, "xeon-amx");
     let stderr = text(&without.stderr);
     assert!(stderr.contains("--probe-nodes: the node holds no busybox image"), "{stderr}");
     assert!(writes(&server).is_empty(), "no image, no pod: {:?}", writes(&server));
@@ -256,12 +243,7 @@ fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
         "metadata": {"name": "eas-probe-xeon-sr-01-left", "namespace": "kube-system",
                      "labels": {"io.eas.managed": "true", "io.eas.probe": "true", "io.eas.run-id": "1-1"}}}));
     server.clear_requests();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["facts", "--probe-nodes"])
-        .output()
-        .unwrap();
+    let out = probing_facts(&server, "xeon-amx");
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -365,12 +347,7 @@ fn probe_nodes_runs_one_pod_per_node_shape() {
     for n in ["lab-cp-1", "lab-w-1", "lab-w-2"] {
         with_busybox_on(&server, n);
     }
-    let out = eas(&fixture("k3s-3node-eas"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["facts", "--probe-nodes"])
-        .output()
-        .unwrap();
+    let out = probing_facts(&server, "k3s-3node-eas");
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -396,15 +373,7 @@ fn doctor_fails_where_ups_preflight_cannot_read_the_clusters_identity() {
     let forbidden = support::Fault::Status(403, "namespaces \"kube-system\" is forbidden".into());
     server.inject(Some("/api/v1/namespaces/kube-system"), forbidden, None);
     let dir = tempfile::tempdir().unwrap();
-    let out = eas(dir.path())
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["doctor", "--offline"])
-        .output()
-        .unwrap();
+    let out = offline_doctor(dir.path(), server.kubeconfig());
     let table = text(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{table}{}", text(&out.stderr));
     assert!(table.contains("ok   api server:"), "doctor's own check passes: {table}");
@@ -445,4 +414,22 @@ fn a_leftover_probe_pod_is_removed_by_the_next_down() {
     assert!(err.contains("deleted 1 probe pod(s) an earlier eas left in kube-system"), "{err}");
     let deletes: Vec<String> = server.requests().iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
     assert_eq!(deletes, ["/api/v1/namespaces/kube-system/pods/eas-probe-k3d-gpu-server-0-left"], "only the probe pod");
+}
+
+/// `eas facts --probe-nodes` on the recorded cluster `name`.
+fn probing_facts(server: &ClusterServer, name: &str) -> std::process::Output {
+    eas(&fixture(name)).arg("--kubeconfig").arg(server.kubeconfig()).args(["facts", "--probe-nodes"]).output().unwrap()
+}
+
+/// `eas doctor --offline` without a Docker Engine, its state under `dir`.
+fn offline_doctor(dir: &std::path::Path, kubeconfig: &std::path::Path) -> std::process::Output {
+    eas(dir)
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(["doctor", "--offline"])
+        .output()
+        .unwrap()
 }
