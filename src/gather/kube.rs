@@ -26,7 +26,7 @@ pub const MAX_PAGES: u32 = 1000;
 
 /// Bytes read per page before it is judged malformed: 5000 nodes with their managed fields are
 /// well under 256 MiB; an endless body (`{"a": …`) ends here, not at memory or the timeout.
-pub const MAX_PAGE_BYTES: u64 = 1 << 30;
+pub const MAX_PAGE_BYTES: u64 = crate::net::body_limit::PAGE;
 
 /// The cluster a kubeconfig context names, ready to be read.
 pub struct Target {

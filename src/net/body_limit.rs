@@ -20,6 +20,9 @@ use http_body::{Body, Frame, SizeHint};
 
 /// The limit of an answer read whole.
 pub const WHOLE: u64 = 256 * 1024 * 1024;
+/// A streamed list page (`gather::kube::MAX_PAGE_BYTES` is this): the gatherer parses pages as
+/// they arrive and caps them again there.
+pub const PAGE: u64 = 1 << 30;
 
 /// Marks a request whose answer is parsed as a stream (the gatherer's list pages).
 #[derive(Clone, Copy, Debug)]
@@ -61,8 +64,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let limit =
-            if req.extensions().get::<Streamed>().is_some() { crate::gather::kube::MAX_PAGE_BYTES } else { WHOLE };
+        let limit = if req.extensions().get::<Streamed>().is_some() { PAGE } else { WHOLE };
         let fut = self.inner.call(req);
         Box::pin(async move { Ok(fut.await?.map(|b| Capped { inner: Box::pin(b), left: limit, limit })) })
     }
