@@ -1349,6 +1349,14 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
         1,
     );
     assert_ne!(moved, was);
+    // And the pick's own memory: the upgrade decides against the copy init seeded (with eas's
+    // edits), which is what the installer reads, not the new catalog's 20Gi.
+    let moved = moved.replacen(
+        "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 16Gi",
+        "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 20Gi",
+        1,
+    );
+    assert!(moved.contains("memory: 20Gi"), "the synthetic catalog's qwen2-5-coder-7b entry changed shape");
     std::fs::write(&catalog, moved).unwrap();
     support::git(&ei, &["add", "-A"]);
     support::git(&ei, &["commit", "-qm", "later"]);
@@ -1380,6 +1388,13 @@ fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
     );
     let prepare = plan["commands"].as_array().unwrap().iter().find(|c| c["phase"] == "prepare").unwrap();
     assert_eq!(prepare["argv"].as_array().unwrap().last().unwrap(), "--upgrade", "{prepare}");
+    let decisions = plan["decisions"].to_string();
+    assert!(decisions.contains("EI catalog env/k3d-gpu/models.yaml (as init seeded it"), "{decisions}");
+    assert!(!decisions.contains("memory 20 GiB"), "the new catalog's memory does not decide: {decisions}");
+    assert!(
+        text(&r.eas().args(args(&["--dry-run"])).output().unwrap().stderr)
+            .contains("model catalog: env/k3d-gpu/models.yaml (as init seeded it")
+    );
 
     // `init --upgrade` refuses an ext/ checkout with changes to tracked files: the run fails in
     // prepare, before the installer installs anything.

@@ -370,13 +370,16 @@ pub async fn decide(
 ) -> Result<(Option<config::Decision>, Vec<(String, String)>, Option<(tempfile::TempDir, crate::overlay::Plan)>), Failure>
 {
     let layer = &args.select.layer;
+    let seeded = seeded_catalog(pre, trees.as_ref().map(|(t, _)| t), &args.env, layer)?;
     let decided = r
         .plan_half(PhaseId::Config, async {
-            // The models are decided against the catalog `init` will copy, read at the pinned EI
-            // commit.
-            let pinned = match &trees {
-                Some((t, _)) => catalog::read(&t.ei.objects, &t.ei.sha, &tree_pins.ei, layer)?,
-                None => None,
+            // The models are decided against the catalog the installer will read: the one `init`
+            // will copy, read at the pinned EI commit; or, when the run upgrades an inited env in
+            // place, the copy `init` seeded then (an upgrade never re-seeds it).
+            let pinned = match (&trees, seeded) {
+                (_, Some(s)) => Some(s),
+                (Some((t, _)), None) => catalog::read(&t.ei.objects, &t.ei.sha, &tree_pins.ei, layer)?,
+                (None, None) => None,
             };
             match &pinned {
                 Some(c) => shell.note(format!("model catalog: {}", c.describe())),
@@ -498,6 +501,36 @@ pub async fn decide(
     let audited = audit(args, shell, tree_pins, &resolved, &decision, &op, r);
     r.or_block(PhaseId::Overlay, audited)?;
     Ok((Some(decision), files, Some((scratch, op))))
+}
+
+/// The env's `models.yaml` as `init` seeded it, when this run upgrades that env in place: the pins
+/// moved since the last completed run and the kept work tree holds the inited env. `init
+/// --upgrade` never re-seeds it, so the installer reads this copy, and the model is decided
+/// against it (the new catalog's changes to it are listed in `since_last`). A seeded copy that
+/// does not parse is bad input naming it.
+fn seeded_catalog(
+    pre: &Preflight,
+    trees: Option<&Resolved>,
+    env: &str,
+    layer: &str,
+) -> Result<Option<crate::config::catalog::Pinned>, Failure> {
+    let (Some(last), Some(t)) = (pre.last.as_ref(), trees) else { return Ok(None) };
+    let now = [("eas", &t.eas.sha), ("ei", &t.ei.sha), ("eat", &t.eat.sha)];
+    let moved = now.iter().any(|(n, sha)| last.state.pins.shas.get(*n).is_some_and(|old| old != *sha));
+    let dir = pre.sd.work_dir().join("eas").join("env").join(env);
+    if !moved || catalog::catalog_path(layer).is_none() || !dir.join(".solutions.yaml").exists() {
+        return Ok(None);
+    }
+    let path = dir.join("models.yaml");
+    let Ok(text) = crate::bounded::read_string(&path, crate::bounded::Kind::Catalog) else { return Ok(None) };
+    let parsed = crate::config::catalog::Catalog::parse(&text).map_err(|e| {
+        Failure::bad_input(
+            format!("{}: {e}", path.display()),
+            "the env's models.yaml is what the installer reads; fix it, or `eas down` and install afresh",
+        )
+    })?;
+    let shown = format!("env/{env}/models.yaml (as init seeded it; an upgrade does not re-seed it)");
+    Ok(Some(crate::config::catalog::Pinned { catalog: parsed, path: shown, at: String::new() }))
 }
 
 /// What Hugging Face says of each LLM entry of the catalog (`HF_ENDPOINT`, `HF_TOKEN`, the proxy
