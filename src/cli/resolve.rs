@@ -3,7 +3,7 @@
 use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
-use crate::config::fit::command::FitSettings;
+use crate::config::fit::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;

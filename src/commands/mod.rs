@@ -1,5 +1,6 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
-//! with no domain module of their own have a file here (`pins`, `support_bundle`).
+//! whose bodies live here, one file each: `config`, `fit`, `overlay`, `pins`, `support_bundle`;
+//! the others' bodies are still entry functions of their domain modules.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
@@ -7,6 +8,9 @@ use crate::output::Shell;
 use crate::pins::PinsError;
 use crate::settings::Global;
 
+mod config;
+mod fit;
+mod overlay;
 mod pins;
 pub mod support_bundle;
 
@@ -38,9 +42,9 @@ fn json_document(command: &Command) -> Option<&'static str> {
 
 fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
     match command {
-        Command::Config(args) => crate::config::command(&crate::cli::config(args, &global.env), shell),
-        Command::Fit(args) => crate::config::fit::command::command(&args.into(), shell),
-        Command::Overlay(args) => crate::overlay::command(&args.into(), shell),
+        Command::Config(args) => config::run(&crate::cli::config(args, &global.env), shell),
+        Command::Fit(args) => fit::run(&args.into(), shell),
+        Command::Overlay(args) => overlay::run(&args.into(), shell),
         Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
         Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),

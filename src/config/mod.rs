@@ -16,9 +16,8 @@ use std::path::Path;
 
 use crate::error::Failure;
 use crate::facts::{Facts, FactsError};
-use crate::output::Shell;
 use crate::pins::{self, Trees};
-use crate::settings::{ConfigSettings, Select};
+use crate::settings::Select;
 
 pub use rules::Decision;
 
@@ -104,59 +103,13 @@ pub fn generate_with_downloads(
     Ok(d)
 }
 
-pub fn command(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
-    // The reads and the decisions (seconds for a large facts document) run where SIGINT and
-    // SIGTERM end them: exit 130 with nothing written, never a process killed by the signal.
-    let a = args.clone();
-    let decided = crate::bounded::interruptible(move || -> Result<_, Failure> {
-        let pinned = match &a.catalog {
-            Some(path) => Some(read_catalog(path)?),
-            None => None,
-        };
-        let result = Facts::read(&a.facts)
-            .map_err(Failure::from)
-            .and_then(|facts| generate_with(&facts, &a.select, pinned.as_ref()));
-        Ok((pinned, result))
-    });
-    let (pinned, result) = decided.ok_or(Failure::Interrupted)??;
-    let decision = match result {
-        Ok(d) => d,
-        Err(f) => {
-            clear_stale(&args.out)?;
-            return Err(f);
-        }
-    };
-    let files = render::files(&decision);
-    write::replace(&args.out, &files).map_err(|e| {
-        Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory")
-    })?;
-    for w in &decision.warnings {
-        shell.warn(w);
-    }
-    let out = std::io::stdout();
-    let mut out = out.lock();
-    use std::io::Write;
-    for c in &decision.choices {
-        let _ = writeln!(out, "{}", render::choice_line(c, args.explain));
-    }
-    match &pinned {
-        Some(p) => shell.note(format!("models decided against the catalog {}", p.describe())),
-        None => shell.note(
-            "models decided against the built-in candidates (data/models.json), not EI's catalog: pass --catalog FILE \
-             to decide as `eas up` does against the pinned EI's model_manager/models.yaml",
-        ),
-    }
-    shell.note(format!("wrote {} files to {}", files.len(), args.out.display()));
-    Ok(())
-}
-
-fn clear_stale(out: &Path) -> Result<(), Failure> {
+pub fn clear_stale(out: &Path) -> Result<(), Failure> {
     write::clear(out)
         .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
 }
 
 /// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
-fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
+pub fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
     let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog)
         .map_err(|e| Failure::read(&e, "give a readable EI model_manager/models.yaml to --catalog"))?;
     let catalog = catalog::Catalog::parse(&text).map_err(|e| {

@@ -1,7 +1,8 @@
 //! `eas overlay`: decide, per row of `patches/overlay.json`, whether a k3s/k3d patch to the
 //! pinned EAS tree is skipped, merged, fixed, applied or a STOP (SPEC §5), and apply it.
 //!
-//! [`decide`] and [`apply`] are the library entry points `eas up` calls; [`command`] is the CLI.
+//! [`decide`] and [`apply`] are the library entry points `eas up` and the `eas overlay` command
+//! (`crate::commands`) call.
 
 pub mod apply;
 pub mod choices;
@@ -11,7 +12,6 @@ pub mod git;
 pub mod patch;
 pub mod probe;
 
-use std::io::Write;
 use std::path::Path;
 
 pub use apply::{Applied, ApplyError};
@@ -21,9 +21,6 @@ pub use decide::Plan;
 pub use git::GitError;
 
 use crate::error::Failure;
-use crate::facts::Facts;
-use crate::output::Shell;
-use crate::settings::OverlaySettings;
 
 /// Decides the built-in overlay at `commit` of the clone at `repo`, with the generated choices
 /// when a facts document was available (without them every row is considered needed).
@@ -103,52 +100,4 @@ fn shell_quote(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
-}
-
-pub fn command(args: &OverlaySettings, shell: &Shell) -> Result<(), Failure> {
-    let overlay = match &args.overlay {
-        Some(dir) => Overlay::load_dir(dir)?,
-        None => Overlay::builtin()?,
-    };
-    let generated = match &args.facts {
-        Some(path) => Some(Generated::from_facts(&Facts::read(path)?, &overlay)?),
-        None => {
-            shell.warn("no --facts: skip conditions are not evaluated; every row is considered needed");
-            None
-        }
-    };
-    let plan = decide::decide_with(&overlay, &args.repo, "HEAD", generated.as_ref())?;
-    let out = std::io::stdout();
-    let mut out = out.lock();
-    for d in &plan.decisions {
-        let _ = writeln!(out, "{}", d.line(args.explain));
-    }
-    let _ = out.flush();
-    if args.explain {
-        for row in &overlay.rows {
-            let cites: Vec<String> = row.why.sources.iter().map(|c| c.permalink()).collect();
-            shell.note(format!("{} why: {} [{}]", row.id, row.why.fact, cites.join(" ")));
-        }
-    }
-    if plan.stops().next().is_some() {
-        let mut lines = plan.stop_lines();
-        lines.push(format!("nothing was written to {}", args.repo.display()));
-        return Err(Failure::OverlayStop(lines));
-    }
-    let applying = plan.to_apply().count();
-    if !args.apply {
-        let basis = if plan.with_facts { "with facts" } else { "without facts" };
-        shell.note(format!(
-            "{} row(s) decided at {} {basis}; {applying} to apply (run again with --apply to write them)",
-            plan.decisions.len(),
-            &plan.commit[..7]
-        ));
-        return Ok(());
-    }
-    match apply(&plan)? {
-        Applied::Wrote(files) => shell.note(format!("applied {applying} patch(es) to {}", files.join(", "))),
-        Applied::AlreadyDone => shell.note("the overlay is already applied: nothing to do"),
-        Applied::Nothing => shell.note("no row needs a patch: nothing to do"),
-    }
-    Ok(())
 }

@@ -4,7 +4,6 @@
 //! Pure: facts and the candidate table in, a fit document out. The gatherer uses
 //! [`landing_node`] only to know which node's pods to ask about; it decides nothing else.
 
-pub mod command;
 pub mod external;
 pub mod report;
 
@@ -19,6 +18,15 @@ pub const GIB: u64 = 1 << 30;
 pub const SCHEMA: &str = "eas-fit/v1";
 pub use crate::facts::SOURCE_EAS;
 pub const SOURCE_EXTERNAL: &str = "k3d-gpu fit";
+
+/// `eas fit`, resolved (`src/cli/`).
+#[derive(Debug, Clone)]
+pub struct FitSettings {
+    pub facts: std::path::PathBuf,
+    /// An external `k3d-gpu fit` document, which wins.
+    pub fit: Option<std::path::PathBuf>,
+    pub output: crate::output::OutputFormat,
+}
 
 /// A model's architecture, as `data/models.json` records it (each figure cited there) or as
 /// read from the model's own files on Hugging Face (`config::hf`).

@@ -1,29 +1,20 @@
 //! `eas fit --facts FILE [--fit FILE] [--output text|json]`: the built-in fit, printed.
 
-use std::path::PathBuf;
-
+use crate::config::fit;
+use crate::config::fit::FitSettings;
 use crate::error::Failure;
 use crate::facts::Facts;
-use crate::output::{OutputFormat, Shell};
+use crate::output::Shell;
 
-/// `eas fit`, resolved (`src/cli/`).
-#[derive(Debug, Clone)]
-pub struct FitSettings {
-    pub facts: PathBuf,
-    /// An external `k3d-gpu fit` document, which wins.
-    pub fit: Option<PathBuf>,
-    pub output: OutputFormat,
-}
-
-pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
+pub fn run(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
     let facts = Facts::read(&args.facts)?;
-    let external = args.fit.as_deref().map(super::external::read).transpose()?;
-    let own = super::compute(&facts);
+    let external = args.fit.as_deref().map(fit::external::read).transpose()?;
+    let own = fit::compute(&facts);
     let (doc, warnings) = match external.as_ref().or(facts.fit.as_ref()) {
         Some(x) => {
             let mut x = x.clone();
-            x.source.get_or_insert_with(|| super::SOURCE_EXTERNAL.to_string());
-            (super::report::merge(&own, &x), super::external::disagreements(&own, &x))
+            x.source.get_or_insert_with(|| fit::SOURCE_EXTERNAL.to_string());
+            (fit::report::merge(&own, &x), fit::external::disagreements(&own, &x))
         }
         None => (own, vec![]),
     };
@@ -32,13 +23,13 @@ pub fn command(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
     }
     if args.output.is_json() {
         // The warnings ride in the document too, so a script needs no stderr parsing.
-        let mut value: serde_json::Value = serde_json::from_str(&super::report::json(&doc)).expect("fit serialises");
+        let mut value: serde_json::Value = serde_json::from_str(&fit::report::json(&doc)).expect("fit serialises");
         value["warnings"] = serde_json::json!(warnings);
         shell.document(value);
         return Ok(());
     }
     // Node names come from the cluster: control characters are shown, not sent.
-    let text: String = super::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect();
+    let text: String = fit::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect();
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
