@@ -280,9 +280,10 @@ fn unreachable(
     failure
 }
 
-pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    // SIGINT/SIGTERM end every wait here (exit 130): status only reads.
-    let status = crate::runtime::block_on_interruptible(async {
+/// The record and the cluster as they are now: what `eas status` shows. SIGINT/SIGTERM end
+/// every wait here (exit 130): status only reads.
+pub fn read(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<Status, Failure> {
+    crate::runtime::block_on_interruptible(async {
         let target = crate::gather::target(global, CALL).await?;
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
         let key = match up::cluster::cluster_key(&target.client, CALL).await {
@@ -312,13 +313,7 @@ pub fn command(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<
             last_run,
             live,
         })
-    })?;
-    match args.output {
-        OutputFormat::Json => shell.document(serde_json::to_value(&status).expect("json")),
-        // Names and reasons come from the cluster: escaped before they reach a terminal.
-        OutputFormat::Text => render(&status).lines().for_each(|l| shell.out(crate::text::for_people(l))),
-    }
-    Ok(())
+    })
 }
 
 /// The table a person reads.

@@ -1,5 +1,6 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
-//! whose bodies live here, one file each: `config`, `fit`, `overlay`, `pins`, `support_bundle`;
+//! whose bodies live here, one file each: `config`, `fit`, `overlay`, `pins`, `status`,
+//! `support_bundle`;
 //! the others' bodies are still entry functions of their domain modules.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
@@ -12,6 +13,7 @@ mod config;
 mod fit;
 mod overlay;
 mod pins;
+mod status;
 pub mod support_bundle;
 
 /// Runs `command`; asked for JSON, it prints that command's one document (or an error document)
@@ -50,7 +52,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
         Command::Doctor(args) => crate::up::doctor::command(&crate::cli::doctor(args, &global.env), global, shell),
-        Command::Status(args) => crate::status::command(&args.into(), global, shell),
+        Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),
         Command::Pins(PinsCommand::Lock { pins, git_base }) => {
