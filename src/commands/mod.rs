@@ -1,5 +1,5 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
-//! whose bodies live here, one file each: `config`, `fit`, `overlay`, `pins`, `status`,
+//! whose bodies live here, one file each: `config`, `facts`, `fit`, `overlay`, `pins`, `status`,
 //! `support_bundle`;
 //! the others' bodies are still entry functions of their domain modules.
 
@@ -10,6 +10,7 @@ use crate::pins::PinsError;
 use crate::settings::Global;
 
 mod config;
+mod facts;
 mod fit;
 mod overlay;
 mod pins;
@@ -47,7 +48,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Config(args) => config::run(&crate::cli::config(args, &global.env), shell),
         Command::Fit(args) => fit::run(&args.into(), shell),
         Command::Overlay(args) => overlay::run(&args.into(), shell),
-        Command::Facts(args) => crate::gather::command(&args.into(), global, shell),
+        Command::Facts(args) => facts::run(&args.into(), global, shell),
         Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),

@@ -77,65 +77,19 @@ impl From<GatherError> for Failure {
     }
 }
 
-pub fn command(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+/// `eas facts`' reads: the facts document, the warnings and the API calls it took (the command
+/// layer prints or writes them). SIGINT/SIGTERM end it (exit 130).
+pub fn read(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<Gathered, Failure> {
     let mut operator = operator(args).map_err(GatherError::Operator)?;
     operator.command = "eas facts";
     let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let gathered = crate::runtime::block_on_interruptible(async {
+    crate::runtime::block_on_interruptible(async {
         let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
             .await
             .map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
         Ok(gather(&target, &operator, timeout, &global.env).await?)
-    })?;
-    for w in &gathered.warnings {
-        shell.warn(w);
-    }
-    let f = &gathered.facts;
-    let with_containerd = f.nodes.iter().filter(|n| n.containerd.is_some()).count();
-    shell.phase(
-        "facts",
-        format!(
-            "{} nodes ({with_containerd} with containerd facts), {} DaemonSets, {} Helm releases, {} namespaces; {} API calls",
-            f.nodes.len(),
-            f.daemonsets.len(),
-            f.helm_releases.len(),
-            f.namespaces.len(),
-            gathered.api_calls
-        ),
-    );
-    let text = format!("{}\n", crate::text::json_safe(serde_json::to_string_pretty(f).expect("facts serialise")));
-    // Asked for JSON, stdout carries the document the command layer prints, with the exit code
-    // and the warnings (the file written with --out stays the plain facts document).
-    let document = || {
-        let mut v = serde_json::to_value(f).expect("facts serialise");
-        v["warnings"] = serde_json::json!(gathered.warnings);
-        shell.document(v);
-    };
-    match &args.out {
-        None if args.output.is_json() => document(),
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .map_err(|e| Failure::step("facts", format!("cannot write to stdout: {e}")))?;
-        }
-        Some(path) => {
-            crate::atomic::write_private(path, text.as_bytes()).map_err(|e| {
-                Failure::step_next(
-                    "facts",
-                    format!("cannot write {}: {e}", path.display()),
-                    "check that --out names a writable file",
-                )
-            })?;
-            shell.note(format!("wrote {}", path.display()));
-            if args.output.is_json() {
-                document();
-            }
-        }
-    }
-    Ok(())
+    })
 }
 
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
@@ -180,10 +134,10 @@ fn split_node<'a>(spec: &'a str, flag: &str, form: &str) -> Result<(&'a str, &'a
     }
 }
 
-struct Gathered {
-    facts: Facts,
-    warnings: Vec<String>,
-    api_calls: u32,
+pub struct Gathered {
+    pub facts: Facts,
+    pub warnings: Vec<String>,
+    pub api_calls: u32,
 }
 
 /// Helm's storage Secrets, kept as the newest revision of each release while the list streams.
