@@ -1,6 +1,6 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
 //! whose bodies live here, one file each: `config`, `facts`, `fit`, `overlay`, `pins`, `status`,
-//! `support_bundle`;
+//! `support_bundle`, `verify`;
 //! the others' bodies are still entry functions of their domain modules.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
@@ -16,6 +16,7 @@ mod overlay;
 mod pins;
 mod status;
 pub mod support_bundle;
+mod verify;
 
 /// Runs `command`; asked for JSON, it prints that command's one document (or an error document)
 /// on stdout once it returns, whatever happened.
@@ -51,7 +52,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Facts(args) => facts::run(&args.into(), global, shell),
         Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
-        Command::Verify(args) => crate::up::verify_command(&args.into(), global, shell),
+        Command::Verify(args) => verify::run(&args.into(), global, shell),
         Command::Doctor(args) => crate::up::doctor::command(&crate::cli::doctor(args, &global.env), global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),

@@ -637,39 +637,28 @@ pub const EXPECTED_FILE: &str = "expected.json";
 
 /// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
 /// record, the devices alone, then exit 5: there is no model server eas installed.
-pub fn verify_command(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+/// `eas verify`'s checks against what the recorded run expects (devices only, then "nothing
+/// installed", when no run is recorded): one line per passing check, or the failure.
+pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, Failure> {
     crate::runtime::block_on_interruptible(async {
-        // Every failure, the cluster not answering included, still makes the one JSON document.
-        let result = async {
-            let target = gather::target(global, CALL).await?;
-            let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
-            let sd = StateDir::new(&state_root(global)?, &key)?;
-            let file = sd.dir().join(EXPECTED_FILE);
-            let recorded: Option<Expected> = crate::bounded::read(&file, crate::bounded::Kind::State)
-                .ok()
-                .and_then(|t| serde_json::from_slice(&t).ok());
-            let exp = match recorded {
-                Some(e) => e.expect(),
-                None => verify::Expect {
-                    device_nodes: BTreeMap::new(),
-                    models: verify::Models::NotInstalled(sd.dir().display().to_string()),
-                },
-            };
-            let t = verify::Timeouts {
-                models: Duration::from_secs(args.timeout),
-                devices: Duration::from_secs(args.devices_timeout),
-                ..verify::Timeouts::default()
-            };
-            verify::verify(&target.client, &exp, &t, shell).await
-        }
-        .await;
-        if args.output.is_json() {
-            shell.document(verify::document(&result));
-        } else if let Ok(lines) = &result {
-            for l in lines {
-                shell.out(format!("ok {}", crate::text::for_people(l)));
-            }
-        }
-        result.map(|_| ())
+        let target = gather::target(global, CALL).await?;
+        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+        let sd = StateDir::new(&state_root(global)?, &key)?;
+        let file = sd.dir().join(EXPECTED_FILE);
+        let recorded: Option<Expected> =
+            crate::bounded::read(&file, crate::bounded::Kind::State).ok().and_then(|t| serde_json::from_slice(&t).ok());
+        let exp = match recorded {
+            Some(e) => e.expect(),
+            None => verify::Expect {
+                device_nodes: BTreeMap::new(),
+                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+            },
+        };
+        let t = verify::Timeouts {
+            models: Duration::from_secs(args.timeout),
+            devices: Duration::from_secs(args.devices_timeout),
+            ..verify::Timeouts::default()
+        };
+        verify::verify(&target.client, &exp, &t, shell).await
     })
 }
