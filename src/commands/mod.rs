@@ -1,5 +1,5 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
-//! whose bodies live here, one file each: `config`, `facts`, `fit`, `overlay`, `pins`, `status`,
+//! whose bodies live here, one file each: `config`, `doctor`, `facts`, `fit`, `overlay`, `pins`, `status`,
 //! `support_bundle`, `verify`;
 //! the others' bodies are still entry functions of their domain modules.
 
@@ -10,6 +10,7 @@ use crate::pins::PinsError;
 use crate::settings::Global;
 
 mod config;
+mod doctor;
 mod facts;
 mod fit;
 mod overlay;
@@ -53,7 +54,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
-        Command::Doctor(args) => crate::up::doctor::command(&crate::cli::doctor(args, &global.env), global, shell),
+        Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env), global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),

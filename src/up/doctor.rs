@@ -31,7 +31,8 @@ const GATES: Duration = Duration::from_secs(30);
 /// Each of the API server's own checks (its version, its nodes), within [`GATES`].
 const QUICK: Duration = Duration::from_secs(10);
 
-pub fn command(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+/// `eas doctor`'s checks (the command layer prints them and makes the exit code).
+pub fn checks(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<Vec<Check>, Failure> {
     crate::runtime::block_on_interruptible(doctor(args, global, shell))
 }
 
@@ -124,7 +125,8 @@ fn mem_available() -> Option<u64> {
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
-async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+/// Every check, in order: the API server and k3s, disk and memory, then `eas up`'s gates.
+async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<Vec<Check>, Failure> {
     let mut checks: Vec<Check> = Vec::new();
     let line = |ok: bool, name: &str, detail: String| Check::new(name, if ok { "ok" } else { "fail" }, detail);
     // One deadline for every check that reads the cluster: doctor answers within GATES (plus
@@ -182,31 +184,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         None => checks.push(line(false, "memory", "cannot read /proc/meminfo".into())),
     }
     checks.extend(gates(args, global, shell, deadline).await?);
-    let failed: Vec<String> = checks.iter().filter(|c| c.status == "fail").map(|c| c.name.clone()).collect();
-    let mut names = failed.clone();
-    names.dedup();
-    let code = if failed.is_empty() { 0 } else { 1 };
-    if args.output.is_json() {
-        let doc = serde_json::json!({
-            "schema": "eas-doctor/v1", "checks": checks, "exit_code": code, "pins_source": args.up.select.pins.label(),
-        });
-        shell.document(doc);
-    } else {
-        for c in &checks {
-            let mark = match c.status {
-                "ok" => "ok  ",
-                "skipped" => "skip",
-                _ => "FAIL",
-            };
-            shell.out(format!("{mark} {}: {}", c.name, crate::text::for_people(&c.detail)));
-        }
-    }
-    if failed.is_empty() {
-        shell.note("doctor: every check passed");
-        Ok(())
-    } else {
-        Err(Failure::step_next("doctor", format!("failed: {}", names.join(", ")), "fix the checks marked FAIL"))
-    }
+    Ok(checks)
 }
 
 /// `eas up`'s plan halves as a dry run, within [`GATES`]: their blockers as checks. When the
