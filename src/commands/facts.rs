@@ -7,7 +7,7 @@ use crate::output::Shell;
 use crate::settings::Global;
 
 pub fn run(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let gathered = gather::read(args, global, shell)?;
+    let gathered = gather::read(args, global, shell, crate::config::fit::landing_node)?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

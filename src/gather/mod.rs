@@ -79,7 +79,7 @@ impl From<GatherError> for Failure {
 
 /// `eas facts`' reads: the facts document, the warnings and the API calls it took (the command
 /// layer prints or writes them). SIGINT/SIGTERM end it (exit 130).
-pub fn read(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<Gathered, Failure> {
+pub fn read(args: &FactsSettings, global: &Global, shell: &Shell, landing: Landing) -> Result<Gathered, Failure> {
     let mut operator = operator(args).map_err(GatherError::Operator)?;
     operator.command = "eas facts";
     let timeout = Duration::from_secs(args.request_timeout.max(1));
@@ -88,7 +88,7 @@ pub fn read(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<Gath
             .await
             .map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        Ok(gather(&target, &operator, timeout, &global.env).await?)
+        Ok(gather(&target, &operator, timeout, &global.env, landing).await?)
     })
 }
 
@@ -149,7 +149,17 @@ impl Sink<SecretItem> for helm::Releases {
     }
 }
 
-async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &Env) -> Result<Gathered, GatherError> {
+/// Which node's pods to sum for the fit: the fit's own rule (`config::fit::landing_node`), given
+/// by the caller, so the gatherer reads what the fit needs and decides nothing itself.
+pub type Landing = fn(&[facts::Node]) -> Option<&facts::Node>;
+
+async fn gather(
+    target: &Target,
+    operator: &Operator,
+    timeout: Duration,
+    env: &Env,
+    landing: Landing,
+) -> Result<Gathered, GatherError> {
     let reader = Reader::new(target, timeout);
     let nodes_call = Call::list("nodes", "v1", None);
     let namespaces_call = Call::list("namespaces", "v1", None);
@@ -226,7 +236,7 @@ async fn gather(target: &Target, operator: &Operator, timeout: Duration, env: &E
         }
     }
     // The fit's input: what the pods on the node a model would land on request (SPEC §3.4).
-    if let Some(landing) = crate::config::fit::landing_node(&nodes).map(|n| n.name.clone()) {
+    if let Some(landing) = landing(&nodes).map(|n| n.name.clone()) {
         let call = Call::list("pods", "v1", None).with_field_selector(pods::selector(&landing));
         match reader.list(&call, pods::Requests::skipping(&operator.discount_namespaces)).await {
             Ok((requests, calls)) => {
@@ -436,6 +446,7 @@ pub async fn collect(
     timeout: Duration,
     env: &Env,
     shell: &Shell,
+    landing: Landing,
 ) -> Result<Facts, Failure> {
     let args = FactsSettings {
         out: None,
@@ -448,7 +459,7 @@ pub async fn collect(
     let mut op = operator(&args).map_err(GatherError::Operator)?;
     op.command = opts.command;
     op.discount_namespaces = opts.discount_namespaces.clone();
-    let gathered = gather(target, &op, timeout, env).await?;
+    let gathered = gather(target, &op, timeout, env, landing).await?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

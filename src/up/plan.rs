@@ -281,7 +281,7 @@ pub async fn gather(
     // Eas's own pods do not count against the budget of the run after it.
     let gather_opts =
         gather::GatherOptions { discount_namespaces: r.state.ledger.created.namespaces.clone(), ..args.gather.clone() };
-    let facts = gather::collect(target, &gather_opts, CALL, &global.env, shell);
+    let facts = gather::collect(target, &gather_opts, CALL, &global.env, shell, config::fit::landing_node);
     let (tp, repos, cache) = (tree_pins.clone(), args.repos.clone(), crate::trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let (scratch, layer, with_ext) = (super::scratch_dir(args, &pre)?, args.select.layer.clone(), !args.dry_run);

@@ -1,8 +1,9 @@
 //! The built-in fit (SPEC §3.4): sizes each vLLM model entry against its pod and the node it
 //! would land on (weights + KV cache + working headroom ≤ pod memory ≤ node budget).
 //!
-//! Pure: facts and the candidate table in, a fit document out. The gatherer uses
-//! [`landing_node`] only to know which node's pods to ask about; it decides nothing else.
+//! Pure: facts and the candidate table in, a fit document out. [`landing_node`] is handed to the
+//! gatherer by its callers (`eas facts`, `eas up`'s facts phase), so the gatherer reads the pods
+//! of the node this rule names without deciding anything itself.
 
 pub mod external;
 pub mod report;
