@@ -12,7 +12,9 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get install -y -qq docker.io >/dev/null
 fi
 log=${EAS_DOCKERD_LOG:-/tmp/eas-dockerd.log}
-nohup dockerd >"$log" 2>&1 &
+# In a session of its own: an engine started by one job (a test run, an editor's terminal) is
+# not killed with that job's process group when the job ends.
+setsid nohup dockerd >"$log" 2>&1 < /dev/null &
 for _ in $(seq 1 60); do
   if docker info >/dev/null 2>&1; then
     exit 0
