@@ -1,7 +1,7 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
 //! whose bodies live here, one file each: `config`, `doctor`, `facts`, `fit`, `overlay`, `pins`, `status`,
-//! `support_bundle`, `verify`;
-//! the others' bodies are still entry functions of their domain modules.
+//! `support_bundle`, `up`, `verify`;
+//! the others' bodies (`down`, `bastion`) are still entry functions of their domain modules.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
@@ -17,6 +17,7 @@ mod overlay;
 mod pins;
 mod status;
 pub mod support_bundle;
+mod up;
 mod verify;
 
 /// Runs `command`; asked for JSON, it prints that command's one document (or an error document)
@@ -51,7 +52,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Fit(args) => fit::run(&args.into(), shell),
         Command::Overlay(args) => overlay::run(&args.into(), shell),
         Command::Facts(args) => facts::run(&args.into(), global, shell),
-        Command::Up(args) => crate::up::command(&crate::cli::up(*args, &global.env)?, global, shell),
+        Command::Up(args) => up::run(&crate::cli::up(*args, &global.env)?, global, shell),
         Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
         Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env), global, shell),

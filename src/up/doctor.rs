@@ -203,16 +203,17 @@ async fn gates(
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let mut r = super::runner(up, &tree_pins, interrupt);
+    let cx = super::phase::Cx { args: up, global, shell, inv: &inv, tree_pins: &tree_pins };
     // The host's checks (Docker, git) side by side, bounded on their own: they stand in for the
     // plan's when it cannot read the cluster or runs out of time.
     let (planned, host) = tokio::join!(
-        tokio::time::timeout_at(deadline, super::plan_halves(up, global, shell, &inv, &tree_pins, &mut r)),
-        super::plan::host_checks(global)
+        tokio::time::timeout_at(deadline, super::plan_halves(&cx, &mut r)),
+        super::phases::preflight::host_checks(global)
     );
     let host_only = |mut v: Vec<Check>| {
         let (docker, git) = host;
         let image = super::image_args(&up.image, up.select.pins.clone(), global);
-        let pins = super::plan::bastion_pin_checks(&image);
+        let pins = super::phases::bastion::pin_checks(&image);
         let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
         for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
             let lines = crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, &f).into_iter();

@@ -1,11 +1,10 @@
-//! `eas up` (SPEC §4) as a list of phases run by one [`runner`]: every plan half ([`plan`]: lock
-//! and preflight; the bastion image's plan, facts and the upstream trees at once; config; the
-//! overlay and the knob audit) runs before any act half ([`act`]: the lock taken, the bastion
-//! image built or reused, the decided tree put in place and patched, prepare and install, verify
-//! and record), in the dry run and the real run alike. A failed check is a blocker: the dry run
-//! lists it, the real run stops on it before its first write.
+//! `eas up` (SPEC §4) as a list of phases ([`phases`], each a [`phase::Phase`]) run by one
+//! [`runner`]: every plan half (preflight and lock; the bastion image's plan, facts and the
+//! upstream trees at once; config; the overlay and the knob audit) runs before any act half (the
+//! lock taken, the bastion image built or reused, the decided tree put in place and patched,
+//! prepare and install, record and verify), in the dry run and the real run alike. A failed
+//! check is a blocker: the dry run lists it, the real run stops on it before its first write.
 
-mod act;
 pub mod catalog;
 pub mod cluster;
 pub mod crash;
@@ -19,7 +18,7 @@ pub mod install;
 pub mod knob_audit;
 pub mod lease;
 pub mod phase;
-pub mod plan;
+pub mod phases;
 pub mod profiles;
 mod prompt;
 pub mod runner;
@@ -29,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::bastion::{self, ImageSettings};
-use crate::config::{self, write};
+use crate::config;
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::gather::{self, GatherOptions};
@@ -44,6 +43,16 @@ use crate::state::journal::{PinsRecord, RunInfo, State};
 use crate::state::resume::Invocation;
 use crate::trees::{self, Origin};
 use crate::verify;
+use phase::Cx;
+use phases::bastion::Bastion;
+use phases::config::Config;
+use phases::install::{Bench, Install, Prepare};
+use phases::lock::Lock;
+use phases::overlay::Overlay;
+use phases::preflight::{Pre, Preflight};
+use phases::record::{After, Record};
+use phases::verify::Verify;
+use phases::{Planned, Ready};
 use runner::Runner;
 
 /// Every cluster API call's deadline (a list, a get, a delete).
@@ -101,19 +110,16 @@ pub fn image_args(base: &bastion::BaseImage, pins: crate::pins::Source, global: 
     ImageSettings::new(pins, base.clone(), global)
 }
 
-pub fn command(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    // `--output json` without `--dry-run` never gets here: the command line's parser refuses it.
-    let result = crate::runtime::block_on(up(args, global, shell))?;
-    // A dry run that failed before its plan was printed (bad input, an unreadable cluster)
-    // leaves no outputs of an earlier run in `--out`: the stale plan would describe a run that is
-    // not this one. A printed plan already wrote (or, on exit 2 or 3, cleared) them.
-    if let (Err(f), true, Some(out)) = (&result, args.dry_run, args.out.as_deref())
-        && !matches!(f, Failure::Blocked { .. })
-    {
-        write::clear(out)
-            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))?;
-    }
-    result
+/// How `eas up` ended, when it did not fail: a dry run's plan, with the files it generated, for
+/// the command layer to print and write (`src/commands/up.rs`); or a real run, recorded.
+pub enum Ran {
+    Planned { plan: Box<Plan>, files: Vec<(String, String)> },
+    Acted,
+}
+
+/// `eas up`: the list of phases on the run's runtime.
+pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
+    crate::runtime::block_on(up(args, global, shell))?
 }
 
 pub fn now() -> String {
@@ -279,10 +285,11 @@ fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str, with_ext: 
 /// none blocked, every act half. A dry run prints the plan where the acts would begin; a real run
 /// with blockers prints them all and exits with the first one's code, having written nothing to
 /// the cluster.
-async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
     let tree_pins = check_input(args)?;
+    let cx = Cx { args, global, shell, inv: &inv, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
@@ -297,7 +304,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
     if !args.dry_run {
         shell.keep_log();
     }
-    let planned = match plan_halves(args, global, shell, &inv, &tree_pins, &mut r).await {
+    let planned = match plan_halves(&cx, &mut r).await {
         Ok(p) => p,
         Err(f) => {
             // The attempt keeps its log: the lines printed, then the failure.
@@ -310,8 +317,10 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
             return Err(r.end_attempt(f));
         }
     };
+    // The dry-run stop: the plan, where the acts would begin.
     if args.dry_run {
-        return dry_run_end(&mut r, args, global, &planned.files, shell);
+        let files = planned.files().to_vec();
+        return Ok(Ran::Planned { plan: Box::new(r.plan), files });
     }
     if r.blocked() {
         return Err(blocked_run(&mut r, &planned, shell));
@@ -327,40 +336,214 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fai
         let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
         prompt::ask(&what, &r.interrupt).await?;
     }
-    let ready = planned.ready()?;
-    let acted = act::run(args, global, shell, &inv, ready, &mut r).await;
+    let acted = acts(&cx, planned.ready()?, &mut r).await;
     if let Err(f) = &acted {
         for l in f.lines() {
             shell.log_only(&l);
         }
     }
-    acted
+    acted.map(|()| Ran::Acted)
 }
 
-/// Every plan half, in the order the run meets them (`eas doctor` runs the same).
-pub async fn plan_halves(
-    args: &UpSettings,
-    global: &Global,
-    shell: &Shell,
-    inv: &Invocation,
-    tree_pins: &Trees,
-    r: &mut Runner,
-) -> Result<plan::Planned, Failure> {
-    let pre = plan::preflight(args, global, shell, r).await?;
-    let (mut pre, facts, image, trees) = plan::gather(args, global, shell, tree_pins, pre, r).await?;
-    let resolved = trees.as_ref().map(|(t, _)| t);
-    let commits = day_two::commit_counts(pre.last.as_ref(), resolved).await;
+/// Every plan half, in the order the run meets them (`eas doctor` runs the same): preflight
+/// (the cluster's identity, Docker, git), lock, then the bastion image's plan, the facts and the
+/// trees side by side, config (with the cluster's prerequisites) and the overlay; then the run
+/// is classified against the last completed one.
+pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure> {
+    let (args, global) = (cx.args, cx.global);
+    let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| phases::missing("the cluster"))?;
+    let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client }, cx).await?;
+    let mut bastion =
+        Bastion { docker: pre.docker.clone(), image: image_args(&args.image, args.select.pins.clone(), global) };
+    let mut facts = phases::facts::Facts { target: &pre.target, created: r.state.ledger.created.clone() };
+    let mut trees = phases::trees::Trees { sd: &pre.sd, upgrade_to: None };
+    let waiting = "waiting for the bastion image's plan, the facts and the trees";
+    let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
+    let facts = facts.ok_or_else(|| phases::missing("the facts"))?;
+    let last = records.as_ref().and_then(|x| x.last.as_ref());
+    let resolved = trees.as_ref().map(|t| &t.resolved);
+    let commits = day_two::commit_counts(last, resolved).await;
     let work = pre.sd.work_dir().join("eas");
-    let layer = &args.select.layer;
-    let catalog = day_two::catalog_changes(pre.last.as_ref(), resolved, &work, &args.env, layer).await;
-    let (decision, files, tree) =
-        plan::decide(args, global, shell, inv, tree_pins, (&facts, &mut pre), trees, r).await?;
-    let install = r.plan.commands.iter().find(|c| c.phase == PhaseId::Install).map(|c| c.argv.clone());
+    let catalog = day_two::catalog_changes(last, resolved, &work, &args.env, &args.select.layer).await;
+    let mut config = Config { facts: &facts, pre: &pre, trees: resolved, last };
+    let decided = r.plan(&mut config, cx).await?;
+    // The cluster's prerequisites, with the egress probe's answers (started by preflight).
+    let egress = match pre.egress.take() {
+        Some(e) => e.check().await,
+        None => crate::prereq::egress::check(None, ""),
+    };
+    let (decision, pinned) = (decided.as_ref().map(|d| &d.decision), decided.as_ref().and_then(|d| d.pinned.as_ref()));
+    phases::config::prerequisites(&facts, decision, pinned, egress, cx.shell, r);
+    // The configuration's own decisions and warnings, after the prerequisites' (the plan lists
+    // them so).
+    if let Some(d) = decision {
+        for w in &d.warnings {
+            cx.shell.warn(w);
+        }
+        crate::plan_data::fill_decisions(&mut r.plan, d);
+    }
+    let overlay = match (&decided, &trees) {
+        (Some(d), Some(scratch)) => {
+            let mut overlay =
+                Overlay { decision: &d.decision, facts: &facts, scratch: Some(scratch), work: work.clone() };
+            r.plan(&mut overlay, cx).await?
+        }
+        _ => None,
+    };
+    let files = decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default();
+    let (latest, last) =
+        (records.as_ref().and_then(|x| x.latest.as_ref()), records.as_ref().and_then(|x| x.last.as_ref()));
     // Against the last completed run: run_kind and since_last.
-    day_two::classify(args, pre.latest.as_ref(), pre.last.as_ref(), &facts, &files, &commits, &catalog, r)?;
+    day_two::classify(args, latest, last, &facts, files, &commits, &catalog, r)?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
-    Ok(plan::Planned { pre, facts, image, decision, files, tree, install: install.unwrap_or_default() })
+    Ok(Planned { pre, records, facts, image, decided, trees, overlay })
+}
+
+/// Every act half, in order, once no plan half blocked: the lock taken (and the cluster's Lease,
+/// released whatever the outcome), then the rest under it. Returns once the run is recorded.
+async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
+    let Ready { pre, records, facts, image, decided, trees, overlay } = x;
+    let held = r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client }, records, cx).await?;
+    let phases::lock::Held { local: _local, lease, dead, prev, last } = held;
+    let planned = Locked { facts, image, decided, trees, overlay, dead, prev, last };
+    let result = locked(cx, pre, planned, r).await;
+    // One left by a killed run goes stale within its duration.
+    lease.release(CALL).await;
+    result
+}
+
+/// What the acts after the lock consume.
+struct Locked {
+    facts: Facts,
+    image: phases::bastion::Image,
+    decided: phases::config::Decided,
+    trees: phases::trees::Scratch,
+    overlay: phases::overlay::Decided,
+    dead: Option<crate::state::lock::Holder>,
+    prev: Option<State>,
+    last: Option<crate::state::since::Completed>,
+}
+
+/// The acts with the lock and the cluster's Lease held: preflight's sweep, the facts, the
+/// bastion image, config; then, unless an earlier run installed with the same inputs, the trees
+/// put in place, the overlay applied, the ledger's `before`, prepare and install; then record and
+/// verify.
+async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), Failure> {
+    let (args, shell) = (cx.args, cx.shell);
+    let pre = r.act_phase(Preflight { dead: x.dead.clone(), own: Some(x.trees.dir.path()) }, pre, cx).await?;
+    let facts =
+        r.act_phase(phases::facts::Facts { target: &pre.target, created: Default::default() }, x.facts, cx).await?;
+    let docker = x.image.docker.clone();
+    let prepared = r
+        .act_phase(
+            Bastion {
+                docker: Some(docker.clone()),
+                image: image_args(&args.image, args.select.pins.clone(), cx.global),
+            },
+            x.image,
+            cx,
+        )
+        .await?;
+    let config = Config { facts: &facts, pre: &pre, trees: None, last: None };
+    let decided = r.act_phase(config, x.decided, cx).await?;
+    let sd = &pre.sd;
+    // Resume: the lasting phases are skipped when they finished with the same inputs.
+    let work = sd.work_dir().join("eas");
+    r.inputs = inputs_hashes(&r.state, &decided.files, &decided.install, &prepared.tag);
+    let kind = r.plan.run_kind;
+    let skipped = day_two::skipped(kind, args.reinstall, x.prev.as_ref(), &r.inputs);
+    if let Some(p) = &x.prev {
+        r.state.carry_over(p, &skipped);
+    }
+    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
+    let up_to_date = installed && kind == Some(crate::state::resume::RunKind::UpToDate);
+    let in_place = day_two::upgrades_in_place(r, &work, &args.env);
+    let client = &pre.target.client;
+    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
+    let result = if installed {
+        if up_to_date {
+            day_two::up_to_date_note(x.last.as_ref(), shell);
+        } else {
+            shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+        }
+        r.file = Some(sd.state_file());
+        Ok(())
+    } else {
+        let upgrade_to = in_place.then(|| x.overlay.op.commit.clone());
+        r.act_phase(phases::trees::Trees { sd, upgrade_to }, x.trees, cx).await?;
+        let overlay = Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() };
+        r.act_phase(overlay, x.overlay, cx).await?;
+        phases::record::ledger_before(client, ledger_deadline, x.prev.as_ref(), cx, r).await?;
+        let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
+        let prepare = Prepare {
+            on: &bench,
+            files: &decided.files,
+            decision: &decided.decision,
+            dead: x.dead.as_ref(),
+            upgrade: in_place,
+        };
+        match r.act_phase(prepare, (), cx).await {
+            Ok(()) => match phases::install::begin_install(&bench, &facts, &decided.files, cx, r) {
+                Ok(()) => r.act_phase(Install { on: &bench }, (), cx).await,
+                Err(f) => Err(r.ended(f)),
+            },
+            Err(f) => Err(f),
+        }
+    };
+    // Record: what the install created, read from the cluster right after it (whatever its
+    // outcome), so `eas down` knows what is eas's before verify's long wait begins.
+    let after = phases::record::record(Record { client, deadline: ledger_deadline }, cx, r).await?;
+    match (result, after) {
+        (Ok(()), After::Recorded) => {}
+        (Ok(()), After::Unreadable(e)) => {
+            r.state.exit_code = Some(1);
+            r.state.finished = Some(now());
+            r.save()?;
+            return Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
+            ));
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            r.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                r.state.interrupt(&now());
+            }
+            r.state.finished = Some(now());
+            r.save()?;
+            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+                shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    cx.inv.up()
+                ));
+            }
+            return Err(f);
+        }
+    }
+    let verify = Verify { client, sd, facts: &facts, decision: &decided.decision };
+    if let Err(f) = phases::verify::verify(verify, cx, r).await {
+        // A verification failure (exit 5) still completed the install: the next run compares
+        // with it.
+        day_two::keep_completed(sd.dir(), r, &facts, &decided.files, shell);
+        return Err(f);
+    }
+    r.state.exit_code = Some(0);
+    r.state.finished = Some(now());
+    r.save()?;
+    day_two::keep_completed(sd.dir(), r, &facts, &decided.files, shell);
+    if up_to_date && let Some(last) = &x.last {
+        shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at()));
+        return Ok(());
+    }
+    summary(&r.plan, &r.state, &decided.decision, sd, cx.global, shell);
+    Ok(())
 }
 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
@@ -382,32 +565,15 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
         .into_iter()
         .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
         .collect();
-    Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt)
-}
-
-/// The dry run's end: the plan printed (and written with `--out`) whatever its exit code; 3 when
-/// a refusal is among the blockers, else 4 on a STOP, else 0 (`--fail-on-blockers`: the first
-/// blocker's code). On exit 2 or 3, `--out` holds none of the output files.
-fn dry_run_end(
-    r: &mut Runner,
-    args: &UpSettings,
-    global: &Global,
-    files: &[(String, String)],
-    shell: &Shell,
-) -> Result<(), Failure> {
-    let code = crate::pipeline::dry_run_exit(&r.plan.blockers, args.fail_on_blockers);
-    r.plan.exit_code = code;
-    print_plan(&r.plan, args, global, files, !matches!(code, 2 | 3), shell)?;
-    if code == 0 {
-        return Ok(());
-    }
-    Err(crate::pipeline::blocked(&r.plan.blockers, code))
+    let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);
+    r.dry_run = args.dry_run;
+    r
 }
 
 /// A real run with blockers: every one printed, the attempt recorded beside the state (never in
 /// place of an earlier install's record), and the first blocker's exit code. Nothing was
 /// written to the cluster.
-fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failure {
+fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
     let code = r.plan.blockers[0].exit_code;
     r.plan.exit_code = code;
     let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
@@ -416,7 +582,7 @@ fn blocked_run(r: &mut Runner, planned: &plan::Planned, shell: &Shell) -> Failur
         r.plan.blockers.len()
     ));
     // Another run's lock: its directory is not this run's to write.
-    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, &planned.files, shell) {
+    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
     crate::pipeline::blocked(&r.plan.blockers, code)
@@ -495,20 +661,6 @@ fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
 /// The prefix of a real run's scratch work trees in the state directory's `work/`.
 pub const NEXT: &str = "eas.next-";
 
-/// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
-/// run (it writes nothing of its own), the state directory's work directory for a real run (the
-/// act moves it into place with a rename). The act removes what a killed run left there, once it
-/// holds the lock.
-fn scratch_dir(args: &UpSettings, pre: &plan::Preflight) -> Result<tempfile::TempDir, Failure> {
-    if args.dry_run {
-        tempfile::Builder::new().prefix("eas-plan-").tempdir()
-    } else {
-        let work = pre.sd.work_dir();
-        std::fs::create_dir_all(&work).and_then(|()| tempfile::Builder::new().prefix(NEXT).tempdir_in(&work))
-    }
-    .map_err(|e| Failure::step("trees", e))
-}
-
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
 fn inputs_hashes(
     state: &State,
@@ -549,36 +701,6 @@ fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
 /// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
 fn model_decision(d: &config::Decision) -> Option<String> {
     d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
-}
-
-fn print_plan(
-    plan: &Plan,
-    args: &UpSettings,
-    global: &Global,
-    files: &[(String, String)],
-    write_out: bool,
-    shell: &Shell,
-) -> Result<(), Failure> {
-    if args.output.is_json() {
-        // serde_json escapes control characters itself.
-        shell.document(serde_json::to_value(plan).expect("the plan serialises"));
-    } else {
-        let view =
-            crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
-        for line in crate::plan_view::render(plan, view).lines() {
-            shell.out(crate::text::escape_controls(line));
-        }
-    }
-    if let Some(dir) = args.out.as_deref().filter(|_| !write_out) {
-        return write::clear(dir)
-            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", dir.display())));
-    }
-    if let Some(dir) = args.out.as_deref() {
-        let mut all = files.to_vec();
-        all.push(("plan.json".to_string(), plan.to_json()));
-        write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
-    }
-    Ok(())
 }
 
 /// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).

@@ -9,12 +9,20 @@
 use std::future::Future;
 use std::path::PathBuf;
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use crate::error::Failure;
 use crate::pipeline::{PhaseId, PhaseTimeouts, Plan};
 use crate::runtime::Interrupt;
 use crate::state::journal::{State, Status};
 
 use super::now;
+use super::phase::{Cx, NoPlan, Phase, timed_out};
+
+/// How long past its effective timeout the runner waits for an act half that stops itself (it
+/// removes its container, or prints what it waited for).
+pub const GRACE: Duration = Duration::from_secs(30);
 
 pub struct Runner {
     pub state: State,
@@ -28,11 +36,169 @@ pub struct Runner {
     pub attempt: Option<PathBuf>,
     /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
     pub prereq: Option<crate::prereq::Report>,
+    /// The inputs of each lasting phase, hashed: journaled with its act half, so a later run can
+    /// skip it when they match (`state::resume`).
+    pub inputs: BTreeMap<PhaseId, String>,
+    /// A dry run: no attempt is recorded.
+    pub dry_run: bool,
 }
 
 impl Runner {
     pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
-        Runner { state, plan, file: None, timeouts, interrupt, attempt: None, prereq: None }
+        Runner {
+            state,
+            plan,
+            file: None,
+            timeouts,
+            interrupt,
+            attempt: None,
+            prereq: None,
+            inputs: BTreeMap::new(),
+            dry_run: false,
+        }
+    }
+
+    /// A phase's plan half: its line, one window of its plan timeout under the run's
+    /// cancellation, its journal entry (in memory), then what it settled noted in the plan, or
+    /// each of its failed checks listed as a blocker. `None`: the phase has no answer (a
+    /// blocker says why). A phase that [`Phase::ENDS_PLAN`] ends the plan with its failure.
+    pub async fn plan<P: Phase>(&mut self, p: &mut P, cx: &Cx<'_>) -> Result<Option<P::Planned>, Failure> {
+        cx.shell.phase(P::ID.name(), p.says(cx));
+        self.state.begin(P::ID, None, &now());
+        let limit = self.timeouts.plan(P::ID);
+        let mut found = Vec::new();
+        let r = tokio::select! {
+            r = tokio::time::timeout(limit, p.plan(cx, &mut found)) => {
+                r.unwrap_or_else(|_| Err(NoPlan::from(timed_out(P::ID, limit))))
+            }
+            _ = self.interrupt.graceful.cancelled() => Err(NoPlan::from(Failure::Interrupted)),
+        };
+        self.settle(p, r, found)
+    }
+
+    /// Three plan halves side by side (the bastion image's plan, the facts, the trees), each in
+    /// its own window, all under the run's cancellation; settled in the order given.
+    pub async fn plan3<A: Phase, B: Phase, C: Phase>(
+        &mut self,
+        (a, b, c): (&mut A, &mut B, &mut C),
+        cx: &Cx<'_>,
+        waiting: &str,
+    ) -> Result<(Option<A::Planned>, Option<B::Planned>, Option<C::Planned>), Failure> {
+        for (id, says) in [(A::ID, a.says(cx)), (B::ID, b.says(cx)), (C::ID, c.says(cx))] {
+            cx.shell.phase(id.name(), says);
+            self.state.begin(id, None, &now());
+        }
+        let limit = |id: PhaseId| self.timeouts.plan(id);
+        let (la, lb, lc) = (limit(A::ID), limit(B::ID), limit(C::ID));
+        let (mut fa, mut fb, mut fc) = (Vec::new(), Vec::new(), Vec::new());
+        let spinner = cx.shell.spinner(waiting);
+        let joined = tokio::select! {
+            j = async {
+                tokio::join!(
+                    tokio::time::timeout(la, a.plan(cx, &mut fa)),
+                    tokio::time::timeout(lb, b.plan(cx, &mut fb)),
+                    tokio::time::timeout(lc, c.plan(cx, &mut fc)),
+                )
+            } => Some(j),
+            _ = self.interrupt.graceful.cancelled() => None,
+        };
+        spinner.finish_and_clear();
+        let Some((ra, rb, rc)) = joined else {
+            for id in [A::ID, B::ID, C::ID] {
+                self.planned::<()>(id, &Err(Failure::Interrupted));
+            }
+            return Err(Failure::Interrupted);
+        };
+        let ra = ra.unwrap_or_else(|_| Err(NoPlan::from(timed_out(A::ID, la))));
+        let rb = rb.unwrap_or_else(|_| Err(NoPlan::from(timed_out(B::ID, lb))));
+        let rc = rc.unwrap_or_else(|_| Err(NoPlan::from(timed_out(C::ID, lc))));
+        // Every one journaled before any ends the plan: none is left running.
+        self.journal_plan(A::ID, &ra, &fa);
+        self.journal_plan(B::ID, &rb, &fb);
+        self.journal_plan(C::ID, &rc, &fc);
+        let a = self.decide(a, ra, fa)?;
+        let b = self.decide(b, rb, fb)?;
+        let c = self.decide(c, rc, fc)?;
+        Ok((a, b, c))
+    }
+
+    fn settle<P: Phase>(
+        &mut self,
+        p: &mut P,
+        r: Result<P::Planned, NoPlan>,
+        found: Vec<Failure>,
+    ) -> Result<Option<P::Planned>, Failure> {
+        self.journal_plan(P::ID, &r, &found);
+        self.decide(p, r, found)
+    }
+
+    /// The plan half's journal entry: done, failed (a check failed, with the first one's cause)
+    /// or interrupted.
+    fn journal_plan<T>(&mut self, id: PhaseId, r: &Result<T, NoPlan>, found: &[Failure]) {
+        let failed = match r {
+            Ok(_) | Err(NoPlan::Upstream) => found.first(),
+            Err(NoPlan::Blocked(fs)) => fs.first().or(found.first()),
+        };
+        let (status, msg) = match failed {
+            None => (Status::Done, None),
+            Some(Failure::Interrupted) => (Status::Interrupted, None),
+            Some(f) => (Status::Failed, Some(f.to_string())),
+        };
+        self.state.finish(id, status, msg, &now());
+    }
+
+    fn decide<P: Phase>(
+        &mut self,
+        p: &mut P,
+        r: Result<P::Planned, NoPlan>,
+        found: Vec<Failure>,
+    ) -> Result<Option<P::Planned>, Failure> {
+        for f in found {
+            self.block(P::ID, f)?;
+        }
+        match r {
+            Ok(mut v) => {
+                p.note(&mut v, self)?;
+                Ok(Some(v))
+            }
+            Err(NoPlan::Blocked(fs)) => {
+                if P::ENDS_PLAN || fs.iter().any(|f| matches!(f, Failure::Interrupted)) {
+                    return Err(fs.into_iter().next().unwrap_or(Failure::Interrupted));
+                }
+                for f in fs {
+                    self.block(P::ID, f)?;
+                }
+                p.unplanned(self);
+                Ok(None)
+            }
+            Err(NoPlan::Upstream) => {
+                p.unplanned(self);
+                Ok(None)
+            }
+        }
+    }
+
+    /// A phase's act half: begun and saved, run in one window of its effective timeout under the
+    /// run's cancellation (a phase that stops itself: a backstop window [`GRACE`] later), with
+    /// the inputs hash the plan computed for it, then recorded as done, failed or interrupted, and
+    /// saved again.
+    pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
+        let inputs = self.inputs.get(&P::ID).cloned();
+        self.state.begin(P::ID, inputs, &now());
+        self.save()?;
+        let limit = self.timeouts.get(P::ID);
+        let token = self.interrupt.graceful.clone();
+        let r = if P::STOPS_ITSELF {
+            let acting = p.act(planned, cx, self);
+            tokio::time::timeout(limit + GRACE, acting).await.unwrap_or_else(|_| Err(timed_out(P::ID, limit)))
+        } else {
+            let acting = p.act(planned, cx, self);
+            tokio::select! {
+                r = tokio::time::timeout(limit, acting) => r.unwrap_or_else(|_| Err(timed_out(P::ID, limit))),
+                _ = token.cancelled() => Err(Failure::Interrupted),
+            }
+        };
+        self.acted(P::ID, r)
     }
 
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
@@ -46,7 +212,7 @@ impl Runner {
         let limit = self.timeouts.plan(id);
         self.state.begin(id, None, &now());
         let r = tokio::select! {
-            r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit))),
+            r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(timed_out(id, limit))),
             _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
         };
         self.planned(id, &r);
@@ -63,13 +229,6 @@ impl Runner {
         self.state.finish(id, status, msg, &now());
     }
 
-    /// Phases begun side by side, ended with [`Runner::planned`].
-    pub fn begin_all(&mut self, ids: &[PhaseId]) {
-        for id in ids {
-            self.state.begin(*id, None, &now());
-        }
-    }
-
     /// A real run that ends before its acts wrote the state file: its journal goes to the
     /// attempt's record (`<state>/attempt/state.json`), never over an earlier install's.
     pub fn end_attempt(&mut self, f: Failure) -> Failure {
@@ -84,14 +243,6 @@ impl Runner {
         self.ended(f)
     }
 
-    /// Plan halves that run side by side, each under its own window: only the cancellation here.
-    pub async fn cancellable<T>(&self, f: impl Future<Output = T>) -> Result<T, Failure> {
-        tokio::select! {
-            r = f => Ok(r),
-            _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
-        }
-    }
-
     /// A check that failed in `phase`'s plan half: a blocker per line of its failure. An
     /// interruption is not a blocker: it ends the run.
     pub fn block(&mut self, phase: PhaseId, f: Failure) -> Result<(), Failure> {
@@ -102,52 +253,8 @@ impl Runner {
         Ok(())
     }
 
-    /// A plan half's result: the value, or `None` with its failure listed as blockers.
-    pub fn or_block<T>(&mut self, phase: PhaseId, r: Result<T, Failure>) -> Result<Option<T>, Failure> {
-        match r {
-            Ok(v) => Ok(Some(v)),
-            Err(f) => self.block(phase, f).map(|()| None),
-        }
-    }
-
     pub fn blocked(&self) -> bool {
         !self.plan.blockers.is_empty()
-    }
-
-    /// An act half: begun and saved, run in one window of the phase's effective timeout under the
-    /// run's cancellation, then recorded as done, failed or interrupted, and saved again.
-    pub async fn act<T>(
-        &mut self,
-        id: PhaseId,
-        inputs: Option<String>,
-        f: impl Future<Output = Result<T, Failure>>,
-    ) -> Result<T, Failure> {
-        self.state.begin(id, inputs, &now());
-        self.save()?;
-        let limit = self.timeouts.get(id);
-        let r = tokio::select! {
-            r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit))),
-            _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
-        };
-        self.acted(id, r)
-    }
-
-    /// An act half that stops itself on the run's token and under `limit` (the installer, the
-    /// bastion build, verify: they remove their containers and say what they waited for before
-    /// they return): the runner journals it and holds a backstop window of `limit + grace`.
-    pub async fn act_self<T>(
-        &mut self,
-        id: PhaseId,
-        inputs: Option<String>,
-        grace: std::time::Duration,
-        f: impl Future<Output = Result<T, Failure>>,
-    ) -> Result<T, Failure> {
-        self.state.begin(id, inputs, &now());
-        self.save()?;
-        let limit = self.timeouts.get(id);
-        let r =
-            tokio::time::timeout(limit + grace, f).await.unwrap_or_else(|_| Err(super::phase::timed_out(id, limit)));
-        self.acted(id, r)
     }
 
     /// An act half's end in the journal: done, interrupted or failed, and saved.
@@ -203,19 +310,115 @@ impl Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::{ProgressMode, Shell, Terminal};
     use crate::pipeline::Blocker;
-    use std::time::Duration;
+    use crate::up::UpSettings;
 
     fn runner(t: PhaseTimeouts) -> Runner {
         let plan = Plan::new("inference", "k3d-gpu", "main", &t);
         Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
     }
 
+    /// A phase whose halves do what the test says: never end, fail, or answer.
+    struct Test<const ID: u8> {
+        plan: Option<Result<u32, Failure>>,
+        act: Option<Result<u32, Failure>>,
+    }
+
+    fn id(n: u8) -> PhaseId {
+        crate::pipeline::PHASES[n as usize].id
+    }
+
+    impl<const N: u8> Phase for Test<N> {
+        const ID: PhaseId = crate::pipeline::PHASES[N as usize].id;
+        type Planned = u32;
+        type Done = u32;
+        fn says(&self, _cx: &Cx<'_>) -> String {
+            "testing".into()
+        }
+        async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<u32, NoPlan> {
+            match self.plan.take() {
+                Some(r) => r.map_err(NoPlan::from),
+                None => std::future::pending().await,
+            }
+        }
+        async fn act(mut self, _p: u32, _cx: &Cx<'_>, _r: &mut Runner) -> Result<u32, Failure> {
+            match self.act.take() {
+                Some(r) => r,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    const INSTALL: u8 = 8;
+    const VERIFY: u8 = 10;
+    const PREPARE: u8 = 7;
+    const BASTION: u8 = 2;
+    const FACTS: u8 = 3;
+
+    fn stalled<const N: u8>() -> Test<N> {
+        Test { plan: None, act: None }
+    }
+
+    /// The settings, shell and pins a phase reads (none of them, here).
+    struct Fixture {
+        args: UpSettings,
+        global: crate::settings::Global,
+        shell: Shell,
+        tree_pins: crate::pins::Trees,
+        inv: crate::state::resume::Invocation,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let args = UpSettings {
+                dry_run: false,
+                fail_on_blockers: false,
+                offline: true,
+                allow_unread: vec![],
+                select: crate::settings::Select::default(),
+                env: "k3d-gpu".into(),
+                out: None,
+                output: crate::output::OutputFormat::Text,
+                explain: false,
+                yes: true,
+                break_lock: false,
+                reinstall: false,
+                repos: Default::default(),
+                image: Default::default(),
+                gather: Default::default(),
+                ledger_timeout: 1,
+                phase_timeouts: PhaseTimeouts::default(),
+            };
+            let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
+            let shell = Shell::new(ProgressMode::Plain, &term, true, 0, true);
+            let tree_pins = crate::config::select_trees(&args.select).expect("the built-in pins");
+            let (global, inv) = (Default::default(), Default::default());
+            Fixture { args, global, shell, tree_pins, inv }
+        }
+
+        fn cx(&self) -> Cx<'_> {
+            Cx {
+                args: &self.args,
+                global: &self.global,
+                shell: &self.shell,
+                inv: &self.inv,
+                tree_pins: &self.tree_pins,
+            }
+        }
+    }
+
+    #[test]
+    fn the_test_phases_are_the_phases_they_name() {
+        assert_eq!((id(INSTALL), id(VERIFY), id(PREPARE)), (PhaseId::Install, PhaseId::Verify, PhaseId::Prepare));
+        assert_eq!((id(BASTION), id(FACTS)), (PhaseId::Bastion, PhaseId::Facts));
+    }
+
     #[tokio::test]
     async fn an_act_half_past_its_effective_timeout_is_recorded_failed_naming_the_phase() {
         let t = PhaseTimeouts::resolve(Some(0), None, &[]).unwrap();
-        let mut r = runner(t);
-        let e = r.act(PhaseId::Install, None, std::future::pending::<Result<(), Failure>>()).await.unwrap_err();
+        let (mut r, f) = (runner(t), Fixture::new());
+        let e = r.act_phase(stalled::<INSTALL>(), 1, &f.cx()).await.unwrap_err();
         assert_eq!(e.exit_code(), 1);
         assert!(e.to_string().contains("phase install did not finish within its timeout of 0 s"), "{e}");
         assert_eq!(r.state.entry(PhaseId::Install).status, Status::Failed);
@@ -225,29 +428,60 @@ mod tests {
 
     #[tokio::test]
     async fn verify_past_its_timeout_is_a_verification_failure() {
-        let mut r = runner(PhaseTimeouts::resolve(None, Some(0), &[]).unwrap());
-        let e = r.act(PhaseId::Verify, None, std::future::pending::<Result<(), Failure>>()).await.unwrap_err();
+        let (mut r, f) = (runner(PhaseTimeouts::resolve(None, Some(0), &[]).unwrap()), Fixture::new());
+        let e = r.act_phase(stalled::<VERIFY>(), 1, &f.cx()).await.unwrap_err();
         assert_eq!(e.exit_code(), 5);
     }
 
     #[tokio::test]
     async fn an_interrupted_act_leaves_no_phase_running() {
-        let mut r = runner(PhaseTimeouts::default());
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
         r.interrupt.graceful.cancel();
-        let e = r.act(PhaseId::Prepare, None, std::future::pending::<Result<(), Failure>>()).await.unwrap_err();
+        let e = r.act_phase(stalled::<PREPARE>(), 1, &f.cx()).await.unwrap_err();
         assert_eq!(e.exit_code(), 130);
         assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Interrupted);
     }
 
     #[tokio::test]
+    async fn an_act_half_that_answers_is_done_with_the_inputs_hash_the_plan_computed() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        r.inputs.insert(PhaseId::Install, "h1".into());
+        let done = r.act_phase(Test::<INSTALL> { plan: None, act: Some(Ok(7)) }, 1, &f.cx()).await.unwrap();
+        assert_eq!(done, 7);
+        let entry = r.state.entry(PhaseId::Install);
+        assert_eq!((entry.status, entry.inputs_hash.as_deref()), (Status::Done, Some("h1")));
+    }
+
+    #[tokio::test]
     async fn a_failed_plan_half_is_a_blocker_and_the_next_half_still_runs() {
-        let mut r = runner(PhaseTimeouts::default());
-        let f = r.plan_half(PhaseId::Bastion, async { Err::<(), _>(Failure::bad_input("no digest", "pin it")) }).await;
-        assert_eq!(r.or_block(PhaseId::Bastion, f).unwrap(), None);
-        let ok = r.plan_half(PhaseId::Facts, async { Ok(7) }).await;
-        assert_eq!(r.or_block(PhaseId::Facts, ok).unwrap(), Some(7));
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        let mut bastion = Test::<BASTION> { plan: Some(Err(Failure::bad_input("no digest", "pin it"))), act: None };
+        assert_eq!(r.plan(&mut bastion, &f.cx()).await.unwrap(), None);
+        let mut facts = Test::<FACTS> { plan: Some(Ok(7)), act: None };
+        assert_eq!(r.plan(&mut facts, &f.cx()).await.unwrap(), Some(7));
         assert_eq!(r.plan.blockers, [Blocker::new(PhaseId::Bastion, "no digest", "pin it", 2)]);
+        assert_eq!(r.state.entry(PhaseId::Bastion).status, Status::Failed);
         assert!(r.block(PhaseId::Facts, Failure::Interrupted).is_err(), "an interruption ends the run");
+    }
+
+    #[tokio::test]
+    async fn a_stalled_plan_half_side_by_side_ends_at_its_own_window_and_the_others_answer() {
+        let t = PhaseTimeouts::resolve(None, None, &[(PhaseId::Facts, 0)]).unwrap();
+        let (mut r, f) = (runner(t), Fixture::new());
+        let mut a = Test::<BASTION> { plan: Some(Ok(1)), act: None };
+        let mut b = stalled::<FACTS>();
+        let mut c = Test::<INSTALL> { plan: Some(Ok(3)), act: None };
+        let (a, b, c) = r.plan3((&mut a, &mut b, &mut c), &f.cx(), "waiting").await.unwrap();
+        assert_eq!((a, b, c), (Some(1), None, Some(3)));
+        assert_eq!(r.plan.blockers.len(), 1);
+        assert!(
+            r.plan.blockers[0].cause.contains("phase facts did not finish within its timeout"),
+            "{:?}",
+            r.plan.blockers
+        );
+        for id in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Install] {
+            assert_ne!(r.state.entry(id).status, Status::Running, "{id} left running");
+        }
     }
 
     #[test]

@@ -1,0 +1,77 @@
+//! `eas up`: the list of phases runs in the domain (`crate::up`); a dry run's plan comes back
+//! here to be printed (text, or the one eas-plan/v1 document), written to `--out`, and turned
+//! into the exit code: 3 when a refusal is among the blockers, else 4 on a STOP, else 0
+//! (`--fail-on-blockers`: the first blocker's code). On exit 2 or 3, `--out` holds none of the
+//! output files; a dry run that failed before its plan was printed leaves none of an earlier
+//! run's there either.
+
+use crate::config::write;
+use crate::error::Failure;
+use crate::output::Shell;
+use crate::pipeline::Plan;
+use crate::settings::Global;
+use crate::up::{Ran, UpSettings};
+
+pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+    // `--output json` without `--dry-run` never gets here: the command line's parser refuses it.
+    let result = match crate::up::run(args, global, shell) {
+        Ok(Ran::Acted) => Ok(()),
+        Ok(Ran::Planned { mut plan, files }) => return dry_run_end(&mut plan, args, global, &files, shell),
+        Err(f) => Err(f),
+    };
+    // The stale plan would describe a run that is not this one.
+    if let (Err(f), true, Some(out)) = (&result, args.dry_run, args.out.as_deref())
+        && !matches!(f, Failure::Blocked { .. })
+    {
+        write::clear(out)
+            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))?;
+    }
+    result
+}
+
+/// The plan printed (and written with `--out`) whatever its exit code, then that code.
+fn dry_run_end(
+    plan: &mut Plan,
+    args: &UpSettings,
+    global: &Global,
+    files: &[(String, String)],
+    shell: &Shell,
+) -> Result<(), Failure> {
+    let code = crate::pipeline::dry_run_exit(&plan.blockers, args.fail_on_blockers);
+    plan.exit_code = code;
+    print_plan(plan, args, global, files, !matches!(code, 2 | 3), shell)?;
+    if code == 0 {
+        return Ok(());
+    }
+    Err(crate::pipeline::blocked(&plan.blockers, code))
+}
+
+fn print_plan(
+    plan: &Plan,
+    args: &UpSettings,
+    global: &Global,
+    files: &[(String, String)],
+    write_out: bool,
+    shell: &Shell,
+) -> Result<(), Failure> {
+    if args.output.is_json() {
+        // serde_json escapes control characters itself.
+        shell.document(serde_json::to_value(plan).expect("the plan serialises"));
+    } else {
+        let view =
+            crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
+        for line in crate::plan_view::render(plan, view).lines() {
+            shell.out(crate::text::escape_controls(line));
+        }
+    }
+    if let Some(dir) = args.out.as_deref().filter(|_| !write_out) {
+        return write::clear(dir)
+            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", dir.display())));
+    }
+    if let Some(dir) = args.out.as_deref() {
+        let mut all = files.to_vec();
+        all.push(("plan.json".to_string(), plan.to_json()));
+        write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
+    }
+    Ok(())
+}
