@@ -1,6 +1,7 @@
 //! The one place where outcomes become process exit codes (SPEC §2).
 //!
-//! Every module has its own error type; at the command edge they turn into a [`Failure`],
+//! Every module has its own error type; at the command edge (`crate::commands`, whose `edge`
+//! module holds the mappings) they turn into a [`Failure`],
 //! and `main` turns a `Failure` into an exit code and the lines the user sees.
 
 use std::fmt;

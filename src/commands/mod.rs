@@ -11,6 +11,7 @@ use crate::settings::Global;
 
 mod config;
 mod doctor;
+mod edge;
 mod facts;
 mod fit;
 mod overlay;

@@ -110,7 +110,7 @@ impl Phase for Overlay<'_> {
     async fn act(self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
         let op = crate::overlay::Plan { repo: self.work, ..d.op };
         let job = tokio::task::spawn_blocking(move || crate::overlay::apply(&op).map(|_| ()));
-        job.await.map_err(|e| Failure::step("overlay", e))?
+        Ok(job.await.map_err(|e| Failure::step("overlay", e))??)
     }
 }
 
