@@ -86,3 +86,70 @@ fn shell_quote(s: &str) -> String {
         format!("'{}'", s.replace('\'', r"'\''"))
     }
 }
+
+/// Exit 2: no usable state directory; nothing written.
+impl From<crate::state::StateDirError> for Failure {
+    fn from(e: crate::state::StateDirError) -> Self {
+        Failure::bad_input(e.to_string(), "pass --state-dir DIR")
+    }
+}
+
+/// Exit 1: another run holds the cluster, or a stale lock needs --break-lock.
+impl From<crate::state::lock::LockError> for Failure {
+    fn from(e: crate::state::lock::LockError) -> Self {
+        let hint = e.hint();
+        Failure::step_next("lock", e, hint)
+    }
+}
+
+/// Exit 2 for a record of another schema or a damaged one (nothing is written over it);
+/// exit 1 when the file cannot be read or written.
+impl From<crate::state::journal::JournalError> for Failure {
+    fn from(e: crate::state::journal::JournalError) -> Self {
+        let hint = e.hint();
+        match e {
+            crate::state::journal::JournalError::Read { source, .. }
+                if source.kind() == std::io::ErrorKind::Interrupted =>
+            {
+                Failure::Interrupted
+            }
+            crate::state::journal::JournalError::Read { .. } | crate::state::journal::JournalError::Write { .. } => {
+                Failure::step_next("state", e, hint)
+            }
+            _ => Failure::bad_input(e.to_string(), hint),
+        }
+    }
+}
+
+/// Exit 1: the installer's env files are not what eas expects (nothing reached the cluster).
+impl From<crate::prepare::global_config::GlobalConfigError> for Failure {
+    fn from(e: crate::prepare::global_config::GlobalConfigError) -> Self {
+        let hint = e.hint();
+        Failure::step_next("prepare", e, hint)
+    }
+}
+
+impl From<crate::prepare::models::ModelsError> for Failure {
+    fn from(e: crate::prepare::models::ModelsError) -> Self {
+        let hint = e.hint();
+        Failure::step_next("prepare", e, hint)
+    }
+}
+
+/// Exit 2: the pinned tree is one eas cannot drive (a `--ref` to an old commit); nothing written.
+impl From<crate::installer::command::GrammarError> for Failure {
+    fn from(e: crate::installer::command::GrammarError) -> Self {
+        let hint = e.hint();
+        Failure::bad_input(e.to_string(), hint)
+    }
+}
+
+/// Exit 2: a `--layer` or `--env` the installer would misread.
+impl From<crate::installer::command::CommandError> for Failure {
+    fn from(e: crate::installer::command::CommandError) -> Self {
+        Failure::bad_input(
+            e.to_string(),
+            "use --layer agent-toolkit or inference, and an --env of letters, digits, '.', '_' and '-'",
+        )
+    }
+}

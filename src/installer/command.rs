@@ -100,24 +100,6 @@ impl GrammarError {
     }
 }
 
-/// Exit 2: the pinned tree is one eas cannot drive (a `--ref` to an old commit); nothing written.
-impl From<GrammarError> for crate::error::Failure {
-    fn from(e: GrammarError) -> Self {
-        let hint = e.hint();
-        crate::error::Failure::bad_input(e.to_string(), hint)
-    }
-}
-
-/// Exit 2: a `--layer` or `--env` the installer would misread.
-impl From<CommandError> for crate::error::Failure {
-    fn from(e: CommandError) -> Self {
-        crate::error::Failure::bad_input(
-            e.to_string(),
-            "use --layer agent-toolkit or inference, and an --env of letters, digits, '.', '_' and '-'",
-        )
-    }
-}
-
 /// Detects the grammar from which paths exist in the tree (`exists` answers for a path
 /// relative to the tree root; a directory is asked for with a trailing `/`).
 pub fn detect_grammar(tree: &str, exists: impl Fn(&str) -> bool) -> Result<Grammar, GrammarError> {

@@ -10,26 +10,10 @@ pub mod global_config;
 mod lines;
 pub mod models;
 
-use crate::error::Failure;
-
-/// Exit 1: the installer's env files are not what eas expects (nothing reached the cluster).
-impl From<global_config::GlobalConfigError> for Failure {
-    fn from(e: global_config::GlobalConfigError) -> Self {
-        let hint = e.hint();
-        Failure::step_next("prepare", e, hint)
-    }
-}
-
-impl From<models::ModelsError> for Failure {
-    fn from(e: models::ModelsError) -> Self {
-        let hint = e.hint();
-        Failure::step_next("prepare", e, hint)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Failure;
 
     #[test]
     fn prepare_errors_are_step_failures_with_a_next_step() {

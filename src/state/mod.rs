@@ -107,38 +107,6 @@ pub fn io_failure(step: &str, path: &Path, e: std::io::Error) -> crate::error::F
     crate::error::Failure::step_next(step, format!("{}: {e}", path.display()), next)
 }
 
-/// Exit 2: no usable state directory; nothing written.
-impl From<StateDirError> for crate::error::Failure {
-    fn from(e: StateDirError) -> Self {
-        crate::error::Failure::bad_input(e.to_string(), "pass --state-dir DIR")
-    }
-}
-
-/// Exit 1: another run holds the cluster, or a stale lock needs --break-lock.
-impl From<lock::LockError> for crate::error::Failure {
-    fn from(e: lock::LockError) -> Self {
-        let hint = e.hint();
-        crate::error::Failure::step_next("lock", e, hint)
-    }
-}
-
-/// Exit 2 for a record of another schema or a damaged one (nothing is written over it);
-/// exit 1 when the file cannot be read or written.
-impl From<journal::JournalError> for crate::error::Failure {
-    fn from(e: journal::JournalError) -> Self {
-        let hint = e.hint();
-        match e {
-            journal::JournalError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => {
-                crate::error::Failure::Interrupted
-            }
-            journal::JournalError::Read { .. } | journal::JournalError::Write { .. } => {
-                crate::error::Failure::step_next("state", e, hint)
-            }
-            _ => crate::error::Failure::bad_input(e.to_string(), hint),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
