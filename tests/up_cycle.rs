@@ -1174,7 +1174,8 @@ fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
 }
 
 /// `eas down` on a terminal without `--yes` lists what it will remove, then asks: "n", or the end
-/// of input (^D), changes nothing and exits 1; the install is still recorded and in place.
+/// of input (^D), changes nothing and exits 1; the install is still recorded and in place. `eas
+/// down --dry-run` prints the same list on stdout and writes nothing.
 #[test]
 fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -1199,6 +1200,17 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
         assert_eq!(r.state_file().as_ref(), Some(&installed), "{answer:?}: the record is as it was");
         assert!(r.namespaces().contains(&"llm-inference".to_string()));
     }
+    // `eas down --dry-run`: the same list, on stdout, and the line that nothing was written.
+    let before = r.server.requests().len();
+    let dry = r.eas().args(&args).arg("--dry-run").output().unwrap();
+    let listed = text(&dry.stdout);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    assert!(listed.contains("llm-inference"), "{listed}");
+    assert!(listed.trim_end().ends_with("Nothing was written to the cluster or the state directory."), "{listed}");
+    let sent: Vec<_> =
+        r.server.requests()[before..].iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
+    assert_eq!(sent, Vec::<String>::new(), "a dry run sends no write");
+    assert_eq!(r.state_file().as_ref(), Some(&installed), "the record is as it was");
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
 }

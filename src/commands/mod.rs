@@ -1,7 +1,7 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
 //! whose bodies live here, one file each: `config`, `doctor`, `facts`, `fit`, `overlay`, `pins`, `status`,
-//! `support_bundle`, `up`, `verify`;
-//! the others' bodies (`down`, `bastion`) are still entry functions of their domain modules.
+//! `support_bundle`, `up`, `down`, `verify`;
+//! `bastion`'s body is still an entry function of its domain module.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
@@ -11,6 +11,7 @@ use crate::settings::Global;
 
 mod config;
 mod doctor;
+mod down;
 mod edge;
 mod facts;
 mod fit;
@@ -54,7 +55,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Overlay(args) => overlay::run(&args.into(), shell),
         Command::Facts(args) => facts::run(&args.into(), global, shell),
         Command::Up(args) => up::run(&crate::cli::up(*args, &global.env)?, global, shell),
-        Command::Down(args) => crate::up::down::command(&crate::cli::down(args, &global.env), global, shell),
+        Command::Down(args) => down::run(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
         Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env), global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),

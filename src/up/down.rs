@@ -57,7 +57,19 @@ pub struct DownSettings {
     pub teardown_timeout: u64,
 }
 
-pub fn command(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+/// What a `down` that did not fail has to say on stdout (the command layer prints it,
+/// `src/commands/down.rs`): a dry run's preview, or that nothing was installed.
+pub enum Said {
+    /// Nothing eas up installed is recorded: this line says so.
+    NothingInstalled(String),
+    /// The dry run: what would be removed and kept, and what the real `down` would stop on.
+    Preview(Vec<String>),
+    /// The real `down` ran; its lines went to stderr as it went.
+    Done,
+}
+
+/// `eas down` on the run's runtime.
+pub fn run(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Said, Failure> {
     crate::runtime::block_on(down(args, global, shell))?
 }
 
@@ -248,7 +260,7 @@ pub async fn sweep_probes(client: &kube::Client, shell: &Shell, interrupt: &Inte
     Ok(())
 }
 
-async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
+async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Said, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let (target, key) = cancellable(&interrupt, async {
         let target = gather::target(global, CALL).await?;
@@ -276,23 +288,18 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
             None => nothing(),
         };
         if args.dry_run {
-            shell.out(crate::text::for_people(&line));
-        } else {
-            shell.phase("down", line);
-            clear_attempt(&sd)?;
+            return Ok(Said::NothingInstalled(line));
         }
-        return Ok(());
+        shell.phase("down", line);
+        clear_attempt(&sd)?;
+        return Ok(Said::Done);
     }
     // The plan half: what would go and what stays, from the record and one read. A dry run
     // prints it and ends; the real run lists it before it asks.
     if args.dry_run || !args.yes {
         let lines = preview(&target, &sd, args, &interrupt).await?;
         if args.dry_run {
-            for l in &lines {
-                shell.out(crate::text::for_people(l));
-            }
-            shell.out("Nothing was written to the cluster or the state directory.");
-            return Ok(());
+            return Ok(Said::Preview(lines));
         }
         for l in &lines {
             shell.note(format!("  {}", crate::text::for_people(l)));
@@ -317,7 +324,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
     let Some(mut state) = State::load(&sd.state_file())? else {
         shell.phase("down", nothing());
         shell.note(format!("purging {}", sd.dir().display()));
-        return purge(&sd, lock);
+        return purge(&sd, lock).map(|()| Said::Done);
     };
     // eas's own run Lease, left by a run that was killed: removed when it is still that object.
     if let Some(line) = cancellable(&interrupt, async {
@@ -344,8 +351,8 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<(),
         None => guarded(&scope, &mut state).await,
     };
     match result {
-        Ok(()) if args.purge => purge(&sd, lock),
-        Ok(()) => Ok(()),
+        Ok(()) if args.purge => purge(&sd, lock).map(|()| Said::Done),
+        Ok(()) => Ok(Said::Done),
         Err(Failure::Interrupted) => Err(interrupted(&scope, &mut state, &started)),
         Err(f) => Err(f),
     }
