@@ -106,7 +106,10 @@ pub fn planned_undeploy(r: &Runner) -> Option<Vec<String>> {
 /// For each pinned tree whose commit moved since the last completed run, how many commits the
 /// mirror counts from the old one to the new (`git rev-list --count OLD..NEW`); a tree the
 /// mirror cannot count (the old commit is not in it, or the new one is older) is left out.
-pub async fn commit_counts(last: Option<&Completed>, trees: Option<&super::Resolved>) -> BTreeMap<String, u32> {
+pub async fn commit_counts(
+    last: Option<&Completed>,
+    trees: Option<&super::phases::trees::Resolved>,
+) -> BTreeMap<String, u32> {
     let mut out = BTreeMap::new();
     let (Some(last), Some(t)) = (last, trees) else { return out };
     for (name, r) in [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)] {
@@ -126,7 +129,7 @@ pub async fn commit_counts(last: Option<&Completed>, trees: Option<&super::Resol
 /// never re-seeds. Nothing when either cannot be read.
 pub async fn catalog_changes(
     last: Option<&Completed>,
-    trees: Option<&super::Resolved>,
+    trees: Option<&super::phases::trees::Resolved>,
     work: &Path,
     env: &str,
     layer: &str,
@@ -218,4 +221,27 @@ pub fn announce(r: &Runner, shell: &Shell) {
             shell.note(format!("  since the last up: {}", crate::text::escape_controls(&l)));
         }
     }
+}
+
+/// What resuming this run skips, decided once its inputs are hashed (`Runner::inputs`).
+pub struct Resume {
+    /// An earlier run installed with the same inputs: straight to record and verify.
+    pub installed: bool,
+    /// ... and nothing changed since the last completed run: verify only.
+    pub up_to_date: bool,
+    /// The pins moved: the kept work tree is upgraded in place (`init --upgrade`).
+    pub in_place: bool,
+}
+
+/// The lasting phases a run skips when they finished with the same inputs (their journal
+/// entries carried over from `prev`), and whether it upgrades the kept work tree in place.
+pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
+    let kind = r.plan.run_kind;
+    let skipped = skipped(kind, args.reinstall, prev, &r.inputs);
+    if let Some(p) = prev {
+        r.state.carry_over(p, &skipped);
+    }
+    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
+    let up_to_date = installed && kind == Some(RunKind::UpToDate);
+    Resume { installed, up_to_date, in_place: upgrades_in_place(r, work, &args.env) }
 }

@@ -5,6 +5,7 @@
 //! prepare and install, record and verify), in the dry run and the real run alike. A failed
 //! check is a blocker: the dry run lists it, the real run stops on it before its first write.
 
+mod attempt;
 pub mod catalog;
 pub mod cluster;
 pub mod crash;
@@ -21,10 +22,11 @@ pub mod phase;
 pub mod phases;
 pub mod profiles;
 mod prompt;
+mod report;
 pub mod runner;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::bastion::{self, ImageSettings};
@@ -34,14 +36,13 @@ use crate::facts::Facts;
 use crate::gather::{self, GatherOptions};
 use crate::installer::command as argv;
 use crate::output::Shell;
-use crate::pins::{Pin, Trees};
-use crate::pipeline::{PhaseId, Plan};
+use crate::pins::Trees;
+use crate::pipeline::Plan;
 use crate::runtime::Interrupt;
 use crate::settings::{Global, Select};
 use crate::state::StateDir;
 use crate::state::journal::{PinsRecord, RunInfo, State};
 use crate::state::resume::Invocation;
-use crate::trees::{self, Origin};
 use crate::verify;
 use phase::Cx;
 use phases::bastion::Bastion;
@@ -50,7 +51,7 @@ use phases::install::{Bench, Install, Prepare};
 use phases::lock::Lock;
 use phases::overlay::Overlay;
 use phases::preflight::{Pre, Preflight};
-use phases::record::{After, Record};
+use phases::record::Record;
 use phases::verify::Verify;
 use phases::{Planned, Ready};
 use runner::Runner;
@@ -164,123 +165,6 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
     Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
 }
 
-/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
-fn way_forward(
-    select: &crate::settings::Select,
-    current: &str,
-    mirror: &Path,
-    generated: &crate::overlay::Generated,
-    inv: &Invocation,
-    dry_run: bool,
-) -> Vec<String> {
-    let Ok(pins) = select.pins.load() else { return Vec::new() };
-    let tried = profiles::try_profiles(&pins, current, mirror, Some(generated));
-    let command = |profile: &str| {
-        let mut other = inv.clone();
-        let mut sel = Vec::new();
-        let mut words = inv.select.iter();
-        while let Some(w) = words.next() {
-            if w == "--profile" || w == "--ref" {
-                words.next();
-            } else {
-                sel.push(w.clone());
-            }
-        }
-        sel.extend(["--profile".to_string(), profile.to_string()]);
-        other.select = sel;
-        if dry_run { other.dry_run() } else { other.up() }
-    };
-    profiles::lines(&tried, &command)
-}
-
-/// The upstream trees resolved in the cache (or the operator's clones).
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    pub eas: trees::Resolved,
-    pub ei: trees::Resolved,
-    pub eat: trees::Resolved,
-}
-
-fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
-    match local {
-        Some(d) => Origin::Local(d.clone()),
-        None => Origin::Remote(format!("https://github.com/{}", pin.repo.clone().unwrap_or_default())),
-    }
-}
-
-fn resolve_trees(t: &Trees, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
-    let ca_file = match ca {
-        Some(ders) => {
-            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
-        }
-        None => None,
-    };
-    let ca_path = ca_file.as_ref().map(|f| f.path());
-    let one = |pin: &Pin, local: &Option<PathBuf>| {
-        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
-    };
-    Ok(Resolved {
-        eas: one(&t.eas, &repos.eas_repo)?,
-        ei: one(&t.ei, &repos.ei_repo)?,
-        eat: one(&t.eat, &repos.eat_repo)?,
-    })
-}
-
-/// `--model` is checked against the catalog at the pinned EI commit before the cluster is read.
-/// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
-/// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
-/// (as its config then does); a real run fails later in the trees phase, as it would have.
-async fn model_before_cluster(
-    model: &str,
-    layer: &str,
-    tree_pins: &Trees,
-    args: &UpSettings,
-    global: &Global,
-    r: &mut Runner,
-) -> Result<(), Failure> {
-    let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
-    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
-    let ei = tokio::task::spawn_blocking(move || {
-        let ca_file = match ca.as_deref() {
-            Some(ders) => Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| e.to_string())?),
-            None => None,
-        };
-        trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
-            .map_err(|e| e.to_string())
-    });
-    // The trees phase's plan half reads the same tree again, in its own window.
-    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step("trees", e)) }).await?;
-    let pinned = match ei {
-        Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
-        Err(_) if args.dry_run => None,
-        Err(_) => return Ok(()),
-    };
-    catalog::check_model(model, layer, pinned.as_ref())
-}
-
-/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them
-/// (`with_ext`: a dry run decides the overlay on the EAS tree alone and runs no `init`).
-fn make_work_tree(res: &Resolved, t: &Trees, dir: &Path, layer: &str, with_ext: bool) -> Result<(), String> {
-    let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
-    trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
-    let head = trees::head(dir).map_err(|e| e.to_string())?;
-    if head != res.eas.sha {
-        return Err(format!("the work tree {} is at {head}, not the pinned {}", dir.display(), res.eas.sha));
-    }
-    if !with_ext {
-        return Ok(());
-    }
-    for row in &config::data::layers().layers[layer] {
-        let (r, p) = match row.pin.as_str() {
-            "ei" => (&res.ei, &t.ei),
-            "eat" => (&res.eat, &t.eat),
-            _ => continue,
-        };
-        trees::work_tree(r, &dir.join("ext").join(&row.dest), Some(&url(p))).map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
 /// `eas up` as its list of phases: every plan half, in the order the run meets them, then, when
 /// none blocked, every act half. A dry run prints the plan where the acts would begin; a real run
 /// with blockers prints them all and exits with the first one's code, having written nothing to
@@ -296,7 +180,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     if let Some(model) = args.select.model.as_deref()
         && catalog::catalog_path(&args.select.layer).is_some()
     {
-        model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &mut r).await?;
+        phases::trees::model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &mut r).await?;
     }
     r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
@@ -309,7 +193,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         Err(f) => {
             // The attempt keeps its log: the lines printed, then the failure.
             if let Some(dir) = r.attempt.clone().filter(|_| !args.dry_run) {
-                match attempt_log(&mut r, &dir, shell) {
+                match attempt::attempt_log(&mut r, &dir, shell) {
                     Ok(()) => f.lines().iter().for_each(|l| shell.log_only(l)),
                     Err(e) => shell.warn(format!("the attempt's log was not written: {e}")),
                 }
@@ -323,7 +207,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         return Ok(Ran::Planned { plan: Box::new(r.plan), files });
     }
     if r.blocked() {
-        return Err(blocked_run(&mut r, &planned, shell));
+        return Err(attempt::blocked_run(&mut r, &planned, shell));
     }
     day_two::announce(&r, shell);
     // On a terminal without --yes: the plan's summary, then the question, before the first act
@@ -450,19 +334,12 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
     let sd = &pre.sd;
     // Resume: the lasting phases are skipped when they finished with the same inputs.
     let work = sd.work_dir().join("eas");
-    r.inputs = inputs_hashes(&r.state, &decided.files, &decided.install, &prepared.tag);
-    let kind = r.plan.run_kind;
-    let skipped = day_two::skipped(kind, args.reinstall, x.prev.as_ref(), &r.inputs);
-    if let Some(p) = &x.prev {
-        r.state.carry_over(p, &skipped);
-    }
-    let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
-    let up_to_date = installed && kind == Some(crate::state::resume::RunKind::UpToDate);
-    let in_place = day_two::upgrades_in_place(r, &work, &args.env);
+    r.inputs = phases::inputs_hashes(&r.state, &decided.files, &decided.install, &prepared.tag);
+    let resume = day_two::resume(args, x.prev.as_ref(), &work, r);
     let client = &pre.target.client;
     let ledger_deadline = Duration::from_secs(args.ledger_timeout);
-    let result = if installed {
-        if up_to_date {
+    let result = if resume.installed {
+        if resume.up_to_date {
             day_two::up_to_date_note(x.last.as_ref(), shell);
         } else {
             shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
@@ -470,7 +347,7 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
         r.file = Some(sd.state_file());
         Ok(())
     } else {
-        let upgrade_to = in_place.then(|| x.overlay.op.commit.clone());
+        let upgrade_to = resume.in_place.then(|| x.overlay.op.commit.clone());
         r.act_phase(phases::trees::Trees { sd, upgrade_to }, x.trees, cx).await?;
         let overlay = Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() };
         r.act_phase(overlay, x.overlay, cx).await?;
@@ -481,7 +358,7 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
             files: &decided.files,
             decision: &decided.decision,
             dead: x.dead.as_ref(),
-            upgrade: in_place,
+            upgrade: resume.in_place,
         };
         match r.act_phase(prepare, (), cx).await {
             Ok(()) => match phases::install::begin_install(&bench, &facts, &decided.files, cx, r) {
@@ -494,39 +371,7 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
     let after = phases::record::record(Record { client, deadline: ledger_deadline }, cx, r).await?;
-    match (result, after) {
-        (Ok(()), After::Recorded) => {}
-        (Ok(()), After::Unreadable(e)) => {
-            r.state.exit_code = Some(1);
-            r.state.finished = Some(now());
-            r.save()?;
-            return Err(Failure::step_next(
-                "ledger",
-                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
-                format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
-            ));
-        }
-        (result, after) => {
-            let f = result.err().unwrap_or(Failure::Interrupted);
-            r.state.exit_code = Some(f.exit_code());
-            if matches!(f, Failure::Interrupted) {
-                r.state.interrupt(&now());
-            }
-            r.state.finished = Some(now());
-            r.save()?;
-            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
-                shell.note(format!("next: {next}"));
-            }
-            if matches!(after, After::Interrupted) {
-                shell.note(format!(
-                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
-                     is complete): run `{} --yes` again to complete it",
-                    cx.inv.up()
-                ));
-            }
-            return Err(f);
-        }
-    }
+    phases::record::installed(result, after, cx, r)?;
     let verify = Verify { client, sd, facts: &facts, decision: &decided.decision };
     if let Err(f) = phases::verify::verify(verify, cx, r).await {
         // A verification failure (exit 5) still completed the install: the next run compares
@@ -538,11 +383,13 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
     r.state.finished = Some(now());
     r.save()?;
     day_two::keep_completed(sd.dir(), r, &facts, &decided.files, shell);
-    if up_to_date && let Some(last) = &x.last {
+    if resume.up_to_date
+        && let Some(last) = &x.last
+    {
         shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at()));
         return Ok(());
     }
-    summary(&r.plan, &r.state, &decided.decision, sd, cx.global, shell);
+    report::summary(&r.plan, &r.state, &decided.decision, sd, cx.global, shell);
     Ok(())
 }
 
@@ -570,73 +417,6 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
     r
 }
 
-/// A real run with blockers: every one printed, the attempt recorded beside the state (never in
-/// place of an earlier install's record), and the first blocker's exit code. Nothing was
-/// written to the cluster.
-fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
-    let code = r.plan.blockers[0].exit_code;
-    r.plan.exit_code = code;
-    let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
-    shell.note(format!(
-        "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
-        r.plan.blockers.len()
-    ));
-    // Another run's lock: its directory is not this run's to write.
-    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
-        shell.warn(format!("the attempt was not recorded: {e}"));
-    }
-    crate::pipeline::blocked(&r.plan.blockers, code)
-}
-
-/// The directory beside `state.json` that holds the latest attempt: a run that stopped before
-/// its install phase began (a blocked run's `attempt.json`, facts, plan and choices; its journal
-/// `state.json`).
-pub use crate::state::records::ATTEMPT;
-
-/// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
-/// each later one; the record names it.
-pub fn attempt_log(r: &mut Runner, dir: &std::path::Path, shell: &Shell) -> std::io::Result<()> {
-    crate::state::journal::create_private_dir(dir)?;
-    let logs = dir.join("logs");
-    crate::state::journal::create_private_dir(&logs)?;
-    let log = logs.join(format!("up-{}.log", now().replace(':', "")));
-    shell.log_to(&log)?;
-    r.state.log_path = Some(log);
-    Ok(())
-}
-
-/// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
-/// choices beside it, in `<state>/attempt/`.
-fn record_attempt(
-    r: &mut Runner,
-    sd: &StateDir,
-    facts: &Facts,
-    files: &[(String, String)],
-    shell: &Shell,
-) -> std::io::Result<()> {
-    let dir = sd.dir().join(ATTEMPT);
-    // Its log: the lines the run printed, then its blockers.
-    attempt_log(r, &dir, shell)?;
-    let first = &r.plan.blockers[0];
-    let attempt = serde_json::json!({
-        "phase": first.phase, "exit_code": first.exit_code, "cause": first.cause, "finished_at": now(),
-        "blockers": r.plan.blockers,
-    });
-    let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
-    for b in &r.plan.blockers {
-        shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code));
-    }
-    write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
-    write("plan.json", &r.plan.to_json())?;
-    let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
-    write("choices.txt", choices)?;
-    write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))?;
-    let mut journal = r.state.clone();
-    journal.exit_code = Some(first.exit_code);
-    journal.finished = Some(now());
-    write(crate::state::journal::FILE, &serde_json::to_string_pretty(&journal).expect("json"))
-}
-
 /// Bad input is found before anything else happens.
 fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
     let layer = &args.select.layer;
@@ -658,68 +438,12 @@ fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
     Ok(tree_pins)
 }
 
+/// The directory beside `state.json` that holds the latest attempt: a run that stopped before
+/// its install phase began (see [`attempt`]).
+pub use crate::state::records::ATTEMPT;
+
 /// The prefix of a real run's scratch work trees in the state directory's `work/`.
 pub const NEXT: &str = "eas.next-";
-
-/// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
-fn inputs_hashes(
-    state: &State,
-    files: &[(String, String)],
-    install: &[String],
-    image: &str,
-) -> BTreeMap<PhaseId, String> {
-    use crate::state::inputs_hash;
-    let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let trees = inputs_hash(&shas);
-    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
-    let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
-    let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
-    let mut inst = vec![prepare.clone(), image.to_string()];
-    inst.extend(install.iter().cloned());
-    [
-        (PhaseId::Trees, trees),
-        (PhaseId::Overlay, overlay),
-        (PhaseId::Prepare, prepare),
-        (PhaseId::Install, inputs_hash(&inst)),
-    ]
-    .into_iter()
-    .collect()
-}
-
-fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
-    d.overrides.iter().find_map(|(k, v)| match (k, v) {
-        (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
-        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
-            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
-        } else {
-            vec![]
-        }),
-        _ => None,
-    })
-}
-
-/// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
-fn model_decision(d: &config::Decision) -> Option<String> {
-    d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
-}
-
-/// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
-fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
-    shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
-    let log = state.log_path.as_ref().map(|l| l.display().to_string());
-    let state_file = sd.state_file().display().to_string();
-    let view = crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: false };
-    let ending = crate::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
-    for line in crate::plan_view::summary(plan, view, &ending) {
-        shell.note(crate::text::escape_controls(&line));
-    }
-    if let Some(models) = expected_models(d) {
-        for m in models {
-            let base = verify::kserve::vllm().proxy_base(verify::NAMESPACE, "http", &m);
-            shell.note(format!("  model {m} answers at {base}/v1"));
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct VerifySettings {

@@ -18,8 +18,9 @@ use crate::state::since::Completed;
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{Resolved, catalog, knob_audit};
+use super::super::{catalog, knob_audit};
 use super::preflight::Pre;
+use super::trees::Resolved;
 
 pub struct Config<'a> {
     pub facts: &'a Facts,
@@ -266,7 +267,7 @@ pub fn prerequisites(
     r: &mut Runner,
 ) {
     let recorded = crate::prereq::Recorded::from_created(&r.state.ledger.created);
-    let model = decision.and_then(super::super::expected_models).and_then(|m| m.into_iter().next());
+    let model = decision.and_then(super::super::report::expected_models).and_then(|m| m.into_iter().next());
     // The pick's weights, from the figures eas sized it with (data/models.json by its
     // repository): the room the landing node needs for them.
     let weights = model.as_deref().and_then(|m| {

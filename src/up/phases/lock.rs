@@ -105,7 +105,7 @@ impl Phase for Lock<'_> {
         // phase's start replaces. Its log, until the install's takes over with every line so far.
         let attempt = sd.dir().join(ATTEMPT);
         let opened = crate::state::journal::create_private_dir(&attempt)
-            .and_then(|()| super::super::attempt_log(r, &attempt, cx.shell));
+            .and_then(|()| super::super::attempt::attempt_log(r, &attempt, cx.shell));
         if let Err(e) = opened {
             held.lease.release(CALL).await;
             return Err(crate::state::io_failure("lock", &attempt, e));

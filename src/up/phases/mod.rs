@@ -14,8 +14,12 @@ pub mod record;
 pub mod trees;
 pub mod verify;
 
+use std::collections::BTreeMap;
+
 use crate::error::Failure;
 use crate::facts::Facts;
+use crate::pipeline::PhaseId;
+use crate::state::journal::State;
 use crate::state::ledger::Ledger;
 
 use super::runner::Runner;
@@ -86,4 +90,29 @@ pub fn keep_own(r: &mut Runner, l: Ledger) {
     }
     let own = std::mem::take(&mut r.state.ledger.own);
     r.state.ledger = l.with_own(own);
+}
+
+/// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
+pub fn inputs_hashes(
+    state: &State,
+    files: &[(String, String)],
+    install: &[String],
+    image: &str,
+) -> BTreeMap<PhaseId, String> {
+    use crate::state::inputs_hash;
+    let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let trees = inputs_hash(&shas);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
+    let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
+    let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
+    let mut inst = vec![prepare.clone(), image.to_string()];
+    inst.extend(install.iter().cloned());
+    [
+        (PhaseId::Trees, trees),
+        (PhaseId::Overlay, overlay),
+        (PhaseId::Prepare, prepare),
+        (PhaseId::Install, inputs_hash(&inst)),
+    ]
+    .into_iter()
+    .collect()
 }

@@ -9,10 +9,13 @@ use crate::error::Failure;
 use crate::facts::Facts;
 use crate::pipeline::{PhaseId, PlanDecision};
 
+use super::super::knob_audit;
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{Resolved, knob_audit};
+use super::trees::Resolved;
 use super::trees::Scratch;
+use crate::state::resume::Invocation;
+use std::path::Path;
 
 pub struct Overlay<'a> {
     pub decision: &'a config::Decision,
@@ -52,7 +55,7 @@ impl Phase for Overlay<'_> {
             let op = crate::overlay::decide(&dir, &t.eas.sha, Some(&generated))?;
             // After a STOP: the other pins profiles whose overlay decides fully here.
             let forward = if op.stops().count() > 0 {
-                super::super::way_forward(&select, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
+                way_forward(&select, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
             } else {
                 Vec::new()
             };
@@ -131,4 +134,33 @@ fn audit(
         },
     );
     knob_audit::run(&audited, decision, op, &cx.args.allow_unread)
+}
+
+/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+pub fn way_forward(
+    select: &crate::settings::Select,
+    current: &str,
+    mirror: &Path,
+    generated: &crate::overlay::Generated,
+    inv: &Invocation,
+    dry_run: bool,
+) -> Vec<String> {
+    let Ok(pins) = select.pins.load() else { return Vec::new() };
+    let tried = super::super::profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let command = |profile: &str| {
+        let mut other = inv.clone();
+        let mut sel = Vec::new();
+        let mut words = inv.select.iter();
+        while let Some(w) = words.next() {
+            if w == "--profile" || w == "--ref" {
+                words.next();
+            } else {
+                sel.push(w.clone());
+            }
+        }
+        sel.extend(["--profile".to_string(), profile.to_string()]);
+        other.select = sel;
+        if dry_run { other.dry_run() } else { other.up() }
+    };
+    super::super::profiles::lines(&tried, &command)
 }

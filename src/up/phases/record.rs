@@ -11,7 +11,7 @@ use crate::state::ledger::{Ledger, Snapshot};
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{CALL, cluster};
+use super::super::{CALL, cluster, now};
 
 /// How the ledger's `after` read ended.
 pub enum After {
@@ -107,4 +107,43 @@ pub async fn ledger_before(
     let before = before.map_err(|f| r.ended(f))?;
     super::keep_own(r, Ledger::begin(prev.map(|p| &p.ledger), &before));
     r.save()
+}
+
+/// The install's end with its record's: an install that failed or was interrupted, or whose
+/// record could not be completed, ends the run here (recorded, with what to do next); verify
+/// runs only after an install recorded in full.
+pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+    match (result, after) {
+        (Ok(()), After::Recorded) => Ok(()),
+        (Ok(()), After::Unreadable(e)) => {
+            r.state.exit_code = Some(1);
+            r.state.finished = Some(now());
+            r.save()?;
+            Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
+            ))
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            r.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                r.state.interrupt(&now());
+            }
+            r.state.finished = Some(now());
+            r.save()?;
+            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+                cx.shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                cx.shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    cx.inv.up()
+                ));
+            }
+            Err(f)
+        }
+    }
 }

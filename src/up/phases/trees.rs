@@ -5,13 +5,18 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config;
+use crate::pins::{Pin, Trees as Pins};
+use crate::settings::Global;
+use crate::trees::{self, Origin};
+
 use crate::error::Failure;
 use crate::pipeline::PhaseId;
 use crate::state::StateDir;
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{Resolved, UpSettings, day_two};
+use super::super::{Repos, UpSettings, catalog, day_two};
 
 pub struct Trees<'a> {
     pub sd: &'a StateDir,
@@ -47,8 +52,8 @@ impl Phase for Trees<'_> {
         let (scratch, layer, with_ext) =
             (scratch_dir(cx.args, self.sd)?, cx.args.select.layer.clone(), !cx.args.dry_run);
         let made = tokio::task::spawn_blocking(move || {
-            let r = super::super::resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
-            super::super::make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
+            let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
+            make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
             Ok::<_, String>(Scratch { resolved: r, dir: scratch })
         });
         let made = made.await.map_err(|e| Failure::step("trees", e))?;
@@ -98,4 +103,92 @@ fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::remove_dir_all(to)?;
     }
     std::fs::rename(from, to)
+}
+
+/// The upstream trees resolved in the cache (or the operator's clones).
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub eas: trees::Resolved,
+    pub ei: trees::Resolved,
+    pub eat: trees::Resolved,
+}
+
+fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
+    match local {
+        Some(d) => Origin::Local(d.clone()),
+        None => Origin::Remote(format!("https://github.com/{}", pin.repo.clone().unwrap_or_default())),
+    }
+}
+
+pub fn resolve_trees(t: &Pins, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
+    Ok(Resolved {
+        eas: one(&t.eas, &repos.eas_repo)?,
+        ei: one(&t.ei, &repos.ei_repo)?,
+        eat: one(&t.eat, &repos.eat_repo)?,
+    })
+}
+
+/// `--model` is checked against the catalog at the pinned EI commit before the cluster is read.
+/// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
+/// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
+/// (as its config then does); a real run fails later in the trees phase, as it would have.
+pub async fn model_before_cluster(
+    model: &str,
+    layer: &str,
+    tree_pins: &Pins,
+    args: &UpSettings,
+    global: &Global,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let ei = tokio::task::spawn_blocking(move || {
+        let ca_file = match ca.as_deref() {
+            Some(ders) => Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
+            .map_err(|e| e.to_string())
+    });
+    // The trees phase's plan half reads the same tree again, in its own window.
+    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step("trees", e)) }).await?;
+    let pinned = match ei {
+        Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
+        Err(_) if args.dry_run => None,
+        Err(_) => return Ok(()),
+    };
+    catalog::check_model(model, layer, pinned.as_ref())
+}
+
+/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them
+/// (`with_ext`: a dry run decides the overlay on the EAS tree alone and runs no `init`).
+pub fn make_work_tree(res: &Resolved, t: &Pins, dir: &Path, layer: &str, with_ext: bool) -> Result<(), String> {
+    let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
+    trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
+    let head = trees::head(dir).map_err(|e| e.to_string())?;
+    if head != res.eas.sha {
+        return Err(format!("the work tree {} is at {head}, not the pinned {}", dir.display(), res.eas.sha));
+    }
+    if !with_ext {
+        return Ok(());
+    }
+    for row in &config::data::layers().layers[layer] {
+        let (r, p) = match row.pin.as_str() {
+            "ei" => (&res.ei, &t.ei),
+            "eat" => (&res.eat, &t.eat),
+            _ => continue,
+        };
+        trees::work_tree(r, &dir.join("ext").join(&row.dest), Some(&url(p))).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }

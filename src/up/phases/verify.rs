@@ -38,8 +38,8 @@ impl Phase for Verify<'_> {
     async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Vec<String>, Failure> {
         let expected = Expected {
             device_nodes: verify::devices::recorded_nodes(self.facts),
-            models: super::super::expected_models(self.decision),
-            fit: super::super::model_decision(self.decision),
+            models: super::super::report::expected_models(self.decision),
+            fit: super::super::report::model_decision(self.decision),
         };
         crate::state::journal::write_atomic(
             &self.sd.dir().join(EXPECTED_FILE),
