@@ -141,7 +141,7 @@ mod tests {
     fn the_model_pick_names_the_model_its_reason_and_the_fit_verdict() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
         let facts = crate::facts::Facts::read(&path).unwrap();
-        let select = crate::settings::Select { layer: "agent-toolkit".into(), ..Default::default() };
+        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
         let d = crate::config::generate(&facts, &select).unwrap();
         let pick = model_pick(&d).expect("a pick");
         assert_eq!(pick.name.as_deref(), Some("qwen2-5-coder-7b"));
@@ -157,7 +157,7 @@ mod tests {
     fn a_cache_fit_lowered_is_the_plans_fit_line() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
         let facts = crate::facts::Facts::read(&path).unwrap();
-        let select = crate::settings::Select { layer: "agent-toolkit".into(), ..Default::default() };
+        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
         let d = crate::config::generate(&facts, &select).unwrap();
         assert!(d.model_edits.iter().any(|e| !e.env.is_empty()), "the fixture lowers the cache: {:?}", d.model_edits);
         let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());

@@ -49,10 +49,115 @@ impl CaBundle {
     }
 }
 
+/// The layer `--layer` names, parsed once at the edge (`src/cli/resolve.rs`). The layers eas
+/// installs are the rows of `data/layers.json`, each with its install path, and the code follows
+/// each one's path (its components, its EAT rows), so they are variants; a layer that data lists
+/// as refused is kept by name so the decision refuses it (exit 3) with the data's reason. A name
+/// neither installs nor refuses is bad input at the edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layer {
+    Inference,
+    AgentToolkit,
+    Refused(String),
+}
+
+impl Layer {
+    /// `name` as a layer: installed, refused (`refused(name)` says so), or an error naming it.
+    pub fn parse(name: &str, refused: impl Fn(&str) -> bool) -> Result<Layer, String> {
+        match name {
+            "inference" => Ok(Layer::Inference),
+            "agent-toolkit" => Ok(Layer::AgentToolkit),
+            other if refused(other) => Ok(Layer::Refused(other.to_string())),
+            other => Err(format!("unknown layer {other:?}")),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Layer::Inference => "inference",
+            Layer::AgentToolkit => "agent-toolkit",
+            Layer::Refused(name) => name,
+        }
+    }
+}
+
+impl std::ops::Deref for Layer {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Layer {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Layer {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// `--containerd-config NODE=FILE`, parsed at the edge: a node (`*`: every other node) and a
+/// copy of its containerd `config.toml` (read, and checked as one, by the gatherer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFile {
+    pub node: String,
+    pub file: PathBuf,
+}
+
+impl NodeFile {
+    /// `NODE=FILE`; the error says what the form is.
+    pub fn parse(s: &str) -> Result<NodeFile, String> {
+        match s.split_once('=') {
+            Some((node, file)) if !node.is_empty() && !file.is_empty() => {
+                Ok(NodeFile { node: node.to_string(), file: PathBuf::from(file) })
+            }
+            _ => Err(
+                "expected NODE=FILE: a node name (`*`: every other node), `=`, a copy of its containerd config.toml"
+                    .to_string(),
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for NodeFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.node, self.file.display())
+    }
+}
+
+/// `--nri-socket NODE=present|absent`, parsed at the edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSocket {
+    pub node: String,
+    pub present: bool,
+}
+
+impl NodeSocket {
+    /// `NODE=present` or `NODE=absent`; the error says what the form is.
+    pub fn parse(s: &str) -> Result<NodeSocket, String> {
+        match s.split_once('=') {
+            Some((node, value @ ("present" | "absent"))) if !node.is_empty() => {
+                Ok(NodeSocket { node: node.to_string(), present: value == "present" })
+            }
+            _ => Err("expected NODE=present or NODE=absent".to_string()),
+        }
+    }
+}
+
 /// Which trees and which model (`--layer`, `--profile`, `--ref`, `--model`, `--pins`).
 #[derive(Debug, Clone)]
 pub struct Select {
-    pub layer: String,
+    pub layer: Layer,
     pub profile: Option<String>,
     pub git_ref: Option<String>,
     pub model: Option<String>,
@@ -65,7 +170,7 @@ pub struct Select {
 impl Default for Select {
     fn default() -> Self {
         Select {
-            layer: "agent-toolkit".into(),
+            layer: Layer::AgentToolkit,
             profile: None,
             git_ref: None,
             model: None,
@@ -94,4 +199,33 @@ pub struct OverlaySettings {
     pub apply: bool,
     pub explain: bool,
     pub overlay: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_flags_parse_once_into_their_parts_and_say_the_form_when_they_do_not() {
+        assert_eq!(NodeFile::parse("*=/tmp/c.toml"), Ok(NodeFile { node: "*".into(), file: "/tmp/c.toml".into() }));
+        assert_eq!(NodeFile::parse("n1=/a=b").map(|f| f.file), Ok(PathBuf::from("/a=b")), "the first `=` splits");
+        for bad in ["n1", "=f", "n1="] {
+            assert!(NodeFile::parse(bad).unwrap_err().starts_with("expected NODE=FILE"), "{bad}");
+        }
+        assert_eq!(NodeSocket::parse("n1=absent"), Ok(NodeSocket { node: "n1".into(), present: false }));
+        assert_eq!(NodeSocket::parse("n1=present").map(|s| s.present), Ok(true));
+        for bad in ["n1=maybe", "=present", "n1"] {
+            assert_eq!(NodeSocket::parse(bad).unwrap_err(), "expected NODE=present or NODE=absent", "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_layer_is_installed_refused_or_unknown() {
+        let refused = |n: &str| n == "erag";
+        assert_eq!(Layer::parse("inference", refused), Ok(Layer::Inference));
+        assert_eq!(Layer::parse("agent-toolkit", refused).map(|l| l.to_string()), Ok("agent-toolkit".into()));
+        assert_eq!(Layer::parse("erag", refused), Ok(Layer::Refused("erag".into())));
+        assert_eq!(Layer::parse("platform", refused), Err("unknown layer \"platform\"".into()));
+        assert!(Layer::AgentToolkit == "agent-toolkit" && &*Layer::Inference == "inference");
+    }
 }

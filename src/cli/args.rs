@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::SelectArgs;
 use crate::pipeline::PhaseId;
-use crate::settings::timeouts;
+use crate::settings::{NodeFile, NodeSocket, timeouts};
 
 #[derive(Args, Debug, Clone)]
 pub struct FitArgs {
@@ -29,11 +29,11 @@ pub struct FactsArgs {
     /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
     /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
     #[arg(long = "containerd-config", value_name = "NODE=FILE", value_parser = node_file)]
-    pub containerd_config: Vec<String>,
+    pub containerd_config: Vec<NodeFile>,
     /// Whether a node's NRI socket exists, for a node given with --containerd-config
     /// [default: whether that config enables NRI]. Repeatable
     #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
-    pub nri_socket: Vec<String>,
+    pub nri_socket: Vec<NodeSocket>,
     /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
     /// pod on it (the one form of `eas facts` that writes: the pod, deleted at once)
     #[arg(long)]
@@ -55,23 +55,20 @@ pub enum FactsOutput {
 
 /// `--containerd-config NODE=FILE`, checked while parsing: a typo fails before any cluster call
 /// (the file's content is checked where it is read, in gather).
-fn node_file(s: &str) -> Result<String, String> {
-    match s.split_once('=') {
-        Some((node, file)) if !node.is_empty() && !file.is_empty() => match std::path::Path::new(file).is_file() {
-            true => Ok(s.to_string()),
-            false => Err(format!("{file} is not a file (NODE=FILE names a copy of the node's containerd config.toml)")),
-        },
-        _ => Err("expected NODE=FILE: a node name (`*`: every other node), `=`, a copy of its containerd config.toml"
-            .to_string()),
+fn node_file(s: &str) -> Result<NodeFile, String> {
+    let parsed = NodeFile::parse(s)?;
+    match parsed.file.is_file() {
+        true => Ok(parsed),
+        false => Err(format!(
+            "{} is not a file (NODE=FILE names a copy of the node's containerd config.toml)",
+            parsed.file.display()
+        )),
     }
 }
 
 /// `--nri-socket NODE=present|absent`, checked while parsing.
-fn node_socket(s: &str) -> Result<String, String> {
-    match s.split_once('=') {
-        Some((node, "present" | "absent")) if !node.is_empty() => Ok(s.to_string()),
-        _ => Err("expected NODE=present or NODE=absent".to_string()),
-    }
+fn node_socket(s: &str) -> Result<NodeSocket, String> {
+    NodeSocket::parse(s)
 }
 
 /// The operator-supplied node facts `eas up` takes too (the flags of `eas facts`).
@@ -80,10 +77,10 @@ fn node_socket(s: &str) -> Result<String, String> {
 pub struct GatherArgs {
     /// A node's containerd config.toml, for a node eas cannot read (repeatable)
     #[arg(long = "containerd-config", value_name = "NODE=FILE", value_parser = node_file)]
-    pub containerd_config: Vec<String>,
+    pub containerd_config: Vec<NodeFile>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
     #[arg(long = "nri-socket", value_name = "NODE=present|absent", value_parser = node_socket)]
-    pub nri_socket: Vec<String>,
+    pub nri_socket: Vec<NodeSocket>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -42,10 +42,14 @@ impl From<ProgressArg> for ProgressMode {
     }
 }
 
-/// The selection flags, with the pins resolved the one way every command resolves them.
-fn select(a: SelectArgs, env: &Env) -> Select {
+/// The selection flags, with the pins resolved the one way every command resolves them, and the
+/// layer parsed once: a name that is neither one eas installs nor one it refuses is bad input.
+fn select(a: SelectArgs, env: &Env) -> Result<Select, Failure> {
+    let refused = |name: &str| crate::config::data::layers().refused.contains_key(name);
+    let layer = crate::settings::Layer::parse(&a.layer, refused)
+        .map_err(|cause| Failure::bad_input(cause, "use --layer agent-toolkit (default) or --layer inference"))?;
     let pins = env.pins_source(a.pins.as_deref());
-    Select { layer: a.layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit }
+    Ok(Select { layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit })
 }
 
 impl From<FitArgs> for FitSettings {
@@ -55,8 +59,9 @@ impl From<FitArgs> for FitSettings {
 }
 
 /// `eas config`'s settings.
-pub fn config(a: ConfigArgs, env: &Env) -> ConfigSettings {
-    ConfigSettings { facts: a.facts, out: a.out, select: select(a.select, env), catalog: a.catalog, explain: a.explain }
+pub fn config(a: ConfigArgs, env: &Env) -> Result<ConfigSettings, Failure> {
+    let select = select(a.select, env)?;
+    Ok(ConfigSettings { facts: a.facts, out: a.out, select, catalog: a.catalog, explain: a.explain })
 }
 
 impl From<OverlayArgs> for OverlaySettings {
@@ -72,7 +77,7 @@ impl From<FactsArgs> for FactsSettings {
             containerd_config: a.containerd_config,
             nri_socket: a.nri_socket,
             probe_nodes: a.probe_nodes,
-            request_timeout: a.request_timeout,
+            request_timeout: std::time::Duration::from_secs(a.request_timeout),
             output: match a.output {
                 Some(FactsOutput::Json) => crate::output::OutputFormat::Json,
                 None => crate::output::OutputFormat::Text,
@@ -120,7 +125,7 @@ pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
             fail_on_blockers: a.fail_on_blockers,
             offline: a.offline,
             allow_unread: a.allow_unread,
-            select: select(a.select, env),
+            select: select(a.select, env)?,
             env: a.env,
             out: a.out,
             output: a.output.into(),
@@ -131,7 +136,7 @@ pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
             repos: a.repos.into(),
             image: a.image.into(),
             gather: GatherOptions { probe_nodes: a.probe_nodes, ..a.gather.into() },
-            ledger_timeout: a.ledger_timeout,
+            ledger_timeout: std::time::Duration::from_secs(a.ledger_timeout),
             phase_timeouts,
         })
     }
@@ -150,14 +155,18 @@ pub fn down(a: DownArgs, env: &Env) -> DownSettings {
             break_lock: a.break_lock,
             pins: env.pins_source(a.pins.as_deref()),
             image: a.image.into(),
-            teardown_timeout: a.teardown_timeout,
+            teardown_timeout: std::time::Duration::from_secs(a.teardown_timeout),
         }
     }
 }
 
 impl From<VerifyArgs> for VerifySettings {
     fn from(a: VerifyArgs) -> Self {
-        VerifySettings { timeout: a.timeout, devices_timeout: a.devices_timeout, output: a.output.into() }
+        VerifySettings {
+            timeout: std::time::Duration::from_secs(a.timeout),
+            devices_timeout: std::time::Duration::from_secs(a.devices_timeout),
+            output: a.output.into(),
+        }
     }
 }
 
@@ -183,14 +192,14 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
 }
 
 /// `eas doctor`'s settings: `eas up`'s, as a dry run.
-pub fn doctor(a: DoctorArgs, env: &Env) -> crate::up::doctor::DoctorSettings {
+pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::up::doctor::DoctorSettings, Failure> {
     {
         let up = UpSettings {
             dry_run: true,
             fail_on_blockers: false,
             offline: a.offline,
             allow_unread: a.allow_unread,
-            select: select(a.select, env),
+            select: select(a.select, env)?,
             env: a.env,
             out: None,
             output: crate::output::OutputFormat::Text,
@@ -201,9 +210,9 @@ pub fn doctor(a: DoctorArgs, env: &Env) -> crate::up::doctor::DoctorSettings {
             repos: a.repos.into(),
             image: a.image.into(),
             gather: a.gather.into(),
-            ledger_timeout: crate::settings::timeouts::LEDGER.as_secs(),
+            ledger_timeout: crate::settings::timeouts::LEDGER,
             phase_timeouts: crate::pipeline::PhaseTimeouts::default(),
         };
-        crate::up::doctor::DoctorSettings { up, output: a.output.into() }
+        Ok(crate::up::doctor::DoctorSettings { up, output: a.output.into() })
     }
 }

@@ -50,14 +50,27 @@ fn json_document(command: &Command) -> Option<&'static str> {
 
 fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Failure> {
     match command {
-        Command::Config(args) => config::run(&crate::cli::config(args, &global.env), shell),
+        Command::Config(args) => {
+            let out = args.out.clone();
+            match crate::cli::config(args, &global.env) {
+                Ok(settings) => config::run(&settings, shell),
+                // Bad input writes nothing, and leaves none of an earlier run's outputs.
+                Err(f) => crate::config::clear_stale(&out).and(Err(f)),
+            }
+        }
         Command::Fit(args) => fit::run(&args.into(), shell),
         Command::Overlay(args) => overlay::run(&args.into(), shell),
         Command::Facts(args) => facts::run(&args.into(), global, shell),
-        Command::Up(args) => up::run(&crate::cli::up(*args, &global.env)?, global, shell),
+        Command::Up(args) => {
+            let (dry_run, out) = (args.dry_run, args.out.clone());
+            match crate::cli::up(*args, &global.env) {
+                Ok(settings) => up::run(&settings, global, shell),
+                Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f)),
+            }
+        }
         Command::Down(args) => down::run(&crate::cli::down(args, &global.env), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
-        Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env), global, shell),
+        Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env)?, global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),

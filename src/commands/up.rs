@@ -20,13 +20,20 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fail
         Err(f) => Err(f),
     };
     // The stale plan would describe a run that is not this one.
-    if let (Err(f), true, Some(out)) = (&result, args.dry_run, args.out.as_deref())
-        && !matches!(f, Failure::Blocked { .. })
-    {
-        write::clear(out)
-            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))?;
+    result.map_err(|f| without_stale_outputs(args.dry_run, args.out.as_deref(), f))
+}
+
+/// A dry run that failed before its plan was printed (bad input, an unreadable cluster) leaves
+/// none of an earlier run's outputs in `--out`: the stale plan would describe a run that is not
+/// this one. A printed plan already wrote (or, on exit 2 or 3, cleared) them.
+pub fn without_stale_outputs(dry_run: bool, out: Option<&std::path::Path>, f: Failure) -> Failure {
+    match (dry_run, out) {
+        (true, Some(out)) if !matches!(f, Failure::Blocked { .. }) => match write::clear(out) {
+            Ok(()) => f,
+            Err(e) => Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())),
+        },
+        _ => f,
     }
-    result
 }
 
 /// The plan printed (and written with `--out`) whatever its exit code, then that code.

@@ -83,7 +83,7 @@ pub struct Inputs<'a> {
     /// The fit that decides (SPEC §3.4): the facts' own, or an external document.
     pub fit: Option<&'a crate::facts::Fit>,
     pub trees: &'a Trees,
-    pub layer: &'a str,
+    pub layer: &'a crate::settings::Layer,
     pub model: Option<&'a str>,
     /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
     /// candidates (`data/models.json`) stand in for it.
@@ -102,17 +102,16 @@ pub const NODE_ARGS: &str = "k3s.io/node-args";
 /// The layer and model asked for, checked without reading anything: bad input (exit 2) before
 /// any network call. `None`: a layer eas knows and refuses (the refusal comes with the facts).
 /// `with_catalog`: a model catalog will decide, so `--model` is checked against it, not here.
-pub fn selection(layer: &str, model: Option<&str>, with_catalog: bool) -> Result<Option<Layer>, Rejection> {
+pub fn selection(
+    layer: &crate::settings::Layer,
+    model: Option<&str>,
+    with_catalog: bool,
+) -> Result<Option<Layer>, Rejection> {
+    use crate::settings::Layer as Selected;
     let layer = match layer {
-        "inference" => Some(Layer::Inference),
-        "agent-toolkit" => Some(Layer::AgentToolkit),
-        other if data::layers().refused.contains_key(other) => None,
-        other => {
-            return Err(Rejection::BadInput {
-                cause: format!("unknown layer {other:?}"),
-                hint: "use --layer agent-toolkit (default) or --layer inference".into(),
-            });
-        }
+        Selected::Inference => Some(Layer::Inference),
+        Selected::AgentToolkit => Some(Layer::AgentToolkit),
+        Selected::Refused(_) => None,
     };
     if let (Some(_), Some(m), false) = (layer, model, with_catalog)
         && !data::models().candidates.iter().any(|c| c.name == m)
@@ -188,7 +187,7 @@ fn refusals<'f>(
 ) -> Result<(Vec<String>, NodeArgs<'f>), Rejection> {
     let f = inp.facts;
     let mut refuse = Vec::new();
-    if let Some(why) = data::layers().refused.get(inp.layer) {
+    if let Some(why) = data::layers().refused.get(inp.layer.as_str()) {
         refuse.push(format!("--layer {}: {why}", inp.layer));
     }
     if let (Some(_), Some(m), Some(cat)) = (layer, inp.model, inp.catalog)

@@ -76,7 +76,13 @@ fn desktop() -> Facts {
     Facts::parse(include_str!("../../fixtures/config/desktop-i9/facts.json")).unwrap()
 }
 
+/// `name` as `--layer` names it (the edge parses it so; a name it does not know is a test's error).
+fn layer_named(name: &str) -> crate::settings::Layer {
+    crate::settings::Layer::parse(name, |n| super::data::layers().refused.contains_key(n)).unwrap()
+}
+
 fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
+    let layer = &layer_named(layer);
     let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
     let trees = pins.trees("main").unwrap();
     // As `config::generate_with` does: the facts' fit, else eas's own.
@@ -264,6 +270,7 @@ fn with_downloads(
     text: &str,
     downloads: &[(String, crate::config::hf::Access)],
 ) -> Result<Decision, Rejection> {
+    let layer = &layer_named(layer);
     let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
     let trees = pins.trees("main").unwrap();
     let cat = super::super::catalog::Pinned {

@@ -39,14 +39,14 @@ pub struct FactsSettings {
     pub out: Option<PathBuf>,
     /// A node's containerd config (a copy of its /var/lib/rancher/k3s/agent/etc/containerd/config.toml),
     /// for nodes eas cannot read itself; NODE `*` means every other node. Repeatable
-    pub containerd_config: Vec<String>,
+    pub containerd_config: Vec<crate::settings::NodeFile>,
     /// Whether a node's NRI socket exists, for a node given with --containerd-config
     /// [default: whether that config enables NRI]. Repeatable
-    pub nri_socket: Vec<String>,
+    pub nri_socket: Vec<crate::settings::NodeSocket>,
     /// Read an otherwise unreadable node's containerd facts with a probe pod (`probe`)
     pub probe_nodes: bool,
-    /// Seconds each API call may take (each Docker call: at most 10)
-    pub request_timeout: u64,
+    /// How long each API call may take (each Docker call: at most 10 s)
+    pub request_timeout: Duration,
     /// The facts are JSON either way; `json` also prints them on stdout when --out is given
     pub output: crate::output::OutputFormat,
 }
@@ -82,7 +82,7 @@ impl From<GatherError> for Failure {
 pub fn read(args: &FactsSettings, global: &Global, shell: &Shell, landing: Landing) -> Result<Gathered, Failure> {
     let mut operator = operator(args).map_err(GatherError::Operator)?;
     operator.command = "eas facts";
-    let timeout = Duration::from_secs(args.request_timeout.max(1));
+    let timeout = args.request_timeout.max(Duration::from_secs(1));
     crate::runtime::block_on_interruptible(async {
         let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
             .await
@@ -97,24 +97,17 @@ pub fn read(args: &FactsSettings, global: &Global, shell: &Shell, landing: Landi
 fn operator(args: &FactsSettings) -> Result<Operator, String> {
     let mut op = Operator { probe: args.probe_nodes, ..Operator::default() };
     for spec in &args.containerd_config {
-        let (node, file) = split_node(spec, "--containerd-config", "NODE=FILE")?;
-        let text = crate::bounded::read_string(std::path::Path::new(file), crate::bounded::Kind::Containerd)
-            .map_err(|e| format!("--containerd-config {node}={file}: {e}"))?;
+        let (node, file) = (&spec.node, spec.file.display());
+        let text = crate::bounded::read_string(&spec.file, crate::bounded::Kind::Containerd)
+            .map_err(|e| format!("--containerd-config {spec}: {e}"))?;
         let config = containerd::parse(&text)
-            .map_err(|e| format!("--containerd-config {node}={file}: {file} is not a containerd config: {e}"))?;
-        if op.configs.insert(node.to_string(), Supplied { file: PathBuf::from(file), config }).is_some() {
+            .map_err(|e| format!("--containerd-config {spec}: {file} is not a containerd config: {e}"))?;
+        if op.configs.insert(node.to_string(), Supplied { file: spec.file.clone(), config }).is_some() {
             return Err(format!("--containerd-config names node {node} twice"));
         }
     }
     for spec in &args.nri_socket {
-        let (node, value) = split_node(spec, "--nri-socket", "NODE=present|absent")?;
-        let present = match value {
-            "present" => true,
-            "absent" => false,
-            other => {
-                return Err(format!("--nri-socket {node}={other}: say `present` or `absent`"));
-            }
-        };
+        let (node, present) = (spec.node.as_str(), spec.present);
         if !op.configs.contains_key(node) && !op.configs.contains_key(nodes::ANY_NODE) {
             return Err(format!(
                 "--nri-socket {node} needs --containerd-config {node}=FILE (eas reads the socket itself otherwise)"
@@ -125,13 +118,6 @@ fn operator(args: &FactsSettings) -> Result<Operator, String> {
         }
     }
     Ok(op)
-}
-
-fn split_node<'a>(spec: &'a str, flag: &str, form: &str) -> Result<(&'a str, &'a str), String> {
-    match spec.split_once('=') {
-        Some((node, value)) if !node.is_empty() && !value.is_empty() => Ok((node, value)),
-        _ => Err(format!("{flag} {spec:?}: expected {form}")),
-    }
 }
 
 pub struct Gathered {
@@ -378,10 +364,10 @@ mod tests {
     fn args(configs: &[&str], sockets: &[&str]) -> FactsSettings {
         FactsSettings {
             out: None,
-            containerd_config: configs.iter().map(|s| s.to_string()).collect(),
-            nri_socket: sockets.iter().map(|s| s.to_string()).collect(),
+            containerd_config: configs.iter().map(|s| crate::settings::NodeFile::parse(s).unwrap()).collect(),
+            nri_socket: sockets.iter().map(|s| crate::settings::NodeSocket::parse(s).unwrap()).collect(),
             probe_nodes: false,
-            request_timeout: 30,
+            request_timeout: Duration::from_secs(30),
             output: Default::default(),
         }
     }
@@ -400,12 +386,10 @@ mod tests {
         assert_eq!(op.nri_sockets.get("n1"), Some(&false));
         assert!(operator(&args(&[&format!("*={g}")], &["n2=present"])).is_ok(), "`*` covers every node");
 
-        let cases: [(Vec<String>, Vec<&str>, &str); 6] = [
-            (vec!["n1".into()], vec![], "expected NODE=FILE"),
+        let cases: [(Vec<String>, Vec<&str>, &str); 4] = [
             (vec![format!("n1={}", dir.path().join("missing").display())], vec![], "does not exist"),
             (vec![format!("n1={b}")], vec![], "is not a containerd config"),
             (vec![format!("n1={g}"), format!("n1={g}")], vec![], "twice"),
-            (vec![format!("n1={g}")], vec!["n1=maybe"], "`present` or `absent`"),
             (vec![], vec!["n1=present"], "needs --containerd-config n1=FILE"),
         ];
         for (configs, sockets, want) in cases {
@@ -420,9 +404,9 @@ mod tests {
 #[derive(Debug, Clone, Default)]
 pub struct GatherOptions {
     /// A node's containerd config.toml, for a node eas cannot read (repeatable)
-    pub containerd_config: Vec<String>,
+    pub containerd_config: Vec<crate::settings::NodeFile>,
     /// Whether a node has the NRI socket, for a node eas cannot read (repeatable)
-    pub nri_socket: Vec<String>,
+    pub nri_socket: Vec<crate::settings::NodeSocket>,
     /// Read an otherwise unreadable node's containerd facts with a probe pod (`probe`)
     pub probe_nodes: bool,
     /// The command these came with (`eas up`), named in what to run next.
@@ -453,7 +437,7 @@ pub async fn collect(
         containerd_config: opts.containerd_config.clone(),
         nri_socket: opts.nri_socket.clone(),
         probe_nodes: opts.probe_nodes,
-        request_timeout: timeout.as_secs(),
+        request_timeout: timeout,
         output: Default::default(),
     };
     let mut op = operator(&args).map_err(GatherError::Operator)?;

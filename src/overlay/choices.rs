@@ -22,7 +22,7 @@ impl Generated {
     /// From a facts document: runs the generator's own rules (the default layer and profile; the
     /// choices the overlay reads do not depend on either). A refusal is the generator's, exit 3.
     pub fn from_facts(facts: &Facts, overlay: &Overlay) -> Result<Generated, Failure> {
-        let select = Select { layer: "agent-toolkit".into(), ..Select::default() };
+        let select = Select { layer: crate::settings::Layer::AgentToolkit, ..Select::default() };
         let decision = config::generate(facts, &select)?;
         Ok(Generated::from_decision(&decision, facts, overlay))
     }

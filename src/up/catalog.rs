@@ -41,7 +41,7 @@ pub fn read(objects: &Path, sha: &str, pin: &Pin, layer: &str) -> Result<Option<
 /// is bad input, with its LLM entries as the hint; an entry that is not an LLM is left to the
 /// decision, which refuses it. Without a catalog (the EI tree could not be had) the built-in
 /// candidates decide, as the dry run's config then does.
-pub fn check_model(model: &str, layer: &str, catalog: Option<&Pinned>) -> Result<(), Failure> {
+pub fn check_model(model: &str, layer: &crate::settings::Layer, catalog: Option<&Pinned>) -> Result<(), Failure> {
     let Some(c) = catalog else {
         return crate::config::rules::selection(layer, Some(model), false).map(drop).map_err(|r| match r {
             crate::config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),

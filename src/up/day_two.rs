@@ -33,7 +33,7 @@ pub fn classify(
     r: &mut Runner,
 ) -> Result<(), Failure> {
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
-    if let Some(layer) = installed.filter(|l| *l != args.select.layer) {
+    if let Some(layer) = installed.filter(|l| args.select.layer != *l) {
         r.block(
             PhaseId::Config,
             Failure::bad_input(

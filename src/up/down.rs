@@ -53,8 +53,8 @@ pub struct DownSettings {
     /// Where the pins come from (resolved as every command does).
     pub pins: crate::pins::Source,
     pub image: crate::bastion::BaseImage,
-    /// How long the installer's teardown may run, in seconds
-    pub teardown_timeout: u64,
+    /// How long the installer's teardown may run
+    pub teardown_timeout: Duration,
 }
 
 /// What a `down` that did not fail has to say on stdout (the command layer prints it,
@@ -615,7 +615,7 @@ async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]) ->
     let kube = &ctx.kube;
     let std = bastion::standard(&tag, argv, Some(&tree), Some(kube), &env)?;
     let mut spec = std.spec.clone();
-    spec.timeout = Some(Duration::from_secs(ctx.args.teardown_timeout));
+    spec.timeout = Some(ctx.args.teardown_timeout);
     let mut sink = Quiet(Vec::new());
     let outcome = DockerRunner::new(ctx.docker.clone()).run(&spec, &mut sink, ctx.interrupt).await;
     let redactor = super::install::redactor(&ctx.global.env);

@@ -88,8 +88,8 @@ pub struct UpSettings {
     pub repos: Repos,
     pub image: bastion::BaseImage,
     pub gather: GatherOptions,
-    /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
-    pub ledger_timeout: u64,
+    /// How long a ledger snapshot is retried before the record is marked incomplete
+    pub ledger_timeout: Duration,
     /// Each phase's act-half timeout: the declared ones unless `--install-timeout`,
     /// `--verify-timeout` or `--phase-timeout` set them (resolved once, conflicts refused).
     pub phase_timeouts: crate::pipeline::PhaseTimeouts,
@@ -337,7 +337,7 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
     r.inputs = phases::inputs_hashes(&r.state, &decided.files, &decided.install, &prepared.tag);
     let resume = day_two::resume(args, x.prev.as_ref(), &work, r);
     let client = &pre.target.client;
-    let ledger_deadline = Duration::from_secs(args.ledger_timeout);
+    let ledger_deadline = args.ledger_timeout;
     let result = if resume.installed {
         if resume.up_to_date {
             day_two::up_to_date_note(x.last.as_ref(), shell);
@@ -399,7 +399,7 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
     let info = RunInfo {
         cluster_key: String::new(),
         context: String::new(),
-        layer: args.select.layer.clone(),
+        layer: args.select.layer.to_string(),
         env: args.env.clone(),
         pins: PinsRecord {
             profile: tree_pins.profile.clone(),
@@ -447,10 +447,10 @@ pub const NEXT: &str = "eas.next-";
 
 #[derive(Debug, Clone)]
 pub struct VerifySettings {
-    /// How long to wait for the model servers, in seconds
-    pub timeout: u64,
-    /// How long to wait for every device node's resource and plugin pod, in seconds
-    pub devices_timeout: u64,
+    /// How long to wait for the model servers
+    pub timeout: Duration,
+    /// How long to wait for every device node's resource and plugin pod
+    pub devices_timeout: Duration,
     /// `json`: one document (eas-verify/v1) on stdout, passed or not
     pub output: crate::output::OutputFormat,
 }
@@ -500,11 +500,7 @@ pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) ->
                 models: verify::Models::NotInstalled(sd.dir().display().to_string()),
             },
         };
-        let t = verify::Timeouts {
-            models: Duration::from_secs(args.timeout),
-            devices: Duration::from_secs(args.devices_timeout),
-            ..verify::Timeouts::default()
-        };
+        let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
         verify::verify(&target.client, &exp, &t, shell).await
     })
 }

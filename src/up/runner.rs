@@ -387,7 +387,7 @@ mod tests {
                 repos: Default::default(),
                 image: Default::default(),
                 gather: Default::default(),
-                ledger_timeout: 1,
+                ledger_timeout: Duration::from_secs(1),
                 phase_timeouts: PhaseTimeouts::default(),
             };
             let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };

@@ -98,8 +98,10 @@ impl Phase for Config<'_> {
             let repo = tree_pins.eat.repo.clone().unwrap_or_default();
             let eat = knob_audit::Tree { name: "eat", repo: repo.clone(), objects: &t.eat.objects, sha: &t.eat.sha };
             // A reader counts only on the layer's install path: its manifest must include EAT.
-            let on_path =
-                config::data::layers().layers.get(layer).is_some_and(|rows| rows.iter().any(|r| r.pin == "eat"));
+            let on_path = config::data::layers()
+                .layers
+                .get(layer.as_str())
+                .is_some_and(|rows| rows.iter().any(|r| r.pin == "eat"));
             let readers = if on_path {
                 knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step("config", e))?
             } else {

@@ -144,7 +144,7 @@ pub fn resolve_trees(t: &Pins, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>
 /// (as its config then does); a real run fails later in the trees phase, as it would have.
 pub async fn model_before_cluster(
     model: &str,
-    layer: &str,
+    layer: &crate::settings::Layer,
     tree_pins: &Pins,
     args: &UpSettings,
     global: &Global,
