@@ -117,17 +117,6 @@ pub enum TargetError {
 }
 
 impl TargetError {
-    /// The command-edge failure: a plugin's failure is a run-time step (exit 1), an interrupted
-    /// read exit 130, anything else bad input (exit 2).
-    pub fn failure(&self) -> crate::error::Failure {
-        use crate::error::Failure;
-        match self {
-            TargetError::Plugin(line) => Failure::step("kubeconfig", line),
-            TargetError::Interrupted => Failure::Interrupted,
-            e => Failure::bad_input(e.to_string(), e.hint()),
-        }
-    }
-
     pub fn hint(&self) -> String {
         match self {
             TargetError::Missing(_) | TargetError::Unreadable { .. } | TargetError::NoDefault(_) => {

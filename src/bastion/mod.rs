@@ -23,7 +23,6 @@ use std::sync::OnceLock;
 use bollard::Docker;
 use serde::Deserialize;
 
-use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::{Pins, PinsError};
 use crate::settings::Global;
@@ -31,7 +30,7 @@ use artifacts::{ArtifactError, Cache, SystemFetcher};
 use context::{Base, Context, ContextError};
 use image::{BuildRequest, Built, ImageError};
 use kubeconfig::KubeconfigError;
-use run::{BindMount, ContainerRunner, DockerRunner, Interrupt, Outcome, RunError, RunSpec};
+use run::{BindMount, Interrupt, RunError, RunSpec};
 
 pub const MANAGED_LABEL: &str = "io.eas.managed";
 /// The label carrying the id of the run that made a bastion container.
@@ -162,83 +161,6 @@ impl BastionError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BastionError {
     let what = what.into();
     move |source| BastionError::Io { what, source }
-}
-
-impl From<BastionError> for Failure {
-    fn from(e: BastionError) -> Self {
-        use BastionError as B;
-        match e {
-            B::Pins(p) => p.into(),
-            B::InPins { pins, source } => match Failure::from(B::Context(source)) {
-                Failure::BadInput { cause, hint } => {
-                    Failure::BadInput { cause: format!("{cause} (pins: {pins})"), hint }
-                }
-                other => other,
-            },
-            B::Interrupted => Failure::Interrupted,
-            B::Context(ref c) => Failure::bad_input(
-                e.to_string(),
-                match c {
-                    ContextError::UnpinnedBase { .. } => {
-                        "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
-                     `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
-                    }
-                    ContextError::MissingSha256(_) => {
-                        "on a connected machine run `eas bastion build --lock` (checked against each publisher's checksum; \
-                     it writes the pins file `eas pins show` names), or write the publisher's sha256 into that file"
-                    }
-                    ContextError::LockMalformed { .. } | ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
-                },
-            ),
-            B::Publisher(publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
-            B::Publisher(p) => Failure::Refused(vec![
-                p.to_string(),
-                "nothing was recorded; pass --trust-on-first-use to record the download as it is \
-                 (its pins row's source will say so), or write the publisher's sha256 into the pins file"
-                    .into(),
-            ]),
-            B::Artifact(ArtifactError::Mismatch { .. }) => Failure::step_next(
-                "bastion artifacts",
-                e,
-                "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
-            ),
-            B::Artifact(ArtifactError::Cache { ref path, .. }) => {
-                let next = format!(
-                    "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
-                );
-                Failure::step_next("bastion artifacts", e, next)
-            }
-            B::Artifact(_) => Failure::step_next(
-                "bastion artifacts",
-                e,
-                "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
-            ),
-            B::Image(ImageError::Connect(_)) => Failure::step_next("docker", e, crate::hints::DOCKER),
-            B::Image(ImageError::BaseMissing(ref r)) => {
-                let hint = crate::hints::base_missing(r);
-                Failure::bad_input(e.to_string(), hint)
-            }
-            B::Image(ImageError::Build { .. }) => Failure::step_next(
-                "bastion build",
-                e,
-                "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
-            ),
-            B::Image(ImageError::TimedOut { .. }) => Failure::step_next(
-                "bastion build",
-                e,
-                "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
-            ),
-            B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
-            B::Run(_) => Failure::step("bastion run", e),
-            B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
-            B::Io { .. } => Failure::step("bastion", e),
-            B::Busy(_) => Failure::step_next(
-                "bastion",
-                e,
-                "another eas is building this image: let it finish (or stop it), then re-run",
-            ),
-        }
-    }
 }
 
 /// The image `eas up` and `eas bastion run` use.
@@ -664,7 +586,7 @@ pub fn standard(
 
 /// The kubeconfig for a bastion run, with a token minted on the host when the context's user
 /// has an exec credential plugin; says how long the token lives.
-pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource, Failure> {
+pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource, crate::kubeconfig::TargetError> {
     let mut kube = KubeSource::resolve(global);
     match kube.mint(crate::settings::timeouts::CREDENTIAL).await {
         Ok(Some(m)) => {
@@ -676,7 +598,7 @@ pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource,
             Ok(kube)
         }
         Ok(None) => Ok(kube),
-        Err(e) => Err(e.failure()),
+        Err(e) => Err(e),
     }
 }
 
@@ -725,64 +647,10 @@ pub fn link_venv(tree: &Path) -> Result<(), BastionError> {
     }
 }
 
-pub fn command(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    crate::runtime::block_on(async {
-        let interrupt = Interrupt::on_signals().map_err(io("installing signal handlers"))?;
-        match cmd {
-            BastionCommand::Build(a) => build_command(&a, global, shell, &interrupt).await,
-            BastionCommand::Run(a) => run_command(&a, global, shell, &interrupt).await,
-        }
-    })?
-}
-
-async fn build_command(
-    a: &BuildSettings,
-    global: &Global,
-    shell: &Shell,
-    interrupt: &Interrupt,
-) -> Result<(), Failure> {
-    let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
-    let mode = a.lock.then_some(LockMode { trust_on_first_use: a.trust_on_first_use });
-    let p = prepare_with(&docker, &a.image, mode, a.rebuild, shell, interrupt).await?;
-    tracing::debug!("{} is image {} (context sha256 {}, reused: {})", p.tag, p.id, p.digest, p.reused);
-    shell.out(&p.tag);
-    Ok(())
-}
-
-async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
-    let env = global.env.lookup();
-    let kube = minted_source(global, shell).await?;
-    let docker = image::connect(&global.env).await.map_err(BastionError::from)?;
-    let p = prepare(&docker, &a.image, false, false, shell, interrupt).await?;
-    let std = standard(&p.tag, a.command.clone(), a.tree.as_deref(), Some(&kube), &env)?;
-    let secret = |k: &str| installer_env().iter().any(|v| v.secret && v.name == k);
-    let names: Vec<String> =
-        std.spec.env.iter().map(|(k, _)| if secret(k) { format!("{k} (secret)") } else { k.clone() }).collect();
-    let route = match &std.route {
-        Some(kubeconfig::Route::Host) => "host network: the API server is on this host".to_string(),
-        Some(kubeconfig::Route::K3dNetwork { network, server }) => format!("network {network}, API server {server}"),
-        Some(kubeconfig::Route::Default) => "default network".to_string(),
-        None => "default network, no kubeconfig".to_string(),
-    };
-    let names = if names.is_empty() { "none".to_string() } else { names.join(", ") };
-    shell.phase("bastion", format!("running in {} ({route}; environment: {names})", p.tag));
-    let runner = DockerRunner::new(docker);
-    match runner.run(&std.spec, &mut run::Stdio, interrupt).await.map_err(BastionError::from)? {
-        Outcome::Exited(0) => Ok(()),
-        Outcome::Exited(code) => Err(Failure::Exit { step: "bastion run".into(), code: exit_byte(code) }),
-        Outcome::Interrupted => Err(Failure::Interrupted),
-        Outcome::TimedOut => Err(Failure::step("bastion run", "timed out")),
-    }
-}
-
-/// A container's exit code as a process exit code (Docker reports 0..=255; anything else is 1).
-fn exit_byte(code: i64) -> u8 {
-    u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Failure;
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -1005,11 +873,6 @@ mod tests {
         let copy_path = m.source.clone();
         drop(s);
         assert!(!copy_path.exists(), "the copy with the token goes with the run");
-    }
-
-    #[test]
-    fn exit_codes_pass_through() {
-        assert_eq!([exit_byte(3), exit_byte(255), exit_byte(256), exit_byte(-1)], [3, 255, 1, 1]);
     }
 
     #[test]

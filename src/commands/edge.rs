@@ -3,7 +3,9 @@
 //! it. The mapping lives in the command layer, above every domain module (so `crate::error`, the
 //! lowest layer, imports none of them); the run's pipeline uses it through `?` as the commands do.
 
+use crate::bastion::BastionError;
 use crate::error::Failure;
+use crate::kubeconfig::TargetError;
 use crate::overlay::{ApplyError, DataError, GitError, OverlayError};
 
 impl From<OverlayError> for Failure {
@@ -151,5 +153,97 @@ impl From<crate::installer::command::CommandError> for Failure {
             e.to_string(),
             "use --layer agent-toolkit or inference, and an --env of letters, digits, '.', '_' and '-'",
         )
+    }
+}
+
+impl From<BastionError> for Failure {
+    fn from(e: BastionError) -> Self {
+        use BastionError as B;
+        match e {
+            B::Pins(p) => p.into(),
+            B::InPins { pins, source } => match Failure::from(B::Context(source)) {
+                Failure::BadInput { cause, hint } => {
+                    Failure::BadInput { cause: format!("{cause} (pins: {pins})"), hint }
+                }
+                other => other,
+            },
+            B::Interrupted => Failure::Interrupted,
+            B::Context(ref c) => Failure::bad_input(
+                e.to_string(),
+                match c {
+                    crate::bastion::context::ContextError::UnpinnedBase { .. } => {
+                        "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
+                     `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
+                    }
+                    crate::bastion::context::ContextError::MissingSha256(_) => {
+                        "on a connected machine run `eas bastion build --lock` (checked against each publisher's checksum; \
+                     it writes the pins file `eas pins show` names), or write the publisher's sha256 into that file"
+                    }
+                    crate::bastion::context::ContextError::LockMalformed { .. }
+                    | crate::bastion::context::ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
+                },
+            ),
+            B::Publisher(crate::bastion::publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
+            B::Publisher(p) => Failure::Refused(vec![
+                p.to_string(),
+                "nothing was recorded; pass --trust-on-first-use to record the download as it is \
+                 (its pins row's source will say so), or write the publisher's sha256 into the pins file"
+                    .into(),
+            ]),
+            B::Artifact(crate::bastion::artifacts::ArtifactError::Mismatch { .. }) => Failure::step_next(
+                "bastion artifacts",
+                e,
+                "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
+            ),
+            B::Artifact(crate::bastion::artifacts::ArtifactError::Cache { ref path, .. }) => {
+                let next = format!(
+                    "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
+                );
+                Failure::step_next("bastion artifacts", e, next)
+            }
+            B::Artifact(_) => Failure::step_next(
+                "bastion artifacts",
+                e,
+                "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
+            ),
+            B::Image(crate::bastion::image::ImageError::Connect(_)) => {
+                Failure::step_next("docker", e, crate::hints::DOCKER)
+            }
+            B::Image(crate::bastion::image::ImageError::BaseMissing(ref r)) => {
+                let hint = crate::hints::base_missing(r);
+                Failure::bad_input(e.to_string(), hint)
+            }
+            B::Image(crate::bastion::image::ImageError::Build { .. }) => Failure::step_next(
+                "bastion build",
+                e,
+                "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
+            ),
+            B::Image(crate::bastion::image::ImageError::TimedOut { .. }) => Failure::step_next(
+                "bastion build",
+                e,
+                "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
+            ),
+            B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
+            B::Run(_) => Failure::step("bastion run", e),
+            B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
+            B::Io { .. } => Failure::step("bastion", e),
+            B::Busy(_) => Failure::step_next(
+                "bastion",
+                e,
+                "another eas is building this image: let it finish (or stop it), then re-run",
+            ),
+        }
+    }
+}
+
+/// The kubeconfig: a plugin's failure is a run-time step (exit 1), an interrupted read exit 130,
+/// anything else bad input (exit 2).
+impl From<TargetError> for Failure {
+    fn from(e: TargetError) -> Self {
+        match e {
+            TargetError::Plugin(line) => Failure::step("kubeconfig", line),
+            TargetError::Interrupted => Failure::Interrupted,
+            e => Failure::bad_input(e.to_string(), e.hint()),
+        }
     }
 }

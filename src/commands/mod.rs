@@ -1,7 +1,6 @@
 //! The thin command layer: arguments in, an operation called, a [`Failure`] out. The commands
 //! whose bodies live here, one file each: `config`, `doctor`, `facts`, `fit`, `overlay`, `pins`, `status`,
-//! `support_bundle`, `up`, `down`, `verify`;
-//! `bastion`'s body is still an entry function of its domain module.
+//! `support_bundle`, `up`, `down`, `bastion`, `verify`.
 
 use crate::cli::{Command, OutputArg, PinsCommand};
 use crate::error::Failure;
@@ -9,6 +8,7 @@ use crate::output::Shell;
 use crate::pins::PinsError;
 use crate::settings::Global;
 
+mod bastion;
 mod config;
 mod doctor;
 mod down;
@@ -78,7 +78,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             pins::lock(pins.as_deref(), git_base.as_deref().unwrap_or("https://github.com"), global, shell)
         }
         Command::Pins(PinsCommand::Show { pins, output }) => pins::show(pins.as_deref(), output.into(), global, shell),
-        Command::Bastion(cmd) => crate::bastion::command(crate::cli::bastion(cmd, global), global, shell),
+        Command::Bastion(cmd) => bastion::run(crate::cli::bastion(cmd, global), global, shell),
         Command::Schema { name } => schema(name.as_deref()),
         Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
         Command::Man { out } => {

@@ -66,7 +66,7 @@ enum GatherError {
 impl From<GatherError> for Failure {
     fn from(e: GatherError) -> Self {
         match e {
-            GatherError::Target(t) => t.failure(),
+            GatherError::Target(t) => t.into(),
             GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
             GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             GatherError::Operator(cause) => Failure::bad_input(

@@ -165,7 +165,8 @@ impl Scope<'_> {
         let docker = bastion::image::connect(&self.global.env)
             .await
             .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
-        let kube = cancellable(self.interrupt, bastion::minted_source(self.global, self.shell)).await?;
+        let minted = async { bastion::minted_source(self.global, self.shell).await.map_err(Failure::from) };
+        let kube = cancellable(self.interrupt, minted).await?;
         // The run's image while Docker has it, else the pins the run kept: never today's.
         let present = match super::down_image::recorded(state) {
             Some((tag, _)) => match docker.inspect_image(&tag).await {
