@@ -5,6 +5,7 @@ mod atomic;
 mod bastion;
 mod bounded;
 mod cli;
+mod cluster;
 mod commands;
 mod config;
 mod docker_host;

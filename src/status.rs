@@ -197,17 +197,12 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
     Ok(out)
 }
 
-/// One object, bounded: absent is `None`; a refusal (403), another error status or no answer is
-/// the error, said as the API said it.
+/// One object, bounded (`cluster::get`), its failure as the status's text.
 async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, String>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match tokio::time::timeout(t, api.get_opt(name)).await {
-        Ok(Ok(o)) => Ok(o),
-        Ok(Err(e)) => Err(format!("get {kind} {ns}/{name}: {}", crate::gather::kube::said(&e))),
-        Err(_) => Err(format!("get {kind} {ns}/{name}: no answer within {} s", t.as_secs())),
-    }
+    crate::cluster::get(api, kind, ns, name, t).await.map_err(|e| e.to_string())
 }
 
 async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, String> {
@@ -232,7 +227,7 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
 fn unreachable(
     args: &StatusSettings,
     global: &Global,
-    target: &crate::gather::kube::Target,
+    target: &crate::cluster::Target,
     failure: Failure,
     shell: &Shell,
 ) -> Failure {
@@ -286,9 +281,9 @@ pub fn read(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<Sta
     crate::runtime::block_on_interruptible(async {
         let target = crate::gather::target(global, CALL).await?;
         let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
-        let key = match up::cluster::cluster_key(&target.client, CALL).await {
+        let key = match crate::cluster::cluster_key(&target.client, CALL).await {
             Ok(k) => k,
-            Err(e) => return Err(unreachable(args, global, &target, unread(e), shell)),
+            Err(e) => return Err(unreachable(args, global, &target, unread(e.to_string()), shell)),
         };
         let sd = StateDir::new(&up::state_root(global)?, &key)?;
         // A damaged record is reported as damaged (exit 2), never read as "nothing installed".

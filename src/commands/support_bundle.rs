@@ -178,9 +178,9 @@ async fn collect(global: &Global) -> (Bundle, String) {
         }
     };
     let key = match &target {
-        Some(t) => match tokio::time::timeout_at(deadline, crate::up::cluster::cluster_key(&t.client, CALL)).await {
+        Some(t) => match tokio::time::timeout_at(deadline, crate::cluster::cluster_key(&t.client, CALL)).await {
             Ok(Ok(k)) => Ok(k),
-            Ok(Err(e)) => Err(e),
+            Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("no answer".to_string()),
         },
         None => Err("no cluster to ask".to_string()),
@@ -373,7 +373,7 @@ async fn cluster(b: &mut Bundle, client: &kube::Client, records: Option<&Records
             let req = http::Request::get(&path).body(Vec::new()).map_err(|e| e.to_string())?;
             match tokio::time::timeout_at(deadline.min(Instant::now() + CALL), client.request_text(req)).await {
                 Ok(Ok(t)) => Ok(t),
-                Ok(Err(e)) => Err(format!("GET {path}: {}", crate::gather::kube::said(&e))),
+                Ok(Err(e)) => Err(format!("GET {path}: {}", crate::cluster::said(&e))),
                 Err(_) if Instant::now() >= deadline => {
                     Err(format!("the {} s the bundle waits for the cluster are over", DEADLINE.as_secs()))
                 }

@@ -65,11 +65,11 @@ impl Bollard {
     /// Connects to `addr` (see [`crate::docker_host`]) and agrees an API version with the engine, so an older engine works.
     pub async fn connect(addr: String, timeout: Duration) -> Result<Bollard, DockerError> {
         let unreachable = |cause: String| DockerError::Unreachable { addr: addr.clone(), cause };
-        let docker = Docker::connect_with_host(&addr).map_err(|e| unreachable(super::kube::chain(&e)))?;
+        let docker = Docker::connect_with_host(&addr).map_err(|e| unreachable(crate::cluster::chain(&e)))?;
         let docker = tokio::time::timeout(timeout, docker.negotiate_version())
             .await
             .map_err(|_| unreachable(format!("no answer within {} s", timeout.as_secs().max(1))))?
-            .map_err(|e| unreachable(super::kube::chain(&e)))?;
+            .map_err(|e| unreachable(crate::cluster::chain(&e)))?;
         Ok(Bollard { docker, addr, timeout })
     }
 
@@ -87,7 +87,7 @@ impl Bollard {
             Ok(r) => r.map_err(|e| DockerError::Call {
                 addr: self.addr.clone(),
                 what: what.into(),
-                cause: super::kube::chain(&e),
+                cause: crate::cluster::chain(&e),
             }),
         }
     }

@@ -11,7 +11,6 @@ pub mod containerd;
 pub mod docker;
 pub mod helm;
 pub mod host;
-pub mod kube;
 pub mod nodes;
 pub mod objects;
 pub mod pods;
@@ -28,9 +27,9 @@ use crate::output::Shell;
 use crate::settings::{Env, Global, timeouts};
 
 use self::docker::{Bollard, Engine};
-use self::kube::{ApiError, Call, Reader, Sink, Target, TargetError};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+use crate::cluster::{ApiError, Call, Reader, Sink, Target, TargetError};
 use crate::net::proxy::ProxyEnv;
 
 #[derive(Debug, Clone)]
@@ -84,9 +83,10 @@ pub fn read(args: &FactsSettings, global: &Global, shell: &Shell, landing: Landi
     operator.command = "eas facts";
     let timeout = args.request_timeout.max(Duration::from_secs(1));
     crate::runtime::block_on_interruptible(async {
-        let target = kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
-            .await
-            .map_err(GatherError::from)?;
+        let target =
+            crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+                .await
+                .map_err(GatherError::from)?;
         shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
         Ok(gather(&target, &operator, timeout, &global.env, landing).await?)
     })
@@ -418,7 +418,7 @@ pub struct GatherOptions {
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
-    Ok(kube::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+    Ok(crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
         .await
         .map_err(GatherError::from)?)
 }

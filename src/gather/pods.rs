@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use crate::facts::StringMap;
 
-use super::kube::Sink;
+use crate::cluster::Sink;
 
 #[derive(Debug, Deserialize, Default)]
 pub struct PodItem {

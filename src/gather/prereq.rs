@@ -13,8 +13,8 @@ use serde::Deserialize;
 use crate::facts::{AccessReview, StorageClass};
 use crate::prereq::ReviewSpec;
 
-use super::kube::{ApiError, Call, Reader};
 use super::objects::Meta;
+use crate::cluster::{ApiError, Call, Reader};
 
 /// The annotation that marks the default StorageClass.
 pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";

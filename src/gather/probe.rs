@@ -142,7 +142,7 @@ pub async fn sweep(client: &Client, t: Duration) -> Result<usize, String> {
     let list = tokio::time::timeout(t, pods.list(&lp))
         .await
         .map_err(|_| format!("listing earlier probe pods took over {} s", t.as_secs()))?
-        .map_err(|e| format!("list probe pods in {NAMESPACE}: {}", super::kube::said(&e)))?;
+        .map_err(|e| format!("list probe pods in {NAMESPACE}: {}", crate::cluster::said(&e)))?;
     let mut n = 0;
     for p in list.items {
         if let Some(name) = p.metadata.name {
@@ -190,7 +190,7 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
     let created = tokio::time::timeout(TIMEOUT, pods.create(&PostParams::default(), spec))
         .await
         .map_err(|_| format!("creating the probe pod on {node} took over {} s", TIMEOUT.as_secs()))?
-        .map_err(|e| format!("create the probe pod on {node} in {NAMESPACE}: {}", super::kube::said(&e)))?;
+        .map_err(|e| format!("create the probe pod on {node} in {NAMESPACE}: {}", crate::cluster::said(&e)))?;
     let name = created.metadata.name.clone().ok_or("the API server named no probe pod")?;
     let uid = created.metadata.uid.clone().unwrap_or_default();
     CREATED.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), uid, node.to_string()));
@@ -198,7 +198,7 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
     let outcome = tokio::time::timeout(TIMEOUT, async {
         loop {
             called();
-            let p = pods.get(&name).await.map_err(|e| format!("get probe pod {name}: {}", super::kube::said(&e)))?;
+            let p = pods.get(&name).await.map_err(|e| format!("get probe pod {name}: {}", crate::cluster::said(&e)))?;
             match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
                 Some("Succeeded") => break Ok(()),
                 Some("Failed") => {
@@ -217,7 +217,7 @@ pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, Str
             called();
             pods.logs(&name, &LogParams::default())
                 .await
-                .map_err(|e| format!("read probe pod {name}'s log: {}", super::kube::said(&e)))
+                .map_err(|e| format!("read probe pod {name}'s log: {}", crate::cluster::said(&e)))
         }
         Err(e) => Err(e),
     };

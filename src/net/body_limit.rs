@@ -3,12 +3,12 @@
 //! calls, which read an answer whole before parsing it, fail past the limit instead of growing
 //! memory with whatever the server sends. The gatherer's streamed list pages mark their requests
 //! [`Streamed`] and get the larger page limit (they are parsed as they arrive and capped again
-//! there, `gather::kube::MAX_PAGE_BYTES`).
+//! there, `cluster::MAX_PAGE_BYTES`).
 //!
 //! | answer | limit | why |
 //! |---|---|---|
 //! | read whole (`Api` get and list, logs, discovery) | 256 MiB | the largest unpaged list eas makes (every node of a 5000-node cluster) is well under it; one object is at most a few MiB |
-//! | a streamed list page | 1 GiB | `gather::kube::MAX_PAGE_BYTES` |
+//! | a streamed list page | 1 GiB | `cluster::MAX_PAGE_BYTES` |
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,7 +20,7 @@ use http_body::{Body, Frame, SizeHint};
 
 /// The limit of an answer read whole.
 pub const WHOLE: u64 = 256 * 1024 * 1024;
-/// A streamed list page (`gather::kube::MAX_PAGE_BYTES` is this): the gatherer parses pages as
+/// A streamed list page (`cluster::MAX_PAGE_BYTES` is this): the gatherer parses pages as
 /// they arrive and caps them again there.
 pub const PAGE: u64 = 1 << 30;
 

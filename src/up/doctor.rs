@@ -8,10 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
-use kube::api::ListParams;
-
 use crate::error::Failure;
 use crate::gather;
 use crate::output::Shell;
@@ -136,36 +132,24 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     match gather::target(global, quick()).await {
         Ok(t) => {
             let bound = quick();
-            match tokio::time::timeout(bound, t.client.apiserver_version()).await {
-                Ok(Ok(v)) => {
-                    checks.push(line(true, "api server", format!("{} at {} ({})", v.git_version, t.server, t.context)))
-                }
-                Ok(Err(e)) => {
-                    checks.push(line(false, "api server", format!("{}: {}", t.server, gather::kube::said(&e))))
-                }
-                Err(_) => checks.push(line(
-                    false,
-                    "api server",
-                    format!("{}: no answer within {}s", t.server, bound.as_secs()),
-                )),
+            match crate::cluster::server_version(&t.client, bound).await {
+                Ok(v) => checks.push(line(true, "api server", format!("{v} at {} ({})", t.server, t.context))),
+                Err(e) => checks.push(line(false, "api server", format!("{}: {e}", t.server))),
             }
-            let nodes: Api<Node> = Api::all(t.client.clone());
-            match tokio::time::timeout(quick(), nodes.list_metadata(&ListParams::default())).await {
-                Ok(Ok(list)) => {
-                    let k3s = list.items.iter().filter(|n| {
-                        n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))
+            match crate::cluster::node_metadata(&t.client, quick()).await {
+                Ok(nodes) => {
+                    let k3s = nodes.iter().filter(|n| {
+                        n.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))
                     });
                     let k3s = k3s.count();
-                    let k3d =
-                        list.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|x| x.starts_with("k3d-")));
+                    let k3d = nodes.iter().any(|n| n.name.as_deref().is_some_and(|x| x.starts_with("k3d-")));
                     checks.push(line(
-                        k3s == list.items.len() && k3s > 0,
+                        k3s == nodes.len() && k3s > 0,
                         "k3s",
-                        format!("{k3s} of {} nodes run k3s{}", list.items.len(), if k3d { " (k3d)" } else { "" }),
+                        format!("{k3s} of {} nodes run k3s{}", nodes.len(), if k3d { " (k3d)" } else { "" }),
                     ));
                 }
-                Ok(Err(e)) => checks.push(line(false, "k3s", format!("list nodes: {}", gather::kube::said(&e)))),
-                Err(_) => checks.push(line(false, "k3s", "list nodes: no answer".into())),
+                Err(e) => checks.push(line(false, "k3s", e.to_string())),
             }
         }
         Err(f) => checks.push(line(false, "api server", f.lines().join("; "))),

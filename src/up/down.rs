@@ -26,7 +26,8 @@ use crate::state::journal::{DownEntry, State, Status, create_private_dir};
 use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, all_guarded_components, guard_teardown};
 use crate::state::{StateDir, lock};
 
-use super::{CALL, cluster, now, state_root};
+use super::{CALL, now, state_root};
+use crate::cluster;
 
 const ACK_NEXT: &str = "deal with what is named above, then run `eas down --yes --acknowledge`";
 
@@ -329,7 +330,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
     };
     // eas's own run Lease, left by a run that was killed: removed when it is still that object.
     if let Some(line) = cancellable(&interrupt, async {
-        Ok(super::lease::remove_leftover(&target.client, &state.ledger.own, CALL).await)
+        Ok(crate::cluster::lease::remove_leftover(&target.client, &state.ledger.own, CALL).await)
     })
     .await?
     {
@@ -362,7 +363,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
 /// The down's plan half ([`super::down_plan::preview`]): the record, read without the lock, and
 /// one snapshot of the cluster.
 async fn preview(
-    target: &gather::kube::Target,
+    target: &crate::cluster::Target,
     sd: &StateDir,
     args: &DownSettings,
     interrupt: &Interrupt,
@@ -552,7 +553,8 @@ async fn delete_recorded(
             // A DELETE the API server never answers ends on SIGINT/SIGTERM, not at its timeout.
             other => cluster::delete_object(client, other, CALL, &ctx.interrupt.graceful)
                 .await
-                .ok_or(Failure::Interrupted)?,
+                .ok_or(Failure::Interrupted)?
+                .map_err(|e| e.to_string()),
         };
         match r {
             Err(e) => failures.push(format!("{o}: {e}")),

@@ -7,7 +7,6 @@
 
 mod attempt;
 pub mod catalog;
-pub mod cluster;
 pub mod crash;
 mod day_two;
 pub mod doctor;
@@ -17,7 +16,6 @@ mod down_plan;
 pub mod hf;
 pub mod install;
 pub mod knob_audit;
-pub mod lease;
 pub mod phase;
 pub mod phases;
 pub mod profiles;
@@ -488,7 +486,7 @@ pub const EXPECTED_FILE: &str = "expected.json";
 pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, Failure> {
     crate::runtime::block_on_interruptible(async {
         let target = gather::target(global, CALL).await?;
-        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+        let key = crate::cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
         let file = sd.dir().join(EXPECTED_FILE);
         let recorded: Option<Expected> =

@@ -73,7 +73,7 @@ async fn call<T>(
 ) -> Result<T, String> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {}", crate::gather::kube::said(&e))),
+        Ok(Err(e)) => Err(format!("{what}: {}", crate::cluster::said(&e))),
         Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
     }
 }

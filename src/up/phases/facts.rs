@@ -13,7 +13,7 @@ use super::super::runner::Runner;
 use super::super::{CALL, config};
 
 pub struct Facts<'a> {
-    pub target: &'a gather::kube::Target,
+    pub target: &'a crate::cluster::Target,
     /// What eas's earlier runs created: not the cluster's (their pods do not count against the
     /// budget of the run after them).
     pub created: Snapshot,

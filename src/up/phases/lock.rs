@@ -13,7 +13,8 @@ use crate::state::{StateDir, lock};
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{ATTEMPT, CALL, crash, lease, now};
+use super::super::{ATTEMPT, CALL, crash, now};
+use crate::cluster::lease;
 
 pub struct Lock<'a> {
     pub sd: &'a StateDir,
@@ -53,7 +54,7 @@ impl Phase for Lock<'_> {
             found.push(f);
         }
         let lease = match lease::read(self.client, CALL).await {
-            Ok(found) => lease::blocker(&found, break_lock),
+            Ok(found) => lease_blocker(&found, break_lock),
             Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
         };
         if let Err(f) = lease {
@@ -80,7 +81,18 @@ impl Phase for Lock<'_> {
         // Then the cluster's Lease, named for this run: host, pid and run id.
         let me = &local.holder;
         let identity = format!("{}/{}/{}", me.host, me.pid, me.run_id());
-        let lease = lease::acquire(self.client, &identity, break_lock, CALL).await?;
+        let taken = lease::acquire(self.client, &identity, break_lock, CALL)
+            .await
+            .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+        let lease = match taken {
+            lease::Taken::Held(held) => held,
+            // Taken since the plan read it: the same blocker the plan would have listed.
+            lease::Taken::Refused(found) => {
+                return Err(lease_blocker(&found, break_lock)
+                    .err()
+                    .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
+            }
+        };
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
         // killed run left, and only that one.
         r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
@@ -115,6 +127,31 @@ impl Phase for Lock<'_> {
     }
 }
 
+/// The Lease's blocker, for the plan half: a live one of another run, or a stale one without
+/// `--break-lock`.
+pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failure> {
+    let what = format!("the cluster's Lease {}/{}", lease::NAMESPACE, lease::NAME);
+    match found {
+        lease::Found::Free => Ok(()),
+        lease::Found::Live { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
+            "wait for that run to finish (`eas status` on its host), then run the command again",
+        )),
+        lease::Found::Stale { .. } if break_lock => Ok(()),
+        lease::Found::Stale { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("{what} is stale: {holder} has not renewed it for {age_secs} s (its run is gone)"),
+            "re-run with --break-lock to take it over",
+        )),
+        lease::Found::Raced => Err(Failure::step_next(
+            "lock",
+            format!("another eas run took {what} just now"),
+            "wait for that run to finish, then run the command again",
+        )),
+    }
+}
+
 /// The lock as this run would meet it: held, stale, unreadable or another host's is a blocker
 /// (with `--break-lock` a stale, unreadable or other host's lock is one the act takes over).
 pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
@@ -136,4 +173,26 @@ pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
     };
     let hint = e.hint();
     Err(Failure::step_next("lock", e, hint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_blocks_always_stale_only_without_break_lock() {
+        let live = lease::Found::Live { holder: "other/9/x".into(), age_secs: 3 };
+        let stale = lease::Found::Stale { holder: "other/9/x".into(), age_secs: 300 };
+        let e = lease_blocker(&live, true).unwrap_err().to_string();
+        assert!(e.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock: other/9/x"), "{e}");
+        assert!(lease_blocker(&stale, false).unwrap_err().to_string().contains("--break-lock"));
+        assert!(lease_blocker(&stale, true).is_ok());
+        assert!(lease_blocker(&lease::Found::Free, false).is_ok());
+    }
+
+    #[test]
+    fn a_lease_another_run_took_between_read_and_write_says_so() {
+        let e = lease_blocker(&lease::Found::Raced, true).unwrap_err().to_string();
+        assert!(e.contains("another eas run took the cluster's Lease kube-system/eas-run-lock just now"), "{e}");
+    }
 }

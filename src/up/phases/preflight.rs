@@ -15,7 +15,8 @@ use crate::state::{StateDir, lock};
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{CALL, UpSettings, cluster, crash, state_root};
+use super::super::{CALL, UpSettings, crash, state_root};
+use crate::cluster;
 
 /// The plan half's phase; at act time it carries what the lock's act found.
 #[derive(Default)]
@@ -29,7 +30,7 @@ pub struct Preflight<'a> {
 /// What the preflight settled: the cluster, its state directory, the Docker Engine (`None`: a
 /// blocker says why) and the egress probe in flight.
 pub struct Pre {
-    pub target: gather::kube::Target,
+    pub target: crate::cluster::Target,
     pub sd: StateDir,
     pub key: String,
     pub docker: Option<bollard::Docker>,
@@ -131,12 +132,12 @@ impl Egress {
 
 /// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
 /// the proxy is named (credentials masked) with what to check, as `eas facts` does.
-fn identity_failure(target: &gather::kube::Target, e: cluster::KeyError) -> Failure {
-    use gather::kube::ApiError;
-    let (server, call, proxy) = (target.server.clone(), cluster::IDENTITY_CALL.to_string(), target.proxy.clone());
+fn identity_failure(target: &crate::cluster::Target, e: cluster::ApiError) -> Failure {
+    use crate::cluster::ApiError;
+    let (server, proxy) = (target.server.clone(), target.proxy.clone());
     let e = match (e, proxy.is_some()) {
-        (cluster::KeyError::Unreachable(cause), true) => ApiError::Unreachable { server, call, cause, proxy },
-        (cluster::KeyError::Timeout(secs), true) => ApiError::Timeout { server, call, secs, proxy },
+        (ApiError::NoConnection { call, cause }, true) => ApiError::Unreachable { server, call, cause, proxy },
+        (ApiError::NoAnswer { call, secs }, true) => ApiError::Timeout { server, call, secs, proxy },
         (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
     };
     let next = e.next();

@@ -11,7 +11,8 @@ use crate::state::ledger::{Ledger, Snapshot};
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
-use super::super::{CALL, cluster, now};
+use super::super::{CALL, now};
+use crate::cluster;
 
 /// How the ledger's `after` read ended.
 pub enum After {

@@ -158,6 +158,24 @@ pub enum ApiError {
     Endless { call: String, cause: String },
     #[error("{0}")]
     Plugin(String),
+    /// A call the API server answered with an error, in its words ([`said`]).
+    #[error("{call}: {cause}")]
+    Call { call: String, cause: String },
+    /// A call that got no answer: the connection failed (to the server, or a proxy on the way).
+    #[error("{call}: {cause}")]
+    NoConnection { call: String, cause: String },
+    /// A call that got no answer within its bound.
+    #[error("{call}: no answer within {secs} s")]
+    NoAnswer { call: String, secs: u64 },
+    /// A read retried until its deadline, and the last attempt's failure.
+    #[error("{last} ({tries} tries in {secs} s)")]
+    Retried { last: Box<ApiError>, tries: u32, secs: u64 },
+    /// Not an object a DELETE of eas's may remove (a kind eas does not track, a Helm release).
+    #[error("{0}")]
+    NotDeletable(String),
+    /// The cluster's identity has no uid to key the state by.
+    #[error("namespace kube-system has no uid")]
+    NoUid,
 }
 
 /// ` through the proxy scheme://host:port (SETTING)`, or nothing without a proxy.
@@ -187,6 +205,11 @@ impl ApiError {
                 "retry `eas facts`; if it persists, check the API server's logs (and any proxy in front of it)".into()
             }
             ApiError::Plugin(_) => "run the credential plugin by hand to see why it fails, or refresh the login it relies on".into(),
+            ApiError::Retried { last, .. } => last.next(),
+            ApiError::Call { .. } | ApiError::NoConnection { .. } | ApiError::NoAnswer { .. } | ApiError::NoUid => {
+                "check the API server (`eas doctor`)".into()
+            }
+            ApiError::NotDeletable(_) => "remove it by hand, or with the tool that made it".into(),
         }
     }
 }
@@ -561,7 +584,7 @@ mod tests {
         let mut out = Vec::new();
         let meta = parse_list(
             r#"{"items":[{"metadata":{"labels":{}}}]}"#.as_bytes(),
-            &mut |n: super::super::objects::NodeItem| out.push(n),
+            &mut |n: crate::gather::objects::NodeItem| out.push(n),
         );
         assert!(meta.unwrap_err().to_string().contains("missing field `name`"));
     }

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
-use crate::error::Failure;
+use super::api::{ApiError, said};
 use crate::state::ledger::Own;
 
 pub const NAMESPACE: &str = "kube-system";
@@ -37,6 +37,8 @@ pub enum Found {
         holder: String,
         age_secs: i64,
     },
+    /// Another run created or took it between this run's read and its write.
+    Raced,
 }
 
 /// Judges a Lease read at `now`: live, stale, or (no holder) free.
@@ -64,24 +66,9 @@ pub fn on_this_host(found: Found) -> Found {
     if here && gone { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
 }
 
-/// The Lease's blocker, for the plan half: a live one of another run, or a stale one without
-/// `--break-lock`.
-pub fn blocker(found: &Found, break_lock: bool) -> Result<(), Failure> {
-    let what = format!("the cluster's Lease {NAMESPACE}/{NAME}");
-    match found {
-        Found::Free => Ok(()),
-        Found::Live { holder, age_secs } => Err(Failure::step_next(
-            "lock",
-            format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
-            "wait for that run to finish (`eas status` on its host), then run the command again",
-        )),
-        Found::Stale { .. } if break_lock => Ok(()),
-        Found::Stale { holder, age_secs } => Err(Failure::step_next(
-            "lock",
-            format!("{what} is stale: {holder} has not renewed it for {age_secs} s (its run is gone)"),
-            "re-run with --break-lock to take it over",
-        )),
-    }
+/// Whether a run may take the Lease as it found it: free, or stale with `--break-lock`.
+pub fn may_take(found: &Found, break_lock: bool) -> bool {
+    matches!(found, Found::Free) || (matches!(found, Found::Stale { .. }) && break_lock)
 }
 
 fn api(client: &Client) -> Api<Lease> {
@@ -89,12 +76,13 @@ fn api(client: &Client) -> Api<Lease> {
 }
 
 /// Reads the Lease (a dry run and doctor send only this GET).
-pub async fn read(client: &Client, t: Duration) -> Result<Found, String> {
+pub async fn read(client: &Client, t: Duration) -> Result<Found, ApiError> {
     let got = tokio::time::timeout(t, api(client).get_opt(NAME)).await;
+    let call = format!("get lease {NAMESPACE}/{NAME}");
     let lease = match got {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return Err(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))),
-        Err(_) => return Err(format!("get lease {NAMESPACE}/{NAME}: no answer within {} s", t.as_secs())),
+        Ok(Err(e)) => return Err(ApiError::Call { call, cause: said(&e) }),
+        Err(_) => return Err(ApiError::NoAnswer { call, secs: t.as_secs() }),
     };
     Ok(on_this_host(judge(lease.as_ref(), chrono::Utc::now())))
 }
@@ -131,17 +119,26 @@ pub struct Held {
     renewer: tokio::task::JoinHandle<()>,
 }
 
+/// What taking the Lease came to: held, or found as another run's (with [`Found::Raced`] when
+/// another run created or took it between the read and the write).
+pub enum Taken {
+    Held(Held),
+    Refused(Found),
+}
+
 /// Takes the Lease for `identity`: creates it, or takes over a stale one with `break_lock`
 /// (replacing it at the version read, so two runs cannot both take it over).
-pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Duration) -> Result<Held, Failure> {
-    let fail = |e: String| Failure::step_next("lock", e, "check the API server (`eas doctor`)");
+pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Duration) -> Result<Taken, ApiError> {
     let leases = api(client);
+    let get = format!("get lease {NAMESPACE}/{NAME}");
     let current = tokio::time::timeout(t, leases.get_opt(NAME))
         .await
-        .map_err(|_| fail(format!("get lease {NAMESPACE}/{NAME}: no answer")))?
-        .map_err(|e| fail(format!("get lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e))))?;
+        .map_err(|_| ApiError::NoAnswer { call: get.clone(), secs: t.as_secs() })?
+        .map_err(|e| ApiError::Call { call: get.clone(), cause: said(&e) })?;
     let found = on_this_host(judge(current.as_ref(), chrono::Utc::now()));
-    blocker(&found, break_lock)?;
+    if !may_take(&found, break_lock) {
+        return Ok(Taken::Refused(found));
+    }
     let taken = match current {
         None => tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None))).await,
         Some(old) => {
@@ -152,15 +149,9 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
     let uid = match taken {
         Ok(Ok(l)) => l.metadata.uid,
         // Another run created or took it between the read and the write.
-        Ok(Err(kube::Error::Api(e))) if e.code == 409 => {
-            return Err(Failure::step_next(
-                "lock",
-                format!("another eas run took the cluster's Lease {NAMESPACE}/{NAME} just now"),
-                "wait for that run to finish, then run the command again",
-            ));
-        }
-        Ok(Err(e)) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: {}", crate::gather::kube::said(&e)))),
-        Err(_) => return Err(fail(format!("take lease {NAMESPACE}/{NAME}: no answer"))),
+        Ok(Err(kube::Error::Api(e))) if e.code == 409 => return Ok(Taken::Refused(Found::Raced)),
+        Ok(Err(e)) => return Err(ApiError::Call { call: format!("take lease {NAMESPACE}/{NAME}"), cause: said(&e) }),
+        Err(_) => return Err(ApiError::NoAnswer { call: format!("take lease {NAMESPACE}/{NAME}"), secs: t.as_secs() }),
     };
     let (c, id) = (client.clone(), identity.to_string());
     let renewer = tokio::spawn(async move {
@@ -177,7 +168,7 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
             let _ = tokio::time::timeout(RENEW, leases.replace(NAME, &PostParams::default(), &l)).await;
         }
     });
-    Ok(Held { client: client.clone(), identity: identity.to_string(), uid, renewer })
+    Ok(Taken::Held(Held { client: client.clone(), identity: identity.to_string(), uid, renewer }))
 }
 
 impl Held {
@@ -231,7 +222,7 @@ pub fn leftover(recorded: &Own, current: Option<&Lease>, now: chrono::DateTime<c
     }
     match on_this_host(judge(Some(l), now)) {
         Found::Stale { .. } => Leftover::Stale,
-        Found::Live { .. } | Found::Free => Leftover::Live,
+        Found::Live { .. } | Found::Free | Found::Raced => Leftover::Live,
     }
 }
 
@@ -255,7 +246,7 @@ pub async fn remove_leftover(client: &Client, own: &[Own], t: Duration) -> Optio
             };
             match tokio::time::timeout(t, leases.delete(NAME, &dp)).await {
                 Ok(Ok(_)) => Some(format!("removed {what}, left by a run that is gone ({})", recorded.holder)),
-                Ok(Err(e)) => Some(format!("could not remove {what}: {}", crate::gather::kube::said(&e))),
+                Ok(Err(e)) => Some(format!("could not remove {what}: {}", crate::cluster::said(&e))),
                 Err(_) => Some(format!("could not remove {what}: no answer within {} s", t.as_secs())),
             }
         }
@@ -336,13 +327,10 @@ mod tests {
     }
 
     #[test]
-    fn live_blocks_always_stale_only_without_break_lock() {
-        let live = Found::Live { holder: "other/9/x".into(), age_secs: 3 };
-        let stale = Found::Stale { holder: "other/9/x".into(), age_secs: 300 };
-        let e = blocker(&live, true).unwrap_err().to_string();
-        assert!(e.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock: other/9/x"), "{e}");
-        assert!(blocker(&stale, false).unwrap_err().to_string().contains("--break-lock"));
-        assert!(blocker(&stale, true).is_ok());
-        assert!(blocker(&Found::Free, false).is_ok());
+    fn only_a_free_lease_or_a_stale_one_with_break_lock_may_be_taken() {
+        let live = Found::Live { holder: "h/1/r".into(), age_secs: 3 };
+        let stale = Found::Stale { holder: "h/1/r".into(), age_secs: 90 };
+        assert!(may_take(&Found::Free, false) && may_take(&stale, true));
+        assert!(!may_take(&live, true) && !may_take(&stale, false) && !may_take(&Found::Raced, true));
     }
 }

@@ -10,58 +10,50 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 
+use super::api::{ApiError, said};
 use crate::state::ledger::{Named, Release, Snapshot, WatchedKind, watch};
 
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
-async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ApiError> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+        Ok(Err(e)) => Err(answered(what, &e)),
+        Err(_) => Err(no_answer(what, t)),
     }
 }
 
-/// A kube error for people (one way for every command: `gather::kube::said`).
-pub use crate::gather::kube::said;
+fn answered(call: &str, e: &kube::Error) -> ApiError {
+    ApiError::Call { call: call.to_string(), cause: said(e) }
+}
+
+fn no_answer(call: &str, t: Duration) -> ApiError {
+    ApiError::NoAnswer { call: call.to_string(), secs: t.as_secs() }
+}
 
 /// The `kube-system` namespace UID: the key of this cluster's state directory.
-pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, String> {
-    identity(client, t).await.map_err(|e| e.to_string())
+pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, ApiError> {
+    identity(client, t).await
 }
 
 /// The read of the cluster's identity.
 pub const IDENTITY_CALL: &str = "get namespace kube-system";
 
-/// Why the cluster's identity could not be read, told apart so that a proxy on the way can be
-/// named when no answer came.
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    /// The API server answered with an error.
-    #[error("{IDENTITY_CALL}: {0}")]
-    Answered(String),
-    /// No answer: the connection failed (to the server, or to a proxy on the way).
-    #[error("{IDENTITY_CALL}: {0}")]
-    Unreachable(String),
-    #[error("{IDENTITY_CALL}: no answer within {0}s")]
-    Timeout(u64),
-    #[error("namespace kube-system has no uid")]
-    NoUid,
-}
-
-/// [`cluster_key`], with the reason it failed as a [`KeyError`].
-pub async fn identity(client: &Client, t: Duration) -> Result<String, KeyError> {
+/// [`cluster_key`], with why it failed told apart (answered, no connection, no answer), so that
+/// a proxy on the way can be named when no answer came.
+pub async fn identity(client: &Client, t: Duration) -> Result<String, ApiError> {
     let api: Api<Namespace> = Api::all(client.clone());
+    let call = IDENTITY_CALL.to_string();
     let ns = match tokio::time::timeout(t, api.get("kube-system")).await {
         Ok(Ok(ns)) => ns,
-        Ok(Err(e @ (kube::Error::Api(_) | kube::Error::SerdeError(_)))) => return Err(KeyError::Answered(said(&e))),
-        Ok(Err(e)) => return Err(KeyError::Unreachable(said(&e))),
-        Err(_) => return Err(KeyError::Timeout(t.as_secs())),
+        Ok(Err(e @ (kube::Error::Api(_) | kube::Error::SerdeError(_)))) => return Err(answered(&call, &e)),
+        Ok(Err(e)) => return Err(ApiError::NoConnection { call, cause: said(&e) }),
+        Err(_) => return Err(no_answer(&call, t)),
     };
-    ns.metadata.uid.ok_or(KeyError::NoUid)
+    ns.metadata.uid.ok_or(ApiError::NoUid)
 }
 
-pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, String> {
+pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, ApiError> {
     let ns: Api<Namespace> = Api::all(client.clone());
     let secrets: Api<Secret> = Api::all(client.clone());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -117,19 +109,19 @@ fn not_found(e: &kube::Error) -> bool {
 
 /// The names of one kind in one namespace; none when the kind is not served (its CRD is not
 /// installed) or the namespace does not exist.
-async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration) -> Result<Vec<String>, String> {
+async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration) -> Result<Vec<String>, ApiError> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &api_resource(kind));
     let what = format!("list {} in {ns}", kind.plural);
     match tokio::time::timeout(t, api.list_metadata(&ListParams::default())).await {
         Ok(Ok(list)) => Ok(list.items.into_iter().filter_map(|i| i.metadata.name).collect()),
         Ok(Err(e)) if not_found(&e) => Ok(Vec::new()),
-        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+        Ok(Err(e)) => Err(answered(&what, &e)),
+        Err(_) => Err(no_answer(&what, t)),
     }
 }
 
 /// [`snapshot`], retried until `deadline`: a ledger is only as good as its snapshots.
-pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -> Result<Snapshot, String> {
+pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -> Result<Snapshot, ApiError> {
     let start = tokio::time::Instant::now();
     let mut wait = Duration::from_millis(500);
     let mut tries = 0;
@@ -139,7 +131,7 @@ pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -
         match snapshot(client, t.min(left.max(Duration::from_secs(1)))).await {
             Ok(s) => return Ok(s),
             Err(e) if start.elapsed() + wait >= deadline => {
-                return Err(format!("{e} ({tries} tries in {}s)", start.elapsed().as_secs()));
+                return Err(ApiError::Retried { last: Box::new(e), tries, secs: start.elapsed().as_secs() });
             }
             Err(_) => {
                 tokio::time::sleep(wait).await;
@@ -150,29 +142,29 @@ pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -
 }
 
 /// Deletes one object inside a namespace; one already gone counts as deleted.
-pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(), String> {
+pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(), ApiError> {
     let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
-        return Err(format!("{} is not a kind eas tracks", n.kind));
+        return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
     };
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
     let what = format!("delete {} {}/{}", n.kind, n.namespace, n.name);
     match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if not_found(&e) => Ok(()),
-        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+        Ok(Err(e)) => Err(answered(&what, &e)),
+        Err(_) => Err(no_answer(&what, t)),
     }
 }
 
 /// Deletes a namespace. Already gone (404), or already going (409: a namespace stays
 /// `Terminating` while its content is removed, and a DELETE meanwhile is refused) is done.
-pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Result<(), String> {
+pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Result<(), ApiError> {
     let api: Api<Namespace> = Api::all(client.clone());
     deleted(&format!("delete namespace {name}"), t, api.delete(name, &DeleteParams::background())).await
 }
 
 /// Deletes a CRD; already gone or going is done, as for a namespace.
-pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), String> {
+pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), ApiError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
 }
@@ -185,14 +177,14 @@ pub async fn delete_object(
     o: &crate::state::ledger::Object,
     t: Duration,
     cancel: &tokio_util::sync::CancellationToken,
-) -> Option<Result<(), String>> {
+) -> Option<Result<(), ApiError>> {
     use crate::state::ledger::Object;
     let delete = async {
         match o {
             Object::Namespace(n) => delete_namespace(client, n, t).await,
             Object::Crd(c) => delete_crd(client, c, t).await,
             Object::Namespaced(n) => delete_named(client, n, t).await,
-            Object::HelmRelease(_) => Err(format!("{o} is removed by helm, not by a DELETE")),
+            Object::HelmRelease(_) => Err(ApiError::NotDeletable(format!("{o} is removed by helm, not by a DELETE"))),
         }
     };
     tokio::select! {
@@ -202,13 +194,41 @@ pub async fn delete_object(
 }
 
 /// A cluster-wide DELETE within `t`: 404 (gone) and 409 (already going) are done.
-async fn deleted<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<(), String> {
+async fn deleted<T>(
+    what: &str,
+    t: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<(), ApiError> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => Ok(()),
-        Ok(Err(e)) => Err(format!("{what}: {}", said(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
+        Ok(Err(e)) => Err(answered(what, &e)),
+        Err(_) => Err(no_answer(what, t)),
     }
+}
+
+/// The API server's `gitVersion`, within `t`.
+pub async fn server_version(client: &Client, t: Duration) -> Result<String, ApiError> {
+    timed("get version", t, client.apiserver_version()).await.map(|v| v.git_version)
+}
+
+/// Every node's metadata (names, labels, annotations), within `t`.
+pub async fn node_metadata(
+    client: &Client,
+    t: Duration,
+) -> Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>, ApiError> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let list = timed("list nodes", t, nodes.list_metadata(&ListParams::default())).await?;
+    Ok(list.items.into_iter().map(|n| n.metadata).collect())
+}
+
+/// One object, bounded: absent is `None`; a refusal (403), another error status or no answer is
+/// the error, said as the API said it.
+pub async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    timed(&format!("get {kind} {ns}/{name}"), t, api.get_opt(name)).await
 }
 
 /// Resolves once `o` is gone from the cluster: `await_condition` on the object (a watch of that

@@ -1,0 +1,45 @@
+//! Every Kubernetes API call eas makes, with one error type ([`ApiError`]: the call, and why it
+//! failed, in words a person can act on): the client for the kubeconfig's context and the
+//! bounded, streamed reader of lists ([`api`]: `eas facts`' reads and the gatherer's); the
+//! cluster's identity, the ledger's snapshots, the deletions `eas down` makes and the waits for
+//! them to go ([`objects`]); the run's Lease ([`lease`]). Callers get plain data or an
+//! [`ApiError`]; what it means for the run (a blocker, an exit code) is theirs to decide.
+
+pub mod api;
+pub mod lease;
+pub mod objects;
+
+pub use api::*;
+pub use objects::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_names_its_call_and_says_what_to_do() {
+        let call = |c: &str| c.to_string();
+        let cases = [
+            ApiError::Call { call: call("delete namespace kserve"), cause: "403 Forbidden: no".into() },
+            ApiError::NoConnection { call: call(IDENTITY_CALL), cause: "connection refused".into() },
+            ApiError::NoAnswer { call: call("list CRDs"), secs: 30 },
+            ApiError::Forbidden { call: call("list nodes"), message: "no".into() },
+        ];
+        for (e, named) in cases.iter().zip(["delete namespace kserve", IDENTITY_CALL, "list CRDs", "list nodes"]) {
+            assert!(e.to_string().starts_with(named), "{e}");
+            assert!(!e.next().is_empty(), "{e:?} has a next step");
+        }
+        let retried = ApiError::Retried { last: Box::new(cases[2].clone_for_test()), tries: 4, secs: 12 };
+        assert_eq!(retried.to_string(), "list CRDs: no answer within 30 s (4 tries in 12 s)");
+        assert_eq!(retried.next(), cases[2].next(), "a retried read's next step is its last failure's");
+    }
+
+    impl ApiError {
+        fn clone_for_test(&self) -> ApiError {
+            match self {
+                ApiError::NoAnswer { call, secs } => ApiError::NoAnswer { call: call.clone(), secs: *secs },
+                _ => unreachable!("only the no-answer case is cloned here"),
+            }
+        }
+    }
+}
