@@ -15,6 +15,16 @@ use crate::state::ledger::{Named, Release, Snapshot, WatchedKind, watch};
 
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
+/// One API call, bounded by `t`: its answer, or why not as an [`ApiError`] naming `what`. Every
+/// call outside the streamed reader goes through here (verify's watches aside).
+pub async fn call<T>(
+    what: &str,
+    t: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, ApiError> {
+    timed(what, t, fut).await
+}
+
 async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ApiError> {
     match tokio::time::timeout(t, fut).await {
         Ok(Ok(v)) => Ok(v),

@@ -66,16 +66,13 @@ impl Default for Timeouts {
     }
 }
 
+/// One API call through `crate::cluster::call`, its failure as verify's text.
 async fn call<T>(
     what: &str,
     t: Duration,
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, String> {
-    match tokio::time::timeout(t, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {}", crate::cluster::said(&e))),
-        Err(_) => Err(format!("{what}: no answer within {}s", t.as_secs())),
-    }
+    crate::cluster::call(what, t, fut).await.map_err(|e| e.to_string())
 }
 
 /// Runs every check, devices first; `Ok` carries one line per passed check.
