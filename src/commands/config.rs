@@ -18,7 +18,7 @@ pub fn run(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
         };
         let result = Facts::read(&a.facts)
             .map_err(Failure::from)
-            .and_then(|facts| config::generate_with(&facts, &a.select, pinned.as_ref()));
+            .and_then(|facts| config::generate_with(&facts, &a.select, pinned.as_ref()).map_err(Failure::from));
         Ok((pinned, result))
     });
     let (pinned, result) = decided.ok_or(Failure::Interrupted)??;

@@ -247,3 +247,38 @@ impl From<TargetError> for Failure {
         }
     }
 }
+
+/// A facts document: interrupted is exit 130, anything else bad input with its hint.
+impl From<crate::facts::FactsError> for Failure {
+    fn from(e: crate::facts::FactsError) -> Self {
+        use crate::facts::FactsError;
+        match &e {
+            FactsError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => Failure::Interrupted,
+            _ => Failure::bad_input(e.to_string(), e.hint()),
+        }
+    }
+}
+
+/// The configuration: a refusal is exit 3, a stale output that cannot be removed exit 1,
+/// anything else bad input (exit 2) with the flag or file that fixes it.
+impl From<crate::config::ConfigError> for Failure {
+    fn from(e: crate::config::ConfigError) -> Self {
+        use crate::config::ConfigError as C;
+        match e {
+            C::Pins(p) => p.into(),
+            C::FloatingRef(_) => {
+                Failure::bad_input(e.to_string(), "resolve it first (`git rev-parse <ref>`), or use --profile")
+            }
+            C::Refused(reasons) => Failure::Refused(reasons),
+            C::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+            C::Stale { .. } => Failure::step("write", e),
+            C::CatalogRead(r) => Failure::read(&r, "give a readable EI model_manager/models.yaml to --catalog"),
+            C::CatalogParse { .. } => Failure::bad_input(e.to_string(), "give EI's model_manager/models.yaml"),
+            C::FitRead(r) => Failure::read(&r, "check the path given to --fit"),
+            C::FitParse { .. } => Failure::bad_input(
+                e.to_string(),
+                "give the JSON `k3d-gpu fit` writes: {\"candidates\": {\"<model>\": {\"fits\": .., \"env\": .., \"args\": ..}}}",
+            ),
+        }
+    }
+}

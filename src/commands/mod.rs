@@ -55,7 +55,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             match crate::cli::config(args, &global.env) {
                 Ok(settings) => config::run(&settings, shell),
                 // Bad input writes nothing, and leaves none of an earlier run's outputs.
-                Err(f) => crate::config::clear_stale(&out).and(Err(f)),
+                Err(f) => crate::config::clear_stale(&out).map_err(Failure::from).and(Err(f)),
             }
         }
         Command::Fit(args) => fit::run(&args.into(), shell),

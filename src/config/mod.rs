@@ -14,38 +14,59 @@ pub mod write;
 
 use std::path::Path;
 
-use crate::error::Failure;
-use crate::facts::{Facts, FactsError};
-use crate::pins::{self, Trees};
+use crate::facts::Facts;
+use crate::pins::{self, PinsError, Trees};
 use crate::settings::Select;
 
 pub use rules::Decision;
 
-impl From<FactsError> for Failure {
-    fn from(e: FactsError) -> Self {
-        match &e {
-            FactsError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted => Failure::Interrupted,
-            _ => Failure::bad_input(e.to_string(), e.hint()),
+/// Why no configuration was decided; `crate::commands::edge` maps each to its exit code (2 for
+/// bad input, 3 for a refusal, 1 for a write) and its fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Pins(#[from] PinsError),
+    #[error("--ref {0:?} is a floating ref: only a full 40-hex commit SHA is accepted")]
+    FloatingRef(String),
+    /// The cluster or the selection is one eas will not install onto: each reason.
+    #[error("{}", .0.join("; "))]
+    Refused(Vec<String>),
+    #[error("{cause}")]
+    BadInput { cause: String, hint: String },
+    #[error("cannot remove stale outputs in {path}: {source}")]
+    Stale { path: String, source: std::io::Error },
+    #[error(transparent)]
+    CatalogRead(crate::bounded::ReadError),
+    #[error("--catalog {path}: {msg}")]
+    CatalogParse { path: String, msg: String },
+    #[error(transparent)]
+    FitRead(crate::bounded::ReadError),
+    #[error("--fit {path}: {cause}")]
+    FitParse { path: String, cause: String },
+}
+
+impl From<rules::Rejection> for ConfigError {
+    fn from(r: rules::Rejection) -> Self {
+        match r {
+            rules::Rejection::Refused(reasons) => ConfigError::Refused(reasons),
+            rules::Rejection::BadInput { cause, hint } => ConfigError::BadInput { cause, hint },
         }
     }
 }
 
 /// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
 /// default profile and must be a full SHA (anything else floats).
-pub fn select_trees(sel: &Select) -> Result<Trees, Failure> {
+pub fn select_trees(sel: &Select) -> Result<Trees, ConfigError> {
     let pins = sel.pins.load()?;
     let mut trees = select_in(&pins, sel)?;
     trees.from = sel.pins.describe();
     Ok(trees)
 }
 
-fn select_in(pins: &pins::Pins, sel: &Select) -> Result<Trees, Failure> {
+fn select_in(pins: &pins::Pins, sel: &Select) -> Result<Trees, ConfigError> {
     if let Some(r) = &sel.git_ref {
         if !pins::is_full_sha(r) {
-            return Err(Failure::bad_input(
-                format!("--ref {r:?} is a floating ref: only a full 40-hex commit SHA is accepted"),
-                "resolve it first (`git rev-parse <ref>`), or use --profile",
-            ));
+            return Err(ConfigError::FloatingRef(r.clone()));
         }
         let mut trees = pins.trees("main")?;
         trees.profile = format!("ref {}", &r[..7]);
@@ -57,12 +78,12 @@ fn select_in(pins: &pins::Pins, sel: &Select) -> Result<Trees, Failure> {
     Ok(pins.trees(sel.profile.as_deref().unwrap_or("main"))?)
 }
 
-pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, Failure> {
+pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, ConfigError> {
     generate_with(facts, sel, None)
 }
 
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
-pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, Failure> {
+pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, ConfigError> {
     generate_with_downloads(facts, sel, catalog, &[])
 }
 
@@ -73,7 +94,7 @@ pub fn generate_with_downloads(
     sel: &Select,
     catalog: Option<&catalog::Pinned>,
     downloads: &[(String, hf::Access)],
-) -> Result<Decision, Failure> {
+) -> Result<Decision, ConfigError> {
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
     let external = sel.fit.as_deref().map(crate::config::fit::external::read).transpose()?;
@@ -94,26 +115,20 @@ pub fn generate_with_downloads(
         hf_cache: hf_cache.as_deref(),
         downloads,
     };
-    let mut d = rules::decide(&inputs).map_err(|r| match r {
-        rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
-        rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-    })?;
+    let mut d = rules::decide(&inputs)?;
     // Both layers pick their model with the fit, so both hear where the documents disagree.
     d.warnings.splice(0..0, fit_warnings);
     Ok(d)
 }
 
-pub fn clear_stale(out: &Path) -> Result<(), Failure> {
-    write::clear(out)
-        .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())))
+pub fn clear_stale(out: &Path) -> Result<(), ConfigError> {
+    write::clear(out).map_err(|source| ConfigError::Stale { path: out.display().to_string(), source })
 }
 
 /// `--catalog FILE`: a bad file is bad input (exit 2), named with its cause.
-pub fn read_catalog(path: &Path) -> Result<catalog::Pinned, Failure> {
-    let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog)
-        .map_err(|e| Failure::read(&e, "give a readable EI model_manager/models.yaml to --catalog"))?;
-    let catalog = catalog::Catalog::parse(&text).map_err(|e| {
-        Failure::bad_input(format!("--catalog {}: {e}", path.display()), "give EI's model_manager/models.yaml")
-    })?;
+pub fn read_catalog(path: &Path) -> Result<catalog::Pinned, ConfigError> {
+    let text = crate::bounded::read_string(path, crate::bounded::Kind::Catalog).map_err(ConfigError::CatalogRead)?;
+    let catalog = catalog::Catalog::parse(&text)
+        .map_err(|e| ConfigError::CatalogParse { path: path.display().to_string(), msg: e.to_string() })?;
     Ok(catalog::Pinned { catalog, path: path.display().to_string(), at: String::new() })
 }

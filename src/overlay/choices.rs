@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use crate::config::{self, rules::Value};
-use crate::error::Failure;
 use crate::facts::Facts;
 use crate::overlay::Overlay;
 use crate::settings::Select;
@@ -21,7 +20,7 @@ pub struct Generated {
 impl Generated {
     /// From a facts document: runs the generator's own rules (the default layer and profile; the
     /// choices the overlay reads do not depend on either). A refusal is the generator's, exit 3.
-    pub fn from_facts(facts: &Facts, overlay: &Overlay) -> Result<Generated, Failure> {
+    pub fn from_facts(facts: &Facts, overlay: &Overlay) -> Result<Generated, config::ConfigError> {
         let select = Select { layer: crate::settings::Layer::AgentToolkit, ..Select::default() };
         let decision = config::generate(facts, &select)?;
         Ok(Generated::from_decision(&decision, facts, overlay))
@@ -103,6 +102,6 @@ mod tests {
             n.containerd.as_mut().unwrap().cni_bin_dirs = vec!["/somewhere/else".into()];
         }
         let e = Generated::from_facts(&f, &Overlay::builtin().unwrap()).unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{e}");
+        assert!(matches!(e, config::ConfigError::Refused(_)), "{e}");
     }
 }

@@ -182,7 +182,7 @@ async fn gates(
     let up = &args.up;
     let tree_pins = match crate::config::select_trees(&up.select) {
         Ok(t) => t,
-        Err(f) => return Ok(vec![Check::new("selection", "fail", f.lines().join("; "))]),
+        Err(e) => return Ok(vec![Check::new("selection", "fail", Failure::from(e).lines().join("; "))]),
     };
     let inv = super::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;

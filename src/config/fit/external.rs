@@ -3,22 +3,18 @@
 
 use std::path::Path;
 
-use crate::error::Failure;
 use crate::facts::{self, Facts, FactsError, Fit, FitVerdict, KV_CACHE_ENV};
 
 use super::{FitDoc, SOURCE_EXTERNAL};
 
 /// Reads a fit document: an object whose `candidates` map has the facts' `fit` shape. Malformed
 /// input is exit 2, with the same checks as a `fit` inside a facts document.
-pub fn read(path: &Path) -> Result<Fit, Failure> {
-    let text = crate::bounded::read_string(path, crate::bounded::Kind::Fit)
-        .map_err(|e| Failure::read(&e, "check the path given to --fit"))?;
-    parse(&text).map_err(|e| {
-        let cause = e.to_string();
-        Failure::bad_input(
-            format!("--fit {}: {}", path.display(), cause.trim_start_matches("facts: ")),
-            "give the JSON `k3d-gpu fit` writes: {\"candidates\": {\"<model>\": {\"fits\": .., \"env\": .., \"args\": ..}}}",
-        )
+pub fn read(path: &Path) -> Result<Fit, super::super::ConfigError> {
+    use super::super::ConfigError;
+    let text = crate::bounded::read_string(path, crate::bounded::Kind::Fit).map_err(ConfigError::FitRead)?;
+    parse(&text).map_err(|e| ConfigError::FitParse {
+        path: path.display().to_string(),
+        cause: e.to_string().trim_start_matches("facts: ").to_string(),
     })
 }
 

@@ -86,7 +86,8 @@ impl Phase for Config<'_> {
             (None, false) => Some("not asked (the catalog was not read)"),
             _ => None,
         };
-        let mut decision = config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), &downloads)?;
+        let mut decision = config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), &downloads)
+            .map_err(Failure::from)?;
         // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
         let proxy = crate::net::proxy::ProxyEnv::from_lookup(global.env.lookup());
         config::proxy::apply(&mut decision, self.facts, &proxy, Some(&self.pre.target.server));
