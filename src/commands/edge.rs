@@ -282,3 +282,19 @@ impl From<crate::config::ConfigError> for Failure {
         }
     }
 }
+
+/// The gatherer: the kubeconfig's and the API's failures as theirs, malformed operator answers
+/// and node args bad input.
+impl From<crate::gather::GatherError> for Failure {
+    fn from(e: crate::gather::GatherError) -> Self {
+        match e {
+            crate::gather::GatherError::Target(t) => t.into(),
+            crate::gather::GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            crate::gather::GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
+            crate::gather::GatherError::Operator(cause) => Failure::bad_input(
+                cause,
+                "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
+            ),
+        }
+    }
+}

@@ -7,7 +7,9 @@ use crate::output::Shell;
 use crate::settings::Global;
 
 pub fn run(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let gathered = gather::read(args, global, shell, crate::config::fit::landing_node)?;
+    let read = gather::read(args, global, shell, crate::config::fit::landing_node);
+    // SIGINT/SIGTERM end the reads (exit 130).
+    let gathered = crate::runtime::block_on_interruptible(async { read.await.map_err(Failure::from) })?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

@@ -173,7 +173,7 @@ async fn collect(global: &Global) -> (Bundle, String) {
             (Some(t), c)
         }
         Err(f) => {
-            b.miss("cluster", one_line(&f));
+            b.miss("cluster", one_line(&Failure::from(f)));
             (None, global.context.clone().unwrap_or_else(|| "unknown".into()))
         }
     };

@@ -20,7 +20,6 @@ pub mod probe;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::Failure;
 use crate::facts::{self, Facts};
 use crate::kubeconfig::KubeSource;
 use crate::output::Shell;
@@ -51,7 +50,7 @@ pub struct FactsSettings {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum GatherError {
+pub enum GatherError {
     #[error(transparent)]
     Target(#[from] TargetError),
     #[error(transparent)]
@@ -62,34 +61,22 @@ enum GatherError {
     NodeArgs(#[from] crate::config::node_args::NodeArgsError),
 }
 
-impl From<GatherError> for Failure {
-    fn from(e: GatherError) -> Self {
-        match e {
-            GatherError::Target(t) => t.into(),
-            GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
-            GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
-            GatherError::Operator(cause) => Failure::bad_input(
-                cause,
-                "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
-            ),
-        }
-    }
-}
-
 /// `eas facts`' reads: the facts document, the warnings and the API calls it took (the command
-/// layer prints or writes them). SIGINT/SIGTERM end it (exit 130).
-pub fn read(args: &FactsSettings, global: &Global, shell: &Shell, landing: Landing) -> Result<Gathered, Failure> {
+/// layer runs it where SIGINT/SIGTERM end it, and prints or writes what it read).
+pub async fn read(
+    args: &FactsSettings,
+    global: &Global,
+    shell: &Shell,
+    landing: Landing,
+) -> Result<Gathered, GatherError> {
     let mut operator = operator(args).map_err(GatherError::Operator)?;
     operator.command = "eas facts";
     let timeout = args.request_timeout.max(Duration::from_secs(1));
-    crate::runtime::block_on_interruptible(async {
-        let target =
-            crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
-                .await
-                .map_err(GatherError::from)?;
-        shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-        Ok(gather(&target, &operator, timeout, &global.env, landing).await?)
-    })
+    let target =
+        crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
+            .await?;
+    shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
+    gather(&target, &operator, timeout, &global.env, landing).await
 }
 
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
@@ -417,10 +404,9 @@ pub struct GatherOptions {
 }
 
 /// The cluster the global flags name.
-pub async fn target(global: &Global, timeout: Duration) -> Result<Target, Failure> {
+pub async fn target(global: &Global, timeout: Duration) -> Result<Target, GatherError> {
     Ok(crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
-        .await
-        .map_err(GatherError::from)?)
+        .await?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.
@@ -431,7 +417,7 @@ pub async fn collect(
     env: &Env,
     shell: &Shell,
     landing: Landing,
-) -> Result<Facts, Failure> {
+) -> Result<Facts, GatherError> {
     let args = FactsSettings {
         out: None,
         containerd_config: opts.containerd_config.clone(),

@@ -152,7 +152,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
                 Err(e) => checks.push(line(false, "k3s", e.to_string())),
             }
         }
-        Err(f) => checks.push(line(false, "api server", f.lines().join("; "))),
+        Err(e) => checks.push(line(false, "api server", Failure::from(e).lines().join("; "))),
     }
     let root = state_root(global)?;
     match free_bytes(&root) {

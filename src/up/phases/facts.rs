@@ -31,8 +31,9 @@ impl Phase for Facts<'_> {
 
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Document, NoPlan> {
         let opts = GatherOptions { discount_namespaces: self.created.namespaces.clone(), ..cx.args.gather.clone() };
-        let facts =
-            gather::collect(self.target, &opts, CALL, &cx.global.env, cx.shell, config::fit::landing_node).await?;
+        let facts = gather::collect(self.target, &opts, CALL, &cx.global.env, cx.shell, config::fit::landing_node)
+            .await
+            .map_err(Failure::from)?;
         // The facts as the decisions read them: what eas's runs created is not the cluster's.
         Ok(crate::state::since::discount(&facts, &self.created))
     }

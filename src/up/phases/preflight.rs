@@ -50,7 +50,7 @@ impl Phase for Preflight<'_> {
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
         let egress = start_egress(cx.args, cx.global);
-        let target = gather::target(cx.global, CALL).await?;
+        let target = gather::target(cx.global, CALL).await.map_err(Failure::from)?;
         let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
         let sd = StateDir::new(&state_root(cx.global)?, &key).map_err(Failure::from)?;
         let (docker, git) = host_checks(cx.global).await;
