@@ -298,3 +298,15 @@ impl From<crate::gather::GatherError> for Failure {
         }
     }
 }
+
+/// Verification: a failed check is exit 5 with every line; nothing installed is a step (exit 1)
+/// with the commands that install.
+impl From<crate::verify::VerifyError> for Failure {
+    fn from(e: crate::verify::VerifyError) -> Self {
+        use crate::verify::VerifyError as V;
+        match e {
+            V::Failed(lines) => Failure::Verify(lines),
+            V::NotInstalled(_) => Failure::step_next("verify", e, "run `eas up --dry-run`, then `eas up`"),
+        }
+    }
+}

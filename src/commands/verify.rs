@@ -10,11 +10,33 @@ use crate::up::VerifySettings;
 pub fn run(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let result = crate::up::verify_recorded(args, global, shell);
     if args.output.is_json() {
-        shell.document(crate::verify::document(&result));
+        shell.document(document(&result));
     } else if let Ok(lines) = &result {
         for l in lines {
             shell.out(format!("ok {}", crate::text::for_people(l)));
         }
     }
     result.map(|_| ())
+}
+
+/// `eas verify --output json` (eas-verify/v1): what passed, or the failure's lines (also on
+/// stderr); the command layer sets `exit_code` to the process's.
+fn document(result: &Result<Vec<String>, Failure>) -> serde_json::Value {
+    match result {
+        Ok(lines) => {
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+        }
+        Err(f) => {
+            // A failed verification lists every node and server `ok` or `FAIL`: the ones that
+            // passed are its checks.
+            let checks: Vec<&str> = match f {
+                Failure::Verify(lines) => lines.iter().filter_map(|l| l.strip_prefix("ok  ")).map(str::trim).collect(),
+                _ => Vec::new(),
+            };
+            serde_json::json!({
+                "schema": "eas-verify/v1", "passed": false, "checks": checks, "exit_code": f.exit_code(),
+                "failure": f.lines()
+            })
+        }
+    }
 }

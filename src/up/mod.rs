@@ -499,6 +499,6 @@ pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) ->
             },
         };
         let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
-        verify::verify(&target.client, &exp, &t, shell).await
+        verify::verify(&target.client, &exp, &t, shell).await.map_err(Failure::from)
     })
 }

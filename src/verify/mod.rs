@@ -16,7 +16,6 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{ListParams, LogParams};
 use kube::{Api, Client};
 
-use crate::error::Failure;
 use crate::output::Shell;
 use crate::settings::timeouts;
 
@@ -75,21 +74,34 @@ async fn call<T>(
     crate::cluster::call(what, t, fut).await.map_err(|e| e.to_string())
 }
 
+/// Why verification did not pass; `crate::commands::edge` maps it to its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Installed, but a check failed: every node's and server's line, `ok` or `FAIL` (exit 5).
+    #[error("{}", .0.join("; "))]
+    Failed(Vec<String>),
+    /// No run of `eas up` is recorded: the devices were checked, and there is no model server to
+    /// verify. Not a failed verification.
+    #[error("{0}; the devices were checked")]
+    NotInstalled(String),
+}
+
 /// Runs every check, devices first; `Ok` carries one line per passed check.
-pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) -> Result<Vec<String>, Failure> {
+pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) -> Result<Vec<String>, VerifyError> {
     shell.phase(
         "verify",
         format!("waiting up to {}s for every device node's resources and plugin pod", t.devices.as_secs()),
     );
     let started = Instant::now();
     let progress = shell.wait("verify devices", t.devices);
-    let mut passed =
-        devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call, &progress).await.map_err(Failure::Verify)?;
+    let mut passed = devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call, &progress)
+        .await
+        .map_err(VerifyError::Failed)?;
     drop(progress);
     let deadline = if t.whole { started } else { Instant::now() } + t.models;
     let names = match &exp.models {
         Models::Named(n) if !n.is_empty() => n.clone(),
-        Models::Found => servers::found(client, deadline, t).await.map_err(Failure::Verify)?,
+        Models::Found => servers::found(client, deadline, t).await.map_err(VerifyError::Failed)?,
         other => {
             for l in &passed {
                 shell.note(format!("ok {l}"));
@@ -97,13 +109,9 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
             // Nothing installed is not a failed verification (exit 5 is "installed, but"): the
             // devices were checked, and there is no model server to verify.
             if let Models::NotInstalled(_) = other {
-                return Err(Failure::step_next(
-                    "verify",
-                    format!("{}; the devices were checked", no_model_line(other)),
-                    "run `eas up --dry-run`, then `eas up`",
-                ));
+                return Err(VerifyError::NotInstalled(no_model_line(other)));
             }
-            return Err(Failure::Verify(vec![no_model_line(other)]));
+            return Err(VerifyError::Failed(vec![no_model_line(other)]));
         }
     };
     shell.phase(
@@ -115,30 +123,8 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
         ),
     );
     let progress = shell.wait("verify model servers", deadline.saturating_duration_since(Instant::now()));
-    passed.extend(servers::wait(client, &names, deadline, t, &progress).await.map_err(Failure::Verify)?);
+    passed.extend(servers::wait(client, &names, deadline, t, &progress).await.map_err(VerifyError::Failed)?);
     Ok(passed)
-}
-
-/// `eas verify --output json` (eas-verify/v1): what passed, or the failure's lines (also on
-/// stderr); the command layer sets `exit_code` to the process's.
-pub fn document(result: &Result<Vec<String>, Failure>) -> serde_json::Value {
-    match result {
-        Ok(lines) => {
-            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
-        }
-        Err(f) => {
-            // A failed verification lists every node and server `ok` or `FAIL`: the ones that
-            // passed are its checks.
-            let checks: Vec<&str> = match f {
-                Failure::Verify(lines) => lines.iter().filter_map(|l| l.strip_prefix("ok  ")).map(str::trim).collect(),
-                _ => Vec::new(),
-            };
-            serde_json::json!({
-                "schema": "eas-verify/v1", "passed": false, "checks": checks, "exit_code": f.exit_code(),
-                "failure": f.lines()
-            })
-        }
-    }
 }
 
 /// Why there is no model server to check: said at once, without waiting.

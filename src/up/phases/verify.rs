@@ -58,7 +58,7 @@ impl Phase for Verify<'_> {
         };
         let interrupt = r.interrupt.clone();
         tokio::select! {
-            v = verify::verify(self.client, &exp, &t, cx.shell) => v,
+            v = verify::verify(self.client, &exp, &t, cx.shell) => v.map_err(Failure::from),
             _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
         }
     }
