@@ -255,6 +255,117 @@ impl PhaseTimeouts {
     }
 }
 
+/// The phases of `eas down` (SPEC §6), in the order they run. The first two only read: a dry
+/// run prints what they found and stops, the real run prints it before it asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DownId {
+    Find,
+    Preview,
+    Lock,
+    Teardown,
+    Delete,
+    Settle,
+    Record,
+    Purge,
+}
+
+impl DownId {
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    pub fn spec(self) -> &'static DownSpec {
+        DOWN_PHASES.iter().find(|p| p.id == self).expect("every down phase has a row")
+    }
+}
+
+impl fmt::Display for DownId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug)]
+pub struct DownSpec {
+    pub id: DownId,
+    pub name: &'static str,
+    /// The phase's window (the teardown's: `--teardown-timeout`).
+    pub timeout: Duration,
+    /// It only reads: a dry run runs it.
+    pub reads_only: bool,
+    /// The phase's line on the terminal.
+    pub says: &'static str,
+}
+
+pub static DOWN_PHASES: [DownSpec; 8] = [
+    DownSpec {
+        id: DownId::Find,
+        name: "find",
+        // The cluster's identity (one or two calls, an exec credential minted at most once)
+        // and the record's files.
+        timeout: min(2),
+        reads_only: true,
+        says: "read the cluster's identity and what eas up recorded for it",
+    },
+    DownSpec {
+        id: DownId::Preview,
+        name: "preview",
+        // One snapshot of the cluster, retried up to its own deadline.
+        timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
+        reads_only: true,
+        says: "compare the record with the cluster: what would be removed and what is kept",
+    },
+    DownSpec {
+        id: DownId::Lock,
+        name: "lock",
+        // The lock file; with --break-lock the dead run's containers stopped; the run's Lease.
+        timeout: min(2),
+        reads_only: false,
+        says: "take this cluster's lock and load the record",
+    },
+    DownSpec {
+        id: DownId::Teardown,
+        name: "teardown",
+        // The installer's teardown in the bastion, which stops itself at --teardown-timeout;
+        // before it, a snapshot and the bastion image (the run's own, or built from its pins).
+        timeout: timeouts::TEARDOWN,
+        reads_only: false,
+        says: "run the installer's teardown, skipping what would delete objects that existed before eas up",
+    },
+    DownSpec {
+        id: DownId::Delete,
+        name: "delete",
+        // One DELETE per object the teardown left; a Helm release's uninstall waits up to 5 min.
+        timeout: min(20),
+        reads_only: false,
+        says: "delete what the record says eas up created and the teardown left",
+    },
+    DownSpec {
+        id: DownId::Settle,
+        name: "settle",
+        // A snapshot, the wait for namespaces and CRDs to go, and a last snapshot.
+        timeout: timeouts::SETTLE.saturating_add(timeouts::LEDGER).saturating_add(timeouts::LEDGER),
+        reads_only: false,
+        says: "wait for what was deleted to go",
+    },
+    DownSpec {
+        id: DownId::Record,
+        name: "record",
+        // A snapshot at most, and the record written or removed.
+        timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
+        reads_only: false,
+        says: "report what was lost or left, and remove the record or keep it",
+    },
+    DownSpec {
+        id: DownId::Purge,
+        name: "purge",
+        timeout: min(1),
+        reads_only: false,
+        says: "remove this cluster's state directory",
+    },
+];
+
 /// The first phase a dry run does not run: every phase before it only reads, or runs its
 /// read-only half.
 #[cfg(test)]

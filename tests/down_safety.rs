@@ -237,6 +237,36 @@ fn a_leftover_keeps_the_record_and_every_later_down_repeats_it_until_acknowledge
     assert!(again.status.success() && text(&again.stderr).contains("nothing to remove"));
 }
 
+/// `eas down`'s phases run in windows like `eas up`'s: a DELETE the API server never answers
+/// holds the delete phase, which ends at its effective timeout (exit 1 naming it), the record
+/// kept and saying how that `down` ended; the preview printed that timeout, and the next `down`
+/// starts over from the record and completes.
+#[test]
+fn a_down_phase_past_its_window_ends_naming_it_and_the_next_down_completes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run();
+    let up = r.up(&[]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let preview = r.down(&["--dry-run", "--phase-timeout", "delete=1"]);
+    let said = text(&preview.stdout);
+    assert!(preview.status.success(), "{}", text(&preview.stderr));
+    assert!(said.contains("delete (1 s)") && said.contains("teardown ("), "{said}");
+    // eas's own deletion of the namespace kserve (the stand-in's teardown leaves it) never ends.
+    let rule = Rule { method: Some("DELETE".into()), path: "/api/v1/namespaces/kserve".into(), exact: true, skip: 0 };
+    r.server.inject_rule(rule, Fault::Slow(Duration::from_secs(600)), None);
+    let stalled = r.down(&["--phase-timeout", "delete=1"]);
+    let err = text(&stalled.stderr);
+    assert_eq!(stalled.status.code(), Some(1), "{err}");
+    assert!(err.contains("phase delete of eas down did not finish within its timeout of 1 s"), "{err}");
+    let kept = r.state_file().expect("the record is kept");
+    assert_eq!(kept["down"]["status"], "failed", "{kept:#}");
+
+    r.server.clear_faults();
+    let again = r.down(&[]);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(!r.has_ns("kserve") && r.state_file().is_none());
+}
+
 #[test]
 fn a_loss_keeps_the_record_and_a_second_down_still_skips_and_repeats_it() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::SelectArgs;
-use crate::pipeline::PhaseId;
+use crate::pipeline::{DownId, PhaseId};
 use crate::settings::{NodeFile, NodeSocket, timeouts};
 
 #[derive(Args, Debug, Clone)]
@@ -222,6 +222,22 @@ pub struct DownArgs {
     /// How long the installer's teardown may run, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::TEARDOWN.as_secs())]
     pub teardown_timeout: u64,
+    /// Set a phase's timeout (tests): PHASE=SECS, repeatable; the teardown's is --teardown-timeout
+    #[arg(long, value_name = "PHASE=SECS", hide = true, value_parser = down_phase_timeout)]
+    pub phase_timeout: Vec<(DownId, u64)>,
+}
+
+fn down_phase_timeout(s: &str) -> Result<(DownId, u64), String> {
+    let (name, secs) = s.split_once('=').ok_or("expected PHASE=SECS")?;
+    let id = crate::pipeline::DOWN_PHASES
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.id)
+        .ok_or_else(|| format!("no phase of eas down named {name:?}"))?;
+    if id == DownId::Teardown {
+        return Err("the teardown's timeout is --teardown-timeout".into());
+    }
+    Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
 }
 
 #[derive(Args, Debug, Clone)]

@@ -156,6 +156,11 @@ pub fn down(a: DownArgs, env: &Env) -> DownSettings {
             pins: env.pins_source(a.pins.as_deref()),
             image: a.image.into(),
             teardown_timeout: std::time::Duration::from_secs(a.teardown_timeout),
+            phase_timeouts: a
+                .phase_timeout
+                .into_iter()
+                .map(|(id, s)| (id, std::time::Duration::from_secs(s)))
+                .collect(),
         }
     }
 }

@@ -11,8 +11,6 @@ pub mod crash;
 mod day_two;
 pub mod doctor;
 pub mod down;
-mod down_image;
-mod down_plan;
 pub mod hf;
 pub mod install;
 pub mod knob_audit;

@@ -102,7 +102,7 @@ pub fn timed_out(id: PhaseId, limit: Duration) -> Failure {
     }
 }
 
-fn shown(d: Duration) -> String {
+pub fn shown(d: Duration) -> String {
     match d.as_secs() {
         s if s >= 60 && s % 60 == 0 => format!("{} min", s / 60),
         s => format!("{s} s"),

@@ -24,6 +24,27 @@ use super::phase::{Cx, NoPlan, Phase, timed_out};
 /// removes its container, or prints what it waited for).
 pub const GRACE: Duration = Duration::from_secs(30);
 
+/// One window of a phase's half, the one place where a phase's time and the run's cancellation
+/// are enforced (`eas up`'s phases and `eas down`'s): `f` within `limit`, ended by SIGINT/SIGTERM
+/// with [`Failure::Interrupted`]. A half that stops itself (at its limit and on the run's token,
+/// removing its container and saying what it waited for) gets a backstop [`GRACE`] later
+/// instead; `late` is what either says when the window closes first.
+pub async fn window<T>(
+    limit: Duration,
+    stops_itself: bool,
+    interrupt: &Interrupt,
+    f: impl Future<Output = Result<T, Failure>>,
+    late: impl FnOnce() -> Failure,
+) -> Result<T, Failure> {
+    if stops_itself {
+        return tokio::time::timeout(limit.saturating_add(GRACE), f).await.unwrap_or_else(|_| Err(late()));
+    }
+    tokio::select! {
+        r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(late())),
+        _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+    }
+}
+
 pub struct Runner {
     pub state: State,
     pub plan: Plan,
@@ -67,12 +88,9 @@ impl Runner {
         self.state.begin(P::ID, None, &now());
         let limit = self.timeouts.plan(P::ID);
         let mut found = Vec::new();
-        let r = tokio::select! {
-            r = tokio::time::timeout(limit, p.plan(cx, &mut found)) => {
-                r.unwrap_or_else(|_| Err(NoPlan::from(timed_out(P::ID, limit))))
-            }
-            _ = self.interrupt.graceful.cancelled() => Err(NoPlan::from(Failure::Interrupted)),
-        };
+        let planned = async { Ok(p.plan(cx, &mut found).await) };
+        let r = window(limit, false, &self.interrupt, planned, || timed_out(P::ID, limit)).await;
+        let r = r.unwrap_or_else(|f| Err(NoPlan::from(f)));
         self.settle(p, r, found)
     }
 
@@ -187,17 +205,9 @@ impl Runner {
         self.state.begin(P::ID, inputs, &now());
         self.save()?;
         let limit = self.timeouts.get(P::ID);
-        let token = self.interrupt.graceful.clone();
-        let r = if P::STOPS_ITSELF {
-            let acting = p.act(planned, cx, self);
-            tokio::time::timeout(limit + GRACE, acting).await.unwrap_or_else(|_| Err(timed_out(P::ID, limit)))
-        } else {
-            let acting = p.act(planned, cx, self);
-            tokio::select! {
-                r = tokio::time::timeout(limit, acting) => r.unwrap_or_else(|_| Err(timed_out(P::ID, limit))),
-                _ = token.cancelled() => Err(Failure::Interrupted),
-            }
-        };
+        let interrupt = self.interrupt.clone();
+        let acting = p.act(planned, cx, self);
+        let r = window(limit, P::STOPS_ITSELF, &interrupt, acting, || timed_out(P::ID, limit)).await;
         self.acted(P::ID, r)
     }
 
@@ -211,10 +221,7 @@ impl Runner {
     ) -> Result<T, Failure> {
         let limit = self.timeouts.plan(id);
         self.state.begin(id, None, &now());
-        let r = tokio::select! {
-            r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(timed_out(id, limit))),
-            _ = self.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
-        };
+        let r = window(limit, false, &self.interrupt, f, || timed_out(id, limit)).await;
         self.planned(id, &r);
         r
     }
