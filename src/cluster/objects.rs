@@ -41,6 +41,42 @@ fn no_answer(call: &str, t: Duration) -> ApiError {
     ApiError::NoAnswer { call: call.to_string(), secs: t.as_secs() }
 }
 
+/// A GET of `path` (an API path, or one through a service's proxy), its body as text, bounded by `t`.
+pub async fn get_text(client: &Client, path: &str, t: Duration) -> Result<String, ApiError> {
+    let what = format!("GET {path}");
+    let req = http::Request::get(path)
+        .body(Vec::new())
+        .map_err(|e| ApiError::Call { call: what.clone(), cause: e.to_string() })?;
+    timed(&what, t, client.request_text(req)).await
+}
+
+/// A request (`what` names it) whose answer is read line by line as it arrives, each line with
+/// when it arrived since the request; the whole answer within `t`.
+pub async fn stream_lines(
+    client: &Client,
+    what: &str,
+    req: http::Request<Vec<u8>>,
+    t: Duration,
+) -> Result<Vec<(Duration, String)>, ApiError> {
+    use futures::{AsyncBufReadExt, StreamExt};
+    let started = std::time::Instant::now();
+    let read = async {
+        let body = client.request_stream(req).await.map_err(|e| answered(what, &e))?;
+        let mut lines = Box::pin(body).lines();
+        let mut out = Vec::new();
+        while let Some(line) = lines.next().await {
+            let line =
+                line.map_err(|e| ApiError::Call { call: what.to_string(), cause: format!("reading the answer: {e}") })?;
+            out.push((started.elapsed(), line));
+        }
+        Ok(out)
+    };
+    match tokio::time::timeout(t, read).await {
+        Ok(r) => r,
+        Err(_) => Err(no_answer(what, t)),
+    }
+}
+
 /// The `kube-system` namespace UID: the key of this cluster's state directory.
 pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, ApiError> {
     identity(client, t).await

@@ -370,14 +370,13 @@ async fn cluster(b: &mut Bundle, client: &kube::Client, records: Option<&Records
     let get = |path: String| {
         let client = client.clone();
         async move {
-            let req = http::Request::get(&path).body(Vec::new()).map_err(|e| e.to_string())?;
-            match tokio::time::timeout_at(deadline.min(Instant::now() + CALL), client.request_text(req)).await {
-                Ok(Ok(t)) => Ok(t),
-                Ok(Err(e)) => Err(format!("GET {path}: {}", crate::cluster::said(&e))),
-                Err(_) if Instant::now() >= deadline => {
+            let t = deadline.saturating_duration_since(Instant::now()).min(CALL);
+            match crate::cluster::get_text(&client, &path, t).await {
+                Ok(t) => Ok(t),
+                Err(crate::cluster::ApiError::NoAnswer { .. }) if Instant::now() >= deadline => {
                     Err(format!("the {} s the bundle waits for the cluster are over", DEADLINE.as_secs()))
                 }
-                Err(_) => Err(format!("GET {path}: no answer within {} s", CALL.as_secs())),
+                Err(e) => Err(e.to_string()),
             }
         }
     };

@@ -4,16 +4,13 @@
 //! needs (`data/prereq.json`), sent at once. A review is a POST that the API server answers and
 //! does not store: the only requests eas facts makes that are not reads.
 
-use futures::future::try_join_all;
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
-use kube::Api;
-use kube::api::PostParams;
 use serde::Deserialize;
 
 use crate::facts::{AccessReview, StorageClass};
 use crate::prereq::ReviewSpec;
 
 use super::objects::Meta;
+use crate::cluster::access::Access;
 use crate::cluster::{ApiError, Call, Reader};
 
 /// The annotation that marks the default StorageClass.
@@ -36,52 +33,23 @@ pub fn storage_class(item: StorageClassItem) -> StorageClass {
     StorageClass { name: item.metadata.name, provisioner: item.provisioner, default }
 }
 
-fn review_call() -> Call {
-    Call {
-        verb: "create",
-        resource: "selfsubjectaccessreviews",
-        namespace: None,
-        path: "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews".into(),
-        field_selector: None,
-    }
-}
-
-/// Asks every review at once (all namespaces each); one call per review.
+/// Asks every review at once (all namespaces each; `cluster::access`): one call per review.
 pub async fn access_reviews(reader: &Reader, specs: &[ReviewSpec]) -> Result<(Vec<AccessReview>, u32), ApiError> {
-    let api: Api<SelfSubjectAccessReview> = Api::all(reader.client.clone());
-    let call = review_call();
-    let asks = specs.iter().map(|s| {
-        let api = api.clone();
-        let call = call.clone();
-        async move {
-            let review = SelfSubjectAccessReview {
-                spec: SelfSubjectAccessReviewSpec {
-                    resource_attributes: Some(ResourceAttributes {
-                        verb: Some(s.verb.clone()),
-                        group: Some(s.group.clone()),
-                        resource: Some(s.resource.clone()),
-                        ..Default::default()
-                    }),
-                    non_resource_attributes: None,
-                },
-                ..Default::default()
-            };
-            let answer = tokio::time::timeout(reader.timeout, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| reader.timed_out(&call))?
-                .map_err(|e| reader.classify(&call, e))?;
-            let status = answer.status.unwrap_or_default();
-            Ok::<_, ApiError>(AccessReview {
-                verb: s.verb.clone(),
-                group: s.group.clone(),
-                resource: s.resource.clone(),
-                namespace: None,
-                allowed: status.allowed && status.denied != Some(true),
-                reason: status.reason.unwrap_or_default(),
-            })
-        }
-    });
-    let reviews = try_join_all(asks).await?;
+    let asks: Vec<Access> =
+        specs.iter().map(|s| Access { verb: &s.verb, group: &s.group, resource: &s.resource }).collect();
+    let answers = crate::cluster::access::review(reader, &asks).await?;
+    let reviews: Vec<AccessReview> = specs
+        .iter()
+        .zip(answers)
+        .map(|(s, a)| AccessReview {
+            verb: s.verb.clone(),
+            group: s.group.clone(),
+            resource: s.resource.clone(),
+            namespace: None,
+            allowed: a.allowed,
+            reason: a.reason,
+        })
+        .collect();
     let calls = reviews.len() as u32;
     Ok((reviews, calls))
 }

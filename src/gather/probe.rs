@@ -15,8 +15,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
-use kube::{Api, Client};
+use kube::Client;
 use serde_json::json;
 
 use super::containerd;
@@ -131,105 +130,34 @@ pub fn parse_output(text: &str, node: &str) -> Result<crate::facts::Containerd, 
     Ok(crate::facts::Containerd { cni_bin_dirs: config.cni_bin_dirs, nri_socket })
 }
 
-fn api(client: &Client) -> Api<Pod> {
-    Api::namespaced(client.clone(), NAMESPACE)
-}
-
 /// Deletes the probe pods an earlier eas left (it was killed before deleting them). One LIST.
 pub async fn sweep(client: &Client, t: Duration) -> Result<usize, String> {
-    let pods = api(client);
-    let lp = ListParams::default().labels(&format!("{LABEL_MANAGED}=true,{LABEL_PROBE}=true"));
-    let list = tokio::time::timeout(t, pods.list(&lp))
-        .await
-        .map_err(|_| format!("listing earlier probe pods took over {} s", t.as_secs()))?
-        .map_err(|e| format!("list probe pods in {NAMESPACE}: {}", crate::cluster::said(&e)))?;
-    let mut n = 0;
-    for p in list.items {
-        if let Some(name) = p.metadata.name {
-            let _ = tokio::time::timeout(t, pods.delete(&name, &DeleteParams::default().grace_period(0))).await;
-            n += 1;
-        }
+    let selector = format!("{LABEL_MANAGED}=true,{LABEL_PROBE}=true");
+    crate::cluster::pods::delete_matching(client, NAMESPACE, &selector, t).await.map_err(|e| e.to_string())
+}
+
+/// Counts the probes' calls and records the pods they create.
+struct Counted {
+    node: String,
+}
+
+impl crate::cluster::pods::Watch for Counted {
+    fn called(&self) {
+        called();
     }
-    Ok(n)
-}
 
-/// Deletes the probe pod when dropped, whatever ended the read (an error, a timeout, the
-/// command's cancellation by a signal, which drops the read mid-way): the DELETE is sent before
-/// the drop returns (bounded at 5 s), since a task spawned now would not outlive the runtime's
-/// shutdown that follows a signal.
-struct Cleanup {
-    pods: Api<Pod>,
-    name: Option<String>,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        if let Some(name) = self.name.take() {
-            let pods = self.pods.clone();
-            let delete = async move {
-                let dp = DeleteParams::default().grace_period(0);
-                let _ = tokio::time::timeout(Duration::from_secs(5), pods.delete(&name, &dp)).await;
-            };
-            // The runtime is eas's multi-thread one (`crate::runtime`), where a worker may block.
-            match tokio::runtime::Handle::try_current() {
-                Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                    tokio::task::block_in_place(|| h.block_on(delete))
-                }
-                Ok(h) => drop(h.spawn(delete)),
-                Err(_) => {}
-            }
-        }
+    fn created(&self, name: &str, uid: &str) {
+        CREATED.lock().unwrap_or_else(|e| e.into_inner()).push((name.to_string(), uid.to_string(), self.node.clone()));
     }
 }
 
 /// Runs the probe on `node` and returns its output: POST, then GET until it has ended (within
-/// [`TIMEOUT`]), then its log; the pod is deleted in every case.
+/// [`TIMEOUT`]), then its log; the pod is deleted in every case (`cluster::pods`).
 pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, String> {
-    let pods = api(client);
-    called();
-    let created = tokio::time::timeout(TIMEOUT, pods.create(&PostParams::default(), spec))
+    let counted = Counted { node: node.to_string() };
+    crate::cluster::pods::run_to_end(client, NAMESPACE, spec, TIMEOUT, POLL, &counted)
         .await
-        .map_err(|_| format!("creating the probe pod on {node} took over {} s", TIMEOUT.as_secs()))?
-        .map_err(|e| format!("create the probe pod on {node} in {NAMESPACE}: {}", crate::cluster::said(&e)))?;
-    let name = created.metadata.name.clone().ok_or("the API server named no probe pod")?;
-    let uid = created.metadata.uid.clone().unwrap_or_default();
-    CREATED.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), uid, node.to_string()));
-    let mut cleanup = Cleanup { pods: pods.clone(), name: Some(name.clone()) };
-    let outcome = tokio::time::timeout(TIMEOUT, async {
-        loop {
-            called();
-            let p = pods.get(&name).await.map_err(|e| format!("get probe pod {name}: {}", crate::cluster::said(&e)))?;
-            match p.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                Some("Succeeded") => break Ok(()),
-                Some("Failed") => {
-                    let why = p.status.and_then(|s| s.message.or(s.reason)).unwrap_or_default();
-                    break Err(format!("the probe pod on {node} failed: {why}"));
-                }
-                _ => tokio::time::sleep(POLL).await,
-            }
-        }
-    })
-    .await
-    .map_err(|_| format!("the probe pod on {node} did not finish within {} s", TIMEOUT.as_secs()))
-    .and_then(|r| r);
-    let log = match outcome {
-        Ok(()) => {
-            called();
-            pods.logs(&name, &LogParams::default())
-                .await
-                .map_err(|e| format!("read probe pod {name}'s log: {}", crate::cluster::said(&e)))
-        }
-        Err(e) => Err(e),
-    };
-    // Deleted now, bounded, rather than left to the drop's task.
-    called();
-    if tokio::time::timeout(Duration::from_secs(10), pods.delete(&name, &DeleteParams::default().grace_period(0)))
-        .await
-        .is_ok_and(|r| r.is_ok())
-    {
-        cleanup.name = None;
-    }
-    log
+        .map_err(|e| format!("the probe pod on {node}: {e}"))
 }
 
 #[cfg(test)]

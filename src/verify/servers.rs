@@ -21,7 +21,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
 use kube::runtime::wait::await_condition;
@@ -331,8 +330,7 @@ async fn answers(
     let mut errors = Vec::new();
     for scheme in ["http", "https"] {
         let base = s.rt.proxy_base(&s.namespace, scheme, &s.name);
-        let get = http::Request::get(format!("{base}{}", a.models_path)).body(Vec::new()).expect("request builds");
-        let body = match call("GET /v1/models", call_t, client.request_text(get)).await {
+        let body = match crate::cluster::get_text(client, &format!("{base}{}", a.models_path), call_t).await {
             Ok(b) => b,
             Err(e) => {
                 errors.push(format!("{scheme}: {e}"));
@@ -348,8 +346,9 @@ async fn answers(
             .header("content-type", "application/json")
             .body(serde_json::to_vec(&chat).expect("json"))
             .expect("request builds");
-        let lines =
-            streamed(client, post, call_t).await.map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
+        let lines = crate::cluster::stream_lines(client, "POST /v1/chat/completions", post, call_t)
+            .await
+            .map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
         let figures = read_completion(&lines).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;
         return Ok(vec![
             format!("{svc}: GET /v1/models lists {served} ({scheme})"),
@@ -357,28 +356,6 @@ async fn answers(
         ]);
     }
     Err(NotYet::Wait(errors.into_iter().map(|e| format!("{svc} through the service proxy: {e}")).collect(), None))
-}
-
-/// The response's lines, each with when it arrived since the request, all within `t`.
-async fn streamed(
-    client: &Client,
-    req: http::Request<Vec<u8>>,
-    t: Duration,
-) -> Result<Vec<(Duration, String)>, String> {
-    let started = Instant::now();
-    let read = async {
-        let body = client.request_stream(req).await.map_err(|e| format!("POST /v1/chat/completions: {e}"))?;
-        let mut lines = Box::pin(body).lines();
-        let mut out = Vec::new();
-        while let Some(line) = lines.next().await {
-            let line = line.map_err(|e| format!("reading the completion: {e}"))?;
-            out.push((started.elapsed(), line));
-        }
-        Ok::<_, String>(out)
-    };
-    tokio::time::timeout(t, read)
-        .await
-        .map_err(|_| format!("POST /v1/chat/completions: no whole answer within {}s", t.as_secs()))?
 }
 
 #[cfg(test)]
