@@ -17,12 +17,11 @@ use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::Failure;
-use crate::output::{OutputFormat, Shell};
+use crate::output::OutputFormat;
 use crate::settings::Global;
 use crate::state::StateDir;
 use crate::state::journal::State;
-use crate::up::{self, CALL, EXPECTED_FILE, Expected};
+use crate::up::{CALL, EXPECTED_FILE, Expected};
 use crate::verify::{self, devices};
 
 pub const SCHEMA: &str = "eas-status/v1";
@@ -221,93 +220,61 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
     Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
 }
 
-/// The API server did not answer with the cluster's key: the record is looked up by the context
-/// and server each run recorded, and what it says is reported beside the error (JSON: the error
-/// document with `cluster`, `installed`, `last_run` and `record_found_by`; text: on stderr).
-fn unreachable(
-    args: &StatusSettings,
-    global: &Global,
-    target: &crate::cluster::Target,
-    failure: Failure,
-    shell: &Shell,
-) -> Failure {
-    let root = match up::state_root(global) {
-        Ok(r) => r,
-        Err(f) => return f,
-    };
-    let found = crate::state::records::find_by_target(&root, &target.context, &target.server);
-    let mut doc = crate::document::error_document(SCHEMA, &failure);
-    doc["record_found_by"] = serde_json::json!(found.as_ref().map(|f| f.by.clone()));
-    if let Some(f) = &found {
-        let expected: Option<Expected> =
-            std::fs::read_to_string(f.dir.join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
-        let cluster = Cluster {
-            context: target.context.clone(),
-            server: target.server.clone(),
-            key: f.key.clone(),
-            state_dir: f.dir.display().to_string(),
-        };
-        let installed = f.records.install.as_ref().map(|s| installed(s, expected.as_ref()));
-        doc["cluster"] = serde_json::to_value(&cluster).expect("json");
-        doc["installed"] = serde_json::to_value(&installed).expect("json");
-        doc["last_run"] = serde_json::to_value(f.records.last_run()).expect("json");
-        shell.note(format!("the API server does not answer; the record was found by the {}", f.by));
-        match (&installed, f.records.last_run()) {
-            (Some(i), _) => shell.note(format!("recorded: installed {} ({}), {}", i.layer, i.profile, i.outcome)),
-            (None, Some(l)) => shell.note(format!(
-                "recorded: installed nothing; last run stopped at {} (exit {})",
-                l.phase,
-                l.exit_code.map_or("-".into(), |c| c.to_string())
-            )),
-            (None, None) => {}
-        }
-    } else {
-        shell.note(format!(
-            "the API server does not answer, and no record under {} names context {} and server {}",
-            root.display(),
-            target.context,
-            target.server
-        ));
-    }
-    if args.output.is_json() {
-        shell.document(doc);
-    }
-    failure
+/// Why `eas status` could not read the cluster. The command layer (`src/commands/status.rs`)
+/// prints what it has to say and makes the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error(transparent)]
+    Target(#[from] crate::gather::GatherError),
+    /// The API server did not answer with the cluster's key: what a record found by the
+    /// context and server each run recorded says is reported beside it.
+    #[error("{cause}")]
+    Unreachable { cause: String, context: String, server: String, found: Option<Box<crate::state::records::Found>> },
+    /// The cluster's key was read, its live state was not.
+    #[error("{0}")]
+    Unread(String),
+    #[error(transparent)]
+    StateDir(#[from] crate::state::StateDirError),
+    /// A damaged record is reported as damaged, never read as "nothing installed".
+    #[error(transparent)]
+    Record(#[from] crate::state::journal::JournalError),
 }
 
-/// The record and the cluster as they are now: what `eas status` shows. SIGINT/SIGTERM end
-/// every wait here (exit 130): status only reads.
-pub fn read(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<Status, Failure> {
-    crate::runtime::block_on_interruptible(async {
-        let target = crate::gather::target(global, CALL).await?;
-        let unread = |e: String| Failure::step_next("status", e, "check the API server (`eas doctor`)");
-        let key = match crate::cluster::cluster_key(&target.client, CALL).await {
-            Ok(k) => k,
-            Err(e) => return Err(unreachable(args, global, &target, unread(e.to_string()), shell)),
-        };
-        let sd = StateDir::new(&up::state_root(global)?, &key)?;
-        // A damaged record is reported as damaged (exit 2), never read as "nothing installed".
-        let records = crate::state::records::Records::read(&sd)?;
-        let state = records.install.clone();
-        let last_run = records.last_run();
-        let expected: Option<Expected> =
-            crate::bounded::read(&sd.dir().join(EXPECTED_FILE), crate::bounded::Kind::State)
-                .ok()
-                .and_then(|t| serde_json::from_slice(&t).ok());
-        let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
-        let live = live(&target.client, &recorded, CALL).await.map_err(unread)?;
-        Ok(Status {
-            schema: SCHEMA,
-            cluster: Cluster {
+/// The record under `root` and the cluster as they are now: what `eas status` shows.
+pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, StatusError> {
+    let target = crate::gather::target(global, CALL).await?;
+    let key = match crate::cluster::cluster_key(&target.client, CALL).await {
+        Ok(k) => k,
+        Err(e) => {
+            let found = crate::state::records::find_by_target(root, &target.context, &target.server).map(Box::new);
+            return Err(StatusError::Unreachable {
+                cause: e.to_string(),
                 context: target.context.clone(),
                 server: target.server.clone(),
-                key,
-                state_dir: sd.dir().display().to_string(),
-            },
-            installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
-            last_run,
-            live,
-        })
+                found,
+            });
+        }
+    };
+    let sd = StateDir::new(root, &key)?;
+    let records = crate::state::records::Records::read(&sd)?;
+    let state = records.install.clone();
+    let last_run = records.last_run();
+    let expected: Option<Expected> = crate::bounded::read(&sd.dir().join(EXPECTED_FILE), crate::bounded::Kind::State)
+        .ok()
+        .and_then(|t| serde_json::from_slice(&t).ok());
+    let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
+    let live = live(&target.client, &recorded, CALL).await.map_err(StatusError::Unread)?;
+    Ok(Status {
+        schema: SCHEMA,
+        cluster: Cluster {
+            context: target.context.clone(),
+            server: target.server.clone(),
+            key,
+            state_dir: sd.dir().display().to_string(),
+        },
+        installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
+        last_run,
+        live,
     })
 }
 
