@@ -5,8 +5,6 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::Failure;
-
 /// Worker threads: the machine is small and the work is I/O; blocking work goes to
 /// `spawn_blocking`, never onto these.
 const WORKERS: usize = 2;
@@ -14,14 +12,27 @@ const WORKERS: usize = 2;
 /// container removal); a read abandoned at its timeout on a blocking thread is not waited for.
 const SHUTDOWN: Duration = Duration::from_secs(2);
 
+/// Why a command's future could not run, or ended early: the runtime or the signal handlers could
+/// not start, or SIGINT/SIGTERM ended it. What each means for the exit code is the edge's
+/// (`src/commands/edge.rs`).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot start the async runtime: {0}")]
+    Start(std::io::Error),
+    #[error("cannot listen for SIGINT and SIGTERM: {0}")]
+    Signals(std::io::Error),
+    #[error("interrupted")]
+    Interrupted,
+}
+
 /// Runs `f` to completion on a fresh runtime.
-pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
+pub fn block_on<F: Future>(f: F) -> Result<F::Output, RuntimeError> {
     crate::git::reopen();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()
         .build()
-        .map_err(|e| Failure::step("runtime", format!("cannot start the async runtime: {e}")))?;
+        .map_err(RuntimeError::Start)?;
     let out = rt.block_on(f);
     // The command is over: a git call abandoned on a blocking thread is not waited for.
     crate::git::kill_running();
@@ -29,17 +40,17 @@ pub fn block_on<F: Future>(f: F) -> Result<F::Output, Failure> {
     Ok(out)
 }
 
-/// Like [`block_on`], and SIGINT or SIGTERM ends `f` with [`Failure::Interrupted`] (exit 130)
+/// Like [`block_on`], and SIGINT or SIGTERM ends `f` with [`RuntimeError::Interrupted`] (exit 130)
 /// for commands that only read (`facts`, `verify`, `doctor`): dropping `f` cancels its calls.
-pub fn block_on_interruptible<T>(f: impl Future<Output = Result<T, Failure>>) -> Result<T, Failure> {
+pub fn block_on_interruptible<T, E: From<RuntimeError>>(f: impl Future<Output = Result<T, E>>) -> Result<T, E> {
     block_on(async {
         use tokio::signal::unix::{SignalKind, signal};
         let handlers = signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
-        let (mut int, mut term) = handlers.map_err(|e| Failure::step("signals", e))?;
+        let (mut int, mut term) = handlers.map_err(RuntimeError::Signals)?;
         tokio::select! {
             r = f => r,
-            _ = int.recv() => Err(Failure::Interrupted),
-            _ = term.recv() => Err(Failure::Interrupted),
+            _ = int.recv() => Err(RuntimeError::Interrupted.into()),
+            _ = term.recv() => Err(RuntimeError::Interrupted.into()),
         }
     })?
 }

@@ -89,6 +89,18 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Exit 130 on SIGINT/SIGTERM; exit 1 when the runtime or the signal handlers cannot start.
+impl From<crate::runtime::RuntimeError> for Failure {
+    fn from(e: crate::runtime::RuntimeError) -> Self {
+        use crate::runtime::RuntimeError as R;
+        match e {
+            R::Interrupted => Failure::Interrupted,
+            R::Start(_) => Failure::step("runtime", e),
+            R::Signals(_) => Failure::step("signals", e),
+        }
+    }
+}
+
 /// Exit 2: no usable state directory; nothing written.
 impl From<crate::state::StateDirError> for Failure {
     fn from(e: crate::state::StateDirError) -> Self {

@@ -81,7 +81,7 @@ impl Bundle {
 
 /// `eas support-bundle`.
 pub fn command(out: Option<&Path>, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let (bundle, context) = crate::runtime::block_on_interruptible(async { Ok(collect(global).await) })?;
+    let (bundle, context) = crate::runtime::block_on_interruptible(async { Ok::<_, Failure>(collect(global).await) })?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ").to_string();
     let path = out.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(default_name(&context, &stamp)));
     let (files, manifest) = finish(bundle);
