@@ -100,13 +100,6 @@ pub fn inputs_hash<S: AsRef<str>>(parts: &[S]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A file or directory under the state directory that cannot be made or written: exit 1, with a
-/// `next:` line for the cause (a full disk, a read-only file system, permissions).
-pub fn io_failure(step: &str, path: &Path, e: std::io::Error) -> crate::error::Failure {
-    let next = journal::io_hint(&e, &path.join("x"));
-    crate::error::Failure::step_next(step, format!("{}: {e}", path.display()), next)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,7 +131,7 @@ mod tests {
                 ErrorKind::ReadOnlyFilesystem => libc::EROFS,
                 _ => libc::EACCES,
             };
-            let f = io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
+            let f = crate::up::io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
             let lines = f.lines();
             assert_eq!(lines[0], first);
             assert!(lines[1].starts_with(next), "{lines:?}");

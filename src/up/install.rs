@@ -129,7 +129,7 @@ async fn run_installer(
         .create(true)
         .append(true)
         .open(log_path)
-        .map_err(|e| crate::state::io_failure("log", log_path, e))?;
+        .map_err(|e| crate::up::io_failure("log", log_path, e))?;
     let stop = CancellationToken::new();
     let run_int =
         Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
@@ -236,7 +236,7 @@ fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, s
 /// The run's log file in the state directory's `logs/` (made private), named for the time.
 pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, Failure> {
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
+    create_private_dir(&logs).map_err(|e| crate::up::io_failure("log", &logs, e))?;
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
 }
 

@@ -119,6 +119,13 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
     crate::runtime::block_on(up(args, global, shell))?
 }
 
+/// A file or directory under the state directory that cannot be made or written: exit 1, with a
+/// `next:` line for the cause (a full disk, a read-only file system, permissions).
+pub fn io_failure(step: &str, path: &std::path::Path, e: std::io::Error) -> Failure {
+    let next = crate::state::journal::io_hint(&e, &path.join("x"));
+    Failure::step_next(step, format!("{}: {e}", path.display()), next)
+}
+
 pub fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

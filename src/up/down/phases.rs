@@ -525,7 +525,7 @@ pub async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]
         return Ok(true);
     }
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| crate::state::io_failure("log", &logs, e))?;
+    create_private_dir(&logs).map_err(|e| crate::up::io_failure("log", &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
     let tag = ctx.bastion().await?;
     let mut argv = teardown_argv(layer, &state.env)?;

@@ -57,7 +57,7 @@ impl Phase for Prepare<'_> {
             crash::reap(b.docker, holder, cx.shell).await?;
         }
         let log_path = install::log_file(b.sd)?;
-        cx.shell.log_to(&log_path).map_err(|e| crate::state::io_failure("log", &log_path, e))?;
+        cx.shell.log_to(&log_path).map_err(|e| crate::up::io_failure("log", &log_path, e))?;
         r.state.log_path = Some(log_path.clone());
         let interrupt = r.interrupt.clone();
         let ctx = ctx(b, cx, &interrupt);

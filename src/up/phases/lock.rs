@@ -74,8 +74,7 @@ impl Phase for Lock<'_> {
     async fn act(self, records: Records, cx: &Cx<'_>, r: &mut Runner) -> Result<Held, Failure> {
         let sd = self.sd;
         let break_lock = cx.args.break_lock;
-        crate::state::journal::create_private_dir(sd.dir())
-            .map_err(|e| crate::state::io_failure("lock", sd.dir(), e))?;
+        crate::state::journal::create_private_dir(sd.dir()).map_err(|e| crate::up::io_failure("lock", sd.dir(), e))?;
         let dead = crash::dead_holder(&sd.lock_file(), break_lock);
         let local = lock::acquire(&sd.lock_file(), "eas up", &now(), break_lock).map_err(Failure::from)?;
         // Then the cluster's Lease, named for this run: host, pid and run id.
@@ -120,7 +119,7 @@ impl Phase for Lock<'_> {
             .and_then(|()| super::super::attempt::attempt_log(r, &attempt, cx.shell));
         if let Err(e) = opened {
             held.lease.release(CALL).await;
-            return Err(crate::state::io_failure("lock", &attempt, e));
+            return Err(crate::up::io_failure("lock", &attempt, e));
         }
         r.file = Some(attempt.join(crate::state::journal::FILE));
         Ok(Held { prev, ..held })
