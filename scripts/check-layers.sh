@@ -18,6 +18,17 @@ else
   echo "check-layers: clap and cli:: only in src/cli/, src/main.rs, src/commands/"
 fi
 
+# Every Kubernetes call is made in src/cluster/ (one module, one error type): no API handle,
+# raw request or watch is built anywhere else.
+if calls=$(grep -rnE '\bApi::|\bApi<|request_text|request_stream|await_condition' src --include='*.rs' \
+  | grep -vE '^src/cluster/' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
+  echo "check-layers: a Kubernetes call outside src/cluster/:" >&2
+  echo "$calls" >&2
+  status=1
+else
+  echo "check-layers: every Kubernetes call is made in src/cluster/"
+fi
+
 if python3 - "$level" <<'PY'
 import re,os,sys,collections
 root="."; level=sys.argv[1]

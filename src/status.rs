@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Endpoints;
-use kube::api::DynamicObject;
-use kube::{Api, Client};
+use kube::Client;
+
+use crate::cluster::typed;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -142,10 +143,10 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
     let mut out = Vec::new();
     for s in servers {
         let (name, ns, rt) = (s.name.clone(), s.namespace.clone(), s.rt);
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &rt.resource());
         // Gone since the list: not a server any more. A refusal or no answer is the error it is,
         // never "0/0 ready".
-        let Some(o) = get(api, &rt.kind, &ns, &name, t).await? else { continue };
+        let got = typed::get_dynamic(client, &ns, &rt.resource(), &name, &rt.kind, t).await;
+        let Some(o) = got.map_err(|e| e.to_string())? else { continue };
         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
         let conditions = v
             .pointer("/status/conditions")
@@ -162,8 +163,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         // The workload Deployment KServe makes for an LLMInferenceService; an InferenceService's
         // was not read, so its pods are not counted.
         let (ready, desired) = if rt.answer.is_some() {
-            let deps: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-            let dep = get(deps, "Deployment", &ns, &format!("{name}-kserve"), t).await?;
+            let dep = get::<Deployment>(client, "Deployment", &ns, &format!("{name}-kserve"), t).await?;
             dep.map(|d| {
                 let st = d.status.unwrap_or_default();
                 (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
@@ -172,8 +172,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         } else {
             (0, 0)
         };
-        let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
-        let ep = get(eps, "Endpoints", &ns, &rt.service(&name), t).await?;
+        let ep = get::<Endpoints>(client, "Endpoints", &ns, &rt.service(&name), t).await?;
         let ready_addresses = ep
             .and_then(|e| e.subsets)
             .unwrap_or_default()
@@ -197,11 +196,15 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
 }
 
 /// One object, bounded (`cluster::get`), its failure as the status's text.
-async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, String>
+async fn get<K>(client: &Client, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, String>
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
 {
-    crate::cluster::get(api, kind, ns, name, t).await.map_err(|e| e.to_string())
+    typed::get(client, ns, name, kind, t).await.map_err(|e| e.to_string())
 }
 
 async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, String> {

@@ -2,7 +2,7 @@
 //! failed, in words a person can act on): the client for the kubeconfig's context and the
 //! bounded, streamed reader of lists ([`api`]: `eas facts`' reads and the gatherer's); the
 //! cluster's identity, the ledger's snapshots, the deletions `eas down` makes and the waits for
-//! them to go ([`objects`]); the run's Lease ([`lease`]); the access reviews ([`access`]); the pods eas runs itself ([`pods`]). Callers get plain data or an
+//! them to go ([`objects`]); the run's Lease ([`lease`]); the access reviews ([`access`]); the pods eas runs itself ([`pods`]); the typed reads and waits of verification and status ([`typed`]). Callers get plain data or an
 //! [`ApiError`]; what it means for the run (a blocker, an exit code) is theirs to decide.
 
 pub mod access;
@@ -10,6 +10,7 @@ pub mod api;
 pub mod lease;
 pub mod objects;
 pub mod pods;
+pub mod typed;
 
 pub use api::*;
 pub use objects::*;

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::Client;
 use kube::api::{ListParams, LogParams};
-use kube::{Api, Client};
+
+use crate::cluster::typed::{self, Within};
 
 use crate::config::data::{self, DeviceResource};
 use crate::facts::{self, Facts};
-
-use super::call;
 
 /// One pod of a device plugin's DaemonSet, as the check needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -275,15 +275,14 @@ const WATCH_CEILING: Duration = Duration::from_secs(30);
 /// plugin pod becomes Ready or is replaced (kube-runtime's `await_condition`, a watch of each),
 /// or `ceiling` passes.
 async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
+    use crate::cluster::typed::{until, until_cluster};
     use futures::StreamExt;
     use futures::future::BoxFuture;
-    use kube::runtime::wait::await_condition;
     let mut waits: futures::stream::FuturesUnordered<BoxFuture<'static, ()>> = Default::default();
     for c in checks.iter().filter(|c| !c.ok()) {
         let missing: Vec<String> = c.allocatable.iter().filter(|(_, n)| *n <= 0.0).map(|(r, _)| r.clone()).collect();
         if !missing.is_empty() {
-            let nodes: Api<Node> = Api::all(client.clone());
-            let node = c.node.clone();
+            let (client, node) = (client.clone(), c.node.clone());
             waits.push(Box::pin(async move {
                 let advertises = move |n: Option<&Node>| {
                     let alloc = n.and_then(|n| n.status.as_ref()?.allocatable.as_ref());
@@ -293,15 +292,15 @@ async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
                             .any(|r| a.get(r).and_then(|q| facts::parse_quantity(&q.0)).is_some_and(|v| v > 0.0))
                     })
                 };
-                let _ = await_condition(nodes, &node, advertises).await;
+                until_cluster::<Node>(&client, &node, advertises).await;
             }));
         }
         if let Some(p) = c.pod.as_ref().filter(|p| !p.ready) {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+            let (client, ns) = (client.clone(), p.namespace.clone());
             let (name, device) = (p.name.clone(), p.device.clone());
             waits.push(Box::pin(async move {
                 let ready_or_gone = move |o: Option<&Pod>| o.is_none_or(|o| plugin_pod(&device, o).ready);
-                let _ = await_condition(pods, &name, ready_or_gone).await;
+                until::<Pod>(&client, &ns, &name, ready_or_gone).await;
             }));
         }
     }
@@ -317,10 +316,10 @@ pub async fn read(
     kinds: &[DeviceResource],
     t: Duration,
 ) -> Result<(Vec<Node>, Vec<PluginPod>), String> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let sets: Api<DaemonSet> = Api::all(client.clone());
-    let nodes = call("list nodes", t, nodes.list(&ListParams::default())).await?.items;
-    let sets = call("list daemonsets", t, sets.list(&ListParams::default())).await?.items;
+    let all = ListParams::default();
+    let nodes = typed::list_cluster::<Node>(client, &all, "list nodes", t).await.map_err(|e| e.to_string())?;
+    let sets =
+        typed::list::<DaemonSet>(client, Within::All, &all, "list daemonsets", t).await.map_err(|e| e.to_string())?;
     let mut by_set = Vec::new();
     for (i, ds) in sets.iter().enumerate() {
         let name = ds.metadata.name.clone().unwrap_or_default();
@@ -330,10 +329,11 @@ pub async fn read(
         let ns = ds.metadata.namespace.clone().unwrap_or_default();
         let labels = ds.spec.selector.match_labels.clone().unwrap_or_default();
         let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let lp = ListParams::default().labels(&selector.join(","));
-        let list = call(&format!("list pods of daemonset {ns}/{name}"), t, pods.list(&lp)).await?;
-        by_set.push((i, list.items));
+        let what = format!("list pods of daemonset {ns}/{name}");
+        let pods =
+            typed::list::<Pod>(client, Within::Namespace(&ns), &lp, &what, t).await.map_err(|e| e.to_string())?;
+        by_set.push((i, pods));
     }
     Ok((nodes, plugin_pods(kinds, &sets, &by_set)))
 }
@@ -343,24 +343,22 @@ async fn diagnostics(client: &Client, c: &NodeCheck, t: Duration) -> Vec<String>
     let mut lines = Vec::new();
     if let Some(p) = &c.pod {
         lines.push(format!("  plugin pod {}/{}: {}, restarts {}", p.namespace, p.name, p.state, p.restarts));
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
         let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
-        match call("pod log", t, pods.logs(&p.name, &lp)).await {
+        match typed::log(client, &p.namespace, &p.name, &lp, "pod log", t).await {
             Ok(log) => lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l)))),
             Err(e) => lines.push(format!("  (log unavailable: {e})")),
         }
         // The previous container's log says why a crash-looping plugin exited.
         let prev = LogParams { tail_lines: Some(20), previous: true, ..LogParams::default() };
         if p.restarts > 0
-            && let Ok(log) = call("previous pod log", t, pods.logs(&p.name, &prev)).await
+            && let Ok(log) = typed::log(client, &p.namespace, &p.name, &prev, "previous pod log", t).await
         {
             lines.extend(log.lines().map(|l| format!("  previous log {}", crate::secrets::mask(l))));
         }
     }
-    let events: Api<Event> = Api::all(client.clone());
     let lp = ListParams::default().fields(&format!("involvedObject.kind=Node,involvedObject.name={}", c.node));
-    match call("list node events", t, events.list(&lp)).await {
-        Ok(list) => lines.extend(super::event_lines(list.items)),
+    match typed::list::<Event>(client, Within::All, &lp, "list node events", t).await {
+        Ok(events) => lines.extend(super::event_lines(events)),
         Err(e) => lines.push(format!("  (node events unavailable: {e})")),
     }
     lines

@@ -12,9 +12,11 @@ pub mod servers;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
 use kube::api::{ListParams, LogParams};
-use kube::{Api, Client};
+
+use crate::cluster::typed::{self, Within};
 
 use crate::output::Shell;
 use crate::settings::timeouts;
@@ -63,15 +65,6 @@ impl Default for Timeouts {
             call: timeouts::CALL,
         }
     }
-}
-
-/// One API call through `crate::cluster::call`, its failure as verify's text.
-async fn call<T>(
-    what: &str,
-    t: Duration,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, String> {
-    crate::cluster::call(what, t, fut).await.map_err(|e| e.to_string())
 }
 
 /// Why verification did not pass; `crate::commands::edge` maps it to its exit code.
@@ -162,15 +155,13 @@ pub fn event_lines(mut items: Vec<Event>) -> Vec<String> {
 /// Recent events for an object and, for a pod, the last lines of its log.
 async fn diagnostics(client: &Client, namespace: &str, name: &str, t: &Timeouts) -> Vec<String> {
     let mut lines = Vec::new();
-    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
-    match call("list events", t.call, events.list(&lp)).await {
-        Ok(list) => lines.extend(event_lines(list.items)),
+    match typed::list::<Event>(client, Within::Namespace(namespace), &lp, "list events", t.call).await {
+        Ok(events) => lines.extend(event_lines(events)),
         Err(e) => lines.push(format!("  (events unavailable: {e})")),
     }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
-    if let Ok(log) = call("pod log", t.call, pods.logs(name, &lp)).await {
+    if let Ok(log) = typed::log(client, namespace, name, &lp, "pod log", t.call).await {
         lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l))));
     }
     lines

@@ -22,13 +22,14 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::wait::await_condition;
-use kube::{Api, Client};
+
+use crate::cluster::typed::{self, Within};
 use serde_json::Value;
 
 use super::kserve::{self, Runtime};
-use super::{Timeouts, call, checks, diagnostics};
+use super::{Timeouts, checks, diagnostics};
 
 /// Tokens asked of the completion that shows the model answers (and how fast).
 pub const COMPLETION_TOKENS: u32 = 16;
@@ -54,10 +55,6 @@ pub struct Server {
 impl Server {
     fn what(&self) -> String {
         format!("{} {}/{}", self.rt.kind, self.namespace, self.name)
-    }
-
-    fn api(&self, client: &Client) -> Api<DynamicObject> {
-        Api::namespaced_with(client.clone(), &self.namespace, &self.rt.resource())
     }
 }
 
@@ -92,15 +89,11 @@ enum NotYet {
 pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, String> {
     let mut out = Vec::new();
     for rt in &kserve::table().runtimes {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &rt.resource());
-        match tokio::time::timeout(t.call, api.list(&ListParams::default())).await {
-            Ok(Ok(l)) => out.extend(l.items.into_iter().filter_map(|o| {
-                Some(Server { name: o.metadata.name?, namespace: o.metadata.namespace.unwrap_or_default(), rt })
-            })),
-            Ok(Err(kube::Error::Api(e))) if e.code == 404 => {}
-            Ok(Err(e)) => return Err(format!("list {}: {e}", rt.plural)),
-            Err(_) => return Err(format!("list {}: no answer within {}s", rt.plural, t.call.as_secs())),
-        }
+        let listed =
+            typed::list_dynamic(client, Within::All, &rt.resource(), t.call).await.map_err(|e| e.to_string())?;
+        out.extend(listed.unwrap_or_default().into_iter().filter_map(|o| {
+            Some(Server { name: o.metadata.name?, namespace: o.metadata.namespace.unwrap_or_default(), rt })
+        }));
     }
     Ok(out)
 }
@@ -137,8 +130,9 @@ pub async fn wait(
         let ready = move |o: Option<&DynamicObject>| {
             o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::condition_true(&v, &cond).is_ok())
         };
-        let watched = await_condition(s.api(client), &s.name, ready);
-        if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(Ok(_))) {
+        let resource = s.rt.resource();
+        let watched = typed::until_dynamic(client, &s.namespace, &resource, &s.name, ready);
+        if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(true)) {
             break;
         }
     }
@@ -217,10 +211,10 @@ pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<V
 
 async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
     let what = s.what();
-    let obj = match call(&format!("get {}", s.rt.plural), t.call, s.api(client).get_opt(&s.name)).await {
+    let obj = match typed::get_dynamic(client, &s.namespace, &s.rt.resource(), &s.name, &s.rt.kind, t.call).await {
         Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
         Ok(None) => return Err(NotYet::Wait(vec![format!("{what} does not exist")], None)),
-        Err(e) => return Err(NotYet::Wait(vec![e], None)),
+        Err(e) => return Err(NotYet::Wait(vec![e.to_string()], None)),
     };
     if let Err(e) = checks::condition_true(&obj, &s.rt.ready_condition) {
         let mut lines = vec![format!("{what}: {e}")];
@@ -233,11 +227,12 @@ async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Re
         passed.push(format!("{}: readiness only, the answer was not checked ({why})", s.rt.service(&s.name)));
         return Ok(passed);
     };
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &s.namespace);
     let lp = ListParams::default().labels(&workload_selector(&s.name));
-    let list = call("list pods", t.call, pods.list(&lp)).await.map_err(|e| NotYet::Wait(vec![e], None))?;
+    let pods = typed::list::<Pod>(client, Within::Namespace(&s.namespace), &lp, "list pods", t.call)
+        .await
+        .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
     passed.extend(
-        workload_pods(&s.namespace, &s.name, &list.items)
+        workload_pods(&s.namespace, &s.name, &pods)
             .map_err(|(why, pod)| NotYet::Wait(vec![why], pod.map(|p| (s.namespace.clone(), p))))?,
     );
     let served = served_name(&obj, &s.name);

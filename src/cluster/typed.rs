@@ -1,0 +1,145 @@
+//! Typed reads and waits on the objects verification and `eas status` look at: lists (in one
+//! namespace, in all, or of a kind known only at run time), single objects, a pod's log, and
+//! waits for an object's condition (kube-runtime's `await_condition`, a watch of that one name).
+//! Each read is bounded and fails as an [`ApiError`] naming its call; a wait is bounded by its
+//! caller (the runner's window, or its own deadline).
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, ListParams, LogParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use super::{ApiError, call};
+
+/// Where a read looks: one namespace, or all of them.
+#[derive(Debug, Clone, Copy)]
+pub enum Within<'a> {
+    All,
+    Namespace(&'a str),
+}
+
+fn namespaced<K>(client: &Client, within: Within<'_>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match within {
+        Within::All => Api::all(client.clone()),
+        Within::Namespace(ns) => Api::namespaced(client.clone(), ns),
+    }
+}
+
+fn dynamic(client: &Client, within: Within<'_>, ar: &ApiResource) -> Api<DynamicObject> {
+    match within {
+        Within::All => Api::all_with(client.clone(), ar),
+        Within::Namespace(ns) => Api::namespaced_with(client.clone(), ns, ar),
+    }
+}
+
+/// Every object of a namespaced kind `within`, matching `lp`; `what` names the call.
+pub async fn list<K>(
+    client: &Client,
+    within: Within<'_>,
+    lp: &ListParams,
+    what: &str,
+    t: Duration,
+) -> Result<Vec<K>, ApiError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    Ok(call(what, t, namespaced::<K>(client, within).list(lp)).await?.items)
+}
+
+/// Every object of a cluster-scoped kind (nodes) matching `lp`.
+pub async fn list_cluster<K>(client: &Client, lp: &ListParams, what: &str, t: Duration) -> Result<Vec<K>, ApiError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    Ok(call(what, t, Api::<K>::all(client.clone()).list(lp)).await?.items)
+}
+
+/// Every object of a kind known at run time `within`; `None` when the API server does not serve
+/// the kind (404: its CRD is absent).
+pub async fn list_dynamic(
+    client: &Client,
+    within: Within<'_>,
+    ar: &ApiResource,
+    t: Duration,
+) -> Result<Option<Vec<DynamicObject>>, ApiError> {
+    let what = format!("list {}", ar.plural);
+    match tokio::time::timeout(t, dynamic(client, within, ar).list(&ListParams::default())).await {
+        Ok(Ok(l)) => Ok(Some(l.items)),
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => Ok(None),
+        Ok(Err(e)) => Err(ApiError::Call { call: what, cause: super::said(&e) }),
+        Err(_) => Err(ApiError::NoAnswer { call: what, secs: t.as_secs() }),
+    }
+}
+
+/// One namespaced object; absent is `None`.
+pub async fn get<K>(client: &Client, ns: &str, name: &str, kind: &str, t: Duration) -> Result<Option<K>, ApiError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    super::get(Api::<K>::namespaced(client.clone(), ns), kind, ns, name, t).await
+}
+
+/// One object of a kind known at run time; absent is `None`.
+pub async fn get_dynamic(
+    client: &Client,
+    ns: &str,
+    ar: &ApiResource,
+    name: &str,
+    kind: &str,
+    t: Duration,
+) -> Result<Option<DynamicObject>, ApiError> {
+    super::get(dynamic(client, Within::Namespace(ns), ar), kind, ns, name, t).await
+}
+
+/// A pod's log, as `lp` asks for it (its tail, the previous container's).
+pub async fn log(
+    client: &Client,
+    ns: &str,
+    pod: &str,
+    lp: &LogParams,
+    what: &str,
+    t: Duration,
+) -> Result<String, ApiError> {
+    call(what, t, Api::<Pod>::namespaced(client.clone(), ns).logs(pod, lp)).await
+}
+
+/// Resolves once the namespaced object `name` meets `cond` (it may be absent: `None`), or the
+/// watch ends in an error.
+pub async fn until<K>(client: &Client, ns: &str, name: &str, cond: impl kube::runtime::wait::Condition<K>) -> bool
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    kube::runtime::wait::await_condition(Api::<K>::namespaced(client.clone(), ns), name, cond).await.is_ok()
+}
+
+/// [`until`], for a cluster-scoped object (a node).
+pub async fn until_cluster<K>(client: &Client, name: &str, cond: impl kube::runtime::wait::Condition<K>) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    kube::runtime::wait::await_condition(Api::<K>::all(client.clone()), name, cond).await.is_ok()
+}
+
+/// [`until`], for an object of a kind known at run time.
+pub async fn until_dynamic(
+    client: &Client,
+    ns: &str,
+    ar: &ApiResource,
+    name: &str,
+    cond: impl kube::runtime::wait::Condition<DynamicObject>,
+) -> bool {
+    kube::runtime::wait::await_condition(dynamic(client, Within::Namespace(ns), ar), name, cond).await.is_ok()
+}
