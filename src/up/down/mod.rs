@@ -118,6 +118,25 @@ impl DownRunner {
         .await
     }
 
+    /// The journal of a `down` that SIGINT/SIGTERM stopped, or whose phase outlived its window:
+    /// the record stays as it was (the next `down` starts over from it) and says how this `down`
+    /// ended, saved to `file`. Any other failure leaves the record as its phase wrote it.
+    pub fn ended(&self, state: &mut State, file: &std::path::Path, started: &str, f: Failure) -> Failure {
+        let (status, message) = match (&f, self.late.get()) {
+            (Failure::Interrupted, _) => (
+                Status::Interrupted,
+                "interrupted (Ctrl-C or SIGTERM); the record is kept: run eas down again".to_string(),
+            ),
+            (f, Some(_)) => (Status::Failed, format!("{f}; the record is kept: run eas down again")),
+            (_, None) => return f,
+        };
+        state.down = Some(DownEntry { status, started: started.to_string(), finished: now(), message });
+        match state.save(file) {
+            Ok(()) => f,
+            Err(e) => e.into(),
+        }
+    }
+
     /// The phases a real `down` acts in, with their effective timeouts, as the preview prints them.
     pub fn acts(&self, purge: bool) -> String {
         let acts = DOWN_PHASES
@@ -191,7 +210,14 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
             r.run(DownId::Purge, shell, async move { phases::purge(sd, lock) }).await.map(|()| Said::Done)
         }
         Ok(()) => Ok(Said::Done),
-        Err(f) => Err(ended(&r, &scope, &mut state, &started, f)),
+        Err(f) => {
+            let f = r.ended(&mut state, &sd.state_file(), &started, f);
+            if matches!(f, Failure::Interrupted) {
+                let inv = super::invocation(global, &scope.layer, &state.env, &crate::settings::Select::default());
+                shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
+            }
+            Err(f)
+        }
     }
 }
 
@@ -232,27 +258,6 @@ async fn acts(r: &DownRunner, s: &Scope<'_>, state: &mut State) -> Result<(), Fa
     let (failures, going) = r.run(DownId::Delete, s.shell, deleted).await?;
     let after = r.run(DownId::Settle, s.shell, s.settled(&going)).await?;
     r.run(DownId::Record, s.shell, async { s.report(state, &plan, &after, ok, &failures, earlier) }).await
-}
-
-/// A `down` that SIGINT/SIGTERM stopped, or whose phase outlived its window: the record stays as
-/// it was (the next `down` starts over from it) and says how this `down` ended.
-fn ended(r: &DownRunner, s: &Scope<'_>, state: &mut State, started: &str, f: Failure) -> Failure {
-    let (status, message) = match (&f, r.late.get()) {
-        (Failure::Interrupted, _) => {
-            (Status::Interrupted, "interrupted (Ctrl-C or SIGTERM); the record is kept: run eas down again".to_string())
-        }
-        (f, Some(_)) => (Status::Failed, format!("{f}; the record is kept: run eas down again")),
-        (_, None) => return f,
-    };
-    state.down = Some(DownEntry { status, started: started.to_string(), finished: now(), message });
-    if let Err(e) = state.save(&s.sd.state_file()) {
-        return e.into();
-    }
-    if matches!(f, Failure::Interrupted) {
-        let inv = super::invocation(s.global, &s.layer, &state.env, &crate::settings::Select::default());
-        s.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
-    }
-    f
 }
 
 #[cfg(test)]
@@ -298,6 +303,28 @@ mod tests {
         };
         assert_eq!(r.run(DownId::Teardown, &shell, f).await.unwrap(), 1);
         assert_eq!(r.limit(DownId::Teardown), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn the_runner_journals_how_a_down_ended_and_leaves_other_failures_to_their_phase() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.json");
+        let shell = plain();
+        let r = DownRunner::new(Interrupt::default(), Duration::from_secs(3600), &[(DownId::Delete, Duration::ZERO)]);
+        let mut state = State::sample("2026-01-01T00:00:00Z");
+        // A failure of its own (a leftover, say) is the phase's: nothing is journaled.
+        let own = Failure::step_next("down", "objects were lost or left", "--acknowledge");
+        assert_eq!(r.ended(&mut state, &file, "t0", own).exit_code(), 1);
+        assert!(state.down.is_none() && !file.exists());
+        // A phase past its window: failed, saved, naming it.
+        let late = r.run(DownId::Delete, &shell, std::future::pending::<Result<(), Failure>>()).await.unwrap_err();
+        assert_eq!(r.ended(&mut state, &file, "t0", late).exit_code(), 1);
+        let saved = State::load(&file).unwrap().unwrap().down.unwrap();
+        assert_eq!(saved.status, Status::Failed);
+        assert!(saved.message.contains("phase delete of eas down did not finish"), "{}", saved.message);
+        // An interruption: interrupted, saved.
+        assert_eq!(r.ended(&mut state, &file, "t0", Failure::Interrupted).exit_code(), 130);
+        assert_eq!(State::load(&file).unwrap().unwrap().down.unwrap().status, Status::Interrupted);
     }
 
     #[test]
