@@ -9,25 +9,25 @@ level=top
 [[ "${1:-}" == "--files" ]] && level="file"
 
 status=0
-if leaks=$(grep -rnE '\bclap\b|\bcli::' src --include='*.rs' \
-  | grep -vE '^src/(cli/|main\.rs|commands/)' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
-  echo "check-layers: clap or cli:: outside src/cli/, src/main.rs and src/commands/:" >&2
-  echo "$leaks" >&2
-  status=1
-else
-  echo "check-layers: clap and cli:: only in src/cli/, src/main.rs, src/commands/"
-fi
+# forbid WHAT PATTERN ALLOWED OK: PATTERN (grep -E) may match only in files whose path matches
+# ALLOWED; comment lines are left out. Prints OK when it holds, the matches when not.
+forbid() {
+  local hits
+  if hits=$(grep -rnE "$2" src --include='*.rs' | grep -vE "$3" | grep -vE '^[^:]+:[0-9]+:\s*//'); then
+    echo "check-layers: $1:" >&2
+    echo "$hits" >&2
+    status=1
+  else
+    echo "check-layers: $4"
+  fi
+}
 
+forbid "clap or cli:: outside src/cli/, src/main.rs and src/commands/" '\bclap\b|\bcli::' \
+  '^src/(cli/|main\.rs|commands/)' "clap and cli:: only in src/cli/, src/main.rs, src/commands/"
 # Every Kubernetes call is made in src/cluster/ (one module, one error type): no API handle,
 # raw request or watch is built anywhere else.
-if calls=$(grep -rnE '\bApi::|\bApi<|request_text|request_stream|await_condition' src --include='*.rs' \
-  | grep -vE '^src/cluster/' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
-  echo "check-layers: a Kubernetes call outside src/cluster/:" >&2
-  echo "$calls" >&2
-  status=1
-else
-  echo "check-layers: every Kubernetes call is made in src/cluster/"
-fi
+forbid "a Kubernetes call outside src/cluster/" '\bApi::|\bApi<|request_text|request_stream|await_condition' \
+  '^src/cluster/' "every Kubernetes call is made in src/cluster/"
 
 if python3 - "$level" <<'PY'
 import re,os,sys,collections

@@ -294,6 +294,9 @@ pub struct DownSpec {
     pub timeout: Duration,
     /// It only reads: a dry run runs it.
     pub reads_only: bool,
+    /// It stops itself at its limit and on the run's token (the teardown's container is
+    /// removed): its window is a backstop (`runner::GRACE` later), as for `Phase::STOPS_ITSELF`.
+    pub stops_itself: bool,
     /// The phase's line on the terminal.
     pub says: &'static str,
 }
@@ -306,6 +309,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // and the record's files.
         timeout: min(2),
         reads_only: true,
+        stops_itself: false,
         says: "read the cluster's identity and what eas up recorded for it",
     },
     DownSpec {
@@ -314,6 +318,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // One snapshot of the cluster, retried up to its own deadline.
         timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
         reads_only: true,
+        stops_itself: false,
         says: "compare the record with the cluster: what would be removed and what is kept",
     },
     DownSpec {
@@ -322,6 +327,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // The lock file; with --break-lock the dead run's containers stopped; the run's Lease.
         timeout: min(2),
         reads_only: false,
+        stops_itself: false,
         says: "take this cluster's lock and load the record",
     },
     DownSpec {
@@ -331,6 +337,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // before it, a snapshot and the bastion image (the run's own, or built from its pins).
         timeout: timeouts::TEARDOWN,
         reads_only: false,
+        stops_itself: true,
         says: "run the installer's teardown, skipping what would delete objects that existed before eas up",
     },
     DownSpec {
@@ -339,6 +346,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // One DELETE per object the teardown left; a Helm release's uninstall waits up to 5 min.
         timeout: min(20),
         reads_only: false,
+        stops_itself: false,
         says: "delete what the record says eas up created and the teardown left",
     },
     DownSpec {
@@ -347,6 +355,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // A snapshot, the wait for namespaces and CRDs to go, and a last snapshot.
         timeout: timeouts::SETTLE.saturating_add(timeouts::LEDGER).saturating_add(timeouts::LEDGER),
         reads_only: false,
+        stops_itself: false,
         says: "wait for what was deleted to go",
     },
     DownSpec {
@@ -355,6 +364,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // A snapshot at most, and the record written or removed.
         timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
         reads_only: false,
+        stops_itself: false,
         says: "report what was lost or left, and remove the record or keep it",
     },
     DownSpec {
@@ -362,6 +372,7 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         name: "purge",
         timeout: min(1),
         reads_only: false,
+        stops_itself: false,
         says: "remove this cluster's state directory",
     },
 ];

@@ -223,6 +223,13 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
     Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
 }
 
+/// What the run whose record is in `dir` expected to find (its device nodes, its models), when
+/// it wrote that down and the file reads.
+pub fn expected(dir: &std::path::Path) -> Option<Expected> {
+    let text = crate::bounded::read(&dir.join(EXPECTED_FILE), crate::bounded::Kind::State).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
 /// Why `eas status` could not read the cluster. The command layer (`src/commands/status.rs`)
 /// prints what it has to say and makes the exit code.
 #[derive(Debug, thiserror::Error)]
@@ -262,9 +269,7 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
     let records = crate::state::records::Records::read(&sd)?;
     let state = records.install.clone();
     let last_run = records.last_run();
-    let expected: Option<Expected> = crate::bounded::read(&sd.dir().join(EXPECTED_FILE), crate::bounded::Kind::State)
-        .ok()
-        .and_then(|t| serde_json::from_slice(&t).ok());
+    let expected = expected(sd.dir());
     let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
     let live = live(&target.client, &recorded, CALL).await.map_err(StatusError::Unread)?;
     Ok(Status {

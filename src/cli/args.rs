@@ -145,10 +145,14 @@ pub struct UpArgs {
     pub phase_timeout: Vec<(PhaseId, u64)>,
 }
 
-fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
+/// `PHASE=SECS`, the phase found by `named`.
+fn named_secs<T>(s: &str, named: impl Fn(&str) -> Result<T, String>) -> Result<(T, u64), String> {
     let (name, secs) = s.split_once('=').ok_or("expected PHASE=SECS")?;
-    let id = crate::up::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}"))?;
-    Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
+    Ok((named(name)?, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
+}
+
+fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
+    named_secs(s, |name| crate::up::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}")))
 }
 
 /// `eas doctor`: `eas up`'s selection and node flags, with the same defaults.
@@ -228,16 +232,11 @@ pub struct DownArgs {
 }
 
 fn down_phase_timeout(s: &str) -> Result<(DownId, u64), String> {
-    let (name, secs) = s.split_once('=').ok_or("expected PHASE=SECS")?;
-    let id = crate::pipeline::DOWN_PHASES
-        .iter()
-        .find(|p| p.name == name)
-        .map(|p| p.id)
-        .ok_or_else(|| format!("no phase of eas down named {name:?}"))?;
-    if id == DownId::Teardown {
-        return Err("the teardown's timeout is --teardown-timeout".into());
-    }
-    Ok((id, secs.parse().map_err(|_| format!("{secs:?} is not a number of seconds"))?))
+    named_secs(s, |name| match crate::pipeline::DOWN_PHASES.iter().find(|p| p.name == name) {
+        None => Err(format!("no phase of eas down named {name:?}")),
+        Some(p) if p.id == DownId::Teardown => Err("the teardown's timeout is --teardown-timeout".into()),
+        Some(p) => Ok(p.id),
+    })
 }
 
 #[derive(Args, Debug, Clone)]
@@ -318,4 +317,20 @@ pub struct RunArgs {
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_timeout_names_a_phase_of_its_command_and_seconds() {
+        assert_eq!(phase_timeout("install=5"), Ok((PhaseId::Install, 5)));
+        assert_eq!(down_phase_timeout("settle=7"), Ok((DownId::Settle, 7)));
+        assert!(phase_timeout("settle=7").unwrap_err().contains("no phase named \"settle\""));
+        assert!(down_phase_timeout("install=5").unwrap_err().contains("no phase of eas down"));
+        assert!(down_phase_timeout("teardown=5").unwrap_err().contains("--teardown-timeout"));
+        assert!(down_phase_timeout("delete=soon").unwrap_err().contains("not a number of seconds"));
+        assert_eq!(down_phase_timeout("delete"), Err("expected PHASE=SECS".into()));
+    }
 }

@@ -2,8 +2,10 @@
 //! failed, in words a person can act on): the client for the kubeconfig's context and the
 //! bounded, streamed reader of lists ([`api`]: `eas facts`' reads and the gatherer's); the
 //! cluster's identity, the ledger's snapshots, the deletions `eas down` makes and the waits for
-//! them to go ([`objects`]); the run's Lease ([`lease`]); the access reviews ([`access`]); the pods eas runs itself ([`pods`]); the typed reads and waits of verification and status ([`typed`]). Callers get plain data or an
-//! [`ApiError`]; what it means for the run (a blocker, an exit code) is theirs to decide.
+//! them to go ([`objects`]); the run's Lease ([`lease`]); the access reviews ([`access`]); the
+//! pods eas runs itself ([`pods`]); the typed reads and waits of verification and status
+//! ([`typed`]). Callers get plain data or an [`ApiError`]; what it means for the run (a blocker,
+//! an exit code) is theirs to decide.
 
 pub mod access;
 pub mod api;

@@ -16,7 +16,8 @@ use crate::state::ledger::{Named, Release, Snapshot, WatchedKind, watch};
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
 /// One API call, bounded by `t`: its answer, or why not as an [`ApiError`] naming `what`. Every
-/// call outside the streamed reader goes through here (verify's watches aside).
+/// call outside the streamed reader goes through here (the watches aside: they are bounded by
+/// their callers).
 pub async fn call<T>(
     what: &str,
     t: Duration,

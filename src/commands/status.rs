@@ -6,7 +6,6 @@ use crate::error::Failure;
 use crate::output::{OutputFormat, Shell};
 use crate::settings::Global;
 use crate::status::{self, Cluster, SCHEMA, StatusError, StatusSettings};
-use crate::up::{EXPECTED_FILE, Expected};
 
 const NEXT: &str = "check the API server (`eas doctor`)";
 
@@ -51,8 +50,7 @@ fn unreachable(
     let mut doc = crate::document::error_document(SCHEMA, &failure);
     doc["record_found_by"] = serde_json::json!(found.map(|f| f.by.clone()));
     if let Some(f) = found {
-        let expected: Option<Expected> =
-            std::fs::read_to_string(f.dir.join(EXPECTED_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let expected = status::expected(&f.dir);
         let cluster = Cluster {
             context: context.to_string(),
             server: server.to_string(),

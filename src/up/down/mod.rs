@@ -108,10 +108,10 @@ impl DownRunner {
         shell: &Shell,
         f: impl Future<Output = Result<T, Failure>>,
     ) -> Result<T, Failure> {
-        shell.phase(id.name(), id.spec().says);
+        let spec = id.spec();
+        shell.phase(spec.name, spec.says);
         let limit = self.limit(id);
-        let stops_itself = id == DownId::Teardown;
-        window(limit, stops_itself, &self.interrupt, f, || {
+        window(limit, spec.stops_itself, &self.interrupt, f, || {
             self.late.set(Some(id));
             timed_out(id, limit)
         })
