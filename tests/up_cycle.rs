@@ -360,6 +360,29 @@ fn down_break_lock_removes_the_dead_runs_installer() {
     assert!(err.contains("removed eas's run Lease kube-system/eas-run-lock"), "{err}");
 }
 
+/// A takeover of a stale Lease (another host's, expired long ago) with `--break-lock` is an
+/// update: the API server keeps the object's uid, and the run records that Lease, uid and holder,
+/// as eas's own in its ledger (issue 29 item 7).
+#[test]
+fn a_lease_taken_over_keeps_its_uid_and_the_ledger_records_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    r.server.insert(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "eas-run-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "elsewhere/7/7-1", "leaseDurationSeconds": 60,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}}));
+    let planted = r.server.object(&lease_key()).unwrap();
+    let uid = planted["metadata"]["uid"].as_str().unwrap().to_string();
+    let up = r.up(&["--yes", "--break-lock"]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let state = r.state_file().unwrap();
+    let own = state["ledger"]["own"].as_array().cloned().unwrap_or_default();
+    let lease = own.iter().find(|o| o["kind"] == "Lease").unwrap_or_else(|| panic!("no Lease in the ledger: {state}"));
+    assert_eq!(lease["uid"].as_str(), Some(uid.as_str()), "the taken-over Lease keeps its uid: {lease}");
+    assert_ne!(lease["holder"].as_str(), Some("elsewhere/7/7-1"), "the holder is the run that took it: {lease}");
+    assert!(r.server.object(&lease_key()).is_none(), "the run released the Lease it took over");
+}
+
 /// A run that fails before any act (here a facts read the API server refuses) is an attempt: it
 /// records how it ended beside the state, never as an install. `eas status` says nothing is
 /// installed and where the last run stopped; `eas down` sends only reads and says so.

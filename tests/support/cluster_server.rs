@@ -1528,8 +1528,31 @@ fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, bod
         let why = format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified", r.plural);
         return status(409, &why, None);
     }
+    // A replace keeps the object's identity, as kube-apiserver's update does: the uid and
+    // creationTimestamp are the stored object's (a body naming another uid is a conflict); a
+    // takeover of the run Lease is an update, so the taker sees the uid it records.
+    let kept_uid = current.pointer("/metadata/uid").cloned();
+    let sent_uid = obj.pointer("/metadata/uid").and_then(Value::as_str).filter(|v| !v.is_empty());
+    if let Some(u) = sent_uid
+        && kept_uid.as_ref().and_then(Value::as_str) != Some(u)
+    {
+        let why = format!(
+            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+            r.plural,
+            kept_uid.as_ref().and_then(Value::as_str).unwrap_or("")
+        );
+        return status(409, &why, None);
+    }
+    let created = current.pointer("/metadata/creationTimestamp").cloned();
     obj["apiVersion"] = json!(r.group_version);
     obj["kind"] = json!(r.kind);
+    if let Some(meta) = obj.as_object_mut().map(|o| o.entry("metadata").or_insert_with(|| json!({}))) {
+        for (field, v) in [("uid", kept_uid), ("creationTimestamp", created)] {
+            if let Some(v) = v {
+                meta[field] = v;
+            }
+        }
+    }
     stamp(s, &mut obj, false);
     s.objects.insert(k, obj.clone());
     ok_json(&obj)
