@@ -33,6 +33,7 @@ mod prereq;
 mod proptests;
 mod runtime;
 mod schemas;
+mod scratch;
 mod secrets;
 mod settings;
 mod since_last;
@@ -68,8 +69,9 @@ fn main() -> std::process::ExitCode {
     let env = settings::Env::from_process();
     let secret_vars = bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
     secrets::learn_env(&env.lookup(), secret_vars);
-    // A kubeconfig copy a SIGKILLed run left (a token, a client key) goes before anything else.
-    bastion::kube_copy::sweep(&std::env::temp_dir());
+    // A kubeconfig copy (a token, a client key) or an overlay index a SIGKILLed run left goes
+    // before anything else.
+    scratch::sweep(&std::env::temp_dir());
     let term = output::Terminal::from_env(&env);
     let g = &cli.global;
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);

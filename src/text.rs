@@ -80,6 +80,24 @@ pub fn mask_userinfo(s: &str) -> String {
     out
 }
 
+/// `s` cut to at most `max` characters (never inside one), with `…` when something was cut.
+pub fn ellipsis(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// `s` padded with spaces to `width` characters (the `{:w$}` format counts at most 65,535 and
+/// panics past it; this counts characters, whatever their number).
+pub fn pad(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    let mut out = String::with_capacity(s.len() + width.saturating_sub(n));
+    out.push_str(s);
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(n)));
+    out
+}
+
 /// One line for a person: every secret eas knows masked (`crate::secrets`), URL credentials
 /// masked, then control characters escaped.
 pub fn for_people(s: &str) -> String {

@@ -394,6 +394,25 @@ fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
     assert!(live.exists() && other.exists(), "a live run's copy and what is not a copy stay");
 }
 
+/// Issue 30 item 7: a SIGKILL during the overlay left its scratch git index
+/// (`eas-overlay-index.*`) in TMPDIR for good. It is named for its process now, and the next
+/// command sweeps it as it sweeps a killed run's kubeconfig copy.
+#[test]
+fn an_overlay_index_a_killed_run_left_is_swept_by_the_next_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    let dead = tmp.join("eas-overlay-index.2147483646-Qw7");
+    let live = tmp.join(format!("eas-overlay-index.{}-Er8", std::process::id()));
+    for d in [&dead, &live] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("index"), "DIRC").unwrap();
+    }
+    let out = eas(dir.path()).env("TMPDIR", &tmp).args(["pins", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!dead.exists(), "the killed run's index is removed");
+    assert!(live.exists(), "a live process's index stays");
+}
+
 #[test]
 fn a_kubeconfig_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_with_130() {
     for signal in ["-INT", "-TERM"] {
@@ -579,11 +598,14 @@ fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
          contexts:\n- name: c\n  context: {cluster: k, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
     )
     .unwrap();
-    let out = facts_through(&kubeconfig).env("HTTPS_PROXY", "http://u:PROXYPASS23@exa mple:99").output().unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(!err.contains("PROXYPASS23"), "{err}");
-    assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
+    // The second (issue 30 item 7) was "Connection refused", exit 1: a port that is not a number.
+    for proxy in ["http://u:PROXYPASS23@exa mple:99", "http://u:PROXYPASS23@example:3l28"] {
+        let out = facts_through(&kubeconfig).env("HTTPS_PROXY", proxy).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(!err.contains("PROXYPASS23"), "{err}");
+        assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
+    }
 }
 
 #[test]

@@ -436,3 +436,37 @@ fn lock_then_a_dry_run_without_pins_reads_the_locked_user_file() {
     let plan = String::from_utf8_lossy(&after.stdout);
     assert!(plan.lines().any(|l| l.trim_start() == format!("pins       {}", user.display())), "{plan}");
 }
+
+/// Issue 30 item 7: `pins show` cut a non-ASCII ref by bytes (a panic, exit 101) and padded a
+/// 65,536-character name with a format width past its range (another panic). Now the ref is cut
+/// by characters and shown, and a name no line can hold is refused by `pins check` and by
+/// `pins show` alike (exit 2, naming the field), never a panic.
+#[test]
+fn pins_show_prints_a_non_ascii_ref_and_check_refuses_a_name_show_cannot_print() {
+    let dir = tempfile::tempdir().unwrap();
+    // 39 ASCII bytes then a two-byte character: byte 39 is inside it.
+    let non_ascii = format!("{}ééééé-release", "r".repeat(38));
+    let path = pins_file(dir.path(), &[("o/eas", &non_ascii, "abcdef1")]);
+    let out = eas(&["pins", "show", "--pins", path.to_str().unwrap()]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let row = stdout.lines().find(|l| l.starts_with("main/eas")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains(&format!("{}éé…", "r".repeat(38))) && row.contains("UNLOCKED"), "{row}");
+
+    for (field, value) in [("name", "n".repeat(65_536)), ("profile", "p".repeat(65_536))] {
+        let mut doc: serde_json::Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        doc["pins"][0][field] = value.into();
+        let hostile = dir.path().join(format!("hostile-{field}.json"));
+        fs::write(&hostile, doc.to_string()).unwrap();
+        for command in ["check", "show"] {
+            let out = eas(&["pins", command, "--pins", hostile.to_str().unwrap()]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} {field}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{field} is 65536 characters")) && !stderr.contains("panicked"),
+                "{stderr}"
+            );
+            assert!(stderr.len() < 1000, "the message quotes the field whole: {} bytes", stderr.len());
+        }
+    }
+}

@@ -208,7 +208,7 @@ pub async fn build(
                     for line in out.push(&text) {
                         steps.see(&line);
                         if line.starts_with("Step ") {
-                            bar.set_message(short(&line, 100));
+                            bar.set_message(crate::text::ellipsis(&line, 100));
                         }
                         if let Some(c) = line.strip_prefix(" ---> Running in ") {
                             step_container = Some(c.trim().to_string());
@@ -395,13 +395,6 @@ fn is_noise(line: &str) -> bool {
     line.starts_with(" ---> ") || line.starts_with("Removing intermediate container")
 }
 
-fn short(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line.to_string(),
-    }
-}
-
 /// Removes terminal escape sequences (the daemon colours a step's stderr).
 fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -493,7 +486,7 @@ mod tests {
             vec!["Step 1/3 : FROM x", "Step 2", "WARNING: x", "Step 2/3 : RUN false"],
             "no bookkeeping"
         );
-        assert_eq!(short("Step 1/2 : RUN ééé", 16), "Step 1/2 : RUN é…");
+        assert_eq!(crate::text::ellipsis("Step 1/2 : RUN ééé", 16), "Step 1/2 : RUN é…");
         for i in 0..40 {
             b.push(&format!("line {i}\n"));
         }

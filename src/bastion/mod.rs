@@ -11,7 +11,6 @@
 pub mod artifacts;
 pub mod context;
 pub mod image;
-pub mod kube_copy;
 pub mod kubeconfig;
 pub mod publisher;
 pub mod run;
@@ -555,7 +554,7 @@ pub fn standard(
         };
         let source = match &copy {
             Some(doc) => {
-                let dir = kube_copy::private_dir().map_err(io("kubeconfig copy"))?;
+                let dir = crate::scratch::private_dir(crate::scratch::KUBE_COPY).map_err(io("kubeconfig copy"))?;
                 let path = dir.path().join("config");
                 write_private(&path, &serde_json::to_vec_pretty(doc).expect("json")).map_err(io("kubeconfig copy"))?;
                 copy_dir = Some(dir);

@@ -64,30 +64,32 @@ pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global, shell: &
     Ok(())
 }
 
-/// One line a row: profile/name, the ref, the commit or sha256, and whether it is locked.
+/// One line a row: profile/name, the ref, the commit or sha256, and whether it is locked. Every
+/// column is escaped, cut and padded by characters (a ref may be non-ASCII; a name may be long).
 fn table(pins: &Pins) -> String {
+    use crate::text::{ellipsis, escape_controls, pad};
+    let cell = |s: &str, max: usize| ellipsis(&escape_controls(s), max);
     let rows: Vec<[String; 4]> = pins
         .pins
         .iter()
         .map(|p| {
-            let id = format!("{}/{}", p.profile, p.name);
+            let id = cell(&format!("{}/{}", p.profile, p.name), 60);
             let (what, state) = match (&p.sha, p.is_artifact()) {
                 (_, true) => match p.artifact_sha256() {
-                    Some(h) => (format!("sha256 {}", &h[..12]), "locked"),
+                    Some(h) => (format!("sha256 {}", h.get(..12).unwrap_or(h)), "locked"),
                     None => ("sha256 none".to_string(), "UNLOCKED"),
                 },
-                (Some(sha), false) => (sha.clone(), if p.locked { "locked" } else { "UNLOCKED" }),
+                (Some(sha), false) => (cell(sha, 40), if p.locked { "locked" } else { "UNLOCKED" }),
                 (None, false) => ("-".to_string(), "UNLOCKED"),
             };
-            [id, p.git_ref.clone(), what, state.to_string()]
+            [id, cell(&p.git_ref, 40), what, state.to_string()]
         })
         .collect();
-    let width = |i: usize| rows.iter().map(|r| r[i].len()).max().unwrap_or(0);
-    let (w0, w1, w2) = (width(0), width(1).min(40), width(2));
+    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
     let mut out = String::new();
     for [id, r, what, state] in rows {
-        let r = if r.len() > 40 { format!("{}…", &r[..39]) } else { r };
-        out.push_str(&format!("{id:w0$}  {r:w1$}  {what:w2$}  {state}\n"));
+        out.push_str(&format!("{}  {}  {}  {state}\n", pad(&id, w0), pad(&r, w1), pad(&what, w2)));
     }
     out
 }

@@ -28,7 +28,7 @@ impl NodeArgsError {
 /// The arguments in the annotation of `node`, every CIDR flag checked.
 pub fn parse(node: &str, text: &str) -> Result<Vec<String>, NodeArgsError> {
     let args: Vec<String> = serde_json::from_str(text)
-        .map_err(|_| NodeArgsError::NotAList { node: shown(node), shown: shown(&ellipsis(text, 80)) })?;
+        .map_err(|_| NodeArgsError::NotAList { node: shown(node), shown: shown(&crate::text::ellipsis(text, 80)) })?;
     for flag in CIDR_FLAGS {
         for value in values(&args, flag) {
             if !is_cidr_list(value) {
@@ -63,13 +63,6 @@ fn values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
 /// Quoted, control characters escaped: safe on one line.
 fn shown(s: &str) -> String {
     format!("{s:?}")
-}
-
-fn ellipsis(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 #[cfg(test)]

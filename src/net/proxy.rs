@@ -243,7 +243,23 @@ fn parse_proxy(source: &str, value: &str) -> Result<http::Uri, ProxyError> {
     if uri.host().is_none_or(str::is_empty) {
         return Err(err("no host"));
     }
+    // `http::Uri` takes any characters after the host's colon; a port that is not a number
+    // would only show later as a refused connection.
+    if let Some(port) = port_of(uri.authority().map_or("", |a| a.as_str()))
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err(err("the port must be a number from 1 to 65535"));
+    }
     Ok(uri)
+}
+
+/// The port text of an authority (`user@host:port`, `[v6]:port`), when it has one.
+fn port_of(authority: &str) -> Option<&str> {
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match hostport.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').and_then(|(_, rest)| rest.strip_prefix(':')),
+        None => hostport.rsplit_once(':').map(|(_, p)| p),
+    }
 }
 
 #[cfg(test)]
@@ -341,6 +357,22 @@ mod tests {
         let err = proxy_for("https://api", &e, None).unwrap_err();
         assert!(!err.to_string().contains("PASS"), "{err}");
         assert!(!err.hint().contains("PASS"));
+        for (value, ok) in [
+            ("http://u:PASS@p:abc", false),
+            ("http://p:", false),
+            ("http://p:0", false),
+            ("http://p:65536", false),
+            ("http://[::1]:x1", false),
+            ("http://p:3128", true),
+            ("http://[::1]:3128", true),
+            ("http://p", true),
+        ] {
+            let got = proxy_for("https://api", &env(&[("HTTPS_PROXY", value)]), None);
+            assert_eq!(got.is_ok(), ok, "{value}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains("port must be a number") && !e.to_string().contains("PASS"), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -119,7 +119,8 @@ impl Repo {
 
     /// A scratch index holding `commit`'s tree; dropped with its temporary directory.
     pub fn scratch_index(&self, commit: &str) -> Result<ScratchIndex, GitError> {
-        let dir = tempfile::Builder::new().prefix("eas-overlay-index.").tempdir().map_err(GitError::Scratch)?;
+        // Named for this process: a SIGKILL leaves it, and the next command sweeps it.
+        let dir = crate::scratch::private_dir(crate::scratch::OVERLAY_INDEX).map_err(GitError::Scratch)?;
         let path = dir.path().join("index");
         self.run_ok(&["read-tree", commit], None, Some(&path))?;
         Ok(ScratchIndex { _dir: dir, path })

@@ -107,7 +107,14 @@ impl Pins {
             return Err(PinsError::Malformed(format!("schema is {:?}, expected {SCHEMA:?}", pins.schema)));
         }
         for (i, p) in pins.pins.iter().enumerate() {
-            let at = format!("pins[{i}] ({}/{})", p.profile, p.name);
+            let at = format!(
+                "pins[{i}] ({}/{})",
+                crate::text::for_people(&crate::text::ellipsis(&p.profile, 40)),
+                crate::text::for_people(&crate::text::ellipsis(&p.name, 40))
+            );
+            if let Some(m) = field_problem(p) {
+                return Err(PinsError::Malformed(format!("{at}: {m}")));
+            }
             if let Some(sha) = &p.sha {
                 if !is_hex(sha) || sha.len() < 7 || sha.len() > 40 {
                     return Err(PinsError::Malformed(format!("{at}: sha {sha:?} is not 7 to 40 lowercase hex digits")));
@@ -228,6 +235,41 @@ pub fn check(pins: &Pins) -> Vec<Finding> {
     out
 }
 
+/// The longest profile or name, and the longest other field, a pins file may hold. Every
+/// printer of pins (`pins show`, `pins check`, the plan's lines) shows a row on one line; the
+/// built-in pins use at most 17 and 328 characters.
+const MAX_ID_CHARS: usize = 64;
+const MAX_FIELD_CHARS: usize = 1024;
+
+/// Why a row cannot be printed on one line, if it cannot: a profile or name that is empty or
+/// longer than [`MAX_ID_CHARS`]; any field longer than [`MAX_FIELD_CHARS`] or
+/// holding a control, bidi or zero-width character. `pins check` refuses such a file (exit 2),
+/// as does every command reading it.
+fn field_problem(p: &Pin) -> Option<String> {
+    for (field, value) in [("profile", &p.profile), ("name", &p.name)] {
+        let n = value.chars().count();
+        if n == 0 || n > MAX_ID_CHARS {
+            return Some(format!("{field} is {n} characters; it must be 1 to {MAX_ID_CHARS}"));
+        }
+    }
+    let optional = [("repo", &p.repo), ("url", &p.url)];
+    let fields = [("ref", Some(&p.git_ref)), ("date", Some(&p.date)), ("source", Some(&p.source))]
+        .into_iter()
+        .chain(optional.iter().map(|(f, v)| (*f, v.as_ref())))
+        .chain([("profile", Some(&p.profile)), ("name", Some(&p.name))]);
+    for (field, value) in fields {
+        let Some(value) = value else { continue };
+        let n = value.chars().count();
+        if n > MAX_FIELD_CHARS {
+            return Some(format!("{field} is {n} characters, past the limit of {MAX_FIELD_CHARS}"));
+        }
+        if value.chars().any(|c| c.is_control() || crate::text::is_invisible(c)) {
+            return Some(format!("{field} holds a control, bidi or zero-width character"));
+        }
+    }
+    None
+}
+
 pub fn repo_url(git_base: &str, repo: &str) -> String {
     format!("{}/{repo}", git_base.trim_end_matches('/'))
 }
@@ -265,6 +307,29 @@ mod tests {
         assert!(!is_full_sha(&"A".repeat(40)));
         assert!(!is_full_sha("main"));
         assert!(!is_full_sha(&"g".repeat(40)));
+    }
+
+    #[test]
+    fn rows_that_cannot_be_printed_on_one_line_are_refused_and_a_non_ascii_ref_is_kept() {
+        let row = |profile: &str, name: &str, r: &str| {
+            let pins = serde_json::json!({"schema": SCHEMA, "pins": [{"profile": profile, "name": name, "repo": "o/r",
+                "ref": r, "sha": null, "locked": false, "date": "d", "source": "s"}]});
+            Pins::parse(&pins.to_string())
+        };
+        assert!(row("main", "eas", "rélease/ü-1").is_ok());
+        assert!(row(&"p".repeat(64), "eas", "main").is_ok());
+        let long = "n".repeat(65_536);
+        for (profile, name, r, says) in [
+            ("main", long.as_str(), "main", "name is 65536 characters"),
+            (long.as_str(), "eas", "main", "profile is 65536 characters"),
+            ("main", "", "main", "name is 0 characters"),
+            ("main", "eas", long.as_str(), "ref is 65536 characters, past the limit of 1024"),
+            ("main", "eas", "ma\nin", "ref holds a control"),
+            ("main", "eas", "ma\u{202e}in", "ref holds a control, bidi"),
+        ] {
+            let e = row(profile, name, r).err().unwrap().to_string();
+            assert!(e.contains(says) && e.len() < 300, "{says}: {e}");
+        }
     }
 
     #[test]
