@@ -288,47 +288,50 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
 
 /// The table a person reads.
 pub fn render(s: &Status) -> String {
-    let mut o = format!("cluster   {} ({})\n", s.cluster.context, s.cluster.server);
+    // Every value is escaped before it is placed in a line: a newline in a name or a reason read
+    // from the cluster (or kept in the record) would otherwise start a line of its own.
+    let e = |v: &str| crate::text::escape_controls(v);
+    let mut o = format!("cluster   {} ({})\n", e(&s.cluster.context), e(&s.cluster.server));
     match &s.installed {
         None => match &s.last_run {
             Some(l) => o.push_str(&format!(
                 "installed nothing; last run failed at {} (exit {}): {}\n  next: `eas up --dry-run` lists what stops it\n",
                 l.phase,
                 l.exit_code.map_or("-".to_string(), |c| c.to_string()),
-                l.cause.as_deref().unwrap_or("see its plan in the state directory's attempt/")
+                e(l.cause.as_deref().unwrap_or("see its plan in the state directory's attempt/"))
             )),
             None => {
-                o.push_str(&format!("installed nothing: no run of `eas up` is recorded in {}\n", s.cluster.state_dir))
+                o.push_str(&format!("installed nothing: no run of `eas up` is recorded in {}\n", e(&s.cluster.state_dir)))
             }
         },
         Some(i) => {
-            o.push_str(&format!("installed {} (env {}), profile {}\n", i.layer, i.env, i.profile));
+            o.push_str(&format!("installed {} (env {}), profile {}\n", e(&i.layer), e(&i.env), e(&i.profile)));
             for (tree, sha) in &i.commits {
-                o.push_str(&format!("  {tree:<4} {sha}\n"));
+                o.push_str(&format!("  {:<4} {}\n", e(tree), e(sha)));
             }
             let models = match &i.models {
                 Some(m) if m.is_empty() => "none (no model fits)".to_string(),
-                Some(m) => m.join(", "),
+                Some(m) => e(&m.join(", ")),
                 None => "-".to_string(),
             };
             o.push_str(&format!("  model {models}\n"));
             o.push_str(&format!(
                 "last run  {} ({} .. {})\n",
-                i.outcome,
-                i.started,
-                i.finished.as_deref().unwrap_or("-")
+                e(&i.outcome),
+                e(&i.started),
+                e(i.finished.as_deref().unwrap_or("-"))
             ));
             if let Some(l) = &i.log_path {
-                o.push_str(&format!("  log {l}\n"));
+                o.push_str(&format!("  log {}\n", e(l)));
             }
             if let Some(d) = &i.down {
                 let status = serde_json::to_value(d.status).ok().and_then(|v| v.as_str().map(str::to_string));
                 o.push_str(&format!(
                     "last down {} ({} .. {}): {}\n",
                     status.unwrap_or_default(),
-                    d.started,
-                    d.finished,
-                    d.message
+                    e(&d.started),
+                    e(&d.finished),
+                    e(&d.message)
                 ));
             }
         }
@@ -338,10 +341,10 @@ pub fn render(s: &Status) -> String {
         o.push_str("  (no device node)\n");
     }
     for d in &s.live.device_nodes {
-        let alloc: Vec<String> = d.allocatable.iter().map(|(r, q)| format!("{r}={q}")).collect();
-        let pod = d.plugin_pod.as_deref().unwrap_or("no plugin pod");
+        let alloc: Vec<String> = d.allocatable.iter().map(|(r, q)| format!("{}={q}", e(r))).collect();
+        let pod = e(d.plugin_pod.as_deref().unwrap_or("no plugin pod"));
         let ready = if d.plugin_ready { "Ready" } else { "not Ready" };
-        o.push_str(&format!("  {:<20} {:<10} {:<40} {pod} {ready}\n", d.node, d.device, alloc.join(" ")));
+        o.push_str(&format!("  {:<20} {:<10} {:<40} {pod} {ready}\n", e(&d.node), e(&d.device), alloc.join(" ")));
     }
     o.push_str("model servers\n");
     if s.live.model_servers.is_empty() {
@@ -355,10 +358,15 @@ pub fn render(s: &Status) -> String {
         };
         o.push_str(&format!(
             "  {} {}/{} (serves {}): {pods}; {} ready address(es) behind {}\n",
-            m.kind, m.namespace, m.name, m.served_name, m.ready_addresses, m.endpoint
+            e(&m.kind),
+            e(&m.namespace),
+            e(&m.name),
+            e(&m.served_name),
+            m.ready_addresses,
+            e(&m.endpoint)
         ));
         for c in &m.conditions {
-            o.push_str(&format!("    {c}\n"));
+            o.push_str(&format!("    {}\n", e(c)));
         }
     }
     o

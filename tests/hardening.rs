@@ -465,6 +465,35 @@ fn status_with_state(plant: impl FnOnce(&Path)) -> (Option<i32>, String, std::ti
     (out.status.code(), text(&out.stderr) + &text(&out.stdout), started.elapsed())
 }
 
+/// `eas status` on `server`, with a state directory of its own.
+fn status_of(server: &ClusterServer) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    eas(dir.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg("--state-dir")
+        .arg(state)
+        .arg("status")
+        .output()
+        .unwrap()
+}
+
+/// Issue 30 item 6: a newline in a model server's condition reason forged a line of `eas
+/// status` (`ok FORGED LINE`): the text was escaped line by line after the lines were made.
+#[test]
+fn a_newline_in_a_condition_reason_stays_inside_its_status_line() {
+    let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    server.insert(serde_json::json!({"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
+        "metadata": {"name": "m", "namespace": "default"},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Pending\nok FORGED LINE\r\u{85}x"}]}}));
+    let out = status_of(&server);
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{shown}", text(&out.stderr));
+    assert!(shown.contains("    Ready=False (Pending\\nok FORGED LINE\\r\\u{85}x)"), "{shown}");
+    assert!(!shown.lines().any(|l| l.starts_with("ok FORGED")), "{shown}");
+}
+
 /// kube's own `Api` get reads an answer whole before parsing it: an answer past the limit of
 /// one read whole (256 MiB) fails naming the limit, here the cluster's identity that `status`
 /// reads first (a valid Namespace, padded: before the limit, status read all of it and went on).
@@ -480,15 +509,7 @@ fn an_api_answer_past_its_limit_fails_naming_the_limit_not_read_whole() {
     let ns = server.object(&kube_system).expect("kube-system");
     let rule = Rule { method: Some("GET".into()), path: "/api/v1/namespaces/kube-system".into(), exact: true, skip: 0 };
     server.inject_rule(rule, Fault::Padded(ns, 257 << 20), None);
-    let dir = tempfile::tempdir().unwrap();
-    let out = eas(dir.path())
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("status")
-        .output()
-        .unwrap();
+    let out = status_of(&server);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("larger than its limit of 256 MiB"), "{err}");

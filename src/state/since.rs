@@ -467,7 +467,9 @@ pub fn lines(s: &SinceLast, explain: bool) -> Vec<String> {
     if out.is_empty() {
         out.push("nothing".into());
     }
-    out
+    // Namespaces, node names and files come from the cluster and the trees: a newline in one
+    // would start a line of its own in every printer of these lines.
+    out.iter().map(|l| crate::text::escape_controls(l)).collect()
 }
 
 #[cfg(test)]
@@ -584,6 +586,21 @@ mod tests {
             "the keys eas edits (memory, autodeploy) are not upstream's changes"
         );
         assert!(catalog_changes("not: [yaml", new, "x", "e").is_empty());
+    }
+
+    /// Issue 30 item 6: a namespace named `x\nok FORGED LINE` started a line of its own in the
+    /// plan's "since the last up" section.
+    #[test]
+    fn a_newline_in_a_namespace_name_stays_inside_its_line() {
+        let f = facts("16Gi", false);
+        let last = completed(&[("eas", "5c27fb3aaaa")], vec![], &[], f.clone());
+        let mut now_facts = f.clone();
+        now_facts.namespaces.push("x\nok FORGED LINE".into());
+        let pins: BTreeMap<String, String> = [("eas".to_string(), "5c27fb3aaaa".to_string())].into();
+        let now = Now { pins: &pins, decisions: &[], overlay: &[], files: &[], facts: &now_facts, image: None };
+        let shown = lines(&since_last(&last, &now), false);
+        assert_eq!(shown, ["fact namespace x\\nok FORGED LINE appeared"]);
+        assert_eq!(shown.join("\n").lines().count(), 1);
     }
 
     #[test]

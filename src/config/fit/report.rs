@@ -58,11 +58,14 @@ pub fn table(doc: &FitDoc) -> String {
             e.why.clone(),
         ]);
     }
+    // Names and reasons come from a catalog or facts file: a newline in one would start a row.
+    let rows: Vec<[String; 9]> = rows.into_iter().map(|r| r.map(|c| crate::text::escape_controls(&c))).collect();
     let widths: Vec<usize> = (0..8).map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for r in &rows {
         for (i, w) in widths.iter().enumerate() {
-            out.push_str(&format!("{:<w$}  ", r[i], w = *w));
+            out.push_str(&crate::text::pad(&r[i], *w));
+            out.push_str("  ");
         }
         out.push_str(&r[8]);
         out.push('\n');
