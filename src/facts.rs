@@ -276,7 +276,11 @@ impl Facts {
             column: 0,
             msg: "not UTF-8 text".into(),
         })?;
-        Facts::parse(&text)
+        // A field's problem names the file too: `--facts` and `--fit` may both be given.
+        Facts::parse(&text).map_err(|e| match e {
+            FactsError::Field { field, msg } => FactsError::Field { field, msg: format!("{msg} (in {})", shown()) },
+            other => other,
+        })
     }
 
     /// Checks that serde cannot express: a fit KV cache always comes with its context length.
@@ -285,18 +289,23 @@ impl Facts {
             fit.validate("fit.")?;
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if let Some(m) = n.capacity.get("memory") {
-                parse_quantity(m).ok_or_else(|| FactsError::Field {
-                    field: format!("nodes[{i}].capacity.memory"),
-                    msg: format!("{m:?} is not a Kubernetes quantity"),
-                })?;
-            }
-            for (what, map) in [("allocatable", Some(&n.allocatable)), ("pod_requests", n.pod_requests.as_ref())] {
+            for (what, map) in [
+                ("capacity", Some(&n.capacity)),
+                ("allocatable", Some(&n.allocatable)),
+                ("pod_requests", n.pod_requests.as_ref()),
+            ] {
                 if let Some(m) = map.and_then(|m| m.get("memory")) {
-                    parse_quantity(m).ok_or_else(|| FactsError::Field {
-                        field: format!("nodes[{i}].{what}.memory"),
-                        msg: format!("{m:?} is not a Kubernetes quantity"),
-                    })?;
+                    let field = || format!("nodes[{i}].{what}.memory");
+                    match quantity_bytes(m) {
+                        None => {
+                            return Err(FactsError::Field {
+                                field: field(),
+                                msg: format!("{m:?} is not a Kubernetes quantity"),
+                            });
+                        }
+                        Some(Err(msg)) => return Err(FactsError::Field { field: field(), msg }),
+                        Some(Ok(_)) => {}
+                    }
                 }
             }
         }
@@ -318,10 +327,14 @@ impl Fit {
                 });
             }
             if let Some(kv) = v.env.get(KV_CACHE_ENV) {
-                parse_gib(kv).ok_or_else(|| FactsError::Field {
-                    field: format!("{at}candidates.{name}.env.{KV_CACHE_ENV}"),
+                let field = || format!("{at}candidates.{name}.env.{KV_CACHE_ENV}");
+                let gib = parse_gib(kv).ok_or_else(|| FactsError::Field {
+                    field: field(),
                     msg: format!("{kv:?} is not a number of GiB"),
                 })?;
+                if let Some(why) = past_max(gib.floor() * GIB) {
+                    return Err(FactsError::Field { field: field(), msg: format!("{kv:?} GiB: {why}") });
+                }
             }
             if let Some(len) = v.max_model_len() {
                 len.parse::<u64>().map_err(|_| FactsError::Field {
@@ -369,6 +382,27 @@ pub fn parse_quantity(s: &str) -> Option<f64> {
 }
 
 pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// The most bytes eas sizes with (4 EiB, 2^62): below it, every sum of two sizes and every size
+/// rounded up to whole GiB stays within 64 bits. A figure read from outside past it is never
+/// used: bad input from a user's file, a fallback from Hugging Face, a node not sized.
+pub const MAX_BYTES: u64 = 1 << 62;
+
+/// Why a figure of `bytes` (a float as a quantity parses) cannot be sized with, if it cannot.
+pub fn past_max(bytes: f64) -> Option<String> {
+    (bytes.is_nan() || bytes >= MAX_BYTES as f64)
+        .then(|| format!("{bytes:.0} bytes is past 4 EiB (2^62 bytes), the most eas sizes with"))
+}
+
+/// A memory quantity in whole bytes: `None` when it is not a quantity, `Err` when it is past
+/// [`MAX_BYTES`].
+pub fn quantity_bytes(s: &str) -> Option<Result<u64, String>> {
+    let v = parse_quantity(s)?;
+    Some(match past_max(v) {
+        Some(why) => Err(format!("{s:?}: {why}")),
+        None => Ok(v as u64),
+    })
+}
 
 #[cfg(test)]
 mod tests {

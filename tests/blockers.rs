@@ -238,27 +238,35 @@ fn a_gated_model_is_a_blocker_and_a_proxys_refusal_only_a_warning() {
     }
 }
 
-/// `--offline` reads nothing from Hugging Face: a model the stand-in would refuse as gated is
-/// no blocker (its download is not checked, a warning says so), and the pick's figures come from
-/// data/models.json, which the decision names.
-#[test]
-fn offline_the_figures_come_from_data_models_json_and_nothing_is_asked() {
+/// `eas up --dry-run --output json ARGS` on the recorded desktop with the synthetic trees, asking
+/// `hf` (its CA trusted) and caching under `cache`; the output and the plan.
+fn dry_run_asking(hf: &support::hf::HfStandIn, cache: &Path, args: &[&str]) -> (Output, Value) {
     let t = trees();
-    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
-    let hf = support::hf::HfStandIn::start(&[id], &[]);
-    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let state = tempfile::tempdir().unwrap();
     let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
-    let ca = hf.ca_file(dir.path());
+    let ca = hf.ca_file(cache);
     let mut c = support::eas(&support::fixture("k3d-gpu-desktop"));
-    c.env("HF_ENDPOINT", hf.endpoint()).env("XDG_CACHE_HOME", dir.path().join("cache")).arg("--ca-bundle").arg(&ca);
+    c.env("HF_ENDPOINT", hf.endpoint()).env("XDG_CACHE_HOME", cache.join("cache")).arg("--ca-bundle").arg(&ca);
     c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("up");
     c.arg("--pins").arg(t.join("pins.json")).args(support::facts_args("k3d-gpu-desktop"));
     for n in ["eas", "ei", "eat"] {
         c.arg(format!("--{n}-repo")).arg(t.join("repos").join(n));
     }
-    let out = c.args(["--dry-run", "--output", "json", "--offline", "--model", "qwen2-5-coder-7b"]).output().unwrap();
+    let out = c.args(["--dry-run", "--output", "json"]).args(args).output().unwrap();
     let plan: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", support::text(&out.stderr)));
+    (out, plan)
+}
+
+/// `--offline` reads nothing from Hugging Face: a model the stand-in would refuse as gated is
+/// no blocker (its download is not checked, a warning says so), and the pick's figures come from
+/// data/models.json, which the decision names.
+#[test]
+fn offline_the_figures_come_from_data_models_json_and_nothing_is_asked() {
+    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
+    let hf = support::hf::HfStandIn::start(&[id], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (_, plan) = dry_run_asking(&hf, dir.path(), &["--offline", "--model", "qwen2-5-coder-7b"]);
     let config: Vec<&Value> = plan["blockers"].as_array().unwrap().iter().filter(|b| b["phase"] == "config").collect();
     assert!(config.is_empty(), "nothing was asked, so nothing was refused: {plan:#}");
     let text = plan.to_string();
@@ -269,6 +277,42 @@ fn offline_the_figures_come_from_data_models_json_and_nothing_is_asked() {
     assert!(!dir.path().join("cache/eas/hf").exists(), "nothing was read into the cache");
     let warned = plan["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("--offline: "));
     assert!(warned, "the download is not checked, and the plan says so: {plan:#}");
+}
+
+/// A config.json in the shape of Qwen2.5-Coder-7B-Instruct's (the figures data/models.json cites
+/// for it: 28 layers, 28 Q and 4 KV heads, hidden size 3584, 32,768 tokens, bfloat16).
+const QWEN_7B_CONFIG: &str = r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584,
+    "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+    "max_position_embeddings": 32768, "torch_dtype": "bfloat16", "vocab_size": 152064}"#;
+
+/// Issue 30 item 4: a safetensors index whose `metadata.total_size` is 2^64-1 gave "weights
+/// 17179869184 GiB … = 10 GiB pod memory" and a pick that fit (the sum wrapped). The answer is
+/// unusable now: the figures come from data/models.json as for an unreachable Hugging Face, and
+/// a warning names the field.
+#[test]
+fn a_total_size_of_2_64_minus_1_falls_back_to_data_models_json_with_a_warning_naming_the_field() {
+    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
+    let index = r#"{"metadata": {"total_size": 18446744073709551615}, "weight_map": {}}"#;
+    let files = [
+        (format!("{id}/config.json"), QWEN_7B_CONFIG.to_string()),
+        (format!("{id}/model.safetensors.index.json"), index.to_string()),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let hf = support::hf::HfStandIn::serving(&[], &[], &files, std::time::Duration::ZERO);
+    let dir = tempfile::tempdir().unwrap();
+    let (out, plan) = dry_run_asking(&hf, dir.path(), &["--model", "qwen2-5-coder-7b"]);
+    assert_eq!(out.status.code(), Some(0), "{plan:#}");
+    let cached = dir.path().join(format!("cache/eas/hf/{id}@main"));
+    assert!(cached.join("model.safetensors.index.json").exists(), "the stand-in's index was read: {plan:#}");
+    let warning = plan["warnings"].as_array().unwrap().iter().filter_map(Value::as_str).find(|w| w.contains(id));
+    let warning = warning.unwrap_or_else(|| panic!("no warning names the model: {plan:#}"));
+    assert!(
+        warning.contains("metadata.total_size 18446744073709551615") && warning.contains("data/models.json"),
+        "{warning}"
+    );
+    let text = plan.to_string();
+    assert!(text.contains(&format!("{id}'s figures: data/models.json")), "{plan:#}");
+    assert!(!text.contains("17179869184 GiB"), "a wrapped sum: {plan:#}");
 }
 
 /// A plan half past its window: `--phase-timeout facts=1` shortens the facts phase whole, and a

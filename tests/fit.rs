@@ -191,3 +191,43 @@ fn the_table_escapes_control_characters_from_the_cluster() {
     assert!(!stdout.contains('\u{1b}'), "no raw escape: {stdout:?}");
     assert!(stdout.contains(&format!("{node}\\u{{1b}}[31m")), "the name shown with its escape: {stdout}");
 }
+
+/// Issue 30 item 4: a 2^64-1 figure in a file the user gave is bad input naming the file and the
+/// field, in `--fit` (the KV cache's GiB) and in `--facts` (a node's memory), never a wrapped
+/// sum.
+#[test]
+fn a_2_64_minus_1_figure_in_a_fit_or_facts_file_is_exit_2_naming_file_and_field() {
+    let case = root().join("fixtures/fit/external-disagrees");
+    let dir = tempfile::tempdir().unwrap();
+    let mut fit: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("fit-doc.json")).unwrap()).unwrap();
+    fit["candidates"]["llama-3-1-8b"]["env"]["VLLM_CPU_KVCACHE_SPACE"] = "18446744073709551615".into();
+    std::fs::write(dir.path().join("fit.json"), fit.to_string()).unwrap();
+    let mut facts: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(case.join("facts.json")).unwrap()).unwrap();
+    std::fs::write(dir.path().join("facts.json"), facts.to_string()).unwrap();
+    facts["nodes"][0]["allocatable"]["memory"] = "18446744073709551615".into();
+    std::fs::write(dir.path().join("huge-facts.json"), facts.to_string()).unwrap();
+    for (args, file, field) in [
+        (
+            &["--facts", "facts.json", "--fit", "fit.json"],
+            "fit.json",
+            "candidates.llama-3-1-8b.env.VLLM_CPU_KVCACHE_SPACE",
+        ),
+        (&["--facts", "huge-facts.json", "--fit", "fit.json"], "huge-facts.json", "nodes[0].allocatable.memory"),
+    ] {
+        for command in ["fit", "config"] {
+            let mut c = eas(dir.path());
+            c.arg(command).args(args);
+            if command == "config" {
+                c.args(["--out", "out"]);
+            }
+            let out = c.output().unwrap();
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} {args:?}: {err}");
+            let named = err.contains(file) && err.contains(field) && err.contains("past 4 EiB");
+            assert!(named, "{command} {args:?}: {err}");
+            assert!(!dir.path().join("out").exists(), "nothing written: {err}");
+        }
+    }
+}

@@ -118,7 +118,9 @@ impl Catalog {
                 .to_string();
             let own = match m.get("env").and_then(|e| e.get(KV_CACHE_ENV)) {
                 None => None,
-                Some(v) => Some(gib_value(v).ok_or_else(|| err(&format!("env {KV_CACHE_ENV}: not a number: {v}")))?),
+                Some(v) => Some(gib_value(v).ok_or_else(|| {
+                    err(&format!("env {KV_CACHE_ENV}: not a number of GiB below 4 EiB (2^62 bytes): {v}"))
+                })?),
             };
             let rt = raw.runtimes.get(&runtime);
             let cat = rt.and_then(|r| r.get("categories")).and_then(|c| c.get(&category));
@@ -151,7 +153,9 @@ impl Catalog {
             let cat_default = |k: &str| cat.and_then(|c| c.get("defaults")).and_then(|d| d.get(k));
             let own_memory = match m.get("memory") {
                 None => None,
-                Some(v) => Some(quantity(v).ok_or_else(|| err(&format!("memory: not a quantity: {v}")))?),
+                Some(v) => Some(quantity(v).ok_or_else(|| {
+                    err(&format!("memory: not a quantity below 4 EiB (2^62 bytes), the most eas sizes with: {v}"))
+                })?),
             };
             let memory_bytes = own_memory.or_else(|| cat_default("memory").and_then(quantity));
             let cpu = m.get("cpu").and_then(gib_value).or_else(|| cat_default("cpu").and_then(gib_value));
@@ -209,7 +213,7 @@ fn quantity(v: &Value) -> Option<u64> {
         Value::Number(n) => n.as_f64()?,
         _ => return None,
     };
-    (b.is_finite() && b > 0.0).then_some(b as u64)
+    (b.is_finite() && b > 0.0 && crate::facts::past_max(b).is_none()).then_some(b as u64)
 }
 
 /// The last `--max-model-len` in an args list (`--flag v` or `--flag=v`), as model-manager keeps
@@ -240,7 +244,7 @@ fn gib_value(v: &Value) -> Option<f64> {
         Value::String(s) => s.trim().parse().ok()?,
         _ => return None,
     };
-    (f.is_finite() && f >= 0.0).then_some(f)
+    (f.is_finite() && f >= 0.0 && crate::facts::past_max(f.floor() * crate::facts::GIB).is_none()).then_some(f)
 }
 
 #[cfg(test)]

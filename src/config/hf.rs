@@ -49,7 +49,7 @@ pub fn architecture(config: &str, index: Option<&str>) -> Result<Architecture, S
     let Some(total) = total else {
         return Err(format!("no {INDEX}: the weights' size is unknown"));
     };
-    Ok(Architecture {
+    let a = Architecture {
         parameters: 0,
         dtype_bytes,
         num_hidden_layers: layers,
@@ -57,7 +57,10 @@ pub fn architecture(config: &str, index: Option<&str>) -> Result<Architecture, S
         head_dim,
         max_position_embeddings: context,
         weights_total_bytes: Some(total),
-    })
+    };
+    // The answer is unusable when its figures cannot be sized with (checked arithmetic).
+    a.check().map_err(|e| format!("{INDEX} or {CONFIG}: {e}"))?;
+    Ok(a)
 }
 
 /// `metadata.total_size` of a safetensors index.
@@ -173,6 +176,9 @@ mod tests {
         assert!(architecture("{}", None).unwrap_err().contains("num_hidden_layers"));
         assert!(architecture(&LLAMA.replace("bfloat16", "int3"), None).unwrap_err().contains("int3"));
         assert!(total_size("{}").is_err());
+        // Issue 30 item 4: 2^64-1 bytes of weights is an unusable answer, naming the field.
+        let e = architecture(LLAMA, Some(r#"{"metadata": {"total_size": 18446744073709551615}}"#)).unwrap_err();
+        assert!(e.contains("metadata.total_size 18446744073709551615 is past 4 EiB"), "{e}");
     }
 
     #[test]

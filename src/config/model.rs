@@ -130,6 +130,9 @@ pub fn pick(
 ) -> Result<(), String> {
     let targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
     let own = fit::compute_for(f, &targets);
+    // Hugging Face figures that could not be sized with, and nodes that cannot be, each said once.
+    d.warnings.extend(targets.iter().filter_map(|t| t.arch_warning.clone()));
+    d.warnings.extend(fit::unsizable(&f.nodes));
     let mut list = pickables(&targets, catalog);
     for p in &mut list {
         p.download = downloads.iter().find(|(id, _)| *id == p.target.model_id).map(|(_, a)| a.clone());
@@ -473,7 +476,7 @@ fn pod_memory_and_context(
         (Some(len), other) if other.is_none_or(|o| o >= len) => {
             let fact = format!(
                 "one request of {name}'s {ctx}-token context needs {} GiB of KV cache > {cache} GiB",
-                fmt_gib((ctx * kv) as f64 / GIB)
+                fmt_gib(ctx.saturating_mul(kv) as f64 / GIB)
             );
             push_len(d, &name, &len.to_string(), fact);
         }
@@ -497,7 +500,7 @@ fn pod_memory_and_context(
         data::models().pod_headroom_gib
     );
     let catalog = p.target.pod_memory_bytes;
-    let too_small = catalog.is_none_or(|m| m < need * GIB_BYTES);
+    let too_small = catalog.is_none_or(|m| m < need.saturating_mul(GIB_BYTES));
     let too_big = matches!((catalog, budget), (Some(m), Some(b)) if m > b);
     if !too_small && !too_big {
         d.choices.push(Choice {

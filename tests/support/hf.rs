@@ -4,6 +4,8 @@
 //! A model id listed as `proxied` is refused with a bare 403, as a proxy answers in its place.
 //! A request bearing the token [`REJECTED_TOKEN`] is answered 401 `RepoNotFound`, as Hugging
 //! Face answers a token that cannot read the repository.
+//! [`HfStandIn::serving`] also answers files of its own (`<id>/<file>` → body; a `HEAD` gets the
+//! headers only), and holds every answer for a delay first, as a slow Hugging Face would.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -22,6 +24,14 @@ pub struct HfStandIn {
 impl HfStandIn {
     /// `gated`: ids refused as gated (403 GatedRepo); `proxied`: ids refused with a bare 403.
     pub fn start(gated: &[&str], proxied: &[&str]) -> HfStandIn {
+        HfStandIn::serving(gated, proxied, &[], std::time::Duration::ZERO)
+    }
+
+    /// [`HfStandIn::start`], answering `files` (`("<id>/<file>", body)`) with 200, and every
+    /// request only after `delay`.
+    pub fn serving(gated: &[&str], proxied: &[&str], files: &[(&str, &str)], delay: std::time::Duration) -> HfStandIn {
+        let files: std::sync::Arc<Vec<(String, String)>> =
+            std::sync::Arc::new(files.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let ca = super::tls_front::localhost_ca("eas hf stand-in CA");
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
@@ -32,7 +42,8 @@ impl HfStandIn {
         rt.spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else { return };
-                let (acceptor, gated, proxied) = (acceptor.clone(), gated.clone(), proxied.clone());
+                let (acceptor, gated, proxied, files) =
+                    (acceptor.clone(), gated.clone(), proxied.clone(), files.clone());
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else { return };
                     let (mut buf, mut req) = (vec![0u8; 8192], Vec::new());
@@ -45,6 +56,10 @@ impl HfStandIn {
                     let head = String::from_utf8_lossy(&req).to_string();
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
+                    // `/<id>/resolve/<rev>/<file>`: the file after the revision.
+                    let file = path.split("/resolve/").nth(1).and_then(|r| r.split_once('/')).map(|(_, f)| f);
+                    let served = file.and_then(|f| files.iter().find(|(k, _)| *k == format!("{id}/{f}")));
+                    tokio::time::sleep(delay).await;
                     let rejected = head
                         .lines()
                         .any(|l| l.to_ascii_lowercase().starts_with("authorization:") && l.contains(REJECTED_TOKEN));
@@ -57,6 +72,17 @@ impl HfStandIn {
                     } else {
                         (404, Some("EntryNotFound"))
                     };
+                    if let Some((_, body)) = served.filter(|_| !rejected) {
+                        let head_only = head.starts_with("HEAD ");
+                        let mut out =
+                            format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+                        if !head_only {
+                            out.push_str(body);
+                        }
+                        let _ = tls.write_all(out.as_bytes()).await;
+                        let _ = tls.shutdown().await;
+                        return;
+                    }
                     let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
                     if let Some(c) = code {
                         out.push_str(&format!("X-Error-Code: {c}\r\n"));

@@ -46,13 +46,44 @@ pub struct Architecture {
 }
 
 impl Architecture {
+    /// Saturating: a figure past [`facts::MAX_BYTES`] is refused by [`Architecture::check`]
+    /// where it is read, and never wraps here.
     pub fn weights_bytes(&self) -> u64 {
-        self.weights_total_bytes.unwrap_or(self.parameters * self.dtype_bytes)
+        self.weights_total_bytes.unwrap_or(self.parameters.saturating_mul(self.dtype_bytes))
     }
 
     /// K and V, for every layer and KV head: 2 × layers × KV heads × head dim × dtype bytes.
     pub fn kv_bytes_per_token(&self) -> u64 {
-        2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * self.dtype_bytes
+        self.kv_checked().unwrap_or(u64::MAX)
+    }
+
+    fn kv_checked(&self) -> Option<u64> {
+        [self.num_hidden_layers, self.num_key_value_heads, self.head_dim, self.dtype_bytes]
+            .into_iter()
+            .try_fold(2u64, u64::checked_mul)
+    }
+
+    /// The figures fit may size with, checked: the weights (the index's `metadata.total_size`,
+    /// else parameters × dtype bytes) and the KV bytes per token, each computed with checked
+    /// arithmetic and below [`facts::MAX_BYTES`]. `Err` names the field.
+    pub fn check(&self) -> Result<(), String> {
+        let past = |v: Option<u64>| v.is_none_or(|v| v >= facts::MAX_BYTES);
+        let (weights, field) = match self.weights_total_bytes {
+            Some(t) => (Some(t), "metadata.total_size"),
+            None => (self.parameters.checked_mul(self.dtype_bytes), "parameters × dtype bytes"),
+        };
+        if past(weights) {
+            let shown = weights.map_or("more than 2^64".to_string(), |w| w.to_string());
+            return Err(format!("{field} {shown} is past 4 EiB (2^62 bytes), the most eas sizes with"));
+        }
+        if past(self.kv_checked()) {
+            return Err(format!(
+                "num_hidden_layers {} × num_key_value_heads {} × head_dim {} gives a KV cache per token past 4 EiB \
+                 (2^62 bytes), the most eas sizes with",
+                self.num_hidden_layers, self.num_key_value_heads, self.head_dim
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -86,19 +117,27 @@ pub struct Target {
     /// Its figures (or why they are unknown) and where they were read.
     pub arch: Result<Architecture, String>,
     pub arch_from: String,
+    /// Why the Hugging Face figures the cache holds were not used (a warning of the plan).
+    pub arch_warning: Option<String>,
 }
 
 /// A model's figures: the Hugging Face cache (`hf:<id>@main config.json`, read-only) first, else
-/// `data/models.json`; `Err` says why they are unknown.
+/// `data/models.json`; `Err` says why they are unknown. Figures Hugging Face gave that cannot be
+/// sized with (a `total_size` of 2^64-1) fall back to `data/models.json` as for an unreachable
+/// Hugging Face, and the third value says why.
 pub fn resolve_architecture(
     model_id: &str,
     hf_cache: Option<&std::path::Path>,
-) -> (Result<Architecture, String>, String) {
+) -> (Result<Architecture, String>, String, Option<String>) {
     let dir = hf_cache.and_then(|b| crate::config::hf::cache_dir(b, model_id, "main"));
-    if let Some(Some(Ok(a))) = dir.as_deref().map(crate::config::hf::from_cache) {
-        return (Ok(a), format!("hf:{model_id}@main config.json"));
-    }
-    (data::models().architecture(model_id).cloned(), "data/models.json".into())
+    let warning = match dir.as_deref().and_then(crate::config::hf::from_cache) {
+        Some(Ok(a)) => return (Ok(a), format!("hf:{model_id}@main config.json"), None),
+        Some(Err(e)) if e.contains("the most eas sizes with") => Some(format!(
+            "hf:{model_id}@main: {e}: the figures come from data/models.json, as for an unreachable Hugging Face"
+        )),
+        _ => None,
+    };
+    (data::models().architecture(model_id).cloned(), "data/models.json".into(), warning)
 }
 
 impl Target {
@@ -108,7 +147,7 @@ impl Target {
         m.candidates
             .iter()
             .map(|c| {
-                let (arch, arch_from) = resolve_architecture(&c.model_id, hf_cache);
+                let (arch, arch_from, arch_warning) = resolve_architecture(&c.model_id, hf_cache);
                 Target {
                     name: c.name.clone(),
                     model_id: c.model_id.clone(),
@@ -118,6 +157,7 @@ impl Target {
                     max_model_len: None,
                     arch,
                     arch_from,
+                    arch_warning,
                 }
             })
             .collect()
@@ -135,7 +175,7 @@ impl Target {
     pub fn from_catalog(c: &crate::config::catalog::Catalog, hf_cache: Option<&std::path::Path>) -> Vec<Target> {
         c.llms()
             .map(|e| {
-                let (arch, arch_from) = resolve_architecture(&e.model_id, hf_cache);
+                let (arch, arch_from, arch_warning) = resolve_architecture(&e.model_id, hf_cache);
                 Target {
                     name: e.name.clone(),
                     model_id: e.model_id.clone(),
@@ -145,6 +185,7 @@ impl Target {
                     max_model_len: e.max_model_len,
                     arch,
                     arch_from,
+                    arch_warning,
                 }
             })
             .collect()
@@ -163,7 +204,8 @@ pub fn landing_node(nodes: &[Node]) -> Option<&Node> {
         if (require_amx && !amx(n)) || n.taints.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute") {
             continue;
         }
-        let mem = allocatable_bytes(n);
+        // A node whose memory is past what eas sizes with is reported (`unsizable`), never sized.
+        let (Ok(mem), Ok(_)) = (allocatable_bytes(n), requested_bytes(n)) else { continue };
         if best.is_none_or(|(b, m)| mem > m || (mem == m && n.name < b.name)) {
             best = Some((n, mem));
         }
@@ -171,8 +213,32 @@ pub fn landing_node(nodes: &[Node]) -> Option<&Node> {
     best.map(|(n, _)| n)
 }
 
-fn allocatable_bytes(n: &Node) -> u64 {
-    n.allocatable.get("memory").and_then(|m| facts::parse_quantity(m)).map(|b| b as u64).unwrap_or(0)
+/// A node's memory quantity (`allocatable` or `pod_requests`), checked: absent or not a quantity
+/// is 0 (unknown), past [`facts::MAX_BYTES`] is `Err` naming the field.
+fn memory_of(n: &Node, what: &str, map: Option<&StringMap>) -> Result<u64, String> {
+    match map.and_then(|m| m.get("memory")).and_then(|m| facts::quantity_bytes(m)) {
+        Some(Err(e)) => Err(format!("node {}: {what}.memory {e}", n.name)),
+        Some(Ok(b)) => Ok(b),
+        None => Ok(0),
+    }
+}
+
+fn allocatable_bytes(n: &Node) -> Result<u64, String> {
+    memory_of(n, "allocatable", Some(&n.allocatable))
+}
+
+fn requested_bytes(n: &Node) -> Result<u64, String> {
+    memory_of(n, "pod_requests", n.pod_requests.as_ref())
+}
+
+/// The nodes fit does not size because a memory figure is past what eas sizes with, each with
+/// the field: a warning of `eas facts` and of the plan.
+pub fn unsizable(nodes: &[Node]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter_map(|n| allocatable_bytes(n).and(requested_bytes(n)).err())
+        .map(|e| format!("{e}: the node is not sized"))
+        .collect()
 }
 
 /// The memory a model may use on its landing node.
@@ -197,9 +263,9 @@ pub fn pod_headroom_bytes() -> u64 {
 
 pub fn budget(f: &Facts) -> Option<Budget> {
     let n = landing_node(&f.nodes)?;
-    let allocatable = allocatable_bytes(n);
-    let requested =
-        n.pod_requests.as_ref().and_then(|r| r.get("memory")).and_then(|m| facts::parse_quantity(m)).map(|b| b as u64);
+    let allocatable = allocatable_bytes(n).ok()?;
+    let has_requests = n.pod_requests.as_ref().is_some_and(|r| r.get("memory").is_some());
+    let requested = requested_bytes(n).ok().filter(|_| has_requests);
     let headroom = headroom_bytes();
     Some(Budget {
         node: n.name.clone(),
@@ -261,15 +327,16 @@ pub fn context(arch: &Architecture, catalog_len: Option<u64>) -> u64 {
 /// served context fits (vLLM's one-request check passes), else the largest power of two that does.
 pub fn needed_max_model_len(arch: &Architecture, ctx: u64, cache_gib: u64) -> Option<u64> {
     let kv = arch.kv_bytes_per_token();
-    if ctx.saturating_mul(kv) <= cache_gib * GIB {
+    let cache = cache_gib.saturating_mul(GIB);
+    if ctx.saturating_mul(kv) <= cache {
         return None;
     }
-    max_model_len(kv, cache_gib * GIB, ctx)
+    max_model_len(kv, cache, ctx)
 }
 
 /// The pod memory weights, a cache of `cache_gib` and the working headroom need, in whole GiB.
 pub fn memory_gib(arch: &Architecture, cache_gib: u64) -> u64 {
-    ceil_gib(arch.weights_bytes() + pod_headroom_bytes()) + cache_gib
+    ceil_gib(arch.weights_bytes().saturating_add(pod_headroom_bytes())).saturating_add(cache_gib)
 }
 
 /// Sizes one vLLM entry: weights and the pod's working headroom first (whole GiB, rounded up),
@@ -279,7 +346,7 @@ pub fn size(arch: &Architecture, budget_bytes: u64, t: &Target) -> Sized {
     let catalog_gib = t.kv_ceiling_gib.unwrap_or(0);
     let weights = arch.weights_bytes();
     let kv = arch.kv_bytes_per_token();
-    let base = ceil_gib(weights + pod_headroom_bytes());
+    let base = ceil_gib(weights.saturating_add(pod_headroom_bytes()));
     let cache_gib = (budget_bytes / GIB).saturating_sub(base).min(catalog_gib);
     let ctx = context(arch, t.max_model_len);
     let blank = Sized {
@@ -317,7 +384,7 @@ pub fn size(arch: &Architecture, budget_bytes: u64, t: &Target) -> Sized {
         gib(pod_headroom_bytes())
     );
     match t.pod_memory_bytes {
-        Some(m) if m < memory * GIB => why.push_str(&format!(" > the catalog's {}: raised", gib(m))),
+        Some(m) if m < memory.saturating_mul(GIB) => why.push_str(&format!(" > the catalog's {}: raised", gib(m))),
         Some(m) if m > budget_bytes => why.push_str(&format!("; the catalog's {} exceeds the budget: lowered", gib(m))),
         Some(m) => why.push_str(&format!(" <= the catalog's {}", gib(m))),
         None => why.push_str(" (the catalog sets none)"),

@@ -19,6 +19,7 @@ fn target(name: &str, ceiling: u64, memory_gib: u64) -> Target {
         max_model_len: None,
         arch: Ok(arch(name)),
         arch_from: "data/models.json".into(),
+        arch_warning: None,
     }
 }
 
@@ -268,4 +269,32 @@ fn properties_through_the_document() {
         }
     }
     assert_eq!(fitted.len(), 3, "every candidate fits somewhere: {fitted:?}");
+}
+
+/// Issue 30 item 4: figures past what eas sizes with are never summed. A node reporting a memory
+/// past 4 EiB is not sized (and named with its field); an architecture whose weights or KV cache
+/// per token overflow names the field; the sums saturate rather than wrap.
+#[test]
+fn figures_past_what_eas_sizes_with_are_reported_never_wrapped() {
+    let nodes = vec![node("huge", "18446744073709551615", false, None), node("small", "64Gi", false, None)];
+    assert_eq!(landing_node(&nodes).unwrap().name, "small", "the huge node is not sized");
+    let said = unsizable(&nodes);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].starts_with("node huge: allocatable.memory \"18446744073709551615\"") && said[0].contains("not sized")
+    );
+
+    let mut a = arch("qwen2-5-coder-7b");
+    assert_eq!(a.check(), Ok(()));
+    a.weights_total_bytes = Some(u64::MAX);
+    assert!(a.check().unwrap_err().starts_with("metadata.total_size 18446744073709551615 is past 4 EiB"));
+    assert_eq!(memory_gib(&a, 8), (1 << 34) + 8, "2^34 GiB and the cache, not wrapped to a few GiB");
+    let s = size(&a, 64 * GIB, &target("qwen2-5-coder-7b", 8, 32));
+    assert!(!s.fits, "{s:?}");
+    let mut a = arch("qwen2-5-coder-7b");
+    a.parameters = u64::MAX / 2 + 1;
+    assert!(a.check().unwrap_err().starts_with("parameters × dtype bytes more than 2^64"));
+    let mut a = arch("qwen2-5-coder-7b");
+    a.num_hidden_layers = 1 << 60;
+    assert!(a.check().unwrap_err().contains("num_hidden_layers 1152921504606846976"));
 }
