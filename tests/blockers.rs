@@ -315,6 +315,37 @@ fn a_total_size_of_2_64_minus_1_falls_back_to_data_models_json_with_a_warning_na
     assert!(!text.contains("17179869184 GiB"), "a wrapped sum: {plan:#}");
 }
 
+/// Issue 30 item 5: a Hugging Face answering each read in 14 s (each under its own 15 s bound)
+/// made the config phase overrun its window, and the run stopped. The reads have one budget
+/// inside the window now (half of what is left of it, the runner handing the phase its
+/// deadline): past it the plan falls back to data/models.json as for an unreachable Hugging
+/// Face, and says so. A 4 s window keeps the test short.
+#[test]
+fn a_hugging_face_answering_in_14_s_falls_back_within_the_config_window() {
+    let id = "Qwen/Qwen2.5-Coder-7B-Instruct";
+    let files = [(format!("{id}/config.json"), QWEN_7B_CONFIG.to_string())];
+    let files: Vec<(&str, &str)> = files.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let hf = support::hf::HfStandIn::serving(&[], &[], &files, std::time::Duration::from_secs(14));
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--model", "qwen2-5-coder-7b", "--phase-timeout", "config=4"];
+    let (out, plan) = dry_run_asking(&hf, dir.path(), &args);
+    let err = support::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}\n{plan:#}");
+    let config = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "config").unwrap();
+    assert_eq!(config["plan_timeout_secs"], 4, "{config}");
+    let late = plan["blockers"].as_array().unwrap().iter().any(|b| b["phase"] == "config");
+    assert!(!late, "the config phase stayed within its window: {plan:#}");
+    let warned = plan["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|w| w.contains(id) && w.contains("config phase's budget") && w.contains("data/models.json"));
+    assert!(warned, "{plan:#}");
+    assert!(err.contains("warning: Hugging Face did not answer within 2 s, the config phase's budget"), "{err}");
+    assert!(plan.to_string().contains(&format!("{id}'s figures: data/models.json")), "{plan:#}");
+}
+
 /// A plan half past its window: `--phase-timeout facts=1` shortens the facts phase whole, and a
 /// node list that never answers ends the run there, exit 1 naming the phase; the plan of the same
 /// flag prints the value.

@@ -36,6 +36,8 @@ pub async fn window<T>(
     f: impl Future<Output = Result<T, Failure>>,
     late: impl FnOnce() -> Failure,
 ) -> Result<T, Failure> {
+    // The half reads its own deadline ([`deadline`]) to fit its inner waits inside the window.
+    let f = DEADLINE.scope(tokio::time::Instant::now() + limit, f);
     if stops_itself {
         return tokio::time::timeout(limit.saturating_add(GRACE), f).await.unwrap_or_else(|_| Err(late()));
     }
@@ -43,6 +45,18 @@ pub async fn window<T>(
         r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(late())),
         _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
     }
+}
+
+tokio::task_local! {
+    /// When the window the current half runs in closes.
+    static DEADLINE: tokio::time::Instant;
+}
+
+/// The deadline of the window the calling half runs in (`None` outside one): how the runner
+/// hands a phase its deadline, so a phase with several bounded reads (config's Hugging Face
+/// reads) can give them one budget inside its window instead of overrunning it.
+pub fn deadline() -> Option<tokio::time::Instant> {
+    DEADLINE.try_with(|d| *d).ok()
 }
 
 pub struct Runner {
@@ -413,6 +427,18 @@ mod tests {
                 tree_pins: &self.tree_pins,
             }
         }
+    }
+
+    /// The runner hands the half its window's deadline; outside a window there is none.
+    #[tokio::test]
+    async fn a_half_reads_the_deadline_of_its_window() {
+        assert_eq!(deadline(), None);
+        let before = tokio::time::Instant::now();
+        let limit = Duration::from_secs(30);
+        let seen = window(limit, false, &Interrupt::default(), async { Ok(deadline()) }, || Failure::Interrupted).await;
+        let seen = seen.unwrap().expect("a deadline inside the window");
+        assert!(seen >= before + limit && seen <= tokio::time::Instant::now() + limit, "{seen:?}");
+        assert_eq!(deadline(), None);
     }
 
     #[test]

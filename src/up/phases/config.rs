@@ -70,7 +70,7 @@ impl Phase for Config<'_> {
             None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
         }
         let downloads = match (&pinned, args.offline) {
-            (Some(c), false) => hf_reads(&c.catalog, global).await,
+            (Some(c), false) => hf_reads(&c.catalog, global, shell).await,
             (Some(_), true) => {
                 shell.warn(
                     "--offline: Hugging Face was not asked; the figures come from the cache or data/models.json, \
@@ -185,6 +185,7 @@ fn seeded_catalog(
 async fn hf_reads(
     catalog: &crate::config::catalog::Catalog,
     global: &Global,
+    shell: &crate::output::Shell,
 ) -> Vec<(String, crate::config::hf::Access)> {
     let env = &global.env;
     let entries: Vec<(String, String)> =
@@ -204,8 +205,33 @@ async fn hf_reads(
     };
     let endpoint = super::super::hf::endpoint(env.var("HF_ENDPOINT").as_deref());
     let token = env.var("HF_TOKEN");
-    let reads = super::super::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache).await;
-    reads.into_iter().map(|r| (r.model_id, r.access)).collect()
+    let reading = super::super::hf::read_all(&d, &endpoint, token.as_deref(), &entries, &cache);
+    // One budget for every read, inside the phase's window: half of what is left of it, so the
+    // decision after the reads still has the other half. Each read is also bounded on its own.
+    let Some(budget) = super::super::runner::deadline().map(|d| hf_budget(d, tokio::time::Instant::now())) else {
+        return reading.await.into_iter().map(|r| (r.model_id, r.access)).collect();
+    };
+    match tokio::time::timeout(budget, reading).await {
+        Ok(reads) => reads.into_iter().map(|r| (r.model_id, r.access)).collect(),
+        Err(_) => {
+            let why = format!(
+                "Hugging Face did not answer within {} s, the config phase's budget for its reads: the download \
+                 was not checked, and the figures come from the cache or data/models.json, as for an unreachable \
+                 Hugging Face",
+                budget.as_secs_f64().round()
+            );
+            shell.warn(&why);
+            entries
+                .into_iter()
+                .map(|(id, _)| (id.clone(), crate::config::hf::Access::Unknown(format!("{id}: {why}"))))
+                .collect()
+        }
+    }
+}
+
+/// The Hugging Face reads' budget: half of what is left of the phase's window at `now`.
+fn hf_budget(deadline: tokio::time::Instant, now: tokio::time::Instant) -> Duration {
+    deadline.saturating_duration_since(now) / 2
 }
 
 /// Each reader of EAT's model key with whether the install runs it: the pinned EAT tree's
@@ -295,4 +321,16 @@ pub fn prerequisites(
         r.plan.warnings.push(w);
     }
     r.prereq = Some(report);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_hugging_face_reads_get_half_of_what_is_left_of_the_window() {
+        let now = tokio::time::Instant::now();
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(super::hf_budget(now + secs(30), now), secs(15));
+        assert_eq!(super::hf_budget(now + secs(4), now), secs(2));
+        assert_eq!(super::hf_budget(now, now + secs(1)), secs(0), "a window already closed leaves nothing");
+    }
 }
