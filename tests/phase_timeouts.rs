@@ -1,11 +1,11 @@
 //! Every phase's timeout, enforced at its effective value (SPEC §4): for each phase whose work is
 //! done in its plan half, a stalled stand-in holds that work (the cluster's Lease read, a Docker
-//! Engine that never answers an image call, a git remote that never answers a fetch, a Hugging
-//! Face that never finishes its TLS handshake, a `git apply` that never returns), and
-//! `--phase-timeout NAME=1` ends the phase there: the plan lists it as a blocker naming the phase
+//! Engine that never answers an image call, a git remote that never answers a fetch, a `git
+//! apply` that never returns), and `--phase-timeout NAME=1` ends the phase there: the plan lists it as a blocker naming the phase
 //! and its 1 s, the real run exits 1 with the same line and writes nothing, and the plan prints
 //! the value it enforced. The act halves that run in a bastion (prepare, install, record, verify)
-//! are tested the same way in tests/up_cycle.rs; facts in tests/blockers.rs.
+//! are tested the same way in tests/up_cycle.rs; facts in tests/blockers.rs. Config's one wait,
+//! the Hugging Face reads, keeps inside its window (issue 30 item 5), tested here too.
 
 mod support;
 
@@ -118,23 +118,30 @@ fn the_trees_phase_past_its_window_is_a_blocker_naming_it() {
     assert_eq!(support::writes(&server), Vec::<String>::new());
 }
 
+/// Until issue 30 item 5 this was the config phase's window: a Hugging Face that never answers
+/// its TLS handshake held config past its 1 s window, a blocker. Its reads have one budget inside
+/// the window now (half of what is left of it): the same silent endpoint ends in a fallback with
+/// a warning, and config finishes inside its window.
 #[test]
-fn the_config_phase_past_its_window_is_a_blocker_naming_it() {
+fn a_silent_hugging_face_no_longer_holds_the_config_phase_past_its_window() {
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
-    // Config asks Hugging Face whether each catalog entry's weights can be downloaded: an
-    // endpoint that accepts the connection and never answers its TLS handshake.
+    // An endpoint that accepts the connection and never answers its TLS handshake.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let hf = format!("https://{}", silent.local_addr().unwrap());
     let server = ClusterServer::start(support::fixture(CLUSTER));
-    let make = |x: &[&str]| {
-        let mut c = command(&server, CLUSTER, state.path(), &t, true, x);
-        c.env("HF_ENDPOINT", &hf);
-        c
-    };
-    let (plan, real) = plan_and_run(make, "config");
+    let dry = command(&server, CLUSTER, state.path(), &t, true, &["--dry-run", "--output", "json"])
+        .env("HF_ENDPOINT", &hf)
+        .args(["--phase-timeout", "config=1"])
+        .output()
+        .unwrap();
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&dry.stderr)));
     assert_prints_one_second(&plan, "config");
-    assert_stopped_at(&plan, &real, "config");
-    assert_eq!(plan["overlay_not_decided"], "the configuration was not decided", "{plan:#}");
+    let late = plan["blockers"].as_array().unwrap().iter().any(|b| b["phase"] == "config");
+    assert!(!late, "config finished inside its window: {plan:#}");
+    assert_ne!(plan["overlay_not_decided"], "the configuration was not decided", "{plan:#}");
+    let warned =
+        plan["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("config phase's budget"));
+    assert!(warned, "{plan:#}");
     assert_eq!(support::writes(&server), Vec::<String>::new());
 }
 
