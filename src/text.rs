@@ -59,25 +59,7 @@ pub fn json_safe(json: String) -> String {
 /// Replaces the user information of every URL in `s` (`http://user:pass@proxy:3128` becomes
 /// `http://***@proxy:3128`). Text without `://` is returned unchanged.
 pub fn mask_userinfo(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("://") {
-        let (head, tail) = rest.split_at(i + 3);
-        out.push_str(head);
-        let end = tail.find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '<' | '>') || c.is_whitespace());
-        let authority = &tail[..end.unwrap_or(tail.len())];
-        // `[` and `]` are not allowed in userinfo (RFC 3986 §3.2.1): text such as a hint's
-        // `http://[user:password@]host:port` is a template, not credentials.
-        match authority.rfind('@').filter(|&at| !authority[..at].contains(['[', ']'])) {
-            Some(at) => {
-                out.push_str("***");
-                rest = &tail[at..];
-            }
-            None => rest = tail,
-        }
-    }
-    out.push_str(rest);
-    out
+    crate::secrets::redact::userinfo(s, &mut 0)
 }
 
 /// `s` cut to at most `max` characters (never inside one), with `…` when something was cut.

@@ -968,21 +968,6 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
 
-/// Every file of a support bundle, by name.
-fn unpack(bundle: &Path) -> std::collections::BTreeMap<String, String> {
-    let bytes = std::fs::read(bundle).unwrap();
-    let mut t = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
-    let mut files = std::collections::BTreeMap::new();
-    for e in t.entries().unwrap() {
-        let mut e = e.unwrap();
-        let name = e.path().unwrap().display().to_string();
-        let mut body = String::new();
-        std::io::Read::read_to_string(&mut e, &mut body).unwrap();
-        files.insert(name, body);
-    }
-    files
-}
-
 /// `eas support-bundle` after a failed install: the installer's log tail, the events of
 /// kube-system and of the nodes, the nodes' conditions and the manifest, in a 0600 file; no
 /// sentinel (the kubeconfig's token, the installer's secret variables, a proxy URL's password)
@@ -1032,7 +1017,7 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
         .filter(|s| s != "POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews")
         .collect();
     assert_eq!(sent, Vec::<String>::new());
-    let files = unpack(&bundle);
+    let files = support::unpack_bundle(&bundle);
     let names: Vec<&String> = files.keys().collect();
     for want in [
         "state.json",
@@ -1070,7 +1055,7 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("warning: not collected: cluster: the API server does not answer"), "{err}");
-    let files = unpack(&local);
+    let files = support::unpack_bundle(&local);
     assert!(files.contains_key("state.json") && files.contains_key("plan.json"), "{:?}", files.keys());
     let log = files.iter().filter(|(n, _)| n.starts_with("logs/")).map(|(_, b)| b.as_str()).collect::<String>();
     assert!(log.contains("kserve controller not ready"));

@@ -104,7 +104,8 @@ pub enum Command {
     /// The read-only gates of `eas up` (the same checks as its plan), one line per check
     Doctor(DoctorArgs),
     /// Collect this cluster's records, logs, status, doctor and recent events into one .tar.gz,
-    /// every secret masked (read-only; Secret objects are never read)
+    /// every secret masked (read-only; of Secret objects only the Helm release storage Secrets are
+    /// read, by the doctor it runs, for each release's chart and status; none goes into the bundle)
     SupportBundle(SupportBundleArgs),
     /// Size each model candidate against the node it would land on (pure: reads a facts document)
     Fit(FitArgs),

@@ -111,17 +111,40 @@ pub fn default_name(context: &str, stamp: &str) -> String {
     format!("eas-support-{safe}-{stamp}.tar.gz")
 }
 
+/// One file masked: a JSON document by structure and string by string (it stays valid JSON,
+/// with bidi and zero-width characters written as escapes), any other file as text; and the
+/// masks by rule.
+fn mask_file(name: &str, bytes: &[u8]) -> (Vec<u8>, crate::secrets::redact::ByRule) {
+    let text = String::from_utf8_lossy(bytes);
+    if name.ends_with(".json")
+        && let Ok(mut v) = serde_json::from_str::<Value>(&text)
+    {
+        let by = crate::secrets::scrub_json(&mut v);
+        return (pretty(&v), by);
+    }
+    let (text, by) = crate::secrets::scrub_by_rule(&text);
+    (text.into_bytes(), by)
+}
+
 /// Masks every file and writes the manifest. Pure: the bundle in, the files to pack out.
 fn finish(bundle: Bundle) -> (Vec<(String, Vec<u8>)>, Value) {
     let (about, not_collected) = (bundle.about.clone(), bundle.not_collected.clone());
     let mut files = Vec::new();
+    // By file (the total), by file and rule, and by rule.
     let mut redacted = serde_json::Map::new();
+    let mut redactions = serde_json::Map::new();
+    let mut by_rule: BTreeMap<&str, usize> = BTreeMap::new();
     for (name, bytes) in bundle.files {
-        let (text, n) = crate::secrets::scrub(&String::from_utf8_lossy(&bytes));
+        let (masked, by) = mask_file(&name, &bytes);
+        let n: usize = by.values().sum();
         if n > 0 {
             redacted.insert(name.clone(), json!(n));
+            redactions.insert(name.clone(), json!(by));
+            for (rule, k) in by {
+                *by_rule.entry(rule).or_default() += k;
+            }
         }
-        files.push((name, text.into_bytes()));
+        files.push((name, masked));
     }
     let not_collected: Vec<Value> =
         not_collected.iter().map(|(item, why)| json!({"item": item, "why": crate::secrets::mask(why)})).collect();
@@ -135,6 +158,8 @@ fn finish(bundle: Bundle) -> (Vec<(String, Vec<u8>)>, Value) {
         "limits": {"log_lines_per_container": LOG_LINES, "cluster_bytes": CLUSTER_BYTES, "seconds": DEADLINE.as_secs()},
         "collected": collected,
         "redacted": redacted,
+        "redacted_by_rule": by_rule,
+        "redactions": redactions,
         "not_collected": not_collected,
     });
     let mut text = serde_json::to_string_pretty(&manifest).expect("a manifest serialises");
@@ -248,8 +273,10 @@ fn one_line(f: &Failure) -> String {
     }
 }
 
+/// A JSON file of the bundle: pretty, with bidi and zero-width characters (a node's name may
+/// hold them) written as `\uXXXX` escapes, as every other printer of a cluster string does.
 fn pretty(v: &Value) -> Vec<u8> {
-    let mut s = serde_json::to_string_pretty(v).expect("json serialises");
+    let mut s = crate::text::json_safe(serde_json::to_string_pretty(v).expect("json serialises"));
     s.push('\n');
     s.into_bytes()
 }
@@ -268,18 +295,37 @@ fn local(b: &mut Bundle, dir: &Path) {
             }
         }
     }
-    let logs = dir.join("logs");
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&logs).into_iter().flatten().flatten().map(|e| e.path()).collect();
-    names.sort();
-    if names.is_empty() {
-        b.miss("logs/", format!("no run log in {}", logs.display()));
+    match read(&dir.join(ATTEMPT).join("attempt.json")) {
+        Ok(bytes) => b.add(format!("{ATTEMPT}/attempt.json"), bytes),
+        Err(e) if e.is_not_found() => {}
+        Err(e) => b.miss(format!("{ATTEMPT}/attempt.json"), e.to_string()),
     }
-    for p in names.into_iter().filter(|p| p.is_file()) {
-        let name = format!("logs/{}", p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-        match tail_of(&p, LOG_TAIL) {
-            Ok(bytes) => b.add(name, bytes),
-            Err(e) => b.miss(name, e.to_string()),
+    // The install's logs and those of a run that stopped before its install (`attempt/logs/`:
+    // a run stopped by a blocker logs there).
+    let mut found = 0;
+    for (logs, under) in
+        [(dir.join("logs"), "logs".to_string()), (dir.join(ATTEMPT).join("logs"), format!("{ATTEMPT}/logs"))]
+    {
+        let mut names: Vec<PathBuf> = std::fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        names.sort();
+        found += names.len();
+        for p in names {
+            let name =
+                format!("{under}/{}", p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+            match tail_of(&p, LOG_TAIL) {
+                Ok(bytes) => b.add(name, bytes),
+                Err(e) => b.miss(name, e.to_string()),
+            }
         }
+    }
+    if found == 0 {
+        b.miss("logs/", format!("no run log in {} nor in {ATTEMPT}/logs/", dir.join("logs").display()));
     }
 }
 

@@ -12,6 +12,7 @@ use base64::Engine;
 use kube::config::Kubeconfig;
 
 pub mod redact;
+pub mod structure;
 
 use redact::Redactor;
 
@@ -112,10 +113,30 @@ pub fn mask(line: &str) -> String {
 
 /// [`mask`] for a whole text, and how many secrets it masked.
 pub fn scrub(text: &str) -> (String, usize) {
+    let (out, by) = scrub_by_rule(text);
+    (out, by.values().sum())
+}
+
+/// [`scrub`], counted by rule (`redact::KNOWN_VALUE` and each shape).
+pub fn scrub_by_rule(text: &str) -> (String, redact::ByRule) {
     match &*REDACTOR.read().unwrap_or_else(|e| e.into_inner()) {
-        Some(r) => r.redact_counted(text),
-        None => redact::patterns(text),
+        Some(r) => r.redact_by_rule(text),
+        None => redact::patterns_by_rule(text),
     }
+}
+
+/// A JSON document masked by structure (`structure::redact`), then every string of it as text;
+/// the masks counted by rule.
+pub fn scrub_json(v: &mut serde_json::Value) -> redact::ByRule {
+    let mut by = redact::ByRule::new();
+    structure::redact(v, &mut by, &mut |s, by| {
+        let (out, found) = scrub_by_rule(s);
+        for (rule, n) in found {
+            *by.entry(rule).or_default() += n;
+        }
+        out
+    });
+    by
 }
 
 /// A redactor holding every secret registered so far, plus `extra`.
@@ -189,7 +210,8 @@ mod tests {
         let r = Redactor::new(["SCRUBSENTINEL9"]);
         assert_eq!(scrub_dir(dir.path(), &r).unwrap(), 1);
         let text = std::fs::read_to_string(dir.path().join("install.log")).unwrap();
-        assert!(!text.contains("SCRUBSENTINEL9") && text.contains("https_proxy=http://u:"), "{text}");
+        // The userinfo is masked whole, by its shape, once the password is masked by its value.
+        assert!(!text.contains("SCRUBSENTINEL9") && text.contains("https_proxy=http://***@p:1"), "{text}");
         assert_eq!(scrub_dir(&dir.path().join("missing"), &r).unwrap(), 0);
     }
 }

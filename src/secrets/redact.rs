@@ -4,12 +4,25 @@
 //! Besides the value itself, the forms it takes in Ansible's verbose output are covered: the
 //! JSON-escaped text and the base64 of a Kubernetes Secret's `data`. Secrets eas was never told
 //! of are caught by their shape ([`patterns`]): a Hugging Face token (`hf_` and 20 or more
-//! letters and digits), an HTTP `Bearer` credential, a PEM private-key block, a `password:`
-//! value.
+//! letters and digits), an HTTP `Bearer` credential, a PEM private-key block, a `password:` or
+//! `password=` value, a URL's userinfo. Each mask is counted by its rule (the support bundle's
+//! manifest lists them).
 
 use base64::Engine;
 
 pub const MASK: &str = "***";
+
+/// The rules a mask is counted under: a value eas knows, and each shape.
+pub const KNOWN_VALUE: &str = "known-value";
+pub const PRIVATE_KEY: &str = "private-key";
+pub const BEARER: &str = "bearer-token";
+pub const PASSWORD_COLON: &str = "password:";
+pub const PASSWORD_EQUALS: &str = "password=";
+pub const URL_USERINFO: &str = "url-userinfo";
+pub const HF_TOKEN: &str = "hf-token";
+
+/// How many masks each rule made.
+pub type ByRule = std::collections::BTreeMap<&'static str, usize>;
 
 /// Shortest base64 run worth masking: shorter ones match ordinary text too often.
 const MIN_BASE64: usize = 8;
@@ -60,6 +73,12 @@ impl Redactor {
     /// [`Redactor::redact`], and how many secrets were masked (the support bundle's manifest
     /// counts them per file).
     pub fn redact_counted(&self, text: &str) -> (String, usize) {
+        let (out, by) = self.redact_by_rule(text);
+        (out, by.values().sum())
+    }
+
+    /// [`Redactor::redact`], and how many masks each rule made.
+    pub fn redact_by_rule(&self, text: &str) -> (String, ByRule) {
         let mut out = text.to_string();
         let mut count = 0;
         for n in &self.needles {
@@ -69,8 +88,11 @@ impl Redactor {
                 out = out.replace(n.as_str(), MASK);
             }
         }
-        let (out, by_shape) = patterns(&out);
-        (out, count + by_shape)
+        let (out, mut by) = patterns_by_rule(&out);
+        if count > 0 {
+            by.insert(KNOWN_VALUE, count);
+        }
+        (out, by)
     }
 
     pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
@@ -81,13 +103,58 @@ impl Redactor {
 /// Masks the secrets recognised by their shape, whoever's they are, and counts them: `hf_` and
 /// 20 or more ASCII letters and digits; `Bearer` and the word after it; a PEM private-key block
 /// (`-----BEGIN … PRIVATE KEY-----` to its `END` line, or to the end of the text when cut off);
-/// `password:` (any case) and the word after it.
+/// `password:` (any case) and the word after it; `password=` (any case, so `--db-password=`,
+/// `PASSWORD=` too) and the value after it, up to a blank, a quote, `&`, `,` or `;`; a URL's
+/// userinfo (`scheme://user:pass@host`).
+#[cfg(test)]
 pub fn patterns(text: &str) -> (String, usize) {
-    let mut count = 0;
-    let mut s = pem_blocks(text, &mut count);
-    s = after_word(&s, "Bearer ", false, &mut count);
-    s = after_word(&s, "password:", true, &mut count);
-    (hf_tokens(&s, &mut count), count)
+    let (s, by) = patterns_by_rule(text);
+    (s, by.values().sum())
+}
+
+/// [`patterns`], counted by rule.
+pub fn patterns_by_rule(text: &str) -> (String, ByRule) {
+    let mut by = ByRule::new();
+    let mut count = |rule: &'static str, f: &dyn Fn(&str, &mut usize) -> String, s: &str| {
+        let mut n = 0;
+        let out = f(s, &mut n);
+        if n > 0 {
+            *by.entry(rule).or_default() += n;
+        }
+        out
+    };
+    let s = count(PRIVATE_KEY, &pem_blocks, text);
+    let s = count(BEARER, &|s, n| after_word(s, "Bearer ", false, &[], n), &s);
+    let s = count(PASSWORD_COLON, &|s, n| after_word(s, "password:", true, &[], n), &s);
+    let s = count(PASSWORD_EQUALS, &|s, n| after_word(s, "password=", true, &['"', '\'', '&', ',', ';'], n), &s);
+    let s = count(URL_USERINFO, &userinfo, &s);
+    let s = count(HF_TOKEN, &hf_tokens, &s);
+    (s, by)
+}
+
+/// Replaces the user information of every URL in `s` (`http://user:pass@proxy:3128` becomes
+/// `http://***@proxy:3128`) and counts them. `[` and `]` are not allowed in userinfo (RFC 3986
+/// §3.2.1): text such as a hint's `http://[user:password@]host:port` is a template, not
+/// credentials.
+pub fn userinfo(s: &str, count: &mut usize) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail.find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '<' | '>') || c.is_whitespace());
+        let authority = &tail[..end.unwrap_or(tail.len())];
+        match authority.rfind('@').filter(|&at| !authority[..at].contains(['[', ']']) && &authority[..at] != MASK) {
+            Some(at) => {
+                out.push_str(MASK);
+                *count += 1;
+                rest = &tail[at..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn pem_blocks(text: &str, count: &mut usize) -> String {
@@ -116,8 +183,9 @@ fn pem_blocks(text: &str, count: &mut usize) -> String {
     out
 }
 
-/// Masks the run of non-space characters after each `key` (after any blanks), when there is one.
-fn after_word(text: &str, key: &str, any_case: bool, count: &mut usize) -> String {
+/// Masks the run of non-space characters (nor any of `stops`) after each `key` (after any blanks;
+/// right after a key ending in `=`), when there is one.
+fn after_word(text: &str, key: &str, any_case: bool, stops: &[char], count: &mut usize) -> String {
     let hay = if any_case { text.to_ascii_lowercase() } else { text.to_string() };
     let needle = if any_case { key.to_ascii_lowercase() } else { key.to_string() };
     let mut out = String::with_capacity(text.len());
@@ -126,8 +194,8 @@ fn after_word(text: &str, key: &str, any_case: bool, count: &mut usize) -> Strin
         let start = from + i + needle.len();
         let blanks = text[start..].len() - text[start..].trim_start_matches([' ', '\t']).len();
         let word = start + blanks;
-        let end = text[word..].find(char::is_whitespace).map_or(text.len(), |e| word + e);
-        if (blanks > 0 || key.ends_with(' ')) && end > word && &text[word..end] != MASK {
+        let end = text[word..].find(|c: char| c.is_whitespace() || stops.contains(&c)).map_or(text.len(), |e| word + e);
+        if (blanks > 0 || key.ends_with(' ') || key.ends_with('=')) && end > word && &text[word..end] != MASK {
             out.push_str(&text[from..word]);
             out.push_str(MASK);
             *count += 1;
@@ -201,6 +269,13 @@ mod tests {
             ("Authorization: Bearer eyJhbGciOi.x.y done", "Authorization: Bearer *** done", 1),
             ("  password: hunter2-long\n  Password:\tx", "  password: ***\n  Password:\t***", 2),
             ("password: *** and password:none", "password: *** and password:none", 0),
+            ("--db-password=s3cr3t --dtype=bf16", "--db-password=*** --dtype=bf16", 1),
+            ("{\"a\": \"PASSWORD=x1;y\"}", "{\"a\": \"PASSWORD=***;y\"}", 1),
+            (
+                "postgres://admin:pw@db:5432/x and http://[user:password@]host",
+                "postgres://***@db:5432/x and http://[user:password@]host",
+                1,
+            ),
             (pem, "a\n***\nb", 1),
             ("-----BEGIN EC PRIVATE KEY-----\nMHcC cut", "***", 1),
             (
@@ -214,6 +289,11 @@ mod tests {
         }
         let r = Redactor::new(["s3cret-pass"]);
         assert_eq!(r.redact_counted("s3cret-pass s3cret-pass Bearer tok"), ("*** *** Bearer ***".to_string(), 3));
+        let (_, by) = r.redact_by_rule("s3cret-pass Bearer tok hf_abcdefghijABCDEFGHIJ0123 http://u:p@h --password=x");
+        let want: ByRule = [(KNOWN_VALUE, 1), (BEARER, 1), (HF_TOKEN, 1), (URL_USERINFO, 1), (PASSWORD_EQUALS, 1)]
+            .into_iter()
+            .collect();
+        assert_eq!(by, want);
     }
 
     #[test]

@@ -190,6 +190,21 @@ pub fn unreachable_kubeconfig(dir: &Path) -> (PathBuf, u16) {
     (path, port)
 }
 
+/// Every file of a support bundle (a gzip'd tar), by name.
+pub fn unpack_bundle(bundle: &Path) -> std::collections::BTreeMap<String, String> {
+    let bytes = std::fs::read(bundle).unwrap();
+    let mut t = tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    let mut files = std::collections::BTreeMap::new();
+    for e in t.entries().unwrap() {
+        let mut e = e.unwrap();
+        let name = e.path().unwrap().display().to_string();
+        let mut body = String::new();
+        std::io::Read::read_to_string(&mut e, &mut body).unwrap();
+        files.insert(name, body);
+    }
+    files
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
