@@ -166,15 +166,42 @@ fn every_config_case_matches_its_golden_files() {
     assert!(problems.is_empty(), "{} problem(s):\n{}", problems.len(), problems.join("\n\n"));
 }
 
-/// Figures in the Hugging Face cache (as `eas up` leaves them) size an entry data/models.json
-/// does not know: on the catalog without eas's candidates, qwen3-0-6b is then picked as the
-/// largest entry that fits, and the decision names where its figures were read. The config below
-/// is in Qwen3-0.6B's shape (28 layers, 8 KV heads, head_dim 128, 40960 tokens, bf16); its size
-/// is 0.6B parameters in bf16 (a test figure, not a reading).
+/// The catalog of real entries decides without Hugging Face: data/models.json carries the figures
+/// of both its vLLM LLM entries (Qwen3-0.6B from torchtune, the AWQ entry's stated bound), so the
+/// largest that fits, llama3-8b-awq, is picked and its decision cites where its figures come from.
+/// Figures in the Hugging Face cache (as `eas up` leaves them) win over the data: a config in
+/// Qwen3-0.6B's shape (28 layers, 8 KV heads, head_dim 128, 40960 tokens, bf16) with a test size
+/// is named as the source of qwen3-0-6b's sizing.
 #[test]
-fn figures_in_the_hf_cache_size_an_entry_the_data_does_not_know() {
+fn the_real_catalog_decides_from_the_data_and_the_hf_cache_wins() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let case = root.join("fixtures/config/no-fit-memory-decides");
+    let out = tempfile::tempdir().unwrap();
+    let run = |xdg: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_eas"))
+            .env("XDG_CACHE_HOME", xdg)
+            .args(["config", "--facts"])
+            .arg(case.join("facts.json"))
+            .arg("--out")
+            .arg(out.path())
+            .args(["--catalog"])
+            .arg(root.join("fixtures/synthetic/catalogs/real-entries.yaml"))
+            .args(extra)
+            .current_dir(root)
+            .output()
+            .unwrap()
+    };
+    // Without a cache (offline): the data's figures decide, and the pick says so.
+    let empty = tempfile::tempdir().unwrap();
+    let o = run(empty.path(), &[]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("-> model: llama3-8b-awq (rule: the largest entry that fits, 5.3 GiB of weights)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(casperhansen/llama-3-8b-instruct-awq's figures: data/models.json)"), "{stdout}");
+    // With Qwen3-0.6B's figures in the cache, its sizing names them.
     let cache = tempfile::tempdir().unwrap();
     let dir = cache.path().join("eas/hf/Qwen/Qwen3-0.6B@main");
     fs::create_dir_all(&dir).unwrap();
@@ -184,35 +211,21 @@ fn figures_in_the_hf_cache_size_an_entry_the_data_does_not_know() {
             "num_key_value_heads": 8, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}"#,
     )
     .unwrap();
-    fs::write(dir.join("model.safetensors.size"), "1192099840").unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let run = |xdg: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_eas"))
-            .env("XDG_CACHE_HOME", xdg)
-            .args(["config", "--facts"])
-            .arg(case.join("facts.json"))
-            .arg("--out")
-            .arg(out.path())
-            .args(["--catalog"])
-            .arg(root.join("fixtures/synthetic/catalogs/without-candidates.yaml"))
-            .current_dir(root)
-            .output()
-            .unwrap()
-    };
-    let o = run(cache.path());
+    fs::write(dir.join("model.safetensors.size"), "1503238554").unwrap();
+    let o = run(cache.path(), &["--model", "qwen3-0-6b"]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        stdout.contains("-> model: qwen3-0-6b (rule: the largest entry that fits, 1.1 GiB of weights)"),
+        stdout.contains("weights 1.4 GiB (Qwen/Qwen3-0.6B's figures: hf:Qwen/Qwen3-0.6B@main config.json)"),
         "{stdout}"
     );
-    assert!(stdout.contains("(Qwen/Qwen3-0.6B's figures: hf:Qwen/Qwen3-0.6B@main config.json)"), "{stdout}");
-    // 40960 tokens × 112 KiB = 4.4 GiB fits the category's 8 GiB cache: no --max-model-len.
+    // 40960 tokens x 112 KiB = 4.4 GiB fits the category's 8 GiB cache: no --max-model-len.
     let edit = fs::read_to_string(out.path().join("models.edit.yaml")).unwrap();
     assert!(!edit.contains("--max-model-len"), "{edit}");
-    // Without the cache the same catalog is refused, as its golden says.
-    let empty = tempfile::tempdir().unwrap();
-    assert_eq!(run(empty.path()).status.code(), Some(3));
+    // Without the cache the same entry is sized from the data (torchtune's figures).
+    let o = run(empty.path(), &["--model", "qwen3-0-6b"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("weights 1.1 GiB (Qwen/Qwen3-0.6B's figures: data/models.json)"), "{stdout}");
 }
 
 #[test]

@@ -50,6 +50,8 @@ pub struct Entry {
     pub cpu: Option<f64>,
     /// The `--max-model-len` the rendered args carry (category, version, entry; the last wins).
     pub max_model_len: Option<u64>,
+    /// The `--dtype` the rendered args carry (the llm category's `bfloat16` in the real catalog).
+    pub dtype: Option<String>,
     /// The KV cache vLLM gets for this entry in GiB (category default or the entry's override),
     /// `None` for categories without a KV cache (embed, rerank).
     pub kv_cache_gib: Option<f64>,
@@ -173,6 +175,11 @@ impl Catalog {
                 .flatten()
                 .filter_map(max_model_len_arg)
                 .next_back();
+            let dtype = [cat.and_then(|c| c.get("args")), version_args, m.get("args")]
+                .into_iter()
+                .flatten()
+                .filter_map(|a| last_arg(a, "--dtype"))
+                .next_back();
             entries.push(Entry {
                 name,
                 model_id,
@@ -184,6 +191,7 @@ impl Catalog {
                 memory_from_entry: own_memory.is_some(),
                 cpu,
                 max_model_len,
+                dtype,
                 kv_from_entry: own.is_some(),
                 kv_cache_gib,
             });
@@ -233,6 +241,22 @@ fn max_model_len_arg(args: &Value) -> Option<u64> {
             found = items.get(i + 1).and_then(|v| v.parse().ok()).or(found);
         } else if let Some(v) = a.strip_prefix("--max-model-len=") {
             found = v.parse().ok().or(found);
+        }
+    }
+    found
+}
+
+/// The last value of `flag` in an args list (`--flag v` or `--flag=v`).
+fn last_arg(args: &Value, flag: &str) -> Option<String> {
+    let items: Vec<String> =
+        args.as_array()?.iter().map(|a| a.as_str().map(str::to_string).unwrap_or(a.to_string())).collect();
+    let eq = format!("{flag}=");
+    let mut found = None;
+    for (i, a) in items.iter().enumerate() {
+        if a == flag {
+            found = items.get(i + 1).cloned().or(found);
+        } else if let Some(v) = a.strip_prefix(&eq) {
+            found = Some(v.to_string());
         }
     }
     found
@@ -346,6 +370,7 @@ models:
         assert_eq!((own.memory_bytes, own.memory_from_entry, own.cpu), (Some(20 << 30), true, Some(12.0)));
         assert_eq!(own.namespace, "elsewhere");
         assert_eq!(own.max_model_len, Some(8192), "the last occurrence wins, in either form");
+        assert_eq!(own.dtype, None);
         assert_eq!(c.entry("ov").unwrap().runtime, "openvino");
         assert_eq!(c.entry("emb").unwrap().memory_bytes, Some(12 << 30));
         assert_eq!(c.llms().count(), 5);

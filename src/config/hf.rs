@@ -41,7 +41,10 @@ pub fn architecture(config: &str, index: Option<&str>) -> Result<Architecture, S
         Some(other) => return Err(format!("{CONFIG}: dtype {other:?} is not one fit knows")),
         None => return Err(format!("{CONFIG} has no torch_dtype")),
     };
-    let quantized = v.get("quantization_config").is_some() || c.get("quantization_config").is_some();
+    let qc = v.get("quantization_config").or_else(|| c.get("quantization_config"));
+    let quantized = qc.is_some();
+    let quantization =
+        qc.map(|q| q.get("quant_method").and_then(Value::as_str).unwrap_or("unknown").to_ascii_lowercase());
     let total = index.map(total_size).transpose()?;
     if quantized && total.is_none() {
         return Err(format!("{CONFIG} is quantized and no {INDEX} gives the weights' size"));
@@ -57,6 +60,7 @@ pub fn architecture(config: &str, index: Option<&str>) -> Result<Architecture, S
         head_dim,
         max_position_embeddings: context,
         weights_total_bytes: Some(total),
+        quantization,
     };
     // The answer is unusable when its figures cannot be sized with (checked arithmetic).
     a.check().map_err(|e| format!("{INDEX} or {CONFIG}: {e}"))?;

@@ -2,6 +2,7 @@
 
 pub mod catalog;
 pub mod components;
+pub mod cpu_dtype;
 pub mod data;
 pub mod fit;
 pub mod hf;

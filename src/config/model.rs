@@ -10,6 +10,7 @@ use crate::facts::{self, Facts, GIB, KV_CACHE_ENV, MAX_MODEL_LEN};
 use fit::GIB as GIB_BYTES;
 
 use super::catalog::{Pinned, whole_gib};
+use super::cpu_dtype::{self, Verdict as DtypeVerdict};
 use super::data::{self, Candidate};
 use super::fit::{self, Architecture, FitDoc, Target};
 use super::hf::Access;
@@ -64,6 +65,8 @@ struct Pickable<'a> {
     arch: Option<&'a Architecture>,
     /// What Hugging Face said about downloading its weights, when it was asked.
     download: Option<Access>,
+    /// What the landing node's CPU lets vLLM run it in (`None`: not a vLLM entry, or no node).
+    dtype: Option<DtypeVerdict>,
 }
 
 impl Pickable<'_> {
@@ -85,14 +88,37 @@ fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickabl
                 pref: models.preference(&t.name, &t.model_id),
                 arch: t.arch.as_ref().ok().filter(|_| t.runtime == "vllm"),
                 download: None,
+                dtype: None,
             }
         })
         .collect()
 }
 
+/// Each vLLM target's dtype verdict on the landing node; a dtype eas writes resizes its figures
+/// (the pod is sized with the dtype written).
+fn dtypes(f: &Facts, targets: &mut [Target]) -> Vec<(String, DtypeVerdict)> {
+    let Some(n) = fit::landing_node(&f.nodes) else { return Vec::new() };
+    let mut out = Vec::new();
+    for t in targets.iter_mut().filter(|t| t.runtime == "vllm") {
+        let quant = t.arch.as_ref().ok().and_then(|a| a.quantization.clone());
+        let v = cpu_dtype::decide(&n.name, &n.labels, t.dtype.as_deref(), quant.as_deref());
+        if let (DtypeVerdict::Write { to, .. }, Ok(a)) = (&v, &mut t.arch)
+            && let Some(b) = cpu_dtype::bytes(to)
+        {
+            *a = a.in_dtype(b);
+        }
+        out.push((t.name.clone(), v));
+    }
+    out
+}
+
 /// Whether a model can be picked automatically, and why not. `as_preference`: by the
 /// preference rule, which also needs the host memory EAT documents for it.
 fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>, own: &FitDoc, as_preference: bool) -> Result<(), String> {
+    // vLLM's CPU backend cannot run it on the landing node's CPU.
+    if let Some(DtypeVerdict::Cannot(why)) = &p.dtype {
+        return Err(format!("{}: {why}", p.name()));
+    }
     // The install would fail downloading it (Hugging Face itself refused this token).
     if let Some(Access::Refused { cause, fix }) = &p.download {
         return Err(format!("{}: {cause} ({fix})", p.name()));
@@ -128,7 +154,8 @@ pub fn pick(
     layer: Layer,
     d: &mut Decision,
 ) -> Result<(), String> {
-    let targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
+    let mut targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
+    let verdicts = dtypes(f, &mut targets);
     let own = fit::compute_for(f, &targets);
     // Hugging Face figures that could not be sized with, and nodes that cannot be, each said once.
     d.warnings.extend(targets.iter().filter_map(|t| t.arch_warning.clone()));
@@ -136,6 +163,7 @@ pub fn pick(
     let mut list = pickables(&targets, catalog);
     for p in &mut list {
         p.download = downloads.iter().find(|(id, _)| *id == p.target.model_id).map(|(_, a)| a.clone());
+        p.dtype = verdicts.iter().find(|(n, _)| n == p.name()).map(|(_, v)| v.clone());
     }
     let (mem, node) = largest_node_gib(f);
     let facts_line = format!("largest node {node} {} GiB; {}", fmt_gib(mem), fit_fact(f, fit));
@@ -155,6 +183,9 @@ pub fn pick(
             }
             Some(Access::Unknown(why)) => d.warnings.push(format!("--model {name}: download not checked: {why}")),
             _ => {}
+        }
+        if let Some(DtypeVerdict::Cannot(why)) = &p.dtype {
+            return Err(format!("--model {name}: vLLM's CPU backend cannot run it here: {why}"));
         }
         let why = match verdict(p, mem, fit, &own, true) {
             Ok(()) => String::new(),
@@ -182,7 +213,72 @@ pub fn pick(
         p
     };
     deploy_path(picked.name(), layer, d);
+    unconfirmed(picked, d);
+    write_dtype(picked, d);
+    if picked.target.runtime == "vllm"
+        && let Some(n) = fit::landing_node(&f.nodes)
+        && let Some(w) = cpu_dtype::image_isa_warning(&n.name, &n.labels)
+    {
+        d.warnings.push(w);
+    }
     size_pick(f, picked, fit, d)
+}
+
+/// A pick sized with data/models.json's figures says that Hugging Face did not confirm them, and
+/// why: the same catalog may pick otherwise once the model's own files are read (online).
+fn unconfirmed(p: &Pickable, d: &mut Decision) {
+    if p.arch.is_none() || p.target.arch_from != "data/models.json" {
+        return;
+    }
+    let why = match &p.download {
+        None => "Hugging Face was not asked (--offline, or eas config)".to_string(),
+        Some(Access::Unknown(w)) => format!("no answer from Hugging Face: {w}"),
+        Some(_) => "its files were not found in the Hugging Face cache".to_string(),
+    };
+    d.warnings.push(format!(
+        "{}: picked and sized with data/models.json's figures for {} (each cited there), which Hugging Face did          not confirm: {why}",
+        p.name(),
+        p.target.model_id
+    ));
+}
+
+/// The pick's `--dtype` on the landing node's CPU: kept, written (and sized with), or unknown
+/// (a warning, the catalog's kept).
+fn write_dtype(p: &Pickable, d: &mut Decision) {
+    let name = p.name().to_string();
+    let source = cpu_dtype::rules().source.clone();
+    match &p.dtype {
+        Some(DtypeVerdict::Keep { dtype: Some(dt), why }) => d.choices.push(Choice {
+            fact: format!("{name} asks --dtype {dt}; {why}"),
+            choice: format!("dtype: the catalog's {dt} kept"),
+            source,
+        }),
+        Some(DtypeVerdict::Write { from, to, why }) => {
+            let bytes = cpu_dtype::bytes(to).unwrap_or(0);
+            d.choices.push(Choice {
+                fact: format!("{name} asks --dtype {from}; {why}"),
+                choice: format!(
+                    "models.yaml {name} args_append: [\"--dtype\", \"{to}\"] (sized with {bytes} bytes per element)"
+                ),
+                source,
+            });
+            set_arg(edit(d, &name), "--dtype", to);
+        }
+        Some(DtypeVerdict::Unknown(why)) => {
+            let dt = p.target.dtype.as_deref().unwrap_or("(the model's own)");
+            d.warnings.push(format!("{name}: {why}; --dtype {dt} kept as the catalog writes it"));
+        }
+        _ => {}
+    }
+}
+
+/// Sets `flag value` in an entry's `args_append`, replacing an earlier value of the same flag.
+fn set_arg(e: &mut ModelEdit, flag: &str, value: &str) {
+    if let Some(i) = e.args_append.iter().position(|a| a == flag).filter(|i| i + 1 < e.args_append.len()) {
+        e.args_append[i + 1] = value.to_string();
+    } else {
+        e.args_append.extend([flag.to_string(), value.to_string()]);
+    }
 }
 
 /// The automatic pick: the preference, then the catalog's autodeploy entries, then the largest
@@ -456,8 +552,7 @@ fn push_len(d: &mut Decision, name: &str, len: &str, fact: String) {
         choice: format!("models.yaml {name} args_append: [\"{MAX_MODEL_LEN}\", \"{len}\"]"),
         source: "vllm-kv-check".into(),
     });
-    let e = edit(d, name);
-    e.args_append = vec![MAX_MODEL_LEN.to_string(), len.to_string()];
+    set_arg(edit(d, name), MAX_MODEL_LEN, len);
 }
 
 fn pod_memory_and_context(

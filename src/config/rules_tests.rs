@@ -392,7 +392,8 @@ fn what_hugging_face_refuses_is_skipped_or_refused_and_the_unknown_is_a_warning(
 
 #[test]
 fn no_fit_is_refused_naming_each_entry_and_why() {
-    let other = "models:\n  - name: qwen3-0-6b\n    model_id: Qwen/Qwen3-0.6B\n    category: llm\n  - name: llama3-8b-awq\n    model_id: casperhansen/llama-3-8b-instruct-awq\n    category: llm\n";
+    // Two LLM entries whose repositories data/models.json does not know.
+    let other = "models:\n  - name: small-a\n    model_id: org/small-a\n    category: llm\n  - name: small-b\n    model_id: org/small-b\n    category: llm\n";
     let mut f = desktop();
     f.fit = None;
     match with_catalog(&f, "agent-toolkit", None, other) {
@@ -402,13 +403,71 @@ fn no_fit_is_refused_naming_each_entry_and_why() {
                 r[0].contains("qwen2-5-coder-14b (Qwen/Qwen2.5-Coder-14B-Instruct) is not in the catalog"),
                 "{r:?}"
             );
-            assert!(r[0].contains("qwen3-0-6b: no fit verdict: architecture unknown"), "{r:?}");
-            assert!(r[0].contains("llama3-8b-awq: no fit verdict: architecture unknown"), "{r:?}");
+            assert!(r[0].contains("small-a: no fit verdict: architecture unknown"), "{r:?}");
+            assert!(r[0].contains("small-b: no fit verdict: architecture unknown"), "{r:?}");
         }
         other => panic!("{other:?}"),
     }
-    let d = with_catalog(&f, "agent-toolkit", Some("qwen3-0-6b"), other).unwrap();
+    let d = with_catalog(&f, "agent-toolkit", Some("small-a"), other).unwrap();
     assert!(d.warnings.iter().any(|w| w.contains("architecture unknown")), "{:?}", d.warnings);
+}
+
+/// The real catalog's entries (fixtures/synthetic/catalogs/real-entries.yaml) on the desktop's
+/// node, whose NFD labels say AVX2 and no AVX-512: the catalog's --dtype bfloat16 is not native
+/// there, so the AWQ pick is written as float16 (AWQ runs only with 16-bit activations) and
+/// Qwen3-0.6B as float32, sized with 4 bytes; with AVX512-BF16 the catalog's bfloat16 stays; with
+/// no NFD labels the plan warns and keeps it; without AVX2 no entry is a candidate.
+#[test]
+fn the_dtype_written_and_sized_follows_the_nodes_cpu_flags() {
+    let text = include_str!("../../fixtures/synthetic/catalogs/real-entries.yaml");
+    let with_flags = |flags: &[&str]| {
+        let mut f = desktop();
+        f.fit = None;
+        for fl in flags {
+            f.nodes[0].labels.insert(format!("feature.node.kubernetes.io/cpu-cpuid.{fl}"), "true".into());
+        }
+        f
+    };
+    let args = |d: &Decision, name: &str| {
+        d.model_edits.iter().find(|e| e.name == name).map(|e| e.args_append.clone()).unwrap_or_default()
+    };
+    let desktop_cpu = with_flags(&["AVX", "AVX2", "AVXVNNI", "FMA3"]);
+    let d = with_catalog(&desktop_cpu, "inference", None, text).unwrap();
+    assert!(d.choices.iter().any(|c| c.choice.starts_with("model: llama3-8b-awq")), "{:#?}", d.choices);
+    assert_eq!(args(&d, "llama3-8b-awq"), ["--dtype", "float16"]);
+    assert!(
+        d.warnings.iter().any(|w| w.contains("data/models.json's figures") && w.contains("not asked")),
+        "{:?}",
+        d.warnings
+    );
+    assert!(d.warnings.iter().any(|w| w.contains("has AVX2 and no AVX512F")), "{:?}", d.warnings);
+    // Forced, Qwen3-0.6B runs as float32: its 596M parameters take 2.2 GiB and a token 224 KiB of
+    // cache, so its 40960-token context (8.75 GiB) no longer fits the 8 GiB cache (in bfloat16 it does).
+    let d = with_catalog(&desktop_cpu, "inference", Some("qwen3-0-6b"), text).unwrap();
+    assert_eq!(args(&d, "qwen3-0-6b"), ["--dtype", "float32", "--max-model-len", "32768"]);
+    let mem = d.choices.iter().find(|c| c.fact.starts_with("weights ")).unwrap();
+    assert!(mem.fact.starts_with("weights 2.2 GiB"), "{mem:?}");
+    // AVX-512 with BF16 (the xeon fixtures): the catalog's bfloat16 is kept, nothing written.
+    let xeon = with_flags(&["AVX2", "AVX512F", "AVX512BF16", "AVX512VNNI"]);
+    let d = with_catalog(&xeon, "inference", None, text).unwrap();
+    assert!(args(&d, "llama3-8b-awq").iter().all(|a| a != "--dtype"), "{:?}", args(&d, "llama3-8b-awq"));
+    assert!(d.choices.iter().any(|c| c.choice == "dtype: the catalog's bfloat16 kept"), "{:#?}", d.choices);
+    assert!(!d.warnings.iter().any(|w| w.contains("no AVX512F")), "{:?}", d.warnings);
+    // No NFD labels: a warning, the catalog's dtype kept.
+    let d = with_catalog(&with_flags(&[]), "inference", None, text).unwrap();
+    assert!(args(&d, "llama3-8b-awq").iter().all(|a| a != "--dtype"));
+    assert!(
+        d.warnings.iter().any(|w| w.contains("CPU flags are unknown") && w.contains("--dtype bfloat16 kept")),
+        "{:?}",
+        d.warnings
+    );
+    // No AVX2: no vLLM entry is a candidate (the OpenVINO entry is not sized either).
+    match with_catalog(&with_flags(&["AVX", "SSE4_2"]), "inference", None, text) {
+        Err(Rejection::Refused(r)) => {
+            assert!(r[0].contains("llama3-8b-awq: node k3d-gpu-server-0's CPU has no AVX2"), "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// The synthetic EI catalog (the real entries plus PR #251's two): every pick, automatic and

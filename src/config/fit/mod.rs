@@ -43,6 +43,10 @@ pub struct Architecture {
     /// parameters × dtype bytes: quantized weights are smaller than their dtype says.
     #[serde(default)]
     pub weights_total_bytes: Option<u64>,
+    /// The weights' quantization method (`awq`), from `quantization_config.quant_method`: it
+    /// decides which dtypes vLLM's CPU backend can run the model in (`config::cpu_dtype`).
+    #[serde(default)]
+    pub quantization: Option<String>,
 }
 
 impl Architecture {
@@ -50,6 +54,18 @@ impl Architecture {
     /// where it is read, and never wraps here.
     pub fn weights_bytes(&self) -> u64 {
         self.weights_total_bytes.unwrap_or(self.parameters.saturating_mul(self.dtype_bytes))
+    }
+
+    /// The same model run in a dtype of `bytes` per element: the KV cache follows it (the CPU
+    /// backend keeps the cache in the model's dtype), and so do unquantized weights; quantized
+    /// weights keep their stored size.
+    pub fn in_dtype(&self, bytes: u64) -> Architecture {
+        let weights = match (&self.quantization, self.weights_total_bytes) {
+            (Some(_), _) => Some(self.weights_bytes()),
+            (None, Some(w)) => Some((w / self.dtype_bytes.max(1)).saturating_mul(bytes)),
+            (None, None) => None,
+        };
+        Architecture { dtype_bytes: bytes, weights_total_bytes: weights, ..self.clone() }
     }
 
     /// K and V, for every layer and KV head: 2 × layers × KV heads × head dim × dtype bytes.
@@ -114,6 +130,8 @@ pub struct Target {
     pub pod_memory_bytes: Option<u64>,
     /// The catalog's own `--max-model-len`, when its args carry one.
     pub max_model_len: Option<u64>,
+    /// The catalog's `--dtype`, when its args carry one.
+    pub dtype: Option<String>,
     /// Its figures (or why they are unknown) and where they were read.
     pub arch: Result<Architecture, String>,
     pub arch_from: String,
@@ -155,6 +173,7 @@ impl Target {
                     kv_ceiling_gib: Some(catalog_cache_gib()),
                     pod_memory_bytes: Some(m.category_memory_gib * GIB),
                     max_model_len: None,
+                    dtype: None,
                     arch,
                     arch_from,
                     arch_warning,
@@ -183,6 +202,7 @@ impl Target {
                     kv_ceiling_gib: e.kv_cache_gib.map(whole_gib),
                     pod_memory_bytes: e.memory_bytes,
                     max_model_len: e.max_model_len,
+                    dtype: e.dtype.clone(),
                     arch,
                     arch_from,
                     arch_warning,

@@ -17,6 +17,7 @@ fn target(name: &str, ceiling: u64, memory_gib: u64) -> Target {
         kv_ceiling_gib: Some(ceiling),
         pod_memory_bytes: Some(memory_gib * GIB),
         max_model_len: None,
+        dtype: None,
         arch: Ok(arch(name)),
         arch_from: "data/models.json".into(),
         arch_warning: None,
