@@ -13,6 +13,8 @@
 //!   (findings 2 and 3: nothing is restored, and nothing says so);
 //! - a model server made in a pre-existing `llm-inference` is tracked and removed by eas, while
 //!   the user's model server there stays (findings 5 and 6);
+//! - the admission policy and binding EAS applies outside Helm, and the `nri.intel.com/*` node
+//!   labels its roles add, go with `down`; a node label there before stays (issue 28 item 8);
 //! - `down --purge` without a record takes the lock, and needs `--yes` or a `y` at its prompt on a
 //!   terminal (finding 7);
 //! - crash consistency: `eas up` is SIGKILLed at points taken from its own progress (its phase
@@ -349,6 +351,72 @@ fn a_model_server_made_in_a_pre_existing_namespace_is_tracked_and_only_it_is_rem
     assert!(r.server.object(&model_key(MODEL)).is_none(), "eas removed the model server it made");
     assert!(r.server.object(&model_key("users-model")).is_some(), "the user's model server stays");
     assert!(r.has_ns("llm-inference"), "the user's namespace stays");
+}
+
+fn node_key(name: &str) -> ObjectKey {
+    ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: name.into() }
+}
+
+fn admission_key(resource: &str) -> ObjectKey {
+    ObjectKey {
+        group_version: "admissionregistration.k8s.io/v1".into(),
+        resource: resource.into(),
+        namespace: String::new(),
+        name: "eg-protected-hostname-ownership".into(),
+    }
+}
+
+/// What EAS makes with Ansible outside Helm (issue 28 item 8): the stand-in installer creates
+/// envoy_gateway's ValidatingAdmissionPolicy and its binding and labels the node
+/// `nri.intel.com/*` as the real roles do. Without k3d-gpu's balloons addon the plan chooses
+/// `nri-balloons`, so the labelling role runs. A label that was on the node before the install
+/// (k3d-gpu's own balloons') stays, and so the balloons teardown is skipped; the policy, the
+/// binding and the three labels the run added are gone after `down`.
+#[test]
+fn down_removes_the_admission_policy_its_binding_and_the_node_labels_the_run_added_and_keeps_one_there_before() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run();
+    let addon = ObjectKey {
+        group_version: "apps/v1".into(),
+        resource: "daemonsets".into(),
+        namespace: "kube-system".into(),
+        name: "nri-resource-policy-balloons".into(),
+    };
+    assert!(r.server.remove(&addon).is_some(), "the desktop fixture carries k3d-gpu's balloons addon");
+    let node = node_key("k3d-gpu-server-0");
+    r.server.update(&node, json!({"metadata": {"labels": {"nri.intel.com/max-tp": "2"}}}));
+    let up = r.up(&[]);
+    let err = text(&up.stderr);
+    assert!(up.status.success(), "{err}");
+    assert!(r.server.object(&admission_key("validatingadmissionpolicies")).is_some(), "{err}");
+    assert!(r.server.object(&admission_key("validatingadmissionpolicybindings")).is_some(), "{err}");
+    let labels = r.server.object(&node).unwrap()["metadata"]["labels"].clone();
+    assert_eq!(labels["nri.intel.com/balloons-enabled"], "true", "the role labelled the node: {labels}");
+    assert_eq!(labels["nri.intel.com/max-tp"], "1", "the role overwrote the value: {labels}");
+    let ledger = &r.state_file().unwrap()["ledger"];
+    let kinds: Vec<&str> =
+        ledger["created"]["cluster_objects"].as_array().unwrap().iter().filter_map(|o| o["kind"].as_str()).collect();
+    assert_eq!(kinds, ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"], "{ledger}");
+    let added: Vec<&str> =
+        ledger["created"]["node_labels"].as_array().unwrap().iter().filter_map(|o| o["key"].as_str()).collect();
+    assert_eq!(
+        added,
+        ["nri.intel.com/balloons-enabled", "nri.intel.com/numa-nodes", "nri.intel.com/physical-cpus"],
+        "{ledger}"
+    );
+
+    let down = r.down(&[]);
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "{err}");
+    assert!(err.contains("nri_cpu_balloons"), "the balloons teardown is skipped: {err}");
+    assert!(err.contains("removed ValidatingAdmissionPolicyBinding eg-protected-hostname-ownership"), "{err}");
+    assert!(r.server.object(&admission_key("validatingadmissionpolicies")).is_none(), "{err}");
+    assert!(r.server.object(&admission_key("validatingadmissionpolicybindings")).is_none(), "{err}");
+    let labels = r.server.object(&node).unwrap()["metadata"]["labels"].clone();
+    let nri: Vec<&String> = labels.as_object().unwrap().keys().filter(|k| k.starts_with("nri.intel.com/")).collect();
+    assert_eq!(nri, ["nri.intel.com/max-tp"], "the label there before stays, the added ones go: {labels}\n{err}");
+    assert!(err.contains("removed node label nri.intel.com/balloons-enabled on k3d-gpu-server-0"), "{err}");
+    assert!(r.state_file().is_none(), "{err}");
 }
 
 /// The state directory of the recorded cluster (keyed by kube-system's UID).

@@ -1,7 +1,9 @@
 //! The few cluster reads and deletions `eas up` and `eas down` make beyond gathering facts:
-//! the cluster's identity, the ledger snapshot (namespaces, Helm releases, CRDs, and the objects
-//! inside the namespaces of `data/ledger-watch.json`), and the deletion of objects the ledger
-//! says a run created. Everything is listed as metadata only: no Secret data is read.
+//! the cluster's identity, the ledger snapshot (namespaces, Helm releases, CRDs, the objects
+//! inside the namespaces of `data/ledger-watch.json`, its cluster-scoped kinds and the node label
+//! keys under its prefixes), and the deletion of objects the ledger says a run created (a node
+//! label by a merge patch that removes the key). Everything is listed as metadata only: no
+//! Secret data is read.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 
 use super::api::{ApiError, said};
-use crate::state::ledger::{Named, Release, Snapshot, WatchedKind, watch};
+use crate::state::ledger::{ClusterNamed, Named, NodeLabel, Release, Snapshot, WatchedKind, watch};
 
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
@@ -106,10 +108,11 @@ pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, ApiError
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let helm = ListParams::default().fields(HELM_SECRET_TYPE);
     let all = ListParams::default();
-    let (n, s, c) = tokio::join!(
+    let (n, s, c, nodes) = tokio::join!(
         timed("list namespaces", t, ns.list_metadata(&all)),
         timed("list Helm release secrets", t, secrets.list_metadata(&helm)),
         timed("list CRDs", t, crds.list_metadata(&all)),
+        node_metadata(client, t),
     );
     let mut snap = Snapshot::default();
     for item in n?.items {
@@ -128,11 +131,23 @@ pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, ApiError
             snap.crds.insert(name);
         }
     }
+    for node in nodes? {
+        let name = node.name.unwrap_or_default();
+        for key in node.labels.unwrap_or_default().into_keys().filter(|k| watch().watches_label(k)) {
+            snap.node_labels.insert(NodeLabel { node: name.clone(), key });
+        }
+    }
     for ns in &watch().namespaces {
         for kind in &watch().kinds {
             for name in list_inside(client, kind, &ns.name, t).await? {
                 snap.objects.insert(Named { kind: kind.kind.clone(), namespace: ns.name.clone(), name });
             }
+        }
+    }
+    for kind in &watch().cluster_kinds {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(kind));
+        for name in list_names(api, &format!("list {}", kind.plural), t).await? {
+            snap.cluster_objects.insert(ClusterNamed { kind: kind.kind.clone(), name });
         }
     }
     Ok(snap)
@@ -158,13 +173,41 @@ fn not_found(e: &kube::Error) -> bool {
 /// installed) or the namespace does not exist.
 async fn list_inside(client: &Client, kind: &WatchedKind, ns: &str, t: Duration) -> Result<Vec<String>, ApiError> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &api_resource(kind));
-    let what = format!("list {} in {ns}", kind.plural);
+    list_names(api, &format!("list {} in {ns}", kind.plural), t).await
+}
+
+/// The names `api` lists; none when its kind is not served (404).
+async fn list_names(api: Api<DynamicObject>, what: &str, t: Duration) -> Result<Vec<String>, ApiError> {
     match tokio::time::timeout(t, api.list_metadata(&ListParams::default())).await {
         Ok(Ok(list)) => Ok(list.items.into_iter().filter_map(|i| i.metadata.name).collect()),
         Ok(Err(e)) if not_found(&e) => Ok(Vec::new()),
-        Ok(Err(e)) => Err(answered(&what, &e)),
-        Err(_) => Err(no_answer(&what, t)),
+        Ok(Err(e)) => Err(answered(what, &e)),
+        Err(_) => Err(no_answer(what, t)),
     }
+}
+
+/// The API handle of a cluster-scoped kind the ledger watches.
+fn cluster_api(client: &Client, kind: &str) -> Result<Api<DynamicObject>, ApiError> {
+    let Some(k) = watch().cluster_kinds.iter().find(|k| k.kind == kind) else {
+        return Err(ApiError::NotDeletable(format!("{kind} is not a kind eas tracks")));
+    };
+    Ok(Api::all_with(client.clone(), &api_resource(k)))
+}
+
+/// Deletes a cluster-scoped object the ledger recorded; one already gone counts as deleted.
+pub async fn delete_cluster_object(client: &Client, c: &ClusterNamed, t: Duration) -> Result<(), ApiError> {
+    let api = cluster_api(client, &c.kind)?;
+    deleted(&format!("delete {} {}", c.kind, c.name), t, api.delete(&c.name, &DeleteParams::background())).await
+}
+
+/// Removes one label key from a node by a JSON merge patch (`null` removes a key, RFC 7386); a
+/// node that is gone has no label left to remove.
+pub async fn remove_node_label(client: &Client, l: &NodeLabel, t: Duration) -> Result<(), ApiError> {
+    use kube::api::{Patch, PatchParams};
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let patch = serde_json::json!({"metadata": {"labels": {l.key.clone(): null}}});
+    let what = format!("remove label {} from node {}", l.key, l.node);
+    deleted(&what, t, nodes.patch(&l.node, &PatchParams::default(), &Patch::Merge(&patch))).await
 }
 
 /// [`snapshot`], retried until `deadline`: a ledger is only as good as its snapshots.
@@ -231,6 +274,8 @@ pub async fn delete_object(
             Object::Namespace(n) => delete_namespace(client, n, t).await,
             Object::Crd(c) => delete_crd(client, c, t).await,
             Object::Namespaced(n) => delete_named(client, n, t).await,
+            Object::Cluster(c) => delete_cluster_object(client, c, t).await,
+            Object::NodeLabel(l) => remove_node_label(client, l, t).await,
             Object::HelmRelease(_) => Err(ApiError::NotDeletable(format!("{o} is removed by helm, not by a DELETE"))),
         }
     };
@@ -299,6 +344,12 @@ pub async fn gone(client: &Client, o: &crate::state::ledger::Object) {
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
             await_condition(api, &n.name, absent::<DynamicObject>).await.map(drop)
         }
+        Object::Cluster(c) => {
+            let Ok(api) = cluster_api(client, &c.kind) else { return };
+            await_condition(api, &c.name, absent::<DynamicObject>).await.map(drop)
+        }
+        // A label goes with the patch that removes it.
+        Object::NodeLabel(_) => Ok(()),
         Object::HelmRelease(r) => {
             release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name).await;
             Ok(())

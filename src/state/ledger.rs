@@ -32,6 +32,23 @@ pub struct Named {
     pub name: String,
 }
 
+/// A cluster-scoped object of a kind the installer creates outside Helm
+/// (`data/ledger-watch.json` `cluster_kinds`): its kind and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClusterNamed {
+    pub kind: String,
+    pub name: String,
+}
+
+/// A label key on a node, under a prefix the installer's roles label nodes with
+/// (`data/ledger-watch.json` `node_label_prefixes`). The key only: a role that rewrites the
+/// value of a label that was there before did not add it, and `eas down` keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeLabel {
+    pub node: String,
+    pub key: String,
+}
+
 /// The objects `eas` accounts for.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -41,6 +58,12 @@ pub struct Snapshot {
     /// Objects inside the watched namespaces (`data/ledger-watch.json`).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub objects: BTreeSet<Named>,
+    /// Cluster-scoped objects of the watched cluster kinds (the admission policy and its binding).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub cluster_objects: BTreeSet<ClusterNamed>,
+    /// Per node, the label keys under the watched prefixes (`nri.intel.com/`).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub node_labels: BTreeSet<NodeLabel>,
 }
 
 impl Snapshot {
@@ -50,6 +73,8 @@ impl Snapshot {
             helm_releases: self.helm_releases.difference(&other.helm_releases).cloned().collect(),
             crds: self.crds.difference(&other.crds).cloned().collect(),
             objects: self.objects.difference(&other.objects).cloned().collect(),
+            cluster_objects: self.cluster_objects.difference(&other.cluster_objects).cloned().collect(),
+            node_labels: self.node_labels.difference(&other.node_labels).cloned().collect(),
         }
     }
 
@@ -59,6 +84,8 @@ impl Snapshot {
             helm_releases: self.helm_releases.union(&other.helm_releases).cloned().collect(),
             crds: self.crds.union(&other.crds).cloned().collect(),
             objects: self.objects.union(&other.objects).cloned().collect(),
+            cluster_objects: self.cluster_objects.union(&other.cluster_objects).cloned().collect(),
+            node_labels: self.node_labels.union(&other.node_labels).cloned().collect(),
         }
     }
 
@@ -68,29 +95,35 @@ impl Snapshot {
             helm_releases: self.helm_releases.intersection(&other.helm_releases).cloned().collect(),
             crds: self.crds.intersection(&other.crds).cloned().collect(),
             objects: self.objects.intersection(&other.objects).cloned().collect(),
+            cluster_objects: self.cluster_objects.intersection(&other.cluster_objects).cloned().collect(),
+            node_labels: self.node_labels.intersection(&other.node_labels).cloned().collect(),
         }
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.helm_releases.is_empty() && self.crds.is_empty() && self.objects.is_empty()
+        self.objects().is_empty()
     }
 
-    /// Every object, releases first, then the objects inside namespaces, then namespaces, then
-    /// CRDs: the order to delete them in (a release before its namespace; CRDs last, once
-    /// nothing uses them).
+    /// Every object, releases first, then the objects inside namespaces, the cluster-scoped
+    /// objects and the node labels, then namespaces, then CRDs: the order to delete them in (a
+    /// release before its namespace; CRDs last, once nothing uses them).
     pub fn objects(&self) -> Vec<Object> {
         let releases = self.helm_releases.iter().cloned().map(Object::HelmRelease);
         let inside = self.objects.iter().cloned().map(Object::Namespaced);
+        let cluster = self.cluster_objects.iter().cloned().map(Object::Cluster);
+        let labels = self.node_labels.iter().cloned().map(Object::NodeLabel);
         let namespaces = self.namespaces.iter().cloned().map(Object::Namespace);
         let crds = self.crds.iter().cloned().map(Object::Crd);
-        releases.chain(inside).chain(namespaces).chain(crds).collect()
+        releases.chain(inside).chain(cluster).chain(labels).chain(namespaces).chain(crds).collect()
     }
 
     pub fn contains(&self, o: &Object) -> bool {
         match o {
             Object::HelmRelease(r) => self.helm_releases.contains(r),
             Object::Namespaced(n) => self.objects.contains(n),
+            Object::Cluster(c) => self.cluster_objects.contains(c),
+            Object::NodeLabel(l) => self.node_labels.contains(l),
             Object::Namespace(n) => self.namespaces.contains(n),
             Object::Crd(c) => self.crds.contains(c),
         }
@@ -101,6 +134,8 @@ impl Snapshot {
 pub enum Object {
     HelmRelease(Release),
     Namespaced(Named),
+    Cluster(ClusterNamed),
+    NodeLabel(NodeLabel),
     Namespace(String),
     Crd(String),
 }
@@ -110,6 +145,8 @@ impl fmt::Display for Object {
         match self {
             Object::HelmRelease(r) => write!(f, "Helm release {}/{}", r.namespace, r.name),
             Object::Namespaced(n) => write!(f, "{} {}/{}", n.kind, n.namespace, n.name),
+            Object::Cluster(c) => write!(f, "{} {}", c.kind, c.name),
+            Object::NodeLabel(l) => write!(f, "node label {} on {}", l.key, l.node),
             Object::Namespace(n) => write!(f, "namespace {n}"),
             Object::Crd(c) => write!(f, "CRD {c}"),
         }
@@ -253,6 +290,17 @@ struct Guards {
     namespaces: Vec<NamespaceRule>,
     helm_releases: Vec<ReleaseRule>,
     crds: Vec<CrdRule>,
+    node_labels: Vec<LabelRule>,
+}
+
+/// Node label keys under `prefix` that a component's teardown strips from every node.
+#[derive(Debug, Deserialize)]
+struct LabelRule {
+    prefix: String,
+    by: String,
+    certain: bool,
+    source: String,
+    component: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -304,11 +352,30 @@ fn guards() -> &'static Guards {
     })
 }
 
-/// The namespaces the installer writes into, and the kinds listed inside them.
+/// The namespaces the installer writes into, and the kinds listed inside them; the
+/// cluster-scoped kinds it creates outside Helm; the node label prefixes its roles set.
 #[derive(Debug, Deserialize)]
 pub struct Watch {
     pub namespaces: Vec<WatchedNamespace>,
     pub kinds: Vec<WatchedKind>,
+    pub cluster_kinds: Vec<WatchedKind>,
+    pub node_label_prefixes: Vec<WatchedPrefix>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WatchedPrefix {
+    pub prefix: String,
+    #[allow(dead_code)] // documentation in the data file
+    pub why: String,
+    #[allow(dead_code)] // documentation in the data file
+    pub source: String,
+}
+
+impl Watch {
+    /// Whether a node label key is one the ledger records.
+    pub fn watches_label(&self, key: &str) -> bool {
+        self.node_label_prefixes.iter().any(|p| key.starts_with(&p.prefix))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -323,6 +390,10 @@ pub struct WatchedNamespace {
 #[derive(Debug, Deserialize)]
 pub struct WatchedKind {
     pub kind: String,
+    /// Where it was read that the installer creates it (the cluster kinds).
+    #[serde(default)]
+    #[allow(dead_code)] // documentation in the data file
+    pub source: Option<String>,
     pub group: String,
     pub version: String,
     pub plural: String,
@@ -358,6 +429,15 @@ pub fn threat(object: &Object) -> Option<Threat> {
             }),
         // The teardown that deletes a namespace deletes what is inside it.
         Object::Namespaced(n) => threat(&Object::Namespace(n.namespace.clone())),
+        // No teardown read deletes the admission policy or its binding (EAS envoy_gateway's
+        // teardown.yaml@3db05446 names neither): eas removes the ones a run created.
+        Object::Cluster(_) => None,
+        Object::NodeLabel(l) => g.node_labels.iter().find(|r| l.key.starts_with(&r.prefix)).map(|r| Threat {
+            by: r.by.clone(),
+            certain: r.certain,
+            source: r.source.clone(),
+            component: r.component.clone(),
+        }),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
@@ -392,6 +472,7 @@ pub fn all_guarded_components() -> Vec<String> {
         .filter_map(|r| r.component.clone())
         .chain(g.helm_releases.iter().filter_map(|r| r.component.clone()))
         .chain(g.crds.iter().filter_map(|r| r.component.clone()))
+        .chain(g.node_labels.iter().filter_map(|r| r.component.clone()))
         .collect();
     v.sort();
     v.dedup();

@@ -303,3 +303,50 @@ fn the_watch_list_names_the_namespaces_and_kinds() {
         assert!(threat(&ns(n)).is_some(), "{n}");
     }
 }
+
+fn label(node: &str, key: &str) -> NodeLabel {
+    NodeLabel { node: node.into(), key: key.into() }
+}
+
+/// Issue 28 item 8: what EAS makes outside Helm (the admission policy and its binding, the
+/// `nri.intel.com/*` node labels) is in the ledger; `down` deletes what the run added, keeps a
+/// label that was there before, and skips the teardown that would strip it.
+#[test]
+fn the_admission_policy_and_node_labels_the_run_added_go_and_a_label_there_before_stays() {
+    let policy = |kind: &str| ClusterNamed { kind: kind.into(), name: "eg-protected-hostname-ownership".into() };
+    let before = Snapshot { node_labels: [label("n1", "nri.intel.com/max-tp")].into(), ..k3d_gpu() };
+    let after = Snapshot {
+        cluster_objects: [policy("ValidatingAdmissionPolicy"), policy("ValidatingAdmissionPolicyBinding")].into(),
+        node_labels: [
+            label("n1", "nri.intel.com/max-tp"),
+            label("n1", "nri.intel.com/balloons-enabled"),
+            label("n2", "nri.intel.com/max-tp"),
+        ]
+        .into(),
+        ..installed()
+    };
+    let ledger = Ledger::record(None, &before, &after);
+    let plan = guard_teardown(&ledger, &after);
+    let deleted: Vec<String> = plan.delete.objects().iter().map(ToString::to_string).collect();
+    for o in [
+        "ValidatingAdmissionPolicy eg-protected-hostname-ownership",
+        "ValidatingAdmissionPolicyBinding eg-protected-hostname-ownership",
+        "node label nri.intel.com/balloons-enabled on n1",
+        "node label nri.intel.com/max-tp on n2",
+    ] {
+        assert!(deleted.contains(&o.to_string()), "{o}: {deleted:?}");
+    }
+    assert!(!deleted.iter().any(|d| d.contains("max-tp on n1")), "{deleted:?}");
+    assert!(plan.skip_components().contains(&"nri_cpu_balloons".to_string()), "{:?}", plan.skip_components());
+    // Once gone, nothing is left; had the label there before gone, it would be reported lost.
+    let down = after.minus(&plan.delete);
+    assert!(plan.findings(&down, "t").is_empty(), "{:?}", plan.findings(&down, "t"));
+    let stripped = Snapshot { node_labels: Default::default(), ..down };
+    let lost = plan.findings(&stripped, "t");
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0].object, "node label nri.intel.com/max-tp on n1");
+    assert!(lost[0].note.contains("nri_cpu_balloons"), "{}", lost[0].note);
+    // A record from before these fields reads as one without them.
+    let old: Snapshot = serde_json::from_str(r#"{"namespaces": [], "helm_releases": [], "crds": []}"#).unwrap();
+    assert!(old.cluster_objects.is_empty() && old.node_labels.is_empty());
+}

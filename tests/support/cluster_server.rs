@@ -232,6 +232,25 @@ const RESOURCES: &[Resource] = &[
         short: &["crd", "crds"],
         fields: &[],
     },
+    // EAS envoy_gateway's admission policy and binding, applied outside Helm
+    // (intel/enterprise-ai-solutions@cc887cb4 roles/envoy_gateway/templates/
+    // route-hostname-admission-policy.yaml.j2): cluster-scoped, admissionregistration.k8s.io/v1.
+    Resource {
+        kind: "ValidatingAdmissionPolicy",
+        group_version: "admissionregistration.k8s.io/v1",
+        plural: "validatingadmissionpolicies",
+        namespaced: false,
+        short: &["vap"],
+        fields: &[],
+    },
+    Resource {
+        kind: "ValidatingAdmissionPolicyBinding",
+        group_version: "admissionregistration.k8s.io/v1",
+        plural: "validatingadmissionpolicybindings",
+        namespaced: false,
+        short: &["vapb"],
+        fields: &[],
+    },
     Resource {
         kind: "StorageClass",
         group_version: "storage.k8s.io/v1",
