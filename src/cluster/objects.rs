@@ -186,17 +186,17 @@ async fn list_names(api: Api<DynamicObject>, what: &str, t: Duration) -> Result<
     }
 }
 
-/// The API handle of a cluster-scoped kind the ledger watches.
-fn cluster_api(client: &Client, kind: &str) -> Result<Api<DynamicObject>, ApiError> {
-    let Some(k) = watch().cluster_kinds.iter().find(|k| k.kind == kind) else {
-        return Err(ApiError::NotDeletable(format!("{kind} is not a kind eas tracks")));
-    };
-    Ok(Api::all_with(client.clone(), &api_resource(k)))
+/// The API handle of a cluster-scoped kind the ledger watches; none for another kind.
+fn cluster_api(client: &Client, kind: &str) -> Option<Api<DynamicObject>> {
+    let k = watch().cluster_kinds.iter().find(|k| k.kind == kind)?;
+    Some(Api::all_with(client.clone(), &api_resource(k)))
 }
 
 /// Deletes a cluster-scoped object the ledger recorded; one already gone counts as deleted.
 pub async fn delete_cluster_object(client: &Client, c: &ClusterNamed, t: Duration) -> Result<(), ApiError> {
-    let api = cluster_api(client, &c.kind)?;
+    let Some(api) = cluster_api(client, &c.kind) else {
+        return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
+    };
     deleted(&format!("delete {} {}", c.kind, c.name), t, api.delete(&c.name, &DeleteParams::background())).await
 }
 
@@ -345,7 +345,7 @@ pub async fn gone(client: &Client, o: &crate::state::ledger::Object) {
             await_condition(api, &n.name, absent::<DynamicObject>).await.map(drop)
         }
         Object::Cluster(c) => {
-            let Ok(api) = cluster_api(client, &c.kind) else { return };
+            let Some(api) = cluster_api(client, &c.kind) else { return };
             await_condition(api, &c.name, absent::<DynamicObject>).await.map(drop)
         }
         // A label goes with the patch that removes it.
