@@ -265,14 +265,75 @@ pub fn expired(at: &str, now: chrono::DateTime<chrono::Utc>) -> bool {
 }
 
 /// A plugin's process group, killed whole when dropped: whatever of it is still running when
-/// the plugin answers, times out, or the run is cancelled.
-struct ProcessGroup(u32);
+/// the plugin answers, times out, or the run is cancelled; then every process that still carries
+/// the run's [`PLUGIN_MARK`] in its environment (a child that left the group with `setsid`).
+/// What cannot be ended is said ([`end_marked`]).
+struct ProcessGroup {
+    pid: u32,
+    mark: String,
+}
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         // SAFETY: kill(2) on the group the plugin leads; ESRCH (already gone) is fine.
         unsafe {
-            libc::kill(-(self.0 as libc::pid_t), libc::SIGKILL);
+            libc::kill(-(self.pid as libc::pid_t), libc::SIGKILL);
+        }
+        for (pid, e) in end_marked(std::path::Path::new("/proc"), &self.mark) {
+            tracing::warn!("a process the credential plugin started (pid {pid}) could not be ended: {e}");
+        }
+    }
+}
+
+/// The variable each plugin run carries, `<eas pid>-<n>`: its descendants inherit it, whatever
+/// session or group they move to.
+const PLUGIN_MARK: &str = "EAS_CREDENTIAL_PLUGIN_RUN";
+
+/// A plugin's output is an ExecCredential (a few KiB): stdout past 1 MiB is refused, and only
+/// the last 64 KiB of stderr are kept (its last line is what is shown).
+const PLUGIN_STDOUT: usize = 1 << 20;
+const PLUGIN_STDERR_TAIL: usize = 64 << 10;
+
+/// SIGKILLs every process under `proc` (a `/proc`) other than this one whose environment holds
+/// `PLUGIN_MARK=mark`; returns those that could not be signalled, with why.
+fn end_marked(proc: &std::path::Path, mark: &str) -> Vec<(i32, std::io::Error)> {
+    let needle = format!("{PLUGIN_MARK}={mark}");
+    let me = std::process::id() as i32;
+    let mut failed = Vec::new();
+    for entry in std::fs::read_dir(proc).into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else { continue };
+        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            // SAFETY: kill(2) on one pid; ESRCH (gone meanwhile) is fine.
+            let r = unsafe { libc::kill(pid, libc::SIGKILL) };
+            let e = std::io::Error::last_os_error();
+            if r != 0 && e.raw_os_error() != Some(libc::ESRCH) {
+                failed.push((pid, e));
+            }
+        }
+    }
+    failed
+}
+
+/// `r` read to its end, bounded: past `max` bytes, `Err` at once (`tail` false: stdout, where a
+/// credential is), or only the last `max` bytes kept (`tail`: stderr, whose last line is shown).
+async fn read_bounded(mut r: impl tokio::io::AsyncRead + Unpin, max: usize, tail: bool) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let (mut buf, mut chunk) = (Vec::new(), vec![0u8; 64 << 10]);
+    loop {
+        let n = r.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(buf);
+        }
+        if !tail && buf.len() + n > max {
+            return Err(format!("printed more than {} KiB on stdout, past the bound of a credential", max >> 10));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > max {
+            buf.drain(..buf.len() - max);
         }
     }
 }
@@ -326,12 +387,26 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
             cmd_line.env(n, v);
         }
     }
-    let child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
-    let _group = child.id().map(ProcessGroup);
-    let out = tokio::time::timeout(timeout, child.wait_with_output())
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mark = format!("{}-{}", std::process::id(), RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    cmd_line.env(PLUGIN_MARK, &mark);
+    let mut child = cmd_line.spawn().map_err(|e| fail(format!("could not be started: {e}")))?;
+    let _group = child.id().map(|pid| ProcessGroup { pid, mark });
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let run = async {
+        // Both pipes at once (a plugin blocked on a full stderr never closes stdout); stdout past
+        // its bound ends the run at once.
+        let stderr_tail =
+            async { Ok(read_bounded(stderr.expect("piped"), PLUGIN_STDERR_TAIL, true).await.unwrap_or_default()) };
+        let (out, err) =
+            futures::future::try_join(read_bounded(stdout.expect("piped"), PLUGIN_STDOUT, false), stderr_tail).await?;
+        let status = child.wait().await.map_err(|e| format!("could not be run: {e}"))?;
+        Ok::<_, String>(std::process::Output { status, stdout: out, stderr: err })
+    };
+    let out = tokio::time::timeout(timeout, run)
         .await
         .map_err(|_| fail(format!("gave no credential within {} s", timeout.as_secs().max(1))))?
-        .map_err(|e| fail(format!("could not be run: {e}")))?;
+        .map_err(fail)?;
     if !out.status.success() {
         let code = out.status.code().map_or_else(|| "on a signal".to_string(), |c| format!("with exit code {c}"));
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();
@@ -444,10 +519,47 @@ mod tests {
         assert!(e.to_string().ends_with("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{e}");
     }
 
+    /// Whether `pid` is gone within 2 s (a SIGKILL is delivered asynchronously).
+    fn gone_soon(pid: i32) -> bool {
+        (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            !alive(pid)
+        })
+    }
+
     fn alive(pid: i32) -> bool {
         // A zombie is gone for this purpose: /proc/<pid>/stat's state `Z`.
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
+    }
+
+    /// Issue 30 item 6: a plugin's `setsid` grandchild left the process group and outlived eas.
+    /// It carries the run's mark, and is ended with the rest.
+    #[tokio::test]
+    async fn a_setsid_grandchild_of_the_plugin_is_ended_too() {
+        let (dir, mut kc) = with_plugin(
+            "#!/bin/sh
+setsid sh -c 'echo $$ > \"$0.grandchild\"; exec sleep 300' \"$0\" >/dev/null 2>&1 &
+             while [ ! -s \"$0.grandchild\" ]; do sleep 0.05; done
+echo '{\"status\":{\"token\":\"t\"}}'
+",
+        );
+        mint_exec(&mut kc, "c", Duration::from_secs(10)).await.unwrap();
+        let pid: i32 = std::fs::read_to_string(dir.path().join("plugin.grandchild")).unwrap().trim().parse().unwrap();
+        assert!(gone_soon(pid), "the plugin's setsid grandchild {pid} outlived it");
+    }
+
+    /// Issue 30 item 6: a plugin printing 3 GB drove eas to 2.9 GB of memory before "printed no
+    /// valid ExecCredential". Its stdout is refused past 1 MiB, and the plugin ended.
+    #[tokio::test]
+    async fn a_plugin_printing_3_gb_is_refused_at_its_bound() {
+        let (_d, mut kc) = with_plugin(
+            "#!/bin/sh
+exec head -c 3000000000 /dev/zero
+",
+        );
+        let e = mint_exec(&mut kc, "c", Duration::from_secs(60)).await.unwrap_err().to_string();
+        assert!(e.contains("printed more than 1024 KiB on stdout"), "{e}");
     }
 
     #[tokio::test]
@@ -462,11 +574,7 @@ mod tests {
             let (dir, mut kc) = with_plugin(&format!("#!/bin/sh\n{body}"));
             let _ = mint_exec(&mut kc, "c", timeout).await;
             let pid: i32 = std::fs::read_to_string(dir.path().join("plugin.child")).unwrap().trim().parse().unwrap();
-            let gone = (0..50).any(|_| {
-                std::thread::sleep(Duration::from_millis(20));
-                !alive(pid)
-            });
-            assert!(gone, "the plugin's child {pid} outlived it: {body}");
+            assert!(gone_soon(pid), "the plugin's child {pid} outlived it: {body}");
         }
     }
 

@@ -8,7 +8,9 @@
 //! - Anything else: the default network, file as is.
 //!
 //! The user's file is only read. A copy is also made when `--context` names a context other
-//! than the file's current one, since the tools in the bastion follow `current-context`.
+//! than the file's current one, since the tools in the bastion follow `current-context`. A copy
+//! holds the selected context, its cluster and its user only ([`only_context`]): a merged
+//! `KUBECONFIG`'s other clusters and their credentials never reach the container.
 
 use serde_json::Value;
 
@@ -78,8 +80,7 @@ pub fn plan(path: &str, text: &str, context: Option<&str>) -> Result<Plan, Kubec
 
     let needs_copy = matches!(route, Route::K3dNetwork { .. }) || current != Some(ctx_name);
     let copy = needs_copy.then(|| {
-        let mut copy = doc.clone();
-        copy["current-context"] = Value::String(ctx_name.to_string());
+        let mut copy = only_context(&doc, ctx_name);
         if let Route::K3dNetwork { server, .. } = &route
             && let Some(clusters) = copy.get_mut("clusters").and_then(Value::as_array_mut)
         {
@@ -90,6 +91,27 @@ pub fn plan(path: &str, text: &str, context: Option<&str>) -> Result<Plan, Kubec
         copy
     });
     Ok(Plan { context: ctx_name.to_string(), server, route, copy })
+}
+
+/// `doc` reduced to `ctx_name`: that context (made current), the cluster it names and the user
+/// it names, with the document's `apiVersion`, `kind` and `preferences`; nothing else.
+pub fn only_context(doc: &Value, ctx_name: &str) -> Value {
+    let ctx = named(doc, "contexts", ctx_name).cloned();
+    let of = |key: &str| ctx.as_ref().and_then(|c| c.pointer(&format!("/context/{key}"))).and_then(Value::as_str);
+    let one = |list: &str, name: Option<&str>| {
+        Value::Array(name.and_then(|n| named(doc, list, n)).cloned().into_iter().collect())
+    };
+    let mut copy = serde_json::Map::new();
+    for key in ["apiVersion", "kind", "preferences"] {
+        if let Some(v) = doc.get(key) {
+            copy.insert(key.into(), v.clone());
+        }
+    }
+    copy.insert("current-context".into(), Value::String(ctx_name.to_string()));
+    copy.insert("contexts".into(), Value::Array(ctx.clone().into_iter().collect()));
+    copy.insert("clusters".into(), one("clusters", of("cluster")));
+    copy.insert("users".into(), one("users", of("user")));
+    Value::Object(copy)
 }
 
 fn named<'a>(doc: &'a Value, list: &str, name: &str) -> Option<&'a Value> {
@@ -141,10 +163,30 @@ mod tests {
         );
         let copy = p.copy.unwrap();
         assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://k3d-gpu-server-0:6443");
-        // Everything else survives: the CA, the other cluster, the credentials.
+        // The selected context's own survive (the CA, the credentials); the other cluster and
+        // the other context do not (issue 30 item 6).
         assert_eq!(copy.pointer("/clusters/0/cluster/certificate-authority-data").unwrap(), "Q0E=");
-        assert_eq!(copy.pointer("/clusters/1/cluster/server").unwrap(), "https://10.0.0.9:6443");
         assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "s3cret");
+        assert_eq!(copy["clusters"].as_array().unwrap().len(), 1, "{copy}");
+        assert_eq!(copy["contexts"].as_array().unwrap().len(), 1, "{copy}");
+    }
+
+    /// A merged KUBECONFIG's copy carried every user of every cluster into the bastion.
+    #[test]
+    fn a_copy_holds_the_selected_context_its_cluster_and_its_user_only() {
+        let text =
+            kubeconfig("k3d-gpu", "https://0.0.0.0:6550") + "- name: someone-else\n  user:\n    token: OTHERSENTINEL\n";
+        let doc: Value = serde_saphyr::from_str(&text).unwrap();
+        let copy = only_context(&doc, "prod");
+        let names = |list: &str| -> Vec<&str> {
+            copy[list].as_array().unwrap().iter().filter_map(|e| e["name"].as_str()).collect()
+        };
+        assert_eq!(
+            (names("contexts"), names("clusters"), names("users")),
+            (vec!["prod"], vec!["other"], vec!["admin@k3d-gpu"])
+        );
+        assert_eq!((copy["current-context"].as_str(), copy["kind"].as_str()), (Some("prod"), Some("Config")));
+        assert!(!copy.to_string().contains("OTHERSENTINEL") && !copy.to_string().contains("Q0E="), "{copy}");
     }
 
     #[test]

@@ -546,10 +546,15 @@ pub fn standard(
     {
         let shown = k.shown();
         let plan = kubeconfig::plan(&shown, &text, k.context.as_deref())?;
-        // Several files are merged into one copy: the bastion mounts a single file.
+        // Several files are merged into one copy: the bastion mounts a single file, holding the
+        // selected context, its cluster and its user only.
         let copy = match plan.copy {
             Some(doc) => Some(doc),
-            None if merged => Some(serde_json::from_str(&text).map_err(|e| BastionError::Input(e.to_string()))?),
+            None if merged => {
+                let doc: serde_json::Value =
+                    serde_json::from_str(&text).map_err(|e| BastionError::Input(e.to_string()))?;
+                Some(kubeconfig::only_context(&doc, &plan.context))
+            }
             None => None,
         };
         let source = match &copy {
