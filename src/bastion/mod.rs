@@ -813,7 +813,11 @@ mod tests {
         let b = dir.path().join("b");
         std::fs::write(
             &a,
-            "apiVersion: v1\nkind: Config\ncurrent-context: k3d-gpu\nclusters: []\ncontexts: []\nusers: []\n",
+            // Another cluster's context and user, as a merged KUBECONFIG carries them (issue 30
+            // item 6): they stay out of the copy.
+            "apiVersion: v1\nkind: Config\ncurrent-context: k3d-gpu\nclusters:\n- name: prod\n  cluster:\n    server: https://10.0.0.9:6443\n\
+             contexts:\n- name: prod\n  context:\n    cluster: prod\n    user: prod-admin\n\
+             users:\n- name: prod-admin\n  user:\n    token: PRODSENTINEL\n",
         )
         .unwrap();
         std::fs::write(
@@ -839,6 +843,9 @@ mod tests {
         assert_eq!(copy["current-context"], "k3d-gpu");
         assert_eq!(copy.pointer("/clusters/0/cluster/server").unwrap(), "https://127.0.0.1:6550");
         assert_eq!(copy.pointer("/users/0/user/token").unwrap(), "s3cret");
+        let count = |list: &str| copy[list].as_array().map_or(0, Vec::len);
+        assert_eq!((count("contexts"), count("clusters"), count("users")), (1, 1, 1), "{copy}");
+        assert!(!copy.to_string().contains("PRODSENTINEL"), "{copy}");
         assert_eq!(s.spec.network.as_deref(), Some("host"));
     }
 
