@@ -35,10 +35,14 @@ fn trees(change: impl Fn(&str, &Path)) -> Trees {
 }
 
 fn dry_run(t: &Trees, extra: &[&str]) -> Output {
+    dry_run_on(t, &support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml"), extra)
+}
+
+/// The dry run with `node_files` as the node's containerd config.
+fn dry_run_on(t: &Trees, node_files: &Path, extra: &[&str]) -> Output {
     let server = ClusterServer::start(support::fixture(CLUSTER));
     let home = t.dir.path().join(format!("home-{}", extra.len()));
     std::fs::create_dir_all(&home).unwrap();
-    let node_files = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
     let mut c = Command::new(env!("CARGO_BIN_EXE_eas"));
     c.current_dir(&home)
         .env("HOME", &home)
@@ -148,15 +152,19 @@ fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
     assert!(stdout.contains("knob autodeploy (required) -> read by"), "{stdout}");
 }
 
-#[test]
-fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
+/// The inference layer's dry run on an EI tree whose `file` calls `key` something else.
+fn inference_with_ei_key_renamed(file: &str, key: &str) -> Output {
     let t = trees(|n, dir| {
         if n == "ei" {
-            let f = dir.join("roles/llm_services/tasks/install.yaml");
-            rewrite(&f, "llm_services_deploy_models", "llm_services_models_enabled");
+            rewrite(&dir.join(file), key, &format!("{key}_renamed"));
         }
     });
-    let out = dry_run(&t, &["--layer", "inference"]);
+    dry_run(&t, &["--layer", "inference"])
+}
+
+#[test]
+fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
+    let out = inference_with_ei_key_renamed("roles/llm_services/tasks/install.yaml", "llm_services_deploy_models");
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}\n{}", text(&out.stdout));
     let line = stderr
@@ -256,4 +264,47 @@ fn eats_reader_proves_its_path_only_when_its_component_is_enabled() {
     );
     assert!(stdout.contains("deploy path: EAT's agent_toolkit_models"), "{stdout}");
     assert!(!stdout.contains("llm_services_deploy_models: true"), "{stdout}");
+}
+
+/// `model_deploy_strict` is written on EI's deploy path and audited like every key: read by the
+/// deploy loop's `failed_when`; the role's own default (a definition) does not count, so a loop
+/// that no longer reads it is refused (issue 28 item 2).
+#[test]
+fn the_deploy_failure_policy_is_written_and_read_by_the_deploy_loop_not_its_default() {
+    let t = trees(|_, _| {});
+    let out = dry_run(&t, &["--layer", "inference"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    assert!(stdout.contains("model_deploy_strict: true"), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("knob model_deploy_strict (required) -> read by"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("roles/llm_services/tasks/deploy_models.yaml"), "{line}");
+    assert!(!line.contains("defaults"), "{line}");
+    let out = inference_with_ei_key_renamed("roles/llm_services/tasks/deploy_models.yaml", "model_deploy_strict");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}\n{}", text(&out.stdout));
+    assert!(stderr.contains("REFUSE: model_deploy_strict is written but nothing reads it"), "{stderr}");
+}
+
+/// Istio's default CNI layout (`/opt/cni/bin`, SPEC §3.3): `istio_platform` is not written, a
+/// decision line says why, overlay 0002 is skipped, and the plan exits 0 (issue 28 item 5; before,
+/// the knob audit refused the empty key as unread: exit 3).
+#[test]
+fn istio_default_cni_layout_plans_with_exit_0_without_istio_platform() {
+    let t = trees(|_, _| {});
+    let stock = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let config = t.dir.path().join("opt-cni-config.toml");
+    let text_of = std::fs::read_to_string(&stock).unwrap();
+    assert!(text_of.contains("bin_dirs = [\"/usr/bin\"]"));
+    std::fs::write(&config, text_of.replace("bin_dirs = [\"/usr/bin\"]", "bin_dirs = [\"/opt/cni/bin\"]")).unwrap();
+    let out = dry_run_on(&t, &config, &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{stdout}");
+    assert!(stdout.contains("(Istio's default CNI paths) -> istio_platform not written:"), "{stdout}");
+    assert!(!stdout.contains("knob istio_platform"), "{stdout}");
+    assert!(!stdout.contains("istio_platform: \"\""), "{stdout}");
+    let skip = stdout.lines().find(|l| l.contains("skip 0002")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(skip.contains("istio_platform is not written"), "{skip}");
 }

@@ -319,6 +319,21 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     assert!(!killed.exists(), "a killed run's work tree is left in {}", cluster_dir.display());
 }
 
+/// A model whose `model-manager deploy` fails fails the install (issue 28 item 2): eas writes
+/// `model_deploy_strict: true`, which EI's deploy loop (and the stand-in's) reads; without it the
+/// loop records the failure and the installer exits 0, and verify waits its whole window.
+#[test]
+fn a_model_that_fails_to_deploy_fails_the_install_with_model_managers_reason() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("deploy-fails");
+    let out = r.up(&["--yes"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("download failed: 401 Unauthorized"), "model-manager's reason is shown: {err}");
+    assert!(r.install_log().contains("failed: [localhost] (item="), "{}", r.install_log());
+    assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
+}
+
 /// As on a real cluster, a deleted namespace stays `Terminating` a while (3 s here) and a second
 /// DELETE of it answers 409: `eas down` waits for what it deleted to go, and ends clean (exit 0,
 /// no finding, the record gone).

@@ -417,8 +417,12 @@ pub fn prove_deploy_path(d: &mut Decision, readers: &[(String, super::components
         choice: format!("deploy path: EAT's {EAT_MODELS_KEY}: [{pick:?}]; llm_services_deploy_models not written"),
         source: "ei-deploy-switch".into(),
     };
-    d.overrides.retain(|(k, _)| *k != "llm_services_deploy_models");
-    d.choices.retain(|c| !(c.fact.starts_with(EAT_MODELS_KEY) || c.choice.ends_with(" autodeploy: true")));
+    d.overrides.retain(|(k, _)| *k != "llm_services_deploy_models" && *k != "model_deploy_strict");
+    d.choices.retain(|c| {
+        !(c.fact.starts_with(EAT_MODELS_KEY)
+            || c.choice.ends_with(" autodeploy: true")
+            || c.choice.starts_with("model_deploy_strict"))
+    });
     for e in &mut d.model_edits {
         e.autodeploy = false;
     }
@@ -453,6 +457,20 @@ fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
         });
         d.overrides.push(("agent_toolkit_models", Value::List(vec![name.to_string()])));
     }
+    // EI's deploy loop records a failed `model-manager deploy` and carries on unless this is on
+    // (Mushtaq-BGA/enterprise-inference@1e10d1a deploy_models.yaml:146-151; the role's default is
+    // false at intel/enterprise-inference@90da478): off, the installer exits 0 without the model
+    // and verify waits its whole window for it (issue 28 item 2).
+    d.choices.push(Choice {
+        fact: "EI's deploy loop fails the install on a failed model deploy only when model_deploy_strict is on \
+               (the role's default: false)"
+            .into(),
+        choice: "model_deploy_strict: true (a model that fails to deploy fails the install, with model-manager's \
+                 reason in its log)"
+            .into(),
+        source: "ei-deploy-strict".into(),
+    });
+    d.overrides.push(("model_deploy_strict", Value::Bool(true)));
     d.choices.push(Choice {
         fact: format!("EI's install deploys only catalog entries with autodeploy: true; {name} is the pick"),
         choice: format!("models.yaml {name} autodeploy: true"),

@@ -316,13 +316,27 @@ fn cluster_choices(
     // istio_platform
     let dirs = &f.nodes[0].containerd.as_ref().expect("checked").cni_bin_dirs;
     let overlay = layout.overlay.as_deref().map(|o| format!(" (needs overlay {o})")).unwrap_or_default();
-    choose(
-        d,
-        format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
-        format!("istio_platform: {:?}{overlay}", layout.istio_platform),
-        &layout.source,
-    );
-    d.overrides.push(("istio_platform", Value::Str(layout.istio_platform.clone())));
+    if layout.overlay.is_none() {
+        // Istio's own defaults serve this layout, and no pinned EAS file reads the key without
+        // overlay 0002 (which this layout skips): written, the knob audit would refuse it as
+        // unread (issue 28 item 5). Not written, overlay 0002's skip reads it as empty.
+        choose(
+            d,
+            format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
+            "istio_platform not written: the istio-cni chart's defaults are this layout, no platform profile \
+             is needed, and no pinned EAS file reads the key without overlay 0002 (skipped here)"
+                .into(),
+            &layout.source,
+        );
+    } else {
+        choose(
+            d,
+            format!("containerd cni bin_dirs {} ({})", json_list(dirs), layout.what),
+            format!("istio_platform: {:?}{overlay}", layout.istio_platform),
+            &layout.source,
+        );
+        d.overrides.push(("istio_platform", Value::Str(layout.istio_platform.clone())));
+    }
 
     // metallb
     choose(d, "k3s ServiceLB on".into(), "metallb_enabled: false".into(), "metallb-detect");

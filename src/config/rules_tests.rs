@@ -186,6 +186,11 @@ fn both_layers_deploy_their_pick_through_eis_path() {
     let d = decide_on(&desktop(), "inference", None).unwrap();
     assert!(d.overrides.iter().all(|(k, _)| *k != "agent_sandbox_enabled" && *k != "agent_toolkit_models"));
     assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
+    // A model that fails to deploy fails the install (issue 28 item 2), with its decision line.
+    assert_eq!(overrides(&d, "model_deploy_strict"), Value::Bool(true));
+    assert!(
+        d.choices.iter().any(|c| c.choice.starts_with("model_deploy_strict: true") && c.source == "ei-deploy-strict")
+    );
     let auto: Vec<&str> = d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.as_str()).collect();
     assert_eq!(auto.len(), 1, "{:?}", d.model_edits);
     let d = decide_on(&desktop(), "inference", Some("llama-3-1-8b")).unwrap();
@@ -239,6 +244,9 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
         "intel/agent-toolkit@036b662",
     );
     assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"), "{:?}", d.overrides);
+    // EI's deploy loop has nothing to deploy then: its failure policy is not written either.
+    assert!(d.overrides.iter().all(|(k, _)| *k != "model_deploy_strict"), "{:?}", d.overrides);
+    assert!(d.choices.iter().all(|c| !c.choice.starts_with("model_deploy_strict")), "{:#?}", d.choices);
     assert_eq!(overrides(&d, "agent_toolkit_models"), Value::List(vec!["qwen2-5-coder-7b".into()]));
     assert!(d.model_edits.iter().all(|e| !e.autodeploy), "{:?}", d.model_edits);
     assert!(d.model_edits.iter().any(|e| e.memory.is_some()), "the sizing edits stay: {:?}", d.model_edits);
