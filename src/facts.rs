@@ -394,6 +394,21 @@ pub fn past_max(bytes: f64) -> Option<String> {
         .then(|| format!("{bytes:.0} bytes is past 4 EiB (2^62 bytes), the most eas sizes with"))
 }
 
+/// Why a node cannot be sized, if it cannot: a memory figure (capacity, allocatable, the pods'
+/// requests) past [`MAX_BYTES`], named with its field. Such a node is reported, never sized.
+pub fn unsizable(n: &Node) -> Option<String> {
+    // The figures fit reads first (allocatable, the pods' requests), then capacity.
+    let maps = [
+        ("allocatable", Some(&n.allocatable)),
+        ("pod_requests", n.pod_requests.as_ref()),
+        ("capacity", Some(&n.capacity)),
+    ];
+    maps.into_iter().find_map(|(what, map)| match map.and_then(|m| m.get("memory")).and_then(|m| quantity_bytes(m)) {
+        Some(Err(e)) => Some(format!("node {}: {what}.memory {e}: the node is not sized", n.name)),
+        _ => None,
+    })
+}
+
 /// A memory quantity in whole bytes: `None` when it is not a quantity, `Err` when it is past
 /// [`MAX_BYTES`].
 pub fn quantity_bytes(s: &str) -> Option<Result<u64, String>> {

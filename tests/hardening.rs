@@ -609,6 +609,29 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
     assert_eq!(back["nodes"][0]["labels"]["evil"], name);
 }
 
+/// Issue 30 item 4: a node read from the cluster with a memory past what eas sizes with is
+/// reported with its field, never sized with a wrapped value.
+#[test]
+fn a_node_whose_memory_is_past_4_eib_is_reported_with_its_field() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    server.update(&key, serde_json::json!({"status": {"allocatable": {"memory": "18446744073709551615"}}}));
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("facts.json");
+    let out = facts(&server, "xeon-amx", &["--out", out_file.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("node xeon-sr-01: allocatable.memory \"18446744073709551615\"") && err.contains("not sized"),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
     let dir = tempfile::tempdir().unwrap();

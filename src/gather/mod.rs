@@ -246,6 +246,8 @@ async fn gather(
         api_calls += probe::take_calls();
     }
     warnings.extend(nodes::read_all(&mut nodes, &sources, operator, engine.as_ref(), &host).await);
+    // A memory figure past what eas sizes with: the node is reported with the field.
+    warnings.extend(nodes.iter().filter_map(facts::unsizable));
 
     let mut daemonsets: Vec<facts::DaemonSet> = daemonsets.0.into_iter().map(objects::daemonset).collect();
     objects::sort_daemonsets(&mut daemonsets);

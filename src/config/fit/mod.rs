@@ -254,11 +254,7 @@ fn requested_bytes(n: &Node) -> Result<u64, String> {
 /// The nodes fit does not size because a memory figure is past what eas sizes with, each with
 /// the field: a warning of `eas facts` and of the plan.
 pub fn unsizable(nodes: &[Node]) -> Vec<String> {
-    nodes
-        .iter()
-        .filter_map(|n| allocatable_bytes(n).and(requested_bytes(n)).err())
-        .map(|e| format!("{e}: the node is not sized"))
-        .collect()
+    nodes.iter().filter_map(facts::unsizable).collect()
 }
 
 /// The memory a model may use on its landing node.
