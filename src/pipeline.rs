@@ -324,11 +324,12 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
     DownSpec {
         id: DownId::Lock,
         name: "lock",
-        // The lock file; with --break-lock the dead run's containers stopped; the run's Lease.
+        // The lock file and the cluster's Lease (released when down ends); with --break-lock a
+        // dead run's containers stopped first (found by the run id its lock or Lease names).
         timeout: min(2),
         reads_only: false,
         stops_itself: false,
-        says: "take this cluster's lock and load the record",
+        says: "take this cluster's lock and Lease and load the record",
     },
     DownSpec {
         id: DownId::Teardown,

@@ -409,6 +409,38 @@ fn the_clusters_lease_held_by_another_run_is_the_first_blocker() {
     }
 }
 
+/// A Lease whose holder is this host and whose process is alive (this test, its pid and start
+/// time) is live whatever its age (issue 30 item 2): not renewed for 10 minutes, its blocker
+/// says its renewals are failing, never that its run is gone, and `--break-lock` does not take
+/// it: the real run exits 1 with no write and the Lease as it was.
+#[test]
+fn a_live_holder_of_this_host_with_failing_renewals_is_reported_live() {
+    let t = trees();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let me = std::process::id();
+    let stat = std::fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+    // Field 22 (starttime), counted after the command name's closing parenthesis.
+    let start = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().to_string();
+    let holder = format!("{host}/{me}/{me}-{start}");
+    let old = (chrono::Utc::now() - chrono::Duration::minutes(10)).format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
+    server.insert(serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "eas-run-lock", "namespace": "kube-system"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "renewTime": old}}));
+    let state = tempfile::tempdir().unwrap();
+    let dry =
+        up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--output", "json", "--break-lock"]);
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&dry.stderr)));
+    let lock = plan["blockers"].as_array().unwrap().iter().find(|b| b["phase"] == "lock").expect("a lock blocker");
+    let cause = lock["cause"].as_str().unwrap();
+    assert!(cause.contains(&holder) && cause.contains(&format!("alive on this host (pid {me})")), "{cause}");
+    assert!(cause.contains("its renewals are failing") && !cause.contains("gone"), "{cause}");
+    let real = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--yes", "--break-lock"]);
+    assert_eq!(real.status.code(), Some(1), "{}", text(&real.stderr));
+    assert!(text(&real.stderr).contains("its renewals are failing"), "{}", text(&real.stderr));
+    assert_eq!(writes(&server), Vec::<String>::new(), "a live holder's Lease is never taken over");
+}
+
 /// What the plan could not find out is said as unknown, never as nothing: with `--offline`
 /// Hugging Face is not asked whether the weights download, and the summary says so; asked, the
 /// plan has nothing unknown.

@@ -450,20 +450,26 @@ fn purge_without_a_record_takes_the_lock_and_needs_yes_or_a_y_on_a_terminal() {
     assert_eq!(no_yes.status.code(), Some(2), "{}", text(&no_yes.stderr));
     assert!(text(&no_yes.stderr).contains("--yes"));
     assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists());
+    let held = r.eas().args(["down", "--purge", "--yes"]).output().unwrap();
+    assert_eq!(held.status.code(), Some(1), "{}", text(&held.stderr));
+    assert!(text(&held.stderr).contains(&me.to_string()), "the holder is named: {}", text(&held.stderr));
+    assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists(), "a live run's directory stays");
+    // On a terminal too, a live lock refuses before the question, as `eas up` does (issue 30).
+    let locked = on_a_terminal(&r, &["down", "--purge"], "y\n");
+    let out = text(&locked.stdout);
+    assert_eq!(locked.status.code(), Some(1), "{out}");
+    assert!(out.contains("another eas run holds") && !out.contains("[y/N]"), "{out}");
+    assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists(), "a live run's directory stays");
+
+    std::fs::remove_file(dir.join("lock")).unwrap();
     // On a terminal it asks; anything but y changes nothing.
     let declined = on_a_terminal(&r, &["down", "--purge"], "n\n");
     let out = text(&declined.stdout);
     assert_eq!(declined.status.code(), Some(1), "a declined prompt is exit 1: {out}");
     assert!(out.contains("removes the state directory") && out.contains("[y/N]"), "{out}");
     assert!(out.contains("not confirmed"), "{out}");
-    assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists());
+    assert!(dir.join("logs/up-1.log").exists());
 
-    let held = r.eas().args(["down", "--purge", "--yes"]).output().unwrap();
-    assert_eq!(held.status.code(), Some(1), "{}", text(&held.stderr));
-    assert!(text(&held.stderr).contains(&me.to_string()), "the holder is named: {}", text(&held.stderr));
-    assert!(dir.join("lock").exists() && dir.join("logs/up-1.log").exists(), "a live run's directory stays");
-
-    std::fs::remove_file(dir.join("lock")).unwrap();
     let ok = on_a_terminal(&r, &["down", "--purge"], "y\n");
     assert!(ok.status.success(), "{}", text(&ok.stdout));
     assert!(!dir.exists(), "purged once confirmed");

@@ -6,6 +6,13 @@
 //! and wait at once → exit code → remove. The end of the log stream is not the exit: the exit
 //! code comes from `wait`, and logs are then drained for a bounded time. On an interrupt the
 //! container is stopped (a second interrupt skips the grace period) and removed.
+//!
+//! The container never outlives the eas that started it: its command runs under [`FENCE`], and
+//! eas holds the container's stdin open through an attach stream (`StdinOnce`) for as long as
+//! it runs. When eas ends in any way, a SIGKILL included, the kernel closes that stream, the
+//! Docker Engine closes the container's stdin, and the fence ends the command: SIGTERM to its
+//! process group, SIGKILL 3 s later, and the container stops with the fence (its init is PID
+//! 1). The documented bound is 10 s from the stream's close to no container running.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,11 +23,30 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use futures::StreamExt;
 
 use super::MANAGED_LABEL;
+
+/// The entrypoint of every container eas runs in the bastion (`bash -c FENCE eas-fence CMD...`):
+/// CMD in its own session with no stdin, ended when the fence's stdin (eas's attach stream)
+/// closes or when the container is stopped (the init forwards SIGTERM to the fence).
+pub const FENCE: &str = r#"exec 3<&0
+setsid "$@" </dev/null 3<&- &
+child=$!
+trap 'kill -TERM -- -"$child" 2>/dev/null' TERM INT
+( cat <&3 >/dev/null; kill -TERM -- -"$child" 2>/dev/null; sleep 3; kill -KILL -- -"$child" 2>/dev/null ) &
+watch=$!
+exec 3<&-
+while :; do
+  wait "$child"
+  code=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+kill -KILL "$watch" 2>/dev/null
+exit "$code""#;
 
 /// How long output may keep arriving after the container has exited.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -130,9 +156,14 @@ impl DockerRunner {
                 ..Default::default()
             })
             .collect();
+        let fenced = ["bash", "-c", FENCE, "eas-fence"].into_iter().map(str::to_string).chain(spec.cmd.iter().cloned());
         ContainerCreateBody {
             image: Some(spec.image.clone()),
-            cmd: Some(spec.cmd.clone()),
+            cmd: Some(fenced.collect()),
+            // The fence's stdin: held open by eas's attach stream, closed with it.
+            open_stdin: Some(true),
+            stdin_once: Some(true),
+            attach_stdin: Some(true),
             env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             labels: Some(HashMap::from([
                 (MANAGED_LABEL.to_string(), "true".to_string()),
@@ -246,9 +277,20 @@ impl ContainerRunner for DockerRunner {
             .create_container(Some(opts), Self::create_body(spec))
             .await
             .map_err(|source| RunError::Create { image: spec.image.clone(), source })?;
+        // The stream the fence watches, attached before the start: held until the container is
+        // removed, and closed by the kernel if eas dies.
+        let attach = AttachContainerOptionsBuilder::new().stream(true).stdin(true).build();
+        let stream = match self.docker.attach_container(&name, Some(attach)).await {
+            Ok(s) => s,
+            Err(source) => {
+                let _ = self.remove(&name).await;
+                return Err(RunError::Start { name, source });
+            }
+        };
         let outcome = self.drive(&name, spec, sink, interrupt).await;
         tracing::trace!("container {name}: {:?} after {} ms", outcome.as_ref().ok(), started.elapsed().as_millis());
         let removed = self.remove(&name).await;
+        drop(stream);
         let outcome = outcome?;
         removed?;
         Ok(outcome)
@@ -302,6 +344,11 @@ mod tests {
         };
         let body = DockerRunner::create_body(&spec);
         assert_eq!(body.labels.unwrap().get(MANAGED_LABEL).map(String::as_str), Some("true"));
+        // The command runs under the fence, whose stdin is eas's attach stream.
+        let cmd = body.cmd.unwrap();
+        assert_eq!(cmd[..4], ["bash", "-c", FENCE, "eas-fence"]);
+        assert_eq!(cmd[4..], ["sh", "-c", "exit 3"]);
+        assert_eq!((body.open_stdin, body.stdin_once, body.attach_stdin), (Some(true), Some(true), Some(true)));
         assert_eq!(body.env.unwrap(), vec!["A=b"]);
         let hc = body.host_config.unwrap();
         assert_eq!((hc.init, hc.network_mode.as_deref(), hc.auto_remove), (Some(true), Some("host"), None));

@@ -119,7 +119,7 @@ pub struct UpArgs {
     /// Do not ask before changing the cluster (required without a terminal)
     #[arg(long)]
     pub yes: bool,
-    /// Take over a lock left by a run that is no longer alive
+    /// Take over a lock or cluster Lease left by a run that is gone, first removing its containers on this engine
     #[arg(long)]
     pub break_lock: bool,
     /// Run the installer even when nothing changed since the last completed run
@@ -216,7 +216,7 @@ pub struct DownArgs {
     /// (deletes nothing directly)
     #[arg(long)]
     pub force_incomplete: bool,
-    /// Take over a lock left by a run that is no longer alive
+    /// Take over a lock or cluster Lease left by a run that is gone, first removing its containers on this engine
     #[arg(long)]
     pub break_lock: bool,
     #[arg(long, value_name = "FILE", help = super::PINS_HELP)]

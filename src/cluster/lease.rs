@@ -1,13 +1,19 @@
 //! One run per cluster, whatever the state directory or host (SPEC §4): besides the local lock,
 //! a real run holds the `coordination.k8s.io/v1` Lease `kube-system/eas-run-lock`, its
 //! `holderIdentity` the run's host, pid and run id, renewed while the run lives and deleted when
-//! it ends. A Lease not renewed within its duration is stale (its run died: a SIGKILL, a lost
-//! host) and is taken over only with `--break-lock`. The plan half reads it (a live Lease of
-//! another run, or a stale one, is a blocker); the act half takes it and records it in the
-//! ledger as eas's own object (`state::ledger::Own`, with its uid and holder), so `eas down`
-//! can remove the one a killed run left, and never a Lease that is not that object.
+//! it ends. `eas up` and `eas down` take it alike. A holder of this host is judged by its process
+//! (alive: live whatever the Lease's age, its renewals failing; gone: stale at once); another
+//! host's by time (stale only once expired for longer than its duration). A stale one is taken
+//! over only with `--break-lock`. The plan half reads it (another run's, or a stale one, is a
+//! blocker); the act half takes it and records it in the ledger as eas's own object
+//! (`state::ledger::Own`, with its uid and holder). The Lease fences the holder: a renewal that
+//! finds it gone or taken, or cannot renew it before it expires, trips the holder's [`Fence`],
+//! which stops its installer.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -21,7 +27,22 @@ pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "eas-run-lock";
 /// How long a Lease lives unrenewed; the run renews it three times as often.
 pub const DURATION: Duration = Duration::from_secs(60);
-const RENEW: Duration = Duration::from_secs(20);
+
+/// The duration this run writes: `EAS_LEASE_SECS` (at least 3; tests shorten it so a lost Lease
+/// is noticed within seconds), else [`DURATION`].
+pub fn duration_from(setting: Option<String>) -> Duration {
+    setting.and_then(|v| v.trim().parse::<u64>().ok()).map_or(DURATION, |s| Duration::from_secs(s.max(3)))
+}
+
+/// The identity a run's Lease carries: host, pid and run id (the pid and its start time).
+pub fn identity_of(h: &crate::state::lock::Holder) -> String {
+    format!("{}/{}/{}", h.host, h.pid, h.run_id())
+}
+
+/// The run id a Lease's holder names (its bastion containers carry it as their run label).
+pub fn run_id_of(holder: &str) -> Option<&str> {
+    holder.splitn(3, '/').nth(2).filter(|r| !r.is_empty())
+}
 
 /// The Lease as a run finds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +53,22 @@ pub enum Found {
         holder: String,
         age_secs: i64,
     },
-    /// Not renewed for longer than its duration: its run is gone.
+    /// Held by a run of this host that is alive, not renewed within its duration: live all the
+    /// same (its renewals are failing), never taken over.
+    Failing {
+        holder: String,
+        age_secs: i64,
+        pid: u32,
+    },
+    /// Another host's, expired but not yet for longer than its duration: that host's run may
+    /// still be acting, so it is not taken over, even with `--break-lock`, for `wait_secs` more.
+    Expired {
+        holder: String,
+        age_secs: i64,
+        wait_secs: i64,
+    },
+    /// Its run is gone: a run of this host whose process is not running, or another host's
+    /// Lease expired for longer than its duration.
     Stale {
         holder: String,
         age_secs: i64,
@@ -41,34 +77,88 @@ pub enum Found {
     Raced,
 }
 
-/// Judges a Lease read at `now`: live, stale, or (no holder) free.
+impl Found {
+    /// The holder's identity, when there is one.
+    pub fn holder(&self) -> Option<&str> {
+        match self {
+            Found::Live { holder, .. }
+            | Found::Failing { holder, .. }
+            | Found::Expired { holder, .. }
+            | Found::Stale { holder, .. } => Some(holder),
+            Found::Free | Found::Raced => None,
+        }
+    }
+}
+
+/// Whether a holder ran on this host, and if so whether its process is alive (the run id is the
+/// pid and its start time, so a reused pid is another process).
+fn holder_here(holder: &str) -> Option<(u32, bool)> {
+    let mut parts = holder.splitn(3, '/');
+    let (host, pid, run) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next());
+    if host != Some(crate::state::lock::hostname().as_str()) {
+        return None;
+    }
+    let pid = pid?;
+    let start = crate::state::lock::start_time(pid);
+    let alive = start.is_some() && run.is_none_or(|r| r == format!("{pid}-{}", start.unwrap_or(0)));
+    Some((pid, alive))
+}
+
+/// Judges a Lease read at `now`: free (no holder); for a holder of this host, live or failing
+/// while its process is alive, whatever the Lease's age, else stale; for another host's, live
+/// within its duration, expired up to twice it, stale after.
 pub fn judge(lease: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Found {
     let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Found::Free };
     let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else { return Found::Free };
     let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(DURATION.as_secs() as i32));
-    let age_secs = renewed.map_or(i64::MAX, |t| (now.timestamp() - t.as_second()).max(0));
-    if age_secs > duration { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
-}
-
-/// A live Lease whose holder ran on this host and is gone (its pid is not running, or runs
-/// another process: the run id is the pid and its start time) is stale at once: a killed run's
-/// Lease need not be waited out.
-pub fn on_this_host(found: Found) -> Found {
-    let Found::Live { holder, age_secs } = found else { return found };
-    let mut parts = holder.splitn(3, '/');
-    let (host, pid, run) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next());
-    let here = host == Some(crate::state::lock::hostname().as_str());
-    let gone = pid.is_some_and(|pid| {
-        let start = crate::state::lock::start_time(pid);
-        start.is_none() || run.is_some_and(|r| r != format!("{pid}-{}", start.unwrap_or(0)))
-    });
-    if here && gone { Found::Stale { holder, age_secs } } else { Found::Live { holder, age_secs } }
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(DURATION.as_secs() as i32)).max(0);
+    let age_secs = renewed.map_or(i64::MAX, |t| now.timestamp().saturating_sub(t.as_second()).max(0));
+    match holder_here(&holder) {
+        Some((_, true)) if age_secs <= duration => Found::Live { holder, age_secs },
+        Some((pid, true)) => Found::Failing { holder, age_secs, pid },
+        Some((_, false)) => Found::Stale { holder, age_secs },
+        None if age_secs <= duration => Found::Live { holder, age_secs },
+        None if age_secs > duration.saturating_mul(2) => Found::Stale { holder, age_secs },
+        None => Found::Expired { holder, age_secs, wait_secs: duration.saturating_mul(2) - age_secs + 1 },
+    }
 }
 
 /// Whether a run may take the Lease as it found it: free, or stale with `--break-lock`.
 pub fn may_take(found: &Found, break_lock: bool) -> bool {
     matches!(found, Found::Free) || (matches!(found, Found::Stale { .. }) && break_lock)
+}
+
+/// Why a holder lost the right to act: its Lease gone, taken, or not renewable. Tripped by the
+/// renewer; whoever acts under the Lease (the installer's run) watches it.
+#[derive(Debug, Clone, Default)]
+pub struct Fence {
+    token: CancellationToken,
+    why: Arc<Mutex<Option<String>>>,
+}
+
+impl Fence {
+    fn lose(&self, why: String) {
+        if let Ok(mut w) = self.why.lock()
+            && w.is_none()
+        {
+            *w = Some(why);
+        }
+        self.token.cancel();
+    }
+
+    /// `lost the cluster lock: <gone | taken by X | not renewable since T>`, once lost.
+    pub fn lost(&self) -> Option<String> {
+        if !self.token.is_cancelled() {
+            return None;
+        }
+        let why = self.why.lock().ok().and_then(|w| w.clone()).unwrap_or_default();
+        Some(format!("lost the cluster lock: {why}"))
+    }
+
+    /// Resolves once the Lease is lost.
+    pub async fn tripped(&self) {
+        self.token.cancelled().await
+    }
 }
 
 fn api(client: &Client) -> Api<Lease> {
@@ -84,14 +174,14 @@ pub async fn read(client: &Client, t: Duration) -> Result<Found, ApiError> {
         Ok(Err(e)) => return Err(ApiError::Call { call, cause: said(&e) }),
         Err(_) => return Err(ApiError::NoAnswer { call, secs: t.as_secs() }),
     };
-    Ok(on_this_host(judge(lease.as_ref(), chrono::Utc::now())))
+    Ok(judge(lease.as_ref(), chrono::Utc::now()))
 }
 
 fn now_micro() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
-fn lease_for(identity: &str, resource_version: Option<String>) -> Lease {
+fn lease_for(identity: &str, resource_version: Option<String>, duration: Duration) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(NAME.into()),
@@ -102,7 +192,7 @@ fn lease_for(identity: &str, resource_version: Option<String>) -> Lease {
         },
         spec: Some(LeaseSpec {
             holder_identity: Some(identity.into()),
-            lease_duration_seconds: Some(DURATION.as_secs() as i32),
+            lease_duration_seconds: Some(i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)),
             acquire_time: Some(now_micro()),
             renew_time: Some(now_micro()),
             ..LeaseSpec::default()
@@ -117,6 +207,7 @@ pub struct Held {
     /// The uid the API server gave the Lease this run wrote.
     uid: Option<String>,
     renewer: tokio::task::JoinHandle<()>,
+    fence: Fence,
 }
 
 /// What taking the Lease came to: held, or found as another run's (with [`Found::Raced`] when
@@ -126,24 +217,34 @@ pub enum Taken {
     Refused(Found),
 }
 
-/// Takes the Lease for `identity`: creates it, or takes over a stale one with `break_lock`
-/// (replacing it at the version read, so two runs cannot both take it over).
-pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Duration) -> Result<Taken, ApiError> {
+/// Takes the Lease for `identity`, written with `duration`: creates it, or takes over a stale
+/// one with `break_lock` (replacing it at the version read, so two runs cannot both take it over;
+/// the API server keeps its uid). The holder's renewer starts at once.
+pub async fn acquire(
+    client: &Client,
+    identity: &str,
+    break_lock: bool,
+    t: Duration,
+    duration: Duration,
+) -> Result<Taken, ApiError> {
     let leases = api(client);
     let get = format!("get lease {NAMESPACE}/{NAME}");
     let current = tokio::time::timeout(t, leases.get_opt(NAME))
         .await
         .map_err(|_| ApiError::NoAnswer { call: get.clone(), secs: t.as_secs() })?
         .map_err(|e| ApiError::Call { call: get.clone(), cause: said(&e) })?;
-    let found = on_this_host(judge(current.as_ref(), chrono::Utc::now()));
+    let found = judge(current.as_ref(), chrono::Utc::now());
     if !may_take(&found, break_lock) {
         return Ok(Taken::Refused(found));
     }
     let taken = match current {
-        None => tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None))).await,
+        None => {
+            tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None, duration))).await
+        }
         Some(old) => {
             let rv = old.metadata.resource_version.clone();
-            tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &lease_for(identity, rv))).await
+            let new = lease_for(identity, rv, duration);
+            tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &new)).await
         }
     };
     let uid = match taken {
@@ -153,25 +254,62 @@ pub async fn acquire(client: &Client, identity: &str, break_lock: bool, t: Durat
         Ok(Err(e)) => return Err(ApiError::Call { call: format!("take lease {NAMESPACE}/{NAME}"), cause: said(&e) }),
         Err(_) => return Err(ApiError::NoAnswer { call: format!("take lease {NAMESPACE}/{NAME}"), secs: t.as_secs() }),
     };
-    let (c, id) = (client.clone(), identity.to_string());
-    let renewer = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(RENEW).await;
-            let leases = api(&c);
-            let Ok(Ok(Some(mut l))) = tokio::time::timeout(RENEW, leases.get_opt(NAME)).await else { continue };
-            if l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) != Some(id.as_str()) {
-                return;
+    let fence = Fence::default();
+    let renewer = tokio::spawn(renew(client.clone(), identity.to_string(), duration, fence.clone()));
+    Ok(Taken::Held(Held { client: client.clone(), identity: identity.to_string(), uid, renewer, fence }))
+}
+
+/// The holder's renewer: every third of the duration it re-reads the Lease and renews it. Found
+/// gone or held by another identity, or not renewed for two thirds of its duration (the last
+/// third is the margin in which the installer is stopped before the Lease expires), it trips the
+/// fence and ends. A failed renewal is retried every twelfth of the duration.
+async fn renew(client: Client, id: String, duration: Duration, fence: Fence) {
+    let every = duration / 3;
+    let retry = (duration / 12).max(Duration::from_millis(250));
+    let leases = api(&client);
+    let mut last_ok = tokio::time::Instant::now();
+    let mut failing_since: Option<String> = None;
+    let mut wait = every;
+    loop {
+        tokio::time::sleep(wait).await;
+        let got = tokio::time::timeout(every, leases.get_opt(NAME)).await;
+        let renewed = match got {
+            Ok(Ok(None)) => return fence.lose("gone".into()),
+            Ok(Ok(Some(l))) => {
+                let holder = l.spec.as_ref().and_then(|s| s.holder_identity.clone()).unwrap_or_default();
+                if holder != id {
+                    let by = if holder.is_empty() { "nobody (released)".to_string() } else { holder };
+                    return fence.lose(format!("taken by {by}"));
+                }
+                let mut l = l;
+                if let Some(s) = l.spec.as_mut() {
+                    s.renew_time = Some(now_micro());
+                }
+                matches!(tokio::time::timeout(every, leases.replace(NAME, &PostParams::default(), &l)).await, Ok(Ok(_)))
             }
-            if let Some(s) = l.spec.as_mut() {
-                s.renew_time = Some(now_micro());
-            }
-            let _ = tokio::time::timeout(RENEW, leases.replace(NAME, &PostParams::default(), &l)).await;
+            _ => false,
+        };
+        if renewed {
+            last_ok = tokio::time::Instant::now();
+            failing_since = None;
+            wait = every;
+            continue;
         }
-    });
-    Ok(Taken::Held(Held { client: client.clone(), identity: identity.to_string(), uid, renewer }))
+        let since =
+            failing_since.get_or_insert_with(|| chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()).clone();
+        if last_ok.elapsed() + retry >= duration - every {
+            return fence.lose(format!("not renewable since {since}"));
+        }
+        wait = retry;
+    }
 }
 
 impl Held {
+    /// The fence this holder acts under.
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
     /// The Lease as the ledger records it: eas's own object (none when the server gave no uid:
     /// without one, no later `down` could tell it from another object of the name).
     pub fn own(&self) -> Vec<Own> {
@@ -196,59 +334,6 @@ impl Held {
             && l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str())
         {
             let _ = tokio::time::timeout(t, leases.delete(NAME, &DeleteParams::default())).await;
-        }
-    }
-}
-
-/// What `eas down` finds where the ledger recorded eas's Lease.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Leftover {
-    /// No such Lease: its run released it.
-    Gone,
-    /// A Lease of that name that is not the one recorded (another uid or holder): not eas's.
-    NotOurs,
-    /// The recorded Lease, renewed by a run that is alive: left to it.
-    Live,
-    /// The recorded Lease, its run gone (a SIGKILL, a lost host): eas's leftover.
-    Stale,
-}
-
-/// Judges the Lease found at `now` against the one the ledger recorded. Pure.
-pub fn leftover(recorded: &Own, current: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Leftover {
-    let Some(l) = current else { return Leftover::Gone };
-    let holder = l.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
-    if l.metadata.uid.as_deref() != Some(recorded.uid.as_str()) || holder != Some(recorded.holder.as_str()) {
-        return Leftover::NotOurs;
-    }
-    match on_this_host(judge(Some(l), now)) {
-        Found::Stale { .. } => Leftover::Stale,
-        Found::Live { .. } | Found::Free | Found::Raced => Leftover::Live,
-    }
-}
-
-/// `eas down`: removes the run Lease the ledger records when it is still that object and its run
-/// is gone, deleting at its uid and version so nothing else of the name can be deleted. Returns
-/// the line to show, if any. Bounded by `t`; never an error (a Lease left goes stale anyway).
-pub async fn remove_leftover(client: &Client, own: &[Own], t: Duration) -> Option<String> {
-    let recorded = own.iter().find(|o| o.kind == "Lease" && o.namespace == NAMESPACE && o.name == NAME)?;
-    let leases = api(client);
-    let current = tokio::time::timeout(t, leases.get_opt(NAME)).await.ok()?.ok()?;
-    let what = format!("eas's run Lease {NAMESPACE}/{NAME}");
-    match leftover(recorded, current.as_ref(), chrono::Utc::now()) {
-        Leftover::Gone => None,
-        Leftover::NotOurs => Some(format!("keeping the Lease {NAMESPACE}/{NAME}: it is not the one eas's run created")),
-        Leftover::Live => Some(format!("keeping {what}: its run ({}) is alive", recorded.holder)),
-        Leftover::Stale => {
-            let rv = current.and_then(|l| l.metadata.resource_version);
-            let dp = DeleteParams {
-                preconditions: Some(kube::api::Preconditions { uid: Some(recorded.uid.clone()), resource_version: rv }),
-                ..DeleteParams::default()
-            };
-            match tokio::time::timeout(t, leases.delete(NAME, &dp)).await {
-                Ok(Ok(_)) => Some(format!("removed {what}, left by a run that is gone ({})", recorded.holder)),
-                Ok(Err(e)) => Some(format!("could not remove {what}: {}", crate::cluster::said(&e))),
-                Err(_) => Some(format!("could not remove {what}: no answer within {} s", t.as_secs())),
-            }
         }
     }
 }
@@ -278,52 +363,36 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_renewed_within_its_duration_is_live_and_after_it_stale() {
+    fn another_hosts_lease_is_live_within_its_duration_and_stale_only_past_twice_it() {
         let now = chrono::Utc::now();
         assert_eq!(judge(None, now), Found::Free);
         assert!(matches!(judge(Some(&lease("h/1/r", 5)), now), Found::Live { .. }));
-        assert!(matches!(judge(Some(&lease("h/1/r", 120)), now), Found::Stale { .. }));
+        // Expired, not yet for longer than its duration: that host's run may still act.
+        assert!(matches!(judge(Some(&lease("h/1/r", 90)), now), Found::Expired { wait_secs: 31, .. }));
+        assert!(matches!(judge(Some(&lease("h/1/r", 121)), now), Found::Stale { .. }));
         assert!(matches!(judge(Some(&lease("", 5)), now), Found::Free), "no holder: released");
+        assert!(may_take(&judge(Some(&lease("h/1/r", 121)), now), true));
+        assert!(!may_take(&judge(Some(&lease("h/1/r", 90)), now), true), "expired is not stale");
     }
 
     #[test]
-    fn a_live_lease_of_a_dead_run_on_this_host_is_stale() {
+    fn a_live_holder_of_this_host_is_live_whatever_its_age_and_a_dead_one_is_stale_at_once() {
+        let now = chrono::Utc::now();
         let host = crate::state::lock::hostname();
         let me = std::process::id();
         let mine = format!("{host}/{me}/{me}-{}", crate::state::lock::start_time(me).unwrap_or(0));
-        let live = |h: &str| Found::Live { holder: h.to_string(), age_secs: 1 };
-        assert!(matches!(on_this_host(live(&mine)), Found::Live { .. }), "this process is alive");
+        assert!(matches!(judge(Some(&lease(&mine, 1)), now), Found::Live { .. }), "this process is alive");
+        // Renewals failing for far longer than its duration: still live, never taken over.
+        let failing = judge(Some(&lease(&mine, 3600)), now);
+        assert!(matches!(failing, Found::Failing { pid, .. } if pid == me), "{failing:?}");
+        assert!(!may_take(&failing, true));
         let reused = format!("{host}/{me}/{me}-1");
-        assert!(matches!(on_this_host(live(&reused)), Found::Stale { .. }), "the pid runs another process");
-        assert!(matches!(on_this_host(live(&format!("{host}/4194303/x"))), Found::Stale { .. }), "no such pid");
-        assert!(matches!(on_this_host(live("elsewhere/1/1-1")), Found::Live { .. }), "another host: not judged here");
-    }
-
-    #[test]
-    fn down_removes_only_the_recorded_lease_and_only_once_its_run_is_gone() {
-        let now = chrono::Utc::now();
-        let recorded = Own {
-            kind: "Lease".into(),
-            namespace: NAMESPACE.into(),
-            name: NAME.into(),
-            uid: "u-1".into(),
-            holder: "elsewhere/9/9-1".into(),
-        };
-        let with_uid = |mut l: Lease, uid: &str| {
-            l.metadata.uid = Some(uid.into());
-            l
-        };
-        assert_eq!(leftover(&recorded, None, now), Leftover::Gone);
-        let stale = with_uid(lease("elsewhere/9/9-1", 300), "u-1");
-        assert_eq!(leftover(&recorded, Some(&stale), now), Leftover::Stale);
-        assert_eq!(leftover(&recorded, Some(&with_uid(lease("elsewhere/9/9-1", 5), "u-1")), now), Leftover::Live);
-        // The same name, re-created (another uid) or held by someone else: never eas's.
-        assert_eq!(leftover(&recorded, Some(&with_uid(lease("elsewhere/9/9-1", 300), "u-2")), now), Leftover::NotOurs);
-        assert_eq!(leftover(&recorded, Some(&with_uid(lease("user", 300), "u-1")), now), Leftover::NotOurs);
-        // A run of this host that is gone: its Lease is stale at once.
-        let host = crate::state::lock::hostname();
-        let dead = Own { holder: format!("{host}/4194303/x"), ..recorded.clone() };
-        assert_eq!(leftover(&dead, Some(&with_uid(lease(&dead.holder, 1), "u-1")), now), Leftover::Stale);
+        assert!(matches!(judge(Some(&lease(&reused, 1)), now), Found::Stale { .. }), "the pid runs another process");
+        assert!(
+            matches!(judge(Some(&lease(&format!("{host}/4194303/x"), 1)), now), Found::Stale { .. }),
+            "no such pid"
+        );
+        assert_eq!(run_id_of(&mine), Some(crate::state::lock::this_run_id().as_str()));
     }
 
     #[test]
@@ -332,5 +401,13 @@ mod tests {
         let stale = Found::Stale { holder: "h/1/r".into(), age_secs: 90 };
         assert!(may_take(&Found::Free, false) && may_take(&stale, true));
         assert!(!may_take(&live, true) && !may_take(&stale, false) && !may_take(&Found::Raced, true));
+    }
+
+    #[test]
+    fn the_lease_duration_setting_has_a_floor() {
+        assert_eq!(duration_from(None), DURATION);
+        assert_eq!(duration_from(Some("6".into())), Duration::from_secs(6));
+        assert_eq!(duration_from(Some("0".into())), Duration::from_secs(3));
+        assert_eq!(duration_from(Some("x".into())), DURATION);
     }
 }

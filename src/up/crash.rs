@@ -1,7 +1,10 @@
 //! After a run died (SIGKILL, a lost terminal, a reboot of the host but not of Docker), its
-//! bastion container may still be running the installer against the cluster. The run that takes
-//! over its lock with `--break-lock` finds that container by its run-id label and stops and
-//! removes it before doing anything else, so two installers never act at once.
+//! bastion container may be left: stopped by its fence once eas's attach stream closed
+//! (`bastion::run`), or still running if the Docker Engine never closed that stream. The run
+//! that takes over its lock or the cluster's Lease with `--break-lock` finds its containers by
+//! their run-id label (the run id the lock or the Lease names, so from another state directory
+//! too) and stops and removes them before doing anything else, so two installers never act at
+//! once.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,8 +31,7 @@ pub fn dead_holder(lock_file: &Path, break_lock: bool) -> Option<Holder> {
 }
 
 /// Stops and removes every container the dead run left, found by its run-id label.
-pub async fn reap(docker: &Docker, dead: &Holder, shell: &Shell) -> Result<Vec<String>, Failure> {
-    let id = dead.run_id();
+pub async fn reap(docker: &Docker, id: &str, shell: &Shell) -> Result<Vec<String>, Failure> {
     let filters =
         HashMap::from([("label".to_string(), vec![format!("{MANAGED_LABEL}=true"), format!("{RUN_LABEL}={id}")])]);
     let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };

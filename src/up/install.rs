@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bastion;
 use crate::bastion::run::{ContainerRunner, DockerRunner, Outcome as RunOutcome, Sink, Stream};
+use crate::cluster::lease::Fence;
 use crate::config::{self, render};
 use crate::error::Failure;
 use crate::installer::command::shell_line;
@@ -34,6 +35,8 @@ pub struct Ctx<'a> {
     pub global: &'a Global,
     pub shell: &'a Shell,
     pub interrupt: &'a Interrupt,
+    /// The cluster Lease's fence: a lost Lease stops the installer's container.
+    pub fence: Option<Fence>,
 }
 
 /// The secrets the installer may see, so no log line carries them.
@@ -107,6 +110,21 @@ impl InstallSink {
     }
 }
 
+/// The run's cancellation for one container, also cancelled when the cluster Lease's `fence`
+/// trips: the holder that lost its Lease stops its container. Abort the handle once the
+/// container is gone.
+pub fn fenced(interrupt: &Interrupt, fence: Option<&Fence>) -> (Interrupt, tokio::task::JoinHandle<()>) {
+    let run = Interrupt { graceful: interrupt.graceful.child_token(), force: interrupt.force.child_token() };
+    let (g, fence) = (run.graceful.clone(), fence.cloned());
+    let watch = tokio::spawn(async move {
+        if let Some(f) = fence {
+            f.tripped().await;
+            g.cancel();
+        }
+    });
+    (run, watch)
+}
+
 /// Runs one installer command in the bastion; returns the reader's verdict and the sink.
 async fn run_installer(
     ctx: &Ctx<'_>,
@@ -131,8 +149,7 @@ async fn run_installer(
         .open(log_path)
         .map_err(|e| crate::up::io_failure("log", log_path, e))?;
     let stop = CancellationToken::new();
-    let run_int =
-        Interrupt { graceful: ctx.interrupt.graceful.child_token(), force: ctx.interrupt.force.child_token() };
+    let (run_int, fenced) = fenced(ctx.interrupt, ctx.fence.as_ref());
     let bar = ctx.shell.spinner_within(shell_line(argv), timeout);
     let mut sink = InstallSink {
         log,
@@ -157,12 +174,17 @@ async fn run_installer(
     };
     let res = runner.run(&spec, &mut sink, &run_int).await;
     watcher.abort();
+    fenced.abort();
     sink.flush();
     scrub_tree_logs(ctx.tree, &sink.redactor, ctx.shell);
     sink.bar.finish_and_clear();
     let outcome = res.map_err(|e| Failure::step("bastion run", e))?;
     drop(std);
+    let lost = ctx.fence.as_ref().and_then(Fence::lost);
     let verdict = match outcome {
+        RunOutcome::Interrupted if lost.is_some() && !ctx.interrupt.graceful.is_cancelled() => {
+            Outcome::Stopped(lost.unwrap_or_default())
+        }
         RunOutcome::Interrupted if sink.stopped.is_some() => Outcome::Stopped(sink.stopped.clone().unwrap_or_default()),
         RunOutcome::Interrupted => return Err(Failure::Interrupted),
         RunOutcome::TimedOut => Outcome::Failed {

@@ -239,7 +239,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
 pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure> {
     let (args, global) = (cx.args, cx.global);
     let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| phases::missing("the cluster"))?;
-    let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client }, cx).await?;
+    let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client, docker: None }, cx).await?;
     let mut bastion =
         Bastion { docker: pre.docker.clone(), image: image_args(&args.image, args.select.pins.clone(), global) };
     let mut facts = phases::facts::Facts { target: &pre.target, created: r.state.ledger.created.clone() };
@@ -291,7 +291,8 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
 /// released whatever the outcome), then the rest under it. Returns once the run is recorded.
 async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let Ready { pre, records, facts, image, decided, trees, overlay } = x;
-    let held = r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client }, records, cx).await?;
+    let held =
+        r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client, docker: pre.docker.as_ref() }, records, cx).await?;
     let phases::lock::Held { local: _local, lease, dead, prev, last } = held;
     let planned = Locked { facts, image, decided, trees, overlay, dead, prev, last };
     let result = locked(cx, pre, planned, r).await;
@@ -307,7 +308,7 @@ struct Locked {
     decided: phases::config::Decided,
     trees: phases::trees::Scratch,
     overlay: phases::overlay::Decided,
-    dead: Option<crate::state::lock::Holder>,
+    dead: Vec<String>,
     prev: Option<State>,
     last: Option<crate::state::since::Completed>,
 }
@@ -360,7 +361,7 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
             on: &bench,
             files: &decided.files,
             decision: &decided.decision,
-            dead: x.dead.as_ref(),
+            dead: &x.dead,
             upgrade: resume.in_place,
         };
         match r.act_phase(prepare, (), cx).await {

@@ -76,6 +76,8 @@ pub struct Runner {
     pub inputs: BTreeMap<PhaseId, String>,
     /// A dry run: no attempt is recorded.
     pub dry_run: bool,
+    /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer.
+    pub fence: Option<crate::cluster::lease::Fence>,
 }
 
 impl Runner {
@@ -90,6 +92,7 @@ impl Runner {
             prereq: None,
             inputs: BTreeMap::new(),
             dry_run: false,
+            fence: None,
         }
     }
 
@@ -218,6 +221,13 @@ impl Runner {
         let inputs = self.inputs.get(&P::ID).cloned();
         self.state.begin(P::ID, inputs, &now());
         self.save()?;
+        // A holder that lost the cluster Lease runs no installer: the phase fails, saying why
+        // (record and verify, which only read, still run, so the record is kept).
+        let installs = matches!(P::ID, PhaseId::Prepare | PhaseId::Install);
+        if let Some(lost) = self.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs) {
+            let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
+            return self.acted(P::ID, Err(Failure::step_next(P::ID.name(), lost, next)));
+        }
         let limit = self.timeouts.get(P::ID);
         let interrupt = self.interrupt.clone();
         let acting = p.act(planned, cx, self);

@@ -195,7 +195,24 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
         format!("eas down changes the cluster {}", found.target.context)
     };
     confirm(args, &what, &interrupt).await?;
-    let Held { lock, state } = r.run(DownId::Lock, shell, phases::lock(&here, &found)).await?;
+    let Held { lock, lease, state } = r.run(DownId::Lock, shell, phases::lock(&here, &found)).await?;
+    let fence = lease.fence();
+    let ended = locked(&r, &here, &found, lock, state, &fence).await;
+    // Whatever the outcome; a Lease left by a killed `down` goes stale with its run.
+    lease.release(super::CALL).await;
+    ended
+}
+
+/// What `down` does under the lock and the Lease.
+async fn locked(
+    r: &DownRunner,
+    here: &Here<'_>,
+    found: &phases::Recorded,
+    lock: crate::state::lock::LockGuard,
+    state: Option<State>,
+    fence: &crate::cluster::lease::Fence,
+) -> Result<Said, Failure> {
+    let (args, global, shell) = (here.args, here.global, here.shell);
     let sd = &found.sd;
     let Some(mut state) = state else {
         shell.phase("down", found.nothing());
@@ -203,7 +220,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
         return r.run(DownId::Purge, shell, async move { phases::purge(sd, lock) }).await.map(|()| Said::Done);
     };
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
-    let scope = Scope::new(&here, &found, layer);
+    let scope = Scope::new(here, found, layer, fence);
     let started = now();
     match acts(&r, &scope, &mut state).await {
         Ok(()) if args.purge => {

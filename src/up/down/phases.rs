@@ -1,5 +1,6 @@
 //! The phases of `eas down` ([`super::DownRunner`] runs each in its window): find the record and
-//! preview what would go (read only), then lock, teardown, delete, settle, record and purge.
+//! preview what would go (read only; find checks the cluster lock before any write), then lock,
+//! teardown, delete, settle, record and purge.
 
 use std::future::Future;
 use std::time::Duration;
@@ -48,6 +49,8 @@ pub enum Found {
 pub struct Recorded {
     pub target: cluster::Target,
     pub sd: StateDir,
+    /// What the lock phase would stop on (another run's lock or Lease), as the dry run lists it.
+    pub blockers: Vec<String>,
 }
 
 impl Recorded {
@@ -66,10 +69,22 @@ pub async fn find(h: &Here<'_>) -> Result<Found, Failure> {
     })
     .await?;
     let sd = StateDir::new(&state_root(h.global)?, &key)?;
-    if !h.args.dry_run {
+    // The cluster lock, as `eas up` meets it, before any write (the probe sweep included): the
+    // real run refuses on another run's lock or Lease, the dry run lists it.
+    let blocked = cancellable(h.interrupt, async {
+        Ok(super::super::phases::lock::blockers(&sd, &target.client, h.args.break_lock).await)
+    })
+    .await?;
+    let blockers = blocked.iter().map(|f| f.lines().join("; ")).collect();
+    // Without --yes and a terminal the prompt refuses (bad input, exit 2) before anything acts.
+    let may_act = !h.args.dry_run && (h.args.yes || std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    if may_act && let Some(first) = blocked.into_iter().next() {
+        return Err(first);
+    }
+    if may_act {
         sweep_probes(&target.client, h.shell, h.interrupt).await?;
     }
-    let found = Recorded { target, sd };
+    let found = Recorded { target, sd, blockers };
     let purgeable = h.args.purge && found.sd.dir().exists();
     let records = crate::state::records::Records::read(&found.sd)?;
     if records.install.is_some() || purgeable {
@@ -102,6 +117,9 @@ pub async fn preview(h: &Here<'_>, found: &Recorded) -> Result<Vec<String>, Fail
     let current = cancellable(h.interrupt, read).await?;
     let mut lines =
         vec![format!("eas down on {}: layer {layer} (recorded by the run of {})", found.target.context, state.started)];
+    for b in &found.blockers {
+        lines.push(format!("stop: {b} (`eas down` exits 1 before any write)"));
+    }
     lines.extend(plan::preview(&state, &current, &layer));
     if h.args.purge {
         lines.push(format!("purge: the state directory {} (logs, work tree, record)", found.sd.dir().display()));
@@ -109,34 +127,69 @@ pub async fn preview(h: &Here<'_>, found: &Recorded) -> Result<Vec<String>, Fail
     Ok(lines)
 }
 
-/// What the lock phase holds: the lock, and the record read under it (none: nothing to remove).
+/// What the lock phase holds: the lock, the cluster's Lease (released when `down` ends), and the
+/// record read under it (none: nothing to remove).
 pub struct Held {
     pub lock: lock::LockGuard,
+    pub lease: cluster::lease::Held,
     pub state: Option<State>,
 }
 
-/// lock: this cluster's lock taken (`--break-lock` takes over a dead run's, and stops and
-/// removes the installer it may have left running, so the teardown never runs beside it), the
-/// record loaded, and eas's own run Lease a killed run left removed while it is still that object.
+/// lock: this cluster's lock and the cluster's Lease taken as `eas up` takes them
+/// (`--break-lock` takes over a dead run's, first stopping and removing the containers it may
+/// have left running on this engine, found by the run ids its lock and its Lease name, so the
+/// teardown never runs beside them), then the record loaded.
 pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     let sd = &found.sd;
-    let dead = super::super::crash::dead_holder(&sd.lock_file(), h.args.break_lock);
-    let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), h.args.break_lock)?;
-    if let Some(holder) = &dead {
-        let docker = bastion::image::connect(&h.global.env)
+    let client = &found.target.client;
+    let break_lock = h.args.break_lock;
+    let dead = super::super::crash::dead_holder(&sd.lock_file(), break_lock);
+    let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), break_lock)?;
+    let docker = if break_lock {
+        let d = bastion::image::connect(&h.global.env)
             .await
             .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
-        cancellable(h.interrupt, super::super::crash::reap(&docker, holder, h.shell)).await?;
-    }
-    let Some(state) = State::load(&sd.state_file())? else {
-        return Ok(Held { lock, state: None });
+        Some(d)
+    } else {
+        None
     };
-    let client = &found.target.client;
-    let left = async { Ok(cluster::lease::remove_leftover(client, &state.ledger.own, CALL).await) };
-    if let Some(line) = cancellable(h.interrupt, left).await? {
-        h.shell.note(line);
+    let lease_dead = cancellable(
+        h.interrupt,
+        super::super::phases::lock::reap_stale_holder(client, docker.as_ref(), break_lock, h.shell),
+    )
+    .await?;
+    if let (Some(holder), Some(docker)) = (&dead, &docker)
+        && lease_dead.as_deref() != Some(holder.run_id().as_str())
+    {
+        cancellable(h.interrupt, super::super::crash::reap(docker, &holder.run_id(), h.shell)).await?;
     }
-    Ok(Held { lock, state: Some(state) })
+    let identity = cluster::lease::identity_of(&lock.holder);
+    let duration = cluster::lease::duration_from(h.global.env.var(super::super::phases::lock::LEASE_SECS));
+    let taken = cancellable(h.interrupt, async {
+        cluster::lease::acquire(client, &identity, break_lock, CALL, duration)
+            .await
+            .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))
+    })
+    .await?;
+    let lease = match taken {
+        cluster::lease::Taken::Held(held) => held,
+        cluster::lease::Taken::Refused(f) => {
+            return Err(super::super::phases::lock::lease_blocker(&f, break_lock)
+                .err()
+                .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
+        }
+    };
+    if let Some(id) = &lease_dead {
+        h.shell.note(format!("took over the cluster's Lease from the run {id}, which is gone"));
+    }
+    let state = match State::load(&sd.state_file()) {
+        Ok(s) => s,
+        Err(e) => {
+            lease.release(CALL).await;
+            return Err(e.into());
+        }
+    };
+    Ok(Held { lock, lease, state })
 }
 
 struct Quiet(Vec<u8>);
@@ -177,6 +230,7 @@ pub struct Ctx<'a> {
     global: &'a Global,
     shell: &'a Shell,
     interrupt: &'a Interrupt,
+    fence: &'a cluster::lease::Fence,
     sd: &'a StateDir,
     docker: bollard::Docker,
     /// The bastion the teardown runs in (`down_image`): the run's own, else its pins'.
@@ -218,10 +272,12 @@ pub struct Scope<'a> {
     pub client: &'a kube::Client,
     pub context: &'a str,
     pub layer: String,
+    /// The cluster Lease's fence: a lost Lease stops the teardown's container.
+    pub fence: &'a cluster::lease::Fence,
 }
 
 impl<'a> Scope<'a> {
-    pub fn new(h: &Here<'a>, found: &'a Recorded, layer: String) -> Scope<'a> {
+    pub fn new(h: &Here<'a>, found: &'a Recorded, layer: String, fence: &'a cluster::lease::Fence) -> Scope<'a> {
         Scope {
             args: h.args,
             global: h.global,
@@ -231,6 +287,7 @@ impl<'a> Scope<'a> {
             client: &found.target.client,
             context: &found.target.context,
             layer,
+            fence,
         }
     }
 }
@@ -260,6 +317,7 @@ impl Scope<'_> {
             global: self.global,
             shell: self.shell,
             interrupt: self.interrupt,
+            fence: self.fence,
             sd: self.sd,
             docker,
             kube,
@@ -547,13 +605,22 @@ pub async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]
     let mut spec = std.spec.clone();
     spec.timeout = Some(ctx.args.teardown_timeout);
     let mut sink = Quiet(Vec::new());
-    let outcome = DockerRunner::new(ctx.docker.clone()).run(&spec, &mut sink, ctx.interrupt).await;
+    let (fenced, watch) = crate::up::install::fenced(ctx.interrupt, Some(ctx.fence));
+    let outcome = DockerRunner::new(ctx.docker.clone()).run(&spec, &mut sink, &fenced).await;
+    watch.abort();
     let redactor = super::super::install::redactor(&ctx.global.env);
     let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
     let _ = std::fs::write(&log_path, &text);
     match outcome.map_err(|e| Failure::step("teardown", e))? {
         RunOutcome::Exited(0) => Ok(true),
-        RunOutcome::Interrupted => Err(Failure::Interrupted),
+        RunOutcome::Interrupted => match ctx.fence.lost() {
+            Some(lost) => Err(Failure::step_next(
+                "teardown",
+                format!("{lost}; the teardown's container was stopped; log: {}", log_path.display()),
+                "run `eas down --yes` again once no other run holds the cluster: the record is kept",
+            )),
+            None => Err(Failure::Interrupted),
+        },
         other => {
             shell.warn(format!("the installer's teardown ended {other:?}; log: {}", log_path.display()));
             for l in text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev() {

@@ -10,7 +10,7 @@ use crate::config;
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::pipeline::PhaseId;
-use crate::state::{StateDir, lock};
+use crate::state::StateDir;
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
@@ -28,8 +28,9 @@ pub struct Prepare<'a> {
     pub on: &'a Bench<'a>,
     pub files: &'a [(String, String)],
     pub decision: &'a config::Decision,
-    /// The dead run whose lock this run took over: its containers are swept again first.
-    pub dead: Option<&'a lock::Holder>,
+    /// The run ids of the dead runs whose lock or Lease this run took over: their containers
+    /// are swept again first.
+    pub dead: &'a [String],
     /// The pins moved since the last completed run: `init --upgrade` on the kept tree.
     pub upgrade: bool,
 }
@@ -53,14 +54,14 @@ impl Phase for Prepare<'_> {
         // The Docker Engine may finish a create or a start the dead run sent just before it died
         // after preflight's sweep: sweep again before this run's installer starts, so two
         // installers never act at once.
-        if let Some(holder) = self.dead {
-            crash::reap(b.docker, holder, cx.shell).await?;
+        for id in self.dead {
+            crash::reap(b.docker, id, cx.shell).await?;
         }
         let log_path = install::log_file(b.sd)?;
         cx.shell.log_to(&log_path).map_err(|e| crate::up::io_failure("log", &log_path, e))?;
         r.state.log_path = Some(log_path.clone());
         let interrupt = r.interrupt.clone();
-        let ctx = ctx(b, cx, &interrupt);
+        let ctx = ctx(b, cx, &interrupt, r.fence.as_ref());
         let limit = r.timeouts.get(PhaseId::Prepare);
         install::prepare(&ctx, self.files, self.decision, cx.args, &log_path, limit, self.upgrade).await
     }
@@ -92,7 +93,7 @@ impl Phase for Install<'_> {
         let argv = r.state.installer_command.clone();
         let undeploy = super::super::day_two::planned_undeploy(r);
         let interrupt = r.interrupt.clone();
-        let ctx = ctx(b, cx, &interrupt);
+        let ctx = ctx(b, cx, &interrupt, r.fence.as_ref());
         // The model the last completed run deployed, when this run picks another.
         if let Some(u) = &undeploy {
             install::undeploy(&ctx, u, &log_path, limit).await?;
@@ -122,6 +123,19 @@ pub fn begin_install(
     Ok(())
 }
 
-fn ctx<'a>(b: &'a Bench<'a>, cx: &'a Cx<'a>, interrupt: &'a crate::runtime::Interrupt) -> install::Ctx<'a> {
-    install::Ctx { docker: b.docker, image: b.image, tree: b.work, global: cx.global, shell: cx.shell, interrupt }
+fn ctx<'a>(
+    b: &'a Bench<'a>,
+    cx: &'a Cx<'a>,
+    interrupt: &'a crate::runtime::Interrupt,
+    fence: Option<&crate::cluster::lease::Fence>,
+) -> install::Ctx<'a> {
+    install::Ctx {
+        docker: b.docker,
+        image: b.image,
+        tree: b.work,
+        global: cx.global,
+        shell: cx.shell,
+        interrupt,
+        fence: fence.cloned(),
+    }
 }

@@ -19,6 +19,8 @@ use crate::cluster::lease;
 pub struct Lock<'a> {
     pub sd: &'a StateDir,
     pub client: &'a kube::Client,
+    /// This host's engine, where a stale holder's containers are looked for (act half only).
+    pub docker: Option<&'a bollard::Docker>,
 }
 
 /// What the lock's plan half read: the install record and the last completed run.
@@ -33,7 +35,9 @@ pub struct Records {
 pub struct Held {
     pub local: lock::LockGuard,
     pub lease: lease::Held,
-    pub dead: Option<lock::Holder>,
+    /// The run ids of the dead runs whose lock or Lease was taken over: their containers are
+    /// swept again before this run's first container starts.
+    pub dead: Vec<String>,
     pub prev: Option<State>,
     /// The last completed run, as the plan read it.
     pub last: Option<Completed>,
@@ -49,17 +53,7 @@ impl Phase for Lock<'_> {
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
-        let break_lock = cx.args.break_lock;
-        if let Err(f) = lock_blocker(self.sd, break_lock) {
-            found.push(f);
-        }
-        let lease = match lease::read(self.client, CALL).await {
-            Ok(found) => lease_blocker(&found, break_lock),
-            Err(e) => Err(Failure::step_next("lock", e, "check the API server (`eas doctor`)")),
-        };
-        if let Err(f) = lease {
-            found.push(f);
-        }
+        found.extend(blockers(self.sd, self.client, cx.args.break_lock).await);
         let latest = State::load(&self.sd.state_file()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
         let last = Completed::load(self.sd.dir()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
         Ok(Records { latest, last })
@@ -77,10 +71,19 @@ impl Phase for Lock<'_> {
         crate::state::journal::create_private_dir(sd.dir()).map_err(|e| crate::up::io_failure("lock", sd.dir(), e))?;
         let dead = crash::dead_holder(&sd.lock_file(), break_lock);
         let local = lock::acquire(&sd.lock_file(), "eas up", &now(), break_lock).map_err(Failure::from)?;
-        // Then the cluster's Lease, named for this run: host, pid and run id.
-        let me = &local.holder;
-        let identity = format!("{}/{}/{}", me.host, me.pid, me.run_id());
-        let taken = lease::acquire(self.client, &identity, break_lock, CALL)
+        let mut dead: Vec<String> = dead.iter().map(lock::Holder::run_id).collect();
+        // Then the cluster's Lease, named for this run: host, pid and run id. A stale holder's
+        // containers on this engine are stopped and removed first.
+        let identity = lease::identity_of(&local.holder);
+        let duration = lease::duration_from(cx.global.env.var(LEASE_SECS));
+        let lease_dead = reap_stale_holder(self.client, self.docker, break_lock, cx.shell).await?;
+        dead.extend(lease_dead.filter(|id| !dead.contains(id)));
+        for id in &dead {
+            if let Some(docker) = self.docker {
+                crash::reap(docker, id, cx.shell).await?;
+            }
+        }
+        let taken = lease::acquire(self.client, &identity, break_lock, CALL, duration)
             .await
             .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
         let lease = match taken {
@@ -92,6 +95,7 @@ impl Phase for Lock<'_> {
                     .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
             }
         };
+        r.fence = Some(lease.fence());
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
         // killed run left, and only that one.
         r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
@@ -126,16 +130,87 @@ impl Phase for Lock<'_> {
     }
 }
 
-/// The Lease's blocker, for the plan half: a live one of another run, or a stale one without
-/// `--break-lock`.
+/// The setting that shortens the Lease's duration (tests; see [`lease::duration_from`]).
+pub const LEASE_SECS: &str = "EAS_LEASE_SECS";
+
+/// The lock's blockers, for `eas up`'s plan half and `eas down` alike: the local lock, then the
+/// cluster's Lease. One run holding both (the same run id) is one blocker, the local lock's.
+pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) -> Vec<Failure> {
+    let mut found = Vec::new();
+    let local = lock::inspect(&sd.lock_file()).ok().flatten();
+    if let Err(f) = lock_blocker(sd, break_lock) {
+        found.push(f);
+    }
+    let lease = match lease::read(client, CALL).await {
+        Ok(l) => l,
+        Err(e) => {
+            found.push(Failure::step_next("lock", e, "check the API server (`eas doctor`)"));
+            return found;
+        }
+    };
+    let local_run = match &local {
+        Some(lock::Found::Live(h) | lock::Found::Stale(h) | lock::Found::OtherHost(h)) => Some(h.run_id()),
+        _ => None,
+    };
+    let same_run = local_run.is_some() && lease.holder().and_then(lease::run_id_of) == local_run.as_deref();
+    if !(same_run && !found.is_empty())
+        && let Err(f) = lease_blocker(&lease, break_lock)
+    {
+        found.push(f);
+    }
+    found
+}
+
+/// With `--break-lock`, a stale Lease's holder: its containers on this host's engine (found by
+/// the run id the Lease names) are stopped and removed before the Lease is taken over. Returns
+/// that run id, for the later sweeps.
+pub async fn reap_stale_holder(
+    client: &kube::Client,
+    docker: Option<&bollard::Docker>,
+    break_lock: bool,
+    shell: &crate::output::Shell,
+) -> Result<Option<String>, Failure> {
+    if !break_lock {
+        return Ok(None);
+    }
+    let found = lease::read(client, CALL)
+        .await
+        .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+    let lease::Found::Stale { holder, .. } = &found else { return Ok(None) };
+    let Some(id) = lease::run_id_of(holder) else { return Ok(None) };
+    if let Some(docker) = docker {
+        crash::reap(docker, id, shell).await?;
+    }
+    Ok(Some(id.to_string()))
+}
+
+/// The Lease's blocker, for the plan half: another run's (live, its renewals failing, or another
+/// host's just expired), or a stale one without `--break-lock`.
 pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failure> {
     let what = format!("the cluster's Lease {}/{}", lease::NAMESPACE, lease::NAME);
+    let wait = "wait for that run to finish (`eas status` on its host), then run the command again";
     match found {
         lease::Found::Free => Ok(()),
         lease::Found::Live { holder, age_secs } => Err(Failure::step_next(
             "lock",
             format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
-            "wait for that run to finish (`eas status` on its host), then run the command again",
+            wait,
+        )),
+        lease::Found::Failing { holder, age_secs, pid } => Err(Failure::step_next(
+            "lock",
+            format!(
+                "another eas run holds {what}: {holder}, alive on this host (pid {pid}); its renewals are failing \
+                 (last renewed {age_secs} s ago)"
+            ),
+            format!("wait for that run to end, or stop it (`kill -INT {pid}`); its Lease is live while it runs"),
+        )),
+        lease::Found::Expired { holder, age_secs, wait_secs } => Err(Failure::step_next(
+            "lock",
+            format!(
+                "{what} of {holder}, another host's run, is expired (renewed {age_secs} s ago); it is taken over \
+                 only once expired for longer than its duration"
+            ),
+            format!("make sure that host's run has ended, then re-run with --break-lock in {wait_secs} s"),
         )),
         lease::Found::Stale { .. } if break_lock => Ok(()),
         lease::Found::Stale { holder, age_secs } => Err(Failure::step_next(
@@ -187,6 +262,13 @@ mod tests {
         assert!(lease_blocker(&stale, false).unwrap_err().to_string().contains("--break-lock"));
         assert!(lease_blocker(&stale, true).is_ok());
         assert!(lease_blocker(&lease::Found::Free, false).is_ok());
+        // A live holder of this host whose renewals fail: live, never "its run is gone".
+        let failing = lease::Found::Failing { holder: "here/9/9-1".into(), age_secs: 85, pid: 9 };
+        let e = lease_blocker(&failing, true).unwrap_err().to_string();
+        assert!(e.contains("alive on this host (pid 9); its renewals are failing") && !e.contains("gone"), "{e}");
+        let expired = lease::Found::Expired { holder: "there/9/9-1".into(), age_secs: 90, wait_secs: 31 };
+        let e = lease_blocker(&expired, true).unwrap_err();
+        assert!(e.to_string().contains("only once expired for longer than its duration"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::error::Failure;
 use crate::gather;
 use crate::pipeline::PhaseId;
 use crate::settings::Global;
-use crate::state::{StateDir, lock};
+use crate::state::StateDir;
 
 use super::super::phase::{Cx, NoPlan, Phase};
 use super::super::runner::Runner;
@@ -21,8 +21,9 @@ use crate::cluster;
 /// The plan half's phase; at act time it carries what the lock's act found.
 #[derive(Default)]
 pub struct Preflight<'a> {
-    /// The run that held the lock and is no longer alive (its containers are removed).
-    pub dead: Option<lock::Holder>,
+    /// The run ids of the runs that held the lock or the Lease and are no longer alive (their
+    /// containers are removed).
+    pub dead: Vec<String>,
     /// This run's own scratch work tree, which the sweep keeps.
     pub own: Option<&'a std::path::Path>,
 }
@@ -73,8 +74,8 @@ impl Phase for Preflight<'_> {
 
     async fn act(self, pre: Pre, cx: &Cx<'_>, r: &mut Runner) -> Result<Pre, Failure> {
         let docker = pre.docker.as_ref().ok_or_else(|| super::missing("the Docker Engine"))?;
-        if let Some(holder) = &self.dead {
-            crash::reap(docker, holder, cx.shell).await?;
+        for id in &self.dead {
+            crash::reap(docker, id, cx.shell).await?;
         }
         if let Some(own) = self.own {
             sweep_work_trees(&pre.sd, own, cx.shell);
