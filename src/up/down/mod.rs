@@ -222,7 +222,7 @@ async fn locked(
     let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
     let scope = Scope::new(here, found, layer, fence);
     let started = now();
-    match acts(&r, &scope, &mut state).await {
+    match acts(r, &scope, &mut state).await {
         Ok(()) if args.purge => {
             r.run(DownId::Purge, shell, async move { phases::purge(sd, lock) }).await.map(|()| Said::Done)
         }

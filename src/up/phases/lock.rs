@@ -153,7 +153,7 @@ pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) ->
         _ => None,
     };
     let same_run = local_run.is_some() && lease.holder().and_then(lease::run_id_of) == local_run.as_deref();
-    if !(same_run && !found.is_empty())
+    if (!same_run || found.is_empty())
         && let Err(f) = lease_blocker(&lease, break_lock)
     {
         found.push(f);
