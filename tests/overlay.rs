@@ -270,13 +270,14 @@ fn apply_writes_exactly_the_patches_and_a_second_apply_is_a_no_op() {
 
 #[test]
 fn stop_names_the_file_hunk_and_upstream_change_and_writes_nothing() {
-    // main-like layout: upstream moves the EnvoyProxy task out of install.yaml.
+    // Upstream moves the EnvoyProxy task out of its role, where 0006's row does not follow it
+    // (its may_move_to is roles/envoy_gateway/**).
     let repo = Repo::release_1_2();
     let moved = repo.commit(
         "envoy_gateway: move the EnvoyProxy task to its own file",
         &[
-            (ENVOY, "---\n- ansible.builtin.include_tasks: proxy.yaml\n"),
-            ("roles/envoy_gateway/tasks/proxy.yaml", ENVOY_TASK),
+            (ENVOY, "---\n- ansible.builtin.include_tasks: ../../gateway_proxy/tasks/proxy.yaml\n"),
+            ("roles/gateway_proxy/tasks/proxy.yaml", ENVOY_TASK),
         ],
     );
     let before = repo.snapshot();
@@ -285,6 +286,7 @@ fn stop_names_the_file_hunk_and_upstream_change_and_writes_nothing() {
     // The other rows would apply; with one STOP nothing is written.
     assert_eq!(r.choice("0002"), "apply 0002 variant istio-helm-task");
     assert_eq!(r.choice("0006"), format!("STOP: regenerate 0006 against {moved}"));
+    assert!(r.line("0006").contains("not found in the 0 file(s) it may have moved to"), "{}", r.line("0006"));
     let stop: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("STOP:")).collect();
     let text = stop.join("\n");
     assert!(text.contains("0006 (Envoy data plane"), "{text}");
@@ -651,4 +653,121 @@ fn overlay_check_script_prints_each_pins_profile_as_a_decision_table() {
     assert!(at_main.contains("| 0006 | STOP"), "{at_main}");
     assert!(at_main.contains(&format!("regenerate 0006 against {main}")), "{at_main}");
     assert!(at_main.contains(ENVOY), "{at_main}");
+}
+
+/// Where a synthetic EAS tree moved the EnvoyProxy task to (main-like, PR #251 says the task moved
+/// at EAS main 97f6157; that commit cannot be read, so the move is ours), and install.yaml's
+/// include of it.
+const MOVED: &str = "roles/envoy_gateway/tasks/envoyproxy.yaml";
+const INCLUDE: &str = "---\n- ansible.builtin.include_tasks: envoyproxy.yaml\n";
+
+/// 0006's row may follow its hunk inside the role (`may_move_to: roles/envoy_gateway/**`): with the
+/// task moved to another file of the role, 0006 applies there, the decision cites the file and
+/// the lines its context was found at, and --apply patches that file only.
+#[test]
+fn a_moved_envoyproxy_task_gets_0006_applied_where_it_moved_and_cited() {
+    let repo = Repo::release_1_2();
+    let at = repo.commit("envoy_gateway: move the EnvoyProxy task", &[(ENVOY, INCLUDE), (MOVED, ENVOY_TASK)]);
+    let r = repo.overlay(&["--apply"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.choice("0006"), format!("apply 0006 variant release-1.2 (moved: {MOVED})"));
+    // The context (kubernetes: .. operator: Exists) is lines 9-16 of the moved file.
+    assert!(
+        r.line("0006").contains(&format!("applies in the file its hunk moved to (moved: {MOVED}:9-16)")),
+        "{}",
+        r.line("0006")
+    );
+    assert!(
+        r.line("0006").ends_with(&format!("[intel/enterprise-ai-solutions@{} {MOVED}:9-16]", &at[..7])),
+        "{}",
+        r.line("0006")
+    );
+    let patched = repo.read(MOVED);
+    assert!(patched.contains("operator: Exists\n") && !patched.contains("control-plane: \"\""), "{patched}");
+    assert_eq!(repo.read(ENVOY), INCLUDE, "install.yaml is left as upstream has it");
+    assert_eq!(git(&repo.dir, &["diff", "--name-only"]).lines().collect::<Vec<_>>(), [MOVED, ISTIO, NRI]);
+}
+
+/// Two files of the role holding 0006's context: the overlay never guesses, it STOPs naming both.
+#[test]
+fn two_places_holding_0006s_context_stop() {
+    let repo = Repo::release_1_2();
+    let other = "roles/envoy_gateway/tasks/envoyproxy-ha.yaml";
+    let at = repo
+        .commit("envoy_gateway: two EnvoyProxy tasks", &[(ENVOY, INCLUDE), (MOVED, ENVOY_TASK), (other, ENVOY_TASK)]);
+    let before = repo.snapshot();
+    let r = repo.overlay(&["--apply"]);
+    assert_eq!(r.code, 4, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.choice("0006"), format!("STOP: regenerate 0006 against {at}"));
+    let line = r.line("0006");
+    assert!(line.contains("found in 2 places it may have moved to"), "{line}");
+    assert!(line.contains(&format!("{MOVED}:9 (hunk 1)")) && line.contains(&format!("{other}:9 (hunk 1)")), "{line}");
+    assert_eq!(repo.snapshot(), before, "STOP writes nothing");
+    // The same context twice in one moved file is as ambiguous.
+    let twice = format!("{ENVOY_TASK}{}", ENVOY_TASK.trim_start_matches("---\n"));
+    repo.commit("envoy_gateway: one file, two proxies", &[(MOVED, &twice), (other, "---\n")]);
+    let r = repo.overlay(&[]);
+    assert_eq!(r.code, 4, "{}", r.stdout);
+    assert!(r.line("0006").contains("found in 2 places"), "{}", r.line("0006"));
+}
+
+/// Upstream carrying 0006's change in the file the task moved to: `merged`, citing that file.
+#[test]
+fn a_merged_fix_in_the_moved_file_is_merged() {
+    let repo = Repo::release_1_2();
+    let patch = Path::new(env!("CARGO_MANIFEST_DIR")).join("patches/0006-envoy-cp-selector.release-1.2.patch");
+    git(&repo.dir, &["apply", patch.to_str().unwrap()]);
+    let patched = repo.read(ENVOY);
+    repo.commit(
+        "envoy_gateway: move the task, selecting control planes with Exists",
+        &[(ENVOY, INCLUDE), (MOVED, &patched)],
+    );
+    let r = repo.overlay(&[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.choice("0006"), "merged 0006 (nothing to apply)");
+    assert!(
+        r.line("0006").contains(&format!("reverse-applies in the file its hunk moved to (moved: {MOVED}:")),
+        "{}",
+        r.line("0006")
+    );
+}
+
+/// A row's `fixed` probe follows its file too: with 0002's row allowed to move inside the Istio
+/// role, an Istio task moved to another file that sets global.platform from istio_platform is
+/// `fixed`, citing the moved file; without `may_move_to` the same tree STOPs.
+#[test]
+fn the_fixed_probe_follows_a_moved_file() {
+    let repo = Repo::release_1_2();
+    let helm = "roles/istio/tasks/helm.yaml";
+    let fixed = with_values(ISTIO_TASK, "\"{{ istio_platform | default('') }}\"");
+    repo.commit(
+        "istio: move the Helm task",
+        &[(ISTIO, "---\n- ansible.builtin.include_tasks: helm.yaml\n"), (helm, &fixed)],
+    );
+    let overlay = repo.dir.parent().unwrap().join("overlay");
+    support_copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("patches"), &overlay);
+    let json = std::fs::read_to_string(overlay.join("overlay.json")).unwrap();
+    let r = repo.overlay(&["--overlay", overlay.to_str().unwrap()]);
+    assert!(r.choice("0002").starts_with("STOP"), "without may_move_to: {}", r.line("0002"));
+    let followed = json.replacen(
+        "\"files\": [\"roles/istio/tasks/install.yaml\"],",
+        "\"files\": [\"roles/istio/tasks/install.yaml\"], \"may_move_to\": [\"roles/istio/**\"],",
+        1,
+    );
+    assert_ne!(followed, json);
+    std::fs::write(overlay.join("overlay.json"), followed).unwrap();
+    let r = repo.overlay(&["--overlay", overlay.to_str().unwrap()]);
+    assert!(r.choice("0002").starts_with("fixed 0002 ("), "{}", r.line("0002"));
+    assert!(r.line("0002").contains(&format!("(moved: {helm}:16)")), "{}", r.line("0002"));
+    assert!(r.line("0002").ends_with(&format!("{helm}:16]")), "{}", r.line("0002"));
+}
+
+fn support_copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
 }

@@ -47,6 +47,9 @@ struct RowFile {
     variants: Vec<VariantFile>,
     skip: Option<Skip>,
     fixed: Option<Fixed>,
+    /// Globs of the files the row's hunk may have moved to (`roles/envoy_gateway/**`).
+    #[serde(default)]
+    may_move_to: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -166,6 +169,9 @@ pub struct Row {
     pub variants: Vec<Variant>,
     pub skip: Option<Skip>,
     pub fixed: Option<Fixed>,
+    /// Where its hunk may have moved: searched only when its own file no longer holds the
+    /// context (`super::moved`).
+    pub may_move_to: Vec<String>,
 }
 
 /// A validated overlay: rows in order, each variant's patch parsed.
@@ -297,7 +303,18 @@ impl Overlay {
                     patch: parsed,
                 });
             }
-            rows.push(Row { id: r.id, title: r.title, why: r.why, variants, skip: r.skip, fixed: r.fixed });
+            if let Some(g) = r.may_move_to.iter().find(|g| g.is_empty() || g.starts_with('/') || g.contains("..")) {
+                return Err(ctx(format!("may_move_to {g:?} is not a relative glob inside the tree")));
+            }
+            rows.push(Row {
+                id: r.id,
+                title: r.title,
+                why: r.why,
+                variants,
+                skip: r.skip,
+                fixed: r.fixed,
+                may_move_to: r.may_move_to,
+            });
         }
         Ok(Overlay { upstream: file.upstream, rows })
     }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::choices::Generated;
 use super::data::{Cite, Fixed, Overlay, Row, Skip, Variant};
 use super::git::{GitError, Repo, ScratchIndex};
+use super::moved::{self, Search};
 use super::patch::PatchFile;
 
 /// What the decider chose for one row.
@@ -286,7 +287,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
 
     // merged: upstream already carries one of the variants.
     for v in &row.variants {
-        let check = check(cx, v, true)?;
+        let check = check(cx, &v.patch, true)?;
         if check.ok {
             return Ok(decision(
                 Outcome::Merged { variant: v.name.clone() },
@@ -296,21 +297,58 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
             ));
         }
     }
+    // Whether the row's own file still holds a variant's context; when none does, the files
+    // its hunk may have moved to are searched (merged, fixed and apply alike).
+    let mut forward = Vec::new();
+    for v in &row.variants {
+        forward.push(check(cx, &v.patch, false)?);
+    }
+    let follow = !row.may_move_to.is_empty() && forward.iter().all(|c| !c.ok);
+    let mut notes: Vec<String> = Vec::new();
+    if follow {
+        for v in &row.variants {
+            match moved::search(cx.git, cx.commit, &row.may_move_to, &v.patch, true)? {
+                Search::One { patch, path, lines } if check(cx, &patch, true)?.ok => {
+                    return Ok(decision(
+                        Outcome::Merged { variant: v.name.clone() },
+                        format!(
+                            "{lead}: variant {} reverse-applies in the file its hunk moved to (moved: {path}:{}-{})",
+                            v.name, lines[0], lines[1]
+                        ),
+                        format!("merged {} (nothing to apply)", row.id),
+                        Source::Upstream(cx.cite(&path, Some(lines))),
+                    ));
+                }
+                s @ Search::Several(_) => notes.push(format!("its patched lines {}", s.note())),
+                _ => {}
+            }
+        }
+    }
 
     // fixed: upstream solved it another way and still reads the key the generator writes.
     let mut fixed_note = String::new();
     if let Some(f) = &row.fixed {
-        match probe(cx, f)? {
-            Probed::Fixed(line) => {
+        let globs = if follow { row.may_move_to.as_slice() } else { &[] };
+        match probe(cx, f, globs)? {
+            Probed::Fixed(path, line) => {
+                let at = if path == f.probe.path { String::new() } else { format!(" (moved: {path}:{line})") };
                 return Ok(decision(
                     Outcome::Fixed,
-                    format!("{lead}: {} and {} reads {}", super::probe::describe(&f.probe), f.knob.path, f.knob.name),
+                    format!(
+                        "{lead}: {}{at} and {} reads {}",
+                        super::probe::describe(&f.probe),
+                        f.knob.path,
+                        f.knob.name
+                    ),
                     format!("fixed {} ({})", row.id, f.why),
-                    Source::Upstream(cx.cite(&f.probe.path, Some([line, line]))),
+                    Source::Upstream(cx.cite(&path, Some([line, line]))),
                 ));
             }
             Probed::KnobGone => {
                 fixed_note = format!(" (probe matches but {} no longer reads {})", f.knob.path, f.knob.name);
+            }
+            Probed::Several(at) => {
+                notes.push(format!("the fixed probe matches in {} places ({})", at.len(), at.join(", ")))
             }
             Probed::No => {}
         }
@@ -318,8 +356,7 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
 
     // apply: the first variant that applies, in the row's order.
     let mut misses = Vec::new();
-    for v in &row.variants {
-        let check = check(cx, v, false)?;
+    for (v, check) in row.variants.iter().zip(&forward) {
         if check.ok {
             let mut d = decision(
                 Outcome::Apply { variant: v.name.clone() },
@@ -332,6 +369,27 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
         }
         misses.push(miss(cx, v, &check.stderr)?);
     }
+    // ... or in the one place its context moved to, verified there by git before it is chosen.
+    if follow {
+        for v in &row.variants {
+            match moved::search(cx.git, cx.commit, &row.may_move_to, &v.patch, false)? {
+                Search::One { patch, path, lines } if check(cx, &patch, false)?.ok => {
+                    let mut d = decision(
+                        Outcome::Apply { variant: v.name.clone() },
+                        format!(
+                            "{lead}: variant {} applies in the file its hunk moved to (moved: {path}:{}-{}){fixed_note}",
+                            v.name, lines[0], lines[1]
+                        ),
+                        format!("apply {} variant {} (moved: {path})", row.id, v.name),
+                        Source::Upstream(cx.cite(&path, Some(lines))),
+                    );
+                    d.patch = Some(patch);
+                    return Ok(d);
+                }
+                s => notes.push(format!("variant {}'s context {}", v.name, s.note())),
+            }
+        }
+    }
 
     // STOP: name the first variant's failing file, the change that moved it, and the fix.
     let first = &misses[0];
@@ -342,9 +400,10 @@ fn decide_row(cx: &Cx, row: &Row, lead: &str) -> Result<Decision, GitError> {
     };
     let moved =
         first.last_change.as_ref().map(|(sha, _)| format!(", last changed by {}", &sha[..7])).unwrap_or_default();
+    let searched = if notes.is_empty() { String::new() } else { format!("; {}", notes.join("; ")) };
     let mut d = decision(
         Outcome::Stop,
-        format!("{lead}: no variant applies ({}: {where_}{moved}){fixed_note}", first.variant),
+        format!("{lead}: no variant applies ({}: {where_}{moved}){fixed_note}{searched}", first.variant),
         format!("STOP: regenerate {} against {}", row.id, cx.commit),
         Source::Upstream(cx.cite(&first.path, None)),
     );
@@ -360,14 +419,14 @@ struct Check {
     lines: [u32; 2],
 }
 
-/// `git apply --cached --check [-R] -v` of one variant against the scratch index.
-fn check(cx: &Cx, v: &Variant, reverse: bool) -> Result<Check, GitError> {
+/// `git apply --cached --check [-R] -v` of one patch against the scratch index.
+fn check(cx: &Cx, patch: &PatchFile, reverse: bool) -> Result<Check, GitError> {
     let mut args = vec!["apply", "--cached", "--check", "-v"];
     if reverse {
         args.push("-R");
     }
-    let out = cx.git.run(&args, Some(&v.patch.text), Some(&cx.index.path))?;
-    let file = &v.patch.files[0];
+    let out = cx.git.run(&args, Some(&patch.text), Some(&cx.index.path))?;
+    let file = &patch.files[0];
     let hunk = &file.hunks[0];
     let (start, len) = if reverse { (hunk.new_start, hunk.new_len) } else { (hunk.old_start, hunk.old_len) };
     // With -v git reports where a hunk matched when that is not where it was written.
@@ -427,23 +486,46 @@ fn miss(cx: &Cx, v: &Variant, stderr: &str) -> Result<Miss, GitError> {
 }
 
 enum Probed {
-    /// The probe matched at this line and the knob is read.
-    Fixed(u32),
+    /// The probe matched in this file at this line and the knob is read.
+    Fixed(String, u32),
     /// The probe matched but the knob is gone.
     KnobGone,
+    /// The probe's own file does not match and several moved-to files do: `path:line` of each.
+    Several(Vec<String>),
     No,
 }
 
-fn probe(cx: &Cx, f: &Fixed) -> Result<Probed, GitError> {
-    let Some(text) = cx.git.show(cx.commit, &f.probe.path)? else {
+/// The `fixed` probe in its own file, else (with `globs`) in the one file it may have moved to
+/// that matches; several matching files decide nothing.
+fn probe(cx: &Cx, f: &Fixed, globs: &[String]) -> Result<Probed, GitError> {
+    let mut at = cx
+        .git
+        .show(cx.commit, &f.probe.path)?
+        .and_then(|text| super::probe::matches(&f.probe, &text).map(|line| (f.probe.path.clone(), line, text)));
+    if at.is_none() && !globs.is_empty() {
+        let mut found = Vec::new();
+        for path in moved::candidates(cx.git, cx.commit, globs, &f.probe.path)? {
+            if let Some(text) = cx.git.show(cx.commit, &path)?
+                && let Some(line) = super::probe::matches(&f.probe, &text)
+            {
+                found.push((path, line, text));
+            }
+        }
+        if found.len() > 1 {
+            return Ok(Probed::Several(found.iter().map(|(p, l, _)| format!("{p}:{l}")).collect()));
+        }
+        at = found.pop();
+    }
+    let Some((path, line, text)) = at else {
         return Ok(Probed::No);
     };
-    let Some(line) = super::probe::matches(&f.probe, &text) else {
-        return Ok(Probed::No);
+    let knob_text = if f.knob.path == path || f.knob.path == f.probe.path {
+        Some(text)
+    } else {
+        cx.git.show(cx.commit, &f.knob.path)?
     };
-    let knob_text = if f.knob.path == f.probe.path { Some(text) } else { cx.git.show(cx.commit, &f.knob.path)? };
     if knob_text.is_some_and(|t| t.contains(f.knob.name.as_str())) {
-        Ok(Probed::Fixed(line))
+        Ok(Probed::Fixed(path, line))
     } else {
         Ok(Probed::KnobGone)
     }

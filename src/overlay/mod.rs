@@ -9,6 +9,7 @@ pub mod choices;
 pub mod data;
 pub mod decide;
 pub mod git;
+pub mod moved;
 pub mod patch;
 pub mod probe;
 
