@@ -85,8 +85,9 @@ fn update(case: &Path, run: &Run) {
         }
     } else {
         fs::write(case.join("expected-exit"), format!("{}\n", run.code)).unwrap();
+        let stderr = run.stderr.replace(&case.display().to_string(), "<case>");
         let lines: Vec<&str> =
-            run.stderr.lines().filter(|l| l.starts_with("REFUSE: ") || l.starts_with("error: ")).collect();
+            stderr.lines().filter(|l| l.starts_with("REFUSE: ") || l.starts_with("error: ")).collect();
         fs::write(case.join("expected-stderr"), lines.join("\n") + "\n").unwrap();
     }
 }
@@ -129,8 +130,10 @@ fn check(case: &Path, run: &Run) -> Vec<String> {
             problems.push(format!("{name}: exit {want_code} but --out holds {produced:?}"));
         }
         let want = fs::read_to_string(case.join("expected-stderr")).unwrap_or_default();
+        // A file's problem names the file: the case's directory is `<case>` in the golden lines.
+        let stderr = run.stderr.replace(&case.display().to_string(), "<case>");
         for line in want.lines().filter(|l| !l.is_empty()) {
-            if !run.stderr.lines().any(|l| l == line) {
+            if !stderr.lines().any(|l| l == line) {
                 problems.push(format!("{name}: stderr lacks {line:?}; got:\n{}", run.stderr));
             }
         }
