@@ -71,6 +71,9 @@ pub struct NodeCondition {
     pub reason: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// When it last changed status (`lastTransitionTime` in the API's form).
+    #[serde(default, alias = "lastTransitionTime", skip_serializing_if = "String::is_empty")]
+    pub since: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

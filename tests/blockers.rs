@@ -462,3 +462,31 @@ fn an_offline_plan_says_the_download_was_not_checked() {
     let text = text(&up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--offline"]).stdout);
     assert!(text.contains("unknown    config: whether Hugging Face lets the model's weights be downloaded"), "{text}");
 }
+
+/// A server below the floor (Kubernetes 1.30: EAS's ValidatingAdmissionPolicy) is a refusal in
+/// the plan and in the run, naming the floor and its source; a server within it is not.
+#[test]
+fn a_server_below_the_kubernetes_floor_is_refused_naming_the_floor_and_its_source() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let options = support::Options { git_version: Some("v1.24.17+k3s1".into()), ..support::Options::default() };
+    let server = ClusterServer::start_with(support::fixture("k3d-gpu-desktop"), options);
+    let (plan, real, writes) = both_on(server, "k3d-gpu-desktop", state.path(), &t, true);
+    assert_eq!(plan["exit_code"], 3, "{plan:#}");
+    let floor: Vec<&Value> = plan["blockers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b.to_string().contains("below the floor v1.30"))
+        .collect();
+    assert_eq!(floor.len(), 1, "{plan:#}");
+    assert_eq!(floor[0]["exit_code"], 3);
+    let stderr = text(&real.stderr);
+    let line = stderr.lines().find(|l| l.contains("below the floor")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.starts_with("REFUSE: Kubernetes v1.24.17+k3s1 is below the floor v1.30"), "{line}");
+    assert!(
+        line.contains("ValidatingAdmissionPolicy")
+            && line.contains("intel/enterprise-ai-solutions@cc887cb roles/envoy_gateway/templates/route-hostname-admission-policy.yaml.j2:13-14"),
+        "the floor's source: {line}"
+    );
+    assert_eq!(writes, Vec::<String>::new());
+}

@@ -52,7 +52,7 @@ fn http(server: &ClusterServer, method: &str, path: &str, body: Option<&Value>) 
     write!(
         conn,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer recorded-cluster-token\r\n\
-         Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         User-Agent: kubectl/v1.37.2 (linux/amd64)\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -100,7 +100,8 @@ fn writes_are_stored_served_back_and_logged() {
 
 #[test]
 fn lists_have_the_api_shape_and_faults_come_and_go() {
-    let server = ClusterServer::start(fixture("k3s-3node-eas"));
+    let options = Options { transport: Transport::Plain, ..Options::default() };
+    let server = ClusterServer::start_with(fixture("k3s-3node-eas"), options);
     let (code, list) = http(&server, "GET", "/api/v1/nodes?limit=2", None);
     assert_eq!(code, 200);
     assert_eq!(list["kind"], "NodeList");
@@ -116,4 +117,128 @@ fn lists_have_the_api_shape_and_faults_come_and_go() {
     let (code, status) = http(&server, "GET", "/api/v1/nodes", None);
     assert_eq!((code, status["kind"].as_str(), status["message"].as_str()), (500, Some("Status"), Some("boom")));
     assert_eq!(http(&server, "GET", "/api/v1/nodes", None).0, 200, "the fault was for one request");
+}
+
+/// What a real API server (kube-apiserver with its controllers, issue 29) answered where the
+/// recorded one used to answer otherwise.
+#[test]
+fn access_reviews_carry_no_reason_allowed_or_denied() {
+    let options =
+        Options { deny_access: vec!["create clusterroles.rbac.authorization.k8s.io".into()], ..Options::default() };
+    let server = ClusterServer::start_with(fixture("xeon-amx"), options);
+    for (group, resource, allowed) in [("", "namespaces", true), ("rbac.authorization.k8s.io", "clusterroles", false)] {
+        let review = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": "create", "group": group, "resource": resource}}});
+        let (code, answer) = http(&server, "POST", ACCESS_REVIEWS, Some(&review));
+        assert_eq!(code, 201);
+        assert_eq!(answer["status"], json!({"allowed": allowed}), "{resource}: no reason, as the real server");
+    }
+}
+
+#[test]
+fn a_crd_not_installed_is_not_served_until_it_is() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let list = "/apis/serving.kserve.io/v1alpha2/namespaces/llm-inference/llminferenceservices";
+    let (code, status) = http(&server, "GET", list, None);
+    assert_eq!((code, status["kind"].as_str()), (404, Some("Status")), "not an empty list");
+    assert_eq!(http(&server, "GET", &format!("{list}/m"), None).0, 404);
+    let (_, groups) = http(&server, "GET", "/apis", None);
+    assert!(!groups.to_string().contains("serving.kserve.io"), "discovery does not name the group either");
+    support::kserve::crd(&server, "llminferenceservices", "v1alpha2");
+    let (code, served) = http(&server, "GET", list, None);
+    assert_eq!((code, served["items"].as_array().map(Vec::len)), (200, Some(0)));
+    assert!(http(&server, "GET", "/apis", None).1.to_string().contains("serving.kserve.io"));
+}
+
+#[test]
+fn a_node_whose_ready_condition_is_not_true_carries_the_lifecycle_taint() {
+    let server = ClusterServer::start(fixture("gpu-nodes"));
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "gpu-b".into(),
+    };
+    let taints = |server: &ClusterServer| server.object(&node).unwrap()["spec"]["taints"].clone();
+    assert_eq!(taints(&server), Value::Null, "a Ready node carries none");
+    let conditions = |ready: &str| {
+        let mut n = server.object(&node).unwrap();
+        for c in n["status"]["conditions"].as_array_mut().unwrap() {
+            if c["type"] == "Ready" {
+                c["status"] = json!(ready);
+            }
+        }
+        json!({"status": {"conditions": n["status"]["conditions"].clone()}})
+    };
+    server.update(&node, conditions("False"));
+    assert_eq!(taints(&server), json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]));
+    server.update(
+        &node,
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                                                     {"key": "gpu", "value": "only", "effect": "NoSchedule"}]}}),
+    );
+    server.update(&node, conditions("Unknown"));
+    assert_eq!(
+        taints(&server),
+        json!([{"key": "gpu", "value": "only", "effect": "NoSchedule"},
+               {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]),
+        "Unknown is unreachable; the operator's own taint stays"
+    );
+    server.update(&node, conditions("True"));
+    assert_eq!(taints(&server), json!([{"key": "gpu", "value": "only", "effect": "NoSchedule"}]), "removed when Ready");
+}
+
+#[test]
+fn stored_objects_carry_the_fields_the_server_sets() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let labels = json!({"app": "x"});
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}}}});
+    let (code, made) = http(&server, "POST", "/apis/apps/v1/namespaces/default/deployments", Some(&dep));
+    assert_eq!(code, 201);
+    let meta = &made["metadata"];
+    assert!(meta["uid"].as_str().is_some_and(|u| u.len() == 36), "{meta}");
+    assert!(meta["resourceVersion"].as_str().is_some());
+    assert_eq!(meta["generation"], 1);
+    let created = meta["creationTimestamp"].as_str().unwrap();
+    assert!(created.len() == 20 && created.ends_with('Z') && created != "2026-10-29T12:00:00Z", "{created}");
+    let managed = &meta["managedFields"][0];
+    assert_eq!((managed["manager"].as_str(), managed["operation"].as_str()), (Some("kubectl"), Some("Update")));
+    assert_eq!(managed["fieldsType"], "FieldsV1");
+    assert!(managed["fieldsV1"]["f:spec"]["f:replicas"].is_object(), "{managed}");
+
+    let path = "/apis/apps/v1/namespaces/default/deployments/d";
+    let (_, labelled) = http(&server, "PATCH", path, Some(&json!({"metadata": {"labels": {"a": "b"}}})));
+    assert_eq!(labelled["metadata"]["generation"], 1, "metadata alone does not move the generation");
+    let (_, scaled) = http(&server, "PATCH", path, Some(&json!({"spec": {"replicas": 2}})));
+    assert_eq!(scaled["metadata"]["generation"], 2, "a spec change does");
+    assert_eq!(scaled["metadata"]["uid"], meta["uid"]);
+    assert_ne!(scaled["metadata"]["resourceVersion"], meta["resourceVersion"]);
+    let (_, ns) = http(&server, "GET", "/api/v1/namespaces/kube-system", None);
+    assert!(ns["metadata"]["managedFields"].is_array() && ns["metadata"].get("generation").is_none());
+}
+
+#[test]
+fn a_k3s_cluster_is_served_over_tls_with_a_client_certificate() {
+    let server = ClusterServer::start(fixture("k3s-3node-eas"));
+    assert!(server.url().starts_with("https://127.0.0.1:"), "{}", server.url());
+    let kubeconfig = std::fs::read_to_string(server.kubeconfig()).unwrap();
+    for field in ["certificate-authority-data:", "client-certificate-data:", "client-key-data:"] {
+        assert!(kubeconfig.contains(field), "{kubeconfig}");
+    }
+    assert!(!kubeconfig.contains("token:"), "k3s's kubeconfig carries no token");
+    assert!(server.ca_pem().is_some_and(|p| p.starts_with("-----BEGIN CERTIFICATE-----")));
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let addr = server.url().trim_start_matches("https://").to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    write!(conn, "GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut raw = Vec::new();
+    let _ = conn.read_to_end(&mut raw);
+    assert!(!String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200"));
+    // eas reads it through that kubeconfig (the CA trusted, the certificate presented).
+    let out =
+        eas(&fixture("k3s-3node-eas")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("at {}", server.url())));
 }

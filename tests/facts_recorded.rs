@@ -140,6 +140,28 @@ fn the_2000_node_cluster_is_read_whole_in_one_page() {
     assert!(stderr.contains("2000 nodes (2000 with containerd facts)"), "{stderr}");
 }
 
+/// `status`, `verify` and `doctor` read nodes in pages as `facts` does: at 5,201 nodes (over the
+/// 5,000 a page asks for), each of their node lists asks with `limit=` and the second page of
+/// each comes with the first's `continue` token.
+#[test]
+fn status_verify_and_doctor_read_5201_nodes_in_pages() {
+    let options = Options { scale_count: Some(5198), ..Options::default() };
+    let server = ClusterServer::start_with(fixture("scale-2000"), options);
+    assert_eq!(server.count("v1", "nodes"), 5201);
+    let dir = tempfile::tempdir().unwrap();
+    for command in ["status", "verify", "doctor"] {
+        server.clear_requests();
+        let out = eas(dir.path()).arg("--kubeconfig").arg(server.kubeconfig()).arg(command).output().unwrap();
+        let lists: Vec<Logged> = server.requests().into_iter().filter(|r| r.path == "/api/v1/nodes").collect();
+        let why = format!("{command}: {lists:?}\n{}", text(&out.stderr));
+        assert!(!lists.is_empty(), "{why}");
+        assert!(lists.iter().all(|r| r.param("limit").as_deref() == Some("5000")), "every node list is paged: {why}");
+        let firsts = lists.iter().filter(|r| r.param("continue").is_none()).count();
+        let seconds = lists.iter().filter(|r| r.param("continue").is_some()).count();
+        assert!(firsts >= 1 && firsts == seconds, "each list's second page follows its continue token: {why}");
+    }
+}
+
 #[test]
 fn continue_tokens_are_followed_when_the_server_pages() {
     let options = Options { max_page: Some(300), ..Options::default() };

@@ -5,7 +5,7 @@
 
 mod support;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::*;
 
 fn cases() -> Vec<Value> {
@@ -432,4 +432,53 @@ fn offline_doctor(dir: &std::path::Path, kubeconfig: &std::path::Path) -> std::p
         .args(["doctor", "--offline"])
         .output()
         .unwrap()
+}
+
+/// A node whose kubelet stopped reporting Ready carries the control plane's not-ready taint (the
+/// recorded server keeps it as the node lifecycle controller does): it is still sized (its pods'
+/// requests stay in the fit), doctor names its condition (status, reason, since) and the fix is
+/// the node's, never removing the taint.
+#[test]
+fn a_not_ready_node_keeps_its_pod_requests_and_doctor_names_its_condition() {
+    let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    let node = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "k3d-gpu-server-0".into(),
+    };
+    let mut conditions = server.object(&node).unwrap()["status"]["conditions"].clone();
+    for c in conditions.as_array_mut().unwrap() {
+        if c["type"] == "Ready" {
+            c["status"] = json!("False");
+            c["reason"] = json!("KubeletNotReady");
+            c["message"] = json!("container runtime status check may not have completed yet");
+            c["lastTransitionTime"] = json!("2026-12-05T22:14:03Z");
+        }
+    }
+    server.update(&node, json!({"status": {"conditions": conditions}}));
+    let taints = server.object(&node).unwrap()["spec"]["taints"].clone();
+    assert_eq!(taints, json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]), "as a real server");
+
+    let out =
+        eas(&fixture("k3d-gpu-desktop")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let facts: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = &facts["nodes"][0];
+    assert!(n["pod_requests"].is_object(), "the node is still sized: {}\n{}", n["taints"], text(&out.stderr));
+    assert_eq!(n["taints"][0]["key"], "node.kubernetes.io/not-ready");
+    let ready = n["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
+    assert_eq!((ready["status"].as_str(), ready["since"].as_str()), (Some("False"), Some("2026-12-05T22:14:03Z")));
+
+    let dir = tempfile::tempdir().unwrap();
+    let doctor = text(&offline_doctor(dir.path(), server.kubeconfig()).stdout);
+    let line = doctor.lines().find(|l| l.starts_with("FAIL landing node:")).unwrap_or_else(|| panic!("{doctor}"));
+    assert!(
+        line.contains("k3d-gpu-server-0 (where the model would land) is not Ready (Ready=False since 2026-12-05T22:14:03Z (KubeletNotReady"),
+        "its condition, reason and since: {line}"
+    );
+    assert!(doctor.contains("make the node Ready (its kubelet)"), "{doctor}");
+    assert!(!doctor.contains("kubectl taint"), "never the lifecycle taint's removal: {doctor}");
+    assert!(!doctor.contains("every node carries"), "a lifecycle taint does not take the node out: {doctor}");
+    assert!(doctor.contains("other nodes: no other nodes"), "one node: {doctor}");
 }

@@ -10,6 +10,7 @@
 pub mod access;
 pub mod api;
 pub mod lease;
+pub mod nodes;
 pub mod objects;
 pub mod pods;
 pub mod typed;

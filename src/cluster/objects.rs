@@ -304,16 +304,6 @@ pub async fn server_version(client: &Client, t: Duration) -> Result<String, ApiE
     timed("get version", t, client.apiserver_version()).await.map(|v| v.git_version)
 }
 
-/// Every node's metadata (names, labels, annotations), within `t`.
-pub async fn node_metadata(
-    client: &Client,
-    t: Duration,
-) -> Result<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>, ApiError> {
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let list = timed("list nodes", t, nodes.list_metadata(&ListParams::default())).await?;
-    Ok(list.items.into_iter().map(|n| n.metadata).collect())
-}
-
 /// One object, bounded: absent is `None`; a refusal (403), another error status or no answer is
 /// the error, said as the API said it.
 pub async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>

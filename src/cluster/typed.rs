@@ -55,15 +55,6 @@ where
     Ok(call(what, t, namespaced::<K>(client, within).list(lp)).await?.items)
 }
 
-/// Every object of a cluster-scoped kind (nodes) matching `lp`.
-pub async fn list_cluster<K>(client: &Client, lp: &ListParams, what: &str, t: Duration) -> Result<Vec<K>, ApiError>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
-{
-    Ok(call(what, t, Api::<K>::all(client.clone()).list(lp)).await?.items)
-}
-
 /// Every object of a kind known at run time `within`; `None` when the API server does not serve
 /// the kind (404: its CRD is absent).
 pub async fn list_dynamic(

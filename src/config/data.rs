@@ -17,6 +17,37 @@ pub struct ClusterRules {
     pub nfd: Nfd,
     pub addon_owner_annotation: String,
     pub addon_owner_value: String,
+    pub lifecycle_taints: LifecycleTaints,
+    pub kubernetes_floor: KubernetesFloor,
+    pub kubectl_skew: KubectlSkew,
+}
+
+/// The taints the control plane puts on and takes off a node with its conditions.
+#[derive(Debug, Deserialize)]
+pub struct LifecycleTaints {
+    pub keys: Vec<String>,
+}
+
+impl LifecycleTaints {
+    pub fn contains(&self, key: &str) -> bool {
+        self.keys.iter().any(|k| k == key)
+    }
+}
+
+/// The lowest Kubernetes minor (1.x) the install's objects can be created on, and why.
+#[derive(Debug, Deserialize)]
+pub struct KubernetesFloor {
+    pub minor: u32,
+    pub what: String,
+    /// A `data/sources.json` id.
+    pub source: String,
+}
+
+/// kubectl's version skew policy: this many minors either way of the API server.
+#[derive(Debug, Deserialize)]
+pub struct KubectlSkew {
+    pub minors: u32,
+    pub what: String,
 }
 
 #[derive(Debug, Deserialize)]

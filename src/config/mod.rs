@@ -11,6 +11,7 @@ pub mod node_args;
 pub mod proxy;
 pub mod render;
 pub mod rules;
+pub mod version;
 pub mod write;
 
 use std::path::Path;

@@ -151,6 +151,11 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         network_no_proxy: None,
     };
     cluster_choices(&mut d, f, rules, layout, &node_args);
+    if let Some(w) = super::version::pinned_kubectl()
+        .and_then(|k| super::version::outside_skew(&f.cluster.server_version, &k, &rules.kubectl_skew))
+    {
+        d.warnings.push(w);
+    }
     if layer == Layer::AgentToolkit {
         choose(
             &mut d,
@@ -198,6 +203,10 @@ fn refusals<'f>(
             cat.describe(),
             cat.catalog.llm_names().join(", ")
         ));
+    }
+
+    if let Some(line) = super::version::below_floor(&f.cluster.server_version, &rules.kubernetes_floor) {
+        refuse.push(line);
     }
 
     // Not k3s: no node carries k3s's node-args annotation.

@@ -85,12 +85,25 @@ pub fn landing_node(f: &Facts, landing: &Landing) -> Check {
             return c;
         }
         Landing::AllTainted => {
+            // Only an operator's own taints take a node out (`fit::operator_taints`): they are the
+            // ones to name, and the only ones a person may remove.
+            let tainted: Vec<String> = f
+                .nodes
+                .iter()
+                .filter_map(|n| {
+                    let keys: Vec<String> = crate::config::fit::operator_taints(n)
+                        .iter()
+                        .map(|t| format!("{}:{}", t.key, t.effect))
+                        .collect();
+                    (!keys.is_empty()).then(|| format!("{} ({})", n.name, keys.join(", ")))
+                })
+                .collect();
             c.refuse(
                 format!(
-                    "no node a model can land on: every node ({}) has a NoSchedule or NoExecute taint",
-                    list(&f.nodes.iter().map(|n| n.name.clone()).collect::<Vec<_>>())
+                    "no node a model can land on: every node carries an operator's NoSchedule or NoExecute taint: {}",
+                    list(&tainted)
                 ),
-                "remove the taint from one node (kubectl taint nodes NODE KEY-) or add a node without one",
+                "remove the operator's taint from one node (kubectl taint nodes NODE KEY:EFFECT-) or add a node without one",
             );
             return c;
         }
@@ -107,21 +120,30 @@ pub fn landing_node(f: &Facts, landing: &Landing) -> Check {
             "re-gather the facts with this eas (`eas facts`)",
         );
     } else {
+        let ready = n.condition("Ready").is_some_and(|r| r.status == "True");
         for problem in condition_problems(n) {
-            c.refuse(
-                format!("node {} (where the model would land) is {problem}", n.name),
+            // Its lifecycle taints go with the condition: the fix is the node's, never the taint's.
+            let fix = if !ready && problem.starts_with("not Ready") {
+                format!(
+                    "make the node Ready (its kubelet): `kubectl describe node {}` shows why; on k3s `systemctl status k3s` \
+                     (or k3s-agent) on that node, on k3d `docker logs {}`",
+                    n.name, n.name
+                )
+            } else {
                 format!(
                     "let node {} recover (kubectl describe node {} shows why); a full disk under the k3s data dir shows as DiskPressure",
                     n.name, n.name
-                ),
-            );
+                )
+            };
+            c.refuse(format!("node {} (where the model would land) is {problem}", n.name), fix);
         }
     }
     c.ok = format!("{}: Ready, schedulable, no pressure", n.name);
     c
 }
 
-/// `not Ready (reason: message)`, `under DiskPressure (...)`: what keeps a node from taking pods.
+/// `not Ready (Ready=False since T, reason: message)`, `under DiskPressure (...)`: what keeps a
+/// node from taking pods, with the condition's status, reason and since when.
 fn condition_problems(n: &Node) -> Vec<String> {
     let why = |cond: &facts::NodeCondition| {
         let text = [cond.reason.as_str(), cond.message.as_str()]
@@ -130,7 +152,13 @@ fn condition_problems(n: &Node) -> Vec<String> {
             .copied()
             .collect::<Vec<_>>()
             .join(": ");
-        if text.is_empty() { String::new() } else { format!(" ({text})") }
+        let since = if cond.since.is_empty() { String::new() } else { format!(" since {}", cond.since) };
+        match (since.is_empty(), text.is_empty()) {
+            (true, true) => String::new(),
+            (_, true) => since,
+            (true, _) => format!(" ({text})"),
+            _ => format!("{since} ({text})"),
+        }
     };
     let mut out = Vec::new();
     match n.condition("Ready") {
@@ -163,8 +191,11 @@ pub fn other_nodes(f: &Facts, landing: &Landing) -> Check {
         }
     }
     let others = f.nodes.len() - usize::from(landing_name.is_some());
-    if unwell.is_empty() {
-        c.ok = format!("{others} other nodes Ready, none under pressure");
+    if others == 0 {
+        c.ok = "no other nodes".into();
+    } else if unwell.is_empty() {
+        let nodes = if others == 1 { "node" } else { "nodes" };
+        c.ok = format!("{others} other {nodes} Ready, none under pressure");
     } else {
         c.warn(
             format!("{} of {others} other nodes cannot take every pod: {}", unwell.len(), list(&unwell)),

@@ -127,7 +127,13 @@ fn an_earlier_install_eas_did_not_record_is_a_warning_naming_it() {
 }
 
 fn cond(t: &str, status: &str) -> NodeCondition {
-    NodeCondition { type_: t.into(), status: status.into(), reason: String::new(), message: String::new() }
+    NodeCondition {
+        type_: t.into(),
+        status: status.into(),
+        reason: String::new(),
+        message: String::new(),
+        since: String::new(),
+    }
 }
 
 fn with_conditions(n: &mut facts::Node, set: &[(&str, &str)]) {

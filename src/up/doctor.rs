@@ -136,7 +136,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
                 Ok(v) => checks.push(line(true, "api server", format!("{v} at {} ({})", t.server, t.context))),
                 Err(e) => checks.push(line(false, "api server", format!("{}: {e}", t.server))),
             }
-            match crate::cluster::node_metadata(&t.client, quick()).await {
+            match crate::cluster::nodes::metadata(&t.client, quick()).await {
                 Ok(nodes) => {
                     let k3s = nodes.iter().filter(|n| {
                         n.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))

@@ -317,7 +317,7 @@ pub async fn read(
     t: Duration,
 ) -> Result<(Vec<Node>, Vec<PluginPod>), String> {
     let all = ListParams::default();
-    let nodes = typed::list_cluster::<Node>(client, &all, "list nodes", t).await.map_err(|e| e.to_string())?;
+    let nodes = crate::cluster::nodes::list(client, t).await.map_err(|e| e.to_string())?;
     let sets =
         typed::list::<DaemonSet>(client, Within::All, &all, "list daemonsets", t).await.map_err(|e| e.to_string())?;
     let mut by_set = Vec::new();

@@ -1,5 +1,12 @@
 //! A recorded-cluster Kubernetes API server for tests: the objects of `fixtures/clusters/<name>/`
-//! served over plain HTTP on 127.0.0.1, reached through a generated kubeconfig (a token user).
+//! served on 127.0.0.1, reached through a generated kubeconfig: plain HTTP with a token user, or
+//! (cluster.json `"transport": "tls"`, [`Transport`]) HTTPS with the cluster's own CA and a client
+//! certificate, as k3s and k3d kubeconfigs have it.
+//!
+//! Where a real API server was seen to answer otherwise (issue 29), it answers as that server did
+//! (`real.rs`): access reviews without a reason; 404 for the resources of a CRD not installed;
+//! lifecycle taints kept in line with each node's conditions; uid, resourceVersion, generation,
+//! creationTimestamp and managedFields set on every object it stores.
 //!
 //! It answers what clients such as `kube` and `kubectl` ask of a real API server: `/version`,
 //! discovery, list (label and field selectors, `limit`/`continue` pagination) and get, in the
@@ -31,6 +38,9 @@ use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
+
+#[path = "cluster_server/real.rs"]
+mod real;
 
 /// Where an object lives: the API group/version path, the resource, its namespace ("" for
 /// cluster-scoped objects) and its name.
@@ -337,6 +347,8 @@ struct State {
     /// config (`node-files/<node>/config.toml`) and whether its NRI socket exists (the fixture's
     /// `facts-args` `--nri-socket NODE=present`).
     node_files: BTreeMap<String, (String, bool)>,
+    /// The program name of the latest request's User-Agent: the manager of what it writes.
+    agent: String,
 }
 
 /// Options for [`ClusterServer::start_with`].
@@ -359,6 +371,28 @@ pub struct Options {
     /// Access reviews answered `allowed: false`, each `verb resource[.group]`
     /// (`create customresourcedefinitions.apiextensions.k8s.io`), beside the fixture's own.
     pub deny_access: Vec<String>,
+    /// HTTP with a token, or HTTPS with the cluster's CA and a client certificate [default: the
+    /// fixture's `transport` in cluster.json].
+    pub transport: Transport,
+    /// The number of nodes a `scale` fixture clones its template to, in place of its own
+    /// `scale.count` (the 5,201-node cluster of issue 29 is scale-2000's with 5,198 agents).
+    pub scale_count: Option<u64>,
+    /// The `gitVersion` `/version` answers, in place of the fixture's (`v1.24.17+k3s1`: a server
+    /// below eas's floor).
+    pub git_version: Option<String>,
+}
+
+/// How the server is reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transport {
+    /// As cluster.json says: `"transport": "tls"` is [`Transport::ClientCert`], else plain.
+    #[default]
+    Fixture,
+    /// Plain HTTP, a bearer token in the kubeconfig.
+    Plain,
+    /// HTTPS as k3s serves it: the cluster's CA and a client certificate and key embedded in the
+    /// kubeconfig, no token.
+    ClientCert,
 }
 
 impl Default for Options {
@@ -371,6 +405,9 @@ impl Default for Options {
             max_page: None,
             namespace_terminating: None,
             deny_access: Vec::new(),
+            transport: Transport::Fixture,
+            scale_count: None,
+            git_version: None,
         }
     }
 }
@@ -383,6 +420,8 @@ pub struct ClusterServer {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
     context: String,
+    /// The CA of a server reached over TLS (PEM).
+    ca_pem: Option<String>,
 }
 
 impl ClusterServer {
@@ -402,9 +441,25 @@ impl ClusterServer {
             json!({"major": "1", "minor": "37", "gitVersion": "v1.37.1+k3s1", "gitCommit": "", "gitTreeState": "clean",
                    "buildDate": "", "goVersion": "", "compiler": "gc", "platform": "linux/amd64"})
         });
+        let mut version = version;
+        if let Some(v) = &options.git_version {
+            let minor = v.trim_start_matches('v').split('.').nth(1).unwrap_or("").to_string();
+            version["gitVersion"] = json!(v);
+            version["minor"] = json!(minor);
+        }
         let mut objects = load_objects(fixture);
         if let Some(scale) = meta.get("scale") {
-            expand(&mut objects, scale);
+            let mut scale = scale.clone();
+            if let Some(n) = options.scale_count {
+                scale["count"] = json!(n);
+            }
+            expand(&mut objects, &scale);
+        }
+        for obj in objects.values_mut() {
+            real::recorded_fields(obj);
+            if obj["kind"] == "Node" {
+                real::lifecycle_taints(obj);
+            }
         }
         let state = Arc::new(Mutex::new(State {
             objects,
@@ -429,6 +484,7 @@ impl ClusterServer {
                 .chain(options.deny_access.iter().cloned())
                 .collect(),
             proxy_posts: Vec::new(),
+            agent: String::new(),
         }));
 
         let listener = std::net::TcpListener::bind(("127.0.0.1", options.port)).expect("bind 127.0.0.1");
@@ -436,22 +492,39 @@ impl ClusterServer {
         let addr = listener.local_addr().expect("local address");
         let (tx, rx) = tokio::sync::oneshot::channel();
         let served = state.clone();
+        let tls = match options.transport {
+            Transport::Fixture => meta.get("transport").and_then(Value::as_str) == Some("tls"),
+            Transport::Plain => false,
+            Transport::ClientCert => true,
+        }
+        .then(real::cluster_tls);
+        let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
         let thread = std::thread::spawn(move || {
             let rt =
                 tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-            rt.block_on(serve(listener, served, rx));
+            rt.block_on(serve(listener, served, rx, acceptor));
             rt.shutdown_background();
         });
 
         let dir = tempfile::tempdir().expect("temporary directory");
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, kubeconfig_text(&format!("http://{addr}"), &context, &options.token))
-            .expect("write kubeconfig");
-        ClusterServer { addr, state, shutdown: Some(tx), thread: Some(thread), dir, kubeconfig, context }
+        let text = match &tls {
+            Some(t) => real::tls_kubeconfig(&format!("https://{addr}"), &context, t),
+            None => kubeconfig_text(&format!("http://{addr}"), &context, &options.token),
+        };
+        std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+        let ca_pem = tls.map(|t| t.ca_pem);
+        ClusterServer { addr, state, shutdown: Some(tx), thread: Some(thread), dir, kubeconfig, context, ca_pem }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The cluster's CA (PEM), when it is reached over TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     pub fn kubeconfig(&self) -> &Path {
@@ -789,6 +862,7 @@ async fn serve(
     listener: std::net::TcpListener,
     state: Arc<Mutex<State>>,
     mut shutdown: tokio::sync::oneshot::Receiver<()>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
     loop {
@@ -796,10 +870,22 @@ async fn serve(
             _ = &mut shutdown => return,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let state = state.clone();
+                let (state, tls) = (state.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| handle(req, state.clone()));
-                    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let service = hyper::service::service_fn(move |req| handle(req, state.clone(), false));
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                        Some(acceptor) => {
+                            let Ok(stream) = acceptor.accept(stream).await else { return };
+                            // A client certificate the CA signed authenticates the connection.
+                            let cert = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+                            let service = hyper::service::service_fn(move |req| handle(req, state.clone(), cert));
+                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                        }
+                    }
                 });
             }
         }
@@ -820,11 +906,15 @@ impl std::error::Error for ResetConnection {}
 
 type Answer = Response<http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>>;
 
-async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answer, ResetConnection> {
+async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>, cert: bool) -> Result<Answer, ResetConnection> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
+    let agent = req.headers().get(hyper::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    // The manager server-side field management records: the User-Agent's program name.
+    let agent = agent.split(['/', ' ']).next().unwrap_or("").to_string();
     let authorized = match state.lock().unwrap().token.as_deref() {
+        _ if cert => true,
         None => true,
         Some(token) => {
             req.headers().get(hyper::header::AUTHORIZATION).and_then(|v| v.to_str().ok())
@@ -834,6 +924,7 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>) -> Result<Answ
     let fault = {
         let mut s = state.lock().unwrap();
         s.log.push(Logged { method: method.to_string(), path: path.clone(), query: query.clone() });
+        s.agent = agent;
         take_fault(&mut s.faults, method.as_str(), &path)
     };
     let mut repeat_continue = false;
@@ -1007,9 +1098,14 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
     };
     let mut s = state.lock().unwrap();
     purge_terminated(&mut s);
+    if let Target::Collection { r, .. } | Target::Object { r, .. } = &target
+        && !served(&s, r.group_version, r.plural)
+    {
+        return status(404, "the server could not find the requested resource", None);
+    }
     match (method, target) {
         (&Method::GET, Target::Version) => ok_json(&s.version),
-        (&Method::GET, Target::Discovery(p)) => match discovery(p) {
+        (&Method::GET, Target::Discovery(p)) => match discovery(p, &|gv, plural| served(&s, gv, plural)) {
             Some(v) => ok_json(&v),
             None => status(404, "the server could not find the requested resource", None),
         },
@@ -1269,18 +1365,36 @@ fn not_found(r: &Resource, name: &str) -> Answer {
     )
 }
 
-fn discovery(path: &str) -> Option<Value> {
+/// Whether the API server serves this resource now: always, unless it comes from a CRD that is
+/// not installed ([`real::crd_of`]).
+fn served(s: &State, group_version: &str, plural: &str) -> bool {
+    real::crd_of(group_version, plural).is_none_or(|crd| {
+        s.objects.contains_key(&ObjectKey {
+            group_version: "apiextensions.k8s.io/v1".into(),
+            resource: "customresourcedefinitions".into(),
+            namespace: String::new(),
+            name: crd,
+        })
+    })
+}
+
+fn discovery(path: &str, served: &dyn Fn(&str, &str) -> bool) -> Option<Value> {
     let resources = |gv: &str| -> Vec<Value> {
         RESOURCES
             .iter()
-            .filter(|r| r.group_version == gv)
+            .filter(|r| r.group_version == gv && served(r.group_version, r.plural))
             .map(|r| {
                 json!({"name": r.plural, "singularName": r.kind.to_lowercase(), "namespaced": r.namespaced, "kind": r.kind,
                        "verbs": ["create", "delete", "get", "list", "patch", "update"], "shortNames": r.short})
             })
             .collect()
     };
-    let mut groups: Vec<&str> = RESOURCES.iter().map(|r| r.group_version).filter(|gv| gv.contains('/')).collect();
+    let mut groups: Vec<&str> = RESOURCES
+        .iter()
+        .filter(|r| served(r.group_version, r.plural))
+        .map(|r| r.group_version)
+        .filter(|gv| gv.contains('/'))
+        .collect();
     groups.dedup();
     match path {
         "/api" => Some(json!({"kind": "APIVersions", "versions": ["v1"],
@@ -1396,11 +1510,17 @@ pub fn decode_continue(token: &str) -> Option<usize> {
 fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     s.resource_version += 1;
     let rv = s.resource_version;
+    let previous = if create { None } else { key_of(obj).ok().and_then(|(k, _)| s.objects.get(&k).cloned()) };
+    let manager = if s.agent.is_empty() { "unknown" } else { s.agent.as_str() };
+    real::server_fields(obj, previous.as_ref(), manager);
+    if obj["kind"] == "Node" {
+        real::lifecycle_taints(obj);
+    }
     let meta = obj.as_object_mut().expect("object").entry("metadata").or_insert_with(|| json!({}));
     meta["resourceVersion"] = json!(rv.to_string());
     if create {
         meta["uid"] = json!(format!("00000000-0000-4000-8000-{rv:012x}"));
-        meta["creationTimestamp"] = json!("2026-10-29T12:00:00Z");
+        meta["creationTimestamp"] = json!(real::now());
     }
     if let Ok((key, _)) = key_of(obj) {
         let kind = if create { "ADDED" } else { "MODIFIED" };
@@ -1464,9 +1584,10 @@ fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
 }
 
 /// A `SelfSubjectAccessReview` answered as the API server does: the review sent back with a
-/// `status`, `allowed` unless the fixture denies that verb and resource, and nothing stored. The
-/// RBAC authorizer allows with the reason `RBAC: allowed by <binding>` and denies with no reason
-/// when no rule matches (kubernetes/kubernetes@01aa0f3f plugin/pkg/auth/authorizer/rbac/rbac.go).
+/// `status`, `allowed` unless the fixture denies that verb and resource, and nothing stored, with
+/// no `reason` either way: the real server (issue 29) allowed its `system:masters` user with none
+/// (the privileged-group authorizer decides before RBAC) and denied with none when no RBAC rule
+/// matched (kubernetes/kubernetes@01aa0f3f plugin/pkg/auth/authorizer/rbac/rbac.go).
 fn access_review(s: &State, body: &[u8]) -> Answer {
     let mut obj = match parse_body(body) {
         Ok(v) => v,
@@ -1482,11 +1603,7 @@ fn access_review(s: &State, body: &[u8]) -> Answer {
     obj["apiVersion"] = json!("authorization.k8s.io/v1");
     obj["kind"] = json!("SelfSubjectAccessReview");
     obj["metadata"] = json!({"creationTimestamp": null});
-    obj["status"] = if allowed {
-        json!({"allowed": true, "reason": "RBAC: allowed by ClusterRoleBinding \"cluster-admin\" of ClusterRole \"cluster-admin\" to Group \"system:masters\""})
-    } else {
-        json!({"allowed": false})
-    };
+    obj["status"] = json!({"allowed": allowed});
     respond(201, serde_json::to_vec(&obj).expect("review serialises"))
 }
 

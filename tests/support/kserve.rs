@@ -62,6 +62,7 @@ pub fn pod(name: &str, labels: Value, ready: bool, waiting: Option<&str>) -> Val
 /// in `.spec.model.name`). The router-scheduler's pod is not Ready: KServe ≤0.19 pins a
 /// scheduler image that no longer pulls.
 pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
+    crd(server, "llminferenceservices", "v1alpha2");
     let mut model = json!({"uri": format!("pvc://model-store/{name}")});
     if let Some(s) = served {
         model["name"] = json!(s);
@@ -101,6 +102,7 @@ pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
 
 /// An OpenVINO model server `name` in `ns`, ready or not.
 pub fn install_ovms(server: &ClusterServer, ns: &str, name: &str, ready: bool) {
+    crd(server, "inferenceservices", "v1beta1");
     let st = if ready { "True" } else { "False" };
     let predictor_reason = if ready { "MinimumReplicasAvailable" } else { "ProgressDeadlineExceeded" };
     server.insert(json!({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
@@ -121,4 +123,21 @@ pub fn install_ovms(server: &ClusterServer, ns: &str, name: &str, ready: bool) {
         "metadata": {"name": format!("{name}-predictor"), "namespace": ns},
         "spec": {"type": "ClusterIP",
                  "ports": [{"name": "http", "port": 80, "protocol": "TCP", "targetPort": 8080}]}}));
+}
+
+/// KServe's CRD for `plural` (once): without it the API server does not serve the resource.
+pub fn crd(server: &ClusterServer, plural: &str, version: &str) {
+    let name = format!("{plural}.serving.kserve.io");
+    let key = ObjectKey {
+        group_version: "apiextensions.k8s.io/v1".into(),
+        resource: "customresourcedefinitions".into(),
+        namespace: String::new(),
+        name: name.clone(),
+    };
+    if server.object(&key).is_none() {
+        server.insert(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": "serving.kserve.io", "scope": "Namespaced",
+                     "names": {"plural": plural}, "versions": [{"name": version, "served": true, "storage": true}]}}));
+    }
 }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 #[allow(unused_imports)]
-pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options, Rule};
+pub use cluster_server::{ClusterServer, Fault, Logged, ObjectKey, Options, Rule, Transport};
 
 /// The access review a dry run and `eas facts` send: answered, never stored (SPEC §4).
 pub const ACCESS_REVIEWS: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";

@@ -214,14 +214,17 @@ impl Target {
 
 /// The node a model would land on: the most allocatable memory among the nodes it may be
 /// scheduled on. Those carry the AMX label when any node does (then `require_amx` is set, the same
-/// rule as the generator's), and no `NoSchedule` or `NoExecute` taint. Ties go to the first name.
+/// rule as the generator's), and none of the operator's own `NoSchedule` or `NoExecute` taints.
+/// A lifecycle taint (not-ready, unreachable, the pressure taints) does not take a node out: it
+/// stays sized (its pods' requests in the fit), and the prerequisites refuse it while its
+/// condition lasts. Ties go to the first name.
 pub fn landing_node(nodes: &[Node]) -> Option<&Node> {
     let amx_label = &data::cluster_rules().amx_label;
     let amx = |n: &Node| n.labels.get(amx_label).is_some_and(|v| v == "true");
     let require_amx = nodes.iter().any(amx);
     let mut best: Option<(&Node, u64)> = None;
     for n in nodes {
-        if (require_amx && !amx(n)) || n.taints.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute") {
+        if (require_amx && !amx(n)) || !operator_taints(n).is_empty() {
             continue;
         }
         // A node whose memory is past what eas sizes with is reported (`unsizable`), never sized.
@@ -231,6 +234,16 @@ pub fn landing_node(nodes: &[Node]) -> Option<&Node> {
         }
     }
     best.map(|(n, _)| n)
+}
+
+/// The node's `NoSchedule`/`NoExecute` taints an operator put there (not the control plane's
+/// lifecycle taints, `data/cluster-rules.json` `lifecycle_taints`).
+pub fn operator_taints(n: &Node) -> Vec<&facts::Taint> {
+    let lifecycle = &data::cluster_rules().lifecycle_taints;
+    n.taints
+        .iter()
+        .filter(|t| (t.effect == "NoSchedule" || t.effect == "NoExecute") && !lifecycle.contains(&t.key))
+        .collect()
 }
 
 /// A node's memory quantity (`allocatable` or `pod_requests`), checked: absent or not a quantity

@@ -145,10 +145,28 @@ fn landing_node_rules() {
         (vec![node("a", "64Gi", false, Some("NoExecute"))], None, "nothing schedulable"),
         (vec![node("b", "64Gi", false, None), node("a", "64Gi", false, None)], Some("a"), "ties: first name"),
         (vec![], None, "no nodes"),
+        (
+            vec![
+                node("a", "64Gi", false, None),
+                lifecycle(node("b", "128Gi", false, None), "node.kubernetes.io/not-ready"),
+            ],
+            Some("b"),
+            "a lifecycle taint does not take the node out: it stays sized (and refused while not Ready)",
+        ),
+        (
+            vec![lifecycle(node("a", "64Gi", false, None), "node.kubernetes.io/unreachable")],
+            Some("a"),
+            "unreachable alike",
+        ),
     ];
     for (nodes, want, why) in cases {
         assert_eq!(name(&nodes).as_deref(), want, "{why}");
     }
+}
+
+fn lifecycle(mut n: Node, key: &str) -> Node {
+    n.taints.push(Taint { key: key.into(), value: None, effect: "NoSchedule".into() });
+    n
 }
 
 fn facts_with(nodes: Vec<Node>) -> Facts {
