@@ -243,6 +243,10 @@ pub enum StatusError {
     /// The cluster's key was read, its live state was not.
     #[error("{0}")]
     Unread(String),
+    /// The API server answered the key's read with an error (401, 403, ...): it answers, so
+    /// this is said once, with its own next step, never as "does not answer".
+    #[error("{cause}")]
+    Answered { cause: String, next: String },
     #[error(transparent)]
     StateDir(#[from] crate::state::StateDirError),
     /// A damaged record is reported as damaged, never read as "nothing installed".
@@ -250,11 +254,34 @@ pub enum StatusError {
     Record(#[from] crate::state::journal::JournalError),
 }
 
+/// A read the API server refused: a 401 names the credentials the kubeconfig names, a 403
+/// carries the rule that would allow it (`cluster::objects`).
+fn answered(e: crate::cluster::ApiError, target: &crate::cluster::Target) -> StatusError {
+    let cause = e.to_string();
+    if cause.contains(": 401 ") {
+        StatusError::Answered {
+            cause: format!("{cause}; context {} authenticates as {}", target.context, target.credentials),
+            next: format!(
+                "refresh the credentials of context {} (k3d: `k3d kubeconfig merge <cluster>`; k3s: copy /etc/rancher/k3s/k3s.yaml again)",
+                target.context
+            ),
+        }
+    } else if cause.contains(": 403 ") {
+        StatusError::Answered {
+            cause,
+            next: "bind the context's user to a ClusterRole with that rule, or use a context that has it".into(),
+        }
+    } else {
+        StatusError::Answered { cause, next: "retry; if it persists, check the API server's logs".into() }
+    }
+}
+
 /// The record under `root` and the cluster as they are now: what `eas status` shows.
 pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, StatusError> {
     let target = crate::gather::target(global, CALL).await?;
     let key = match crate::cluster::cluster_key(&target.client, CALL).await {
         Ok(k) => k,
+        Err(e @ crate::cluster::ApiError::Call { .. }) => return Err(answered(e, &target)),
         Err(e) => {
             let found = crate::state::records::find_by_target(root, &target.context, &target.server).map(Box::new);
             return Err(StatusError::Unreachable {

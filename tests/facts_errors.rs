@@ -98,6 +98,43 @@ fn rejected_credentials_name_the_context() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");
     assert!(stderr.contains("next: refresh the credentials of context default"), "{stderr}");
+    assert!(stderr.contains(": user \"default-reader\" (a bearer token) in "), "the credentials it names: {stderr}");
+}
+
+/// `eas status` with a stale token: one 401, naming the credentials the kubeconfig names, never
+/// "the API server does not answer" first; a 403 names what was denied and the rule allowing it.
+#[test]
+fn status_names_a_401_and_a_403_once_with_their_cause() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_with(&server, dir.path(), "token: recorded-cluster-token", "token: expired");
+    let status = |kubeconfig: &std::path::Path| {
+        let out = eas(dir.path())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .arg("status")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        text(&out.stderr)
+    };
+    let stderr = status(&kubeconfig);
+    assert!(!stderr.contains("does not answer"), "the server answered: {stderr}");
+    assert_eq!(stderr.matches("401").count(), 1, "one message per cause: {stderr}");
+    assert!(stderr.contains("authenticates as user \"default-reader\" (a bearer token) in "), "{stderr}");
+    assert!(stderr.contains("next: refresh the credentials of context default"), "{stderr}");
+
+    let denied = "namespaces \"kube-system\" is forbidden: User \"reader\" cannot get resource \"namespaces\" in API group \"\" at the cluster scope";
+    server.inject(Some("/api/v1/namespaces/kube-system"), Fault::Status(403, denied.into()), None);
+    let stderr = status(server.kubeconfig());
+    assert!(!stderr.contains("does not answer") && !stderr.contains("check the API server"), "{stderr}");
+    assert!(stderr.contains(denied), "{stderr}");
+    assert!(
+        stderr.contains(r#"a ClusterRole rule that allows it: {apiGroups: [""], resources: ["namespaces"], verbs: ["get"]} bound cluster-wide (ClusterRoleBinding)"#),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -101,6 +101,16 @@ fn doctor_names_the_failing_gate_and_the_healthy_cluster_has_none() {
         for gate in ["storage class", "landing node", "access", "earlier install", "device plugins"] {
             assert!(stdout.lines().any(|l| l.contains(&format!(" {gate}: "))), "{name}: no {gate} line:\n{stdout}");
         }
+        // One line per cause: a denied permission is named once, not again under its gate.
+        for denied in case["deny_access"].as_array().unwrap().iter().filter_map(|d| d.as_str()) {
+            let (verb, resource) = denied.split_once(' ').unwrap();
+            let resource = resource.split('.').next().unwrap();
+            let said = stdout.matches(&format!("may not {verb} {resource}")).count();
+            assert_eq!(said, 1, "{name}: {denied} said {said} times:\n{stdout}");
+        }
+        // No engine answers here: the preflight gate does not say one did.
+        assert!(!stdout.contains("Docker Engine and git answer"), "{name}:\n{stdout}");
+        assert!(stdout.lines().any(|l| l.starts_with("FAIL preflight:")), "{name}:\n{stdout}");
     }
 }
 

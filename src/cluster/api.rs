@@ -37,9 +37,39 @@ pub struct Target {
     pub plugin: Option<crate::net::exec_auth::Plugin>,
     /// The proxy the client goes through, to name it when the API server cannot be reached.
     pub proxy: Option<Route>,
+    /// The credentials the context names, as a 401 reports them: `user "NAME" (a bearer
+    /// token) in FILE`.
+    pub credentials: String,
 }
 
 pub use crate::kubeconfig::TargetError;
+
+/// The credentials `context` names in the kubeconfig at `path`: its user and how that user
+/// authenticates (never the secret itself).
+fn credentials(kc: &kube::config::Kubeconfig, context: &str, path: &str) -> String {
+    let user =
+        kc.contexts.iter().find(|c| c.name == context).and_then(|c| c.context.as_ref()).and_then(|c| c.user.clone());
+    let Some(user) = user.filter(|u| !u.is_empty()) else {
+        return format!("no user (context {context:?} names none in {path})");
+    };
+    let how = match kc.auth_infos.iter().find(|a| a.name == user).and_then(|a| a.auth_info.as_ref()) {
+        None => "not defined in the kubeconfig".to_string(),
+        Some(a) if a.exec.is_some() => {
+            format!("the exec plugin {}", a.exec.as_ref().and_then(|e| e.command.clone()).unwrap_or_default())
+        }
+        Some(a) if a.token.is_some() => "a bearer token".into(),
+        Some(a) if a.token_file.is_some() => {
+            format!("the bearer token in {}", a.token_file.as_deref().unwrap_or_default())
+        }
+        Some(a) if a.client_certificate_data.is_some() || a.client_certificate.is_some() => {
+            "a client certificate and key".into()
+        }
+        Some(a) if a.username.is_some() => "a username and password".into(),
+        Some(a) if a.auth_provider.is_some() => "an auth provider".into(),
+        Some(_) => "no credentials".into(),
+    };
+    format!("user {user:?} ({how}) in {path}")
+}
 
 /// Loads the kubeconfig (`--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`), selects the
 /// context, and builds a client whose every read gives up after `timeout`.
@@ -79,6 +109,7 @@ pub async fn target(
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
+    let credentials = credentials(&kc, &name, &path);
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
     let built = kube::client::ClientBuilder::try_from(config).map(|b| {
         // Every answer capped (kube's own get and list calls read theirs whole), then logged.
@@ -88,7 +119,7 @@ pub async fn target(
         Some(line) => TargetError::Plugin(line),
         None => unusable(crate::text::mask_userinfo(&e.to_string())),
     })?;
-    Ok(Target { context: name, server, client, plugin, proxy: route })
+    Ok(Target { context: name, server, client, plugin, proxy: route, credentials })
 }
 
 /// One read the gatherer makes, named the way the person reading an error thinks of it.
@@ -143,10 +174,13 @@ impl fmt::Display for Call {
 pub enum ApiError {
     #[error("cannot reach the Kubernetes API at {server}{} ({call}): {cause}", through(.proxy))]
     Unreachable { server: String, call: String, cause: String, proxy: Option<Route> },
-    #[error("the API server at {server} rejected the credentials of context {context:?} (401 Unauthorized) on {call}")]
-    Unauthorized { server: String, context: String, call: String },
+    #[error(
+        "the API server at {server} rejected the credentials of context {context:?} (401 Unauthorized) on {call}: {credentials}"
+    )]
+    Unauthorized { server: String, context: String, call: String, credentials: String },
+    /// `rule`: the ClusterRole rule that would allow the call ([`rule_for`]).
     #[error("{call} was refused (403 Forbidden): {message}")]
-    Forbidden { call: String, message: String },
+    Forbidden { call: String, message: String, rule: String },
     #[error("{call} got no complete answer from {server}{} within {secs} s", through(.proxy))]
     Timeout { server: String, call: String, secs: u64, proxy: Option<Route> },
     #[error("{call} failed: {code} {message}")]
@@ -197,6 +231,9 @@ impl ApiError {
             ApiError::Unauthorized { context, .. } => format!(
                 "refresh the credentials of context {context} (k3d: `k3d kubeconfig merge <cluster>`; k3s: copy /etc/rancher/k3s/k3s.yaml again)"
             ),
+            ApiError::Forbidden { rule, .. } if !rule.is_empty() => {
+                format!("bind the context's user to a ClusterRole with the rule {rule}, or use a context that has it")
+            }
             ApiError::Forbidden { .. } => {
                 "use a context allowed to list nodes, namespaces, daemonsets, deployments and secrets (eas facts only reads)".into()
             }
@@ -223,6 +260,7 @@ pub struct Reader {
     pub timeout: Duration,
     pub plugin: Option<crate::net::exec_auth::Plugin>,
     pub proxy: Option<Route>,
+    pub credentials: String,
 }
 
 impl Reader {
@@ -234,6 +272,7 @@ impl Reader {
             timeout,
             plugin: t.plugin.clone(),
             proxy: t.proxy.clone(),
+            credentials: t.credentials.clone(),
         }
     }
 
@@ -329,10 +368,13 @@ impl Reader {
         let call_s = call.to_string();
         match e {
             kube::Error::Api(status) => match status.code {
-                401 => {
-                    ApiError::Unauthorized { server: self.server.clone(), context: self.context.clone(), call: call_s }
-                }
-                403 => ApiError::Forbidden { call: call_s, message: status.message.clone() },
+                401 => ApiError::Unauthorized {
+                    server: self.server.clone(),
+                    context: self.context.clone(),
+                    call: call_s,
+                    credentials: self.credentials.clone(),
+                },
+                403 => ApiError::Forbidden { call: call_s, message: status.message.clone(), rule: rule_for(call) },
                 code => ApiError::Status { call: call_s, code, message: status_text(code, &status.message) },
             },
             kube::Error::SerdeError(e) => ApiError::Decode { call: call_s, cause: e.to_string() },
@@ -345,6 +387,35 @@ impl Reader {
             }
         }
     }
+}
+
+/// The RBAC rule that allows `call`, as a ClusterRole writes it, and where it must be bound: all
+/// namespaces (and cluster-scoped resources) need a ClusterRoleBinding, one namespace a
+/// RoleBinding there.
+pub fn rule_for(call: &Call) -> String {
+    let group = call.path.strip_prefix("/apis/").and_then(|p| p.split('/').next()).unwrap_or("");
+    let bound = match call.namespace {
+        Some(ns) => format!("bound in namespace {ns} (RoleBinding) or cluster-wide (ClusterRoleBinding)"),
+        None => "bound cluster-wide (ClusterRoleBinding)".to_string(),
+    };
+    format!("{{apiGroups: [\"{group}\"], resources: [\"{}\"], verbs: [\"{}\"]}} {bound}", call.resource, call.verb)
+}
+
+/// The rule that would allow what an RBAC denial names, read from the authorizer's words
+/// (`User "u" cannot VERB resource "RES" in API group "G" in the namespace "NS"` or `at the
+/// cluster scope`, kubernetes/kubernetes plugin/pkg/auth/authorizer/rbac/rbac.go); `None` when
+/// the message is not one.
+pub fn rule_from_denial(message: &str) -> Option<String> {
+    let rest = message.split(" cannot ").nth(1)?;
+    let (verb, rest) = rest.split_once(" resource \"")?;
+    let (resource, rest) = rest.split_once('"')?;
+    let group = rest.split_once("in API group \"").and_then(|(_, r)| r.split_once('"')).map(|(g, _)| g).unwrap_or("");
+    let bound = match rest.split_once("in the namespace \"").and_then(|(_, r)| r.split_once('"')) {
+        Some((ns, _)) => format!("bound in namespace {ns} (RoleBinding) or cluster-wide (ClusterRoleBinding)"),
+        None => "bound cluster-wide (ClusterRoleBinding)".to_string(),
+    };
+    let resource = resource.split('/').next().unwrap_or(resource);
+    Some(format!("{{apiGroups: [\"{group}\"], resources: [\"{resource}\"], verbs: [\"{verb}\"]}} {bound}"))
 }
 
 /// A kube error for people: an API answer as `<code> <reason>: <message>` (never a `Status { … }`
@@ -538,6 +609,27 @@ impl<'de, T: DeserializeOwned, F: FnMut(T)> Visitor<'de> for ItemsSeed<'_, T, F>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_denial_names_the_rule_that_would_allow_it() {
+        let cluster =
+            r#"nodes is forbidden: User "dev" cannot list resource "nodes" in API group "" at the cluster scope"#;
+        assert_eq!(
+            rule_from_denial(cluster).unwrap(),
+            r#"{apiGroups: [""], resources: ["nodes"], verbs: ["list"]} bound cluster-wide (ClusterRoleBinding)"#
+        );
+        let ns = r#"deployments.apps is forbidden: User "dev" cannot list resource "deployments" in API group "apps" in the namespace "agent-sandbox-system""#;
+        assert_eq!(
+            rule_from_denial(ns).unwrap(),
+            r#"{apiGroups: ["apps"], resources: ["deployments"], verbs: ["list"]} bound in namespace agent-sandbox-system (RoleBinding) or cluster-wide (ClusterRoleBinding)"#
+        );
+        assert_eq!(rule_from_denial("forbidden"), None);
+        let call = Call::list("deployments", "apps/v1", Some("kserve"));
+        assert_eq!(
+            rule_for(&call),
+            r#"{apiGroups: ["apps"], resources: ["deployments"], verbs: ["list"]} bound in namespace kserve (RoleBinding) or cluster-wide (ClusterRoleBinding)"#
+        );
+    }
 
     #[derive(Debug, Deserialize, PartialEq)]
     struct Named {

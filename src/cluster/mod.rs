@@ -29,7 +29,7 @@ mod tests {
             ApiError::Call { call: call("delete namespace kserve"), cause: "403 Forbidden: no".into() },
             ApiError::NoConnection { call: call(IDENTITY_CALL), cause: "connection refused".into() },
             ApiError::NoAnswer { call: call("list CRDs"), secs: 30 },
-            ApiError::Forbidden { call: call("list nodes"), message: "no".into() },
+            ApiError::Forbidden { call: call("list nodes"), message: "no".into(), rule: String::new() },
         ];
         for (e, named) in cases.iter().zip(["delete namespace kserve", IDENTITY_CALL, "list CRDs", "list nodes"]) {
             assert!(e.to_string().starts_with(named), "{e}");

@@ -37,7 +37,15 @@ async fn timed<T>(what: &str, t: Duration, fut: impl Future<Output = Result<T, k
 }
 
 fn answered(call: &str, e: &kube::Error) -> ApiError {
-    ApiError::Call { call: call.to_string(), cause: said(e) }
+    let mut cause = said(e);
+    // A denial names what was denied; the rule that would allow it is the fix.
+    if let kube::Error::Api(s) = e
+        && s.code == 403
+        && let Some(rule) = super::api::rule_from_denial(&s.message)
+    {
+        cause.push_str(&format!("; a ClusterRole rule that allows it: {rule}"));
+    }
+    ApiError::Call { call: call.to_string(), cause }
 }
 
 fn no_answer(call: &str, t: Duration) -> ApiError {

@@ -71,7 +71,8 @@ fn the_gates_name_the_object_the_need_and_the_fix() {
     let b = check(&case("disk-pressure"), &inputs(None)).blockers();
     assert_eq!(b.len(), 1);
     assert!(
-        b[0].cause.contains("node xeon-sr-01 (where the model would land) is under DiskPressure (KubeletHasDiskPressure: kubelet has disk pressure)"),
+        b[0].cause.contains("node xeon-sr-01 (where the model would land) is under DiskPressure since ")
+            && b[0].cause.contains(" (KubeletHasDiskPressure: kubelet has disk pressure)"),
         "{}",
         b[0].cause
     );

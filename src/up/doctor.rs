@@ -69,6 +69,37 @@ impl Check {
     }
 }
 
+/// The gates' failures less those a prerequisite's own line says (`lines`, failing ones): one
+/// line per cause. A gate whose causes are all said below keeps one line with their distinct
+/// fixes.
+fn once_each(gates: Vec<Check>, lines: &[(bool, &'static str, String)]) -> Vec<Check> {
+    let mut out: Vec<Check> = Vec::new();
+    let mut fixes: Vec<(String, Vec<String>)> = Vec::new();
+    for c in gates {
+        let (cause, fix) = c.detail.split_once(" (fix: ").unwrap_or((&c.detail, ""));
+        let said = c.status == "fail" && lines.iter().any(|(ok, _, d)| !ok && d.contains(cause));
+        if !said {
+            out.push(c);
+            continue;
+        }
+        let fix = fix.strip_suffix(')').unwrap_or(fix).to_string();
+        match fixes.iter_mut().find(|(n, _)| *n == c.name) {
+            Some((_, f)) if !f.contains(&fix) => f.push(fix),
+            Some(_) => {}
+            None => {
+                fixes.push((c.name.clone(), vec![fix]));
+                out.push(Check::new(&c.name, "fail", String::new()));
+            }
+        }
+    }
+    for (name, f) in fixes {
+        if let Some(c) = out.iter_mut().find(|c| c.name == name && c.detail.is_empty()) {
+            c.detail = format!("the prerequisites below say why (fix: {})", f.join("; "));
+        }
+    }
+    out
+}
+
 /// The least free space the state directory's filesystem needs (the trees, the artifact caches
 /// and the bastion's image), and the least memory available on this host.
 const DISK_MIN: u64 = 10 << 30;
@@ -194,6 +225,14 @@ async fn gates(
         tokio::time::timeout_at(deadline, super::plan_halves(&cx, &mut r)),
         super::phases::preflight::host_checks(global)
     );
+    // What this host's Docker and git said, for the preflight gate's line: it says they answered
+    // only when they did.
+    let host_failed: Vec<Check> = [host.0.as_ref().err(), host.1.as_ref().err()]
+        .into_iter()
+        .flatten()
+        .flat_map(|f| crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, f))
+        .map(|b| Check::new("preflight", "fail", format!("{} (fix: {})", b.cause, b.fix)))
+        .collect();
     let host_only = |mut v: Vec<Check>| {
         let (docker, git) = host;
         let image = super::image_args(&up.image, up.select.pins.clone(), global);
@@ -208,8 +247,13 @@ async fn gates(
     Ok(match planned {
         Ok(Ok(_)) => {
             // The cluster's prerequisites, one line per check, from the plan's own report.
-            let mut v = gate_checks(&r.plan);
             let lines = r.prereq.as_ref().map(crate::prereq::Report::lines).unwrap_or_default();
+            let mut v = once_each(gate_checks(&r.plan), &lines);
+            if let Some(i) = v.iter().position(|c| c.name == "preflight" && c.status == "ok")
+                && !host_failed.is_empty()
+            {
+                v.splice(i..=i, host_failed);
+            }
             v.extend(
                 lines.into_iter().map(|(ok, name, detail)| Check::new(name, if ok { "ok" } else { "fail" }, detail)),
             );
