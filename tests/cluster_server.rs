@@ -232,7 +232,8 @@ fn a_k3s_cluster_is_served_over_tls_with_a_client_certificate() {
     let addr = server.url().trim_start_matches("https://").to_string();
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
     conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    write!(conn, "GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    // The server may drop the connection before the request is written: either way, no answer.
+    let _ = write!(conn, "GET /version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     let mut raw = Vec::new();
     let _ = conn.read_to_end(&mut raw);
     assert!(!String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200"));

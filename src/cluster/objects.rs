@@ -120,7 +120,7 @@ pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, ApiError
         timed("list namespaces", t, ns.list_metadata(&all)),
         timed("list Helm release secrets", t, secrets.list_metadata(&helm)),
         timed("list CRDs", t, crds.list_metadata(&all)),
-        node_metadata(client, t),
+        super::nodes::metadata(client, t),
     );
     let mut snap = Snapshot::default();
     for item in n?.items {
