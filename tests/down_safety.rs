@@ -319,6 +319,8 @@ fn a_model_server_made_in_a_pre_existing_namespace_is_tracked_and_only_it_is_rem
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = run();
     r.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
+    // A user's model server needs KServe's CRD, as on a real cluster (without it the resource is a 404).
+    support::kserve::crd(&r.server, "llminferenceservices", "v1alpha2");
     r.server.insert(json!({"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
         "metadata": {"name": "users-model", "namespace": "llm-inference"},
         "spec": {"model": {"uri": "hf://user/model"}},
