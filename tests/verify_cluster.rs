@@ -87,12 +87,12 @@ fn assert_ok(out: &Output) -> String {
 }
 
 #[test]
-fn the_router_schedulers_unready_pod_is_not_the_model_servers() {
+fn the_router_schedulers_pod_is_not_a_workload_pod_and_is_checked_ready() {
     let c = desktop_with_model(None);
     let out = assert_ok(&c.verify(&["--timeout", "20"]));
     assert!(out.contains("Intel GPU on node k3d-gpu-server-0"), "devices are checked first:\n{out}");
     assert!(out.contains("MainWorkloadReady") && out.contains("chat completion"), "{out}");
-    assert!(!out.contains("router-scheduler"), "the scheduler's pod is not a workload pod:\n{out}");
+    assert!(out.contains("router pod llm-inference/") && out.contains("router-scheduler"), "{out}");
     let selectors: Vec<String> = c
         .server
         .requests()
@@ -101,9 +101,90 @@ fn the_router_schedulers_unready_pod_is_not_the_model_servers() {
         .filter_map(|l| l.param("labelSelector"))
         .collect();
     assert!(
-        selectors.iter().all(|s| s.contains("kserve.io/component=workload")),
+        selectors.iter().any(|s| s.contains("kserve.io/component=workload")),
         "pods are selected as the workload Service selects them: {selectors:?}"
     );
+    assert!(
+        selectors.iter().all(|s| s.contains("kserve.io/component=workload") || s.contains("router-scheduler")),
+        "{selectors:?}"
+    );
+}
+
+/// Issue 28 item 3: a dead router leaves the model ready and the route dead; verify fails
+/// naming the router pod (KServe ≤ 0.19's scheduler image no longer pulls).
+#[test]
+fn a_router_pod_that_is_not_ready_fails_verify_naming_it() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    c.record(
+        "k3d-gpu-desktop",
+        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
+    );
+    kserve::install_with_router(&c.server, MODEL, None, false);
+    let out = c.verify(&["--timeout", "3"]);
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(5), "a model server that fails verification: {all}");
+    assert!(all.contains(&format!("router pod llm-inference/{MODEL}-kserve-router-scheduler-")), "{all}");
+    assert!(all.contains("route is dead"), "{all}");
+    assert!(all.contains(&format!("FAIL model server {MODEL}")), "{all}");
+}
+
+/// Issue 28 item 3: in a namespace in Istio's ambient mesh the service proxy cannot reach the
+/// pod (the recorded server answers as the API server does); verify reads the model through a
+/// port-forward to the Ready workload pod and names that path.
+#[test]
+fn a_mesh_namespace_is_verified_through_a_port_forward_naming_the_path() {
+    let c = desktop_with_model(None);
+    let ns = ObjectKey {
+        group_version: "v1".into(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: "llm-inference".into(),
+    };
+    if c.server.object(&ns).is_none() {
+        c.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
+    }
+    c.server.update(&ns, json!({"metadata": {"labels": {"istio.io/dataplane-mode": "ambient"}}}));
+    let out = assert_ok(&c.verify(&["--timeout", "20"]));
+    let line = out.lines().find(|l| l.contains("16-token chat completion returned")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains(&format!("through a port-forward to pod llm-inference/{MODEL}-kserve-")), "{line}");
+    assert!(line.contains(":8000") && line.contains("16 tokens, ttft_ms "), "{line}");
+    assert!(out.contains(&format!("GET /v1/models lists {MODEL}, through a port-forward")), "{out}");
+    let reqs = c.server.requests();
+    assert!(reqs.iter().any(|l| l.path.ends_with("/portforward") && l.param("ports").as_deref() == Some("8000")));
+    assert!(!reqs.iter().any(|l| l.path.contains("/proxy")), "no service proxy call in the mesh");
+}
+
+/// The recorded mesh namespace's service proxy answers as a real API server does when the
+/// mesh resets its connection to the pod: 503 ServiceUnavailable, "error trying to reach service".
+#[test]
+fn the_service_proxy_of_a_mesh_namespace_answers_503_as_the_api_server_does() {
+    let c = desktop_with_model(None);
+    let ns = ObjectKey {
+        group_version: "v1".into(),
+        resource: "namespaces".into(),
+        namespace: String::new(),
+        name: "llm-inference".into(),
+    };
+    if c.server.object(&ns).is_none() {
+        c.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
+    }
+    let path =
+        format!("/api/v1/namespaces/llm-inference/services/http:{MODEL}-kserve-workload-svc:8000/proxy/v1/models");
+    let get = |p: &str| {
+        let o = std::process::Command::new("curl")
+            .args(["-s", "-H", "Authorization: Bearer recorded-cluster-token", "-w", "\n%{http_code}"])
+            .arg(format!("{}{p}", c.server.url()))
+            .output()
+            .unwrap();
+        text(&o.stdout)
+    };
+    assert!(get(&path).ends_with("\n200"), "outside the mesh the proxy reaches the pod");
+    c.server.update(&ns, json!({"metadata": {"labels": {"istio.io/dataplane-mode": "ambient"}}}));
+    let answer = get(&path);
+    assert!(answer.ends_with("\n503"), "{answer}");
+    let status: Value = serde_json::from_str(answer.rsplit_once('\n').unwrap().0).unwrap();
+    assert_eq!((status["kind"].as_str(), status["reason"].as_str()), (Some("Status"), Some("ServiceUnavailable")));
+    assert!(status["message"].as_str().unwrap().starts_with("error trying to reach service: "), "{status}");
 }
 
 #[test]
@@ -169,6 +250,7 @@ fn a_vllm_server_in_the_entrys_own_namespace_is_found_there() {
         ("v1", "services", format!("{MODEL}-kserve-workload-svc")),
         ("v1", "endpoints", format!("{MODEL}-kserve-workload-svc")),
         ("v1", "pods", format!("{MODEL}-kserve-7c9f8d6b5-x2x7q")),
+        ("v1", "pods", format!("{MODEL}-kserve-router-scheduler-5b8c7d9f4-k8m2p")),
     ] {
         let key = kserve::key(gv, res, &name);
         let mut obj = c.server.remove(&key).unwrap();
@@ -220,7 +302,10 @@ fn a_rollouts_new_pod_is_waited_for_until_ready() {
 fn the_served_name_is_the_spec_model_name() {
     let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
     let out = assert_ok(&c.verify(&["--timeout", "20"]));
-    assert!(out.contains("lists Qwen/Qwen2.5-Coder-7B-Instruct (http)"), "{out}");
+    assert!(
+        out.contains("lists Qwen/Qwen2.5-Coder-7B-Instruct, through the API server's service proxy (http)"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod api;
+pub mod forward;
 pub mod lease;
 pub mod nodes;
 pub mod objects;

@@ -81,6 +81,15 @@ where
     super::get(Api::<K>::namespaced(client.clone(), ns), kind, ns, name, t).await
 }
 
+/// One cluster-scoped object (a namespace); absent is `None`.
+pub async fn get_cluster<K>(client: &Client, name: &str, kind: &str, t: Duration) -> Result<Option<K>, ApiError>
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    super::get(Api::<K>::all(client.clone()), kind, "", name, t).await
+}
+
 /// One object of a kind known at run time; absent is `None`.
 pub async fn get_dynamic(
     client: &Client,

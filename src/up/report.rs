@@ -39,8 +39,51 @@ pub fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, 
     }
     if let Some(models) = expected_models(d) {
         for m in models {
-            let base = verify::kserve::vllm().proxy_base(verify::NAMESPACE, "http", &m);
-            shell.note(format!("  model {m} answers at {base}/v1"));
+            for line in endpoint(&state.context, &m) {
+                shell.note(line);
+            }
         }
+    }
+}
+
+/// Where a deployed model answers, as lines a person can run: a port-forward to its workload
+/// Service (the kubelet's path into the pod, which a namespace in Istio's ambient mesh does not
+/// block, unlike the API server's service proxy: see `verify::reach`) and a `curl` through it,
+/// then the gateway's URL and the auth it needs. The gateway: EAS's protected hostname
+/// `inference.<base_domain_name>` (intel/enterprise-ai-solutions@cc887cb4
+/// `roles/envoy_gateway/defaults/main.yaml`: `gateway_protected_hostnames`, `base_domain_name:
+/// "inference-example.com"`, `keycloak_realm: "inference"`), denied by default without a Keycloak
+/// JWT (@76f50717 `roles/envoy_gateway/templates/security-policy.yaml.j2`: issuer
+/// `<keycloak frontend>/realms/<realm>`, audience `keycloak_client_id`, default `inference-client`).
+/// eas writes no `base_domain_name`, so the defaults are what is printed. Pure.
+pub fn endpoint(context: &str, model: &str) -> Vec<String> {
+    let rt = verify::kserve::vllm();
+    let (ns, svc, port) = (verify::NAMESPACE, rt.service(model), rt.port);
+    let ctx = crate::installer::command::shell_line(&[context.to_string()]);
+    vec![
+        format!("  model {model}: kubectl --context {ctx} -n {ns} port-forward svc/{svc} {port}:{port}"),
+        format!("    then, while it runs: curl -s http://localhost:{port}/v1/models"),
+        format!(
+            "    through the gateway: https://inference.inference-example.com/v1/chat/completions with \
+             `Authorization: Bearer <JWT>`, a Keycloak token of realm inference for client inference-client \
+             (issuer https://keycloak.inference-example.com/realms/inference; EAS's defaults, unless \
+             base_domain_name or auth_provider were changed)"
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_endpoint_is_a_port_forward_and_curl_pair_and_the_gateway_with_its_auth() {
+        let lines = super::endpoint("k3d-gpu", "qwen3-0-6b");
+        assert_eq!(
+            lines[0],
+            "  model qwen3-0-6b: kubectl --context k3d-gpu -n llm-inference port-forward \
+             svc/qwen3-0-6b-kserve-workload-svc 8000:8000"
+        );
+        assert_eq!(lines[1], "    then, while it runs: curl -s http://localhost:8000/v1/models");
+        assert!(lines[2].contains("https://inference.inference-example.com") && lines[2].contains("Keycloak"));
+        assert!(super::endpoint("my ctx", "m")[0].contains("--context 'my ctx'"), "quoted for a shell");
     }
 }

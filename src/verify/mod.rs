@@ -7,6 +7,7 @@
 pub mod checks;
 pub mod devices;
 pub mod kserve;
+pub mod reach;
 pub mod servers;
 
 use std::collections::BTreeMap;

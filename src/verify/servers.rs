@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
 use kube::api::{DynamicObject, ListParams};
 
@@ -29,6 +29,7 @@ use crate::cluster::typed::{self, Within};
 use serde_json::Value;
 
 use super::kserve::{self, Runtime};
+use super::reach;
 use super::{Timeouts, checks, diagnostics};
 
 /// Tokens asked of the completion that shows the model answers (and how fast).
@@ -231,17 +232,34 @@ async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Re
     let pods = typed::list::<Pod>(client, Within::Namespace(&s.namespace), &lp, "list pods", t.call)
         .await
         .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
-    passed.extend(
-        workload_pods(&s.namespace, &s.name, &pods)
-            .map_err(|(why, pod)| NotYet::Wait(vec![why], pod.map(|p| (s.namespace.clone(), p))))?,
-    );
+    let wait = |(why, pod): (String, Option<String>)| NotYet::Wait(vec![why], pod.map(|p| (s.namespace.clone(), p)));
+    passed.extend(workload_pods(&s.namespace, &s.name, &pods).map_err(wait)?);
+    let lp = ListParams::default().labels(&reach::router_selector(&s.name));
+    let routers = typed::list::<Pod>(client, Within::Namespace(&s.namespace), &lp, "list pods", t.call)
+        .await
+        .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
+    let wanted = obj.pointer("/spec/router/scheduler").is_some();
+    passed.extend(reach::router_pods(&s.namespace, &s.name, wanted, &routers).map_err(wait)?);
+    let ns = typed::get_cluster::<Namespace>(client, &s.namespace, "Namespace", t.call)
+        .await
+        .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
+    let ready: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && checks::pod_ready(p).is_ok())
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let way = reach::way(&ns.and_then(|n| n.metadata.labels).unwrap_or_default(), &ready);
     let served = served_name(&obj, &s.name);
     // The proxy answers 503 until the Service has a ready endpoint, and the client retries a
     // 503: each attempt is bounded by what is left of the phase (at least 5 s).
     let left = deadline
         .saturating_duration_since(Instant::now())
         .clamp(Duration::from_secs(5), t.call.max(Duration::from_secs(5)));
-    passed.extend(answers(client, s, answer, &served, left).await?);
+    let answered = match &way {
+        reach::Way::Proxy => answers(client, s, answer, &served, left).await?,
+        reach::Way::Forward { pod, .. } => forwarded(client, s, answer, &served, pod, &way, left).await?,
+    };
+    passed.extend(answered);
     Ok(passed)
 }
 
@@ -335,22 +353,67 @@ async fn answers(
         if let Err(e) = checks::models_lists(&body, served) {
             return Err(NotYet::Fail(vec![format!("{svc}: {e}")]));
         }
-        let chat = serde_json::json!({"model": served, "messages": [{"role": "user", "content": "Hello"}],
-            "max_tokens": COMPLETION_TOKENS, "stream": true, "stream_options": {"include_usage": true}});
-        let post = http::Request::post(format!("{base}{}", a.chat_path))
-            .header("content-type", "application/json")
-            .body(serde_json::to_vec(&chat).expect("json"))
-            .expect("request builds");
+        let post = chat_request(&format!("{base}{}", a.chat_path), served);
         let lines = crate::cluster::stream_lines(client, "POST /v1/chat/completions", post, call_t)
             .await
             .map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
         let figures = read_completion(&lines).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;
+        let path = format!("{} ({scheme})", reach::Way::Proxy.said(&s.namespace, s.rt.port));
         return Ok(vec![
-            format!("{svc}: GET /v1/models lists {served} ({scheme})"),
-            format!("{svc}: a {COMPLETION_TOKENS}-token chat completion returned: {}", figures.line()),
+            format!("{svc}: GET /v1/models lists {served}, {path}"),
+            format!("{svc}: a {COMPLETION_TOKENS}-token chat completion returned: {}, {path}", figures.line()),
         ]);
     }
     Err(NotYet::Wait(errors.into_iter().map(|e| format!("{svc} through the service proxy: {e}")).collect(), None))
+}
+
+/// The chat request of [`answers`]: a streamed 16-token completion asked of `served`.
+fn chat_request(uri: &str, served: &str) -> http::Request<Vec<u8>> {
+    let chat = serde_json::json!({"model": served, "messages": [{"role": "user", "content": "Hello"}],
+        "max_tokens": COMPLETION_TOKENS, "stream": true, "stream_options": {"include_usage": true}});
+    http::Request::post(uri)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&chat).expect("json"))
+        .expect("request builds")
+}
+
+/// `GET /v1/models` and the streamed completion through a port-forward to `pod`'s port (plain
+/// HTTP: EI's vLLM pods serve HTTP on 8000), for a namespace in the mesh.
+async fn forwarded(
+    client: &Client,
+    s: &Server,
+    a: &kserve::Answer,
+    served: &str,
+    pod: &str,
+    way: &reach::Way,
+    call_t: Duration,
+) -> Result<Vec<String>, NotYet> {
+    use crate::cluster::forward;
+    let path = way.said(&s.namespace, s.rt.port);
+    let wait = |e: String| NotYet::Wait(vec![format!("{pod}: {e}")], Some((s.namespace.clone(), pod.to_string())));
+    let get = http::Request::get(a.models_path.as_str()).body(Vec::new()).expect("request builds");
+    let models = forward::http(client, &s.namespace, pod, s.rt.port, get, "GET /v1/models", call_t)
+        .await
+        .map_err(|e| wait(e.to_string()))?;
+    if models.status != 200 {
+        return Err(wait(format!("GET /v1/models answered {} ({path})", models.status)));
+    }
+    if let Err(e) = checks::models_lists(&models.text(), served) {
+        return Err(NotYet::Fail(vec![format!("{pod}: {e}")]));
+    }
+    let post = chat_request(&a.chat_path, served);
+    let chat = forward::http(client, &s.namespace, pod, s.rt.port, post, "POST /v1/chat/completions", call_t)
+        .await
+        .map_err(|e| wait(e.to_string()))?;
+    let figures = read_completion(&chat.lines).map_err(|e| NotYet::Fail(vec![format!("{pod}: {e}")]))?;
+    Ok(vec![
+        format!("pod {}/{pod}: GET /v1/models lists {served}, {path}", s.namespace),
+        format!(
+            "pod {}/{pod}: a {COMPLETION_TOKENS}-token chat completion returned: {}, {path}",
+            s.namespace,
+            figures.line()
+        ),
+    ])
 }
 
 #[cfg(test)]

@@ -876,14 +876,14 @@ async fn serve(
                     match tls {
                         None => {
                             let service = hyper::service::service_fn(move |req| handle(req, state.clone(), false));
-                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                            let _ = http.serve_connection(TokioIo::new(stream), service).with_upgrades().await;
                         }
                         Some(acceptor) => {
                             let Ok(stream) = acceptor.accept(stream).await else { return };
                             // A client certificate the CA signed authenticates the connection.
                             let cert = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
                             let service = hyper::service::service_fn(move |req| handle(req, state.clone(), cert));
-                            let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                            let _ = http.serve_connection(TokioIo::new(stream), service).with_upgrades().await;
                         }
                     }
                 });
@@ -939,6 +939,9 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>, cert: bool) ->
     }
     if !authorized {
         return Ok(status(401, "Unauthorized", None));
+    }
+    if let Some((ns, pod)) = portforward::target(&method, &path) {
+        return Ok(portforward::open(req, &state, &ns, &pod, &query));
     }
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
@@ -1252,24 +1255,37 @@ fn service_proxy(method: &Method, path: &str, body: &[u8], state: &Mutex<State>)
     if !ready {
         return Some(status(503, &format!("no endpoints available for service \"{svc}\""), None));
     }
+    if portforward::in_mesh(&s, ns) {
+        return Some(portforward::mesh_refusal(&s, ns, svc));
+    }
     let Some(model) = svc.strip_suffix("-kserve-workload-svc") else {
         return Some(status(502, &format!("the recorded cluster serves nothing behind {svc}"), None));
     };
+    let served = served_name(&s, ns, model);
+    let (code, body) = vllm(method, tail, body, &served);
+    Some(respond(code, body))
+}
+
+/// The name a model server serves: its LLMInferenceService's `.spec.model.name`, else its name.
+fn served_name(s: &State, ns: &str, model: &str) -> String {
     let llmisvc = ObjectKey {
         group_version: "serving.kserve.io/v1alpha2".into(),
         resource: "llminferenceservices".into(),
         namespace: ns.to_string(),
         name: model.to_string(),
     };
-    let served = s
-        .objects
+    s.objects
         .get(&llmisvc)
         .and_then(|o| o.pointer("/spec/model/name")?.as_str().map(str::to_string))
-        .unwrap_or_else(|| model.to_string());
-    Some(match (method, tail) {
-        (&Method::GET, "/v1/models") => {
-            ok_json(&json!({"object": "list", "data": [{"id": served, "object": "model"}]}))
-        }
+        .unwrap_or_else(|| model.to_string())
+}
+
+/// vLLM's OpenAI server under the name `served`, as the service proxy and a port-forward reach
+/// it: the status and the body.
+fn vllm(method: &Method, tail: &str, body: &[u8], served: &str) -> (u16, Vec<u8>) {
+    let json = |v: Value| (200, serde_json::to_vec(&v).expect("serialise"));
+    match (method, tail) {
+        (&Method::GET, "/v1/models") => json(json!({"object": "list", "data": [{"id": served, "object": "model"}]})),
         (&Method::POST, "/v1/chat/completions") => {
             let asked: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
             let n = asked["max_tokens"].as_u64().unwrap_or(16);
@@ -1285,16 +1301,19 @@ fn service_proxy(method: &Method, path: &str, body: &[u8], state: &Mutex<State>)
                 chunk(json!({"object": "chat.completion.chunk", "model": served, "choices": [],
                     "usage": {"prompt_tokens": 9, "completion_tokens": n, "total_tokens": 9 + n}}));
                 sse.push_str("data: [DONE]\n\n");
-                respond(200, sse.into_bytes())
+                (200, sse.into_bytes())
             } else {
-                ok_json(&json!({"object": "chat.completion", "model": served,
+                json(json!({"object": "chat.completion", "model": served,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "length"}],
                     "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}))
             }
         }
-        _ => status(404, &format!("{tail} is not served by the recorded model server"), None),
-    })
+        _ => (404, format!("{{\"detail\": \"{tail} is not served by the recorded model server\"}}").into_bytes()),
+    }
 }
+
+#[path = "cluster_server_portforward.rs"]
+mod portforward;
 
 fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
     ObjectKey {

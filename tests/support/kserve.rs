@@ -59,9 +59,15 @@ pub fn pod(name: &str, labels: Value, ready: bool, waiting: Option<&str>) -> Val
 }
 
 /// Everything KServe creates for a ready model server `name`, served as `served` (when given,
-/// in `.spec.model.name`). The router-scheduler's pod is not Ready: KServe ≤0.19 pins a
-/// scheduler image that no longer pulls.
+/// in `.spec.model.name`), its router-scheduler Ready (its images repinned as
+/// Mushtaq-BGA/enterprise-inference@1e10d1a `roles/kserve/defaults/main.yaml` does).
 pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
+    install_with_router(server, name, served, true);
+}
+
+/// As [`install`]; with `router_ready` false the router-scheduler's pod is not Ready: KServe
+/// ≤0.19 pins a scheduler image that no longer pulls (the same file says why it repins).
+pub fn install_with_router(server: &ClusterServer, name: &str, served: Option<&str>, router_ready: bool) {
     crd(server, "llminferenceservices", "v1alpha2");
     let mut model = json!({"uri": format!("pvc://model-store/{name}")});
     if let Some(s) = served {
@@ -72,11 +78,11 @@ pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
         "spec": {"model": model, "router": {"scheduler": {}}},
         "status": {"conditions": [
             {"type": "MainWorkloadReady", "status": "True", "reason": "MinimumReplicasAvailable"},
-            {"type": "RouterReady", "status": "False", "reason": "SchedulerNotReady"},
-            {"type": "Ready", "status": "False", "reason": "RouterNotReady"}]}}));
+            {"type": "RouterReady", "status": if router_ready { "True" } else { "False" }, "reason": "SchedulerNotReady"},
+            {"type": "Ready", "status": if router_ready { "True" } else { "False" }, "reason": "RouterNotReady"}]}}));
     for (dep, labels, ready) in [
         (format!("{name}-kserve"), workload_labels(name), 1),
-        (format!("{name}-kserve-router-scheduler"), scheduler_labels(name), 0),
+        (format!("{name}-kserve-router-scheduler"), scheduler_labels(name), u32::from(router_ready)),
     ] {
         server.insert(json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": dep, "namespace": NS, "labels": labels},
@@ -87,8 +93,8 @@ pub fn install(server: &ClusterServer, name: &str, served: Option<&str>) {
     server.insert(pod(
         &format!("{name}-kserve-router-scheduler-5b8c7d9f4-k8m2p"),
         scheduler_labels(name),
-        false,
-        Some("ImagePullBackOff"),
+        router_ready,
+        (!router_ready).then_some("ImagePullBackOff"),
     ));
     let svc = format!("{name}-kserve-workload-svc");
     server.insert(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc, "namespace": NS},
