@@ -128,12 +128,8 @@ fn a_router_pod_that_is_not_ready_fails_verify_naming_it() {
     assert!(all.contains(&format!("FAIL model server {MODEL}")), "{all}");
 }
 
-/// Issue 28 item 3: in a namespace in Istio's ambient mesh the service proxy cannot reach the
-/// pod (the recorded server answers as the API server does); verify reads the model through a
-/// port-forward to the Ready workload pod and names that path.
-#[test]
-fn a_mesh_namespace_is_verified_through_a_port_forward_naming_the_path() {
-    let c = desktop_with_model(None);
+/// The key of `llm-inference`, created when the fixture lacks it.
+fn model_namespace(c: &Cluster) -> ObjectKey {
     let ns = ObjectKey {
         group_version: "v1".into(),
         resource: "namespaces".into(),
@@ -143,6 +139,16 @@ fn a_mesh_namespace_is_verified_through_a_port_forward_naming_the_path() {
     if c.server.object(&ns).is_none() {
         c.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
     }
+    ns
+}
+
+/// Issue 28 item 3: in a namespace in Istio's ambient mesh the service proxy cannot reach the
+/// pod (the recorded server answers as the API server does); verify reads the model through a
+/// port-forward to the Ready workload pod and names that path.
+#[test]
+fn a_mesh_namespace_is_verified_through_a_port_forward_naming_the_path() {
+    let c = desktop_with_model(None);
+    let ns = model_namespace(&c);
     c.server.update(&ns, json!({"metadata": {"labels": {"istio.io/dataplane-mode": "ambient"}}}));
     let out = assert_ok(&c.verify(&["--timeout", "20"]));
     let line = out.lines().find(|l| l.contains("16-token chat completion returned")).unwrap_or_else(|| panic!("{out}"));
@@ -159,15 +165,7 @@ fn a_mesh_namespace_is_verified_through_a_port_forward_naming_the_path() {
 #[test]
 fn the_service_proxy_of_a_mesh_namespace_answers_503_as_the_api_server_does() {
     let c = desktop_with_model(None);
-    let ns = ObjectKey {
-        group_version: "v1".into(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: "llm-inference".into(),
-    };
-    if c.server.object(&ns).is_none() {
-        c.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
-    }
+    let ns = model_namespace(&c);
     let path =
         format!("/api/v1/namespaces/llm-inference/services/http:{MODEL}-kserve-workload-svc:8000/proxy/v1/models");
     let get = |p: &str| {
