@@ -22,14 +22,26 @@ pub struct KubeSource {
     /// The global `--ca-bundle`'s certificates (DER): trusted for the API server when the
     /// kubeconfig pins no CA.
     pub extra_roots: Option<Vec<Vec<u8>>>,
+    /// The client's read timeout when `EAS_KUBE_READ_TIMEOUT` (seconds) sets it, else the
+    /// command's call timeout: a seam for tests, where a watch must stay quiet past it.
+    pub read_timeout: Option<std::time::Duration>,
 }
+
+/// The variable that shortens the client's read timeout ([`KubeSource::read_timeout`]).
+pub const READ_TIMEOUT_VAR: &str = "EAS_KUBE_READ_TIMEOUT";
 
 impl KubeSource {
     /// `--kubeconfig`, else `$KUBECONFIG` (a list), else `~/.kube/config`.
     pub fn resolve(g: &Global) -> KubeSource {
         let context = g.context.clone();
         let extra_roots = g.ca_bundle.as_ref().map(|b| b.ders.clone());
-        let source = |paths, explicit| KubeSource { paths, explicit, context, minted: None, extra_roots };
+        let read_timeout = g
+            .env
+            .nonempty(READ_TIMEOUT_VAR)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|s| *s > 0)
+            .map(std::time::Duration::from_secs);
+        let source = |paths, explicit| KubeSource { paths, explicit, context, minted: None, extra_roots, read_timeout };
         if let Some(p) = &g.kubeconfig {
             return source(vec![p.clone()], true);
         }
@@ -46,7 +58,7 @@ impl KubeSource {
     /// One file, as given.
     #[cfg(test)]
     pub fn file(path: PathBuf, explicit: bool, context: Option<String>) -> KubeSource {
-        KubeSource { paths: vec![path], explicit, context, minted: None, extra_roots: None }
+        KubeSource { paths: vec![path], explicit, context, minted: None, extra_roots: None, read_timeout: None }
     }
 
     /// The paths as the user would write them (`a:b`).

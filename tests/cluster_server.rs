@@ -242,4 +242,64 @@ fn a_k3s_cluster_is_served_over_tls_with_a_client_certificate() {
         eas(&fixture("k3s-3node-eas")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("at {}", server.url())));
+/// The raw answer to a GET (a watch's chunked lines), as text.
+fn raw_get(server: &ClusterServer, path: &str) -> String {
+    let addr = server.url().trim_start_matches("http://").to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer recorded-cluster-token\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    raw
+}
+
+/// As on a real API server: a deleted namespace answers 200 `Terminating`, a second DELETE 409;
+/// the namespace controller deletes its content, an object with a finalizer stays (marked) and
+/// the namespace's conditions name it (`NamespaceContentRemaining`,
+/// `NamespaceFinalizersRemaining`) until an update removes the finalizer; then both go. A watch
+/// resuming from a resourceVersion the server no longer holds gets one ERROR event, a 410.
+#[test]
+fn namespaces_terminate_finalizers_hold_and_old_watches_are_gone() {
+    let options = Options { watch_history: 2, ..Default::default() };
+    let server = ClusterServer::start_with(fixture("xeon-amx"), options);
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "held"}});
+    assert_eq!(http(&server, "POST", "/api/v1/namespaces", Some(&ns)).0, 201);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kept", "finalizers": ["example.com/hold"]}, "data": {}});
+    let (_, created) = http(&server, "POST", "/api/v1/namespaces/held/configmaps", Some(&cm));
+    let before = created["metadata"]["resourceVersion"].as_str().unwrap().parse::<u64>().unwrap() - 1;
+    let (code, going) = http(&server, "DELETE", "/api/v1/namespaces/held", None);
+    assert_eq!((code, going["status"]["phase"].as_str()), (200, Some("Terminating")), "{going}");
+    assert!(going["metadata"]["deletionTimestamp"].is_string(), "{going}");
+    assert_eq!(http(&server, "DELETE", "/api/v1/namespaces/held", None).0, 409);
+    let (_, ns) = http(&server, "GET", "/api/v1/namespaces/held", None);
+    let conditions = ns["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let held = |t: &str| conditions.iter().find(|c| c["type"] == t).cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        held("NamespaceContentRemaining")["message"],
+        "Some resources are remaining: configmaps. has 1 resource instances"
+    );
+    assert_eq!(
+        held("NamespaceFinalizersRemaining")["message"],
+        "Some finalizers are remaining: example.com/hold in 1 resource instances"
+    );
+    let (_, cm) = http(&server, "GET", "/api/v1/namespaces/held/configmaps/kept", None);
+    assert!(cm["metadata"]["deletionTimestamp"].is_string(), "marked, held by its finalizer: {cm}");
+    // More changes than the server keeps: a watch from before them is answered 410.
+    let old = raw_get(&server, &format!("/api/v1/namespaces?watch=true&resourceVersion={before}&timeoutSeconds=1"));
+    assert!(old.contains("\"type\":\"ERROR\"") && old.contains("too old resource version"), "{old}");
+    assert!(old.contains("\"code\":410"), "{old}");
+    let release = json!({"metadata": {"finalizers": null}});
+    assert_eq!(http(&server, "PATCH", "/api/v1/namespaces/held/configmaps/kept", Some(&release)).0, 200);
+    let (mut code, mut tries) = (200, 0);
+    while code != 404 && tries < 100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        code = http(&server, "GET", "/api/v1/namespaces/held", None).0;
+        tries += 1;
+    }
+    assert_eq!(code, 404, "the namespace goes once nothing holds it");
+    assert_eq!(http(&server, "GET", "/api/v1/namespaces/held/configmaps/kept", None).0, 404);
 }

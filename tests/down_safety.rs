@@ -49,7 +49,11 @@ struct Run {
 }
 
 fn run() -> Run {
-    let server = ClusterServer::start(support::fixture(CLUSTER));
+    run_with(support::Options::default())
+}
+
+fn run_with(options: support::Options) -> Run {
+    let server = ClusterServer::start_with(support::fixture(CLUSTER), options);
     server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "eas-test"}}));
     server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
@@ -914,4 +918,116 @@ fn crash_consistency_at_30_points() {
     eprintln!("crash consistency: {:.0} s for the 30 points and the measured run", started.elapsed().as_secs_f64());
     assert!(failed.is_empty(), "failed at: {failed:?}");
     assert_eq!(kills, points.len(), "every point must kill a running eas up");
+}
+
+// Issue 29 item 1: `eas down`'s settle wait against namespaces that terminate as on a real API
+// server, whose namespace controller empties a deleted namespace over time while the namespace's
+// watch stays quiet:
+// - a namespace that stays `Terminating` longer than the client's read timeout (shortened to 1 s
+//   through `EAS_KUBE_READ_TIMEOUT`), behind a watch that sends nothing meanwhile, is waited for
+//   and reported gone; so is one behind watches that the server ends with 410 Gone;
+// - one that outlives the settle phase's window (`--phase-timeout settle=N`) is reported left,
+//   naming its condition (`NamespaceContentRemaining`) and what remains in it.
+
+impl Run {
+    fn down_with(&self, env: &[(&str, &str)], extra: &[&str]) -> Output {
+        self.eas()
+            .args(["--progress", "plain"])
+            .args(setup().down_args())
+            .args(extra)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    }
+
+    /// Something of the user's in kserve after the install: the namespace controller has it to
+    /// remove when eas deletes the namespace (eas itself deletes only what it recorded).
+    fn plant_content(&self) {
+        self.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "user-notes", "namespace": "kserve"}, "data": {"a": "b"}}));
+    }
+
+    /// The watches of namespace kserve eas opened, as `(resourceVersion, allowWatchBookmarks)`.
+    fn kserve_watches(&self) -> Vec<(Option<String>, Option<String>)> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|q| q.path == "/api/v1/namespaces" && q.param("watch").as_deref() == Some("true"))
+            .filter(|q| q.param("fieldSelector").as_deref() == Some("metadata.name=kserve"))
+            .map(|q| (q.param("resourceVersion"), q.param("allowWatchBookmarks")))
+            .collect()
+    }
+}
+
+/// Up, then down under `env`, with kserve's content planted: the down's output.
+fn up_then_down(r: &Run, env: &[(&str, &str)], extra: &[&str]) -> Output {
+    let up = r.up(&[]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    r.plant_content();
+    r.down_with(env, extra)
+}
+
+/// kserve stays Terminating 6 s while its content goes; the client's read timeout is 1 s and
+/// nothing is sent on the namespace's watch meanwhile. Before the fix the first read timeout
+/// ended the wait as if kserve were gone, and `down` reported it left (exit 1).
+#[test]
+fn a_namespace_terminating_past_the_read_timeout_behind_a_quiet_watch_is_waited_for_and_gone() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_with(support::Options { namespace_terminating: Some(Duration::from_secs(6)), ..Default::default() });
+    let down = up_then_down(&r, &[("EAS_KUBE_READ_TIMEOUT", "1")], &[]);
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    assert!(err.contains("waiting up to") && err.contains("namespace kserve"), "{err}");
+    assert!(!err.contains("left:"), "{err}");
+    assert!(!r.has_ns("kserve"), "{err}");
+    assert!(r.state_file().is_none(), "the record is gone after a complete down:\n{err}");
+    // The quiet watch broke at the read timeout and was opened again from where it was.
+    let watches = r.kserve_watches();
+    let resumed: Vec<_> = watches.iter().filter(|(rv, _)| rv.as_deref().is_some_and(|v| v != "0")).collect();
+    assert!(watches.len() >= 2 && !resumed.is_empty(), "{watches:?}\n{err}");
+    assert!(watches.iter().all(|(_, b)| b.as_deref() == Some("true")), "bookmarks are asked for: {watches:?}");
+}
+
+/// The same namespace behind watches the server ends with an ERROR event of a 410 Status after
+/// 1 s (its watch cache moved on), with bookmarks every 300 ms in between: each 410 starts over
+/// with a list, and kserve is still waited for and reported gone.
+#[test]
+fn a_namespace_behind_watches_that_end_410_gone_is_waited_for_and_gone() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_with(support::Options {
+        namespace_terminating: Some(Duration::from_secs(5)),
+        watch_gone_after: Some(Duration::from_secs(1)),
+        bookmark_every: Some(Duration::from_millis(300)),
+        ..Default::default()
+    });
+    let down = up_then_down(&r, &[], &[]);
+    let err = text(&down.stderr);
+    assert!(down.status.success(), "eas down failed:\n{err}");
+    assert!(!r.has_ns("kserve") && r.state_file().is_none(), "{err}");
+    assert!(r.kserve_watches().len() >= 2, "{:?}\n{err}", r.kserve_watches());
+}
+
+/// kserve's content takes 600 s to go; the settle window is 8 s. `down` ends on its window (not
+/// on the phase's timeout), reports kserve left with its condition and what remains in it, keeps
+/// the record with that finding, and exits 1.
+#[test]
+fn a_namespace_that_outlives_the_settle_window_is_reported_left_with_its_condition() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run_with(support::Options { namespace_terminating: Some(Duration::from_secs(600)), ..Default::default() });
+    let down = up_then_down(&r, &[("EAS_KUBE_READ_TIMEOUT", "2")], &["--phase-timeout", "settle=8"]);
+    let err = text(&down.stderr);
+    assert_eq!(down.status.code(), Some(1), "{err}");
+    assert!(!err.contains("did not finish within its timeout"), "the wait ends inside the window:\n{err}");
+    let line = err.lines().find(|l| l.contains("left: namespace kserve")).unwrap_or_else(|| panic!("{err}"));
+    assert!(line.contains("still Terminating"), "{line}");
+    assert!(line.contains("NamespaceContentRemaining: SomeResourcesRemain"), "{line}");
+    assert!(line.contains("configmaps. has 1 resource instances"), "what remains: {line}");
+    assert!(r.has_ns("kserve"));
+    // The namespaces with nothing left in them went at once: only kserve is reported.
+    assert_eq!(err.matches("left: ").count(), 1, "{err}");
+    let state = r.state_file().expect("the record is kept");
+    let findings = state["ledger"]["findings"].as_array().cloned().unwrap_or_default();
+    let finding = findings.iter().find(|f| f["object"] == "namespace kserve").unwrap_or_else(|| panic!("{state:#}"));
+    assert_eq!(finding["kind"], "left", "{state:#}");
+    assert!(finding["note"].as_str().unwrap().contains("NamespaceContentRemaining"), "{finding}");
 }

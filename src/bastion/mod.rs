@@ -833,6 +833,7 @@ mod tests {
             context: None,
             minted: None,
             extra_roots: None,
+            read_timeout: None,
         };
         let s = standard("img", vec![], None, Some(&k), &env_of(&[])).unwrap();
         let m = &s.spec.mounts[0];

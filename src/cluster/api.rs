@@ -107,7 +107,8 @@ pub async fn target(
         Err(crate::net::kube_config::ConfigError::Kubeconfig(cause)) => return Err(unusable(cause)),
     };
     config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
+    // A watch that is quiet past it errs, and is re-established ([`super::objects::gone`]).
+    config.read_timeout = Some(source.read_timeout.unwrap_or(timeout));
     config.write_timeout = Some(timeout);
     let credentials = credentials(&kc, &name, &path);
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);

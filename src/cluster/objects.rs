@@ -321,26 +321,33 @@ where
     timed(&format!("get {kind} {ns}/{name}"), t, api.get_opt(name)).await
 }
 
-/// Resolves once `o` is gone from the cluster: `await_condition` on the object (a watch of that
-/// one name), or for a Helm release a watch of its release Secrets (by the labels Helm puts on
-/// them) until none is left. A watch that breaks is retried by kube's watcher; the caller bounds
-/// the wait.
-pub async fn gone(client: &Client, o: &crate::state::ledger::Object) {
+/// Resolves once `o` is gone from the cluster, or with the error that says this wait cannot learn
+/// it (the API server refuses the list or the watch: 401, 403). Nothing else ends it: the caller
+/// bounds it (`eas down`'s settle window).
+///
+/// The object is watched by kube-runtime's `watch_object` (a list by name, then a watch from the
+/// list's resourceVersion, bookmarks asked for), which re-establishes a broken watch on its next
+/// poll (kube-rs/kube@003f668d kube-runtime/src/watcher.rs, `step_trampolined`, as in the
+/// kube-runtime 5.0.0 eas builds with, lines 699-757: an error on the stream keeps the watch's
+/// state, the stream's end watches again from the last resourceVersion, a BOOKMARK moves that
+/// resourceVersion on, and an ERROR event with a 410 Status starts over with a list). A watch
+/// that stays quiet past the client's read timeout ends in such an error, which says nothing of
+/// the object. Gone is a DELETED event, or a list by name without the object (a GET's 404).
+pub async fn gone(client: &Client, o: &crate::state::ledger::Object) -> Result<(), ApiError> {
     use crate::state::ledger::Object;
-    use kube::runtime::wait::await_condition;
-    let _ = match o {
+    match o {
         Object::Namespace(n) => {
-            await_condition(Api::<Namespace>::all(client.clone()), n, absent::<Namespace>).await.map(drop)
+            until_absent(Api::<Namespace>::all(client.clone()), n, &format!("watch namespace {n}")).await
         }
         Object::Crd(n) => {
-            await_condition(Api::<CustomResourceDefinition>::all(client.clone()), n, absent::<CustomResourceDefinition>)
-                .await
-                .map(drop)
+            until_absent(Api::<CustomResourceDefinition>::all(client.clone()), n, &format!("watch CRD {n}")).await
         }
         Object::Namespaced(n) => {
-            let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else { return };
+            let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
+                return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
+            };
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
-            await_condition(api, &n.name, absent::<DynamicObject>).await.map(drop)
+            until_absent(api, &n.name, &format!("watch {} {}/{}", n.kind, n.namespace, n.name)).await
         }
         Object::Cluster(c) => {
             let Some(api) = cluster_api(client, &c.kind) else { return };
@@ -349,25 +356,109 @@ pub async fn gone(client: &Client, o: &crate::state::ledger::Object) {
         // A label goes with the patch that removes it.
         Object::NodeLabel(_) => Ok(()),
         Object::HelmRelease(r) => {
-            release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name).await;
-            Ok(())
+            let what = format!("watch Helm release {}/{}'s secrets", r.namespace, r.name);
+            release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name, &what).await
         }
-    };
+    }
 }
 
-/// The condition of an object that is gone.
-fn absent<K>(k: Option<&K>) -> bool {
-    k.is_none()
+async fn until_absent<K>(api: Api<K>, name: &str, what: &str) -> Result<(), ApiError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    until_met(api, name, what, |o: Option<&K>| o.is_none()).await
+}
+
+/// Resolves once object `name` meets `cond` (absent is `None`), by kube-runtime's `watch_object`
+/// and the reading of its errors [`gone`] gives: a quiet, broken or 410 watch is watched again;
+/// only a refusal (401, 403) ends the wait early, as its error. A kind no longer served (the
+/// list's 404) is an absent object. The caller bounds the wait.
+pub async fn until_met<K>(
+    api: Api<K>,
+    name: &str,
+    what: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) -> Result<(), ApiError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt;
+    let mut events = std::pin::pin!(kube::runtime::watcher::watch_object(api, name));
+    let mut pause = Pause::default();
+    while let Some(e) = events.next().await {
+        let seen = match e {
+            Ok(o) => o,
+            Err(e) => match broken(what, &e) {
+                Broken::Refused(err) => return Err(err),
+                Broken::Unserved => None,
+                Broken::Again => {
+                    pause.wait().await;
+                    continue;
+                }
+            },
+        };
+        pause.reset();
+        if cond.matches_object(seen.as_ref()) {
+            return Ok(());
+        }
+    }
+    Err(ApiError::Call { call: what.to_string(), cause: "the watch ended".into() })
+}
+
+/// What a watcher's error means to a wait for an object to go.
+enum Broken {
+    /// The API server refuses this client the list or the watch: waiting longer cannot help.
+    Refused(ApiError),
+    /// The list answered 404: the kind is no longer served (its CRD went), so neither is it.
+    Unserved,
+    /// A broken or quiet watch, a 410, an answer that did not come: the watcher starts again.
+    Again,
+}
+
+fn broken(what: &str, e: &kube::runtime::watcher::Error) -> Broken {
+    use kube::runtime::watcher::Error as W;
+    let refused = |cause: String| Broken::Refused(ApiError::Call { call: what.to_string(), cause });
+    match e {
+        W::InitialListFailed(kube::Error::Api(s)) if s.code == 404 => Broken::Unserved,
+        W::InitialListFailed(k) | W::WatchStartFailed(k) | W::WatchFailed(k) if matches!(k, kube::Error::Api(s) if s.code == 401 || s.code == 403) => {
+            refused(said(k))
+        }
+        W::WatchError(s) if s.code == 401 || s.code == 403 => refused(said(&kube::Error::Api(s.clone()))),
+        _ => Broken::Again,
+    }
+}
+
+/// The pause before a watcher is polled again after an error, as kube-runtime leaves to its
+/// caller ("You can apply your own backoff by not polling the stream"): 0.5 s, doubling to 5 s,
+/// back to 0.5 s once an event arrives.
+struct Pause(Duration);
+
+impl Default for Pause {
+    fn default() -> Self {
+        Pause(Duration::from_millis(500))
+    }
+}
+
+impl Pause {
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_secs(5));
+    }
+
+    fn reset(&mut self) {
+        *self = Pause::default();
+    }
 }
 
 /// Until no Secret of release `name` is left in the namespace (Helm labels each revision's
-/// Secret `owner=helm,name=<release>`).
-async fn release_secrets_gone(api: Api<Secret>, name: &str) {
+/// Secret `owner=helm,name=<release>`), by the same watcher and the same reading of its errors.
+async fn release_secrets_gone(api: Api<Secret>, name: &str, what: &str) -> Result<(), ApiError> {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     let cfg = watcher::Config::default().labels(&format!("owner=helm,name={name}")).fields(HELM_SECRET_TYPE);
     let mut present = std::collections::BTreeSet::new();
     let mut listed = false;
+    let mut pause = Pause::default();
     let mut events = std::pin::pin!(watcher::watcher(api, cfg));
     while let Some(e) = events.next().await {
         match e {
@@ -382,13 +473,52 @@ async fn release_secrets_gone(api: Api<Secret>, name: &str) {
                 present.remove(&s.metadata.name.unwrap_or_default());
             }
             Ok(Event::InitDone) => listed = true,
-            // The watcher retries; the caller's deadline bounds the wait.
-            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            Err(e) => match broken(what, &e) {
+                Broken::Refused(err) => return Err(err),
+                Broken::Unserved => return Ok(()),
+                Broken::Again => pause.wait().await,
+            },
         }
         if listed && present.is_empty() {
-            return;
+            return Ok(());
         }
     }
+    Err(ApiError::Call { call: what.to_string(), cause: "the watch ended".into() })
+}
+
+/// Why namespace `name` is still there, in its own status: `None` when it is gone; else its
+/// phase and each of its deletion conditions that holds (`NamespaceContentRemaining:
+/// SomeResourcesRemain: Some resources are remaining: pods. has 1 resource instances`), as the
+/// namespace controller writes them.
+pub async fn namespace_left(client: &Client, name: &str, t: Duration) -> Result<Option<String>, ApiError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let Some(ns) = timed(&format!("get namespace {name}"), t, api.get_opt(name)).await? else {
+        return Ok(None);
+    };
+    if ns.metadata.deletion_timestamp.is_none() {
+        return Ok(Some("not terminating: its deletion was not accepted".into()));
+    }
+    let status = ns.status.unwrap_or_default();
+    let phase = status.phase.unwrap_or_else(|| "Terminating".into());
+    let held: Vec<String> = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.status == "True")
+        .map(|c| {
+            let mut s = c.type_;
+            for part in [c.reason, c.message].into_iter().flatten().filter(|p| !p.is_empty()) {
+                s.push_str(": ");
+                s.push_str(&part);
+            }
+            s
+        })
+        .collect();
+    Ok(Some(if held.is_empty() {
+        format!("still {phase}; no condition of it says why")
+    } else {
+        format!("still {phase}: {}", crate::text::for_people(&held.join("; ")))
+    }))
 }
 
 #[cfg(test)]

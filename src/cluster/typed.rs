@@ -1,6 +1,7 @@
 //! Typed reads and waits on the objects verification and `eas status` look at: lists (in one
 //! namespace, in all, or of a kind known only at run time), single objects, a pod's log, and
-//! waits for an object's condition (kube-runtime's `await_condition`, a watch of that one name).
+//! waits for an object's condition (kube-runtime's `watch_object`, a watch of that one name, watched
+//! again when it breaks: [`super::until_met`]).
 //! Each read is bounded and fails as an [`ApiError`] naming its call; a wait is bounded by its
 //! caller (the runner's window, or its own deadline).
 
@@ -114,23 +115,33 @@ pub async fn log(
     call(what, t, Api::<Pod>::namespaced(client.clone(), ns).logs(pod, lp)).await
 }
 
-/// Resolves once the namespaced object `name` meets `cond` (it may be absent: `None`), or the
-/// watch ends in an error.
-pub async fn until<K>(client: &Client, ns: &str, name: &str, cond: impl kube::runtime::wait::Condition<K>) -> bool
+/// Resolves once the namespaced object `name` meets `cond` (it may be absent: `None`), or with
+/// the refusal that ends its watch ([`super::until_met`]: a quiet or broken watch is watched
+/// again); the caller bounds it.
+pub async fn until<K>(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) -> Result<(), ApiError>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    kube::runtime::wait::await_condition(Api::<K>::namespaced(client.clone(), ns), name, cond).await.is_ok()
+    super::until_met(Api::<K>::namespaced(client.clone(), ns), name, &format!("watch {ns}/{name}"), cond).await
 }
 
 /// [`until`], for a cluster-scoped object (a node).
-pub async fn until_cluster<K>(client: &Client, name: &str, cond: impl kube::runtime::wait::Condition<K>) -> bool
+pub async fn until_cluster<K>(
+    client: &Client,
+    name: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) -> Result<(), ApiError>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    kube::runtime::wait::await_condition(Api::<K>::all(client.clone()), name, cond).await.is_ok()
+    super::until_met(Api::<K>::all(client.clone()), name, &format!("watch {name}"), cond).await
 }
 
 /// [`until`], for an object of a kind known at run time.
@@ -140,6 +151,7 @@ pub async fn until_dynamic(
     ar: &ApiResource,
     name: &str,
     cond: impl kube::runtime::wait::Condition<DynamicObject>,
-) -> bool {
-    kube::runtime::wait::await_condition(dynamic(client, Within::Namespace(ns), ar), name, cond).await.is_ok()
+) -> Result<(), ApiError> {
+    let what = format!("watch {} {ns}/{name}", ar.kind);
+    super::until_met(dynamic(client, Within::Namespace(ns), ar), name, &what, cond).await
 }

@@ -272,7 +272,7 @@ pub async fn run(
 const WATCH_CEILING: Duration = Duration::from_secs(30);
 
 /// Until a failing node could pass: one of its device resources becomes allocatable, or its
-/// plugin pod becomes Ready or is replaced (kube-runtime's `await_condition`, a watch of each),
+/// plugin pod becomes Ready or is replaced (a watch of each, `cluster::typed::until`),
 /// or `ceiling` passes.
 async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
     use crate::cluster::typed::{until, until_cluster};
@@ -292,7 +292,7 @@ async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
                             .any(|r| a.get(r).and_then(|q| facts::parse_quantity(&q.0)).is_some_and(|v| v > 0.0))
                     })
                 };
-                until_cluster::<Node>(&client, &node, advertises).await;
+                let _ = until_cluster::<Node>(&client, &node, advertises).await;
             }));
         }
         if let Some(p) = c.pod.as_ref().filter(|p| !p.ready) {
@@ -300,7 +300,7 @@ async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
             let (name, device) = (p.name.clone(), p.device.clone());
             waits.push(Box::pin(async move {
                 let ready_or_gone = move |o: Option<&Pod>| o.is_none_or(|o| plugin_pod(&device, o).ready);
-                until::<Pod>(&client, &ns, &name, ready_or_gone).await;
+                let _ = until::<Pod>(&client, &ns, &name, ready_or_gone).await;
             }));
         }
     }

@@ -16,7 +16,7 @@
 //!
 //! A server is found by name in any namespace (the catalog entry's own `namespace`, else EI's
 //! default). Each stage is waited for within the phase's deadline (the ready condition with
-//! kube-runtime's `await_condition`, a watch; the rest polled); a failure carries the object's
+//! a watch, `cluster::typed::until_dynamic`; the rest polled); a failure carries the object's
 //! conditions, events and log tail.
 
 use std::time::{Duration, Instant};
@@ -133,7 +133,7 @@ pub async fn wait(
         };
         let resource = s.rt.resource();
         let watched = typed::until_dynamic(client, &s.namespace, &resource, &s.name, ready);
-        if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(true)) {
+        if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(Ok(()))) {
             break;
         }
     }

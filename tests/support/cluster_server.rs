@@ -21,7 +21,11 @@
 //! `kind: List` of objects or a single object, as `kubectl get -o json` writes them, and
 //! optionally `pod-logs/<namespace>/<pod>[.previous].log`, served as the pods' logs.
 //!
-//! Watches (`?watch=true`) stream the changes made from then on, as the API server does.
+//! Watches (`?watch=true`) stream the changes made from then on, or since `resourceVersion`
+//! while the server still holds them, as the API server does; see [`watch`] for the rest of what a
+//! real server does to a watch (quiet, 410 Gone, bookmarks). A deleted namespace goes
+//! `Terminating` while a simulated namespace controller empties it ([`namespace_controller`]), and
+//! finalizers hold objects.
 //!
 //! The service proxy routes as the API server does: through a port the Service has, to a ready
 //! address of its Endpoints; behind a model server's workload Service it answers as vLLM.
@@ -323,6 +327,8 @@ struct Change {
     key: ObjectKey,
     kind: &'static str,
     object: Value,
+    /// The resourceVersion of the change (a deletion has its own, as on a real server).
+    rv: u64,
 }
 
 struct State {
@@ -336,8 +342,16 @@ struct State {
     token: Option<String>,
     max_page: Option<usize>,
     namespace_terminating: Option<Duration>,
-    /// Namespaces deleted and still terminating, with when they go.
+    /// Namespaces deleted and still terminating, with when the namespace controller removes
+    /// their content.
     terminating: BTreeMap<String, std::time::Instant>,
+    /// The changes a watch may resume from (`resourceVersion`), oldest first, at most
+    /// [`Options::watch_history`]: older ones are compacted, and a watch from before them is
+    /// answered 410 Gone.
+    history: std::collections::VecDeque<Change>,
+    watch_history: usize,
+    watch_gone_after: Option<Duration>,
+    bookmark_every: Option<Duration>,
     /// Access the token's user is denied: `verb resource[.group]` (cluster.json `access_denied`
     /// plus [`Options::deny_access`]); everything else is allowed, as for cluster-admin.
     denied: Vec<String>,
@@ -365,9 +379,20 @@ pub struct Options {
     /// Pages no longer than this, whatever `limit` asks (an API server may return fewer items
     /// than asked, with a `continue` token).
     pub max_page: Option<usize>,
-    /// As a real API server: a deleted namespace stays, `Terminating`, this long while its
-    /// content goes, and a second DELETE meanwhile answers 409 Conflict [default: gone at once].
+    /// How long the namespace controller takes to remove a deleted namespace's content. A deleted
+    /// namespace always goes `Terminating` first, as on a real server, and a second DELETE
+    /// meanwhile answers 409 Conflict; objects with finalizers stay until they are removed
+    /// [default: its next pass, within 50 ms].
     pub namespace_terminating: Option<Duration>,
+    /// Changes kept for watches resuming from a `resourceVersion` [default: 1000]; a watch from an
+    /// older one gets an ERROR event with a 410 Status ("too old resource version").
+    pub watch_history: usize,
+    /// A watch open this long ends with that 410 ERROR event, as when the API server's watch
+    /// cache has moved past it [default: only at `timeoutSeconds`].
+    pub watch_gone_after: Option<Duration>,
+    /// With `allowWatchBookmarks=true`, a BOOKMARK event this often [default: none, so a watch of
+    /// an object that does not change stays quiet, as a real one did for 75 s].
+    pub bookmark_every: Option<Duration>,
     /// Access reviews answered `allowed: false`, each `verb resource[.group]`
     /// (`create customresourcedefinitions.apiextensions.k8s.io`), beside the fixture's own.
     pub deny_access: Vec<String>,
@@ -404,6 +429,9 @@ impl Default for Options {
             port: 0,
             max_page: None,
             namespace_terminating: None,
+            watch_history: 1000,
+            watch_gone_after: None,
+            bookmark_every: None,
             deny_access: Vec::new(),
             transport: Transport::Fixture,
             scale_count: None,
@@ -474,6 +502,10 @@ impl ClusterServer {
             max_page: options.max_page,
             namespace_terminating: options.namespace_terminating,
             terminating: BTreeMap::new(),
+            history: std::collections::VecDeque::new(),
+            watch_history: options.watch_history.max(1),
+            watch_gone_after: options.watch_gone_after,
+            bookmark_every: options.bookmark_every,
             denied: meta
                 .get("access_denied")
                 .and_then(Value::as_array)
@@ -865,6 +897,14 @@ async fn serve(
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+    // The namespace controller works whether or not anyone asks: a watch may be all there is.
+    let controlled = state.clone();
+    let _controller = AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            namespace_controller(&mut controlled.lock().unwrap());
+        }
+    }));
     loop {
         tokio::select! {
             _ = &mut shutdown => return,
@@ -889,6 +929,14 @@ async fn serve(
                 });
             }
         }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -1100,7 +1148,7 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         Err(m) => return status(404, &m, None),
     };
     let mut s = state.lock().unwrap();
-    purge_terminated(&mut s);
+    namespace_controller(&mut s);
     if let Target::Collection { r, .. } | Target::Object { r, .. } = &target
         && !served(&s, r.group_version, r.plural)
     {
@@ -1180,25 +1228,10 @@ fn route(method: &Method, path: &str, params: &BTreeMap<String, String>, body: &
         (&Method::POST, Target::Collection { r, namespace }) => create(&mut s, r, &namespace, body),
         (&Method::PUT, Target::Object { r, namespace, name, .. }) => replace(&mut s, r, &namespace, &name, body),
         (&Method::PATCH, Target::Object { r, namespace, name, .. }) => patch(&mut s, r, &namespace, &name, body),
-        (&Method::DELETE, Target::Object { r, name, .. })
-            if r.kind == "Namespace" && s.namespace_terminating.is_some() =>
-        {
+        (&Method::DELETE, Target::Object { r, name, .. }) if r.kind == "Namespace" => {
             terminate_namespace(&mut s, r, &name)
         }
-        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => {
-            match s.objects.remove(&key(r, &namespace, &name)) {
-                Some(v) => {
-                    let _ =
-                        s.changes.send(Change { key: key(r, &namespace, &name), kind: "DELETED", object: v.clone() });
-                    // Deleting a namespace deletes what is inside it.
-                    if r.kind == "Namespace" {
-                        remove_inside(&mut s, &name);
-                    }
-                    ok_json(&v)
-                }
-                None => not_found(r, &name),
-            }
-        }
+        (&Method::DELETE, Target::Object { r, namespace, name, .. }) => delete(&mut s, r, &namespace, &name),
         (m, _) => status(405, &format!("{m} is not supported on {path}"), None),
     }
 }
@@ -1324,11 +1357,19 @@ fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
     }
 }
 
-/// DELETE of a namespace when namespaces terminate: marked `Terminating` (its
-/// `deletionTimestamp` set) and gone when its time is up; a DELETE meanwhile is a 409.
+/// When the recorded server marks an object deleted (a fixed time: nothing reads it as a clock).
+const DELETED_AT: &str = "2026-12-03T00:00:00Z";
+
+/// DELETE of a namespace, as the API server answers it: 200 with the namespace marked for
+/// deletion (`deletionTimestamp`, the `kubernetes` finalizer, phase `Terminating`); the
+/// namespace controller ([`namespace_controller`]) then empties and removes it. A DELETE
+/// meanwhile is a 409, in the namespace registry's words.
 fn terminate_namespace(s: &mut State, r: &'static Resource, name: &str) -> Answer {
     let k = key(r, "", name);
-    if s.terminating.contains_key(name) {
+    let Some(current) = s.objects.get(&k) else {
+        return not_found(r, name);
+    };
+    if current.pointer("/metadata/deletionTimestamp").is_some() {
         let message = format!(
             "Operation cannot be fulfilled on namespaces \"{name}\": The system is ensuring all content is removed \
              from this namespace.  Upon completion, this namespace will automatically be purged by the system."
@@ -1337,41 +1378,155 @@ fn terminate_namespace(s: &mut State, r: &'static Resource, name: &str) -> Answe
                        "reason": "Conflict", "details": {"name": name, "kind": "namespaces"}, "code": 409});
         return respond(409, serde_json::to_vec(&v).expect("serialise"));
     }
-    let Some(obj) = s.objects.get_mut(&k) else {
-        return not_found(r, name);
-    };
-    obj["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    let mut obj = current.clone();
+    obj["metadata"]["deletionTimestamp"] = json!(DELETED_AT);
+    obj["spec"]["finalizers"] = json!(["kubernetes"]);
     obj["status"]["phase"] = json!("Terminating");
-    let v = obj.clone();
-    let _ = s.changes.send(Change { key: k, kind: "MODIFIED", object: v.clone() });
+    stamp(s, &mut obj, false);
+    s.objects.insert(k, obj.clone());
     let after = s.namespace_terminating.unwrap_or_default();
     s.terminating.insert(name.to_string(), std::time::Instant::now() + after);
-    ok_json(&v)
+    ok_json(&obj)
 }
 
-/// The terminating namespaces whose time is up go, with what is inside them.
-fn purge_terminated(s: &mut State) {
+/// DELETE of any other object: one that has finalizers is marked (`deletionTimestamp`) and
+/// stays until an update removes the last of them ([`release_if_finalized`]); any other goes.
+fn delete(s: &mut State, r: &'static Resource, namespace: &str, name: &str) -> Answer {
+    match delete_key(s, &key(r, namespace, name)) {
+        Some(v) => ok_json(&v),
+        None => not_found(r, name),
+    }
+}
+
+fn delete_key(s: &mut State, k: &ObjectKey) -> Option<Value> {
+    let current = s.objects.get(k)?;
+    let held = current.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    if held {
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            return Some(current.clone());
+        }
+        let mut obj = current.clone();
+        obj["metadata"]["deletionTimestamp"] = json!(DELETED_AT);
+        stamp(s, &mut obj, false);
+        s.objects.insert(k.clone(), obj.clone());
+        return Some(obj);
+    }
+    let obj = s.objects.remove(k)?;
+    Some(removed(s, k.clone(), obj))
+}
+
+/// An object marked for deletion whose last finalizer an update removed goes (not a namespace:
+/// its own finalizer is the namespace controller's).
+fn release_if_finalized(s: &mut State, k: &ObjectKey) {
+    let Some(obj) = s.objects.get(k) else { return };
+    let marked = obj.pointer("/metadata/deletionTimestamp").is_some();
+    let held = obj.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    if marked && !held && k.resource != "namespaces" {
+        let obj = s.objects.remove(k).expect("present");
+        removed(s, k.clone(), obj);
+    }
+}
+
+/// The DELETED event of an object gone from the store, at a resourceVersion of its own.
+fn removed(s: &mut State, k: ObjectKey, mut obj: Value) -> Value {
+    s.resource_version += 1;
+    let rv = s.resource_version;
+    obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+    tell(s, Change { key: k, kind: "DELETED", object: obj.clone(), rv });
+    obj
+}
+
+/// The namespace controller's pass over the terminating namespaces (the real one:
+/// kubernetes/kubernetes pkg/controller/namespace/deletion, namespaced_resources_deleter.go and
+/// status_condition_utils.go @0355f448): it sets the namespace's deletion conditions once (a
+/// MODIFIED event) and then says nothing while the content goes; once its time is up
+/// ([`Options::namespace_terminating`]) the content is deleted, what has finalizers stays
+/// (marked), and the conditions name what remains (`NamespaceContentRemaining`,
+/// `NamespaceFinalizersRemaining`). An empty namespace goes (DELETED) at the next pass.
+fn namespace_controller(s: &mut State) {
     let now = std::time::Instant::now();
-    let done: Vec<String> = s.terminating.iter().filter(|(_, t)| **t <= now).map(|(n, _)| n.clone()).collect();
-    for name in done {
-        s.terminating.remove(&name);
-        let k = ObjectKey { group_version: "v1".into(), resource: "namespaces".into(), namespace: String::new(), name };
-        if let Some(o) = s.objects.remove(&k) {
-            let name = k.name.clone();
-            let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
-            remove_inside(s, &name);
+    let due: Vec<(String, bool)> = s.terminating.iter().map(|(n, t)| (n.clone(), *t <= now)).collect();
+    for (name, content_goes) in due {
+        let inside =
+            |s: &State| -> Vec<ObjectKey> { s.objects.keys().filter(|k| k.namespace == name).cloned().collect() };
+        if content_goes {
+            for k in inside(s) {
+                delete_key(s, &k);
+            }
+        }
+        let k = ObjectKey {
+            group_version: "v1".into(),
+            resource: "namespaces".into(),
+            namespace: String::new(),
+            name: name.clone(),
+        };
+        let left = inside(s);
+        if left.is_empty() {
+            s.terminating.remove(&k.name);
+            if let Some(obj) = s.objects.remove(&k) {
+                removed(s, k, obj);
+            }
+            continue;
+        }
+        let conditions = deletion_conditions(s, &left);
+        let Some(ns) = s.objects.get(&k) else {
+            s.terminating.remove(&k.name);
+            continue;
+        };
+        if ns.pointer("/status/conditions") != Some(&conditions) {
+            let mut ns = ns.clone();
+            ns["status"]["conditions"] = conditions;
+            stamp(s, &mut ns, false);
+            s.objects.insert(k, ns);
         }
     }
 }
 
-/// What namespace `name` held goes with it.
-fn remove_inside(s: &mut State, name: &str) {
-    let inside: Vec<ObjectKey> = s.objects.keys().filter(|k| k.namespace == name).cloned().collect();
-    for k in inside {
-        if let Some(o) = s.objects.remove(&k) {
-            let _ = s.changes.send(Change { key: k, kind: "DELETED", object: o });
+/// The five conditions the namespace controller keeps on a terminating namespace, for the
+/// objects `left` in it: counts per resource (`pods. has 2 resource instances`, group after the
+/// dot) and per finalizer, sorted, in the controller's words (status_condition_utils.go
+/// @0355f448, ProcessContentTotals, okReasons and okMessages).
+fn deletion_conditions(s: &State, left: &[ObjectKey]) -> Value {
+    let mut per_resource: BTreeMap<String, usize> = BTreeMap::new();
+    let mut per_finalizer: BTreeMap<String, usize> = BTreeMap::new();
+    for k in left {
+        let group = k.group_version.split_once('/').map(|(g, _)| g).unwrap_or("");
+        *per_resource.entry(format!("{}.{group}", k.resource)).or_default() += 1;
+        let finalizers = s.objects.get(k).and_then(|o| o.pointer("/metadata/finalizers")).and_then(Value::as_array);
+        for f in finalizers.into_iter().flatten().filter_map(Value::as_str) {
+            *per_finalizer.entry(f.to_string()).or_default() += 1;
         }
     }
+    let ok = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "False", "lastTransitionTime": DELETED_AT, "reason": reason, "message": message});
+    let content = if per_resource.is_empty() {
+        ok("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed")
+    } else {
+        let each: Vec<String> = per_resource.iter().map(|(r, n)| format!("{r} has {n} resource instances")).collect();
+        json!({"type": "NamespaceContentRemaining", "status": "True", "lastTransitionTime": DELETED_AT,
+               "reason": "SomeResourcesRemain", "message": format!("Some resources are remaining: {}", each.join(", "))})
+    };
+    let finalizers = if per_finalizer.is_empty() {
+        ok("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed")
+    } else {
+        let each: Vec<String> = per_finalizer.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
+        json!({"type": "NamespaceFinalizersRemaining", "status": "True", "lastTransitionTime": DELETED_AT,
+               "reason": "SomeFinalizerRemain", "message": format!("Some finalizers are remaining: {}", each.join(", "))})
+    };
+    json!([
+        ok("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),
+        ok(
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "ParsedGroupVersions",
+            "All legacy kube types successfully parsed"
+        ),
+        ok(
+            "NamespaceDeletionContentFailure",
+            "ContentDeleted",
+            "All content successfully deleted, may be waiting on finalization"
+        ),
+        content,
+        finalizers,
+    ])
 }
 
 fn not_found(r: &Resource, name: &str) -> Answer {
@@ -1543,14 +1698,31 @@ fn stamp(s: &mut State, obj: &mut Value, create: bool) {
     }
     if let Ok((key, _)) = key_of(obj) {
         let kind = if create { "ADDED" } else { "MODIFIED" };
-        let _ = s.changes.send(Change { key, kind, object: obj.clone() });
+        tell(s, Change { key, kind, object: obj.clone(), rv });
     }
 }
 
-/// A watch (`?watch=true`): the changes to matching objects from now on, one JSON event per
-/// line (`{"type": "MODIFIED", "object": {...}}`), until `timeoutSeconds` (default 300). No
-/// history is kept: a client lists first, as kube-runtime's watcher does, and changes made
-/// between its list and its watch are not replayed.
+/// A change told to the open watches and kept for those that resume from an earlier
+/// resourceVersion, the oldest compacted past [`Options::watch_history`].
+fn tell(s: &mut State, c: Change) {
+    s.history.push_back(c.clone());
+    while s.history.len() > s.watch_history {
+        s.history.pop_front();
+    }
+    let _ = s.changes.send(c);
+}
+
+/// A watch (`?watch=true`), as the API server serves one: one JSON event per line
+/// (`{"type": "MODIFIED", "object": {...}}`) until `timeoutSeconds` (default 300). From
+/// `resourceVersion` it first replays the changes since then while they are kept
+/// ([`Options::watch_history`]); from a compacted one it sends a single ERROR event with a 410
+/// Status ("too old resource version: N (M)") and ends, as the watch cache answers
+/// (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/storage/cacher: cacher.go's Watch
+/// returns `newErrWatcher(err)` for GetAllEventsSinceThreadUnsafe's `NewResourceExpired`). A watch
+/// of an object that does not change sends nothing at all, however long: a client's read timeout
+/// fires on it. With `allowWatchBookmarks=true` and [`Options::bookmark_every`], a BOOKMARK
+/// (only the kind and a resourceVersion) comes that often; past [`Options::watch_gone_after`]
+/// the watch ends with the 410 ERROR event.
 fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
     let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
         Ok(l) => l,
@@ -1561,32 +1733,82 @@ fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<Str
         Err(m) => return status(400, &m, None),
     };
     let secs = params.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(300);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let now = tokio::time::Instant::now();
+    let deadline = now + Duration::from_secs(secs);
     let namespace = namespace.to_string();
-    let rx = s.changes.subscribe();
-    let stream = futures::stream::unfold(rx, move |mut rx| {
-        let (labels, fields, namespace) = (labels.clone(), fields.clone(), namespace.clone());
+    let here = move |c: &Change| {
+        c.key.group_version == r.group_version
+            && c.key.resource == r.plural
+            && (namespace.is_empty() || c.key.namespace == namespace)
+            && labels.as_ref().is_none_or(|l| l.matches(&c.object))
+            && fields.as_ref().is_none_or(|f| f.matches(&c.object))
+    };
+    let event = |c: &Change| json!({"type": c.kind, "object": c.object});
+    let mut first = std::collections::VecDeque::new();
+    let mut ended = false;
+    let from = params.get("resourceVersion").and_then(|v| v.parse::<u64>().ok()).filter(|v| *v != 0);
+    if let Some(rv) = from {
+        let oldest = s.history.front().map_or(s.resource_version + 1, |c| c.rv);
+        if rv + 1 < oldest {
+            first.push_back(expired(rv, oldest - 1));
+            ended = true;
+        } else {
+            first.extend(s.history.iter().filter(|c| c.rv > rv && here(c)).map(event));
+        }
+    }
+    let bookmarks =
+        params.get("allowWatchBookmarks").is_some_and(|b| b == "true").then_some(s.bookmark_every).flatten();
+    let gone_at = s.watch_gone_after.map(|d| now + d);
+    let at = s.resource_version;
+    let open = Open {
+        rx: s.changes.subscribe(),
+        first,
+        ended,
+        last_rv: at,
+        next_bookmark: bookmarks.map(|d| now + d),
+        bookmarks,
+        gone_at,
+    };
+    let kind = r.kind;
+    let api_version = r.group_version;
+    let stream = futures::stream::unfold(open, move |mut w| {
+        let here = here.clone();
         async move {
+            let line = |v: &Value| {
+                let mut line = serde_json::to_vec(v).expect("json");
+                line.push(b'\n');
+                Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(line)))
+            };
+            if let Some(v) = w.first.pop_front() {
+                return Some((line(&v), w));
+            }
+            if w.ended {
+                return None;
+            }
             loop {
+                let far = deadline + Duration::from_secs(3600);
                 let change = tokio::select! {
-                    c = rx.recv() => c,
+                    c = w.rx.recv() => c,
                     _ = tokio::time::sleep_until(deadline) => return None,
+                    _ = tokio::time::sleep_until(w.gone_at.unwrap_or(far)) => {
+                        w.ended = true;
+                        return Some((line(&expired(w.last_rv, w.last_rv)), w));
+                    }
+                    _ = tokio::time::sleep_until(w.next_bookmark.unwrap_or(far)) => {
+                        w.next_bookmark = w.bookmarks.map(|d| tokio::time::Instant::now() + d);
+                        let mark = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
+                            "metadata": {"resourceVersion": w.last_rv.to_string()}}});
+                        return Some((line(&mark), w));
+                    }
                 };
                 let c = match change {
                     Ok(c) => c,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 };
-                let here = c.key.group_version == r.group_version
-                    && c.key.resource == r.plural
-                    && (namespace.is_empty() || c.key.namespace == namespace)
-                    && labels.as_ref().is_none_or(|l| l.matches(&c.object))
-                    && fields.as_ref().is_none_or(|f| f.matches(&c.object));
-                if here {
-                    let mut line = serde_json::to_vec(&json!({"type": c.kind, "object": c.object})).expect("json");
-                    line.push(b'\n');
-                    let frame = hyper::body::Frame::data(Bytes::from(line));
-                    return Some((Ok::<_, std::convert::Infallible>(frame), rx));
+                w.last_rv = w.last_rv.max(c.rv);
+                if here(&c) {
+                    return Some((line(&json!({"type": c.kind, "object": c.object})), w));
                 }
             }
         }
@@ -1596,6 +1818,25 @@ fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<Str
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(http_body_util::StreamBody::new(stream).boxed())
         .expect("response")
+}
+
+/// One open watch: the events due before the live ones (a replay, or the 410), and its clocks.
+struct Open {
+    rx: tokio::sync::broadcast::Receiver<Change>,
+    first: std::collections::VecDeque<Value>,
+    /// Nothing follows `first` (the watch was answered 410).
+    ended: bool,
+    last_rv: u64,
+    next_bookmark: Option<tokio::time::Instant>,
+    bookmarks: Option<Duration>,
+    gone_at: Option<tokio::time::Instant>,
+}
+
+/// The ERROR event of a watch whose resourceVersion is compacted (watch_cache.go: "too old
+/// resource version: %d (%d)", a 410 with reason Expired).
+fn expired(asked: u64, oldest: u64) -> Value {
+    json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("too old resource version: {asked} ({oldest})"), "reason": "Expired", "code": 410}})
 }
 
 fn parse_body(body: &[u8]) -> Result<Value, Box<Answer>> {
@@ -1709,7 +1950,8 @@ fn replace(s: &mut State, r: &'static Resource, namespace: &str, name: &str, bod
         }
     }
     stamp(s, &mut obj, false);
-    s.objects.insert(k, obj.clone());
+    s.objects.insert(k.clone(), obj.clone());
+    release_if_finalized(s, &k);
     ok_json(&obj)
 }
 
@@ -1736,7 +1978,8 @@ fn patch(s: &mut State, r: &'static Resource, namespace: &str, name: &str, body:
     };
     merge(&mut obj, &p);
     stamp(s, &mut obj, false);
-    s.objects.insert(k, obj.clone());
+    s.objects.insert(k.clone(), obj.clone());
+    release_if_finalized(s, &k);
     ok_json(&obj)
 }
 

@@ -273,8 +273,8 @@ async fn acts(r: &DownRunner, s: &Scope<'_>, state: &mut State) -> Result<(), Fa
         phases::delete_recorded(&ctx, s.client, &plan.delete.intersect(&after_teardown)).await
     };
     let (failures, going) = r.run(DownId::Delete, s.shell, deleted).await?;
-    let after = r.run(DownId::Settle, s.shell, s.settled(&going)).await?;
-    r.run(DownId::Record, s.shell, async { s.report(state, &plan, &after, ok, &failures, earlier) }).await
+    let settled = r.run(DownId::Settle, s.shell, s.settled(&going, r.limit(DownId::Settle))).await?;
+    r.run(DownId::Record, s.shell, async { s.report(state, &plan, &settled, ok, &failures, earlier) }).await
 }
 
 #[cfg(test)]

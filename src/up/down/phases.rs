@@ -2,6 +2,7 @@
 //! preview what would go (read only; find checks the cluster lock before any write), then lock,
 //! teardown, delete, settle, record and purge.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -333,52 +334,87 @@ impl Scope<'_> {
         cancellable(self.interrupt, read).await
     }
 
-    /// The cluster once `deleted` has gone from it, or at [`timeouts::SETTLE`] (what is still
-    /// there is then reported as left). A namespace stays `Terminating` while its content goes.
-    /// Each object still there is awaited by a watch of it (`cluster::gone`, kube-runtime's
-    /// `await_condition`), all at once; the wait says what it still waits for as each one goes.
-    pub async fn settled(&self, deleted: &Snapshot) -> Result<Snapshot, Failure> {
-        use crate::settings::timeouts;
+    /// A snapshot of the cluster retried for at most `deadline`, stopped by SIGINT/SIGTERM.
+    async fn snapshot_by(&self, deadline: Duration) -> Result<Snapshot, Failure> {
+        let deadline = deadline.max(Duration::from_secs(1));
+        let read = async {
+            cluster::snapshot_within(self.client, CALL.min(deadline), deadline)
+                .await
+                .map_err(|e| Failure::step("down", e))
+        };
+        cancellable(self.interrupt, read).await
+    }
+
+    /// The cluster once `deleted` has gone from it, or once the settle phase's `window` is all but
+    /// spent: its last quarter (at most [`crate::settings::timeouts::LEDGER`]) is kept for the
+    /// last read, which reports what is still there as left, a namespace with why (its deletion
+    /// conditions, [`cluster::namespace_left`]). A namespace stays `Terminating` while its content
+    /// goes, and its watch may be quiet all that time. Each object still there is awaited by a
+    /// watch of it ([`cluster::gone`]), all at once; the wait says what it still waits for as each
+    /// one goes. A wait the API server refuses is a warning: the last read decides.
+    pub async fn settled(&self, deleted: &Snapshot, window: Duration) -> Result<Settled, Failure> {
         use futures::StreamExt;
-        let now = self.snapshot().await?;
+        let start = tokio::time::Instant::now();
+        let reserve = (window / 4).min(crate::settings::timeouts::LEDGER);
+        let wait_end = window.saturating_sub(reserve);
+        let now = self.snapshot_by(wait_end).await?;
         let mut still = deleted.intersect(&now).objects();
         if still.is_empty() {
-            return Ok(now);
+            return Ok(Settled { after: now, why: BTreeMap::new() });
         }
+        let budget = wait_end.saturating_sub(start.elapsed());
         let first = still.iter().take(3).map(|o| o.to_string()).collect::<Vec<_>>().join(", ");
         self.shell.phase(
             "down",
             format!(
                 "waiting up to {}s for {} deleted object(s) to go ({first}{}): namespaces terminate while their \
                  content is removed",
-                timeouts::SETTLE.as_secs(),
+                budget.as_secs(),
                 still.len(),
                 if still.len() > 3 { ", ..." } else { "" }
             ),
         );
-        let progress = self.shell.wait("down", timeouts::SETTLE);
+        let progress = self.shell.wait("down", budget);
         progress.update(&plan::still_there(&still));
         let mut waits: futures::stream::FuturesUnordered<_> = still
             .iter()
             .cloned()
             .map(|o| async move {
-                cluster::gone(self.client, &o).await;
-                o
+                let r = cluster::gone(self.client, &o).await;
+                (o, r)
             })
             .collect();
         let all_gone = async {
-            while let Some(o) = waits.next().await {
-                still.retain(|s| *s != o);
-                progress.update(&plan::still_there(&still));
+            while let Some((o, r)) = waits.next().await {
+                match r {
+                    Ok(()) => {
+                        still.retain(|s| *s != o);
+                        progress.update(&plan::still_there(&still));
+                    }
+                    Err(e) => self.shell.warn(format!("cannot wait for {o} to go: {e}")),
+                }
             }
         };
-        // At the deadline what is still there is read and reported as left.
+        // At the end of the wait what is still there is read and reported as left.
         cancellable(self.interrupt, async {
-            let _ = tokio::time::timeout(timeouts::SETTLE, all_gone).await;
+            let _ = tokio::time::timeout(budget, all_gone).await;
             Ok(())
         })
         .await?;
-        self.snapshot().await
+        let left = window.saturating_sub(start.elapsed());
+        let after = self.snapshot_by(left.saturating_sub(reserve / 4)).await?;
+        let mut why = BTreeMap::new();
+        for n in &deleted.intersect(&after).namespaces {
+            let t = CALL.min(window.saturating_sub(start.elapsed()).max(Duration::from_secs(1)));
+            let read = async { Ok(cluster::namespace_left(self.client, n, t).await) };
+            let said = match cancellable(self.interrupt, read).await? {
+                Ok(Some(w)) => w,
+                Ok(None) => continue,
+                Err(e) => format!("its status could not be read: {e}"),
+            };
+            why.insert(Object::Namespace(n.clone()).to_string(), said);
+        }
+        Ok(Settled { after, why })
     }
 
     /// The findings of an earlier `down`, repeated (or acknowledged).
@@ -429,16 +465,23 @@ impl Scope<'_> {
         &self,
         state: &mut State,
         plan: &TeardownPlan,
-        after: &Snapshot,
+        settled: &Settled,
         teardown_ok: bool,
         failures: &[String],
         earlier: Vec<Finding>,
     ) -> Result<(), Failure> {
+        let after = &settled.after;
         for line in plan.report(after) {
-            self.shell.note(format!("  {line}"));
+            self.shell.note(format!("  {}", settled.explain(&line)));
         }
         let mut findings = if self.args.acknowledge { Vec::new() } else { earlier };
-        findings.extend(plan.findings(after, &now()));
+        let mut found = plan.findings(after, &now());
+        for f in found.iter_mut().filter(|f| f.kind == FindingKind::Left) {
+            if let Some(w) = settled.why.get(&f.object) {
+                f.note = format!("created by eas up, {w}");
+            }
+        }
+        findings.extend(found);
         if teardown_ok && failures.is_empty() && findings.is_empty() {
             // Done: the record goes, so a second `eas down` has nothing to do; so does an
             // attempt made since the install, which would otherwise read as the cluster's last
@@ -465,6 +508,25 @@ impl Scope<'_> {
             ("objects were lost or left (named above); the record is kept", ACK_NEXT)
         };
         Err(Failure::step_next("down", cause, next))
+    }
+}
+
+/// What the settle phase found: the cluster after the wait, and why each namespace still there
+/// is (keyed by the object as the report names it).
+pub struct Settled {
+    pub after: Snapshot,
+    pub why: BTreeMap<String, String>,
+}
+
+impl Settled {
+    /// A report line (`left: namespace x: created by eas up, still present ...`), with why the
+    /// object is still there in place of the guess, when it is known.
+    fn explain(&self, line: &str) -> String {
+        let Some(rest) = line.strip_prefix("left: ") else { return line.to_string() };
+        match self.why.iter().find(|(o, _)| rest.starts_with(&format!("{o}: "))) {
+            Some((o, w)) => format!("left: {o}: created by eas up, {w}"),
+            None => line.to_string(),
+        }
     }
 }
 
