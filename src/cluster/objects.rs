@@ -350,8 +350,10 @@ pub async fn gone(client: &Client, o: &crate::state::ledger::Object) -> Result<(
             until_absent(api, &n.name, &format!("watch {} {}/{}", n.kind, n.namespace, n.name)).await
         }
         Object::Cluster(c) => {
-            let Some(api) = cluster_api(client, &c.kind) else { return };
-            await_condition(api, &c.name, absent::<DynamicObject>).await.map(drop)
+            let Some(api) = cluster_api(client, &c.kind) else {
+                return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
+            };
+            until_absent(api, &c.name, &format!("watch {} {}", c.kind, c.name)).await
         }
         // A label goes with the patch that removes it.
         Object::NodeLabel(_) => Ok(()),
