@@ -371,6 +371,9 @@ fn down_waits_for_terminating_namespaces_and_ends_clean() {
     let r = run_with("ok", options);
     let up = r.up(&["--yes"]);
     assert!(up.status.success(), "{}", text(&up.stderr));
+    // Content the namespace controller has to remove: an empty namespace goes at once.
+    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "user-notes", "namespace": "kserve"}, "data": {}}));
     let down = r.down();
     let err = text(&down.stderr);
     assert!(down.status.success(), "eas down failed:\n{err}");
