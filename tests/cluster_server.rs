@@ -242,6 +242,8 @@ fn a_k3s_cluster_is_served_over_tls_with_a_client_certificate() {
         eas(&fixture("k3s-3node-eas")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("at {}", server.url())));
+}
+
 /// The raw answer to a GET (a watch's chunked lines), as text.
 fn raw_get(server: &ClusterServer, path: &str) -> String {
     let addr = server.url().trim_start_matches("http://").to_string();
