@@ -484,6 +484,8 @@ fn status_of(server: &ClusterServer) -> std::process::Output {
 #[test]
 fn a_newline_in_a_condition_reason_stays_inside_its_status_line() {
     let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
+    // A model server needs KServe's CRD, as on a real cluster (without it the resource is a 404).
+    support::kserve::crd(&server, "llminferenceservices", "v1alpha2");
     server.insert(serde_json::json!({"apiVersion": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService",
         "metadata": {"name": "m", "namespace": "default"},
         "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Pending\nok FORGED LINE\r\u{85}x"}]}}));
