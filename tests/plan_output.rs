@@ -125,11 +125,11 @@ fn output_json_is_one_schema_valid_document_with_the_plan_as_data() {
     assert!(errors.is_empty(), "plan vs schema: {errors:?}");
     assert!(text(&out.stderr).contains("==> facts:"), "logs stay on stderr: {}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("\"schema\""), "the document is not on stderr");
-    // 23 of eas config's decisions (the deploy path and its failure policy, the defensive EAT
-    // key, the pick's autodeploy and its pod memory among them), the egress check's line, and 16
+    // 24 of eas config's decisions (the deploy path and its failure policy, the defensive EAT
+    // key, the pick's autodeploy, the dtype its node's CPU runs and its pod memory among them), the egress check's line, and 16
     // of the knob audit (one per key written).
     let decisions = doc["decisions"].as_array().unwrap();
-    assert_eq!(decisions.len(), 40);
+    assert_eq!(decisions.len(), 41);
     assert_eq!(decisions.iter().filter(|d| d["fact"].as_str().unwrap().starts_with("knob ")).count(), 16);
     assert!(
         doc["decisions"]
@@ -201,7 +201,7 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
     let pins = lines.iter().find(|l| l.starts_with("  pins ")).unwrap();
     assert_eq!(pins.split_whitespace().nth(1), Some(trees().pins.to_str().unwrap()), "the file, by absolute path");
     let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
-    assert!(decisions.contains("40 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
+    assert!(decisions.contains("41 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
     for l in &lines {
         assert!(l.chars().count() <= 80 || !l.trim().contains(' '), "over 80 columns: {l:?}");
     }

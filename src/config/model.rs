@@ -236,7 +236,7 @@ fn unconfirmed(p: &Pickable, d: &mut Decision) {
         Some(_) => "its files were not found in the Hugging Face cache".to_string(),
     };
     d.warnings.push(format!(
-        "{}: picked and sized with data/models.json's figures for {} (each cited there), which Hugging Face did          not confirm: {why}",
+        "{}: picked and sized with data/models.json's figures for {} (each cited there), which Hugging Face did not confirm: {why}",
         p.name(),
         p.target.model_id
     ));
