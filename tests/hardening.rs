@@ -136,12 +136,7 @@ fn a_refused_dry_run_leaves_no_stale_outputs() {
 /// The xeon-amx cluster with its node's `k3s.io/node-args` annotation replaced by `text`.
 fn with_node_args(text: &str) -> ClusterServer {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    let key = ObjectKey::core("nodes", "xeon-sr-01");
     let mut node = server.object(&key).expect("the recorded node");
     node["metadata"]["annotations"]["k3s.io/node-args"] = serde_json::Value::String(text.into());
     server.insert(node);
@@ -502,12 +497,7 @@ fn a_newline_in_a_condition_reason_stays_inside_its_status_line() {
 #[test]
 fn an_api_answer_past_its_limit_fails_naming_the_limit_not_read_whole() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let kube_system = ObjectKey {
-        group_version: "v1".into(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: "kube-system".into(),
-    };
+    let kube_system = ObjectKey::core("namespaces", "kube-system");
     let ns = server.object(&kube_system).expect("kube-system");
     let rule = Rule { method: Some("GET".into()), path: "/api/v1/namespaces/kube-system".into(), exact: true, skip: 0 };
     server.inject_rule(rule, Fault::Padded(ns, 257 << 20), None);
@@ -593,12 +583,7 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
 
     // facts.json: the same characters as JSON escapes, so the value reads back unchanged.
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    let key = ObjectKey::core("nodes", "xeon-sr-01");
     let mut node = server.object(&key).expect("the recorded node");
     node["metadata"]["labels"]["evil"] = serde_json::Value::String(name.into());
     server.insert(node);
@@ -616,12 +601,7 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
 #[test]
 fn a_node_whose_memory_is_past_4_eib_is_reported_with_its_field() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    let key = ObjectKey::core("nodes", "xeon-sr-01");
     server.update(&key, serde_json::json!({"status": {"allocatable": {"memory": "18446744073709551615"}}}));
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("facts.json");

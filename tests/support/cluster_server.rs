@@ -56,6 +56,13 @@ pub struct ObjectKey {
     pub name: String,
 }
 
+impl ObjectKey {
+    /// A cluster-scoped object of the core group (`v1`): a node, a namespace.
+    pub fn core(resource: &str, name: &str) -> Self {
+        Self { group_version: "v1".into(), resource: resource.into(), namespace: String::new(), name: name.into() }
+    }
+}
+
 /// One request as it reached the server.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Logged {
