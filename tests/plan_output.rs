@@ -351,3 +351,29 @@ fn verbose_shows_the_api_calls_and_git_commands_and_vv_their_timings() {
     let quiet = text(&dry_run(&server, cluster, &[], "100").stderr);
     assert!(!quiet.contains("api GET"), "without -v, no call log:\n{quiet}");
 }
+
+/// A small node (the recorded desktop's with 6 allocatable cores): the model's CPU, which EI
+/// renders as the pod's request and limit, is lowered to what the node schedules after its pods'
+/// requests, with its decision line, so the pod is not left Pending (issue 28 item 9).
+#[test]
+fn a_small_node_lowers_the_models_cpu_with_a_decision_line() {
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let node = support::ObjectKey::core("nodes", "k3d-gpu-server-0");
+    server.update(&node, serde_json::json!({"status": {"allocatable": {"cpu": "6"}}}));
+    let out = dry_run(&server, cluster, &[], "200");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find(|l| l.contains(" cpu: ") && l.contains("models.yaml"));
+    let line = line.unwrap_or_else(|| panic!("no cpu decision line:\n{stdout}\n{stderr}"));
+    assert!(
+        line.ends_with("asks cpu 16; node k3d-gpu-server-0 schedules 5 (6 allocatable - 0.2 requested) -> models.yaml qwen2-5-coder-7b cpu: 5"),
+        "{line}"
+    );
+    // 2 cores, 0.2 requested: 1 whole core, under the 2 vLLM needs: not lowered, and a warning.
+    server.update(&node, serde_json::json!({"status": {"allocatable": {"cpu": "2"}}}));
+    let out = dry_run(&server, cluster, &[], "200");
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!all.contains("models.yaml qwen2-5-coder-7b cpu:"), "{all}");
+    assert!(all.contains("schedules 1 (2 allocatable - 0.2 requested), under the 2 cores vLLM needs"), "{all}");
+    assert!(all.contains("would stay Pending"), "{all}");
+}

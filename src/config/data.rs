@@ -107,6 +107,10 @@ pub struct Models {
     pub catalog_kv_cache_gib: f64,
     /// The pod memory the built-in candidates stand in with (EI's llm category default).
     pub category_memory_gib: u64,
+    /// The CPU the built-in candidates stand in with (EI's llm category default, `category_cpu_from`).
+    pub category_cpu: f64,
+    /// Fewer cores than this left on the landing node: vLLM has none to compute on (`min_cpu_why`).
+    pub min_cpu: f64,
     /// Memory kept free on the landing node beyond the model pod (why: `headroom_why`).
     pub headroom_gib: u64,
     /// vLLM's working memory inside the pod beyond weights and KV cache (why: `pod_headroom_why`).

@@ -84,7 +84,11 @@ fn pickables<'a>(targets: &'a [Target], catalog: Option<&Pinned>) -> Vec<Pickabl
             Pickable {
                 target: t,
                 autodeploy: entry.is_some_and(|e| e.autodeploy),
-                cpu: entry.and_then(|e| e.cpu),
+                // No catalog read: EI's llm category default stands in, as for memory.
+                cpu: match catalog {
+                    Some(_) => entry.and_then(|e| e.cpu),
+                    None => Some(models.category_cpu),
+                },
                 pref: models.preference(&t.name, &t.model_id),
                 arch: t.arch.as_ref().ok().filter(|_| t.runtime == "vllm"),
                 download: None,
@@ -606,7 +610,8 @@ fn pod_memory_and_context(
     let need = fit::memory_gib(arch, cache);
     let budget = fit::budget(f).map(|b| b.budget_bytes);
     let parts = format!(
-        "weights {} GiB ({}'s figures: {}) + {cache} GiB KV cache + {} GiB working headroom",
+        "weights {} GiB ({}'s figures: {}) + {cache} GiB KV cache + {} GiB working headroom (an estimate, not a \
+         measurement: data/models.json pod_headroom_why)",
         fmt_gib(arch.weights_bytes() as f64 / GIB),
         p.target.model_id,
         p.target.arch_from,
@@ -649,11 +654,22 @@ fn cpu(f: &Facts, p: &Pickable, d: &mut Decision) {
     let Some(alloc) = n.allocatable.get("cpu").and_then(|c| facts::parse_quantity(c)) else { return };
     let requested = n.pod_requests.as_ref().and_then(|r| r.get("cpu")).and_then(|c| facts::parse_quantity(c));
     let free = (alloc - requested.unwrap_or(0.0)).floor();
-    if want <= free || free < 1.0 {
+    if want <= free {
         return;
     }
     let req =
         requested.map(|r| format!(" - {r} requested")).unwrap_or_else(|| " (pod CPU requests not gathered)".into());
+    let min = data::models().min_cpu;
+    if free < min {
+        d.warnings.push(format!(
+            "{} asks cpu {want}; node {} schedules {free} ({alloc} allocatable{req}), under the {min} cores vLLM \
+             needs (data/models.json min_cpu_why): cpu not lowered, and the model's pod would stay Pending; free \
+             cores on that node or give it more",
+            p.name(),
+            n.name
+        ));
+        return;
+    }
     d.choices.push(Choice {
         fact: format!("{} asks cpu {want}; node {} schedules {free} ({alloc} allocatable{req})", p.name(), n.name),
         choice: format!("models.yaml {} cpu: {free}", p.name()),

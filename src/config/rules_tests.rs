@@ -586,4 +586,40 @@ fn cpu_is_lowered_to_what_the_landing_node_schedules_after_its_pods_requests() {
     // Requests below what it asks leave it alone.
     f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "4".into());
     assert_eq!(cpu_edit(&f).0, None);
+    // Under the 2 cores vLLM needs (19.5 requested: 0 left), nothing is written and the plan
+    // warns that the pod would stay Pending (issue 28 item 9).
+    f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "19500m".into());
+    assert_eq!(cpu_edit(&f).0, None);
+    let d = with_catalog(&f, "inference", Some("qwen2-5-coder-7b"), text).unwrap();
+    assert!(
+        d.warnings.iter().any(|w| w.contains("schedules 0") && w.contains("would stay Pending")),
+        "{:#?}",
+        d.warnings
+    );
+}
+
+/// An entry without its own `cpu` asks its category's default (EI's llm `cpu: 8`), and that is
+/// lowered on a small node as an entry's own is (issue 28 item 9): with the real catalog's shape,
+/// and with no catalog read (the built-in candidates stand in with the same default).
+#[test]
+fn the_category_default_cpu_is_lowered_on_a_small_node_with_and_without_a_catalog() {
+    let mut f = desktop();
+    f.fit = None;
+    f.nodes[0].allocatable.insert("cpu".into(), "6".into());
+    f.nodes[0].pod_requests = Some(facts::StringMap::from([("cpu".into(), "1500m".into())]));
+    // The real catalog's qwen3-0-6b with its own `cpu: 8` removed: the category's 8 applies.
+    let text = include_str!("../../fixtures/synthetic/catalogs/real-entries.yaml");
+    let own = "    default_server: vllm\n    cpu: 8\n";
+    assert!(text.contains(own));
+    let without_own = text.replacen(own, "    default_server: vllm\n", 1);
+    let d = with_catalog(&f, "inference", Some("qwen3-0-6b"), &without_own).unwrap();
+    let e = d.model_edits.iter().find(|e| e.name == "qwen3-0-6b").unwrap();
+    assert_eq!(e.cpu.as_deref(), Some("4"), "6 allocatable - 1.5 requested: 4 whole cores");
+    let line = d.choices.iter().find(|c| c.choice == "models.yaml qwen3-0-6b cpu: 4").expect("a decision line");
+    assert!(line.fact.contains("asks cpu 8") && line.fact.contains("6 allocatable - 1.5 requested"), "{}", line.fact);
+    // No catalog read: the pick is a built-in candidate, and it too is lowered.
+    let d = decide_on(&f, "inference", None).unwrap();
+    let lowered: Vec<_> = d.model_edits.iter().filter(|e| e.cpu.is_some()).collect();
+    assert_eq!(lowered.len(), 1, "{:#?}", d.model_edits);
+    assert_eq!(lowered[0].cpu.as_deref(), Some("4"));
 }
