@@ -720,6 +720,11 @@ pub struct Plan {
     pub run_kind: Option<crate::since_last::RunKind>,
     /// What changed since the last completed run; `null` when there is none.
     pub since_last: Option<crate::since_last::SinceLast>,
+    /// What making the plan itself wrote to the cluster and removed again: the probe pods of
+    /// `--probe-nodes`, one line each (`probe pod kube-system/NAME on node N, created and
+    /// deleted`). Absent: nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wrote: Vec<String>,
     /// The exit code of the command that printed this plan.
     pub exit_code: u8,
 }
@@ -786,6 +791,7 @@ impl Plan {
             overlay_not_decided: None,
             run_kind: None,
             since_last: None,
+            wrote: Vec::new(),
             exit_code: 0,
         }
     }

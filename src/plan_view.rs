@@ -132,12 +132,25 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
         labelled(&mut out, view, "", &format!("{}: {}{fix}", b.phase, b.cause));
     }
     match ending {
-        Ending::DryRun => out.extend(wrap(
+        // What making the plan wrote (the probe pods of --probe-nodes) is said, never hidden
+        // behind "nothing was written".
+        Ending::DryRun if plan.wrote.is_empty() => out.extend(wrap(
             "Nothing was written to the cluster, the work tree or the state directory.",
             view.width,
             "",
             2,
         )),
+        Ending::DryRun => {
+            for (i, w) in plan.wrote.iter().enumerate() {
+                labelled(&mut out, view, if i == 0 { "wrote" } else { "" }, w);
+            }
+            out.extend(wrap(
+                "Nothing else was written to the cluster, the work tree or the state directory.",
+                view.width,
+                "",
+                2,
+            ))
+        }
         Ending::Installed { log, state } => {
             if let Some(log) = log {
                 labelled(&mut out, view, "log", log);
@@ -310,6 +323,19 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\n             trees: cannot fetch EAS; fix: pass --eas-repo\n"), "{text}");
+    }
+
+    #[test]
+    fn a_plan_that_wrote_its_probe_pods_says_so_instead_of_nothing_written() {
+        let mut p = plan();
+        p.wrote = vec!["probe pod kube-system/eas-probe-n1-0000a on node n1, created and deleted".into()];
+        let text = render(&p, View { width: 200, explain: false });
+        assert!(
+            text.contains("\n  wrote      probe pod kube-system/eas-probe-n1-0000a on node n1, created and deleted\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nNothing else was written to the cluster"), "{text}");
+        assert!(!text.contains("Nothing was written"), "{text}");
     }
 
     #[test]

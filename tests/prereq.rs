@@ -229,6 +229,23 @@ fn with_busybox_on(server: &ClusterServer, node: &str) {
     server.update(&key, serde_json::json!({"status": {"images": images}}));
 }
 
+/// Node `xeon-sr-01`'s Ready condition becomes `status` with `reason` and `message`.
+fn set_ready(server: &ClusterServer, status: &str, reason: &str, message: &str) {
+    let key = ObjectKey {
+        group_version: "v1".into(),
+        resource: "nodes".into(),
+        namespace: String::new(),
+        name: "xeon-sr-01".into(),
+    };
+    let mut conditions = server.object(&key).unwrap()["status"]["conditions"].as_array().unwrap().clone();
+    for c in conditions.iter_mut().filter(|c| c["type"] == "Ready") {
+        c["status"] = json!(status);
+        c["reason"] = json!(reason);
+        c["message"] = json!(message);
+    }
+    server.update(&key, json!({"status": {"conditions": conditions}}));
+}
+
 fn pods(server: &ClusterServer) -> Vec<String> {
     server.names("v1", "pods").into_iter().filter(|p| p.starts_with("kube-system/eas-probe-")).collect()
 }
@@ -276,24 +293,108 @@ fn probe_nodes_reads_a_remote_node_with_a_pod_it_creates_and_deletes() {
     assert_eq!(w.iter().filter(|l| l.starts_with("DELETE ")).count(), 2, "the leftover and this run's pod: {w:?}");
     let reqs = server.requests();
     assert!(reqs.iter().any(|l| l.method == "GET" && l.path.ends_with("/log")), "the log was read");
+    let watches = reqs.iter().filter(|q| q.param("watch").as_deref() == Some("true")).count();
+    assert_eq!(watches, 1, "the pod is watched to its end, not polled: {reqs:?}");
+    let polls =
+        reqs.iter().filter(|q| q.method == "GET" && q.path.contains("/pods/eas-probe-") && !q.path.ends_with("/log"));
+    assert_eq!(polls.count(), 0, "{reqs:?}");
     assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
     // The count eas prints is every request it sent: the 17 of the facts, the sweep's LIST and
-    // DELETE, and the probe's POST, polls, log and DELETE.
+    // DELETE, and the probe's POST, WATCH, log and DELETE.
     let counted: usize = stderr.split(" API calls").next().and_then(|s| s.rsplit(' ').next()).unwrap().parse().unwrap();
     assert_eq!(counted, reqs.len(), "{stderr}");
 }
 
-/// Ctrl-C while a probe pod runs (its status never answers): eas exits 130 within seconds and
+/// Issue 29 item 2: `--probe-nodes` on a node whose kubelet does not post (its Ready condition
+/// Unknown, as the node lifecycle controller writes it): the probe pod stays as the API server
+/// created it, Pending with no condition, no container status and no event. eas ends the wait
+/// on that reason, not on the probe's 60 s limit, refuses with it (exit 3, `REFUSE:`) naming the
+/// pod created and deleted, and the dry run's summary names the pod instead of "Nothing was
+/// written"; no blocker tells the user to pass --probe-nodes.
+#[test]
+fn a_probe_pod_that_stays_pending_is_refused_with_its_reason_and_named_created_and_deleted() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    with_busybox(&server);
+    // The node lifecycle controller's words for a kubelet that stopped posting
+    // (kubernetes/kubernetes pkg/controller/nodelifecycle/node_lifecycle_controller.go,
+    // tryUpdateNodeHealth).
+    set_ready(&server, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.");
+
+    let out = probing_facts(&server, "xeon-amx");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let refusal = stderr.lines().find(|l| l.starts_with("REFUSE: ")).unwrap_or_else(|| panic!("{stderr}"));
+    for want in [
+        "the probe pod of --probe-nodes on node xeon-sr-01: pod kube-system/eas-probe-xeon-sr-01-",
+        "did not start: Pending; no kubelet has written to it (no condition, no container status)",
+        "node xeon-sr-01's Ready condition is Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)",
+        "no event; it was created and deleted",
+    ] {
+        assert!(refusal.contains(want), "{want:?} in {refusal}");
+    }
+    assert!(!stderr.contains("did not finish within"), "{stderr}");
+    let w = writes(&server);
+    assert_eq!(w.len(), 2, "the probe pod's POST and DELETE: {w:?}");
+    assert_eq!(w[0], "POST /api/v1/namespaces/kube-system/pods");
+    assert!(w[1].starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-"), "{w:?}");
+    let reqs = server.requests();
+    let watched = |q: &&support::cluster_server::Logged| {
+        q.param("watch").as_deref() == Some("true")
+            && q.param("fieldSelector").is_some_and(|f| f.starts_with("metadata.name=eas-probe-xeon-sr-01-"))
+    };
+    // The node's condition decides at the pod's first sight (the POST's answer): no watch waits.
+    assert_eq!(reqs.iter().filter(watched).count(), 0, "{reqs:?}");
+    assert!(reqs.iter().any(|q| q.path.starts_with("/api/v1/namespaces/kube-system/events")), "its events read");
+    assert!(!reqs.iter().any(|q| q.method == "GET" && q.path.starts_with("/api/v1/namespaces/kube-system/pods/")));
+    assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
+
+    // The dry run ends on the same reason (the facts phase ends the plan), naming the pod.
+    server.clear_requests();
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let dry_run = || {
+        let mut c = eas(&fixture("xeon-amx"));
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+        c.env("COLUMNS", "400").args(["up", "--dry-run", "--probe-nodes", "--pins"]).arg(trees.join("pins.json"));
+        for n in ["eas", "ei", "eat"] {
+            c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+        }
+        c.output().unwrap()
+    };
+    let out = dry_run();
+    let (plan, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{plan}{stderr}");
+    let refusal = stderr.lines().find(|l| l.starts_with("REFUSE: ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(refusal.contains("did not start: Pending; no kubelet has written to it"), "{refusal}");
+    assert!(refusal.contains("it was created and deleted"), "{refusal}");
+    assert!(!format!("{plan}{stderr}").contains("--probe-nodes to read them"), "{plan}{stderr}");
+    assert!(!format!("{plan}{stderr}").contains("Nothing was written"), "{plan}{stderr}");
+    assert_eq!(pods(&server), Vec::<String>::new(), "no probe pod is left");
+
+    // Once the kubelet posts again, the probe reads the node, and the plan's summary names the
+    // probe pod it created and deleted instead of "Nothing was written".
+    set_ready(&server, "True", "KubeletReady", "kubelet is posting ready status");
+    let out = dry_run();
+    let plan = text(&out.stdout);
+    assert!(!plan.contains("Nothing was written"), "{plan}");
+    let wrote = plan.lines().find(|l| l.starts_with("  wrote ")).unwrap_or_else(|| panic!("{plan}"));
+    assert!(wrote.contains("probe pod kube-system/eas-probe-xeon-sr-01-"), "{wrote}");
+    assert!(wrote.ends_with("on node xeon-sr-01, created and deleted"), "{wrote}");
+    assert!(plan.contains("Nothing else was written to the cluster"), "{plan}");
+}
+
+/// Ctrl-C while a probe pod runs (its watch never answers): eas exits 130 within seconds and
 /// deletes the pod on its way out.
 #[test]
 fn a_probe_interrupted_while_its_pod_runs_deletes_the_pod() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     with_busybox(&server);
+    // The sweep's LIST goes through; the probe pod's watch never answers.
     let rule = support::cluster_server::Rule {
         method: Some("GET".into()),
-        path: "/api/v1/namespaces/kube-system/pods/eas-probe-".into(),
-        exact: false,
-        skip: 0,
+        path: "/api/v1/namespaces/kube-system/pods".into(),
+        exact: true,
+        skip: 1,
     };
     server.inject_rule(rule, support::Fault::Slow(std::time::Duration::from_secs(600)), None);
     let child = eas(&fixture("xeon-amx"))
@@ -347,6 +448,9 @@ fn a_dry_run_with_probe_nodes_decides_and_writes_only_its_probe_pod() {
     assert_eq!(w[0], "POST /api/v1/namespaces/kube-system/pods");
     assert!(w[1].starts_with("DELETE /api/v1/namespaces/kube-system/pods/eas-probe-xeon-sr-01-"), "{w:?}");
     assert!(!dir.path().join("state").exists(), "a dry run writes no state");
+    let wrote = plan["wrote"].as_array().unwrap_or_else(|| panic!("{plan:#}"));
+    assert_eq!(wrote.len(), 1, "{wrote:?}");
+    assert!(wrote[0].as_str().unwrap().starts_with("probe pod kube-system/eas-probe-xeon-sr-01-"), "{wrote:?}");
 }
 
 /// One probe pod per node shape: on the three-node cluster the server and the two agents (the

@@ -303,6 +303,7 @@ impl From<crate::gather::GatherError> for Failure {
             crate::gather::GatherError::Target(t) => t.into(),
             crate::gather::GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
             crate::gather::GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
+            crate::gather::GatherError::Refused(reasons) => Failure::Refused(reasons),
             crate::gather::GatherError::Operator(cause) => Failure::bad_input(
                 cause,
                 "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",

@@ -28,6 +28,7 @@ use crate::settings::{Env, Global, timeouts};
 use self::docker::{Bollard, Engine};
 use self::nodes::{DockerState, Host, Operator, Supplied};
 use self::objects::{DeploymentItem, MetaItem, NodeItem, SecretItem};
+use crate::cluster::pods::PodRunError;
 use crate::cluster::{ApiError, Call, Reader, Sink, Target, TargetError};
 use crate::net::proxy::ProxyEnv;
 
@@ -59,6 +60,9 @@ pub enum GatherError {
     Operator(String),
     #[error(transparent)]
     NodeArgs(#[from] crate::config::node_args::NodeArgsError),
+    /// A probe pod (`--probe-nodes`) that did not run to its end: each says its pod's reason.
+    #[error("{}", .0.join("; "))]
+    Refused(Vec<String>),
 }
 
 /// `eas facts`' reads: the facts document, the warnings and the API calls it took (the command
@@ -313,17 +317,36 @@ async fn probe_sources(
             async move {
                 let config_path = containerd::config_path(args);
                 let spec = probe::pod(&rep.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
-                let read = match probe::read(&target.client, &spec, &rep.name).await {
-                    Ok(text) => probe::parse_output(&text, &rep.name),
-                    Err(e) => Err(e),
-                };
+                let down = probe::node_down(rep);
+                let read = probe::read(&target.client, &spec, &rep.name, down.as_deref()).await;
                 (image.clone(), members.clone(), rep.name.clone(), read)
             }
         })
         .buffer_unordered(8)
         .collect()
         .await;
+    // A probe pod that did not run to its end (it could not start, failed, or outlived its
+    // limit) is a refusal with its own reason: the node's facts stay unknown, and passing
+    // --probe-nodes again would not change that.
+    let mut refused: Vec<String> = reads
+        .iter()
+        .filter_map(|(_, _, on, read)| match read {
+            Err(e @ (PodRunError::NotStarted { .. } | PodRunError::NotDone { .. } | PodRunError::Failed(_))) => {
+                Some(format!(
+                    "the probe pod of --probe-nodes on node {on}: {e} (make node {on}'s kubelet run pods, or pass \
+                     --containerd-config {on}=FILE with a copy of the node's containerd config)"
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if !refused.is_empty() {
+        refused.sort();
+        return Err(GatherError::Refused(refused));
+    }
     for (image, members, on, read) in reads {
+        let read =
+            read.map_err(|e| format!("the probe pod on {on}: {e}")).and_then(|text| probe::parse_output(&text, &on));
         for i in members {
             sources[i] = nodes::Source::Probed { image: image.clone(), on: on.clone(), read: read.clone() };
         }

@@ -8,7 +8,9 @@
 //! whether the socket exists. It is labelled `io.eas.managed=true`, `io.eas.probe=true` and the
 //! run id, deleted as soon as it has ended (or on timeout, or on a signal), and any probe pod an
 //! earlier eas left (killed before it could delete) is deleted first. API calls: one LIST (the
-//! sweep), then per probed node a POST, a GET each poll, a GET of the log and a DELETE.
+//! sweep), then per probed node a POST, a WATCH of the pod (one more each time a watch ends or
+//! breaks, and a GET when it is too old), a GET of the log and a DELETE; a pod that does not
+//! start ends its wait at once with why, read with one LIST of its events.
 //!
 //! The pod's shape and the reading of its output are pure; [`read`] is the effect.
 
@@ -29,10 +31,9 @@ pub const LABEL_RUN: &str = "io.eas.run-id";
 const MARKER: &str = "--- eas-probe nri-socket:";
 /// How long one probe may take, from its POST to its log.
 pub const TIMEOUT: Duration = Duration::from_secs(60);
-const POLL: Duration = Duration::from_millis(500);
 
-/// The API calls the probes of this process sent (POST, each poll's GET, the log's GET, the
-/// DELETE), for `eas facts`' count.
+/// The API calls the probes of this process sent (POST, each WATCH, the log's GET or the events'
+/// LIST, the DELETE), for `eas facts`' count.
 static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn called() {
@@ -51,6 +52,36 @@ static CREATED: std::sync::Mutex<Vec<(String, String, String)>> = std::sync::Mut
 /// The probe pods created since the last take.
 pub fn take_created() -> Vec<(String, String, String)> {
     std::mem::take(&mut *CREATED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The probe pods created so far, each said as created and deleted (for a plan's summary),
+/// left for [`take_created`].
+pub fn created() -> Vec<String> {
+    CREATED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(name, _, node)| format!("probe pod {NAMESPACE}/{name} on node {node}, created and deleted"))
+        .collect()
+}
+
+/// Why `node`'s kubelet would not run a probe pod, when its Ready condition says so (not True):
+/// the condition as the node carries it.
+pub fn node_down(node: &crate::facts::Node) -> Option<String> {
+    let c = node.condition("Ready")?;
+    if c.status == "True" {
+        return None;
+    }
+    let mut s = format!("node {}'s Ready condition is {}", node.name, c.status);
+    let detail: Vec<&str> = [c.reason.as_str(), c.message.as_str()].into_iter().filter(|p| !p.is_empty()).collect();
+    if !detail.is_empty() {
+        s.push_str(&format!(" ({})", detail.join(": ")));
+    }
+    if !c.since.is_empty() {
+        s.push_str(&format!(" since {}", c.since));
+    }
+    s.push_str(": its kubelet is not running pods");
+    Some(s)
 }
 
 /// An image of `images` (a node's `status.images[].names`) the probe can run: a busybox (it has
@@ -151,13 +182,17 @@ impl crate::cluster::pods::Watch for Counted {
     }
 }
 
-/// Runs the probe on `node` and returns its output: POST, then GET until it has ended (within
-/// [`TIMEOUT`]), then its log; the pod is deleted in every case (`cluster::pods`).
-pub async fn read(client: &Client, spec: &Pod, node: &str) -> Result<String, String> {
+/// Runs the probe on `node` and returns its output: POST, then a watch until it has ended or
+/// cannot start (within [`TIMEOUT`]), then its log; the pod is deleted in every case
+/// (`cluster::pods`). `node_down`: why the node's kubelet is not running pods ([`node_down`]).
+pub async fn read(
+    client: &Client,
+    spec: &Pod,
+    node: &str,
+    node_down: Option<&str>,
+) -> Result<String, crate::cluster::pods::PodRunError> {
     let counted = Counted { node: node.to_string() };
-    crate::cluster::pods::run_to_end(client, NAMESPACE, spec, TIMEOUT, POLL, &counted)
-        .await
-        .map_err(|e| format!("the probe pod on {node}: {e}"))
+    crate::cluster::pods::run_to_end(client, NAMESPACE, spec, TIMEOUT, node_down, &counted).await
 }
 
 #[cfg(test)]

@@ -204,6 +204,8 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
             return Err(r.end_attempt(f));
         }
     };
+    // The plan's own writes (probe pods, created and deleted), for its summary.
+    r.plan.wrote = crate::gather::probe::created();
     // The dry-run stop: the plan, where the acts would begin.
     if args.dry_run {
         let files = planned.files().to_vec();

@@ -778,6 +778,34 @@ fn load_node_files(dir: &Path) -> BTreeMap<String, (String, bool)> {
     files
 }
 
+/// `status.qosClass` as the API server sets it: BestEffort when no container requests or limits
+/// anything, else Burstable (Guaranteed needs requests equal to limits, which no pod here sets).
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod.pointer("/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
+    let set = |c: &Value, part: &str| {
+        c.pointer(&format!("/resources/{part}")).and_then(Value::as_object).is_some_and(|m| !m.is_empty())
+    };
+    if containers.iter().any(|c| set(c, "requests") || set(c, "limits")) { "Burstable" } else { "BestEffort" }
+}
+
+/// Whether the kubelet of the pod's node takes the pod up: the node exists and its Ready
+/// condition is True. A pod bound by `spec.nodeName` never meets the scheduler (kube-scheduler
+/// queues only pods whose nodeName is empty: kubernetes/kubernetes pkg/scheduler/eventhandlers.go
+/// @533140f0 `assignedPod`), so no FailedScheduling event nor PodScheduled condition comes: a
+/// node whose kubelet does not post its status (Ready Unknown, "Kubelet stopped posting node
+/// status.") leaves the pod as the API server created it, Pending with no condition, no
+/// container status and no event.
+fn kubelet_runs(s: &State, pod: &Value) -> bool {
+    let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+    let key =
+        ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: node.into() };
+    s.objects
+        .get(&key)
+        .and_then(|n| n.pointer("/status/conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
 /// The kubelet's part for an eas probe pod (`io.eas.probe=true`): on a node that holds its image
 /// (`imagePullPolicy: Never`) and has the containerd directory it mounts, it runs to completion
 /// and its log is what its script prints (the config, then whether the NRI socket exists);
@@ -1903,13 +1931,24 @@ fn create(s: &mut State, r: &'static Resource, namespace: &str, body: &[u8]) -> 
     if s.objects.contains_key(&k) {
         return status(409, &format!("{} \"{}\" already exists", r.plural, k.name), None);
     }
+    // The API server's own status on a new pod: Pending and its QoS class, nothing more
+    // (kubernetes/kubernetes pkg/registry/core/pod/strategy.go @008b3652 PrepareForCreate). A POST
+    // that carries a status is the test installer playing the kubelet in one write
+    // (fixtures/synthetic/eas/tools/fake_cluster.py), kept as it is.
+    if r.kind == "Pod" && obj.get("status").is_none() {
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos_class(&obj)});
+    }
     stamp(s, &mut obj, true);
     let reply = obj.clone();
-    if r.kind == "Pod" && obj.pointer("/metadata/labels/io.eas.probe").and_then(Value::as_str) == Some("true") {
-        // Created as the API server answers (no status yet); the kubelet's part follows at once.
+    let probe = r.kind == "Pod" && obj.pointer("/metadata/labels/io.eas.probe").and_then(Value::as_str) == Some("true");
+    s.objects.insert(k.clone(), obj.clone());
+    if probe && kubelet_runs(s, &obj) {
+        // The kubelet's part, a change of its own after the create (a watch from the POST's
+        // resourceVersion sees it), as the kubelet's status update is.
         run_probe_pod(s, &k, &mut obj);
+        stamp(s, &mut obj, false);
+        s.objects.insert(k, obj);
     }
-    s.objects.insert(k, obj);
     respond(201, serde_json::to_vec(&reply).expect("serialise"))
 }
 
