@@ -325,3 +325,38 @@ fn a_list_without_items_or_an_item_without_a_name_is_a_malformed_answer_not_an_e
         "{stderr}"
     );
 }
+
+/// Issue 29 item 6: a user RBAC refuses two of the facts' reads, and the refusal of the earlier
+/// read comes last (answers to concurrent calls arrive in any order). `eas facts` and
+/// `eas up --dry-run` name the same first refusal, the first in the facts' call order (the nodes),
+/// with the same message, whichever answer came first.
+#[test]
+fn facts_and_the_dry_run_name_the_same_first_refusal() {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    let nodes =
+        "nodes is forbidden: User \"reader\" cannot list resource \"nodes\" in API group \"\" at the cluster scope";
+    let daemonsets = "daemonsets.apps is forbidden: User \"reader\" cannot list resource \"daemonsets\" in API group \"apps\" at the cluster scope";
+    let late = Fault::SlowStatus(std::time::Duration::from_millis(800), 403, nodes.into());
+    server.inject(Some("/api/v1/nodes"), late, None);
+    server.inject(Some("/apis/apps/v1/daemonsets"), Fault::Status(403, daemonsets.into()), None);
+    let first_error = |stderr: &str| stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or("").to_string();
+
+    let facts_err = failing(&server, &[], 1);
+    let facts_line = first_error(&facts_err);
+    assert!(facts_line.contains(&format!("list nodes was refused (403 Forbidden): {nodes}")), "{facts_err}");
+    assert!(!facts_err.contains("daemonsets"), "one message: {facts_err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let trees = support::trees::synthetic_trees(dir.path());
+    let mut c = eas(dir.path());
+    c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(dir.path().join("state"));
+    c.args(["up", "--dry-run", "--pins"]).arg(trees.join("pins.json"));
+    for n in ["eas", "ei", "eat"] {
+        c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
+    }
+    let out = c.output().unwrap();
+    let up_err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{up_err}");
+    assert_eq!(first_error(&up_err), facts_line, "{up_err}");
+    assert!(!up_err.contains("daemonsets"), "one message: {up_err}");
+}

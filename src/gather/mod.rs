@@ -147,8 +147,11 @@ async fn gather(
         [Call::list("deployments", "apps/v1", Some(sandbox_a)), Call::list("deployments", "apps/v1", Some(sandbox_b))];
     let storage_call = prereq::storage_classes_call();
 
+    // Every call is awaited, then their answers are read in this order: with several refused
+    // (a user RBAC denies more than one of them), the first named is the first in this order,
+    // whichever answer came first, so `eas facts` and `eas up`'s facts phase name the same one.
     let api = async {
-        tokio::try_join!(
+        tokio::join!(
             reader.server_version(),
             reader.list(&nodes_call, Vec::<NodeItem>::new()),
             reader.list(&namespaces_call, Vec::<MetaItem>::new()),
@@ -166,7 +169,9 @@ async fn gather(
     };
     let (api, (storage, reviews), (engine, docker_state)) =
         tokio::join!(api, prereq, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
-    let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api?;
+    let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api;
+    let (server_version, nodes, namespaces, daemonsets) = (server_version?, nodes?, namespaces?, daemonsets?);
+    let (releases, sandbox_a, sandbox_b) = (releases?, sandbox_a?, sandbox_b?);
     let mut api_calls = 1 + nodes.1 + namespaces.1 + daemonsets.1 + releases.1 + sandbox_a.1 + sandbox_b.1;
 
     let mut warnings = Vec::new();

@@ -84,6 +84,9 @@ pub enum Fault {
     Status(u16, String),
     /// Wait this long, then answer normally.
     Slow(Duration),
+    /// Wait this long, then answer with this status code and message (a refusal that comes
+    /// after others sent later: answers to concurrent calls arrive in any order).
+    SlowStatus(Duration, u16, String),
     /// Close the connection without answering.
     Reset,
     /// Answer with this status code and this body, as is: a list without `items` (`{}`), an
@@ -1016,6 +1019,10 @@ async fn handle(req: Request<Incoming>, state: Arc<Mutex<State>>, cert: bool) ->
         Some(Fault::Status(code, message)) => return Ok(status(code, &message, None)),
         Some(Fault::Body(code, body)) => return Ok(respond(code, body.into_bytes())),
         Some(Fault::Slow(d)) => tokio::time::sleep(d).await,
+        Some(Fault::SlowStatus(d, code, message)) => {
+            tokio::time::sleep(d).await;
+            return Ok(status(code, &message, None));
+        }
         Some(Fault::RepeatContinue) => repeat_continue = true,
         Some(Fault::Padded(obj, pad)) => return Ok(padded(&obj, pad)),
         None => {}
