@@ -66,38 +66,31 @@ pub struct Snapshot {
     pub node_labels: BTreeSet<NodeLabel>,
 }
 
+/// One set operation applied field by field (each field is a set of its own kind).
+macro_rules! fieldwise {
+    ($a:expr, $b:expr, $op:ident) => {
+        Snapshot {
+            namespaces: $a.namespaces.$op(&$b.namespaces).cloned().collect(),
+            helm_releases: $a.helm_releases.$op(&$b.helm_releases).cloned().collect(),
+            crds: $a.crds.$op(&$b.crds).cloned().collect(),
+            objects: $a.objects.$op(&$b.objects).cloned().collect(),
+            cluster_objects: $a.cluster_objects.$op(&$b.cluster_objects).cloned().collect(),
+            node_labels: $a.node_labels.$op(&$b.node_labels).cloned().collect(),
+        }
+    };
+}
+
 impl Snapshot {
     pub fn minus(&self, other: &Snapshot) -> Snapshot {
-        Snapshot {
-            namespaces: self.namespaces.difference(&other.namespaces).cloned().collect(),
-            helm_releases: self.helm_releases.difference(&other.helm_releases).cloned().collect(),
-            crds: self.crds.difference(&other.crds).cloned().collect(),
-            objects: self.objects.difference(&other.objects).cloned().collect(),
-            cluster_objects: self.cluster_objects.difference(&other.cluster_objects).cloned().collect(),
-            node_labels: self.node_labels.difference(&other.node_labels).cloned().collect(),
-        }
+        fieldwise!(self, other, difference)
     }
 
     pub fn union(&self, other: &Snapshot) -> Snapshot {
-        Snapshot {
-            namespaces: self.namespaces.union(&other.namespaces).cloned().collect(),
-            helm_releases: self.helm_releases.union(&other.helm_releases).cloned().collect(),
-            crds: self.crds.union(&other.crds).cloned().collect(),
-            objects: self.objects.union(&other.objects).cloned().collect(),
-            cluster_objects: self.cluster_objects.union(&other.cluster_objects).cloned().collect(),
-            node_labels: self.node_labels.union(&other.node_labels).cloned().collect(),
-        }
+        fieldwise!(self, other, union)
     }
 
     pub fn intersect(&self, other: &Snapshot) -> Snapshot {
-        Snapshot {
-            namespaces: self.namespaces.intersection(&other.namespaces).cloned().collect(),
-            helm_releases: self.helm_releases.intersection(&other.helm_releases).cloned().collect(),
-            crds: self.crds.intersection(&other.crds).cloned().collect(),
-            objects: self.objects.intersection(&other.objects).cloned().collect(),
-            cluster_objects: self.cluster_objects.intersection(&other.cluster_objects).cloned().collect(),
-            node_labels: self.node_labels.intersection(&other.node_labels).cloned().collect(),
-        }
+        fieldwise!(self, other, intersection)
     }
 
     #[cfg(test)]
