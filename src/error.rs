@@ -5,6 +5,8 @@
 //! and `main` turns a `Failure` into an exit code and the lines the user sees.
 
 use std::fmt;
+
+use crate::pipeline::{Blocker, Kind, PhaseId};
 use std::process::ExitCode;
 
 /// Why a command did not succeed, in the terms of the exit-code contract.
@@ -27,7 +29,7 @@ pub enum Failure {
     /// `eas up` stopped before its first write on the checks its plan halves failed (SPEC §4,
     /// blockers): every one is printed; the exit code is the run's (the real run: the first
     /// blocker's).
-    Blocked { lines: Vec<String>, code: u8 },
+    Blocked { lines: Vec<String>, kind: Kind },
 }
 
 impl Failure {
@@ -51,16 +53,53 @@ impl Failure {
         }
     }
 
+    /// This failure of `phase`'s plan half as blockers: one per refusal or STOP line, one for any
+    /// other failure, each with its fix and the kind the real run meets it with.
+    pub fn blockers(&self, phase: PhaseId) -> Vec<Blocker> {
+        let kind = self.kind();
+        match self {
+            Failure::BadInput { cause, hint } => {
+                vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), kind)]
+            }
+            Failure::Step { step, cause, next } => {
+                let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
+                vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), kind)]
+            }
+            Failure::Refused(reasons) => {
+                let fix = "change what the cause names; `eas up --dry-run --explain` cites each rule";
+                reasons.iter().map(|r| Blocker::new(phase, r, fix, kind)).collect()
+            }
+            Failure::OverlayStop(lines) => {
+                let fix = "regenerate the patch for the pinned EAS commit, or pin a profile whose overlay decides";
+                lines.iter().map(|l| Blocker::new(phase, l, fix, kind)).collect()
+            }
+            other => vec![Blocker::new(phase, other.lines().join("; "), "", kind)],
+        }
+    }
+
+    /// The run stopped on `blockers`, exiting as `kind`: every blocker's lines.
+    pub fn blocked(blockers: &[Blocker], kind: Kind) -> Failure {
+        Failure::Blocked { lines: blockers.iter().flat_map(Blocker::lines).collect(), kind }
+    }
+
+    /// Its kind in the one table of exit codes ([`Kind`]); a passed-through exit is `Failed`.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Failure::Step { .. } | Failure::Exit { .. } => Kind::Failed,
+            Failure::BadInput { .. } => Kind::BadInput,
+            Failure::Refused(_) => Kind::Refusal,
+            Failure::OverlayStop(_) => Kind::Stop,
+            Failure::Verify(_) => Kind::Verify,
+            Failure::Interrupted => Kind::Interrupted,
+            Failure::Blocked { kind, .. } => *kind,
+        }
+    }
+
+    /// The process exit code: its kind's, but a command run on the user's behalf passes its own.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Failure::Step { .. } => 1,
-            Failure::BadInput { .. } => 2,
-            Failure::Refused(_) => 3,
-            Failure::OverlayStop(_) => 4,
-            Failure::Verify(_) => 5,
-            Failure::Interrupted => 130,
             Failure::Exit { code, .. } => *code,
-            Failure::Blocked { code, .. } => *code,
+            other => other.kind().exit_code(),
         }
     }
 

@@ -157,7 +157,7 @@ mod tests {
             crate::pipeline::PhaseId::Preflight,
             "no Docker",
             "start it",
-            1,
+            crate::pipeline::Kind::Failed,
         ));
         let c = closing(&plan, 80);
         assert!(c[1].starts_with("next: remove the blockers above"), "{c:?}");

@@ -14,7 +14,6 @@ use crate::settings::timeouts;
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Failure;
 use crate::facts::Facts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -515,8 +514,46 @@ pub struct Missing {
     pub reason: String,
 }
 
+/// What kind of outcome a blocker (or a failure) is: the one table of exit codes (SPEC §2).
+/// Everything that turns an outcome into a process exit number goes through [`Kind::exit_code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A step failed, or would fail, at run time: exit 1.
+    Failed,
+    /// Bad input (a flag, a file, a floating ref): exit 2.
+    BadInput,
+    /// The cluster is one eas will not install onto: exit 3.
+    Refusal,
+    /// An overlay patch no longer applies to the pinned EAS tree: exit 4.
+    Stop,
+    /// Installed, but verification failed: exit 5.
+    Verify,
+    /// Ctrl-C or SIGTERM: exit 130.
+    Interrupted,
+}
+
+impl Kind {
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            Kind::Failed => 1,
+            Kind::BadInput => 2,
+            Kind::Refusal => 3,
+            Kind::Stop => 4,
+            Kind::Verify => 5,
+            Kind::Interrupted => 130,
+        }
+    }
+}
+
+/// The plan records a blocker's kind as the exit code the real run meets it with (eas-plan/v1).
+impl Serialize for Kind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u8(self.exit_code())
+    }
+}
+
 /// A check the real run makes before its first write, failed: the real run stops there with
-/// `exit_code` (SPEC §2), the dry run lists it. In the order the real run meets them.
+/// its kind's exit code (SPEC §2), the dry run lists it. In the order the real run meets them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Blocker {
     pub phase: PhaseId,
@@ -524,57 +561,33 @@ pub struct Blocker {
     pub cause: String,
     /// The command or flag that removes it.
     pub fix: String,
-    pub exit_code: u8,
+    #[serde(rename = "exit_code")]
+    pub kind: Kind,
 }
 
 impl Blocker {
-    pub fn new(phase: PhaseId, cause: impl Into<String>, fix: impl Into<String>, exit_code: u8) -> Self {
-        Blocker { phase, cause: cause.into(), fix: fix.into(), exit_code }
+    pub fn new(phase: PhaseId, cause: impl Into<String>, fix: impl Into<String>, kind: Kind) -> Self {
+        Blocker { phase, cause: cause.into(), fix: fix.into(), kind }
     }
 
-    /// A failure of `phase`'s plan half as blockers: one per refusal or STOP line, one for any
-    /// other failure, each with its fix and the exit code the real run meets it with.
-    pub fn from_failure(phase: PhaseId, f: &Failure) -> Vec<Blocker> {
-        let code = f.exit_code();
-        match f {
-            Failure::BadInput { cause, hint } => {
-                vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), code)]
-            }
-            Failure::Step { step, cause, next } => {
-                let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
-                vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), code)]
-            }
-            Failure::Refused(reasons) => {
-                let fix = "change what the cause names; `eas up --dry-run --explain` cites each rule";
-                reasons.iter().map(|r| Blocker::new(phase, r, fix, code)).collect()
-            }
-            Failure::OverlayStop(lines) => {
-                let fix = "regenerate the patch for the pinned EAS commit, or pin a profile whose overlay decides";
-                lines.iter().map(|l| Blocker::new(phase, l, fix, code)).collect()
-            }
-            other => vec![Blocker::new(phase, other.lines().join("; "), "", code)],
-        }
+    pub fn exit_code(&self) -> u8 {
+        self.kind.exit_code()
     }
 
     /// The stderr lines of its kind: `REFUSE:` for a refusal, `STOP:` for an overlay STOP,
     /// `error: <phase>:` otherwise; then its fix.
     pub fn lines(&self) -> Vec<String> {
-        let first = match self.exit_code {
-            3 => format!("REFUSE: {}", self.cause),
-            4 => format!("STOP: {}", self.cause),
+        let first = match self.kind {
+            Kind::Refusal => format!("REFUSE: {}", self.cause),
+            Kind::Stop => format!("STOP: {}", self.cause),
             _ => format!("error: {}: {}", self.phase, self.cause),
         };
         let mut v = vec![first];
         if !self.fix.is_empty() {
-            v.push(format!("{}: {}", if self.exit_code == 2 { "hint" } else { "next" }, self.fix));
+            v.push(format!("{}: {}", if self.kind == Kind::BadInput { "hint" } else { "next" }, self.fix));
         }
         v
     }
-}
-
-/// The run stopped on `blockers`, exiting `code`: every blocker's lines.
-pub fn blocked(blockers: &[Blocker], code: u8) -> Failure {
-    Failure::Blocked { lines: blockers.iter().flat_map(Blocker::lines).collect(), code }
 }
 
 /// The model pick as data (eas-plan/v1 `model_pick`), beside the `model` and `fit` sentences.
@@ -729,19 +742,14 @@ pub struct Plan {
     pub exit_code: u8,
 }
 
-/// How a dry run exits on its blockers (SPEC §4): 3 when a refusal is among them, else 4 on an
-/// overlay STOP, else 0; with `--fail-on-blockers`, the first blocker's code.
-pub fn dry_run_exit(blockers: &[Blocker], fail_on_blockers: bool) -> u8 {
+/// How a dry run exits on its blockers (SPEC §4): as a refusal (3) when one is among them, else
+/// as a STOP (4) when one is, else with success (`None`); with `--fail-on-blockers`, as the first
+/// blocker.
+pub fn dry_run_exit(blockers: &[Blocker], fail_on_blockers: bool) -> Option<Kind> {
     if fail_on_blockers {
-        return blockers.first().map_or(0, |b| b.exit_code);
+        return blockers.first().map(|b| b.kind);
     }
-    if blockers.iter().any(|b| b.exit_code == 3) {
-        3
-    } else if blockers.iter().any(|b| b.exit_code == 4) {
-        4
-    } else {
-        0
-    }
+    [Kind::Refusal, Kind::Stop].into_iter().find(|k| blockers.iter().any(|b| b.kind == *k))
 }
 
 /// Patch counts for the summary: (apply, skip, STOP); merged and fixed rows are skipped too.
@@ -811,6 +819,23 @@ pub fn duration(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dry_run_exits_as_a_refusal_before_a_stop_and_with_fail_on_blockers_as_the_first() {
+        let b = |kind| Blocker::new(PhaseId::Config, "c", "f", kind);
+        let (failed, stop, refusal) = (b(Kind::Failed), b(Kind::Stop), b(Kind::Refusal));
+        assert_eq!(dry_run_exit(&[], false), None);
+        assert_eq!(dry_run_exit(std::slice::from_ref(&failed), false), None);
+        assert_eq!(dry_run_exit(&[failed.clone(), stop.clone()], false), Some(Kind::Stop));
+        assert_eq!(dry_run_exit(&[stop.clone(), refusal.clone()], false), Some(Kind::Refusal));
+        assert_eq!(dry_run_exit(&[failed.clone(), refusal.clone()], true), Some(Kind::Failed));
+        // The plan records the kind as its exit code, and the lines follow the kind.
+        assert_eq!(serde_json::to_value(&refusal).unwrap()["exit_code"], 3);
+        assert_eq!(refusal.lines()[0], "REFUSE: c");
+        assert_eq!(stop.lines()[0], "STOP: c");
+        assert_eq!(b(Kind::BadInput).lines(), ["error: config: c", "hint: f"]);
+        assert_eq!(failed.lines(), ["error: config: c", "next: f"]);
+    }
 
     #[test]
     fn phases_are_in_pipeline_order_with_unique_names() {

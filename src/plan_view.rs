@@ -123,7 +123,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     }
     let count = plan.blockers.len();
     let stops = match plan.blockers.first() {
-        Some(b) => format!("{count}: the real run stops at the first (exit {})", b.exit_code),
+        Some(b) => format!("{count}: the real run stops at the first (exit {})", b.exit_code()),
         None => "none: the real run passes every check before its first write".to_string(),
     };
     labelled(&mut out, view, "blockers", &stops);
@@ -308,9 +308,9 @@ mod tests {
                 PhaseId::Bastion,
                 "the base image ubuntu:24.04 is not pinned by digest",
                 "pass --base-image",
-                2,
+                crate::pipeline::Kind::BadInput,
             ),
-            Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", 1),
+            Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", crate::pipeline::Kind::Failed),
         ];
         let text = render(&p, View { width: 200, explain: false });
         assert!(text.contains("patches: not decided (the trees could not be read)"), "{text}");

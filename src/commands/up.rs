@@ -44,13 +44,14 @@ fn dry_run_end(
     files: &[(String, String)],
     shell: &Shell,
 ) -> Result<(), Failure> {
-    let code = crate::pipeline::dry_run_exit(&plan.blockers, args.fail_on_blockers);
-    plan.exit_code = code;
-    print_plan(plan, args, global, files, !matches!(code, 2 | 3), shell)?;
-    if code == 0 {
-        return Ok(());
+    use crate::pipeline::Kind;
+    let kind = crate::pipeline::dry_run_exit(&plan.blockers, args.fail_on_blockers);
+    plan.exit_code = kind.map_or(0, Kind::exit_code);
+    print_plan(plan, args, global, files, !matches!(kind, Some(Kind::BadInput | Kind::Refusal)), shell)?;
+    match kind {
+        None => Ok(()),
+        Some(kind) => Err(crate::error::Failure::blocked(&plan.blockers, kind)),
     }
-    Err(crate::pipeline::blocked(&plan.blockers, code))
 }
 
 fn print_plan(

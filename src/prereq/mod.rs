@@ -16,10 +16,6 @@ use serde::Deserialize;
 use crate::facts::Facts;
 use crate::pipeline::{Blocker, PhaseId};
 
-/// The exit code of a refusal (SPEC §2).
-#[allow(dead_code)] // read by `Report::blockers`, which the plan's hook calls
-const REFUSAL: u8 = 3;
-
 /// `data/prereq.json`.
 #[derive(Debug, Deserialize)]
 pub struct Data {
@@ -180,7 +176,7 @@ impl Report {
                 c.findings
                     .iter()
                     .filter(|f| f.severity == Severity::Refuse)
-                    .map(|f| Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), REFUSAL))
+                    .map(|f| Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), crate::pipeline::Kind::Refusal))
             })
             .collect()
     }

@@ -258,7 +258,7 @@ impl State {
             e.finished = Some(now.to_string());
             e.message = Some("interrupted (Ctrl-C or SIGTERM)".into());
         }
-        self.exit_code = Some(130);
+        self.exit_code = Some(crate::pipeline::Kind::Interrupted.exit_code());
         self.finished = Some(now.to_string());
     }
 

@@ -178,7 +178,8 @@ impl Completed {
 
     /// Whether its verification failed (it exited 5).
     pub fn verify_failed(&self) -> bool {
-        self.state.exit_code == Some(5) || self.state.entry(PhaseId::Verify).status == Status::Failed
+        self.state.exit_code == Some(crate::pipeline::Kind::Verify.exit_code())
+            || self.state.entry(PhaseId::Verify).status == Status::Failed
     }
 }
 

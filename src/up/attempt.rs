@@ -17,8 +17,8 @@ use super::{ATTEMPT, now};
 /// place of an earlier install's record), and the first blocker's exit code. Nothing was
 /// written to the cluster.
 pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
-    let code = r.plan.blockers[0].exit_code;
-    r.plan.exit_code = code;
+    let kind = r.plan.blockers[0].kind;
+    r.plan.exit_code = kind.exit_code();
     let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
     shell.note(format!(
         "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
@@ -28,7 +28,7 @@ pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure 
     if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
-    crate::pipeline::blocked(&r.plan.blockers, code)
+    crate::error::Failure::blocked(&r.plan.blockers, kind)
 }
 
 /// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
@@ -57,12 +57,12 @@ fn record_attempt(
     attempt_log(r, &dir, shell)?;
     let first = &r.plan.blockers[0];
     let attempt = serde_json::json!({
-        "phase": first.phase, "exit_code": first.exit_code, "cause": first.cause, "finished_at": now(),
+        "phase": first.phase, "exit_code": first.exit_code(), "cause": first.cause, "finished_at": now(),
         "blockers": r.plan.blockers,
     });
     let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
     for b in &r.plan.blockers {
-        shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code));
+        shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code()));
     }
     write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
     write("plan.json", &r.plan.to_json())?;
@@ -70,7 +70,7 @@ fn record_attempt(
     write("choices.txt", choices)?;
     write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))?;
     let mut journal = r.state.clone();
-    journal.exit_code = Some(first.exit_code);
+    journal.exit_code = Some(first.exit_code());
     journal.finished = Some(now());
     write(crate::state::journal::FILE, &serde_json::to_string_pretty(&journal).expect("json"))
 }

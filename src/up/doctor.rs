@@ -230,7 +230,7 @@ async fn gates(
     let host_failed: Vec<Check> = [host.0.as_ref().err(), host.1.as_ref().err()]
         .into_iter()
         .flatten()
-        .flat_map(|f| crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, f))
+        .flat_map(|f| f.blockers(crate::pipeline::PhaseId::Preflight))
         .map(|b| Check::new("preflight", "fail", format!("{} (fix: {})", b.cause, b.fix)))
         .collect();
     let host_only = |mut v: Vec<Check>| {
@@ -239,7 +239,7 @@ async fn gates(
         let pins = super::phases::bastion::pin_checks(&image);
         let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
         for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
-            let lines = crate::pipeline::Blocker::from_failure(crate::pipeline::PhaseId::Preflight, &f).into_iter();
+            let lines = f.blockers(crate::pipeline::PhaseId::Preflight).into_iter();
             v.extend(lines.map(|b| Check::new(name, "fail", format!("{} (fix: {})", b.cause, b.fix))));
         }
         v

@@ -280,7 +280,7 @@ impl Runner {
         if matches!(f, Failure::Interrupted) {
             return Err(Failure::Interrupted);
         }
-        self.plan.blockers.extend(crate::pipeline::Blocker::from_failure(phase, &f));
+        self.plan.blockers.extend(f.blockers(phase));
         Ok(())
     }
 
@@ -502,7 +502,10 @@ mod tests {
         assert_eq!(r.plan(&mut bastion, &f.cx()).await.unwrap(), None);
         let mut facts = Test::<FACTS> { plan: Some(Ok(7)), act: None };
         assert_eq!(r.plan(&mut facts, &f.cx()).await.unwrap(), Some(7));
-        assert_eq!(r.plan.blockers, [Blocker::new(PhaseId::Bastion, "no digest", "pin it", 2)]);
+        assert_eq!(
+            r.plan.blockers,
+            [Blocker::new(PhaseId::Bastion, "no digest", "pin it", crate::pipeline::Kind::BadInput)]
+        );
         assert_eq!(r.state.entry(PhaseId::Bastion).status, Status::Failed);
         assert!(r.block(PhaseId::Facts, Failure::Interrupted).is_err(), "an interruption ends the run");
     }

@@ -117,7 +117,7 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
     match (result, after) {
         (Ok(()), After::Recorded) => Ok(()),
         (Ok(()), After::Unreadable(e)) => {
-            r.state.exit_code = Some(1);
+            r.state.exit_code = Some(crate::pipeline::Kind::Failed.exit_code());
             r.state.finished = Some(now());
             r.save()?;
             Err(Failure::step_next(
