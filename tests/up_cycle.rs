@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::synthetic_install::{self, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
+use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
 use support::{ClusterServer, ObjectKey, writes};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
@@ -359,6 +359,62 @@ fn a_model_that_fails_to_deploy_fails_the_install_with_model_managers_reason() {
     assert!(err.contains("download failed: 401 Unauthorized"), "model-manager's reason is shown: {err}");
     assert!(r.install_log().contains("failed: [localhost] (item="), "{}", r.install_log());
     assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
+}
+
+/// The image a test changed under the bastion's tag; dropping it tags the image eas built back
+/// and removes the changed one, so the other tests reuse what eas built.
+struct Retag {
+    tag: String,
+    built: String,
+}
+
+impl Drop for Retag {
+    fn drop(&mut self) {
+        let changed = Command::new("docker").args(["image", "inspect", "-f", "{{.Id}}", &self.tag]).output().unwrap();
+        let _ = Command::new("docker").args(["tag", &self.built, &self.tag]).output();
+        let changed = text(&changed.stdout).trim().to_string();
+        if !changed.is_empty() && changed != self.built {
+            let _ = Command::new("docker").args(["image", "rm", &changed]).output();
+        }
+    }
+}
+
+/// A reused image is checked before the install as its build was (issue 28 item 1): the image
+/// this context built, with `jq` deleted and committed under the same tag (a change after the
+/// build, which the context digest cannot see), stops `eas up` in its bastion phase with exit 1,
+/// naming jq and EI's task that needs it, and the installer never runs.
+#[test]
+fn a_reused_image_without_jq_stops_before_the_install_naming_jq_and_its_task() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = run("ok");
+    let s = setup();
+    let image_args =
+        ["--pins", &s.pins.display().to_string(), "--base-image", BASE, "--allow-unpinned-base"].map(String::from);
+    let built = r.eas().args(["bastion", "build"]).args(&image_args).output().unwrap();
+    assert!(built.status.success(), "eas bastion build: {}", text(&built.stderr));
+    let tag = text(&built.stdout).lines().last().unwrap().trim().to_string();
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker").args(args).output().unwrap();
+        assert!(o.status.success(), "docker {args:?}: {}", text(&o.stderr));
+        text(&o.stdout).trim().to_string()
+    };
+    let _restore = Retag { built: docker(&["image", "inspect", "-f", "{{.Id}}", &tag]), tag: tag.clone() };
+    // The same image, its jq deleted: a container removes it and is committed under the tag (its
+    // labels, the context digest among them, are kept; its command is set back).
+    let name = format!("eas-test-without-jq-{}", std::process::id());
+    docker(&["run", "--name", &name, &tag, "bash", "-c", "rm \"$(command -v jq)\""]);
+    docker(&["commit", "--change", "CMD [\"/bin/bash\"]", &name, &tag]);
+    docker(&["rm", &name]);
+
+    let out = r.up(&["--yes"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("reusing {tag}")), "{err}");
+    assert!(
+        err.contains("jq is missing; EI's task \"Enumerate autodeploy models from the catalog\""),
+        "names the tool and its task: {err}"
+    );
+    assert!(r.install_log().is_empty(), "the installer never ran: {}", r.install_log());
 }
 
 /// As on a real cluster, a deleted namespace stays `Terminating` a while (3 s here) and a second

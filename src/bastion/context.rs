@@ -18,6 +18,8 @@ pub const PROFILE: &str = "bastion";
 pub const BASE_ROW: &str = "base-image";
 pub const MANIFEST_PATH: &str = "eas-context.manifest";
 pub const CA_PATH: &str = "ca/extra-ca.crt";
+/// The toolbox check (`toolbox::check_script`), run by the build and on a reused image.
+pub const TOOLBOX_CHECK_PATH: &str = "toolbox-check.sh";
 const MANIFEST_SCHEMA: &str = "eas-bastion-context/v1";
 const IMAGE_REPO: &str = "eas-bastion";
 
@@ -34,6 +36,8 @@ pub enum ContextError {
     LockStale(String),
     #[error("{count} bastion artifact(s) have no pinned sha256: {list}", count = .0.len(), list = .0.join(", "))]
     MissingSha256(Vec<String>),
+    #[error("the bastion's Dockerfile does not provide {}", .0.join("; "))]
+    ToolsUnprovided(Vec<String>),
 }
 
 /// A pinned file the context carries, downloaded and checked on the host.
@@ -246,6 +250,7 @@ impl Context {
         let mut files = vec![
             File::inline("Dockerfile", DOCKERFILE.as_bytes().to_vec()),
             File::inline("requirements.lock", REQUIREMENTS_LOCK.as_bytes().to_vec()),
+            File::inline(TOOLBOX_CHECK_PATH, super::toolbox::check_script(super::toolbox::table()).into_bytes()),
         ];
         if let Some(ca) = ca_bundle {
             files.push(File::inline(CA_PATH, ca));

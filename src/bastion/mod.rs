@@ -14,6 +14,7 @@ pub mod image;
 pub mod kubeconfig;
 pub mod publisher;
 pub mod run;
+pub mod toolbox;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -142,6 +143,8 @@ pub enum BastionError {
     Busy(String),
     #[error("interrupted")]
     Interrupted,
+    #[error("the reused bastion image {image} lacks a tool the installer calls: {missing}")]
+    Toolbox { image: String, missing: String },
 }
 
 impl BastionError {
@@ -310,6 +313,16 @@ pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
     if let Err(e) = context::require_sha256(&context::artifacts(&pins)) {
         found.push(e.into());
     }
+    // Every tool the installer files call is provided by the Dockerfile (issue 28 item 1).
+    let artifacts: Vec<(String, String)> =
+        context::artifacts(&pins).into_iter().map(|a| (a.name, a.context_path)).collect();
+    let artifacts: Vec<(&str, &str)> = artifacts.iter().map(|(n, p)| (n.as_str(), p.as_str())).collect();
+    let lacking = toolbox::unprovided(toolbox::table(), context::DOCKERFILE, &artifacts);
+    if !lacking.is_empty() {
+        found.push(BastionError::Context(ContextError::ToolsUnprovided(
+            lacking.iter().map(|t| format!("{} ({} needs it)", t.name, t.needed_by)).collect(),
+        )));
+    }
     found.into_iter().map(|e: BastionError| e.naming_pins(&args.pins)).collect()
 }
 
@@ -372,6 +385,7 @@ pub async fn build_planned(
     let existing = image::find(docker, &tag, &digest).await?;
     if !rebuild && let Some(id) = existing {
         shell.phase("bastion", format!("reusing {tag} (context sha256 {digest})"));
+        toolbox_check(docker, &id, interrupt).await?;
         return Ok(Prepared { tag, id, digest, reused: true });
     }
     let cache = Cache::new(dir);
@@ -411,6 +425,29 @@ pub async fn build_planned(
         Built::Interrupted => Err(BastionError::Interrupted),
     }
 }
+
+/// A reused image is checked as its build was (`toolbox::check_script`, `command -v` for each
+/// tool): an image changed after its build (a tool deleted, the tag moved to another image) fails
+/// here, naming the tool and the task, before the installer runs into it.
+async fn toolbox_check(docker: &Docker, id: &str, interrupt: &Interrupt) -> Result<(), BastionError> {
+    use run::ContainerRunner;
+    let spec = run::RunSpec {
+        image: id.to_string(),
+        cmd: vec!["bash".into(), "-c".into(), toolbox::check_script(toolbox::table())],
+        network: Some("none".into()),
+        timeout: Some(TOOLBOX_CHECK_LIMIT),
+        ..run::RunSpec::default()
+    };
+    let mut out = toolbox::Output::default();
+    match run::DockerRunner::new(docker.clone()).run(&spec, &mut out, interrupt).await? {
+        run::Outcome::Exited(0) => Ok(()),
+        run::Outcome::Interrupted => Err(BastionError::Interrupted),
+        other => Err(BastionError::Toolbox { image: id.to_string(), missing: out.lines(other) }),
+    }
+}
+
+/// A `command -v` per tool takes well under a second; the bound covers a slow engine start.
+const TOOLBOX_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 async fn interruptible<T>(interrupt: &Interrupt, f: impl Future<Output = T>) -> Result<T, BastionError> {
     tokio::select! {

@@ -180,6 +180,19 @@ impl From<BastionError> for Failure {
                 other => other,
             },
             B::Interrupted => Failure::Interrupted,
+            // A blocker (exit 1): the image this context built was changed since.
+            B::Toolbox { .. } => Failure::step_next(
+                "bastion",
+                e,
+                "the image was changed after eas built it: rebuild it with `eas bastion build --rebuild`",
+            ),
+            // A blocker (exit 1): this eas's image would lack a tool the installer calls.
+            B::Context(crate::bastion::context::ContextError::ToolsUnprovided(_)) => Failure::step_next(
+                "bastion",
+                e,
+                "bastion/Dockerfile must provide every tool of data/toolbox.json (a package of its package step, \
+                 or a pinned artifact it copies)",
+            ),
             B::Context(ref c) => Failure::bad_input(
                 e.to_string(),
                 match c {
@@ -193,6 +206,7 @@ impl From<BastionError> for Failure {
                     }
                     crate::bastion::context::ContextError::LockMalformed { .. }
                     | crate::bastion::context::ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
+                    crate::bastion::context::ContextError::ToolsUnprovided(_) => unreachable!("mapped above"),
                 },
             ),
             B::Publisher(crate::bastion::publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),

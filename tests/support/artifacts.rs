@@ -7,6 +7,16 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+const YQ: &str = concat!(
+    "#!/opt/eas/venv/bin/python3\n",
+    "import json, sys, yaml\n",
+    "if '--version' in sys.argv:\n",
+    "    print('yq stand-in v4.54.1')\n",
+    "    sys.exit(0)\n",
+    "with open(sys.argv[-1]) as f:\n",
+    "    print(json.dumps(yaml.safe_load(f)))\n",
+);
+
 pub fn sha256(bytes: &[u8]) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
@@ -17,7 +27,9 @@ pub fn write_pins(dir: &Path, nonce: &str, out: &Path) -> PathBuf {
     let served = dir.join("served");
     let kubectl = format!("#!/bin/sh\necho \"kubectl stand-in v1.37.2 {nonce}\"\n");
     std::fs::write(served.join("kubectl"), kubectl).unwrap();
-    std::fs::write(served.join("yq"), "#!/bin/sh\necho \"yq stand-in v4.54.1\"\n").unwrap();
+    // yq as the installer files call it (`yq -o=json '.' FILE`, `yq e -o=json '.' FILE`: the
+    // YAML as JSON, for jq), with the venv's PyYAML; `--version` as before.
+    std::fs::write(served.join("yq"), YQ).unwrap();
     std::fs::write(
         served.join("helm.tar.gz"),
         targz(&[("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)]),
