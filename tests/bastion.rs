@@ -171,7 +171,7 @@ fn build_then_reuse_without_a_build() {
 #[test]
 fn the_bastion_holds_the_pinned_toolbox() {
     let f = fixture();
-    let probe = "kubectl version --client; helm version; yq --version; \
+    let probe = "kubectl version --client; helm version; yq --version; jq --version; \
         python3 -c 'import sys; print(\"python\", sys.version_info[:2] >= (3, 11))'; \
         ansible-playbook --version | head -n 1; \
         python3 -c 'import json, sysconfig; p = sysconfig.get_paths()[\"purelib\"]; \
@@ -187,6 +187,7 @@ fn the_bastion_holds_the_pinned_toolbox() {
         format!("kubectl stand-in v1.37.2 {}", f.nonce),
         "helm stand-in".into(),
         "yq stand-in v4.54.1".into(),
+        "jq-1.".into(),
         "python True".into(),
         "ansible-playbook [core 2.19.14]".into(),
         "collection 6.3.0 eas test stand-in".into(),
@@ -303,6 +304,38 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     assert_eq!(text(&o.stdout).trim(), f.tag);
     assert!(err.contains("reusing"), "{err}");
     std::fs::remove_file(served.join("checksums")).unwrap();
+}
+
+/// The build's toolbox check (issue 28 item 1): a base whose package database says jq is
+/// installed while its binary is gone (so the package step installs nothing) builds up to the
+/// check, which fails the build naming jq and EI's task that needs it; no image is tagged.
+#[test]
+fn a_build_without_jq_fails_at_the_toolbox_check_naming_jq_and_its_task() {
+    let f = fixture();
+    let _turn = PIP_BUILDS.lock().unwrap_or_else(|e| e.into_inner());
+    let base = format!("eas-test-base:jq-recorded-absent-{}", std::process::id());
+    let name = format!("eas-test-jq-recorded-{}", std::process::id());
+    let stanza = "printf '\\nPackage: jq\\nStatus: install ok installed\\nPriority: optional\\nSection: utils\\n\
+        Maintainer: eas test\\nArchitecture: amd64\\nVersion: 0-test\\nDescription: recorded, not present\\n' \
+        >>/var/lib/dpkg/status; rm -f /usr/bin/jq; dpkg-query -W -f='${Status}' jq";
+    assert_eq!(docker_out(&["run", "--name", &name, BASE, "bash", "-c", stanza]), "install ok installed");
+    docker_out(&["commit", "--change", "CMD [\"/bin/bash\"]", &name, &base]);
+    docker_out(&["rm", &name]);
+    let o = eas(&f.dir)
+        .args(["bastion", "build", "--pins"])
+        .arg(&f.pins)
+        .args(["--base-image", &base, "--allow-unpinned-base"])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    let tag = text(&o.stdout);
+    let _ = docker(&["image", "rm", &base]);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("bastion toolbox: jq is missing; EI's task \"Enumerate autodeploy models from the catalog\""),
+        "{err}"
+    );
+    assert!(tag.trim().is_empty(), "no image tag printed: {tag}");
 }
 
 #[test]
