@@ -518,7 +518,7 @@ mod tests {
         }
         assert_eq!(
             seen,
-            ["ca/", "Dockerfile", "artifacts/kubectl", CA_PATH, "requirements.lock", MANIFEST_PATH]
+            ["ca/", "Dockerfile", "artifacts/kubectl", CA_PATH, "requirements.lock", "toolbox-check.sh", MANIFEST_PATH]
                 .map(String::from)
                 .to_vec()
         );
