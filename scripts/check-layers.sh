@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
-# Layering check: clap and the `cli` module are named only in src/cli/, src/main.rs and the
-# command layer (src/commands/), and the top-level modules of src/ import each other without a
-# cycle (an edge A -> B is any `crate::B` or `super::` path from a file of A to B, test modules
-# left out). `--files` also reports cycles between the files inside one module.
+# Layering check. Refuses:
+#  - clap or the `cli` module named outside src/cli/, src/main.rs and src/commands/;
+#  - a Kubernetes call made outside src/cluster/;
+#  - an error type (`Failure`, `crate::error`) named in src/plan/ (the plan model is data);
+#  - `pipeline` imported by any module below it (only main.rs, cli/ and commands/ may);
+#  - an import from a lower layer to a higher one, in the order LAYERS below;
+#  - an import cycle among the top-level modules of src/.
+# An edge A -> B is any `crate::B`, `super::` or `self::` path, or a child module named bare in
+# the file that declares it, from a non-test file of A to B; test modules (`#[cfg(test)] mod ...`,
+# inline or a file of their own) are left out. `--files` reports (and fails on) the cycles between
+# the files inside one module instead.
+#
+# LAYERS, lowest first. A module imports its own layer and the ones below, never one above.
+#   base      atomic bounded docker_host facts git hints installer knobs kubeconfig net output
+#             pin_lock pins runtime schemas scratch secrets settings since_last sources text trees
+#             (leaf services, records and pure grammars: `installer` is the installer's argv
+#             grammar and output reader, which the plan and the state records name)
+#   decide    config overlay (facts in, choices out)
+#   plan      plan next_command error document (the phase tables and the plan model, written from
+#             the decisions; `Failure` sits beside it: it is made from blockers and kinded by
+#             the plan's `Kind`, and the plan names no error type)
+#   state     state (the run's records under the state directory)
+#   cluster   cluster (every Kubernetes call)
+#   read      gather prereq verify (what the cluster, the host and Hugging Face say; the checks)
+#   act       act (through Docker: the bastion, the installer run, prepare, reaping)
+#   pipeline  pipeline (the runner, the up and down lists, doctor, the plan's view)
+#   edge      main cli commands
 set -euo pipefail
 cd "$(dirname "$0")/.."
 level=top
@@ -28,77 +51,159 @@ forbid "clap or cli:: outside src/cli/, src/main.rs and src/commands/" '\bclap\b
 # raw request or watch is built anywhere else.
 forbid "a Kubernetes call outside src/cluster/" '\bApi::|\bApi<|request_text|request_stream|await_condition' \
   '^src/cluster/' "every Kubernetes call is made in src/cluster/"
+# The plan model is data (phase tables, the plan, blockers): turning a failure into blockers and
+# blockers into a failure is the pipeline's.
+if hits=$(grep -rnE '\bFailure\b|crate::error\b' src/plan --include='*.rs' | grep -vE '^[^:]+:[0-9]+:\s*//'); then
+  echo "check-layers: an error type named in src/plan/:" >&2
+  echo "$hits" >&2
+  status=1
+else
+  echo "check-layers: src/plan/ names no error type"
+fi
 
 if python3 - "$level" <<'PY'
-import re,os,sys,collections
-root="."; level=sys.argv[1]
-files=[]
-for d,_,fs in os.walk(os.path.join(root,'src')):
-    for f in fs:
-        if f.endswith('.rs'): files.append(os.path.relpath(os.path.join(d,f),root))
-def modpath(f):
-    p=f[4:-3].split('/')
-    if p[-1]=='mod': p=p[:-1]
-    if p==['main']: return []
-    return p
-mods={tuple(modpath(f)):f for f in files}
+import re, os, sys, collections
+level = sys.argv[1]
+LAYERS = [
+    ("base", "atomic bounded docker_host facts git hints installer knobs kubeconfig net output "
+             "pin_lock pins runtime schemas scratch secrets settings since_last sources text trees"),
+    ("decide", "config overlay"),
+    ("plan", "plan next_command error document"),
+    ("state", "state"),
+    ("cluster", "cluster"),
+    ("read", "gather prereq verify"),
+    ("act", "act"),
+    ("pipeline", "pipeline"),
+    ("edge", "main cli commands"),
+]
+rank = {m: i for i, (_, ms) in enumerate(LAYERS) for m in ms.split()}
+layer_name = {m: n for n, ms in LAYERS for m in ms.split()}
+ABOVE_PIPELINE = {"main", "cli", "commands"}
+
+# The module tree, from main.rs through `mod x;` (and `#[path]`), test modules marked.
+files = {}
+def visit(f, mp, test):
+    files[f] = (mp, test)
+    lines = open(f).read().split("\n")
+    d, base = os.path.dirname(f), os.path.basename(f)
+    for i, line in enumerate(lines):
+        m = re.match(r"^(?:pub(?:\([a-z]+\))? )?mod ([a-z_][a-z0-9_]*);", line)
+        if not m:
+            continue
+        path, is_test, j = None, test, i - 1
+        while j >= 0 and lines[j].startswith("#["):
+            pm = re.match(r'#\[path = "([^"]+)"\]', lines[j])
+            if pm:
+                path = os.path.normpath(os.path.join(d, pm.group(1)))
+            if lines[j].startswith("#[cfg(test)]"):
+                is_test = True
+            j -= 1
+        if path is None:
+            sub = d if base in ("mod.rs", "main.rs") else os.path.join(d, base[:-3])
+            path = os.path.join(sub, m.group(1) + ".rs")
+            if not os.path.exists(path):
+                path = os.path.join(sub, m.group(1), "mod.rs")
+        if path.startswith("src/") and os.path.exists(path):
+            visit(path, mp + [m.group(1)], is_test)
+visit("src/main.rs", [], False)
+mods = {tuple(mp): f for f, (mp, test) in files.items() if not test}
 def unit(mp):
-    if level=='top': return tuple(mp[:1]) or ('main',)
-    # file level: longest prefix that is a file
-    for k in range(len(mp),-1,-1):
-        if tuple(mp[:k]) in mods: return tuple(mp[:k]) or ('main',)
-    return ('main',)
-g=collections.defaultdict(set)
-for f in files:
-    me=tuple(modpath(f)); src=text=open(os.path.join(root,f)).read()
-    # drop test modules
-    text=re.split(r'#\[cfg\(test\)\]\s*mod tests',text)[0]
-    text=re.sub(r'//.*','',text)
-    refs=[]
-    for m in re.finditer(r'\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)',text):
-        refs.append(m.group(1).split('::'))
-    for m in re.finditer(r'\bcrate::\{([^}]*)\}',text):
-        for part in m.group(1).split(','):
-            part=part.strip().split('::')
-            if part[0]: refs.append(part)
-    base=list(me) if (f.endswith('mod.rs')) else list(me[:-1])
-    for m in re.finditer(r'\b((?:super::)+)((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)',text):
-        n=m.group(1).count('super::')
-        b=base[:len(base)-n+1] if False else (list(me)[:len(me)-n])
-        refs.append(b+m.group(2).split('::'))
-    for m in re.finditer(r'\bself::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)',text):
-        refs.append(list(me)+m.group(1).split('::'))
-    a=unit(list(me))
+    if level == "top":
+        return tuple(mp[:1]) or ("main",)
+    for k in range(len(mp), -1, -1):
+        if tuple(mp[:k]) in mods:
+            return tuple(mp[:k]) or ("main",)
+    return ("main",)
+g = collections.defaultdict(set)
+where = collections.defaultdict(set)
+for f, (me, test) in files.items():
+    if test:
+        continue
+    text = open(f).read()
+    text = re.split(r"#\[cfg\(test\)\]\s*(?:pub )?mod tests", text)[0]
+    text = re.sub(r"//.*", "", text)
+    kids = re.findall(r"^(?:pub(?:\([a-z]+\))? )?mod ([a-z_][a-z0-9_]*);", text, re.M)
+    refs = []
+    for m in re.finditer(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", text):
+        refs.append(m.group(1).split("::"))
+    for m in re.finditer(r"\bcrate::\{([^}]*)\}", text):
+        for part in m.group(1).split(","):
+            part = part.strip().split("::")
+            if part[0]:
+                refs.append(part)
+    for m in re.finditer(r"\b((?:super::)+)((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", text):
+        n = m.group(1).count("super::")
+        refs.append(list(me)[: len(me) - n] + m.group(2).split("::"))
+    for m in re.finditer(r"\b((?:super::)+)\{", text):
+        refs.append(list(me)[: len(me) - m.group(1).count("super::")])
+    for m in re.finditer(r"\bself::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", text):
+        refs.append(list(me) + m.group(1).split("::"))
+    # A child module named bare in the file that declares it (`phases::x` beside `mod phases;`).
+    for k in kids:
+        for m in re.finditer(r"(?<![\w:])" + k + r"::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", text):
+            refs.append(list(me) + [k] + m.group(1).split("::"))
+    a = unit(list(me))
+    top_a = (me[:1] or ["main"])[0]
     for r in refs:
-        b=unit(r)
-        if b!=a and b!=('main',): g[a].add(b)
-# tarjan
-idx={};low={};st=[];on=set();out=[];c=[0]
+        b = unit(r)
+        if b != a and b != ("main",):
+            g[a].add(b)
+        top_b = r[0] if r else "main"
+        if top_b != top_a and top_b in rank:
+            where[(top_a, top_b)].add(f)
+
+bad = False
+if level == "top":
+    # Nothing below pipeline imports it.
+    up = sorted((a, f) for (a, b), fs in where.items() if b == "pipeline" and a not in ABOVE_PIPELINE for f in fs)
+    for a, f in up:
+        print(f"check-layers: {f} ({a}) imports pipeline, which only main.rs, cli/ and commands/ may", file=sys.stderr)
+    if not up:
+        print("check-layers: nothing below pipeline imports it")
+    # The layers: no import from a lower layer to a higher one.
+    tops = {(mp[:1] or ["main"])[0] for mp, t in files.values() if not t}
+    unknown = sorted(tops - set(rank))
+    for m in unknown:
+        print(f"check-layers: module {m} has no layer (add it to LAYERS in scripts/check-layers.sh)", file=sys.stderr)
+    upward = sorted((a, b, f) for (a, b), fs in where.items() if a in rank and rank[a] < rank[b] for f in fs)
+    for a, b, f in upward:
+        print(f"check-layers: {f}: {a} ({layer_name[a]}) imports {b} ({layer_name[b]}), a higher layer",
+              file=sys.stderr)
+    if not upward and not unknown:
+        print("check-layers: no import runs from a lower layer to a higher one")
+    bad = bool(up or upward or unknown)
+
+# Cycles (Tarjan's strongly connected components).
+idx, low, st, on, out, c = {}, {}, [], set(), [], [0]
 sys.setrecursionlimit(10000)
 def sc(v):
-    idx[v]=low[v]=c[0];c[0]+=1;st.append(v);on.add(v)
-    for w in g.get(v,()):
-        if w not in idx: sc(w);low[v]=min(low[v],low[w])
-        elif w in on: low[v]=min(low[v],idx[w])
-    if low[v]==idx[v]:
-        comp=[]
+    idx[v] = low[v] = c[0]; c[0] += 1; st.append(v); on.add(v)
+    for w in g.get(v, ()):
+        if w not in idx:
+            sc(w); low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], idx[w])
+    if low[v] == idx[v]:
+        comp = []
         while True:
-            w=st.pop();on.discard(w);comp.append(w)
-            if w==v:break
-        if len(comp)>1: out.append(comp)
-for v in list(g): 
-    if v not in idx: sc(v)
+            w = st.pop(); on.discard(w); comp.append(w)
+            if w == v:
+                break
+        if len(comp) > 1:
+            out.append(comp)
+for v in list(g):
+    if v not in idx:
+        sc(v)
 for comp in out:
-    print('cycle:', ' '.join(sorted('::'.join(x) for x in comp)))
+    print("cycle:", " ".join(sorted("::".join(x) for x in comp)))
     for a in sorted(comp):
-        print('   ','::'.join(a),'->',', '.join(sorted('::'.join(b) for b in g[a] if b in comp)))
-
+        print("   ", "::".join(a), "->", ", ".join(sorted("::".join(b) for b in g[a] if b in comp)))
 if not out:
     print(f"check-layers: no import cycle among src/ modules ({level} level)")
-sys.exit(1 if out else 0)
+sys.exit(1 if (out or bad) else 0)
 PY
 then :; else
-  echo "check-layers: import cycle (above)" >&2
+  echo "check-layers: a layer rule is broken or modules import each other in a cycle (above)" >&2
   status=1
 fi
 exit "$status"

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::pipeline::{Blocker, Kind, PhaseId};
+use crate::plan::{Blocker, Kind, PhaseId};
 use std::process::ExitCode;
 
 /// Why a command did not succeed, in the terms of the exit-code contract.

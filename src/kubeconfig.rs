@@ -444,6 +444,11 @@ pub async fn mint_exec(kc: &mut Kubeconfig, context: &str, timeout: Duration) ->
     Ok(Some(Minted { expires }))
 }
 
+/// The k3d server container the API is reached at from inside the cluster's network.
+pub fn k3d_server(cluster: &str) -> String {
+    format!("https://k3d-{cluster}-server-0:6443")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

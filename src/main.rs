@@ -1,8 +1,8 @@
 //! `eas`: installs Intel's Enterprise AI Solutions inference stack, with the Agent Toolkit on
 //! top, onto an existing k3s or k3d cluster. See SPEC.md for the contract.
 
+mod act;
 mod atomic;
-mod bastion;
 mod bounded;
 mod cli;
 mod cluster;
@@ -25,9 +25,7 @@ mod overlay;
 mod pin_lock;
 mod pins;
 mod pipeline;
-mod plan_data;
-mod plan_view;
-mod prepare;
+mod plan;
 mod prereq;
 #[cfg(test)]
 mod proptests;
@@ -39,13 +37,11 @@ mod settings;
 mod since_last;
 mod sources;
 mod state;
-mod status;
 mod text;
 #[cfg(test)]
 #[path = "../tests/support/tls_front.rs"]
 mod tls_front;
 mod trees;
-mod up;
 mod verify;
 
 use clap::Parser;
@@ -67,7 +63,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let env = settings::Env::from_process();
-    let secret_vars = bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
+    let secret_vars = crate::act::bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
     secrets::learn_env(&env.lookup(), secret_vars);
     // A kubeconfig copy (a token, a client key) or an overlay index a SIGKILLed run left goes
     // before anything else.

@@ -5,7 +5,7 @@
 //! dry run's own flags are dropped. Pure.
 
 use crate::installer::command::shell_line;
-use crate::pipeline::Plan;
+use crate::plan::Plan;
 
 /// Flags that only a dry run takes, with whether each takes a value.
 const DRY_RUN_ONLY: &[(&str, bool)] =
@@ -153,11 +153,11 @@ mod tests {
         plan.apply_command = Some("eas up --yes --pins p.json".into());
         assert_eq!(header(&plan, 80), ["eas up --yes --pins p.json"]);
         assert_eq!(closing(&plan, 80), ["", "next: eas up --yes --pins p.json"]);
-        plan.blockers.push(crate::pipeline::Blocker::new(
-            crate::pipeline::PhaseId::Preflight,
+        plan.blockers.push(crate::plan::Blocker::new(
+            crate::plan::PhaseId::Preflight,
             "no Docker",
             "start it",
-            crate::pipeline::Kind::Failed,
+            crate::plan::Kind::Failed,
         ));
         let c = closing(&plan, 80);
         assert!(c[1].starts_with("next: remove the blockers above"), "{c:?}");

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::SelectArgs;
-use crate::pipeline::{DownId, PhaseId};
+use crate::plan::{DownId, PhaseId};
 use crate::settings::{NodeFile, NodeSocket, timeouts};
 
 #[derive(Args, Debug, Clone)]
@@ -152,7 +152,7 @@ fn named_secs<T>(s: &str, named: impl Fn(&str) -> Result<T, String>) -> Result<(
 }
 
 fn phase_timeout(s: &str) -> Result<(PhaseId, u64), String> {
-    named_secs(s, |name| crate::up::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}")))
+    named_secs(s, |name| crate::pipeline::phase::phase_named(name).ok_or_else(|| format!("no phase named {name:?}")))
 }
 
 /// `eas doctor`: `eas up`'s selection and node flags, with the same defaults.
@@ -232,7 +232,7 @@ pub struct DownArgs {
 }
 
 fn down_phase_timeout(s: &str) -> Result<(DownId, u64), String> {
-    named_secs(s, |name| match crate::pipeline::DOWN_PHASES.iter().find(|p| p.name == name) {
+    named_secs(s, |name| match crate::plan::DOWN_PHASES.iter().find(|p| p.name == name) {
         None => Err(format!("no phase of eas down named {name:?}")),
         Some(p) if p.id == DownId::Teardown => Err("the teardown's timeout is --teardown-timeout".into()),
         Some(p) => Ok(p.id),

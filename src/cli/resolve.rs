@@ -2,14 +2,15 @@
 
 use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
-use crate::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
+use crate::act::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
 use crate::config::fit::FitSettings;
 use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
+use crate::pipeline::down::DownSettings;
+use crate::pipeline::settings::{Repos, UpSettings};
 use crate::settings::{CaBundle, ConfigSettings, Env, Global, OverlaySettings, Select};
-use crate::up::down::DownSettings;
-use crate::up::{Repos, UpSettings, VerifySettings};
+use crate::verify::recorded::VerifySettings;
 
 /// The global flags and the environment, as the settings every command shares. A `--ca-bundle`
 /// that cannot be read or holds anything but certificates is bad input, before any command runs.
@@ -117,7 +118,7 @@ fn image(a: ImageArgs, global: &Global) -> ImageSettings {
 /// `eas up`'s settings. The timeouts resolve once here: two flags for one phase are a usage
 /// error (exit 2).
 pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
-    let phase_timeouts = crate::pipeline::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
+    let phase_timeouts = crate::plan::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
         .map_err(|e| Failure::bad_input(e, "give each phase's timeout once"))?;
     {
         Ok(UpSettings {
@@ -175,9 +176,9 @@ impl From<VerifyArgs> for VerifySettings {
     }
 }
 
-impl From<StatusArgs> for crate::status::StatusSettings {
+impl From<StatusArgs> for crate::verify::status::StatusSettings {
     fn from(a: StatusArgs) -> Self {
-        crate::status::StatusSettings { output: a.output.into() }
+        crate::verify::status::StatusSettings { output: a.output.into() }
     }
 }
 
@@ -197,7 +198,7 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
 }
 
 /// `eas doctor`'s settings: `eas up`'s, as a dry run.
-pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::up::doctor::DoctorSettings, Failure> {
+pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::pipeline::doctor::DoctorSettings, Failure> {
     {
         let up = UpSettings {
             dry_run: true,
@@ -216,8 +217,8 @@ pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::up::doctor::DoctorSetti
             image: a.image.into(),
             gather: a.gather.into(),
             ledger_timeout: crate::settings::timeouts::LEDGER,
-            phase_timeouts: crate::pipeline::PhaseTimeouts::default(),
+            phase_timeouts: crate::plan::PhaseTimeouts::default(),
         };
-        Ok(crate::up::doctor::DoctorSettings { up, output: a.output.into() })
+        Ok(crate::pipeline::doctor::DoctorSettings { up, output: a.output.into() })
     }
 }

@@ -18,6 +18,10 @@ pub mod typed;
 
 pub use api::*;
 pub use objects::*;
+use std::time::Duration;
+
+/// Every cluster API call's deadline (a list, a get, a delete).
+pub const CALL: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -1,12 +1,11 @@
-//! `eas bastion build|run`: the domain (`crate::bastion`) builds or finds the pinned image and
+//! `eas bastion build|run`: the domain (`crate::act::bastion`) builds or finds the pinned image and
 //! runs a command in it; here the tag is printed on stdout and a container's exit code becomes
 //! the process's (a command run on the user's behalf passes its code through).
 
-use crate::bastion::kubeconfig;
-use crate::bastion::run::{self, ContainerRunner, DockerRunner, Outcome};
-use crate::bastion::{
-    BastionCommand, BastionError, BuildSettings, LockMode, RunSettings, image, installer_env, minted_source, prepare,
-    prepare_with, standard,
+use crate::act::bastion::run::{self, ContainerRunner, DockerRunner, Outcome};
+use crate::act::bastion::{
+    BastionCommand, BastionError, BuildSettings, LockMode, RunSettings, image, installer_env, kubeconfig,
+    minted_source, prepare, prepare_with, standard,
 };
 use crate::error::Failure;
 use crate::output::Shell;

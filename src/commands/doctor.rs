@@ -3,8 +3,8 @@
 
 use crate::error::Failure;
 use crate::output::Shell;
+use crate::pipeline::doctor::{self, DoctorSettings};
 use crate::settings::Global;
-use crate::up::doctor::{self, DoctorSettings};
 
 pub fn run(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let checks = doctor::checks(args, global, shell)?;

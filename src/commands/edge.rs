@@ -3,7 +3,7 @@
 //! it. The mapping lives in the command layer, above every domain module (so `crate::error`, the
 //! lowest layer, imports none of them); the run's pipeline uses it through `?` as the commands do.
 
-use crate::bastion::BastionError;
+use crate::act::bastion::BastionError;
 use crate::error::Failure;
 use crate::kubeconfig::TargetError;
 use crate::overlay::{ApplyError, DataError, GitError, OverlayError};
@@ -136,15 +136,15 @@ impl From<crate::state::journal::JournalError> for Failure {
 }
 
 /// Exit 1: the installer's env files are not what eas expects (nothing reached the cluster).
-impl From<crate::prepare::global_config::GlobalConfigError> for Failure {
-    fn from(e: crate::prepare::global_config::GlobalConfigError) -> Self {
+impl From<crate::act::prepare::global_config::GlobalConfigError> for Failure {
+    fn from(e: crate::act::prepare::global_config::GlobalConfigError) -> Self {
         let hint = e.hint();
         Failure::step_next("prepare", e, hint)
     }
 }
 
-impl From<crate::prepare::models::ModelsError> for Failure {
-    fn from(e: crate::prepare::models::ModelsError) -> Self {
+impl From<crate::act::prepare::models::ModelsError> for Failure {
+    fn from(e: crate::act::prepare::models::ModelsError) -> Self {
         let hint = e.hint();
         Failure::step_next("prepare", e, hint)
     }
@@ -187,7 +187,7 @@ impl From<BastionError> for Failure {
                 "the image was changed after eas built it: rebuild it with `eas bastion build --rebuild`",
             ),
             // A blocker (exit 1): this eas's image would lack a tool the installer calls.
-            B::Context(crate::bastion::context::ContextError::ToolsUnprovided(_)) => Failure::step_next(
+            B::Context(crate::act::bastion::context::ContextError::ToolsUnprovided(_)) => Failure::step_next(
                 "bastion",
                 e,
                 "bastion/Dockerfile must provide every tool of data/toolbox.json (a package of its package step, \
@@ -196,32 +196,32 @@ impl From<BastionError> for Failure {
             B::Context(ref c) => Failure::bad_input(
                 e.to_string(),
                 match c {
-                    crate::bastion::context::ContextError::UnpinnedBase { .. } => {
+                    crate::act::bastion::context::ContextError::UnpinnedBase { .. } => {
                         "pass --base-image REF@sha256:<digest> (or EAS_BASE_IMAGE), record the digest with \
                      `eas bastion build --lock` on a connected machine, or add --allow-unpinned-base for a local test image"
                     }
-                    crate::bastion::context::ContextError::MissingSha256(_) => {
+                    crate::act::bastion::context::ContextError::MissingSha256(_) => {
                         "on a connected machine run `eas bastion build --lock` (checked against each publisher's checksum; \
                      it writes the pins file `eas pins show` names), or write the publisher's sha256 into that file"
                     }
-                    crate::bastion::context::ContextError::LockMalformed { .. }
-                    | crate::bastion::context::ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
-                    crate::bastion::context::ContextError::ToolsUnprovided(_) => unreachable!("mapped above"),
+                    crate::act::bastion::context::ContextError::LockMalformed { .. }
+                    | crate::act::bastion::context::ContextError::LockStale(_) => crate::hints::PYTHON_LOCK,
+                    crate::act::bastion::context::ContextError::ToolsUnprovided(_) => unreachable!("mapped above"),
                 },
             ),
-            B::Publisher(crate::bastion::publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
+            B::Publisher(crate::act::bastion::publisher::PublisherError::Artifact(a)) => B::Artifact(a).into(),
             B::Publisher(p) => Failure::Refused(vec![
                 p.to_string(),
                 "nothing was recorded; pass --trust-on-first-use to record the download as it is \
                  (its pins row's source will say so), or write the publisher's sha256 into the pins file"
                     .into(),
             ]),
-            B::Artifact(crate::bastion::artifacts::ArtifactError::Mismatch { .. }) => Failure::step_next(
+            B::Artifact(crate::act::bastion::artifacts::ArtifactError::Mismatch { .. }) => Failure::step_next(
                 "bastion artifacts",
                 e,
                 "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
             ),
-            B::Artifact(crate::bastion::artifacts::ArtifactError::Cache { ref path, .. }) => {
+            B::Artifact(crate::act::bastion::artifacts::ArtifactError::Cache { ref path, .. }) => {
                 let next = format!(
                     "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
                 );
@@ -232,19 +232,19 @@ impl From<BastionError> for Failure {
                 e,
                 "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
             ),
-            B::Image(crate::bastion::image::ImageError::Connect(_)) => {
+            B::Image(crate::act::bastion::image::ImageError::Connect(_)) => {
                 Failure::step_next("docker", e, crate::hints::DOCKER)
             }
-            B::Image(crate::bastion::image::ImageError::BaseMissing(ref r)) => {
+            B::Image(crate::act::bastion::image::ImageError::BaseMissing(ref r)) => {
                 let hint = crate::hints::base_missing(r);
                 Failure::bad_input(e.to_string(), hint)
             }
-            B::Image(crate::bastion::image::ImageError::Build { .. }) => Failure::step_next(
+            B::Image(crate::act::bastion::image::ImageError::Build { .. }) => Failure::step_next(
                 "bastion build",
                 e,
                 "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
             ),
-            B::Image(crate::bastion::image::ImageError::TimedOut { .. }) => Failure::step_next(
+            B::Image(crate::act::bastion::image::ImageError::TimedOut { .. }) => Failure::step_next(
                 "bastion build",
                 e,
                 "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",

@@ -1,17 +1,17 @@
 //! `eas status [--output text|json]`: what `eas up` installed and how it is now (SPEC §6). The
-//! domain (`crate::status`) reads; here its answer is printed, and its failure becomes the error
+//! domain (`crate::verify::status`) reads; here its answer is printed, and its failure becomes the error
 //! document, the lines on stderr and the exit code (1 when the cluster could not be read).
 
 use crate::error::Failure;
 use crate::output::{OutputFormat, Shell};
 use crate::settings::Global;
-use crate::status::{self, Cluster, SCHEMA, StatusError, StatusSettings};
+use crate::verify::status::{self, Cluster, SCHEMA, StatusError, StatusSettings};
 
 const NEXT: &str = "check the API server (`eas doctor`)";
 
 /// SIGINT/SIGTERM end every wait (exit 130): status only reads.
 pub fn run(args: &StatusSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let root = crate::up::state_root(global)?;
+    let root = crate::state::run::state_root(global)?;
     let now = crate::runtime::block_on_interruptible(async {
         status::read(&root, global).await.map_err(|e| failed(args, &root, e, shell))
     })?;

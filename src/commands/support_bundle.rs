@@ -152,7 +152,7 @@ fn finish(bundle: Bundle) -> (Vec<(String, Vec<u8>)>, Value) {
     collected.push("manifest.json");
     let manifest = json!({
         "schema": SCHEMA,
-        "created": crate::up::now(),
+        "created": crate::state::run::now(),
         "eas_version": env!("CARGO_PKG_VERSION"),
         "cluster": crate::secrets::mask(&about.to_string()).parse::<Value>().unwrap_or(Value::Null),
         "limits": {"log_lines_per_container": LOG_LINES, "cluster_bytes": CLUSTER_BYTES, "seconds": DEADLINE.as_secs()},
@@ -191,7 +191,7 @@ async fn collect(global: &Global) -> (Bundle, String) {
     let deadline = Instant::now() + DEADLINE;
     let mut b = Bundle::default();
     let target = crate::gather::target(global, CALL).await;
-    let root = crate::up::state_root(global);
+    let root = crate::state::run::state_root(global);
     let (target, context) = match target {
         Ok(t) => {
             let c = t.context.clone();

@@ -1,4 +1,4 @@
-//! `eas up`: the list of phases runs in the domain (`crate::up`); a dry run's plan comes back
+//! `eas up`: the list of phases runs in the domain (`crate::pipeline`); a dry run's plan comes back
 //! here to be printed (text, or the one eas-plan/v1 document), written to `--out`, and turned
 //! into the exit code: 3 when a refusal is among the blockers, else 4 on a STOP, else 0
 //! (`--fail-on-blockers`: the first blocker's code). On exit 2 or 3, `--out` holds none of the
@@ -8,13 +8,14 @@
 use crate::config::write;
 use crate::error::Failure;
 use crate::output::Shell;
-use crate::pipeline::Plan;
+use crate::pipeline::settings::UpSettings;
+use crate::pipeline::up::Ran;
+use crate::plan::Plan;
 use crate::settings::Global;
-use crate::up::{Ran, UpSettings};
 
 pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
     // `--output json` without `--dry-run` never gets here: the command line's parser refuses it.
-    let result = match crate::up::run(args, global, shell) {
+    let result = match crate::pipeline::up::run(args, global, shell) {
         Ok(Ran::Acted) => Ok(()),
         Ok(Ran::Planned { mut plan, files }) => return dry_run_end(&mut plan, args, global, &files, shell),
         Err(f) => Err(f),
@@ -44,8 +45,8 @@ fn dry_run_end(
     files: &[(String, String)],
     shell: &Shell,
 ) -> Result<(), Failure> {
-    use crate::pipeline::Kind;
-    let kind = crate::pipeline::dry_run_exit(&plan.blockers, args.fail_on_blockers);
+    use crate::plan::Kind;
+    let kind = crate::plan::dry_run_exit(&plan.blockers, args.fail_on_blockers);
     plan.exit_code = kind.map_or(0, Kind::exit_code);
     print_plan(plan, args, global, files, !matches!(kind, Some(Kind::BadInput | Kind::Refusal)), shell)?;
     match kind {
@@ -66,9 +67,11 @@ fn print_plan(
         // serde_json escapes control characters itself.
         shell.document(serde_json::to_value(plan).expect("the plan serialises"));
     } else {
-        let view =
-            crate::plan_view::View { width: crate::plan_view::terminal_width(&global.env), explain: args.explain };
-        for line in crate::plan_view::render(plan, view).lines() {
+        let view = crate::pipeline::plan_view::View {
+            width: crate::pipeline::plan_view::terminal_width(&global.env),
+            explain: args.explain,
+        };
+        for line in crate::pipeline::plan_view::render(plan, view).lines() {
             shell.out(crate::text::escape_controls(line));
         }
     }

@@ -5,10 +5,10 @@
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::settings::Global;
-use crate::up::VerifySettings;
+use crate::verify::recorded::VerifySettings;
 
 pub fn run(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let result = crate::up::verify_recorded(args, global, shell);
+    let result = crate::verify::recorded::verify_recorded(args, global, shell);
     if args.output.is_json() {
         shell.document(document(&result));
     } else if let Ok(lines) = &result {

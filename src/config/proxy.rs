@@ -118,7 +118,7 @@ pub fn apply(d: &mut Decision, facts: &Facts, env: &ProxyEnv, api_server: Option
     let cidrs: Vec<&str> = cidrs.iter().map(String::as_str).collect();
     let mut hosts: Vec<String> = api_server.map(|s| crate::net::proxy::scheme_and_host(s).1).into_iter().collect();
     if let Some(k3d) = &facts.cluster.k3d_cluster {
-        hosts.push(crate::net::proxy::scheme_and_host(&crate::bastion::kubeconfig::k3d_server(k3d)).1);
+        hosts.push(crate::net::proxy::scheme_and_host(&crate::kubeconfig::k3d_server(k3d)).1);
     }
     let Some(np) = no_proxy(facts, env, &cidrs, &hosts) else { return };
     let set: Vec<&str> = [("HTTP_PROXY", env.http.is_some()), ("HTTPS_PROXY", env.https.is_some())]

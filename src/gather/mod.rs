@@ -7,10 +7,13 @@
 //! the access reviews), whatever the cluster's size; the node side reads each node's containerd
 //! config from the k3d node container (Docker API), this host, or a file the operator supplies.
 
+pub mod catalog;
 pub mod containerd;
 pub mod docker;
 pub mod helm;
+pub mod hf;
 pub mod host;
+pub mod knob_audit;
 pub mod nodes;
 pub mod objects;
 pub mod pods;

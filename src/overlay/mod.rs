@@ -12,6 +12,7 @@ pub mod git;
 pub mod moved;
 pub mod patch;
 pub mod probe;
+pub mod profiles;
 
 use std::path::Path;
 

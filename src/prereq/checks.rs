@@ -2,7 +2,7 @@
 
 use crate::config::data as config_data;
 use crate::facts::{self, Facts, Node};
-use crate::pipeline::PhaseId;
+use crate::plan::PhaseId;
 
 use super::{Check, Data, Inputs, Recorded};
 

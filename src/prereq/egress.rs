@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::Check;
 use crate::net::download::Downloader;
-use crate::pipeline::PhaseId;
+use crate::plan::PhaseId;
 
 /// Each request's connect and whole-answer limits; the probe as a whole ends at [`WHOLE`].
 pub const CONNECT: Duration = Duration::from_secs(5);

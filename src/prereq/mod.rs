@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use serde::Deserialize;
 
 use crate::facts::Facts;
-use crate::pipeline::{Blocker, PhaseId};
+use crate::plan::{Blocker, PhaseId};
 
 /// `data/prereq.json`.
 #[derive(Debug, Deserialize)]
@@ -176,7 +176,7 @@ impl Report {
                 c.findings
                     .iter()
                     .filter(|f| f.severity == Severity::Refuse)
-                    .map(|f| Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), crate::pipeline::Kind::Refusal))
+                    .map(|f| Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), crate::plan::Kind::Refusal))
             })
             .collect()
     }

@@ -39,7 +39,7 @@ fn each_case_refuses_at_its_gate_only() {
         let blockers = r.blockers();
         assert_eq!(blockers.is_empty(), want.is_empty(), "{name}");
         for b in &blockers {
-            assert_eq!(b.kind, crate::pipeline::Kind::Refusal, "{name}: a refusal");
+            assert_eq!(b.kind, crate::plan::Kind::Refusal, "{name}: a refusal");
             assert!(!b.fix.is_empty(), "{name}: every blocker says how to remove it");
         }
         if let Some(cause) = case["cause"].as_str() {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ledger::Ledger;
-use crate::pipeline::{PHASES, PhaseId};
+use crate::plan::{PHASES, PhaseId};
 
 pub const FILE: &str = "state.json";
 pub const SCHEMA_VERSION: u32 = 1;
@@ -258,7 +258,7 @@ impl State {
             e.finished = Some(now.to_string());
             e.message = Some("interrupted (Ctrl-C or SIGTERM)".into());
         }
-        self.exit_code = Some(crate::pipeline::Kind::Interrupted.exit_code());
+        self.exit_code = Some(crate::plan::Kind::Interrupted.exit_code());
         self.finished = Some(now.to_string());
     }
 

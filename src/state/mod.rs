@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod lock;
 pub mod records;
 pub mod resume;
+pub mod run;
 pub mod since;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -131,7 +132,8 @@ mod tests {
                 ErrorKind::ReadOnlyFilesystem => libc::EROFS,
                 _ => libc::EACCES,
             };
-            let f = crate::up::io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
+            let f =
+                crate::state::run::io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
             let lines = f.lines();
             assert_eq!(lines[0], first);
             assert!(lines[1].starts_with(next), "{lines:?}");

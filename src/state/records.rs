@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::StateDir;
 use super::journal::{JournalError, State, Status};
-use crate::pipeline::PhaseId;
+use crate::plan::PhaseId;
 
 /// The directory beside `state.json` that holds the latest attempt.
 pub const ATTEMPT: &str = "attempt";

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use super::journal::{State, Status};
 use super::since::{Completed, is_completed};
-use crate::pipeline::{PHASES, PhaseId, Resume};
+use crate::plan::{PHASES, PhaseId, Resume};
+use crate::settings::{Global, Select};
 pub use crate::since_last::RunKind;
 use crate::since_last::SinceLast;
 
@@ -188,6 +189,34 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
 /// The next-step line for a record whose run did not succeed, if it did not.
 pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
     state.failed_phase().map(|e| what_next(e.phase, e.status, inv))
+}
+
+/// The follow-up commands repeat the user's flags.
+pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> Invocation {
+    let mut g = Vec::new();
+    if let Some(k) = &global.kubeconfig {
+        g.extend(["--kubeconfig".to_string(), k.display().to_string()]);
+    }
+    if let Some(c) = &global.context {
+        g.extend(["--context".to_string(), c.clone()]);
+    }
+    if let Some(s) = &global.state_dir {
+        g.extend(["--state-dir".to_string(), s.display().to_string()]);
+    }
+    let mut sel = Vec::new();
+    if let Some(p) = &select.profile {
+        sel.extend(["--profile".to_string(), p.clone()]);
+    }
+    if let Some(r) = &select.git_ref {
+        sel.extend(["--ref".to_string(), r.clone()]);
+    }
+    if let Some(m) = &select.model {
+        sel.extend(["--model".to_string(), m.clone()]);
+    }
+    if let crate::pins::Source::Flag(p) = &select.pins {
+        sel.extend(["--pins".to_string(), p.display().to_string()]);
+    }
+    Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub use crate::since_last::{DecisionChange, FileChange, PatchChange, PinMove, Si
 use super::journal::{JournalError, State, Status, create_private_dir, write_atomic};
 use super::ledger::{Release, Snapshot};
 use crate::facts::Facts;
-use crate::pipeline::{PhaseId, PlanDecision, PlanPatch};
+use crate::plan::{PhaseId, PlanDecision, PlanPatch};
 
 /// The directory beside `state.json` that keeps the last completed run.
 pub const COMPLETED: &str = "completed";
@@ -178,7 +178,7 @@ impl Completed {
 
     /// Whether its verification failed (it exited 5).
     pub fn verify_failed(&self) -> bool {
-        self.state.exit_code == Some(crate::pipeline::Kind::Verify.exit_code())
+        self.state.exit_code == Some(crate::plan::Kind::Verify.exit_code())
             || self.state.entry(PhaseId::Verify).status == Status::Failed
     }
 }
@@ -189,8 +189,8 @@ fn pretty(v: &impl Serialize) -> String {
     s
 }
 
-fn outcome(s: &str) -> crate::pipeline::PatchOutcome {
-    use crate::pipeline::PatchOutcome::*;
+fn outcome(s: &str) -> crate::plan::PatchOutcome {
+    use crate::plan::PatchOutcome::*;
     match s {
         "apply" => Apply,
         "merged" => Merged,

@@ -8,7 +8,9 @@ pub mod checks;
 pub mod devices;
 pub mod kserve;
 pub mod reach;
+pub mod recorded;
 pub mod servers;
+pub mod status;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

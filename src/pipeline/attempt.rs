@@ -1,0 +1,77 @@
+//! The attempt: a real run that ends before its install phase began (blocked by its plan, or
+//! failed in an act before the install) is recorded beside the state, never in place of an
+//! earlier install's record: `<state>/attempt/` holds its `attempt.json` (phase, exit code,
+//! cause), its facts, plan and choices, its journal `state.json`, and its log.
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::output::Shell;
+use crate::plan::PhaseId;
+use crate::state::StateDir;
+
+use crate::pipeline::phases::Planned;
+use crate::pipeline::runner::Runner;
+use crate::pipeline::settings::ATTEMPT;
+use crate::state::run::now;
+
+/// A real run with blockers: every one printed, the attempt recorded beside the state (never in
+/// place of an earlier install's record), and the first blocker's exit code. Nothing was
+/// written to the cluster.
+pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
+    let kind = r.plan.blockers[0].kind;
+    r.plan.exit_code = kind.exit_code();
+    let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
+    shell.note(format!(
+        "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
+        r.plan.blockers.len()
+    ));
+    // Another run's lock: its directory is not this run's to write.
+    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
+        shell.warn(format!("the attempt was not recorded: {e}"));
+    }
+    crate::error::Failure::blocked(&r.plan.blockers, kind)
+}
+
+/// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
+/// each later one; the record names it.
+pub fn attempt_log(r: &mut Runner, dir: &std::path::Path, shell: &Shell) -> std::io::Result<()> {
+    crate::state::journal::create_private_dir(dir)?;
+    let logs = dir.join("logs");
+    crate::state::journal::create_private_dir(&logs)?;
+    let log = logs.join(format!("up-{}.log", now().replace(':', "")));
+    shell.log_to(&log)?;
+    r.state.log_path = Some(log);
+    Ok(())
+}
+
+/// The attempt's record: `attempt.json` (phase, exit code, cause, end) with its facts, plan and
+/// choices beside it, in `<state>/attempt/`.
+fn record_attempt(
+    r: &mut Runner,
+    sd: &StateDir,
+    facts: &Facts,
+    files: &[(String, String)],
+    shell: &Shell,
+) -> std::io::Result<()> {
+    let dir = sd.dir().join(ATTEMPT);
+    // Its log: the lines the run printed, then its blockers.
+    attempt_log(r, &dir, shell)?;
+    let first = &r.plan.blockers[0];
+    let attempt = serde_json::json!({
+        "phase": first.phase, "exit_code": first.exit_code(), "cause": first.cause, "finished_at": now(),
+        "blockers": r.plan.blockers,
+    });
+    let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
+    for b in &r.plan.blockers {
+        shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code()));
+    }
+    write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
+    write("plan.json", &r.plan.to_json())?;
+    let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
+    write("choices.txt", choices)?;
+    write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))?;
+    let mut journal = r.state.clone();
+    journal.exit_code = Some(first.exit_code());
+    journal.finished = Some(now());
+    write(crate::state::journal::FILE, &serde_json::to_string_pretty(&journal).expect("json"))
+}

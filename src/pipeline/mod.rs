@@ -1,0 +1,18 @@
+//! The program's middle: `eas up` ([`up`]) and `eas down` ([`down`]) as lists of phases
+//! ([`phases`], each a [`phase::Phase`]) run by one [`runner`], with what runs around them:
+//! the run settings, `eas doctor`'s checks, the plan's view, the question before the first act,
+//! the attempt's record, the day-two comparison and the closing report. Nothing below this module
+//! imports it (`scripts/check-layers.sh`).
+
+mod attempt;
+mod day_two;
+pub mod doctor;
+pub mod down;
+pub mod phase;
+pub mod phases;
+pub mod plan_view;
+mod prompt;
+mod report;
+pub mod runner;
+pub mod settings;
+pub mod up;

@@ -1,0 +1,54 @@
+//! Facts: the plan half gathers the facts document from the cluster (read-only; without it
+//! nothing can be decided, so its failure ends the plan), discounting what eas's own runs
+//! created. The act half has nothing left to do: the facts were read once, by the plan.
+
+use crate::error::Failure;
+use crate::facts::Facts as Document;
+use crate::gather::{self, GatherOptions};
+use crate::plan::{FactsSummary, PhaseId};
+use crate::state::ledger::Snapshot;
+
+use crate::cluster::CALL;
+use crate::config;
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+
+pub struct Facts<'a> {
+    pub target: &'a crate::cluster::Target,
+    /// What eas's earlier runs created: not the cluster's (their pods do not count against the
+    /// budget of the run after them).
+    pub created: Snapshot,
+}
+
+impl Phase for Facts<'_> {
+    const ID: PhaseId = PhaseId::Facts;
+    const ENDS_PLAN: bool = true;
+    type Planned = Document;
+    type Done = Document;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        format!("gathering facts from {} ({})", self.target.context, self.target.server)
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Document, NoPlan> {
+        let opts = GatherOptions { discount_namespaces: self.created.namespaces.clone(), ..cx.args.gather.clone() };
+        let facts = gather::collect(self.target, &opts, CALL, &cx.global.env, cx.shell, config::fit::landing_node)
+            .await
+            .map_err(Failure::from)?;
+        // The facts as the decisions read them: what eas's runs created is not the cluster's.
+        Ok(crate::state::since::discount(&facts, &self.created))
+    }
+
+    fn note(&mut self, facts: &mut Document, r: &mut Runner) -> Result<(), Failure> {
+        let hash = crate::state::hash_json(facts);
+        r.state.facts_hash = Some(hash.clone());
+        let devices = &config::data::cluster_rules().device_resources;
+        let prefixes: Vec<&str> = devices.iter().map(|d| d.prefix.as_str()).collect();
+        r.plan.facts = Some(FactsSummary::new(facts, &hash, &prefixes));
+        Ok(())
+    }
+
+    async fn act(self, facts: Document, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Document, Failure> {
+        Ok(facts)
+    }
+}

@@ -1,0 +1,282 @@
+//! Lock: one run per cluster. The plan half checks, in one window, the local lock, the cluster's
+//! Lease, the install record the act will resume from and the last completed run this one is
+//! compared with; each failure is a blocker of its own (held, stale, unreadable, or another
+//! host's, each with its fix). The act half takes the local lock and the Lease, then re-reads the
+//! record under the lock: from there on the record is this run's (an attempt until the install
+//! phase begins).
+
+use crate::error::Failure;
+use crate::plan::PhaseId;
+use crate::state::journal::State;
+use crate::state::since::Completed;
+use crate::state::{StateDir, lock};
+
+use crate::act::reap;
+use crate::cluster::{CALL, lease};
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+use crate::pipeline::settings::ATTEMPT;
+use crate::state::run::now;
+
+pub struct Lock<'a> {
+    pub sd: &'a StateDir,
+    pub client: &'a kube::Client,
+    /// This host's engine, where a stale holder's containers are looked for (act half only).
+    pub docker: Option<&'a bollard::Docker>,
+}
+
+/// What the lock's plan half read: the install record and the last completed run.
+pub struct Records {
+    pub latest: Option<State>,
+    pub last: Option<Completed>,
+}
+
+/// The lock held: the local lock file and the cluster's Lease (released after the acts,
+/// whatever their outcome), the dead run whose lock was taken over, and the record as re-read
+/// under the lock.
+pub struct Held {
+    pub local: lock::LockGuard,
+    pub lease: lease::Held,
+    /// The run ids of the dead runs whose lock or Lease was taken over: their containers are
+    /// swept again before this run's first container starts.
+    pub dead: Vec<String>,
+    pub prev: Option<State>,
+    /// The last completed run, as the plan read it.
+    pub last: Option<Completed>,
+}
+
+impl Phase for Lock<'_> {
+    const ID: PhaseId = PhaseId::Lock;
+    type Planned = Records;
+    type Done = Held;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "checking that no other run holds this cluster".into()
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
+        found.extend(blockers(self.sd, self.client, cx.args.break_lock).await);
+        let latest = State::load(&self.sd.state_file()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
+        let last = Completed::load(self.sd.dir()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
+        Ok(Records { latest, last })
+    }
+
+    fn note(&mut self, records: &mut Records, r: &mut Runner) -> Result<(), Failure> {
+        // What earlier runs created (the prerequisites' "earlier install" check discounts it).
+        r.state.ledger = records.latest.as_ref().map(|p| p.ledger.clone()).unwrap_or_default();
+        Ok(())
+    }
+
+    async fn act(self, records: Records, cx: &Cx<'_>, r: &mut Runner) -> Result<Held, Failure> {
+        let sd = self.sd;
+        let break_lock = cx.args.break_lock;
+        crate::state::journal::create_private_dir(sd.dir())
+            .map_err(|e| crate::state::run::io_failure("lock", sd.dir(), e))?;
+        let dead = reap::dead_holder(&sd.lock_file(), break_lock);
+        let local = lock::acquire(&sd.lock_file(), "eas up", &now(), break_lock).map_err(Failure::from)?;
+        let mut dead: Vec<String> = dead.iter().map(lock::Holder::run_id).collect();
+        // Then the cluster's Lease, named for this run: host, pid and run id. A stale holder's
+        // containers on this engine are stopped and removed first.
+        let identity = lease::identity_of(&local.holder);
+        let duration = lease::duration_from(cx.global.env.var(LEASE_SECS));
+        let lease_dead = reap_stale_holder(self.client, self.docker, break_lock, cx.shell).await?;
+        dead.extend(lease_dead.filter(|id| !dead.contains(id)));
+        for id in &dead {
+            if let Some(docker) = self.docker {
+                reap::reap(docker, id, cx.shell).await?;
+            }
+        }
+        let taken = lease::acquire(self.client, &identity, break_lock, CALL, duration)
+            .await
+            .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+        let lease = match taken {
+            lease::Taken::Held(held) => held,
+            // Taken since the plan read it: the same blocker the plan would have listed.
+            lease::Taken::Refused(found) => {
+                return Err(lease_blocker(&found, break_lock)
+                    .err()
+                    .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
+            }
+        };
+        r.fence = Some(lease.fence());
+        // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
+        // killed run left, and only that one.
+        r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
+        let held = Held { local, lease, dead, prev: None, last: records.last };
+        // From here on the record is this run's: the previous one is re-read under the lock.
+        let prev = match State::load(&sd.state_file()) {
+            Ok(p) => p,
+            Err(e) => {
+                held.lease.release(CALL).await;
+                return Err(Failure::from(e));
+            }
+        };
+        if let Some(p) = &prev {
+            crate::pipeline::phases::keep_own(r, p.ledger.clone());
+            if let Some(next) = crate::state::resume::next_for(p, cx.inv) {
+                cx.shell
+                    .note(format!("the previous run did not finish ({next}); resuming: the installer is idempotent"));
+            }
+        }
+        // Until the install phase begins, this run is an attempt: its record goes beside the
+        // state, never over the record of an earlier install (`state.json`), which the install
+        // phase's start replaces. Its log, until the install's takes over with every line so far.
+        let attempt = sd.dir().join(ATTEMPT);
+        let opened = crate::state::journal::create_private_dir(&attempt)
+            .and_then(|()| crate::pipeline::attempt::attempt_log(r, &attempt, cx.shell));
+        if let Err(e) = opened {
+            held.lease.release(CALL).await;
+            return Err(crate::state::run::io_failure("lock", &attempt, e));
+        }
+        r.file = Some(attempt.join(crate::state::journal::FILE));
+        Ok(Held { prev, ..held })
+    }
+}
+
+/// The setting that shortens the Lease's duration (tests; see [`lease::duration_from`]).
+pub const LEASE_SECS: &str = "EAS_LEASE_SECS";
+
+/// The lock's blockers, for `eas up`'s plan half and `eas down` alike: the local lock, then the
+/// cluster's Lease. One run holding both (the same run id) is one blocker, the local lock's.
+pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) -> Vec<Failure> {
+    let mut found = Vec::new();
+    let local = lock::inspect(&sd.lock_file()).ok().flatten();
+    if let Err(f) = lock_blocker(sd, break_lock) {
+        found.push(f);
+    }
+    let lease = match lease::read(client, CALL).await {
+        Ok(l) => l,
+        Err(e) => {
+            found.push(Failure::step_next("lock", e, "check the API server (`eas doctor`)"));
+            return found;
+        }
+    };
+    let local_run = match &local {
+        Some(lock::Found::Live(h) | lock::Found::Stale(h) | lock::Found::OtherHost(h)) => Some(h.run_id()),
+        _ => None,
+    };
+    let same_run = local_run.is_some() && lease.holder().and_then(lease::run_id_of) == local_run.as_deref();
+    if (!same_run || found.is_empty())
+        && let Err(f) = lease_blocker(&lease, break_lock)
+    {
+        found.push(f);
+    }
+    found
+}
+
+/// With `--break-lock`, a stale Lease's holder: its containers on this host's engine (found by
+/// the run id the Lease names) are stopped and removed before the Lease is taken over. Returns
+/// that run id, for the later sweeps.
+pub async fn reap_stale_holder(
+    client: &kube::Client,
+    docker: Option<&bollard::Docker>,
+    break_lock: bool,
+    shell: &crate::output::Shell,
+) -> Result<Option<String>, Failure> {
+    if !break_lock {
+        return Ok(None);
+    }
+    let found = lease::read(client, CALL)
+        .await
+        .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+    let lease::Found::Stale { holder, .. } = &found else { return Ok(None) };
+    let Some(id) = lease::run_id_of(holder) else { return Ok(None) };
+    if let Some(docker) = docker {
+        reap::reap(docker, id, shell).await?;
+    }
+    Ok(Some(id.to_string()))
+}
+
+/// The Lease's blocker, for the plan half: another run's (live, its renewals failing, or another
+/// host's just expired), or a stale one without `--break-lock`.
+pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failure> {
+    let what = format!("the cluster's Lease {}/{}", lease::NAMESPACE, lease::NAME);
+    let wait = "wait for that run to finish (`eas status` on its host), then run the command again";
+    match found {
+        lease::Found::Free => Ok(()),
+        lease::Found::Live { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
+            wait,
+        )),
+        lease::Found::Failing { holder, age_secs, pid } => Err(Failure::step_next(
+            "lock",
+            format!(
+                "another eas run holds {what}: {holder}, alive on this host (pid {pid}); its renewals are failing \
+                 (last renewed {age_secs} s ago)"
+            ),
+            format!("wait for that run to end, or stop it (`kill -INT {pid}`); its Lease is live while it runs"),
+        )),
+        lease::Found::Expired { holder, age_secs, wait_secs } => Err(Failure::step_next(
+            "lock",
+            format!(
+                "{what} of {holder}, another host's run, is expired (renewed {age_secs} s ago); it is taken over \
+                 only once expired for longer than its duration"
+            ),
+            format!("make sure that host's run has ended, then re-run with --break-lock in {wait_secs} s"),
+        )),
+        lease::Found::Stale { .. } if break_lock => Ok(()),
+        lease::Found::Stale { holder, age_secs } => Err(Failure::step_next(
+            "lock",
+            format!("{what} is stale: {holder} has not renewed it for {age_secs} s (its run is gone)"),
+            "re-run with --break-lock to take it over",
+        )),
+        lease::Found::Raced => Err(Failure::step_next(
+            "lock",
+            format!("another eas run took {what} just now"),
+            "wait for that run to finish, then run the command again",
+        )),
+    }
+}
+
+/// The lock as this run would meet it: held, stale, unreadable or another host's is a blocker
+/// (with `--break-lock` a stale, unreadable or other host's lock is one the act takes over).
+pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
+    let path = sd.lock_file();
+    let found = match lock::inspect(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            let hint = e.hint();
+            return Err(Failure::step_next("lock", e, hint));
+        }
+    };
+    let e = match found {
+        None => return Ok(()),
+        Some(lock::Found::Live(holder)) => lock::LockError::Held { path, holder },
+        Some(_) if break_lock => return Ok(()),
+        Some(lock::Found::Stale(h)) => lock::LockError::Stale { path, holder: h },
+        Some(lock::Found::OtherHost(h)) => lock::LockError::OtherHost { path, holder: h },
+        Some(lock::Found::Unreadable(msg)) => lock::LockError::Unreadable { path, msg },
+    };
+    let hint = e.hint();
+    Err(Failure::step_next("lock", e, hint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_blocks_always_stale_only_without_break_lock() {
+        let live = lease::Found::Live { holder: "other/9/x".into(), age_secs: 3 };
+        let stale = lease::Found::Stale { holder: "other/9/x".into(), age_secs: 300 };
+        let e = lease_blocker(&live, true).unwrap_err().to_string();
+        assert!(e.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock: other/9/x"), "{e}");
+        assert!(lease_blocker(&stale, false).unwrap_err().to_string().contains("--break-lock"));
+        assert!(lease_blocker(&stale, true).is_ok());
+        assert!(lease_blocker(&lease::Found::Free, false).is_ok());
+        // A live holder of this host whose renewals fail: live, never "its run is gone".
+        let failing = lease::Found::Failing { holder: "here/9/9-1".into(), age_secs: 85, pid: 9 };
+        let e = lease_blocker(&failing, true).unwrap_err().to_string();
+        assert!(e.contains("alive on this host (pid 9); its renewals are failing") && !e.contains("gone"), "{e}");
+        let expired = lease::Found::Expired { holder: "there/9/9-1".into(), age_secs: 90, wait_secs: 31 };
+        let e = lease_blocker(&expired, true).unwrap_err();
+        assert!(e.to_string().contains("only once expired for longer than its duration"), "{e}");
+    }
+
+    #[test]
+    fn a_lease_another_run_took_between_read_and_write_says_so() {
+        let e = lease_blocker(&lease::Found::Raced, true).unwrap_err().to_string();
+        assert!(e.contains("another eas run took the cluster's Lease kube-system/eas-run-lock just now"), "{e}");
+    }
+}

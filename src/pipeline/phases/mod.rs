@@ -1,0 +1,118 @@
+//! The phases of `eas up`, one type each behind [`crate::pipeline::phase::Phase`], in the order of
+//! `pipeline::PHASES`: lock, preflight, bastion, facts, trees, config, overlay, prepare, install,
+//! record, verify. `super` runs them as its list; what their plan halves settled is gathered in
+//! [`Planned`], and, once no plan half blocked, turned into what the acts consume ([`Ready`]).
+
+pub mod bastion;
+pub mod config;
+pub mod facts;
+pub mod install;
+pub mod lock;
+pub mod overlay;
+pub mod preflight;
+pub mod record;
+pub mod trees;
+pub mod verify;
+
+use std::collections::BTreeMap;
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::plan::PhaseId;
+use crate::state::journal::State;
+use crate::state::ledger::Ledger;
+
+use crate::pipeline::runner::Runner;
+
+/// Everything the plan halves settled; what a phase could not settle is `None`, and a blocker
+/// says why ([`Planned::ready`] turns it into what the acts need).
+pub struct Planned {
+    pub pre: crate::pipeline::phases::preflight::Pre,
+    pub records: Option<crate::pipeline::phases::lock::Records>,
+    pub facts: Facts,
+    pub image: Option<crate::pipeline::phases::bastion::Image>,
+    pub decided: Option<crate::pipeline::phases::config::Decided>,
+    /// The run's one EAS tree, in a temporary directory until the trees' act puts it in place.
+    pub trees: Option<crate::pipeline::phases::trees::Scratch>,
+    pub overlay: Option<crate::pipeline::phases::overlay::Decided>,
+}
+
+impl Planned {
+    /// The files config decided (none when it could not decide).
+    pub fn files(&self) -> &[(String, String)] {
+        self.decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default()
+    }
+
+    /// The acts' inputs, once the plan has no blocker. A missing one without a blocker is a
+    /// fault of eas's, reported as a failed step, never a panic.
+    pub fn ready(self) -> Result<Ready, Failure> {
+        let Planned { pre, records, facts, image, decided, trees, overlay } = self;
+        Ok(Ready {
+            pre,
+            records: records.ok_or_else(|| missing("the lock"))?,
+            facts,
+            image: image.ok_or_else(|| missing("the bastion image"))?,
+            decided: decided.ok_or_else(|| missing("the configuration"))?,
+            trees: trees.ok_or_else(|| missing("the trees"))?,
+            overlay: overlay.ok_or_else(|| missing("the overlay"))?,
+        })
+    }
+}
+
+/// What the acts consume: present, because no plan half blocked.
+pub struct Ready {
+    pub pre: crate::pipeline::phases::preflight::Pre,
+    pub records: crate::pipeline::phases::lock::Records,
+    pub facts: Facts,
+    pub image: crate::pipeline::phases::bastion::Image,
+    pub decided: crate::pipeline::phases::config::Decided,
+    pub trees: crate::pipeline::phases::trees::Scratch,
+    pub overlay: crate::pipeline::phases::overlay::Decided,
+}
+
+/// A plan's answer that is missing although no blocker said why: a fault of eas's.
+pub fn missing(what: &str) -> Failure {
+    Failure::step("plan", format!("no blocker was found, yet {what} was not planned"))
+}
+
+/// Replaces the run's ledger with `l`, keeping what this run recorded of its own objects.
+pub fn keep_own(r: &mut Runner, l: Ledger) {
+    // The probe pods the plan's facts were read with (`--probe-nodes`), made and deleted by
+    // this run: recorded as its own, never as something `eas down` would look for.
+    for (name, uid, node) in crate::gather::probe::take_created() {
+        r.state.ledger.own.push(crate::state::ledger::Own {
+            kind: "Pod".into(),
+            namespace: crate::gather::probe::NAMESPACE.into(),
+            name,
+            uid,
+            holder: format!("probe of node {node}, deleted once read"),
+        });
+    }
+    let own = std::mem::take(&mut r.state.ledger.own);
+    r.state.ledger = l.with_own(own);
+}
+
+/// The inputs of each lasting phase, hashed: a later run skips the phase when they match.
+pub fn inputs_hashes(
+    state: &State,
+    files: &[(String, String)],
+    install: &[String],
+    image: &str,
+) -> BTreeMap<PhaseId, String> {
+    use crate::state::inputs_hash;
+    let shas: Vec<String> = state.pins.shas.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let trees = inputs_hash(&shas);
+    let overlay = inputs_hash(&[trees.clone(), inputs_hash(&state.overlay)]);
+    let texts: Vec<String> = files.iter().map(|(n, t)| format!("{n}\n{t}")).collect();
+    let prepare = inputs_hash(&[overlay.clone(), inputs_hash(&texts), state.env.clone(), state.layer.clone()]);
+    let mut inst = vec![prepare.clone(), image.to_string()];
+    inst.extend(install.iter().cloned());
+    [
+        (PhaseId::Trees, trees),
+        (PhaseId::Overlay, overlay),
+        (PhaseId::Prepare, prepare),
+        (PhaseId::Install, inputs_hash(&inst)),
+    ]
+    .into_iter()
+    .collect()
+}

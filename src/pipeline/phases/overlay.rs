@@ -1,0 +1,165 @@
+//! Overlay: the plan half decides each k3s/k3d patch once, on the one EAS tree the run would
+//! install from, then audits the knobs (each key written must be read at the pinned commits, or
+//! by a patch). A STOP or an audit refusal is a blocker; after a STOP the other pins profiles
+//! whose overlay decides fully are named with their command. The act half applies the patches to
+//! the tree put in place.
+
+use crate::config;
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::plan::{PhaseId, PlanDecision};
+
+use crate::gather::knob_audit;
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phases::trees::{Resolved, Scratch};
+use crate::pipeline::runner::Runner;
+use crate::state::resume::Invocation;
+use std::path::Path;
+
+pub struct Overlay<'a> {
+    pub decision: &'a config::Decision,
+    pub facts: &'a Facts,
+    /// The trees' plan: the scratch tree the overlay is decided on (`None` at act time: the
+    /// trees' act has put it in place).
+    pub scratch: Option<&'a Scratch>,
+    /// Where the trees' act puts the tree the patches are applied to.
+    pub work: std::path::PathBuf,
+}
+
+/// The overlay decided on the scratch tree, and the knob audit's lines and warnings.
+pub struct Decided {
+    pub op: crate::overlay::Plan,
+    audit: Option<crate::knobs::Audit>,
+}
+
+impl Phase for Overlay<'_> {
+    const ID: PhaseId = PhaseId::Overlay;
+    type Planned = Decided;
+    type Done = ();
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "deciding each k3s/k3d patch at the pinned EAS commit".into()
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Decided, NoPlan> {
+        let Some(scratch) = self.scratch else { return Err(NoPlan::Upstream) };
+        let generated = crate::overlay::Generated::from_decision(
+            self.decision,
+            self.facts,
+            &crate::overlay::Overlay::builtin().map_err(Failure::from)?,
+        );
+        let (dir, pins, t) = (scratch.tree(), cx.tree_pins.clone(), scratch.resolved.clone());
+        let (select, inv, dry_run) = (cx.args.select.clone(), cx.inv.clone(), cx.args.dry_run);
+        let job = tokio::task::spawn_blocking(move || {
+            let op = crate::overlay::decide(&dir, &t.eas.sha, Some(&generated))?;
+            // After a STOP: the other pins profiles whose overlay decides fully here.
+            let forward = if op.stops().count() > 0 {
+                way_forward(&select, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
+            } else {
+                Vec::new()
+            };
+            Ok::<_, Failure>((op, forward))
+        });
+        let decided = job.await.map_err(|e| Failure::step("overlay", e))?;
+        let (op, way_forward) = decided?;
+        if op.stops().count() > 0 {
+            let mut lines = op.stop_lines();
+            lines.extend(way_forward);
+            found.push(Failure::OverlayStop(lines));
+        }
+        let audit = match audit(cx, &scratch.resolved, self.decision, &op) {
+            Ok(a) => {
+                for w in &a.warnings {
+                    cx.shell.warn(w);
+                }
+                if !a.refusals.is_empty() {
+                    found.push(Failure::Refused(a.refusals.clone()));
+                }
+                Some(a)
+            }
+            Err(f) => {
+                found.push(f);
+                None
+            }
+        };
+        Ok(Decided { op, audit })
+    }
+
+    fn note(&mut self, d: &mut Decided, r: &mut Runner) -> Result<(), Failure> {
+        r.plan.overlay = crate::plan::data::patches(&d.op);
+        r.state.overlay = d.op.decisions.iter().map(|d| d.line(false)).collect();
+        if let Some(audit) = &d.audit {
+            r.plan.decisions.extend(audit.lines.iter().map(|l| {
+                let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+                let source = "knob audit: git grep at the pinned commits".to_string();
+                PlanDecision {
+                    fact: format!("knob {fact}"),
+                    choice: choice.to_string(),
+                    permalink: source.clone(),
+                    source,
+                }
+            }));
+            r.plan.warnings.extend(audit.warnings.iter().cloned());
+        }
+        Ok(())
+    }
+
+    fn unplanned(&self, r: &mut Runner) {
+        r.plan.overlay_not_decided = Some("the overlay decider failed".into());
+    }
+
+    /// The patches applied to the tree the trees' act put in place.
+    async fn act(self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
+        let op = crate::overlay::Plan { repo: self.work, ..d.op };
+        let job = tokio::task::spawn_blocking(move || crate::overlay::apply(&op).map(|_| ()));
+        Ok(job.await.map_err(|e| Failure::step("overlay", e))??)
+    }
+}
+
+/// The knob audit: each key written must be read at the pinned commits (or by a patch).
+fn audit(
+    cx: &Cx<'_>,
+    t: &Resolved,
+    decision: &config::Decision,
+    op: &crate::overlay::Plan,
+) -> Result<crate::knobs::Audit, Failure> {
+    let tree_pins = cx.tree_pins;
+    let audited = [("eas", &tree_pins.eas, &t.eas), ("ei", &tree_pins.ei, &t.ei), ("eat", &tree_pins.eat, &t.eat)].map(
+        |(name, pin, t)| knob_audit::Tree {
+            name,
+            repo: pin.repo.clone().unwrap_or_default(),
+            objects: t.objects.as_path(),
+            sha: t.sha.as_str(),
+        },
+    );
+    knob_audit::run(&audited, decision, op, &cx.args.allow_unread)
+}
+
+/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+pub fn way_forward(
+    select: &crate::settings::Select,
+    current: &str,
+    mirror: &Path,
+    generated: &crate::overlay::Generated,
+    inv: &Invocation,
+    dry_run: bool,
+) -> Vec<String> {
+    let Ok(pins) = select.pins.load() else { return Vec::new() };
+    let tried = crate::overlay::profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let command = |profile: &str| {
+        let mut other = inv.clone();
+        let mut sel = Vec::new();
+        let mut words = inv.select.iter();
+        while let Some(w) = words.next() {
+            if w == "--profile" || w == "--ref" {
+                words.next();
+            } else {
+                sel.push(w.clone());
+            }
+        }
+        sel.extend(["--profile".to_string(), profile.to_string()]);
+        other.select = sel;
+        if dry_run { other.dry_run() } else { other.up() }
+    };
+    crate::overlay::profiles::lines(&tried, &command)
+}

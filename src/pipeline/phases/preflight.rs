@@ -1,0 +1,185 @@
+//! Preflight: the plan half reads the cluster's identity (it keys the state; without it nothing
+//! can be decided, so its failure ends the plan) and checks Docker and git on this host (each a
+//! blocker when it fails), with the egress probe started first so that it overlaps the rest of
+//! the plan. The act half, once the lock is held, removes what a killed run left: its
+//! containers, its scratch work trees and its probe pods.
+
+use std::time::Duration;
+
+use crate::act::bastion;
+use crate::error::Failure;
+use crate::gather;
+use crate::plan::PhaseId;
+use crate::settings::Global;
+use crate::state::StateDir;
+
+use crate::act::reap;
+use crate::cluster::{self, CALL};
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+use crate::pipeline::settings::UpSettings;
+use crate::state::run::state_root;
+
+/// The plan half's phase; at act time it carries what the lock's act found.
+#[derive(Default)]
+pub struct Preflight<'a> {
+    /// The run ids of the runs that held the lock or the Lease and are no longer alive (their
+    /// containers are removed).
+    pub dead: Vec<String>,
+    /// This run's own scratch work tree, which the sweep keeps.
+    pub own: Option<&'a std::path::Path>,
+}
+
+/// What the preflight settled: the cluster, its state directory, the Docker Engine (`None`: a
+/// blocker says why) and the egress probe in flight.
+pub struct Pre {
+    pub target: crate::cluster::Target,
+    pub sd: StateDir,
+    pub key: String,
+    pub docker: Option<bollard::Docker>,
+    /// `None` with `--offline` (or once its answers are taken).
+    pub egress: Option<Egress>,
+}
+
+impl Phase for Preflight<'_> {
+    const ID: PhaseId = PhaseId::Preflight;
+    const ENDS_PLAN: bool = true;
+    type Planned = Pre;
+    type Done = Pre;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "reading the cluster's identity".into()
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
+        let egress = start_egress(cx.args, cx.global);
+        let target = gather::target(cx.global, CALL).await.map_err(Failure::from)?;
+        let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
+        let sd = StateDir::new(&state_root(cx.global)?, &key).map_err(Failure::from)?;
+        let (docker, git) = host_checks(cx.global).await;
+        let docker = docker.map_err(|f| found.push(f)).ok();
+        if let Err(f) = git {
+            found.push(f);
+        }
+        Ok(Pre { target, sd, key, docker, egress })
+    }
+
+    fn note(&mut self, pre: &mut Pre, r: &mut Runner) -> Result<(), Failure> {
+        r.state.cluster_key = pre.key.clone();
+        r.state.context = pre.target.context.clone();
+        r.state.server = Some(pre.target.server.clone());
+        if !r.dry_run {
+            r.attempt = Some(pre.sd.dir().join(crate::pipeline::settings::ATTEMPT));
+        }
+        Ok(())
+    }
+
+    async fn act(self, pre: Pre, cx: &Cx<'_>, r: &mut Runner) -> Result<Pre, Failure> {
+        let docker = pre.docker.as_ref().ok_or_else(|| crate::pipeline::phases::missing("the Docker Engine"))?;
+        for id in &self.dead {
+            reap::reap(docker, id, cx.shell).await?;
+        }
+        if let Some(own) = self.own {
+            sweep_work_trees(&pre.sd, own, cx.shell);
+        }
+        let interrupt = r.interrupt.clone();
+        crate::pipeline::down::sweep_probes(&pre.target.client, cx.shell, &interrupt).await?;
+        Ok(pre)
+    }
+}
+
+/// The egress probe in flight (`prereq::egress`), and how it reaches the hosts, for its line.
+/// Dropped unfinished (an interrupted plan), it is aborted.
+pub struct Egress {
+    task: Option<tokio::task::JoinHandle<Vec<(crate::prereq::egress::Host, crate::prereq::egress::Answer)>>>,
+    through: String,
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the egress probe with the proxy settings the bastion gets, unless `--offline`.
+fn start_egress(args: &UpSettings, global: &Global) -> Option<Egress> {
+    use crate::prereq::egress;
+    if args.offline {
+        return None;
+    }
+    let env = &global.env;
+    let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
+    let hosts = egress::hosts(args.select.profile.as_deref().unwrap_or("main"), env.var(egress::OVERRIDE).as_deref());
+    let through = match hosts.first().map(|h| crate::net::proxy::route_for(&h.url, &proxy, None)) {
+        Some(Ok(Some(route))) => format!("through {route}"),
+        _ => "directly".to_string(),
+    };
+    let roots = global.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
+    let d = crate::net::download::Downloader::with_timeouts(&roots, proxy, egress::CONNECT, egress::TOTAL).ok()?;
+    let task = tokio::spawn(async move { egress::probe(&d, &hosts).await });
+    Some(Egress { task: Some(task), through })
+}
+
+impl Egress {
+    /// The probe's line; a probe that failed to run is a warning with its cause.
+    pub async fn check(mut self) -> crate::prereq::Check {
+        let Some(task) = self.task.take() else { return crate::prereq::egress::check(Some(&[]), &self.through) };
+        match task.await {
+            Ok(answers) => crate::prereq::egress::check(Some(&answers), &self.through),
+            Err(e) => crate::prereq::egress::check(Some(&[]), &format!("(the probe failed: {e})")),
+        }
+    }
+}
+
+/// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
+/// the proxy is named (credentials masked) with what to check, as `eas facts` does.
+fn identity_failure(target: &crate::cluster::Target, e: cluster::ApiError) -> Failure {
+    use crate::cluster::ApiError;
+    let (server, proxy) = (target.server.clone(), target.proxy.clone());
+    let e = match (e, proxy.is_some()) {
+        (ApiError::NoConnection { call, cause }, true) => ApiError::Unreachable { server, call, cause, proxy },
+        (ApiError::NoAnswer { call, secs }, true) => ApiError::Timeout { server, call, secs, proxy },
+        (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
+    };
+    let next = e.next();
+    Failure::step_next("preflight", e, next)
+}
+
+/// Docker and git, the host's part of preflight: each a blocker when it fails.
+pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
+    // Bounded as a whole (the connection's version negotiation included): a socket that accepts
+    // and never answers is met in seconds, not at the build's timeout.
+    let docker = bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL)
+        .await
+        .map_err(|e| Failure::step_next("preflight", e, crate::hints::DOCKER));
+    let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
+        .await
+        .map(drop)
+        .map_err(|e| Failure::step_next("preflight", e, "install git"));
+    (docker, git)
+}
+
+/// A real run removes the work trees a killed run left (`eas.next-*`) before it goes on: it holds
+/// the lock, so none is another live run's. Its own scratch tree stays. What cannot be removed
+/// is named and left.
+fn sweep_work_trees(sd: &StateDir, own: &std::path::Path, shell: &crate::output::Shell) {
+    let work = sd.work_dir();
+    let entries = match std::fs::read_dir(&work) {
+        Ok(e) => e,
+        Err(_) => return,
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir
+            && name.to_string_lossy().starts_with(crate::pipeline::settings::NEXT)
+            && path != own
+            && let Err(e) = std::fs::remove_dir_all(&path)
+        {
+            shell.warn(format!("an earlier run's work tree {} was not removed: {e}", path.display()));
+        }
+    }
+}

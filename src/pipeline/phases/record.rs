@@ -1,0 +1,150 @@
+//! Record: what the install created, read from the cluster right after it (whatever its
+//! outcome), so `eas down` knows what is eas's before verify's long wait begins. Its only half is
+//! the act: the ledger's `before` was read ahead of prepare ([`ledger_before`]).
+
+use std::time::Duration;
+
+use crate::error::Failure;
+use crate::plan::PhaseId;
+use crate::state::journal::State;
+use crate::state::ledger::{Ledger, Snapshot};
+
+use crate::cluster::{self, CALL};
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+use crate::state::run::now;
+
+/// How the ledger's `after` read ended.
+pub enum After {
+    Recorded,
+    Unreadable(String),
+    /// A SIGINT/SIGTERM stopped the read: the record stays pending, marked incomplete.
+    Interrupted,
+}
+
+pub struct Record<'a> {
+    pub client: &'a kube::Client,
+    /// How long the snapshot is retried (`--ledger-timeout`).
+    pub deadline: Duration,
+}
+
+impl Phase for Record<'_> {
+    const ID: PhaseId = PhaseId::Record;
+    type Planned = ();
+    type Done = Option<Snapshot>;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "recording what the install created".into()
+    }
+
+    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
+        Ok(())
+    }
+
+    /// The cluster read after the install, retried within the deadline; a resumed run whose
+    /// install was done earlier has nothing left to read.
+    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Option<Snapshot>, Failure> {
+        if r.state.ledger.pending.is_none() {
+            return Ok(None);
+        }
+        cx.shell.phase("record", self.says(cx));
+        let after = cluster::snapshot_within(self.client, CALL, self.deadline).await.map_err(|e| {
+            cx.shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
+            Failure::step("record", e)
+        })?;
+        Ok(Some(after))
+    }
+}
+
+/// The record phase: its act in one window of its effective timeout. Past that window, or when
+/// the cluster cannot be read, the record is marked incomplete and the phase failed, naming it. A
+/// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
+/// the record stays pending, marked incomplete, so `eas down` removes nothing until the next
+/// `eas up` completes it.
+pub async fn record(phase: Record<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<After, Failure> {
+    let interrupted = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
+    let end = if r.state.ledger.pending.is_some() && r.interrupt.graceful.is_cancelled() {
+        r.state.ledger = r.state.ledger.fail(interrupted);
+        After::Interrupted
+    } else {
+        match r.act_phase(phase, (), cx).await {
+            Ok(None) => return Ok(After::Recorded),
+            Ok(Some(after)) => {
+                r.state.ledger = r.state.ledger.complete(&after);
+                After::Recorded
+            }
+            Err(Failure::Interrupted) => {
+                r.state.ledger = r.state.ledger.fail(interrupted);
+                After::Interrupted
+            }
+            Err(f) => {
+                let why = f.to_string();
+                r.state.ledger = r.state.ledger.fail(&why);
+                After::Unreadable(why)
+            }
+        }
+    };
+    r.save()?;
+    Ok(end)
+}
+
+/// The ledger's `before`, read ahead of prepare: what exists before the install, for `eas down`
+/// to keep. The ledger fails closed: the `before` is saved before the installer runs, and a
+/// record left pending (this run's, or a dead run's) is completed from the cluster afterwards.
+pub async fn ledger_before(
+    client: &kube::Client,
+    deadline: Duration,
+    prev: Option<&State>,
+    cx: &Cx<'_>,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
+    let before = tokio::select! {
+        b = cluster::snapshot_within(client, CALL, deadline) => b.map_err(|e| {
+            Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+        }),
+        _ = r.interrupt.graceful.cancelled() => return Err(r.interrupted()),
+    };
+    let before = before.map_err(|f| r.ended(f))?;
+    crate::pipeline::phases::keep_own(r, Ledger::begin(prev.map(|p| &p.ledger), &before));
+    r.save()
+}
+
+/// The install's end with its record's: an install that failed or was interrupted, or whose
+/// record could not be completed, ends the run here (recorded, with what to do next); verify
+/// runs only after an install recorded in full.
+pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+    match (result, after) {
+        (Ok(()), After::Recorded) => Ok(()),
+        (Ok(()), After::Unreadable(e)) => {
+            r.state.exit_code = Some(crate::plan::Kind::Failed.exit_code());
+            r.state.finished = Some(now());
+            r.save()?;
+            Err(Failure::step_next(
+                "ledger",
+                format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
+                format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
+            ))
+        }
+        (result, after) => {
+            let f = result.err().unwrap_or(Failure::Interrupted);
+            r.state.exit_code = Some(f.exit_code());
+            if matches!(f, Failure::Interrupted) {
+                r.state.interrupt(&now());
+            }
+            r.state.finished = Some(now());
+            r.save()?;
+            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+                cx.shell.note(format!("next: {next}"));
+            }
+            if matches!(after, After::Interrupted) {
+                cx.shell.note(format!(
+                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
+                     is complete): run `{} --yes` again to complete it",
+                    cx.inv.up()
+                ));
+            }
+            Err(f)
+        }
+    }
+}

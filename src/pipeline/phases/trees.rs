@@ -1,0 +1,196 @@
+//! Trees: the plan half resolves EAS, EI and EAT at their pinned commits (fetched into the cache
+//! when missing, or read from the operator's clones) and makes the run's one EAS work tree from
+//! them in a scratch directory, where the overlay is decided. The act half puts that tree in
+//! place (an upgrade keeps the inited work tree and moves it to the new commit instead).
+
+use std::path::{Path, PathBuf};
+
+use crate::config;
+use crate::pins::{Pin, Trees as Pins};
+use crate::settings::Global;
+use crate::trees::{self, Origin};
+
+use crate::error::Failure;
+use crate::plan::PhaseId;
+use crate::state::StateDir;
+
+use crate::gather::catalog;
+use crate::pipeline::day_two;
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+use crate::pipeline::settings::{Repos, UpSettings};
+
+pub struct Trees<'a> {
+    pub sd: &'a StateDir,
+    /// At act time, on an upgrade in place: the overlay's commit the kept work tree moves to.
+    pub upgrade_to: Option<String>,
+}
+
+/// The pinned trees resolved, and the scratch directory holding the decided work tree
+/// (`<scratch>/eas`), removed when dropped.
+pub struct Scratch {
+    pub resolved: Resolved,
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn tree(&self) -> PathBuf {
+        self.dir.path().join("eas")
+    }
+}
+
+impl Phase for Trees<'_> {
+    const ID: PhaseId = PhaseId::Trees;
+    type Planned = Scratch;
+    type Done = ();
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "fetching EAS, EI and EAT at their pinned commits".into()
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Scratch, NoPlan> {
+        let (tp, repos, cache) = (cx.tree_pins.clone(), cx.args.repos.clone(), crate::trees::cache_dir(&cx.global.env));
+        let ca = cx.global.ca_bundle.as_ref().map(|b| b.ders.clone());
+        let (scratch, layer, with_ext) =
+            (scratch_dir(cx.args, self.sd)?, cx.args.select.layer.clone(), !cx.args.dry_run);
+        let made = tokio::task::spawn_blocking(move || {
+            let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
+            make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
+            Ok::<_, String>(Scratch { resolved: r, dir: scratch })
+        });
+        let made = made.await.map_err(|e| Failure::step("trees", e))?;
+        Ok(made.map_err(|e| {
+            Failure::step_next(
+                "trees",
+                e,
+                "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
+            )
+        })?)
+    }
+
+    fn unplanned(&self, r: &mut Runner) {
+        r.plan.overlay_not_decided = Some("the trees could not be read".into());
+    }
+
+    /// The decided tree put in place of the run's work tree; an upgrade keeps the work tree (its
+    /// env is the installer's record) and moves it instead.
+    async fn act(self, scratch: Scratch, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
+        let work = self.sd.work_dir().join("eas");
+        match &self.upgrade_to {
+            Some(commit) => day_two::upgrade_tree(&work, commit).await,
+            None => put_in_place(&scratch.tree(), &work).map_err(|e| Failure::step("trees", e)),
+        }
+    }
+}
+
+/// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
+/// run (it writes nothing of its own), the state directory's work directory for a real run (the
+/// act moves it into place with a rename). The act removes what a killed run left there, once it
+/// holds the lock.
+fn scratch_dir(args: &UpSettings, sd: &StateDir) -> Result<tempfile::TempDir, Failure> {
+    if args.dry_run {
+        tempfile::Builder::new().prefix("eas-plan-").tempdir()
+    } else {
+        let work = sd.work_dir();
+        std::fs::create_dir_all(&work)
+            .and_then(|()| tempfile::Builder::new().prefix(crate::pipeline::settings::NEXT).tempdir_in(&work))
+    }
+    .map_err(|e| Failure::step("trees", e))
+}
+
+/// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
+/// shared with the cache by absolute path).
+fn put_in_place(from: &Path, to: &Path) -> std::io::Result<()> {
+    if to.exists() {
+        std::fs::remove_dir_all(to)?;
+    }
+    std::fs::rename(from, to)
+}
+
+/// The upstream trees resolved in the cache (or the operator's clones).
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub eas: trees::Resolved,
+    pub ei: trees::Resolved,
+    pub eat: trees::Resolved,
+}
+
+fn origin(pin: &Pin, local: &Option<PathBuf>) -> Origin {
+    match local {
+        Some(d) => Origin::Local(d.clone()),
+        None => Origin::Remote(format!("https://github.com/{}", pin.repo.clone().unwrap_or_default())),
+    }
+}
+
+pub fn resolve_trees(t: &Pins, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>]>) -> Result<Resolved, String> {
+    let ca_file = match ca {
+        Some(ders) => {
+            Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| format!("writing git's CA file: {e}"))?)
+        }
+        None => None,
+    };
+    let ca_path = ca_file.as_ref().map(|f| f.path());
+    let one = |pin: &Pin, local: &Option<PathBuf>| {
+        trees::resolve(pin, &origin(pin, local), cache, ca_path).map_err(|e| e.to_string())
+    };
+    Ok(Resolved {
+        eas: one(&t.eas, &repos.eas_repo)?,
+        ei: one(&t.ei, &repos.ei_repo)?,
+        eat: one(&t.eat, &repos.eat_repo)?,
+    })
+}
+
+/// `--model` is checked against the catalog at the pinned EI commit before the cluster is read.
+/// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
+/// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
+/// (as its config then does); a real run fails later in the trees phase, as it would have.
+pub async fn model_before_cluster(
+    model: &str,
+    layer: &crate::settings::Layer,
+    tree_pins: &Pins,
+    args: &UpSettings,
+    global: &Global,
+    r: &mut Runner,
+) -> Result<(), Failure> {
+    let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
+    let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
+    let ei = tokio::task::spawn_blocking(move || {
+        let ca_file = match ca.as_deref() {
+            Some(ders) => Some(crate::net::trust::GitCaFile::write(ders).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        trees::resolve(&pin, &origin(&pin, &local), &cache, ca_file.as_ref().map(|f| f.path()))
+            .map_err(|e| e.to_string())
+    });
+    // The trees phase's plan half reads the same tree again, in its own window.
+    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step("trees", e)) }).await?;
+    let pinned = match ei {
+        Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
+        Err(_) if args.dry_run => None,
+        Err(_) => return Ok(()),
+    };
+    catalog::check_model(model, layer, pinned.as_ref())
+}
+
+/// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them
+/// (`with_ext`: a dry run decides the overlay on the EAS tree alone and runs no `init`).
+pub fn make_work_tree(res: &Resolved, t: &Pins, dir: &Path, layer: &str, with_ext: bool) -> Result<(), String> {
+    let url = |p: &Pin| format!("https://github.com/{}", p.repo.clone().unwrap_or_default());
+    trees::work_tree(&res.eas, dir, Some(&url(&t.eas))).map_err(|e| e.to_string())?;
+    let head = trees::head(dir).map_err(|e| e.to_string())?;
+    if head != res.eas.sha {
+        return Err(format!("the work tree {} is at {head}, not the pinned {}", dir.display(), res.eas.sha));
+    }
+    if !with_ext {
+        return Ok(());
+    }
+    for row in &config::data::layers().layers[layer] {
+        let (r, p) = match row.pin.as_str() {
+            "ei" => (&res.ei, &t.ei),
+            "eat" => (&res.eat, &t.eat),
+            _ => continue,
+        };
+        trees::work_tree(r, &dir.join("ext").join(&row.dest), Some(&url(p))).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! Verify: the devices node by node and the model servers the run deployed, the whole phase in
+//! one window of its effective timeout (`--verify-timeout`); past it, a verification failure
+//! (exit 5). Its only half is the act: what it expects was decided by the plan (the facts' device
+//! nodes, config's models), and is kept beside the state for `eas verify`.
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::plan::PhaseId;
+use crate::state::StateDir;
+use crate::{config, verify};
+
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::runner::Runner;
+use crate::verify::recorded::{EXPECTED_FILE, Expected};
+
+pub struct Verify<'a> {
+    pub client: &'a kube::Client,
+    pub sd: &'a StateDir,
+    pub facts: &'a Facts,
+    pub decision: &'a config::Decision,
+}
+
+impl Phase for Verify<'_> {
+    const ID: PhaseId = PhaseId::Verify;
+    const STOPS_ITSELF: bool = true;
+    type Planned = ();
+    type Done = Vec<String>;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "the devices and the model servers".into()
+    }
+
+    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
+        Ok(())
+    }
+
+    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Vec<String>, Failure> {
+        let expected = Expected {
+            device_nodes: verify::devices::recorded_nodes(self.facts),
+            models: crate::pipeline::report::expected_models(self.decision),
+            fit: crate::pipeline::report::model_decision(self.decision),
+        };
+        crate::state::journal::write_atomic(
+            &self.sd.dir().join(EXPECTED_FILE),
+            serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
+        )
+        .map_err(|e| Failure::step("record", e))?;
+        let exp = expected.expect();
+        let limit = r.timeouts.get(PhaseId::Verify);
+        // The whole phase, devices included, within the effective timeout: verify ends itself at
+        // that deadline and says what it waited for; the runner's window is the backstop.
+        let t = verify::Timeouts {
+            devices: limit.min(verify::Timeouts::default().devices),
+            models: limit,
+            whole: true,
+            ..verify::Timeouts::default()
+        };
+        let interrupt = r.interrupt.clone();
+        tokio::select! {
+            v = verify::verify(self.client, &exp, &t, cx.shell) => v.map_err(Failure::from),
+            _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+        }
+    }
+}
+
+/// The verify phase, with its lines: each passing check, or the next command after a failure.
+pub async fn verify(phase: Verify<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+    match r.act_phase(phase, (), cx).await {
+        Ok(lines) => {
+            for l in &lines {
+                cx.shell.note(format!("  ok {l}"));
+            }
+            Ok(())
+        }
+        Err(Failure::Interrupted) => {
+            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+                cx.shell.note(format!("next: {next}"));
+            }
+            Err(Failure::Interrupted)
+        }
+        Err(f) => {
+            cx.shell.note(format!("next: fix what is named above, then `{}`", cx.inv.verify()));
+            Err(f)
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! What a completed run says at its end: the plan's summary filled in with what happened, and
+//! where each model it deployed answers; and what verification expects of the run (its models,
+//! or the fit decision that none fits).
+
+use crate::config;
+use crate::output::Shell;
+use crate::plan::Plan;
+use crate::settings::Global;
+use crate::state::StateDir;
+use crate::state::journal::State;
+use crate::verify;
+
+pub fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
+    d.overrides.iter().find_map(|(k, v)| match (k, v) {
+        (&"agent_toolkit_models", config::rules::Value::List(l)) => Some(l.clone()),
+        (&"llm_services_deploy_models", config::rules::Value::Bool(on)) => Some(if *on {
+            d.model_edits.iter().filter(|e| e.autodeploy).map(|e| e.name.clone()).collect()
+        } else {
+            vec![]
+        }),
+        _ => None,
+    })
+}
+
+/// The generator's model line (`fact -> choice`): names the fit decision when no model fits.
+pub fn model_decision(d: &config::Decision) -> Option<String> {
+    d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
+}
+
+/// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
+pub fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
+    shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
+    let log = state.log_path.as_ref().map(|l| l.display().to_string());
+    let state_file = sd.state_file().display().to_string();
+    let view = crate::pipeline::plan_view::View {
+        width: crate::pipeline::plan_view::terminal_width(&global.env),
+        explain: false,
+    };
+    let ending = crate::pipeline::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
+    for line in crate::pipeline::plan_view::summary(plan, view, &ending) {
+        shell.note(crate::text::escape_controls(&line));
+    }
+    if let Some(models) = expected_models(d) {
+        for m in models {
+            for line in endpoint(&state.context, &m) {
+                shell.note(line);
+            }
+        }
+    }
+}
+
+/// Where a deployed model answers, as lines a person can run: a port-forward to its workload
+/// Service (the kubelet's path into the pod, which a namespace in Istio's ambient mesh does not
+/// block, unlike the API server's service proxy: see `verify::reach`) and a `curl` through it,
+/// then the gateway's URL and the auth it needs. The gateway: EAS's protected hostname
+/// `inference.<base_domain_name>` (intel/enterprise-ai-solutions@cc887cb4
+/// `roles/envoy_gateway/defaults/main.yaml`: `gateway_protected_hostnames`, `base_domain_name:
+/// "inference-example.com"`, `keycloak_realm: "inference"`), denied by default without a Keycloak
+/// JWT (@76f50717 `roles/envoy_gateway/templates/security-policy.yaml.j2`: issuer
+/// `<keycloak frontend>/realms/<realm>`, audience `keycloak_client_id`, default `inference-client`).
+/// eas writes no `base_domain_name`, so the defaults are what is printed. Pure.
+pub fn endpoint(context: &str, model: &str) -> Vec<String> {
+    let rt = verify::kserve::vllm();
+    let (ns, svc, port) = (verify::NAMESPACE, rt.service(model), rt.port);
+    let ctx = crate::installer::command::shell_line(&[context.to_string()]);
+    vec![
+        format!("  model {model}: kubectl --context {ctx} -n {ns} port-forward svc/{svc} {port}:{port}"),
+        format!("    then, while it runs: curl -s http://localhost:{port}/v1/models"),
+        format!(
+            "    through the gateway: https://inference.inference-example.com/v1/chat/completions with \
+             `Authorization: Bearer <JWT>`, a Keycloak token of realm inference for client inference-client \
+             (issuer https://keycloak.inference-example.com/realms/inference; EAS's defaults, unless \
+             base_domain_name or auth_provider were changed)"
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_endpoint_is_a_port_forward_and_curl_pair_and_the_gateway_with_its_auth() {
+        let lines = super::endpoint("k3d-gpu", "qwen3-0-6b");
+        assert_eq!(
+            lines[0],
+            "  model qwen3-0-6b: kubectl --context k3d-gpu -n llm-inference port-forward \
+             svc/qwen3-0-6b-kserve-workload-svc 8000:8000"
+        );
+        assert_eq!(lines[1], "    then, while it runs: curl -s http://localhost:8000/v1/models");
+        assert!(lines[2].contains("https://inference.inference-example.com") && lines[2].contains("Keycloak"));
+        assert!(super::endpoint("my ctx", "m")[0].contains("--context 'my ctx'"), "quoted for a shell");
+    }
+}

@@ -1,0 +1,544 @@
+//! The one runner of `eas up`'s phases: it alone owns their timeouts (one window per half, the
+//! effective value the plan prints), the run's cancellation, the journal (begin, finish, failed,
+//! interrupted: no phase is left `running` once eas exits) and the blockers the plan halves find.
+//!
+//! Every plan half runs before any act half, in the dry run and the real run alike: a check that
+//! fails in a plan half is a [`Blocker`], collected, and the halves after it still run where they
+//! do not depend on it. Only when no blocker was found does an act half run.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::error::Failure;
+use crate::plan::{PhaseId, PhaseTimeouts, Plan};
+use crate::runtime::Interrupt;
+use crate::state::journal::{State, Status};
+
+use crate::pipeline::phase::{Cx, NoPlan, Phase, timed_out};
+use crate::state::run::now;
+
+/// How long past its effective timeout the runner waits for an act half that stops itself (it
+/// removes its container, or prints what it waited for).
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// One window of a phase's half, the one place where a phase's time and the run's cancellation
+/// are enforced (`eas up`'s phases and `eas down`'s): `f` within `limit`, ended by SIGINT/SIGTERM
+/// with [`Failure::Interrupted`]. A half that stops itself (at its limit and on the run's token,
+/// removing its container and saying what it waited for) gets a backstop [`GRACE`] later
+/// instead; `late` is what either says when the window closes first.
+pub async fn window<T>(
+    limit: Duration,
+    stops_itself: bool,
+    interrupt: &Interrupt,
+    f: impl Future<Output = Result<T, Failure>>,
+    late: impl FnOnce() -> Failure,
+) -> Result<T, Failure> {
+    // The half reads its own deadline ([`deadline`]) to fit its inner waits inside the window.
+    let f = DEADLINE.scope(tokio::time::Instant::now() + limit, f);
+    if stops_itself {
+        return tokio::time::timeout(limit.saturating_add(GRACE), f).await.unwrap_or_else(|_| Err(late()));
+    }
+    tokio::select! {
+        r = tokio::time::timeout(limit, f) => r.unwrap_or_else(|_| Err(late())),
+        _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+    }
+}
+
+tokio::task_local! {
+    /// When the window the current half runs in closes.
+    static DEADLINE: tokio::time::Instant;
+}
+
+/// The deadline of the window the calling half runs in (`None` outside one): how the runner
+/// hands a phase its deadline, so a phase with several bounded reads (config's Hugging Face
+/// reads) can give them one budget inside its window instead of overrunning it.
+pub fn deadline() -> Option<tokio::time::Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+pub struct Runner {
+    pub state: State,
+    pub plan: Plan,
+    /// The state file: written by act halves only (a dry run and a blocked run never write it).
+    pub file: Option<PathBuf>,
+    pub timeouts: PhaseTimeouts,
+    pub interrupt: Interrupt,
+    /// Where a real run's attempt is recorded when it ends before an act half wrote the state
+    /// file (known once the cluster's identity is read; a dry run records nothing).
+    pub attempt: Option<PathBuf>,
+    /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
+    pub prereq: Option<crate::prereq::Report>,
+    /// The inputs of each lasting phase, hashed: journaled with its act half, so a later run can
+    /// skip it when they match (`state::resume`).
+    pub inputs: BTreeMap<PhaseId, String>,
+    /// A dry run: no attempt is recorded.
+    pub dry_run: bool,
+    /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer.
+    pub fence: Option<crate::cluster::lease::Fence>,
+}
+
+impl Runner {
+    pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
+        Runner {
+            state,
+            plan,
+            file: None,
+            timeouts,
+            interrupt,
+            attempt: None,
+            prereq: None,
+            inputs: BTreeMap::new(),
+            dry_run: false,
+            fence: None,
+        }
+    }
+
+    /// A phase's plan half: its line, one window of its plan timeout under the run's
+    /// cancellation, its journal entry (in memory), then what it settled noted in the plan, or
+    /// each of its failed checks listed as a blocker. `None`: the phase has no answer (a
+    /// blocker says why). A phase that [`Phase::ENDS_PLAN`] ends the plan with its failure.
+    pub async fn plan<P: Phase>(&mut self, p: &mut P, cx: &Cx<'_>) -> Result<Option<P::Planned>, Failure> {
+        cx.shell.phase(P::ID.name(), p.says(cx));
+        self.state.begin(P::ID, None, &now());
+        let limit = self.timeouts.plan(P::ID);
+        let mut found = Vec::new();
+        let planned = async { Ok(p.plan(cx, &mut found).await) };
+        let r = window(limit, false, &self.interrupt, planned, || timed_out(P::ID, limit)).await;
+        let r = r.unwrap_or_else(|f| Err(NoPlan::from(f)));
+        self.settle(p, r, found)
+    }
+
+    /// Three plan halves side by side (the bastion image's plan, the facts, the trees), each in
+    /// its own window, all under the run's cancellation; settled in the order given.
+    pub async fn plan3<A: Phase, B: Phase, C: Phase>(
+        &mut self,
+        (a, b, c): (&mut A, &mut B, &mut C),
+        cx: &Cx<'_>,
+        waiting: &str,
+    ) -> Result<(Option<A::Planned>, Option<B::Planned>, Option<C::Planned>), Failure> {
+        for (id, says) in [(A::ID, a.says(cx)), (B::ID, b.says(cx)), (C::ID, c.says(cx))] {
+            cx.shell.phase(id.name(), says);
+            self.state.begin(id, None, &now());
+        }
+        let limit = |id: PhaseId| self.timeouts.plan(id);
+        let (la, lb, lc) = (limit(A::ID), limit(B::ID), limit(C::ID));
+        let (mut fa, mut fb, mut fc) = (Vec::new(), Vec::new(), Vec::new());
+        let spinner = cx.shell.spinner(waiting);
+        let joined = tokio::select! {
+            j = async {
+                tokio::join!(
+                    tokio::time::timeout(la, a.plan(cx, &mut fa)),
+                    tokio::time::timeout(lb, b.plan(cx, &mut fb)),
+                    tokio::time::timeout(lc, c.plan(cx, &mut fc)),
+                )
+            } => Some(j),
+            _ = self.interrupt.graceful.cancelled() => None,
+        };
+        spinner.finish_and_clear();
+        let Some((ra, rb, rc)) = joined else {
+            for id in [A::ID, B::ID, C::ID] {
+                self.planned::<()>(id, &Err(Failure::Interrupted));
+            }
+            return Err(Failure::Interrupted);
+        };
+        let ra = ra.unwrap_or_else(|_| Err(NoPlan::from(timed_out(A::ID, la))));
+        let rb = rb.unwrap_or_else(|_| Err(NoPlan::from(timed_out(B::ID, lb))));
+        let rc = rc.unwrap_or_else(|_| Err(NoPlan::from(timed_out(C::ID, lc))));
+        // Every one journaled before any ends the plan: none is left running.
+        self.journal_plan(A::ID, &ra, &fa);
+        self.journal_plan(B::ID, &rb, &fb);
+        self.journal_plan(C::ID, &rc, &fc);
+        let a = self.decide(a, ra, fa)?;
+        let b = self.decide(b, rb, fb)?;
+        let c = self.decide(c, rc, fc)?;
+        Ok((a, b, c))
+    }
+
+    fn settle<P: Phase>(
+        &mut self,
+        p: &mut P,
+        r: Result<P::Planned, NoPlan>,
+        found: Vec<Failure>,
+    ) -> Result<Option<P::Planned>, Failure> {
+        self.journal_plan(P::ID, &r, &found);
+        self.decide(p, r, found)
+    }
+
+    /// The plan half's journal entry: done, failed (a check failed, with the first one's cause)
+    /// or interrupted.
+    fn journal_plan<T>(&mut self, id: PhaseId, r: &Result<T, NoPlan>, found: &[Failure]) {
+        let failed = match r {
+            Ok(_) | Err(NoPlan::Upstream) => found.first(),
+            Err(NoPlan::Blocked(fs)) => fs.first().or(found.first()),
+        };
+        let (status, msg) = match failed {
+            None => (Status::Done, None),
+            Some(Failure::Interrupted) => (Status::Interrupted, None),
+            Some(f) => (Status::Failed, Some(f.to_string())),
+        };
+        self.state.finish(id, status, msg, &now());
+    }
+
+    fn decide<P: Phase>(
+        &mut self,
+        p: &mut P,
+        r: Result<P::Planned, NoPlan>,
+        found: Vec<Failure>,
+    ) -> Result<Option<P::Planned>, Failure> {
+        for f in found {
+            self.block(P::ID, f)?;
+        }
+        match r {
+            Ok(mut v) => {
+                p.note(&mut v, self)?;
+                Ok(Some(v))
+            }
+            Err(NoPlan::Blocked(fs)) => {
+                if P::ENDS_PLAN || fs.iter().any(|f| matches!(f, Failure::Interrupted)) {
+                    return Err(fs.into_iter().next().unwrap_or(Failure::Interrupted));
+                }
+                for f in fs {
+                    self.block(P::ID, f)?;
+                }
+                p.unplanned(self);
+                Ok(None)
+            }
+            Err(NoPlan::Upstream) => {
+                p.unplanned(self);
+                Ok(None)
+            }
+        }
+    }
+
+    /// A phase's act half: begun and saved, run in one window of its effective timeout under the
+    /// run's cancellation (a phase that stops itself: a backstop window [`GRACE`] later), with
+    /// the inputs hash the plan computed for it, then recorded as done, failed or interrupted, and
+    /// saved again.
+    pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
+        let inputs = self.inputs.get(&P::ID).cloned();
+        self.state.begin(P::ID, inputs, &now());
+        self.save()?;
+        // A holder that lost the cluster Lease runs no installer: the phase fails, saying why
+        // (record and verify, which only read, still run, so the record is kept).
+        let installs = matches!(P::ID, PhaseId::Prepare | PhaseId::Install);
+        if let Some(lost) = self.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs) {
+            let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
+            return self.acted(P::ID, Err(Failure::step_next(P::ID.name(), lost, next)));
+        }
+        let limit = self.timeouts.get(P::ID);
+        let interrupt = self.interrupt.clone();
+        let acting = p.act(planned, cx, self);
+        let r = window(limit, P::STOPS_ITSELF, &interrupt, acting, || timed_out(P::ID, limit)).await;
+        self.acted(P::ID, r)
+    }
+
+    /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
+    /// journaled in memory (a real run that ends here saves it as its attempt). Its failure is
+    /// the caller's to turn into a blocker or to end the run with.
+    pub async fn plan_half<T>(
+        &mut self,
+        id: PhaseId,
+        f: impl Future<Output = Result<T, Failure>>,
+    ) -> Result<T, Failure> {
+        let limit = self.timeouts.plan(id);
+        self.state.begin(id, None, &now());
+        let r = window(limit, false, &self.interrupt, f, || timed_out(id, limit)).await;
+        self.planned(id, &r);
+        r
+    }
+
+    /// The journal entry of a plan half that ran outside [`Runner::plan_half`] (side by side).
+    pub fn planned<T>(&mut self, id: PhaseId, r: &Result<T, Failure>) {
+        let (status, msg) = match r {
+            Ok(_) => (Status::Done, None),
+            Err(Failure::Interrupted) => (Status::Interrupted, None),
+            Err(f) => (Status::Failed, Some(f.to_string())),
+        };
+        self.state.finish(id, status, msg, &now());
+    }
+
+    /// A real run that ends before its acts wrote the state file: its journal goes to the
+    /// attempt's record (`<state>/attempt/state.json`), never over an earlier install's.
+    pub fn end_attempt(&mut self, f: Failure) -> Failure {
+        if self.file.is_none()
+            && let Some(dir) = self.attempt.clone()
+        {
+            if let Err(e) = crate::state::journal::create_private_dir(&dir) {
+                return Failure::step("record", format!("{}: {e}", dir.display()));
+            }
+            self.file = Some(dir.join(crate::state::journal::FILE));
+        }
+        self.ended(f)
+    }
+
+    /// A check that failed in `phase`'s plan half: a blocker per line of its failure. An
+    /// interruption is not a blocker: it ends the run.
+    pub fn block(&mut self, phase: PhaseId, f: Failure) -> Result<(), Failure> {
+        if matches!(f, Failure::Interrupted) {
+            return Err(Failure::Interrupted);
+        }
+        self.plan.blockers.extend(f.blockers(phase));
+        Ok(())
+    }
+
+    pub fn blocked(&self) -> bool {
+        !self.plan.blockers.is_empty()
+    }
+
+    /// An act half's end in the journal: done, interrupted or failed, and saved.
+    fn acted<T>(&mut self, id: PhaseId, r: Result<T, Failure>) -> Result<T, Failure> {
+        match r {
+            Ok(v) => {
+                self.state.finish(id, Status::Done, None, &now());
+                self.save()?;
+                Ok(v)
+            }
+            Err(Failure::Interrupted) => Err(self.interrupted()),
+            Err(f) => Err(self.failed(id, f)),
+        }
+    }
+
+    pub fn save(&self) -> Result<(), Failure> {
+        match &self.file {
+            Some(f) => self.state.save(f).map_err(Failure::from),
+            None => Ok(()),
+        }
+    }
+
+    /// A phase that failed: recorded, saved, and returned.
+    pub fn failed(&mut self, p: PhaseId, f: Failure) -> Failure {
+        self.state.finish(p, Status::Failed, Some(f.to_string()), &now());
+        self.ended(f)
+    }
+
+    /// The run's end and exit code recorded, so `eas status` says how it ended.
+    pub fn ended(&mut self, f: Failure) -> Failure {
+        if matches!(f, Failure::Interrupted) {
+            self.state.interrupt(&now());
+        }
+        if self.state.exit_code.is_none() {
+            self.state.exit_code = Some(f.exit_code());
+            self.state.finished = Some(now());
+        }
+        match self.save() {
+            Ok(()) => f,
+            Err(e) => e,
+        }
+    }
+
+    pub fn interrupted(&mut self) -> Failure {
+        self.state.interrupt(&now());
+        match self.save() {
+            Ok(()) => Failure::Interrupted,
+            Err(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::{ProgressMode, Shell, Terminal};
+    use crate::pipeline::settings::UpSettings;
+    use crate::plan::Blocker;
+
+    fn runner(t: PhaseTimeouts) -> Runner {
+        let plan = Plan::new("inference", "k3d-gpu", "main", &t);
+        Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
+    }
+
+    /// A phase whose halves do what the test says: never end, fail, or answer.
+    struct Test<const ID: u8> {
+        plan: Option<Result<u32, Failure>>,
+        act: Option<Result<u32, Failure>>,
+    }
+
+    fn id(n: u8) -> PhaseId {
+        crate::plan::PHASES[n as usize].id
+    }
+
+    impl<const N: u8> Phase for Test<N> {
+        const ID: PhaseId = crate::plan::PHASES[N as usize].id;
+        type Planned = u32;
+        type Done = u32;
+        fn says(&self, _cx: &Cx<'_>) -> String {
+            "testing".into()
+        }
+        async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<u32, NoPlan> {
+            match self.plan.take() {
+                Some(r) => r.map_err(NoPlan::from),
+                None => std::future::pending().await,
+            }
+        }
+        async fn act(mut self, _p: u32, _cx: &Cx<'_>, _r: &mut Runner) -> Result<u32, Failure> {
+            match self.act.take() {
+                Some(r) => r,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    const INSTALL: u8 = 8;
+    const VERIFY: u8 = 10;
+    const PREPARE: u8 = 7;
+    const BASTION: u8 = 2;
+    const FACTS: u8 = 3;
+
+    fn stalled<const N: u8>() -> Test<N> {
+        Test { plan: None, act: None }
+    }
+
+    /// The settings, shell and pins a phase reads (none of them, here).
+    struct Fixture {
+        args: UpSettings,
+        global: crate::settings::Global,
+        shell: Shell,
+        tree_pins: crate::pins::Trees,
+        inv: crate::state::resume::Invocation,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let args = UpSettings {
+                dry_run: false,
+                fail_on_blockers: false,
+                offline: true,
+                allow_unread: vec![],
+                select: crate::settings::Select::default(),
+                env: "k3d-gpu".into(),
+                out: None,
+                output: crate::output::OutputFormat::Text,
+                explain: false,
+                yes: true,
+                break_lock: false,
+                reinstall: false,
+                repos: Default::default(),
+                image: Default::default(),
+                gather: Default::default(),
+                ledger_timeout: Duration::from_secs(1),
+                phase_timeouts: PhaseTimeouts::default(),
+            };
+            let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
+            let shell = Shell::new(ProgressMode::Plain, &term, true, 0, true);
+            let tree_pins = crate::config::select_trees(&args.select).expect("the built-in pins");
+            let (global, inv) = (Default::default(), Default::default());
+            Fixture { args, global, shell, tree_pins, inv }
+        }
+
+        fn cx(&self) -> Cx<'_> {
+            Cx {
+                args: &self.args,
+                global: &self.global,
+                shell: &self.shell,
+                inv: &self.inv,
+                tree_pins: &self.tree_pins,
+            }
+        }
+    }
+
+    /// The runner hands the half its window's deadline; outside a window there is none.
+    #[tokio::test]
+    async fn a_half_reads_the_deadline_of_its_window() {
+        assert_eq!(deadline(), None);
+        let before = tokio::time::Instant::now();
+        let limit = Duration::from_secs(30);
+        let seen = window(limit, false, &Interrupt::default(), async { Ok(deadline()) }, || Failure::Interrupted).await;
+        let seen = seen.unwrap().expect("a deadline inside the window");
+        assert!(seen >= before + limit && seen <= tokio::time::Instant::now() + limit, "{seen:?}");
+        assert_eq!(deadline(), None);
+    }
+
+    #[test]
+    fn the_test_phases_are_the_phases_they_name() {
+        assert_eq!((id(INSTALL), id(VERIFY), id(PREPARE)), (PhaseId::Install, PhaseId::Verify, PhaseId::Prepare));
+        assert_eq!((id(BASTION), id(FACTS)), (PhaseId::Bastion, PhaseId::Facts));
+    }
+
+    #[tokio::test]
+    async fn an_act_half_past_its_effective_timeout_is_recorded_failed_naming_the_phase() {
+        let t = PhaseTimeouts::resolve(Some(0), None, &[]).unwrap();
+        let (mut r, f) = (runner(t), Fixture::new());
+        let e = r.act_phase(stalled::<INSTALL>(), 1, &f.cx()).await.unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("phase install did not finish within its timeout of 0 s"), "{e}");
+        assert_eq!(r.state.entry(PhaseId::Install).status, Status::Failed);
+        assert_eq!(r.state.exit_code, Some(1));
+        assert_eq!(r.plan.phases.iter().find(|p| p.name == "install").unwrap().timeout_secs, 0);
+    }
+
+    #[tokio::test]
+    async fn verify_past_its_timeout_is_a_verification_failure() {
+        let (mut r, f) = (runner(PhaseTimeouts::resolve(None, Some(0), &[]).unwrap()), Fixture::new());
+        let e = r.act_phase(stalled::<VERIFY>(), 1, &f.cx()).await.unwrap_err();
+        assert_eq!(e.exit_code(), 5);
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_act_leaves_no_phase_running() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        r.interrupt.graceful.cancel();
+        let e = r.act_phase(stalled::<PREPARE>(), 1, &f.cx()).await.unwrap_err();
+        assert_eq!(e.exit_code(), 130);
+        assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Interrupted);
+    }
+
+    #[tokio::test]
+    async fn an_act_half_that_answers_is_done_with_the_inputs_hash_the_plan_computed() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        r.inputs.insert(PhaseId::Install, "h1".into());
+        let done = r.act_phase(Test::<INSTALL> { plan: None, act: Some(Ok(7)) }, 1, &f.cx()).await.unwrap();
+        assert_eq!(done, 7);
+        let entry = r.state.entry(PhaseId::Install);
+        assert_eq!((entry.status, entry.inputs_hash.as_deref()), (Status::Done, Some("h1")));
+    }
+
+    #[tokio::test]
+    async fn a_failed_plan_half_is_a_blocker_and_the_next_half_still_runs() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        let mut bastion = Test::<BASTION> { plan: Some(Err(Failure::bad_input("no digest", "pin it"))), act: None };
+        assert_eq!(r.plan(&mut bastion, &f.cx()).await.unwrap(), None);
+        let mut facts = Test::<FACTS> { plan: Some(Ok(7)), act: None };
+        assert_eq!(r.plan(&mut facts, &f.cx()).await.unwrap(), Some(7));
+        assert_eq!(
+            r.plan.blockers,
+            [Blocker::new(PhaseId::Bastion, "no digest", "pin it", crate::plan::Kind::BadInput)]
+        );
+        assert_eq!(r.state.entry(PhaseId::Bastion).status, Status::Failed);
+        assert!(r.block(PhaseId::Facts, Failure::Interrupted).is_err(), "an interruption ends the run");
+    }
+
+    #[tokio::test]
+    async fn a_stalled_plan_half_side_by_side_ends_at_its_own_window_and_the_others_answer() {
+        let t = PhaseTimeouts::resolve(None, None, &[(PhaseId::Facts, 0)]).unwrap();
+        let (mut r, f) = (runner(t), Fixture::new());
+        let mut a = Test::<BASTION> { plan: Some(Ok(1)), act: None };
+        let mut b = stalled::<FACTS>();
+        let mut c = Test::<INSTALL> { plan: Some(Ok(3)), act: None };
+        let (a, b, c) = r.plan3((&mut a, &mut b, &mut c), &f.cx(), "waiting").await.unwrap();
+        assert_eq!((a, b, c), (Some(1), None, Some(3)));
+        assert_eq!(r.plan.blockers.len(), 1);
+        assert!(
+            r.plan.blockers[0].cause.contains("phase facts did not finish within its timeout"),
+            "{:?}",
+            r.plan.blockers
+        );
+        for id in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Install] {
+            assert_ne!(r.state.entry(id).status, Status::Running, "{id} left running");
+        }
+    }
+
+    #[test]
+    fn two_flags_for_one_phase_are_refused_and_the_plan_prints_the_effective_values() {
+        let e = PhaseTimeouts::resolve(Some(600), None, &[(PhaseId::Install, 5)]).unwrap_err();
+        assert!(e.contains("--install-timeout") && e.contains("--phase-timeout install=5"), "{e}");
+        let t = PhaseTimeouts::resolve(Some(600), Some(60), &[(PhaseId::Prepare, 7)]).unwrap();
+        let plan = Plan::new("inference", "k3d-gpu", "main", &t);
+        let secs = |n: &str| plan.phases.iter().find(|p| p.name == n).unwrap().timeout_secs;
+        assert_eq!((secs("install"), secs("verify"), secs("prepare")), (600, 60, 7));
+        assert_eq!(secs("facts"), PhaseId::Facts.spec().timeout.as_secs());
+        assert_eq!(t.get(PhaseId::Install), Duration::from_secs(600));
+    }
+}

@@ -1,0 +1,73 @@
+//! `eas verify` against what the recorded run expects: the [`Expected`] record kept beside the
+//! run's state, and its reader.
+
+use crate::cluster::CALL;
+use crate::error::Failure;
+use crate::gather::{self};
+use crate::output::Shell;
+use crate::settings::Global;
+use crate::state::StateDir;
+use crate::state::run::state_root;
+use crate::verify;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct VerifySettings {
+    /// How long to wait for the model servers
+    pub timeout: Duration,
+    /// How long to wait for every device node's resource and plugin pod
+    pub devices_timeout: Duration,
+    /// `json`: one document (eas-verify/v1) on stdout, passed or not
+    pub output: crate::output::OutputFormat,
+}
+
+/// What a run expects verification to find, kept beside its state.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Expected {
+    /// The device nodes the run's facts showed: node -> the device resources it advertised.
+    #[serde(default)]
+    pub device_nodes: BTreeMap<String, Vec<String>>,
+    /// The model servers the run deployed (an empty list: none fits).
+    pub models: Option<Vec<String>>,
+    /// The generator's model decision, named when no model fits.
+    #[serde(default)]
+    pub fit: Option<String>,
+}
+
+impl Expected {
+    pub fn expect(&self) -> verify::Expect {
+        let models = match &self.models {
+            Some(m) if m.is_empty() => verify::Models::NoneFits(self.fit.clone().unwrap_or_else(|| "-".into())),
+            Some(m) => verify::Models::Named(m.clone()),
+            None => verify::Models::Found,
+        };
+        verify::Expect { device_nodes: self.device_nodes.clone(), models }
+    }
+}
+
+pub const EXPECTED_FILE: &str = "expected.json";
+
+/// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
+/// record, the devices alone, then exit 5: there is no model server eas installed.
+/// `eas verify`'s checks against what the recorded run expects (devices only, then "nothing
+/// installed", when no run is recorded): one line per passing check, or the failure.
+pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, Failure> {
+    crate::runtime::block_on_interruptible(async {
+        let target = gather::target(global, CALL).await?;
+        let key = crate::cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+        let sd = StateDir::new(&state_root(global)?, &key)?;
+        let file = sd.dir().join(EXPECTED_FILE);
+        let recorded: Option<Expected> =
+            crate::bounded::read(&file, crate::bounded::Kind::State).ok().and_then(|t| serde_json::from_slice(&t).ok());
+        let exp = match recorded {
+            Some(e) => e.expect(),
+            None => verify::Expect {
+                device_nodes: BTreeMap::new(),
+                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
+            },
+        };
+        let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
+        verify::verify(&target.client, &exp, &t, shell).await.map_err(Failure::from)
+    })
+}
