@@ -173,23 +173,6 @@ pub fn upgrades_in_place(r: &Runner, work: &Path, env: &str) -> bool {
         && work.join("env").join(env).join(".solutions.yaml").exists()
 }
 
-/// The kept work tree moved to the new EAS commit: the overlay (and eas's manifest edit) reverted
-/// with the move, `env/` and `ext/` kept (they are not tracked); the act re-applies the overlay
-/// and `init --upgrade` moves `ext/`.
-pub async fn upgrade_tree(work: &Path, commit: &str) -> Result<(), Failure> {
-    let limit = Duration::from_secs(120);
-    let dir = Some(work);
-    let step = |e: String| Failure::step_next("trees", e, "move the work tree aside with `eas down`, then `eas up`");
-    crate::git::run(dir, &["-c", "advice.detachedHead=false", "checkout", "--quiet", "-f", "--detach", commit], limit)
-        .await
-        .map_err(step)?;
-    let head = crate::git::run(dir, &["rev-parse", "HEAD"], limit).await.map_err(step)?;
-    if head.trim() != commit {
-        return Err(step(format!("the work tree {} is at {}, not {commit}", work.display(), head.trim())));
-    }
-    Ok(())
-}
-
 /// What an up-to-date run says before it verifies.
 pub fn up_to_date_note(last: Option<&Completed>, shell: &Shell) {
     match last {

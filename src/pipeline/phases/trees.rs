@@ -15,10 +15,10 @@ use crate::plan::PhaseId;
 use crate::state::StateDir;
 
 use crate::gather::catalog;
-use crate::pipeline::day_two;
 use crate::pipeline::phase::{Cx, NoPlan, Phase};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::settings::{Repos, UpSettings};
+use std::time::Duration;
 
 pub struct Trees<'a> {
     pub sd: &'a StateDir,
@@ -77,7 +77,7 @@ impl Phase for Trees<'_> {
     async fn act(self, scratch: Scratch, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
         let work = self.sd.work_dir().join("eas");
         match &self.upgrade_to {
-            Some(commit) => day_two::upgrade_tree(&work, commit).await,
+            Some(commit) => upgrade_tree(&work, commit).await,
             None => put_in_place(&scratch.tree(), &work).map_err(|e| Failure::step("trees", e)),
         }
     }
@@ -191,6 +191,23 @@ pub fn make_work_tree(res: &Resolved, t: &Pins, dir: &Path, layer: &str, with_ex
             _ => continue,
         };
         trees::work_tree(r, &dir.join("ext").join(&row.dest), Some(&url(p))).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The kept work tree moved to the new EAS commit: the overlay (and eas's manifest edit) reverted
+/// with the move, `env/` and `ext/` kept (they are not tracked); the act re-applies the overlay
+/// and `init --upgrade` moves `ext/`.
+pub async fn upgrade_tree(work: &Path, commit: &str) -> Result<(), Failure> {
+    let limit = Duration::from_secs(120);
+    let dir = Some(work);
+    let step = |e: String| Failure::step_next("trees", e, "move the work tree aside with `eas down`, then `eas up`");
+    crate::git::run(dir, &["-c", "advice.detachedHead=false", "checkout", "--quiet", "-f", "--detach", commit], limit)
+        .await
+        .map_err(step)?;
+    let head = crate::git::run(dir, &["rev-parse", "HEAD"], limit).await.map_err(step)?;
+    if head.trim() != commit {
+        return Err(step(format!("the work tree {} is at {}, not {commit}", work.display(), head.trim())));
     }
     Ok(())
 }
