@@ -55,6 +55,39 @@ mod tests {
         }
     }
 
+    /// Every list of phase names in a schema is the phase table's, in its order: a phase added
+    /// to, renamed in or moved in `PHASES` fails here until the schemas follow.
+    #[test]
+    fn every_phase_enum_in_the_schemas_is_the_phase_tables() {
+        fn enums<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a Vec<serde_json::Value>>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    if let Some(serde_json::Value::Array(a)) = m.get("enum") {
+                        out.push(a);
+                    }
+                    m.values().for_each(|x| enums(x, out));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| enums(x, out)),
+                _ => {}
+            }
+        }
+        let table: Vec<&str> = crate::plan::PHASES.iter().map(|p| p.name).collect();
+        let mut seen = 0;
+        for (name, text) in SCHEMAS {
+            let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+            let mut found = Vec::new();
+            enums(&doc, &mut found);
+            // A phase enum names `preflight`; other enums may share a word with it ("install").
+            for e in found.into_iter().filter(|e| e.iter().any(|x| x.as_str() == Some(table[1]))) {
+                let listed: Vec<&str> = e.iter().filter_map(|x| x.as_str()).collect();
+                assert_eq!(listed, table, "{name}: a phase enum differs from PHASES");
+                seen += 1;
+            }
+        }
+        // The plan's phases, timeouts, blockers and unknowns, and the status's phase.
+        assert!(seen >= 5, "only {seen} phase enums found");
+    }
+
     #[test]
     fn a_schema_is_found_by_name_by_file_stem_and_without_a_version() {
         for asked in ["eas-verify/v1", "eas-verify.v1", "eas-verify", " eas-verify "] {
