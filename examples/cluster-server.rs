@@ -8,7 +8,9 @@
 //! Prints `kubeconfig <path>` and `url <url>` on stdout once it answers, then serves until
 //! killed or until stdin closes. Every request is logged to stderr.
 
-#[path = "../tests/support/cluster_server.rs"]
+// The tests' recorded-cluster server, of which this example serves and reads only a part.
+#[allow(dead_code)]
+#[path = "../tests/it/support/cluster_server.rs"]
 mod cluster_server;
 
 use std::io::{BufRead, Write};

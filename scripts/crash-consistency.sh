@@ -12,7 +12,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 start=$(date +%s)
 status=0
-flock /tmp/eas-docker.lock cargo test --test down_safety -- --ignored --nocapture crash_consistency_at_30_points \
+flock /tmp/eas-docker.lock cargo test --test it --features docker-tests -- --ignored --nocapture down_safety::crash_consistency_at_30_points --exact \
     2>&1 | tee "$log" || status=$?
 echo "--- summary"
 grep '^crash consistency:' "$log" || echo "crash consistency: no summary (the test ended early; see above)"

@@ -3,7 +3,7 @@
 # (fixtures/clusters/k3d-gpu-desktop, served on 127.0.0.1 by the tests' API server, which keeps
 # what is written to it) with the SYNTHETIC trees, whose es_auto_installer.sh is the tests'
 # stand-in installer, run in a bastion image built locally from bastion/Dockerfile on the tests'
-# base image with stand-in artifacts (as tests/up_cycle.rs does). Needs a Docker Engine
+# base image with stand-in artifacts (as tests/it/up_cycle.rs does). Needs a Docker Engine
 # (scripts/docker-up.sh); touches no real cluster. Steps: the README's real-cluster steps (eas
 # doctor, eas pins show, eas up --dry-run --out plan/; the pins are the user's pins file, as after
 # `eas pins lock`, which needs GitHub and is left out), then eas up --yes (the node at 48 GiB), eas
@@ -24,7 +24,7 @@ synthetic_trees "$work" demo "DEMO: synthetic tree"
 serve_recorded "$debug/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work"
 url=$(sed -n 's/^url //p' "$work/server.out")
 
-# The stand-in bastion artifacts, served from file:// URLs (tests/support/artifacts.rs).
+# The stand-in bastion artifacts, served from file:// URLs (tests/it/support/artifacts.rs).
 mkdir -p "$work/served" "$work/home"
 python3 - "$work" <<'PY'
 import hashlib, io, json, sys, tarfile

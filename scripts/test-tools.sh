@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian tools the tests start themselves when they are missing: tinyproxy (the
-# forward proxy of tests/proxy.rs). Idempotent; used by scripts/test.sh.
+# forward proxy of tests/it/proxy.rs). Idempotent; used by scripts/test.sh.
 set -euo pipefail
 
 missing=()

@@ -38,8 +38,10 @@ mod since_last;
 mod sources;
 mod state;
 mod text;
+// The integration tests' TLS front, of which the unit tests use a part.
 #[cfg(test)]
-#[path = "../tests/support/tls_front.rs"]
+#[allow(dead_code)]
+#[path = "../tests/it/support/tls_front.rs"]
 mod tls_front;
 mod trees;
 mod verify;

@@ -1,11 +1,11 @@
 //! The download client against a real local HTTPS server whose throwaway CA is made here (rcgen),
-//! directly and through a real forward proxy (tinyproxy, tests/support/forward_proxy.rs).
+//! directly and through a real forward proxy (tinyproxy, tests/it/support/forward_proxy.rs).
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 
-#[path = "../../tests/support/forward_proxy.rs"]
+#[path = "../../tests/it/support/forward_proxy.rs"]
 mod forward_proxy;
 
 const BODY: &[u8] = b"yq v4.44 pretend binary\n";

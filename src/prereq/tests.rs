@@ -13,7 +13,7 @@ fn read(path: &Path) -> Facts {
     Facts::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A recorded cluster's facts, as `eas facts` gathers them (tests/facts_recorded.rs keeps them).
+/// A recorded cluster's facts, as `eas facts` gathers them (tests/it/facts_recorded.rs keeps them).
 fn recorded(name: &str) -> Facts {
     read(&root().join("fixtures/clusters").join(name).join("expected/facts.json"))
 }
@@ -176,7 +176,7 @@ fn the_landing_node_must_be_ready_schedulable_and_without_pressure() {
 #[test]
 fn other_nodes_under_pressure_are_a_warning() {
     let mut f = recorded("k3s-3node-eas");
-    // lab-w-1 is where the model lands (tests/facts_recorded.rs); the others only warn.
+    // lab-w-1 is where the model lands (tests/it/facts_recorded.rs); the others only warn.
     let cp = f.nodes.iter_mut().find(|n| n.name == "lab-cp-1").unwrap();
     with_conditions(cp, &[("DiskPressure", "True")]);
     f.nodes.iter_mut().find(|n| n.name == "lab-w-2").unwrap().unschedulable = true;

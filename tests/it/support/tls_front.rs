@@ -1,0 +1,132 @@
+//! A TLS server on 127.0.0.1 for the name `localhost`, its certificate signed by a throwaway CA
+//! made here (rcgen): either a TLS front relaying each connection to a plain TCP backend (the
+//! recorded cluster's HTTP server), or a static file server (git's dumb HTTP protocol).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub struct TlsFront {
+    pub port: u16,
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    /// The CA certificate, DER.
+    #[allow(dead_code)] // src/trees.rs's tests read it (src/main.rs includes this file)
+    pub ca_der: Vec<u8>,
+    /// Serves until dropped.
+    _rt: tokio::runtime::Runtime,
+}
+
+enum Serve {
+    Relay(SocketAddr),
+    Files(PathBuf),
+}
+
+impl TlsFront {
+    /// Terminates TLS and relays the bytes to `backend`.
+    pub fn relay(backend: SocketAddr) -> TlsFront {
+        start(Serve::Relay(backend))
+    }
+
+    /// Answers `GET /path[?query]` with the file under `root` (404 when absent).
+    pub fn files(root: PathBuf) -> TlsFront {
+        start(Serve::Files(root))
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}", self.port)
+    }
+}
+
+/// A throwaway CA named `common_name` and a TLS acceptor whose certificate for `localhost` it
+/// signed: what a test server needs, and what its client must be told to trust.
+pub struct TestCa {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    /// The CA certificate, PEM.
+    pub pem: String,
+    /// The CA certificate, DER.
+    pub der: Vec<u8>,
+}
+
+pub fn localhost_ca(common_name: &str) -> TestCa {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, common_name);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+        )
+        .unwrap();
+    TestCa {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        pem: ca_cert.pem(),
+        der: ca_cert.der().to_vec(),
+    }
+}
+
+fn start(serve: Serve) -> TlsFront {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let TestCa { acceptor, pem: ca_pem, der: ca_der } = localhost_ca("eas test CA");
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serve = Arc::new(serve);
+    rt.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let (acceptor, serve) = (acceptor.clone(), serve.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                match &*serve {
+                    Serve::Relay(backend) => {
+                        let Ok(mut up) = tokio::net::TcpStream::connect(backend).await else { return };
+                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                    }
+                    Serve::Files(root) => serve_files(&mut tls, root).await,
+                }
+            });
+        }
+    });
+    TlsFront { port, ca_pem, ca_der, _rt: rt }
+}
+
+async fn serve_files(tls: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>, root: &std::path::Path) {
+    let mut buf = vec![0u8; 8192];
+    let mut seen = Vec::new();
+    loop {
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&seen[..end]).to_string();
+        seen.drain(..end);
+        let target = head.split_whitespace().nth(1).unwrap_or("/");
+        let path = target.split('?').next().unwrap_or("/").trim_start_matches('/');
+        let file = if path.split('/').any(|c| c == "..") { None } else { std::fs::read(root.join(path)).ok() };
+        let (status, body) = match file {
+            Some(b) => ("200 OK", b),
+            None => ("404 Not Found", b"not found\n".to_vec()),
+        };
+        let reply = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        if tls.write_all(reply.as_bytes()).await.is_err() || tls.write_all(&body).await.is_err() {
+            return;
+        }
+    }
+}
