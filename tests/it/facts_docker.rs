@@ -29,18 +29,15 @@ fn docker_ok(args: &[&str]) -> String {
     text(&out.stdout)
 }
 
-/// The engine and the base image, or a failure that says how to get them.
-fn engine_ready() {
-    let info = docker(&["info", "--format", "{{.ServerVersion}}"]);
-    assert!(
-        info.status.success(),
-        "these tests need a Docker Engine and none answers ({}): run `bash scripts/docker-up.sh`",
-        text(&info.stderr).trim()
-    );
+/// The engine (the Docker tier's turn at it) and the base image, or a failure that says how to
+/// get them.
+fn engine_ready() -> std::sync::MutexGuard<'static, ()> {
+    let engine = support::docker::engine();
     if !docker(&["image", "inspect", BASE_IMAGE]).status.success() {
         let st = Command::new("bash").arg(root().join("scripts/base-image.sh")).status().expect("run base-image.sh");
         assert!(st.success(), "scripts/base-image.sh could not make {BASE_IMAGE}");
     }
+    engine
 }
 
 /// Whether this engine runs rootless, as `docker info` says.
@@ -147,8 +144,7 @@ fn eas_facts(server: &ClusterServer, dir: &Path) -> std::process::Output {
 
 #[test]
 fn a_k3d_node_container_is_read_through_the_docker_api() {
-    let _engine = support::docker::engine();
-    engine_ready();
+    let _engine = engine_ready();
     let cluster = unique_cluster();
     let node = format!("k3d-{cluster}-server-0");
     let config =
@@ -177,8 +173,7 @@ fn a_k3d_node_container_is_read_through_the_docker_api() {
 
 #[test]
 fn k3d_nodes_with_run_on_tmpfs_and_without_a_socket() {
-    let _engine = support::docker::engine();
-    engine_ready();
+    let _engine = engine_ready();
     let cluster = unique_cluster();
     let server_node = format!("k3d-{cluster}-server-0");
     let agent_node = format!("k3d-{cluster}-agent-0");
@@ -216,8 +211,7 @@ fn k3d_nodes_with_run_on_tmpfs_and_without_a_socket() {
 
 #[test]
 fn a_k3d_node_whose_container_is_gone() {
-    let _engine = support::docker::engine();
-    engine_ready();
+    let _engine = engine_ready();
     let cluster = unique_cluster();
     let node = format!("k3d-{cluster}-server-0");
     let dir = tempfile::tempdir().unwrap();
