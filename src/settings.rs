@@ -53,7 +53,8 @@ impl CaBundle {
 /// installs are the rows of `data/layers.json`, each with its install path, and the code follows
 /// each one's path (its components, its EAT rows), so they are variants; a layer that data lists
 /// as refused is kept by name so the decision refuses it (exit 3) with the data's reason. A name
-/// neither installs nor refuses is bad input at the edge.
+/// neither installs nor refuses is bad input at the edge. The one layer type: config's decision
+/// carries it too, never `Refused` there (a refused layer gets no decision).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layer {
     Inference,

@@ -14,7 +14,8 @@ use super::cpu_dtype::{self, Verdict as DtypeVerdict};
 use super::data::{self, Candidate};
 use super::fit::{self, Architecture, FitDoc, Target};
 use super::hf::Access;
-use super::rules::{Choice, Decision, Layer, ModelEdit, Value};
+use super::rules::{Choice, Decision, ModelEdit, Value};
+use crate::settings::Layer;
 
 fn largest_node_gib(f: &Facts) -> (f64, String) {
     let mut best = (0.0, String::from("(none)"));
@@ -155,7 +156,7 @@ pub fn pick(
     forced: Option<&str>,
     catalog: Option<&Pinned>,
     (hf_cache, downloads): (Option<&std::path::Path>, &[(String, Access)]),
-    layer: Layer,
+    layer: &Layer,
     d: &mut Decision,
 ) -> Result<(), String> {
     let mut targets = Target::for_catalog(catalog.map(|c| &c.catalog), hf_cache);
@@ -437,15 +438,14 @@ pub fn prove_deploy_path(d: &mut Decision, readers: &[(String, super::components
 /// `autodeploy: true` when `llm_services_deploy_models` is on; no stored EAT file reads
 /// `agent_toolkit_models`, so on the agent-toolkit layer it is written as a defensive key beside
 /// EI's path, and the decision says EAT's reader was not checked here.
-fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
-    let fact = match layer {
-        Layer::Inference => {
-            format!("layer inference, model {name}; EI's config.yaml ships llm_services_deploy_models: false")
-        }
-        Layer::AgentToolkit => format!(
+fn deploy_path(name: &str, layer: &Layer, d: &mut Decision) {
+    let fact = if *layer == Layer::AgentToolkit {
+        format!(
             "layer agent-toolkit, model {name}; {EAT_NOT_CHECKED} (no stored EAT file reads it); EI's deploy path is \
              proved by roles/llm_services"
-        ),
+        )
+    } else {
+        format!("layer inference, model {name}; EI's config.yaml ships llm_services_deploy_models: false")
     };
     d.choices.push(Choice {
         fact,
@@ -453,7 +453,7 @@ fn deploy_path(name: &str, layer: Layer, d: &mut Decision) {
         source: "ei-deploy-switch".into(),
     });
     d.overrides.push(("llm_services_deploy_models", Value::Bool(true)));
-    if layer == Layer::AgentToolkit {
+    if *layer == Layer::AgentToolkit {
         d.choices.push(Choice {
             fact: format!("{EAT_MODELS_KEY} has no proved reader"),
             choice: format!("agent_toolkit_models: [{name:?}] (defensive: harmless when unread)"),

@@ -213,7 +213,7 @@ mod tests {
 
     fn decision() -> Decision {
         Decision {
-            layer: super::super::rules::Layer::Inference,
+            layer: crate::settings::Layer::Inference,
             overrides: vec![("kubernetes_cluster_cidr", Value::Str("10.42.0.0/16".into()))],
             require_amx: false,
             model_edits: vec![],

@@ -3,24 +3,10 @@
 
 use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
+use crate::settings::Layer;
 
 use super::data::{self, ManifestRow};
 use super::node_args;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
-    Inference,
-    AgentToolkit,
-}
-
-impl Layer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layer::Inference => "inference",
-            Layer::AgentToolkit => "agent-toolkit",
-        }
-    }
-}
 
 /// A YAML value as the overrides file carries it: strings quoted, booleans and lists native.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,6 +47,7 @@ pub struct ManifestEntry {
 
 #[derive(Debug, Clone)]
 pub struct Decision {
+    /// The layer installed: never [`Layer::Refused`] (a refused layer has no decision).
     pub layer: Layer,
     pub overrides: Vec<(&'static str, Value)>,
     pub require_amx: bool,
@@ -83,7 +70,7 @@ pub struct Inputs<'a> {
     /// The fit that decides (SPEC §3.4): the facts' own, or an external document.
     pub fit: Option<&'a crate::facts::Fit>,
     pub trees: &'a Trees,
-    pub layer: &'a crate::settings::Layer,
+    pub layer: &'a Layer,
     pub model: Option<&'a str>,
     /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
     /// candidates (`data/models.json`) stand in for it.
@@ -102,17 +89,12 @@ pub const NODE_ARGS: &str = "k3s.io/node-args";
 /// The layer and model asked for, checked without reading anything: bad input (exit 2) before
 /// any network call. `None`: a layer eas knows and refuses (the refusal comes with the facts).
 /// `with_catalog`: a model catalog will decide, so `--model` is checked against it, not here.
-pub fn selection(
-    layer: &crate::settings::Layer,
+pub fn selection<'l>(
+    layer: &'l Layer,
     model: Option<&str>,
     with_catalog: bool,
-) -> Result<Option<Layer>, Rejection> {
-    use crate::settings::Layer as Selected;
-    let layer = match layer {
-        Selected::Inference => Some(Layer::Inference),
-        Selected::AgentToolkit => Some(Layer::AgentToolkit),
-        Selected::Refused(_) => None,
-    };
+) -> Result<Option<&'l Layer>, Rejection> {
+    let layer = Some(layer).filter(|l| !matches!(l, Layer::Refused(_)));
     if let (Some(_), Some(m), false) = (layer, model, with_catalog)
         && !data::models().candidates.iter().any(|c| c.name == m)
     {
@@ -141,7 +123,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     let layout = layout.expect("a refusal was returned otherwise");
 
     let mut d = Decision {
-        layer,
+        layer: layer.clone(),
         overrides: Vec::new(),
         require_amx: false,
         model_edits: Vec::new(),
@@ -156,7 +138,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
     {
         d.warnings.push(w);
     }
-    if layer == Layer::AgentToolkit {
+    if *layer == Layer::AgentToolkit {
         choose(
             &mut d,
             format!("layer agent-toolkit, no foreign agent-sandbox (EAT's is {})", rules.eat_sandbox_version),
@@ -187,7 +169,7 @@ type NodeArgs<'f> = Vec<(&'f Node, Vec<String>)>;
 /// Everything that refuses the cluster except its containerd layout, and each node's k3s args.
 fn refusals<'f>(
     inp: &Inputs<'f>,
-    layer: Option<Layer>,
+    layer: Option<&Layer>,
     rules: &data::ClusterRules,
 ) -> Result<(Vec<String>, NodeArgs<'f>), Rejection> {
     let f = inp.facts;
@@ -414,8 +396,8 @@ fn cluster_choices(
 }
 
 /// The layer manifest, every rev from the pins.
-fn manifest(d: &mut Decision, inp: &Inputs, layer: Layer) {
-    for row in &data::layers().layers[layer.name()] {
+fn manifest(d: &mut Decision, inp: &Inputs, layer: &Layer) {
+    for row in &data::layers().layers[layer.as_str()] {
         let pin = match row.pin.as_str() {
             "ei" => &inp.trees.ei,
             "eat" => &inp.trees.eat,
@@ -429,7 +411,7 @@ fn manifest(d: &mut Decision, inp: &Inputs, layer: Layer) {
         choose(
             d,
             format!("pins {} {} {} at {}", inp.trees.profile, row.pin, pin.git_ref, rev),
-            format!("repos.{}.yaml {} rev: {rev:?}{note}", layer.name(), row.dest),
+            format!("repos.{}.yaml {} rev: {rev:?}{note}", layer, row.dest),
             "layer-manifest-rev",
         );
         if !locked {

@@ -2,7 +2,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::config::render;
-use crate::config::rules::{Decision, Layer, ModelEdit};
+use crate::config::rules::{Decision, ModelEdit};
+use crate::settings::Layer;
 
 /// A synthetic catalog in the shape of EI's: comments, several entries, some with `env`/`args`,
 /// some without, one whose last key is a block scalar holding `#` lines, one with its `args`
