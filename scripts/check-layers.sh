@@ -3,6 +3,8 @@
 #  - clap or the `cli` module named outside src/cli/, src/main.rs and src/commands/;
 #  - a Kubernetes call made outside src/cluster/;
 #  - an error type (`Failure`, `crate::error`) named in src/plan/ (the plan model is data);
+#  - `Failure` (or `crate::error`) named outside src/commands/, src/pipeline/, src/error.rs and
+#    src/main.rs (every other module has its own error type, mapped in src/commands/edge.rs);
 #  - `pipeline` imported by any module below it (only main.rs, cli/ and commands/ may);
 #  - an import from a lower layer to a higher one, in the order LAYERS below;
 #  - an import cycle among the top-level modules of src/.
@@ -51,6 +53,12 @@ forbid "clap or cli:: outside src/cli/, src/main.rs and src/commands/" '\bclap\b
 # raw request or watch is built anywhere else.
 forbid "a Kubernetes call outside src/cluster/" '\bApi::|\bApi<|request_text|request_stream|await_condition' \
   '^src/cluster/' "every Kubernetes call is made in src/cluster/"
+# `Failure` is the exit-code contract's type: the commands and the pipeline end with one, and
+# every other module returns its own error, which src/commands/edge.rs maps (tests included:
+# the mapping's tests live beside it). A quoted "Failure" (a Kubernetes Status in a test) is data.
+forbid "Failure named outside src/commands/, src/pipeline/, src/error.rs and src/main.rs" \
+  '(^|[^"])\bFailure\b([^"]|$)|crate::error\b' '^src/(commands/|pipeline/|error\.rs|main\.rs)' \
+  "Failure only in src/commands/, src/pipeline/, src/error.rs and src/main.rs"
 # The plan model is data (phase tables, the plan, blockers): turning a failure into blockers and
 # blockers into a failure is the pipeline's.
 if hits=$(grep -rnE '\bFailure\b|crate::error\b' src/plan --include='*.rs' | grep -vE '^[^:]+:[0-9]+:\s*//'); then

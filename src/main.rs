@@ -76,6 +76,6 @@ fn main() -> std::process::ExitCode {
     shell.init_tracing();
     match cli::settings(g, env) {
         Ok(global) => error::finish(commands::run(cli.command, &global, &shell)),
-        Err(f) => error::finish(Err(f)),
+        Err(e) => error::finish(Err(e.into())),
     }
 }

@@ -16,7 +16,6 @@ use crate::act::prepare::global_config::merge_global_edit;
 use crate::act::prepare::models::{ModelsEdit, apply_models_edit};
 use crate::cluster::lease::Fence;
 use crate::config::{self, render};
-use crate::error::Failure;
 use crate::installer::command::shell_line;
 use crate::installer::progress::{Event, Guard, Outcome, Progress, Tail};
 use crate::output::Shell;
@@ -27,6 +26,42 @@ use crate::state::StateDir;
 use crate::state::journal::create_private_dir;
 
 use crate::state::run::now;
+
+/// Why prepare or install (or the undeploy before it) did not finish; the command edge gives
+/// each its exit code and `next:` line.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Kubeconfig(#[from] crate::kubeconfig::TargetError),
+    #[error(transparent)]
+    Bastion(#[from] bastion::BastionError),
+    #[error(transparent)]
+    Log(#[from] crate::state::run::PathIoError),
+    /// The bastion's container could not be run.
+    #[error(transparent)]
+    Run(bastion::run::RunError),
+    /// Ctrl-C or SIGTERM stopped the installer.
+    #[error("interrupted")]
+    Interrupted,
+    #[error(transparent)]
+    Grammar(#[from] crate::installer::command::GrammarError),
+    #[error(transparent)]
+    Command(#[from] crate::installer::command::CommandError),
+    /// A file of the inited env that prepare could not read or write.
+    #[error("{}: {source}", path.display())]
+    Prepare {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    GlobalConfig(#[from] crate::act::prepare::global_config::GlobalConfigError),
+    #[error(transparent)]
+    Models(#[from] crate::act::prepare::models::ModelsError),
+    /// The installer ran and did not succeed, in `step`: its cause, the log, and what to do.
+    #[error("{cause}; log: {}", log.display())]
+    Installer { step: &'static str, cause: String, log: std::path::PathBuf, next: String },
+}
 
 pub struct Ctx<'a> {
     pub docker: &'a Docker,
@@ -132,7 +167,7 @@ async fn run_installer(
     log_path: &Path,
     timeout: Duration,
     guard_byo: bool,
-) -> Result<(Outcome, Tail), Failure> {
+) -> Result<(Outcome, Tail), InstallError> {
     let kube = bastion::minted_source(ctx.global, ctx.shell).await?;
     let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
@@ -178,7 +213,7 @@ async fn run_installer(
     sink.flush();
     scrub_tree_logs(ctx.tree, &sink.redactor, ctx.shell);
     sink.bar.finish_and_clear();
-    let outcome = res.map_err(|e| Failure::step("bastion run", e))?;
+    let outcome = res.map_err(InstallError::Run)?;
     drop(std);
     let lost = ctx.fence.as_ref().and_then(Fence::lost);
     let verdict = match outcome {
@@ -186,7 +221,7 @@ async fn run_installer(
             Outcome::Stopped(lost.unwrap_or_default())
         }
         RunOutcome::Interrupted if sink.stopped.is_some() => Outcome::Stopped(sink.stopped.clone().unwrap_or_default()),
-        RunOutcome::Interrupted => return Err(Failure::Interrupted),
+        RunOutcome::Interrupted => return Err(InstallError::Interrupted),
         RunOutcome::TimedOut => Outcome::Failed {
             code: -1,
             task: Some(format!("no result within {}s (stopped)", timeout.as_secs())),
@@ -237,7 +272,14 @@ fn scrub_tree_logs(tree: &Path, redactor: &Redactor, shell: &Shell) {
     }
 }
 
-fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, shell: &Shell) -> Option<Failure> {
+fn failure(
+    step: &'static str,
+    outcome: &Outcome,
+    tail: &Tail,
+    log: &Path,
+    next: &str,
+    shell: &Shell,
+) -> Option<InstallError> {
     let cause = match outcome {
         Outcome::Complete(_) => return None,
         Outcome::NoBanner => return None,
@@ -252,11 +294,11 @@ fn failure(step: &str, outcome: &Outcome, tail: &Tail, log: &Path, next: &str, s
     for l in tail.lines() {
         shell.note(format!("  | {l}"));
     }
-    Some(Failure::step_next(step, format!("{cause}; log: {}", log.display()), next))
+    Some(InstallError::Installer { step, cause, log: log.to_path_buf(), next: next.to_string() })
 }
 
 /// The run's log file in the state directory's `logs/` (made private), named for the time.
-pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, Failure> {
+pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, crate::state::run::PathIoError> {
     let logs = sd.logs_dir();
     create_private_dir(&logs).map_err(|e| crate::state::run::io_failure("log", &logs, e))?;
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
@@ -273,13 +315,13 @@ pub async fn prepare(
     log_path: &Path,
     limit: Duration,
     upgrade: bool,
-) -> Result<(), Failure> {
+) -> Result<(), InstallError> {
     let (layer, env) = (inv.layer.as_str(), inv.env.as_str());
     let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
     let next_up = format!("fix the cause, then `{}`", inv.up());
     crate::installer::command::detect_grammar_in(ctx.tree)?;
     let manifest = ctx.tree.join("configs/repos").join(render::repos_file(layer));
-    let step = |e: std::io::Error, what: &Path| Failure::step("prepare", format!("{}: {e}", what.display()));
+    let step = |e: std::io::Error, what: &Path| InstallError::Prepare { path: what.to_path_buf(), source: e };
     std::fs::create_dir_all(manifest.parent().expect("has parent")).map_err(|e| step(e, &manifest))?;
     std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
     let mut init = crate::installer::command::init_argv(layer, env)?;
@@ -318,7 +360,7 @@ pub async fn prepare(
 
 /// The last completed run's model removed (`./model-manager undeploy NAME --wait`), in the
 /// bastion, before the install deploys the new pick.
-pub async fn undeploy(ctx: &Ctx<'_>, argv: &[String], log_path: &Path, limit: Duration) -> Result<(), Failure> {
+pub async fn undeploy(ctx: &Ctx<'_>, argv: &[String], log_path: &Path, limit: Duration) -> Result<(), InstallError> {
     ctx.shell.phase("install", format!("{} (log: {})", shell_line(argv), log_path.display()));
     let (outcome, tail) = run_installer(ctx, argv, log_path, limit, false).await?;
     match failure("install", &outcome, &tail, log_path, "remove the model by hand, then `eas up` again", ctx.shell) {
@@ -334,7 +376,7 @@ pub async fn install(
     inv: &crate::state::resume::Invocation,
     log_path: &Path,
     limit: Duration,
-) -> Result<(), Failure> {
+) -> Result<(), InstallError> {
     let (_layer, _env) = (inv.layer.as_str(), inv.env.as_str());
     let next_up = format!("fix the cause, then `{}`", inv.up());
     ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));

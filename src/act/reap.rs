@@ -13,7 +13,6 @@ use bollard::Docker;
 use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptionsBuilder};
 
 use crate::act::bastion::MANAGED_LABEL;
-use crate::error::Failure;
 use crate::output::Shell;
 use crate::state::lock::{self, Found, Holder};
 
@@ -30,14 +29,27 @@ pub fn dead_holder(lock_file: &Path, break_lock: bool) -> Option<Holder> {
     }
 }
 
+/// Why the dead run's containers could not be stopped and removed (the command edge makes it a
+/// failure of the lock's step, exit 1, with what to do).
+#[derive(Debug, thiserror::Error)]
+pub enum ReapError {
+    #[error("cannot list the dead run's containers: {0}")]
+    List(#[source] bollard::errors::Error),
+    #[error("cannot remove {name}, left by the dead run {id}: {source}")]
+    Remove {
+        name: String,
+        id: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
+}
+
 /// Stops and removes every container the dead run left, found by its run-id label.
-pub async fn reap(docker: &Docker, id: &str, shell: &Shell) -> Result<Vec<String>, Failure> {
+pub async fn reap(docker: &Docker, id: &str, shell: &Shell) -> Result<Vec<String>, ReapError> {
     let filters =
         HashMap::from([("label".to_string(), vec![format!("{MANAGED_LABEL}=true"), format!("{RUN_LABEL}={id}")])]);
     let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-    let list = docker.list_containers(Some(options)).await.map_err(|e| {
-        Failure::step_next("lock", format!("cannot list the dead run's containers: {e}"), "check the Docker Engine")
-    })?;
+    let list = docker.list_containers(Some(options)).await.map_err(ReapError::List)?;
     let mut removed = Vec::new();
     for c in list {
         let name =
@@ -50,13 +62,7 @@ pub async fn reap(docker: &Docker, id: &str, shell: &Shell) -> Result<Vec<String
                 shell.note(format!("stopped and removed {name}, left running by the dead run {id}"));
                 removed.push(name);
             }
-            Err(e) => {
-                return Err(Failure::step_next(
-                    "lock",
-                    format!("cannot remove {name}, left by the dead run {id}: {e}"),
-                    format!("remove it with `docker rm -f {name}`, then run the command again"),
-                ));
-            }
+            Err(source) => return Err(ReapError::Remove { name, id: id.to_string(), source }),
         }
     }
     Ok(removed)

@@ -7,14 +7,36 @@ use std::path::Path;
 use clap::CommandFactory;
 use clap_complete::Shell as CompletionShell;
 
-use crate::error::Failure;
+/// Why a completion script or the man pages could not be written; the command edge kinds them
+/// (a bad `--out` is bad input, exit 2; a write that failed exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum DocsError {
+    #[error(transparent)]
+    Completions(std::io::Error),
+    #[error("--out {} exists and is not a directory", .0.display())]
+    NotADir(std::path::PathBuf),
+    #[error(transparent)]
+    Render(std::io::Error),
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// Writes the completion script for `shell` to `out` (stdout in the command).
-pub fn completions(shell: CompletionShell, out: &mut dyn Write) -> Result<(), Failure> {
+pub fn completions(shell: CompletionShell, out: &mut dyn Write) -> Result<(), DocsError> {
     let mut cmd = super::Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "eas", &mut buf);
-    out.write_all(&buf).map_err(|e| Failure::step("completions", e))
+    out.write_all(&buf).map_err(DocsError::Completions)
 }
 
 /// One rendered man page: its file name (`eas-up.1`) and its roff text.
@@ -180,24 +202,19 @@ fn title_first(roff: Vec<u8>) -> Vec<u8> {
 }
 
 /// `eas man --out DIR`: renders every page first, then writes them; a bad DIR writes nothing.
-pub fn man_command(out: &Path) -> Result<Vec<String>, Failure> {
+pub fn man_command(out: &Path) -> Result<Vec<String>, DocsError> {
     if out.exists() && !out.is_dir() {
-        return Err(Failure::bad_input(
-            format!("--out {} exists and is not a directory", out.display()),
-            "pass a directory (it is created when missing)",
-        ));
+        return Err(DocsError::NotADir(out.to_path_buf()));
     }
-    let pages = man_pages().map_err(|e| Failure::step("man", e))?;
-    std::fs::create_dir_all(out).map_err(|e| {
-        Failure::bad_input(format!("cannot create {}: {e}", out.display()), "pass a writable directory")
-    })?;
+    let pages = man_pages().map_err(DocsError::Render)?;
+    std::fs::create_dir_all(out).map_err(|source| DocsError::Create { path: out.to_path_buf(), source })?;
     let mut written = Vec::with_capacity(pages.len());
     for page in &pages {
         let path = out.join(&page.file);
         let tmp = out.join(format!(".{}.tmp", page.file));
         std::fs::write(&tmp, &page.roff)
             .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| Failure::step("man", format!("{}: {e}", path.display())))?;
+            .map_err(|source| DocsError::Write { path: path.clone(), source })?;
         written.push(page.file.clone());
     }
     Ok(written)
@@ -278,7 +295,8 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, "x").unwrap();
         let err = man_command(&file).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
+        // Bad input at the command edge (exit 2; `commands::edge`'s tests).
+        assert!(matches!(err, DocsError::NotADir(_)), "{err:?}");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -8,7 +8,7 @@ mod resolve;
 
 pub use args::*;
 pub mod rejected;
-pub use resolve::{bastion, config, doctor, down, settings, up};
+pub use resolve::{UsageError, bastion, config, doctor, down, settings, up};
 
 use std::path::PathBuf;
 

@@ -4,7 +4,6 @@ use super::args::*;
 use super::{ConfigArgs, GlobalArgs, OverlayArgs, ProgressArg, SelectArgs};
 use crate::act::bastion::{BaseImage, BastionCommand as Bastion, BuildSettings, ImageSettings, RunSettings};
 use crate::config::fit::FitSettings;
-use crate::error::Failure;
 use crate::gather::{FactsSettings, GatherOptions};
 use crate::output::ProgressMode;
 use crate::pipeline::down::DownSettings;
@@ -12,16 +11,26 @@ use crate::pipeline::settings::{Repos, UpSettings};
 use crate::settings::{CaBundle, ConfigSettings, Env, Global, OverlaySettings, Select};
 use crate::verify::recorded::VerifySettings;
 
+/// A flag the settings cannot take: its one-line cause and the flag that fixes it (the command
+/// edge makes it bad input, exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{cause}")]
+pub struct UsageError {
+    pub cause: String,
+    pub hint: &'static str,
+}
+
+fn usage(hint: &'static str) -> impl Fn(String) -> UsageError {
+    move |cause| UsageError { cause, hint }
+}
+
 /// The global flags and the environment, as the settings every command shares. A `--ca-bundle`
 /// that cannot be read or holds anything but certificates is bad input, before any command runs.
-pub fn settings(g: &GlobalArgs, env: Env) -> Result<Global, Failure> {
+pub fn settings(g: &GlobalArgs, env: Env) -> Result<Global, UsageError> {
     let ca_bundle = match &g.ca_bundle {
-        Some(p) => Some(CaBundle::load(p).map_err(|cause| {
-            Failure::bad_input(
-                cause,
-                "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
-            )
-        })?),
+        Some(p) => Some(CaBundle::load(p).map_err(usage(
+            "pass --ca-bundle a PEM file of CA certificates only (a proxy's or registry's CA); keys never belong in it",
+        ))?),
         None => None,
     };
     Ok(Global {
@@ -45,10 +54,10 @@ impl From<ProgressArg> for ProgressMode {
 
 /// The selection flags, with the pins resolved the one way every command resolves them, and the
 /// layer parsed once: a name that is neither one eas installs nor one it refuses is bad input.
-fn select(a: SelectArgs, env: &Env) -> Result<Select, Failure> {
+fn select(a: SelectArgs, env: &Env) -> Result<Select, UsageError> {
     let refused = |name: &str| crate::config::data::layers().refused.contains_key(name);
     let layer = crate::settings::Layer::parse(&a.layer, refused)
-        .map_err(|cause| Failure::bad_input(cause, "use --layer agent-toolkit (default) or --layer inference"))?;
+        .map_err(usage("use --layer agent-toolkit (default) or --layer inference"))?;
     let pins = env.pins_source(a.pins.as_deref());
     Ok(Select { layer, profile: a.profile, git_ref: a.git_ref, model: a.model, pins, fit: a.fit })
 }
@@ -60,7 +69,7 @@ impl From<FitArgs> for FitSettings {
 }
 
 /// `eas config`'s settings.
-pub fn config(a: ConfigArgs, env: &Env) -> Result<ConfigSettings, Failure> {
+pub fn config(a: ConfigArgs, env: &Env) -> Result<ConfigSettings, UsageError> {
     let select = select(a.select, env)?;
     Ok(ConfigSettings { facts: a.facts, out: a.out, select, catalog: a.catalog, explain: a.explain })
 }
@@ -117,9 +126,9 @@ fn image(a: ImageArgs, global: &Global) -> ImageSettings {
 
 /// `eas up`'s settings. The timeouts resolve once here: two flags for one phase are a usage
 /// error (exit 2).
-pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, Failure> {
+pub fn up(a: UpArgs, env: &Env) -> Result<UpSettings, UsageError> {
     let phase_timeouts = crate::plan::PhaseTimeouts::resolve(a.install_timeout, a.verify_timeout, &a.phase_timeout)
-        .map_err(|e| Failure::bad_input(e, "give each phase's timeout once"))?;
+        .map_err(usage("give each phase's timeout once"))?;
     {
         Ok(UpSettings {
             dry_run: a.dry_run,
@@ -198,7 +207,7 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
 }
 
 /// `eas doctor`'s settings: `eas up`'s, as a dry run.
-pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::pipeline::doctor::DoctorSettings, Failure> {
+pub fn doctor(a: DoctorArgs, env: &Env) -> Result<crate::pipeline::doctor::DoctorSettings, UsageError> {
     {
         let up = UpSettings {
             dry_run: true,

@@ -337,3 +337,105 @@ impl From<crate::verify::VerifyError> for Failure {
         }
     }
 }
+
+/// Exit 1: a path under the state directory that cannot be made or written, with a `next:` line
+/// for its cause (a full disk, a read-only file system, permissions).
+impl From<crate::state::run::PathIoError> for Failure {
+    fn from(e: crate::state::run::PathIoError) -> Self {
+        let next = e.hint();
+        Failure::step_next(e.step, e, next)
+    }
+}
+
+/// Exit 1: the dead run's containers could not be listed or removed, so this run does not act.
+impl From<crate::act::reap::ReapError> for Failure {
+    fn from(e: crate::act::reap::ReapError) -> Self {
+        use crate::act::reap::ReapError as R;
+        let next = match &e {
+            R::List(_) => "check the Docker Engine".to_string(),
+            R::Remove { name, .. } => format!("remove it with `docker rm -f {name}`, then run the command again"),
+        };
+        Failure::step_next("lock", e, next)
+    }
+}
+
+/// Prepare and install: each wrapped error as its own module's; the installer's own failure
+/// exit 1 in its step, with what to do.
+impl From<crate::act::install::InstallError> for Failure {
+    fn from(e: crate::act::install::InstallError) -> Self {
+        use crate::act::install::InstallError as I;
+        let cause = e.to_string();
+        match e {
+            I::Kubeconfig(t) => t.into(),
+            I::Bastion(b) => b.into(),
+            I::Log(p) => p.into(),
+            I::Run(_) => Failure::step("bastion run", cause),
+            I::Interrupted => Failure::Interrupted,
+            I::Grammar(g) => g.into(),
+            I::Command(c) => c.into(),
+            I::Prepare { .. } => Failure::step("prepare", cause),
+            I::GlobalConfig(g) => g.into(),
+            I::Models(m) => m.into(),
+            I::Installer { step, next, .. } => Failure::step_next(step, cause, next),
+        }
+    }
+}
+
+/// The pinned catalog: unreadable or not a catalog is a refusal (exit 3); a `--model` it does not
+/// hold bad input (exit 2).
+impl From<crate::gather::catalog::CatalogError> for Failure {
+    fn from(e: crate::gather::catalog::CatalogError) -> Self {
+        use crate::gather::catalog::CatalogError as C;
+        match e {
+            C::Unreadable { .. } | C::NotACatalog { .. } => Failure::Refused(vec![e.to_string()]),
+            C::BadInput { cause, hint } => Failure::bad_input(cause, hint),
+            C::Refused(reasons) => Failure::Refused(reasons),
+        }
+    }
+}
+
+/// Exit 1: a search of the pinned trees did not answer.
+impl From<crate::gather::knob_audit::AuditError> for Failure {
+    fn from(e: crate::gather::knob_audit::AuditError) -> Self {
+        Failure::step_next("audit", e, "re-run; the trees in the cache were not changed")
+    }
+}
+
+/// Exit 2: a flag the settings cannot take, with the flag that fixes it.
+impl From<crate::cli::UsageError> for Failure {
+    fn from(e: crate::cli::UsageError) -> Self {
+        Failure::bad_input(e.cause, e.hint)
+    }
+}
+
+/// `eas completions` and `eas man`: a bad `--out` is bad input (exit 2); a write that failed exit 1.
+impl From<crate::cli::docs::DocsError> for Failure {
+    fn from(e: crate::cli::docs::DocsError) -> Self {
+        use crate::cli::docs::DocsError as D;
+        match e {
+            D::Completions(_) => Failure::step("completions", e),
+            D::NotADir(_) => Failure::bad_input(e.to_string(), "pass a directory (it is created when missing)"),
+            D::Render(_) | D::Write { .. } => Failure::step("man", e),
+            D::Create { .. } => Failure::bad_input(e.to_string(), "pass a writable directory"),
+        }
+    }
+}
+
+/// `eas verify` against the record: each wrapped error as its module's; the cluster's key that
+/// could not be read exit 1, in verify's step.
+impl From<crate::verify::recorded::RecordedError> for Failure {
+    fn from(e: crate::verify::recorded::RecordedError) -> Self {
+        use crate::verify::recorded::RecordedError as R;
+        match e {
+            R::Gather(g) => (*g).into(),
+            R::Key(a) => Failure::step("verify", a),
+            R::StateDir(s) => s.into(),
+            R::Verify(v) => v.into(),
+            R::Runtime(r) => r.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "edge_tests.rs"]
+mod tests;

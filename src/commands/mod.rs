@@ -11,6 +11,7 @@ use crate::settings::Global;
 mod bastion;
 mod config;
 mod doctor;
+mod document;
 mod down;
 mod edge;
 mod facts;
@@ -55,7 +56,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             match crate::cli::config(args, &global.env) {
                 Ok(settings) => config::run(&settings, shell),
                 // Bad input writes nothing, and leaves none of an earlier run's outputs.
-                Err(f) => crate::config::clear_stale(&out).map_err(Failure::from).and(Err(f)),
+                Err(f) => crate::config::clear_stale(&out).map_err(Failure::from).and(Err(f.into())),
             }
         }
         Command::Fit(args) => fit::run(&args.into(), shell),
@@ -65,7 +66,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             let (dry_run, out) = (args.dry_run, args.out.clone());
             match crate::cli::up(*args, &global.env) {
                 Ok(settings) => up::run(&settings, global, shell),
-                Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f)),
+                Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f.into())),
             }
         }
         Command::Down(args) => down::run(&crate::cli::down(args, &global.env), global, shell),
@@ -80,7 +81,9 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Pins(PinsCommand::Show { pins, output }) => pins::show(pins.as_deref(), output.into(), global, shell),
         Command::Bastion(cmd) => bastion::run(crate::cli::bastion(cmd, global), global, shell),
         Command::Schema { name } => schema(name.as_deref()),
-        Command::Completions { shell: target } => crate::cli::docs::completions(target, &mut std::io::stdout().lock()),
+        Command::Completions { shell: target } => {
+            Ok(crate::cli::docs::completions(target, &mut std::io::stdout().lock())?)
+        }
         Command::Man { out } => {
             let pages = crate::cli::docs::man_command(&out)?;
             shell.note(format!("wrote {} man pages to {}", pages.len(), out.display()));
@@ -90,9 +93,9 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
 }
 
 /// Prints the document of a command asked for JSON, once: the command layer is where stdout is
-/// written (`crate::document` builds it).
+/// written (`document` builds it).
 pub fn emit(schema: &str, doc: Option<serde_json::Value>, result: &Result<(), Failure>, printed: &[String]) {
-    let doc = crate::document::finish(schema, doc, result, printed);
+    let doc = document::finish(schema, doc, result, printed);
     println!("{}", crate::text::json_safe(serde_json::to_string_pretty(&doc).expect("a JSON value serialises")));
 }
 

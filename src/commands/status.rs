@@ -48,7 +48,7 @@ fn unreachable(
     failure: Failure,
     shell: &Shell,
 ) -> Failure {
-    let mut doc = crate::document::error_document(SCHEMA, &failure);
+    let mut doc = super::document::error_document(SCHEMA, &failure);
     doc["record_found_by"] = serde_json::json!(found.map(|f| f.by.clone()));
     if let Some(f) = found {
         let expected = status::expected(&f.dir);

@@ -191,7 +191,7 @@ async fn collect(global: &Global) -> (Bundle, String) {
     let deadline = Instant::now() + DEADLINE;
     let mut b = Bundle::default();
     let target = crate::gather::target(global, CALL).await;
-    let root = crate::state::run::state_root(global);
+    let root = crate::state::run::state_root(global).map_err(Failure::from);
     let (target, context) = match target {
         Ok(t) => {
             let c = t.context.clone();

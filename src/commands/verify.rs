@@ -8,7 +8,7 @@ use crate::settings::Global;
 use crate::verify::recorded::VerifySettings;
 
 pub fn run(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let result = crate::verify::recorded::verify_recorded(args, global, shell);
+    let result = crate::verify::recorded::verify_recorded(args, global, shell).map_err(Failure::from);
     if args.output.is_json() {
         shell.document(document(&result));
     } else if let Ok(lines) = &result {

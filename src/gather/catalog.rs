@@ -6,9 +6,36 @@ use std::time::Duration;
 
 use crate::config::catalog::{Catalog, Pinned};
 use crate::config::data;
-use crate::error::Failure;
 use crate::pins::Pin;
 use crate::trees;
+
+/// Why the pinned catalog could not be had, or `--model` is not one it (or the built-in
+/// candidates) takes. The command edge: the first two are refusals (exit 3), as is `Refused`.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(
+        "the layer manifest's model_catalog {path} cannot be read at {at} ({source}); init would have no catalog to copy"
+    )]
+    Unreadable {
+        path: String,
+        at: String,
+        #[source]
+        source: trees::TreeError,
+    },
+    #[error("the EI catalog {path} at {at} is not a model catalog eas reads: {source}")]
+    NotACatalog {
+        path: String,
+        at: String,
+        #[source]
+        source: crate::config::catalog::CatalogError,
+    },
+    /// A `--model` that names nothing the catalog holds: bad input, with what it does hold.
+    #[error("{cause}")]
+    BadInput { cause: String, hint: String },
+    /// The built-in candidates refuse the model.
+    #[error("{}", .0.join("; "))]
+    Refused(Vec<String>),
+}
 
 /// The catalog path the layer manifest names for the EI row, if the layer has one.
 pub fn catalog_path(layer: &str) -> Option<String> {
@@ -21,19 +48,19 @@ pub fn catalog_path(layer: &str) -> Option<String> {
 }
 
 /// Reads and parses the catalog at the pinned EI commit, from the git directory holding it.
-pub fn read(objects: &Path, sha: &str, pin: &Pin, layer: &str) -> Result<Option<Pinned>, Failure> {
+pub fn read(objects: &Path, sha: &str, pin: &Pin, layer: &str) -> Result<Option<Pinned>, CatalogError> {
     let Some(path) = catalog_path(layer) else { return Ok(None) };
     let repo = pin.repo.clone().unwrap_or_else(|| "ei".into());
     let at = format!("{repo}@{}", &sha[..sha.len().min(7)]);
     let spec = format!("{sha}:{path}");
-    let text = trees::git(Some(objects), &["cat-file", "blob", &spec], Duration::from_secs(60)).map_err(|e| {
-        Failure::Refused(vec![format!(
-            "the layer manifest's model_catalog {path} cannot be read at {at} ({e}); init would have no catalog to copy"
-        )])
-    })?;
-    let catalog = Catalog::parse(&text).map_err(|e| {
-        Failure::Refused(vec![format!("the EI catalog {path} at {at} is not a model catalog eas reads: {e}")])
-    })?;
+    let text = match trees::git(Some(objects), &["cat-file", "blob", &spec], Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(source) => return Err(CatalogError::Unreadable { path, at, source }),
+    };
+    let catalog = match Catalog::parse(&text) {
+        Ok(c) => c,
+        Err(source) => return Err(CatalogError::NotACatalog { path, at, source }),
+    };
     Ok(Some(Pinned { catalog, path, at }))
 }
 
@@ -41,18 +68,22 @@ pub fn read(objects: &Path, sha: &str, pin: &Pin, layer: &str) -> Result<Option<
 /// is bad input, with its LLM entries as the hint; an entry that is not an LLM is left to the
 /// decision, which refuses it. Without a catalog (the EI tree could not be had) the built-in
 /// candidates decide, as the dry run's config then does.
-pub fn check_model(model: &str, layer: &crate::settings::Layer, catalog: Option<&Pinned>) -> Result<(), Failure> {
+pub fn check_model(model: &str, layer: &crate::settings::Layer, catalog: Option<&Pinned>) -> Result<(), CatalogError> {
     let Some(c) = catalog else {
         return crate::config::rules::selection(layer, Some(model), false).map(drop).map_err(|r| match r {
-            crate::config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-            crate::config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
+            crate::config::rules::Rejection::BadInput { cause, hint } => CatalogError::BadInput { cause, hint },
+            crate::config::rules::Rejection::Refused(reasons) => CatalogError::Refused(reasons),
         });
     };
     if c.catalog.entry(model).is_some() {
         return Ok(());
     }
-    Err(Failure::bad_input(
-        format!("unknown model {model:?}"),
-        format!("--model takes an LLM entry of the EI catalog {}: {}", c.describe(), c.catalog.llm_names().join(", ")),
-    ))
+    Err(CatalogError::BadInput {
+        cause: format!("unknown model {model:?}"),
+        hint: format!(
+            "--model takes an LLM entry of the EI catalog {}: {}",
+            c.describe(),
+            c.catalog.llm_names().join(", ")
+        ),
+    })
 }

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::config::Decision;
-use crate::error::Failure;
 use crate::knobs::{self, Audit, Planned, TreeRef};
 use crate::overlay::Plan;
 use crate::trees;
@@ -58,7 +57,7 @@ type Query = (String, String, Vec<String>);
 
 /// Files of `tree` at its commit reading `key` within `paths`: holding it as a word on a line
 /// that is not a comment ([`knobs::reads`]).
-fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String> {
+fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, trees::TreeError> {
     let key = ere_literal(key);
     let mut args = vec!["grep", "-l", "-w", "-E", "-e", &key, "--and", "--not", "-e", COMMENT, tree.sha, "--"];
     args.extend(paths.iter().map(String::as_str));
@@ -68,7 +67,7 @@ fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String>
         }
         // git grep exits 1 with nothing on stderr when nothing matches.
         Err(trees::TreeError::Git { msg, .. }) if msg.is_empty() => Ok(Vec::new()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -76,7 +75,7 @@ fn grep(tree: &Tree, key: &str, paths: &[String]) -> Result<Vec<String>, String>
 /// data/knobs.json's pathspecs for that key (issue 20): EAT's deploy path is proved by one.
 /// `eas up`'s config plan half calls this once the trees are read and hands the answer to
 /// [`crate::config::model::prove_deploy_path`].
-pub fn eat_model_readers(eat: &Tree) -> Result<Vec<String>, String> {
+pub fn eat_model_readers(eat: &Tree) -> Result<Vec<String>, trees::TreeError> {
     let knob = knobs::table()
         .keys
         .iter()
@@ -91,7 +90,13 @@ pub fn eat_model_readers(eat: &Tree) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -> Result<Audit, Failure> {
+/// A search of the pinned trees that did not answer (the command edge: exit 1, the trees in the
+/// cache unchanged).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct AuditError(#[from] pub trees::TreeError);
+
+pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -> Result<Audit, AuditError> {
     let refs: Vec<TreeRef> = trees
         .iter()
         .map(|t| TreeRef { name: t.name, at: format!("{}@{}", t.repo, &t.sha[..t.sha.len().min(7)]) })
@@ -108,13 +113,13 @@ pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -
     });
     wanted.sort();
     wanted.dedup();
-    let ask = |(name, key, paths): &Query| -> Result<Vec<String>, String> {
+    let ask = |(name, key, paths): &Query| -> Result<Vec<String>, trees::TreeError> {
         match trees.iter().find(|t| t.name == name) {
             Some(t) => grep(t, key, paths),
             None => Ok(Vec::new()),
         }
     };
-    let mut answers: HashMap<Query, Result<Vec<String>, String>> = std::thread::scope(|s| {
+    let mut answers: HashMap<Query, Result<Vec<String>, trees::TreeError>> = std::thread::scope(|s| {
         let asked: Vec<_> = wanted.into_iter().map(|q| s.spawn(move || (ask(&q), q))).collect();
         asked.into_iter().map(|h| h.join().expect("a grep thread does not panic")).map(|(a, q)| (q, a)).collect()
     });
@@ -129,7 +134,7 @@ pub fn run(trees: &[Tree], d: &Decision, plan: &Plan, allow_unread: &[String]) -
     };
     let audit = knobs::audit(&written, &refs, &patches, allow_unread, &mut find);
     if let Some(e) = failed {
-        return Err(Failure::step_next("audit", e, "re-run; the trees in the cache were not changed"));
+        return Err(AuditError(e));
     }
     Ok(audit)
 }

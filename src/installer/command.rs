@@ -207,17 +207,6 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_bad_input() {
-        use crate::error::Failure;
-        let f = Failure::from(GrammarError::Old { tree: "/w".into() });
-        assert_eq!(f.exit_code(), 2);
-        assert!(f.lines()[1].starts_with("hint: pin a newer EAS commit"));
-        let f = Failure::from(init_argv("-x", "e").unwrap_err());
-        assert_eq!(f.exit_code(), 2);
-        assert!(f.lines()[0].contains("layer \"-x\""), "{:?}", f.lines());
-    }
-
-    #[test]
     fn grammar_from_a_checked_out_tree() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("es_auto_installer.sh"), "#!/bin/bash\n").unwrap();

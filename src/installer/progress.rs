@@ -14,7 +14,7 @@ use serde::Deserialize;
 struct Markers {
     byo: Byo,
     banners: Vec<BannerRow>,
-    failure: Failure,
+    failure: FailureLine,
     cluster_creation: ClusterCreation,
 }
 
@@ -30,8 +30,9 @@ struct BannerRow {
     action: Banner,
 }
 
+/// The marker of the installer's failure line (data/installer-output.json, `failure`).
 #[derive(Debug, Deserialize)]
-struct Failure {
+struct FailureLine {
     infix: String,
 }
 

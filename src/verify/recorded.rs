@@ -2,7 +2,6 @@
 //! run's state, and its reader.
 
 use crate::cluster::CALL;
-use crate::error::Failure;
 use crate::gather::{self};
 use crate::output::Shell;
 use crate::settings::Global;
@@ -48,14 +47,33 @@ impl Expected {
 
 pub const EXPECTED_FILE: &str = "expected.json";
 
+/// Why `eas verify` against the record did not pass, each error as its module made it (the
+/// command edge gives each its exit code).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordedError {
+    /// Boxed, as `Key`: both carry an API error, which is large.
+    #[error(transparent)]
+    Gather(Box<gather::GatherError>),
+    /// The cluster's key (its `kube-system` UID) could not be read.
+    #[error(transparent)]
+    Key(Box<crate::cluster::ApiError>),
+    #[error(transparent)]
+    StateDir(#[from] crate::state::StateDirError),
+    #[error(transparent)]
+    Verify(#[from] verify::VerifyError),
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+}
+
 /// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
 /// record, the devices alone, then exit 5: there is no model server eas installed.
 /// `eas verify`'s checks against what the recorded run expects (devices only, then "nothing
 /// installed", when no run is recorded): one line per passing check, or the failure.
-pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, Failure> {
+pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, RecordedError> {
     crate::runtime::block_on_interruptible(async {
-        let target = gather::target(global, CALL).await?;
-        let key = crate::cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("verify", e))?;
+        let target = gather::target(global, CALL).await.map_err(|e| RecordedError::Gather(Box::new(e)))?;
+        let key =
+            crate::cluster::cluster_key(&target.client, CALL).await.map_err(|e| RecordedError::Key(Box::new(e)))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
         let file = sd.dir().join(EXPECTED_FILE);
         let recorded: Option<Expected> =
@@ -68,6 +86,6 @@ pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) ->
             },
         };
         let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
-        verify::verify(&target.client, &exp, &t, shell).await.map_err(Failure::from)
+        Ok(verify::verify(&target.client, &exp, &t, shell).await?)
     })
 }

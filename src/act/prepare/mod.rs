@@ -9,20 +9,3 @@
 pub mod global_config;
 mod lines;
 pub mod models;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::Failure;
-
-    #[test]
-    fn prepare_errors_are_step_failures_with_a_next_step() {
-        let f = Failure::from(models::ModelsError::Tab { line: 3 });
-        assert_eq!(f.exit_code(), 1);
-        assert_eq!(f.lines()[0], "error: prepare: models.yaml line 3: a tab outside a comment");
-        assert!(f.lines()[1].starts_with("next: restore env/<env>/models.yaml"));
-        let f = Failure::from(global_config::GlobalConfigError::NotAMap { found: "a list".into() });
-        assert_eq!(f.exit_code(), 1);
-        assert!(f.lines()[1].starts_with("next: "), "{:?}", f.lines());
-    }
-}

@@ -162,7 +162,8 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     if let (Some(holder), Some(docker)) = (&dead, &docker)
         && lease_dead.as_deref() != Some(holder.run_id().as_str())
     {
-        cancellable(h.interrupt, crate::act::reap::reap(docker, &holder.run_id(), h.shell)).await?;
+        cancellable(h.interrupt, async { Ok(crate::act::reap::reap(docker, &holder.run_id(), h.shell).await?) })
+            .await?;
     }
     let identity = cluster::lease::identity_of(&lock.holder);
     let duration = cluster::lease::duration_from(h.global.env.var(crate::pipeline::phases::lock::LEASE_SECS));

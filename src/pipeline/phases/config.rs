@@ -62,7 +62,7 @@ impl Phase for Config<'_> {
         // place, the copy `init` seeded then (an upgrade never re-seeds it).
         let pinned = match (self.trees, seeded) {
             (_, Some(s)) => Some(s),
-            (Some(t), None) => catalog::read(&t.ei.objects, &t.ei.sha, &tree_pins.ei, layer)?,
+            (Some(t), None) => catalog::read(&t.ei.objects, &t.ei.sha, &tree_pins.ei, layer).map_err(Failure::from)?,
             (None, None) => None,
         };
         match &pinned {

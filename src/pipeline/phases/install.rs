@@ -63,7 +63,7 @@ impl Phase for Prepare<'_> {
         let interrupt = r.interrupt.clone();
         let ctx = ctx(b, cx, &interrupt, r.fence.as_ref());
         let limit = r.timeouts.get(PhaseId::Prepare);
-        install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.upgrade).await
+        Ok(install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.upgrade).await?)
     }
 }
 
@@ -98,7 +98,7 @@ impl Phase for Install<'_> {
         if let Some(u) = &undeploy {
             install::undeploy(&ctx, u, &log_path, limit).await?;
         }
-        install::install(&ctx, &argv, cx.inv, &log_path, limit).await
+        Ok(install::install(&ctx, &argv, cx.inv, &log_path, limit).await?)
     }
 }
 

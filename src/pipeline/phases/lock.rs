@@ -126,7 +126,7 @@ impl Phase for Lock<'_> {
             .and_then(|()| crate::pipeline::attempt::attempt_log(r, &attempt, cx.shell));
         if let Err(e) = opened {
             held.lease.release(CALL).await;
-            return Err(crate::state::run::io_failure("lock", &attempt, e));
+            return Err(crate::state::run::io_failure("lock", &attempt, e).into());
         }
         r.file = Some(attempt.join(crate::state::journal::FILE));
         Ok(Held { prev, ..held })

@@ -132,7 +132,7 @@ fn audit(
             sha: t.sha.as_str(),
         },
     );
-    knob_audit::run(&audited, decision, op, &cx.args.allow_unread)
+    Ok(knob_audit::run(&audited, decision, op, &cx.args.allow_unread)?)
 }
 
 /// After a STOP: the other pins profiles whose overlay decides fully, each with its command.

@@ -55,7 +55,7 @@ impl Phase for Preflight<'_> {
         let egress = start_egress(cx.args, cx.global);
         let target = gather::target(cx.global, CALL).await.map_err(Failure::from)?;
         let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
-        let sd = StateDir::new(&state_root(cx.global)?, &key).map_err(Failure::from)?;
+        let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
         let (docker, git) = host_checks(cx.global).await;
         let docker = docker.map_err(|f| found.push(f)).ok();
         if let Err(f) = git {

@@ -169,7 +169,7 @@ pub async fn model_before_cluster(
         Err(_) if args.dry_run => None,
         Err(_) => return Ok(()),
     };
-    catalog::check_model(model, layer, pinned.as_ref())
+    Ok(catalog::check_model(model, layer, pinned.as_ref())?)
 }
 
 /// The EAS work tree, with EI and EAT placed under `ext/` at their pins so `init` finds them
