@@ -5,6 +5,8 @@
 #  - an error type (`Failure`, `crate::error`) named in src/plan/ (the plan model is data);
 #  - `Failure` (or `crate::error`) named outside src/commands/, src/pipeline/, src/error.rs and
 #    src/main.rs (every other module has its own error type, mapped in src/commands/edge.rs);
+#  - an exit number (1 to 5, 130) set, compared or matched outside `Kind::exit_code` in
+#    src/plan/mod.rs (non-test code; `std::process::exit` too, but for 101, Rust's panic code);
 #  - `pipeline` imported by any module below it (only main.rs, cli/ and commands/ may);
 #  - an import from a lower layer to a higher one, in the order LAYERS below;
 #  - an import cycle among the top-level modules of src/.
@@ -124,12 +126,25 @@ def unit(mp):
     return ("main",)
 g = collections.defaultdict(set)
 where = collections.defaultdict(set)
+# Exit numbers are named once, in `Kind::exit_code`: a number set as, compared with or matched
+# against an exit code anywhere else (tests left out) is one place more to change.
+CODE = r"(?:1|2|3|4|5|130)\b"
+EXIT_NUMBER = re.compile(
+    r"exit_code(?:\(\))?\s*(?:==|!=|=)\s*(?:Some\()?\s*" + CODE
+    + r"|exit_code,\s*Some\([^)]*\b" + CODE
+    + r"|Some\(\s*130\s*\)|process::exit\((?!101\))|ExitCode::from\(\s*\d"
+    + r"|\bKind::\w+\s*=>\s*" + CODE + r"\s*,")
+exit_numbers = []
 for f, (me, test) in files.items():
     if test:
         continue
     text = open(f).read()
     text = re.split(r"#\[cfg\(test\)\]\s*(?:pub )?mod tests", text)[0]
     text = re.sub(r"//.*", "", text)
+    if f != "src/plan/mod.rs":
+        for n, line in enumerate(text.split("\n"), 1):
+            if EXIT_NUMBER.search(line):
+                exit_numbers.append(f"{f}:{n}: {line.strip()}")
     kids = re.findall(r"^(?:pub(?:\([a-z]+\))? )?mod ([a-z_][a-z0-9_]*);", text, re.M)
     refs = []
     for m in re.finditer(r"\bcrate::((?:[a-z_][a-z0-9_]*::)*[a-z_][a-z0-9_]*)", text):
@@ -179,7 +194,11 @@ if level == "top":
               file=sys.stderr)
     if not upward and not unknown:
         print("check-layers: no import runs from a lower layer to a higher one")
-    bad = bool(up or upward or unknown)
+    for hit in exit_numbers:
+        print(f"check-layers: an exit number outside Kind::exit_code (name the Kind): {hit}", file=sys.stderr)
+    if not exit_numbers:
+        print("check-layers: exit numbers are named only in Kind::exit_code")
+    bad = bool(up or upward or unknown or exit_numbers)
 
 # Cycles (Tarjan's strongly connected components).
 idx, low, st, on, out, c = {}, {}, [], set(), [], [0]

@@ -62,9 +62,10 @@ async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt:
     }
 }
 
-/// A container's exit code as a process exit code (Docker reports 0..=255; anything else is 1).
+/// A container's exit code as a process exit code (Docker reports 0..=255; anything else is a
+/// failure, exit 1).
 fn exit_byte(code: i64) -> u8 {
-    u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)
+    u8::try_from(code).ok().filter(|c| *c != crate::plan::EXIT_SUCCESS).unwrap_or(crate::plan::Kind::Failed.exit_code())
 }
 
 #[cfg(test)]

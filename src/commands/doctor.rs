@@ -11,7 +11,7 @@ pub fn run(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), 
     let failed: Vec<String> = checks.iter().filter(|c| c.status == "fail").map(|c| c.name.clone()).collect();
     let mut names = failed.clone();
     names.dedup();
-    let code = if failed.is_empty() { 0 } else { 1 };
+    let code = if failed.is_empty() { crate::plan::EXIT_SUCCESS } else { crate::plan::Kind::Failed.exit_code() };
     if args.output.is_json() {
         let doc = serde_json::json!({
             "schema": "eas-doctor/v1", "checks": checks, "exit_code": code, "pins_source": args.up.select.pins.label(),

@@ -14,7 +14,7 @@ use crate::error::Failure;
 /// the exit code the process will exit with, or an error document when it handed none; either
 /// way with every warning printed on stderr in `warnings` (after the document's own, once each).
 pub fn finish(schema: &str, doc: Option<Value>, result: &Result<(), Failure>, printed: &[String]) -> Value {
-    let code = result.as_ref().err().map_or(0, Failure::exit_code);
+    let code = result.as_ref().err().map_or(crate::plan::EXIT_SUCCESS, Failure::exit_code);
     let mut doc = match (doc, result) {
         (Some(d @ Value::Object(_)), _) => d,
         (_, Err(f)) => error_document(schema, f),

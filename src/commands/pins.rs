@@ -51,7 +51,7 @@ pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global, shell: &
             schema: pins::SCHEMA,
             pins_source: source.label(),
             pins_origin: source.origin(),
-            exit_code: failure.as_ref().map_or(0, Failure::exit_code),
+            exit_code: failure.as_ref().map_or(crate::plan::EXIT_SUCCESS, Failure::exit_code),
             error: loaded.as_ref().err().map(ToString::to_string),
             pins: loaded.as_ref().map(|p| p.pins.as_slice()).unwrap_or(&[]),
         };

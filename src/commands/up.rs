@@ -47,7 +47,7 @@ fn dry_run_end(
 ) -> Result<(), Failure> {
     use crate::plan::Kind;
     let kind = crate::plan::dry_run_exit(&plan.blockers, args.fail_on_blockers);
-    plan.exit_code = kind.map_or(0, Kind::exit_code);
+    plan.exit_code = kind.map_or(crate::plan::EXIT_SUCCESS, Kind::exit_code);
     print_plan(plan, args, global, files, !matches!(kind, Some(Kind::BadInput | Kind::Refusal)), shell)?;
     match kind {
         None => Ok(()),

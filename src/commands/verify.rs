@@ -24,7 +24,7 @@ pub fn run(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<(), 
 fn document(result: &Result<Vec<String>, Failure>) -> serde_json::Value {
     match result {
         Ok(lines) => {
-            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": 0, "failure": null })
+            serde_json::json!({ "schema": "eas-verify/v1", "passed": true, "checks": lines, "exit_code": crate::plan::EXIT_SUCCESS, "failure": null })
         }
         Err(f) => {
             // A failed verification lists every node and server `ok` or `FAIL`: the ones that

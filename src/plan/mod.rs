@@ -534,6 +534,10 @@ pub enum Kind {
     Interrupted,
 }
 
+/// The exit code of a command that succeeded (SPEC §2): the one code no [`Kind`] has.
+pub const EXIT_SUCCESS: u8 = 0;
+
+/// The one table of exit codes (SPEC §2): every other place names a kind, never a number.
 impl Kind {
     pub const fn exit_code(self) -> u8 {
         match self {
@@ -802,7 +806,7 @@ impl Plan {
             run_kind: None,
             since_last: None,
             wrote: Vec::new(),
-            exit_code: 0,
+            exit_code: EXIT_SUCCESS,
         }
     }
 

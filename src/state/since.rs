@@ -27,9 +27,11 @@ pub const UNDEPLOY: &str = "undeploy";
 /// The generated file that only explains the decisions: compared as decisions, not as a file.
 const CHOICES: &str = "choices.txt";
 
-/// Whether `s` is a completed run: its install phase finished and it exited 0 or 5.
+/// Whether `s` is a completed run: its install phase finished and it exited 0 or 5 (installed,
+/// verification failed).
 pub fn is_completed(s: &State) -> bool {
-    s.entry(PhaseId::Install).status == Status::Done && matches!(s.exit_code, Some(0 | 5))
+    s.entry(PhaseId::Install).status == Status::Done
+        && matches!(s.exit_code, Some(c) if c == crate::plan::EXIT_SUCCESS || c == crate::plan::Kind::Verify.exit_code())
 }
 
 /// The last completed run, as kept.

@@ -114,8 +114,8 @@ fn outcome(s: &State) -> String {
         );
     }
     match s.exit_code {
-        Some(0) => "succeeded".into(),
-        Some(130) => "interrupted".into(),
+        Some(crate::plan::EXIT_SUCCESS) => "succeeded".into(),
+        Some(c) if c == crate::plan::Kind::Interrupted.exit_code() => "interrupted".into(),
         Some(c) => format!("failed (exit {c})"),
         None => "running or stopped without a record of its end".into(),
     }
