@@ -318,8 +318,9 @@ impl From<crate::gather::GatherError> for Failure {
             crate::gather::GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
             crate::gather::GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             crate::gather::GatherError::Refused(reasons) => Failure::Refused(reasons),
-            crate::gather::GatherError::Operator(cause) => Failure::bad_input(
-                cause,
+            // A failed sweep of old probe pods keeps the exit it had as text (2), as the operator's input.
+            crate::gather::GatherError::Operator(_) | crate::gather::GatherError::Sweep(_) => Failure::bad_input(
+                e.to_string(),
                 "see `eas facts --help`: --containerd-config NODE=FILE, --nri-socket NODE=present|absent",
             ),
         }

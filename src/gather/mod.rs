@@ -61,6 +61,10 @@ pub enum GatherError {
     Api(#[from] ApiError),
     #[error("{0}")]
     Operator(String),
+    /// The probe pods an earlier eas left could not be swept before `--probe-nodes` runs its own
+    /// (boxed: an API error is large).
+    #[error(transparent)]
+    Sweep(Box<ApiError>),
     #[error(transparent)]
     NodeArgs(#[from] crate::config::node_args::NodeArgsError),
     /// A probe pod (`--probe-nodes`) that did not run to its end: each says its pod's reason.
@@ -316,7 +320,7 @@ async fn probe_sources(
     if shapes.is_empty() {
         return Ok(0);
     }
-    let swept = probe::sweep(&target.client, timeout).await.map_err(GatherError::Operator)?;
+    let swept = probe::sweep(&target.client, timeout).await.map_err(|e| GatherError::Sweep(Box::new(e)))?;
     let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp());
     let reads: Vec<_> = futures::stream::iter(shapes.iter())
         .map(|((args, image), members)| {

@@ -162,9 +162,9 @@ pub fn parse_output(text: &str, node: &str) -> Result<crate::facts::Containerd, 
 }
 
 /// Deletes the probe pods an earlier eas left (it was killed before deleting them). One LIST.
-pub async fn sweep(client: &Client, t: Duration) -> Result<usize, String> {
+pub async fn sweep(client: &Client, t: Duration) -> Result<usize, crate::cluster::ApiError> {
     let selector = format!("{LABEL_MANAGED}=true,{LABEL_PROBE}=true");
-    crate::cluster::pods::delete_matching(client, NAMESPACE, &selector, t).await.map_err(|e| e.to_string())
+    crate::cluster::pods::delete_matching(client, NAMESPACE, &selector, t).await
 }
 
 /// Counts the probes' calls and records the pods they create.

@@ -248,7 +248,7 @@ pub async fn run(
     let kinds = &data::cluster_rules().device_resources;
     let deadline = Instant::now() + wait;
     loop {
-        let (nodes, pods) = read(client, kinds, t).await.map_err(|e| vec![e])?;
+        let (nodes, pods) = read(client, kinds, t).await.map_err(|e| vec![e.to_string()])?;
         let checks = check(kinds, recorded, &nodes, &pods);
         if checks.iter().all(NodeCheck::ok) {
             return Ok(checks.iter().map(NodeCheck::line).collect());
@@ -315,11 +315,10 @@ pub async fn read(
     client: &Client,
     kinds: &[DeviceResource],
     t: Duration,
-) -> Result<(Vec<Node>, Vec<PluginPod>), String> {
+) -> Result<(Vec<Node>, Vec<PluginPod>), crate::cluster::ApiError> {
     let all = ListParams::default();
-    let nodes = crate::cluster::nodes::list(client, t).await.map_err(|e| e.to_string())?;
-    let sets =
-        typed::list::<DaemonSet>(client, Within::All, &all, "list daemonsets", t).await.map_err(|e| e.to_string())?;
+    let nodes = crate::cluster::nodes::list(client, t).await?;
+    let sets = typed::list::<DaemonSet>(client, Within::All, &all, "list daemonsets", t).await?;
     let mut by_set = Vec::new();
     for (i, ds) in sets.iter().enumerate() {
         let name = ds.metadata.name.clone().unwrap_or_default();
@@ -331,8 +330,7 @@ pub async fn read(
         let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let lp = ListParams::default().labels(&selector.join(","));
         let what = format!("list pods of daemonset {ns}/{name}");
-        let pods =
-            typed::list::<Pod>(client, Within::Namespace(&ns), &lp, &what, t).await.map_err(|e| e.to_string())?;
+        let pods = typed::list::<Pod>(client, Within::Namespace(&ns), &lp, &what, t).await?;
         by_set.push((i, pods));
     }
     Ok((nodes, plugin_pods(kinds, &sets, &by_set)))

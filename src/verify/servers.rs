@@ -87,11 +87,10 @@ enum NotYet {
 
 /// Every object of each runtime's kind, in every namespace: (runtime, namespace, name). A kind
 /// whose CRD is absent (404) has none.
-pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, String> {
+pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, crate::cluster::ApiError> {
     let mut out = Vec::new();
     for rt in &kserve::table().runtimes {
-        let listed =
-            typed::list_dynamic(client, Within::All, &rt.resource(), t.call).await.map_err(|e| e.to_string())?;
+        let listed = typed::list_dynamic(client, Within::All, &rt.resource(), t.call).await?;
         out.extend(listed.unwrap_or_default().into_iter().filter_map(|o| {
             Some(Server { name: o.metadata.name?, namespace: o.metadata.namespace.unwrap_or_default(), rt })
         }));
@@ -204,7 +203,7 @@ pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<V
                 let kinds: Vec<&str> = kserve::table().runtimes.iter().map(|r| r.kind.as_str()).collect();
                 return Err(vec![format!("no model server ({}) in any namespace", kinds.join(" or "))]);
             }
-            Err(e) if Instant::now() >= deadline => return Err(vec![e]),
+            Err(e) if Instant::now() >= deadline => return Err(vec![e.to_string()]),
             _ => tokio::time::sleep(t.poll).await,
         }
     }

@@ -18,7 +18,7 @@ use crate::cluster::typed;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cluster::CALL;
+use crate::cluster::{ApiError, CALL};
 use crate::output::OutputFormat;
 use crate::settings::Global;
 use crate::state::StateDir;
@@ -137,7 +137,7 @@ pub fn installed(s: &State, expected: Option<&Expected>) -> Installed {
     }
 }
 
-async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>, String> {
+async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>, ApiError> {
     // Both kinds EI serves models as, in every namespace (an entry may name its own).
     let timeouts = verify::Timeouts { call: t, ..verify::Timeouts::default() };
     let servers = verify::servers::servers_in_cluster(client, &timeouts).await?;
@@ -147,7 +147,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         // Gone since the list: not a server any more. A refusal or no answer is the error it is,
         // never "0/0 ready".
         let got = typed::get_dynamic(client, &ns, &rt.resource(), &name, &rt.kind, t).await;
-        let Some(o) = got.map_err(|e| e.to_string())? else { continue };
+        let Some(o) = got? else { continue };
         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
         let conditions = v
             .pointer("/status/conditions")
@@ -196,8 +196,8 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
     Ok(out)
 }
 
-/// One object, bounded (`cluster::get`), its failure as the status's text.
-async fn get<K>(client: &Client, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, String>
+/// One object, bounded (`cluster::get`).
+async fn get<K>(client: &Client, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -205,10 +205,10 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    typed::get(client, ns, name, kind, t).await.map_err(|e| e.to_string())
+    typed::get(client, ns, name, kind, t).await
 }
 
-async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, String> {
+async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, ApiError> {
     let kinds = &crate::config::data::cluster_rules().device_resources;
     let (nodes, pods) = devices::read(client, kinds, t).await?;
     let device_nodes = devices::check(kinds, recorded, &nodes, &pods)
@@ -241,9 +241,9 @@ pub enum StatusError {
     /// context and server each run recorded says is reported beside it.
     #[error("{cause}")]
     Unreachable { cause: String, context: String, server: String, found: Option<Box<crate::state::records::Found>> },
-    /// The cluster's key was read, its live state was not.
-    #[error("{0}")]
-    Unread(String),
+    /// The cluster's key was read, its live state was not (boxed: an API error is large).
+    #[error(transparent)]
+    Unread(Box<ApiError>),
     /// The API server answered the key's read with an error (401, 403, ...): it answers, so
     /// this is said once, with its own next step, never as "does not answer".
     #[error("{cause}")]
@@ -299,7 +299,7 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
     let last_run = records.last_run();
     let expected = expected(sd.dir());
     let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
-    let live = live(&target.client, &recorded, CALL).await.map_err(StatusError::Unread)?;
+    let live = live(&target.client, &recorded, CALL).await.map_err(|e| StatusError::Unread(Box::new(e)))?;
     Ok(Status {
         schema: SCHEMA,
         cluster: Cluster {
