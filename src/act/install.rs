@@ -68,6 +68,8 @@ pub struct Ctx<'a> {
     pub image: &'a str,
     pub tree: &'a Path,
     pub global: &'a Global,
+    /// The kubeconfig the run resolved once; the bastion's copy is made from it.
+    pub kube: &'a crate::kubeconfig::KubeSource,
     pub shell: &'a Shell,
     pub interrupt: &'a Interrupt,
     /// The cluster Lease's fence: a lost Lease stops the installer's container.
@@ -168,7 +170,7 @@ async fn run_installer(
     timeout: Duration,
     guard_byo: bool,
 ) -> Result<(Outcome, Tail), InstallError> {
-    let kube = bastion::minted_source(ctx.global, ctx.shell).await?;
+    let kube = bastion::minted(ctx.kube, ctx.shell).await?;
     let std = bastion::standard(ctx.image, argv.to_vec(), Some(ctx.tree), Some(&kube), &ctx.global.env.lookup())?;
     let mut spec = std.spec.clone();
     spec.timeout = Some(timeout);

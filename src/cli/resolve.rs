@@ -121,7 +121,8 @@ impl From<BaseArgs> for BaseImage {
 }
 
 fn image(a: ImageArgs, global: &Global) -> ImageSettings {
-    ImageSettings::new(global.env.pins_source(a.pins.as_deref()), a.base.into(), global)
+    let proxy = crate::net::proxy::ProxyEnv::from_lookup(global.env.lookup());
+    ImageSettings::new(global.env.pins_source(a.pins.as_deref()), a.base.into(), global, proxy)
 }
 
 /// `eas up`'s settings. The timeouts resolve once here: two flags for one phase are a usage

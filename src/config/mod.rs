@@ -59,8 +59,12 @@ impl From<rules::Rejection> for ConfigError {
 /// The trees selected by `--profile` or `--ref`: `--ref` replaces the EAS commit of the
 /// default profile and must be a full SHA (anything else floats).
 pub fn select_trees(sel: &Select) -> Result<Trees, ConfigError> {
-    let pins = sel.pins.load()?;
-    let mut trees = select_in(&pins, sel)?;
+    trees_in(&sel.pins.load()?, sel)
+}
+
+/// [`select_trees`] from pins already read (`sel.pins` names where they came from).
+pub fn trees_in(pins: &pins::Pins, sel: &Select) -> Result<Trees, ConfigError> {
+    let mut trees = select_in(pins, sel)?;
     trees.from = sel.pins.describe();
     Ok(trees)
 }

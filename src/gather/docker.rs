@@ -31,7 +31,7 @@ pub struct K3dContainer {
     pub role: String,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DockerError {
     #[error("Docker is unreachable at {addr}: {cause}")]
     Unreachable { addr: String, cause: String },
@@ -61,7 +61,23 @@ pub struct Bollard {
     timeout: Duration,
 }
 
+/// The engine the gatherer reads k3d's node containers from: one it connects to itself
+/// (`eas facts`), or the one the run's preflight reached, or why it did not (`eas up`: one
+/// connection to the engine per run).
+pub enum Reach {
+    Connect(String),
+    Met { addr: String, docker: Result<Docker, DockerError> },
+}
+
 impl Bollard {
+    /// Reaches the engine as `reach` says, each call bounded by `timeout`.
+    pub async fn reach(reach: Reach, timeout: Duration) -> Result<Bollard, DockerError> {
+        match reach {
+            Reach::Connect(addr) => Bollard::connect(addr, timeout).await,
+            Reach::Met { addr, docker } => Ok(Bollard { docker: docker?, addr, timeout }),
+        }
+    }
+
     /// Connects to `addr` (see [`crate::docker_host`]) and agrees an API version with the engine, so an older engine works.
     pub async fn connect(addr: String, timeout: Duration) -> Result<Bollard, DockerError> {
         let unreachable = |cause: String| DockerError::Unreachable { addr: addr.clone(), cause };

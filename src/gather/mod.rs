@@ -83,11 +83,10 @@ pub async fn read(
     let mut operator = operator(args).map_err(GatherError::Operator)?;
     operator.command = "eas facts";
     let timeout = args.request_timeout.max(Duration::from_secs(1));
-    let target =
-        crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
-            .await?;
+    let target = target(global, timeout).await?;
     shell.phase("facts", format!("reading context {} at {}", target.context, target.server));
-    gather(&target, &operator, timeout, &global.env, landing).await
+    let docker = docker::Reach::Connect(crate::docker_host::resolve(&global.env));
+    gather(&target, &operator, timeout, (&global.env, docker), landing).await
 }
 
 /// The operator's answers for nodes `eas` cannot read; malformed ones are bad input (exit 2),
@@ -141,7 +140,7 @@ async fn gather(
     target: &Target,
     operator: &Operator,
     timeout: Duration,
-    env: &Env,
+    (env, docker): (&Env, docker::Reach),
     landing: Landing,
 ) -> Result<Gathered, GatherError> {
     let reader = Reader::new(target, timeout);
@@ -175,7 +174,7 @@ async fn gather(
         )
     };
     let (api, (storage, reviews), (engine, docker_state)) =
-        tokio::join!(api, prereq, probe_docker(crate::docker_host::resolve(env), timeout.min(timeouts::DOCKER_CALL)));
+        tokio::join!(api, prereq, probe_docker(docker, timeout.min(timeouts::DOCKER_CALL)));
     let (server_version, nodes, namespaces, daemonsets, releases, sandbox_a, sandbox_b) = api;
     let (server_version, nodes, namespaces, daemonsets) = (server_version?, nodes?, namespaces?, daemonsets?);
     let (releases, sandbox_a, sandbox_b) = (releases?, sandbox_a?, sandbox_b?);
@@ -369,9 +368,9 @@ async fn probe_sources(
 /// The field selector that keeps the Secrets list to Helm's storage Secrets.
 const HELM_SECRETS: &str = "type=helm.sh/release.v1";
 
-async fn probe_docker(addr: String, timeout: Duration) -> (Option<Bollard>, DockerState) {
+async fn probe_docker(reach: docker::Reach, timeout: Duration) -> (Option<Bollard>, DockerState) {
     // Docker answers locally or not at all; a hung engine must not hold up the API side.
-    match Bollard::connect(addr, timeout).await {
+    match Bollard::reach(reach, timeout).await {
         Err(e) => (None, DockerState::Unreachable(e)),
         Ok(engine) => {
             let (rootless, containers) = tokio::join!(engine.rootless(), engine.k3d_containers());
@@ -442,8 +441,13 @@ pub struct GatherOptions {
 
 /// The cluster the global flags name.
 pub async fn target(global: &Global, timeout: Duration) -> Result<Target, GatherError> {
-    Ok(crate::cluster::target(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout)
-        .await?)
+    target_at(&KubeSource::resolve(global), &ProxyEnv::from_lookup(global.env.lookup()), timeout).await
+}
+
+/// The cluster a kubeconfig source names, reached with these proxy settings (a run resolves
+/// both once: `pipeline::services`).
+pub async fn target_at(kube: &KubeSource, proxy: &ProxyEnv, timeout: Duration) -> Result<Target, GatherError> {
+    Ok(crate::cluster::target(kube, proxy, timeout).await?)
 }
 
 /// Gathers the facts document, printing the gatherer's warnings.
@@ -451,7 +455,7 @@ pub async fn collect(
     target: &Target,
     opts: &GatherOptions,
     timeout: Duration,
-    env: &Env,
+    (env, docker): (&Env, docker::Reach),
     shell: &Shell,
     landing: Landing,
 ) -> Result<Facts, GatherError> {
@@ -466,7 +470,7 @@ pub async fn collect(
     let mut op = operator(&args).map_err(GatherError::Operator)?;
     op.command = opts.command;
     op.discount_namespaces = opts.discount_namespaces.clone();
-    let gathered = gather(target, &op, timeout, env, landing).await?;
+    let gathered = gather(target, &op, timeout, (env, docker), landing).await?;
     for w in &gathered.warnings {
         shell.warn(w);
     }

@@ -211,14 +211,18 @@ async fn gates(
     deadline: tokio::time::Instant,
 ) -> Result<Vec<Check>, Failure> {
     let up = &args.up;
-    let tree_pins = match crate::config::select_trees(&up.select) {
+    let services =
+        crate::pipeline::services::Services::resolve(&up.select, global).map_err(crate::config::ConfigError::from);
+    let tree_pins = services.and_then(|s| Ok((crate::config::trees_in(&s.pins, &up.select)?, s)));
+    let (tree_pins, services) = match tree_pins {
         Ok(t) => t,
         Err(e) => return Ok(vec![Check::new("selection", "fail", Failure::from(e).lines().join("; "))]),
     };
     let inv = crate::state::resume::invocation(global, &up.select.layer, &up.env, &up.select);
     let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let mut r = crate::pipeline::up::runner(up, &tree_pins, interrupt);
-    let cx = crate::pipeline::phase::Cx { args: up, global, shell, inv: &inv, tree_pins: &tree_pins };
+    let cx =
+        crate::pipeline::phase::Cx { args: up, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     // The host's checks (Docker, git) side by side, bounded on their own: they stand in for the
     // plan's when it cannot read the cluster or runs out of time.
     let (planned, host) = tokio::join!(
@@ -235,8 +239,8 @@ async fn gates(
         .collect();
     let host_only = |mut v: Vec<Check>| {
         let (docker, git) = host;
-        let image = crate::pipeline::settings::image_args(&up.image, up.select.pins.clone(), global);
-        let pins = crate::pipeline::phases::bastion::pin_checks(&image);
+        let image = crate::pipeline::settings::image_args(&up.image, up.select.pins.clone(), global, &services.proxy);
+        let pins = crate::pipeline::phases::bastion::pin_checks(&image, &services.pins);
         let failures = [docker.err(), git.err()].into_iter().flatten().map(|f| ("preflight", f));
         for (name, f) in failures.chain(pins.into_iter().map(|f| ("bastion", f))) {
             let lines = f.blockers(crate::plan::PhaseId::Preflight).into_iter();

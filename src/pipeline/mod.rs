@@ -14,5 +14,6 @@ pub mod plan_view;
 mod prompt;
 mod report;
 pub mod runner;
+pub mod services;
 pub mod settings;
 pub mod up;

@@ -15,15 +15,17 @@ use crate::settings::Global;
 use crate::state::resume::Invocation;
 
 use crate::pipeline::runner::Runner;
+use crate::pipeline::services::Services;
 use crate::pipeline::settings::UpSettings;
 
-/// What every half of a run reads: its settings, the pinned trees it selected, and where it
-/// prints. Shared, so plan halves can run side by side.
+/// What every half of a run reads: its settings, the services resolved once for the run, the
+/// pinned trees it selected, and where it prints. Shared, so plan halves can run side by side.
 pub struct Cx<'a> {
     pub args: &'a UpSettings,
     pub global: &'a Global,
     pub shell: &'a Shell,
     pub inv: &'a Invocation,
+    pub services: &'a Services,
     pub tree_pins: &'a Trees,
 }
 

@@ -339,7 +339,7 @@ impl Runner {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::output::{ProgressMode, Shell, Terminal};
     use crate::pipeline::settings::UpSettings;
@@ -391,17 +391,18 @@ mod tests {
         Test { plan: None, act: None }
     }
 
-    /// The settings, shell and pins a phase reads (none of them, here).
-    struct Fixture {
-        args: UpSettings,
-        global: crate::settings::Global,
+    /// The settings, shell and pins a phase reads.
+    pub(crate) struct Fixture {
+        pub(crate) args: UpSettings,
+        pub(crate) global: crate::settings::Global,
         shell: Shell,
+        pub(crate) services: crate::pipeline::services::Services,
         tree_pins: crate::pins::Trees,
         inv: crate::state::resume::Invocation,
     }
 
     impl Fixture {
-        fn new() -> Fixture {
+        pub(crate) fn new() -> Fixture {
             let args = UpSettings {
                 dry_run: false,
                 fail_on_blockers: false,
@@ -423,17 +424,21 @@ mod tests {
             };
             let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
             let shell = Shell::new(ProgressMode::Plain, &term, true, 0, true);
-            let tree_pins = crate::config::select_trees(&args.select).expect("the built-in pins");
-            let (global, inv) = (Default::default(), Default::default());
-            Fixture { args, global, shell, tree_pins, inv }
+            let global = Default::default();
+            let services =
+                crate::pipeline::services::Services::resolve(&args.select, &global).expect("the built-in pins");
+            let tree_pins = crate::config::trees_in(&services.pins, &args.select).expect("the built-in pins");
+            let inv = Default::default();
+            Fixture { args, global, shell, services, tree_pins, inv }
         }
 
-        fn cx(&self) -> Cx<'_> {
+        pub(crate) fn cx(&self) -> Cx<'_> {
             Cx {
                 args: &self.args,
                 global: &self.global,
                 shell: &self.shell,
                 inv: &self.inv,
+                services: &self.services,
                 tree_pins: &self.tree_pins,
             }
         }

@@ -47,9 +47,14 @@ pub struct Repos {
     pub eat_repo: Option<PathBuf>,
 }
 
-/// The bastion image for these base flags and pins.
-pub fn image_args(base: &bastion::BaseImage, pins: crate::pins::Source, global: &Global) -> ImageSettings {
-    ImageSettings::new(pins, base.clone(), global)
+/// The bastion image for these base flags and pins, its downloads through the run's proxy.
+pub fn image_args(
+    base: &bastion::BaseImage,
+    pins: crate::pins::Source,
+    global: &Global,
+    proxy: &crate::net::proxy::ProxyEnv,
+) -> ImageSettings {
+    ImageSettings::new(pins, base.clone(), global, proxy.clone())
 }
 
 /// The prefix of a real run's scratch work trees in the state directory's `work/`.

@@ -23,6 +23,7 @@ use crate::pipeline::phases::record::Record;
 use crate::pipeline::phases::verify::Verify;
 use crate::pipeline::phases::{Planned, Ready};
 use crate::pipeline::runner::Runner;
+use crate::pipeline::services::Services;
 use crate::pipeline::settings::{UpSettings, image_args};
 use crate::plan::Plan;
 use crate::runtime::Interrupt;
@@ -50,8 +51,9 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
-    let tree_pins = check_input(args)?;
-    let cx = Cx { args, global, shell, inv: &inv, tree_pins: &tree_pins };
+    let services = Services::resolve(&args.select, global).map_err(config::ConfigError::from)?;
+    let tree_pins = check_input(args, &services)?;
+    let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
@@ -129,10 +131,11 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let mut pre =
         r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| crate::pipeline::phases::missing("the cluster"))?;
     let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client, docker: None }, cx).await?;
-    let mut bastion =
-        Bastion { docker: pre.docker.clone(), image: image_args(&args.image, args.select.pins.clone(), global) };
-    let mut facts =
-        crate::pipeline::phases::facts::Facts { target: &pre.target, created: r.state.ledger.created.clone() };
+    let mut bastion = Bastion {
+        docker: pre.docker.clone(),
+        image: image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy),
+    };
+    let mut facts = crate::pipeline::phases::facts::Facts { pre: &pre, created: r.state.ledger.created.clone() };
     let mut trees = crate::pipeline::phases::trees::Trees { sd: &pre.sd, upgrade_to: None };
     let waiting = "waiting for the bastion image's plan, the facts and the trees";
     let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
@@ -211,18 +214,14 @@ async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), 
     let (args, shell) = (cx.args, cx.shell);
     let pre = r.act_phase(Preflight { dead: x.dead.clone(), own: Some(x.trees.dir.path()) }, pre, cx).await?;
     let facts = r
-        .act_phase(
-            crate::pipeline::phases::facts::Facts { target: &pre.target, created: Default::default() },
-            x.facts,
-            cx,
-        )
+        .act_phase(crate::pipeline::phases::facts::Facts { pre: &pre, created: Default::default() }, x.facts, cx)
         .await?;
     let docker = x.image.docker.clone();
     let prepared = r
         .act_phase(
             Bastion {
                 docker: Some(docker.clone()),
-                image: image_args(&args.image, args.select.pins.clone(), cx.global),
+                image: image_args(&args.image, args.select.pins.clone(), cx.global, &cx.services.proxy),
             },
             x.image,
             cx,
@@ -317,9 +316,9 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
 }
 
 /// Bad input is found before anything else happens.
-fn check_input(args: &UpSettings) -> Result<Trees, Failure> {
+fn check_input(args: &UpSettings, services: &Services) -> Result<Trees, Failure> {
     let layer = &args.select.layer;
-    let tree_pins = config::select_trees(&args.select)?;
+    let tree_pins = config::trees_in(&services.pins, &args.select)?;
     // The EI catalog at the pinned commit decides --model later (read after the trees phase).
     let with_catalog = crate::gather::catalog::catalog_path(layer).is_some();
     config::rules::selection(layer, args.select.model.as_deref(), with_catalog).map_err(|r| match r {

@@ -56,28 +56,54 @@ pub async fn connect(env: &Env) -> Result<Docker, ImageError> {
         Some(v) => v.parse::<u64>().map_err(|_| ImageError::Timeout(v))?,
         None => timeouts::DOCKER_BUILD_SECS,
     };
+    // The cause with its sources, as the gatherer words it (`gather::docker`).
     let docker = Docker::connect_with_host(&crate::docker_host::resolve(env))
-        .map_err(|e| ImageError::Connect(e.to_string()))?
+        .map_err(|e| ImageError::Connect(crate::cluster::chain(&e)))?
         .with_timeout(Duration::from_secs(secs));
-    docker.negotiate_version().await.map_err(|e| ImageError::Connect(e.to_string()))
+    docker.negotiate_version().await.map_err(|e| ImageError::Connect(crate::cluster::chain(&e)))
+}
+
+/// The engine not reached: the line for people, and the same cause as the gatherer's
+/// `Unreachable`, so a run's facts say what its preflight met without connecting again.
+#[derive(Debug, Clone)]
+pub struct EngineDown {
+    said: String,
+    pub unreachable: crate::gather::docker::DockerError,
+}
+
+impl std::fmt::Display for EngineDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.said)
+    }
 }
 
 /// A connection to the engine that answered its version call, or why there is none, within `bound` for the connection and the call
 /// together (doctor's check: a socket that accepts and never answers took 120 s, the build
 /// timeout, before).
-pub async fn engine(env: &Env, bound: Duration) -> Result<Docker, String> {
+pub async fn engine(env: &Env, bound: Duration) -> Result<Docker, EngineDown> {
+    let addr = crate::docker_host::resolve(env);
+    let down = |said: String, cause: String| EngineDown {
+        said,
+        unreachable: crate::gather::docker::DockerError::Unreachable { addr: addr.clone(), cause },
+    };
     let ask = async {
-        let docker = connect(env).await.map_err(|e| e.to_string())?;
-        docker.version().await.map_err(|e| format!("no Docker Engine answers: {e}"))?;
+        let docker = connect(env).await.map_err(|e| match &e {
+            ImageError::Connect(cause) => down(e.to_string(), cause.clone()),
+            _ => down(e.to_string(), e.to_string()),
+        })?;
+        docker
+            .version()
+            .await
+            .map_err(|e| down(format!("no Docker Engine answers: {e}"), crate::cluster::chain(&e)))?;
         Ok(docker)
     };
     match tokio::time::timeout(bound, ask).await {
         Ok(r) => r,
-        Err(_) => Err(format!(
-            "the Docker Engine at {} gave no answer within {} s",
-            crate::docker_host::resolve(env),
-            bound.as_secs().max(1)
-        )),
+        Err(_) => {
+            let secs = bound.as_secs().max(1);
+            let said = format!("the Docker Engine at {addr} gave no answer within {secs} s");
+            Err(down(said, format!("no answer within {secs} s")))
+        }
     }
 }
 
@@ -471,7 +497,9 @@ mod tests {
         let env = Env::of(&[("DOCKER_HOST", host.as_str())]);
         let started = std::time::Instant::now();
         let e = engine(&env, Duration::from_millis(300)).await.map(drop).unwrap_err();
-        assert!(e.contains("gave no answer within 1 s"), "{e}");
+        assert!(e.to_string().contains("gave no answer within 1 s"), "{e}");
+        // The same cause, as the facts of the run say it (no second connection).
+        assert_eq!(e.unreachable.to_string(), format!("Docker is unreachable at {host}: no answer within 1 s"));
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     }
 

@@ -70,7 +70,13 @@ pub struct ImageSettings {
 }
 
 impl ImageSettings {
-    pub fn new(pins: crate::pins::Source, base: BaseImage, global: &Global) -> Self {
+    /// `download_proxy`: the host's proxy variables, resolved once by the caller's run.
+    pub fn new(
+        pins: crate::pins::Source,
+        base: BaseImage,
+        global: &Global,
+        download_proxy: crate::net::proxy::ProxyEnv,
+    ) -> Self {
         let env = &global.env;
         ImageSettings {
             pins,
@@ -78,7 +84,7 @@ impl ImageSettings {
             base,
             artifacts: Cache::default_dir(env),
             proxy: crate::act::bastion::image::proxy_env(env),
-            download_proxy: crate::net::proxy::ProxyEnv::from_lookup(env.lookup()),
+            download_proxy,
             ca_bundle: global.ca_bundle.clone(),
             build_timeout: crate::settings::timeouts::BASTION,
         }
@@ -319,28 +325,24 @@ pub struct ImagePlan {
 /// next: the pins load, the requirements lock matches them, the base image is pinned by digest,
 /// then every artifact has a pinned sha256. A local base (`--allow-unpinned-base`) is checked
 /// against the engine by [`plan_image`].
-pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
-    let pins = match args.pins.load() {
-        Ok(p) => p,
-        Err(e) => return vec![e.into()],
-    };
+pub fn pin_checks(args: &ImageSettings, pins: &Pins) -> Vec<BastionError> {
     let mut found = Vec::new();
     if let Err(e) = crate::act::bastion::context::parse_lock(crate::act::bastion::context::REQUIREMENTS_LOCK)
-        .and_then(|l| crate::act::bastion::context::check_lock(&pins, &l))
+        .and_then(|l| crate::act::bastion::context::check_lock(pins, &l))
     {
         found.push(e.into());
     }
     if let Err(e) =
-        crate::act::bastion::context::choose_base(&pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)
+        crate::act::bastion::context::choose_base(pins, args.base.base_image.as_deref(), args.base.allow_unpinned_base)
     {
         found.push(e.into());
     }
-    if let Err(e) = crate::act::bastion::context::require_sha256(&crate::act::bastion::context::artifacts(&pins)) {
+    if let Err(e) = crate::act::bastion::context::require_sha256(&crate::act::bastion::context::artifacts(pins)) {
         found.push(e.into());
     }
     // Every tool the installer files call is provided by the Dockerfile (issue 28 item 1).
     let artifacts: Vec<(String, String)> =
-        crate::act::bastion::context::artifacts(&pins).into_iter().map(|a| (a.name, a.context_path)).collect();
+        crate::act::bastion::context::artifacts(pins).into_iter().map(|a| (a.name, a.context_path)).collect();
     let artifacts: Vec<(&str, &str)> = artifacts.iter().map(|(n, p)| (n.as_str(), p.as_str())).collect();
     let lacking = crate::act::bastion::toolbox::unprovided(
         crate::act::bastion::toolbox::table(),
@@ -355,22 +357,22 @@ pub fn pin_checks(args: &ImageSettings) -> Vec<BastionError> {
     found.into_iter().map(|e: BastionError| e.naming_pins(&args.pins)).collect()
 }
 
-pub async fn plan_image(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
-    plan_image_at(docker, args).await.map_err(|e| e.naming_pins(&args.pins))
+/// `pins`: what `args.pins` holds, read once by the run.
+pub async fn plan_image(docker: &Docker, args: &ImageSettings, pins: &Pins) -> Result<ImagePlan, BastionError> {
+    plan_image_at(docker, args, pins).await.map_err(|e| e.naming_pins(&args.pins))
 }
 
-async fn plan_image_at(docker: &Docker, args: &ImageSettings) -> Result<ImagePlan, BastionError> {
-    let pins = args.pins.load()?;
+async fn plan_image_at(docker: &Docker, args: &ImageSettings, pins: &Pins) -> Result<ImagePlan, BastionError> {
     crate::act::bastion::context::check_lock(
-        &pins,
+        pins,
         &crate::act::bastion::context::parse_lock(crate::act::bastion::context::REQUIREMENTS_LOCK)?,
     )?;
     let base = crate::act::bastion::context::choose_base(
-        &pins,
+        pins,
         args.base.base_image.as_deref(),
         args.base.allow_unpinned_base,
     )?;
-    plan_from(docker, args, &pins, base).await
+    plan_from(docker, args, pins, base).await
 }
 
 async fn plan_from(docker: &Docker, args: &ImageSettings, pins: &Pins, base: Base) -> Result<ImagePlan, BastionError> {
@@ -672,7 +674,12 @@ pub fn standard(
 /// The kubeconfig for a bastion run, with a token minted on the host when the context's user
 /// has an exec credential plugin; says how long the token lives.
 pub async fn minted_source(global: &Global, shell: &Shell) -> Result<KubeSource, crate::kubeconfig::TargetError> {
-    let mut kube = KubeSource::resolve(global);
+    minted(&KubeSource::resolve(global), shell).await
+}
+
+/// [`minted_source`] for a kubeconfig source already resolved (`eas up` resolves it once).
+pub async fn minted(kube: &KubeSource, shell: &Shell) -> Result<KubeSource, crate::kubeconfig::TargetError> {
+    let mut kube = kube.clone();
     match kube.mint(crate::settings::timeouts::CREDENTIAL).await {
         Ok(Some(m)) => {
             let until = m.expires.as_deref().unwrap_or("an unknown time (the plugin gave no expiry)");

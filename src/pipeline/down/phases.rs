@@ -247,7 +247,8 @@ impl Ctx<'_> {
         match &self.image {
             image::TeardownImage::Recorded { tag } => Ok(tag.clone()),
             image::TeardownImage::FromPins(pins) => {
-                let args = crate::pipeline::settings::image_args(&self.args.image, pins.clone(), self.global);
+                let proxy = crate::net::proxy::ProxyEnv::from_lookup(self.global.env.lookup());
+                let args = crate::pipeline::settings::image_args(&self.args.image, pins.clone(), self.global, &proxy);
                 let p = bastion::prepare(&self.docker, &args, false, false, self.shell, self.interrupt).await?;
                 Ok(p.tag)
             }

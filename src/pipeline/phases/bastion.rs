@@ -33,13 +33,13 @@ impl Phase for Bastion {
         "planning the pinned bastion image (build or reuse)".into()
     }
 
-    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Image, NoPlan> {
-        let pins = pin_checks(&self.image);
-        if !pins.is_empty() {
-            return Err(NoPlan::Blocked(pins));
+    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Image, NoPlan> {
+        let found = pin_checks(&self.image, &cx.services.pins);
+        if !found.is_empty() {
+            return Err(NoPlan::Blocked(found));
         }
         let Some(docker) = self.docker.clone() else { return Err(NoPlan::Upstream) };
-        let plan = bastion::plan_image(&docker, &self.image).await.map_err(Failure::from)?;
+        let plan = bastion::plan_image(&docker, &self.image, &cx.services.pins).await.map_err(Failure::from)?;
         Ok(Image { docker, plan })
     }
 
@@ -62,7 +62,45 @@ impl Phase for Bastion {
 }
 
 /// The bastion's checks that need only the pins, each on its own: the requirements lock, the
-/// base image's digest, then the artifacts' sha256.
-pub fn pin_checks(args: &bastion::ImageSettings) -> Vec<Failure> {
-    bastion::pin_checks(args).into_iter().map(Failure::from).collect()
+/// base image's digest, then the artifacts' sha256, on the run's pins.
+pub fn pin_checks(args: &bastion::ImageSettings, pins: &crate::pins::Pins) -> Vec<Failure> {
+    bastion::pin_checks(args, pins).into_iter().map(Failure::from).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::Fixture;
+
+    /// The built-in pins with kubectl's sha256 recorded.
+    fn with_kubectl_pinned() -> crate::pins::Pins {
+        let mut doc: serde_json::Value = serde_json::from_str(crate::pins::EMBEDDED).unwrap();
+        let rows = doc["pins"].as_array_mut().unwrap();
+        let row = rows.iter_mut().find(|r| r["name"] == "kubectl").expect("kubectl's row");
+        row["sha256"] = serde_json::Value::String("a".repeat(64));
+        crate::pins::Pins::parse(&doc.to_string()).unwrap()
+    }
+
+    /// The plan half checks the pins the run read once (`Cx::services`) and never reads their
+    /// source again: with the source gone, the blockers are the handed pins' own (the built-in
+    /// ones lack four sha256s), and handed pins with kubectl's recorded lack three.
+    #[tokio::test]
+    async fn the_plan_half_checks_the_pins_it_is_handed_not_their_file() {
+        let mut f = Fixture::new();
+        let gone = crate::pins::Source::Flag("/nonexistent/eas-test/pins.json".into());
+        let blockers = async |f: &Fixture| {
+            let image =
+                crate::pipeline::settings::image_args(&Default::default(), gone.clone(), &f.global, &f.services.proxy);
+            match (Bastion { docker: None, image }).plan(&f.cx(), &mut Vec::new()).await {
+                Err(NoPlan::Blocked(found)) => found.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"),
+                _ => panic!("the pins' checks are blockers"),
+            }
+        };
+        let said = blockers(&f).await;
+        assert!(said.contains("4 bastion artifact(s) have no pinned sha256: kubectl"), "{said}");
+        assert!(!said.contains("No such file"), "the source was read again: {said}");
+        f.services.pins = with_kubectl_pinned();
+        let said = blockers(&f).await;
+        assert!(said.contains("3 bastion artifact(s) have no pinned sha256: helm"), "{said}");
+    }
 }

@@ -13,7 +13,6 @@ use crate::error::Failure;
 use crate::facts::Facts;
 use crate::installer::command as argv;
 use crate::plan::{PhaseId, PlanDecision, PlannedCommand};
-use crate::settings::Global;
 use crate::state::since::Completed;
 
 use crate::gather::{catalog, knob_audit};
@@ -70,7 +69,7 @@ impl Phase for Config<'_> {
             None => shell.note("model catalog: not read (no trees); the built-in candidates (data/models.json) decide"),
         }
         let downloads = match (&pinned, args.offline) {
-            (Some(c), false) => hf_reads(&c.catalog, global, shell).await,
+            (Some(c), false) => hf_reads(&c.catalog, cx).await,
             (Some(_), true) => {
                 shell.warn(
                     "--offline: Hugging Face was not asked; the figures come from the cache or data/models.json, \
@@ -89,8 +88,7 @@ impl Phase for Config<'_> {
         let mut decision = config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), &downloads)
             .map_err(Failure::from)?;
         // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
-        let proxy = crate::net::proxy::ProxyEnv::from_lookup(global.env.lookup());
-        config::proxy::apply(&mut decision, self.facts, &proxy, Some(&self.pre.target.server));
+        config::proxy::apply(&mut decision, self.facts, &cx.services.proxy, Some(&self.pre.target.server));
         if let Some(t) = self.trees {
             // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
             let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];
@@ -182,22 +180,17 @@ fn seeded_catalog(
 /// and `--ca-bundle` as for every download; bounded, in parallel, cached): whether the weights
 /// can be downloaded, by `model_id`. An entry Hugging Face itself refuses is skipped by an
 /// automatic pick and refused for `--model`; no answer (offline, a proxy's refusal) is a warning.
-async fn hf_reads(
-    catalog: &crate::config::catalog::Catalog,
-    global: &Global,
-    shell: &crate::output::Shell,
-) -> Vec<(String, crate::config::hf::Access)> {
-    let env = &global.env;
+async fn hf_reads(catalog: &crate::config::catalog::Catalog, cx: &Cx<'_>) -> Vec<(String, crate::config::hf::Access)> {
+    let (env, global, shell) = (&cx.global.env, cx.global, cx.shell);
     let entries: Vec<(String, String)> =
         catalog.llms().filter(|e| !e.model_id.is_empty()).map(|e| (e.model_id.clone(), "main".to_string())).collect();
     let home = env.var("HOME").map(std::path::PathBuf::from);
     let xdg = env.var("XDG_CACHE_HOME").map(std::path::PathBuf::from);
     let Some(cache) = crate::config::hf::cache_base(xdg.as_deref(), home.as_deref()) else { return Vec::new() };
     let roots = global.ca_bundle.as_ref().map(|b| b.ders.clone()).unwrap_or_default();
-    let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
     let Ok(d) = crate::net::download::Downloader::with_timeouts(
         &roots,
-        proxy,
+        cx.services.proxy.clone(),
         crate::gather::hf::CONNECT,
         crate::gather::hf::TOTAL,
     ) else {

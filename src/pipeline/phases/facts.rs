@@ -14,7 +14,8 @@ use crate::pipeline::phase::{Cx, NoPlan, Phase};
 use crate::pipeline::runner::Runner;
 
 pub struct Facts<'a> {
-    pub target: &'a crate::cluster::Target,
+    /// The cluster and the Docker Engine preflight reached.
+    pub pre: &'a crate::pipeline::phases::preflight::Pre,
     /// What eas's earlier runs created: not the cluster's (their pods do not count against the
     /// budget of the run after them).
     pub created: Snapshot,
@@ -27,12 +28,13 @@ impl Phase for Facts<'_> {
     type Done = Document;
 
     fn says(&self, _cx: &Cx<'_>) -> String {
-        format!("gathering facts from {} ({})", self.target.context, self.target.server)
+        format!("gathering facts from {} ({})", self.pre.target.context, self.pre.target.server)
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Document, NoPlan> {
         let opts = GatherOptions { discount_namespaces: self.created.namespaces.clone(), ..cx.args.gather.clone() };
-        let facts = gather::collect(self.target, &opts, CALL, &cx.global.env, cx.shell, config::fit::landing_node)
+        let (target, docker) = (&self.pre.target, self.pre.reach());
+        let facts = gather::collect(target, &opts, CALL, (&cx.global.env, docker), cx.shell, config::fit::landing_node)
             .await
             .map_err(Failure::from)?;
         // The facts as the decisions read them: what eas's runs created is not the cluster's.

@@ -115,8 +115,8 @@ pub fn begin_install(
     crate::state::records::keep_inputs(b.sd.dir(), facts, &r.plan, files)
         .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
     let kept = b.sd.dir().join(crate::state::records::PINS);
-    let pins = cx.args.select.pins.load().map_err(|e| Failure::step("install", e))?;
-    crate::state::journal::write_atomic(&kept, pins.to_json().as_bytes())
+    // The pins the run read and built from, kept as they were read, not read again.
+    crate::state::journal::write_atomic(&kept, cx.services.pins.to_json().as_bytes())
         .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
     r.state.pins_kept = Some(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
     r.file = Some(b.sd.state_file());
@@ -134,6 +134,7 @@ fn ctx<'a>(
         image: b.image,
         tree: b.work,
         global: cx.global,
+        kube: &cx.services.kube,
         shell: cx.shell,
         interrupt,
         fence: fence.cloned(),

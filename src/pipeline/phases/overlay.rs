@@ -49,12 +49,12 @@ impl Phase for Overlay<'_> {
             &crate::overlay::Overlay::builtin().map_err(Failure::from)?,
         );
         let (dir, pins, t) = (scratch.tree(), cx.tree_pins.clone(), scratch.resolved.clone());
-        let (select, inv, dry_run) = (cx.args.select.clone(), cx.inv.clone(), cx.args.dry_run);
+        let (all, inv, dry_run) = (cx.services.pins.clone(), cx.inv.clone(), cx.args.dry_run);
         let job = tokio::task::spawn_blocking(move || {
             let op = crate::overlay::decide(&dir, &t.eas.sha, Some(&generated))?;
             // After a STOP: the other pins profiles whose overlay decides fully here.
             let forward = if op.stops().count() > 0 {
-                way_forward(&select, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
+                way_forward(&all, &pins.profile, &t.eas.objects, &generated, &inv, dry_run)
             } else {
                 Vec::new()
             };
@@ -135,17 +135,17 @@ fn audit(
     Ok(knob_audit::run(&audited, decision, op, &cx.args.allow_unread)?)
 }
 
-/// After a STOP: the other pins profiles whose overlay decides fully, each with its command.
+/// After a STOP: the other profiles of the run's pins whose overlay decides fully, each with its
+/// command.
 pub fn way_forward(
-    select: &crate::settings::Select,
+    pins: &crate::pins::Pins,
     current: &str,
     mirror: &Path,
     generated: &crate::overlay::Generated,
     inv: &Invocation,
     dry_run: bool,
 ) -> Vec<String> {
-    let Ok(pins) = select.pins.load() else { return Vec::new() };
-    let tried = crate::overlay::profiles::try_profiles(&pins, current, mirror, Some(generated));
+    let tried = crate::overlay::profiles::try_profiles(pins, current, mirror, Some(generated));
     let command = |profile: &str| {
         let mut other = inv.clone();
         let mut sel = Vec::new();

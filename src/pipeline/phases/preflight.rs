@@ -17,7 +17,6 @@ use crate::act::reap;
 use crate::cluster::{self, CALL};
 use crate::pipeline::phase::{Cx, NoPlan, Phase};
 use crate::pipeline::runner::Runner;
-use crate::pipeline::settings::UpSettings;
 use crate::state::run::state_root;
 
 /// The plan half's phase; at act time it carries what the lock's act found.
@@ -36,7 +35,11 @@ pub struct Pre {
     pub target: crate::cluster::Target,
     pub sd: StateDir,
     pub key: String,
+    /// The run's one connection to the Docker Engine (the facts, the bastion, the installer).
     pub docker: Option<bollard::Docker>,
+    /// Where the engine was asked for, and why it did not answer, for the facts.
+    docker_addr: String,
+    docker_down: Option<crate::gather::docker::DockerError>,
     /// `None` with `--offline` (or once its answers are taken).
     pub egress: Option<Egress>,
 }
@@ -52,16 +55,23 @@ impl Phase for Preflight<'_> {
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
-        let egress = start_egress(cx.args, cx.global);
-        let target = gather::target(cx.global, CALL).await.map_err(Failure::from)?;
+        let egress = start_egress(cx);
+        let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;
         let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
         let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
-        let (docker, git) = host_checks(cx.global).await;
-        let docker = docker.map_err(|f| found.push(f)).ok();
+        let (engine, git) = tokio::join!(engine(cx.global), git_check());
+        let docker_addr = crate::docker_host::resolve(&cx.global.env);
+        let (docker, docker_down) = match engine {
+            Ok(d) => (Some(d), None),
+            Err(e) => {
+                found.push(docker_failure(&e));
+                (None, Some(e.unreachable))
+            }
+        };
         if let Err(f) = git {
             found.push(f);
         }
-        Ok(Pre { target, sd, key, docker, egress })
+        Ok(Pre { target, sd, key, docker, docker_addr, docker_down, egress })
     }
 
     fn note(&mut self, pre: &mut Pre, r: &mut Runner) -> Result<(), Failure> {
@@ -104,13 +114,14 @@ impl Drop for Egress {
 }
 
 /// Starts the egress probe with the proxy settings the bastion gets, unless `--offline`.
-fn start_egress(args: &UpSettings, global: &Global) -> Option<Egress> {
+fn start_egress(cx: &Cx<'_>) -> Option<Egress> {
     use crate::prereq::egress;
+    let (args, global) = (cx.args, cx.global);
     if args.offline {
         return None;
     }
     let env = &global.env;
-    let proxy = crate::net::proxy::ProxyEnv::from_lookup(env.lookup());
+    let proxy = cx.services.proxy.clone();
     let hosts = egress::hosts(args.select.profile.as_deref().unwrap_or("main"), env.var(egress::OVERRIDE).as_deref());
     let through = match hosts.first().map(|h| crate::net::proxy::route_for(&h.url, &proxy, None)) {
         Some(Ok(Some(route))) => format!("through {route}"),
@@ -147,18 +158,42 @@ fn identity_failure(target: &crate::cluster::Target, e: cluster::ApiError) -> Fa
     Failure::step_next("preflight", e, next)
 }
 
+impl Pre {
+    /// The engine as preflight met it, for the gatherer: the same connection, or the same cause.
+    pub fn reach(&self) -> crate::gather::docker::Reach {
+        let docker = match (&self.docker, &self.docker_down) {
+            (Some(d), _) => Ok(d.clone()),
+            (None, Some(e)) => Err(e.clone()),
+            (None, None) => Err(crate::gather::docker::DockerError::Unreachable {
+                addr: self.docker_addr.clone(),
+                cause: "not reached".into(),
+            }),
+        };
+        crate::gather::docker::Reach::Met { addr: self.docker_addr.clone(), docker }
+    }
+}
+
 /// Docker and git, the host's part of preflight: each a blocker when it fails.
 pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
-    // Bounded as a whole (the connection's version negotiation included): a socket that accepts
-    // and never answers is met in seconds, not at the build's timeout.
-    let docker = bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL)
-        .await
-        .map_err(|e| Failure::step_next("preflight", e, crate::hints::DOCKER));
-    let git = crate::git::run(None, &["--version"], Duration::from_secs(10))
+    let (docker, git) = tokio::join!(engine(global), git_check());
+    (docker.map_err(|e| docker_failure(&e)), git)
+}
+
+/// The Docker Engine, bounded as a whole (the connection's version negotiation included): a
+/// socket that accepts and never answers is met in seconds, not at the build's timeout.
+async fn engine(global: &Global) -> Result<bollard::Docker, bastion::image::EngineDown> {
+    bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL).await
+}
+
+fn docker_failure(e: &bastion::image::EngineDown) -> Failure {
+    Failure::step_next("preflight", e, crate::hints::DOCKER)
+}
+
+async fn git_check() -> Result<(), Failure> {
+    crate::git::run(None, &["--version"], Duration::from_secs(10))
         .await
         .map(drop)
-        .map_err(|e| Failure::step_next("preflight", e, "install git"));
-    (docker, git)
+        .map_err(|e| Failure::step_next("preflight", e, "install git"))
 }
 
 /// A real run removes the work trees a killed run left (`eas.next-*`) before it goes on: it holds
