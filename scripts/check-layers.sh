@@ -139,7 +139,7 @@ for f, (me, test) in files.items():
     if test:
         continue
     text = open(f).read()
-    text = re.split(r"#\[cfg\(test\)\]\s*(?:pub )?mod tests", text)[0]
+    text = re.split(r"#\[cfg\(test\)\]\s*(?:pub(?:\([a-z]+\))? )?mod tests", text)[0]
     text = re.sub(r"//.*", "", text)
     if f != "src/plan/mod.rs":
         for n, line in enumerate(text.split("\n"), 1):
