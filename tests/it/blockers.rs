@@ -13,7 +13,7 @@ use std::process::Output;
 use serde_json::Value;
 use support::{ClusterServer, text};
 
-use support::planning::{trees, up};
+use support::planning::{command, trees};
 
 /// The requests that are not reads (access reviews persist nothing: they are reads here).
 fn writes(server: &ClusterServer) -> Vec<String> {
@@ -32,11 +32,11 @@ fn both_on(
     trees: &Path,
     facts_args: bool,
 ) -> (Value, Output, Vec<String>) {
-    let dry = up(&server, cluster, state, trees, facts_args, &["--dry-run", "--output", "json"]);
+    let dry = command(&server, cluster, state, trees, facts_args, &["--dry-run", "--output", "json"]).output().unwrap();
     let plan: Value = serde_json::from_slice(&dry.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&dry.stderr)));
     assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new());
     assert_eq!(plan["exit_code"].as_i64(), dry.status.code().map(i64::from), "the plan carries its exit code");
-    let real = up(&server, cluster, state, trees, facts_args, &["--yes"]);
+    let real = command(&server, cluster, state, trees, facts_args, &["--yes"]).output().unwrap();
     (plan, real, writes(&server))
 }
 
@@ -109,10 +109,12 @@ fn a_refusal_and_an_unreadable_lock_join_the_list_in_the_order_the_run_meets_the
 fn fail_on_blockers_exits_with_the_first_blockers_code_and_the_plan_is_still_printed() {
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
     let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
-    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run"]);
+    let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "no refusal, no STOP: exit 0 with blockers listed");
     assert!(text(&out.stdout).contains("  blockers   3: the real run stops at the first (exit 1)"));
-    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--fail-on-blockers"]);
+    let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--fail-on-blockers"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("  blockers   3:"), "the plan is printed whatever the exit code");
 }
@@ -122,17 +124,20 @@ fn two_timeouts_for_one_phase_are_bad_input_and_the_plan_prints_the_effective_on
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
     let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
     let both = ["--dry-run", "--install-timeout", "600", "--phase-timeout", "install=5"];
-    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &both);
+    let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &both).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(server.requests().is_empty(), "bad input is found before the cluster is read");
     let args = ["--dry-run", "--output", "json", "--install-timeout", "600", "--phase-timeout", "prepare=7"];
-    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &args);
+    let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &args).output().unwrap();
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let secs =
         |n: &str| plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == n).unwrap()["timeout_secs"].clone();
     assert_eq!((secs("install"), secs("prepare")), (Value::from(600), Value::from(7)));
     let text_plan = text(
-        &up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--install-timeout", "600"]).stdout,
+        &command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--install-timeout", "600"])
+            .output()
+            .unwrap()
+            .stdout,
     );
     assert!(text_plan.contains("  install     10s/10m  not run"), "{text_plan}");
 }
@@ -154,12 +159,12 @@ fn each_prerequisite_that_fails_is_a_refusal_among_the_blockers() {
             support::Options { deny_access: deny, ..support::Options::default() },
         );
         for p in case["patches"].as_array().unwrap() {
-            let key = support::ObjectKey {
-                group_version: p["group_version"].as_str().unwrap().into(),
-                resource: p["resource"].as_str().unwrap().into(),
-                namespace: String::new(),
-                name: p["name"].as_str().unwrap().into(),
-            };
+            let key = support::ObjectKey::of(
+                p["group_version"].as_str().unwrap(),
+                p["resource"].as_str().unwrap(),
+                "",
+                p["name"].as_str().unwrap(),
+            );
             server.update(&key, p["merge"].clone());
         }
         let state = tempfile::tempdir().unwrap();
@@ -353,19 +358,23 @@ fn a_hugging_face_answering_in_14_s_falls_back_within_the_config_window() {
 fn the_facts_phase_past_its_effective_timeout_exits_1_naming_it() {
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
     let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
-    let plan = up(
+    let plan = command(
         &server,
         "k3d-gpu-desktop",
         state.path(),
         &t,
         true,
         &["--dry-run", "--output", "json", "--phase-timeout", "facts=1"],
-    );
+    )
+    .output()
+    .unwrap();
     let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
     let facts = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "facts").unwrap().clone();
     assert_eq!((facts["timeout_secs"].clone(), facts["plan_timeout_secs"].clone()), (Value::from(1), Value::from(1)));
     server.inject(Some("/api/v1/nodes"), support::Fault::Slow(std::time::Duration::from_secs(600)), None);
-    let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--phase-timeout", "facts=1"]);
+    let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--phase-timeout", "facts=1"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", support::text(&out.stderr));
     assert!(
         support::text(&out.stderr).contains("phase facts did not finish within its timeout of 1 s"),
@@ -429,13 +438,16 @@ fn a_live_holder_of_this_host_with_failing_renewals_is_reported_live() {
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "renewTime": old}}));
     let state = tempfile::tempdir().unwrap();
     let dry =
-        up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--output", "json", "--break-lock"]);
+        command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--output", "json", "--break-lock"])
+            .output()
+            .unwrap();
     let plan: Value = serde_json::from_slice(&dry.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&dry.stderr)));
     let lock = plan["blockers"].as_array().unwrap().iter().find(|b| b["phase"] == "lock").expect("a lock blocker");
     let cause = lock["cause"].as_str().unwrap();
     assert!(cause.contains(&holder) && cause.contains(&format!("alive on this host (pid {me})")), "{cause}");
     assert!(cause.contains("its renewals are failing") && !cause.contains("gone"), "{cause}");
-    let real = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--yes", "--break-lock"]);
+    let real =
+        command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--yes", "--break-lock"]).output().unwrap();
     assert_eq!(real.status.code(), Some(1), "{}", text(&real.stderr));
     assert!(text(&real.stderr).contains("its renewals are failing"), "{}", text(&real.stderr));
     assert_eq!(writes(&server), Vec::<String>::new(), "a live holder's Lease is never taken over");
@@ -450,7 +462,7 @@ fn an_offline_plan_says_the_download_was_not_checked() {
     let server = ClusterServer::start(support::fixture("k3d-gpu-desktop"));
     let unknown = |extra: &[&str]| {
         let args = [&["--dry-run", "--output", "json"], extra].concat();
-        let out = up(&server, "k3d-gpu-desktop", state.path(), &t, true, &args);
+        let out = command(&server, "k3d-gpu-desktop", state.path(), &t, true, &args).output().unwrap();
         let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
         plan["unknown"].as_array().unwrap().clone()
     };
@@ -459,7 +471,12 @@ fn an_offline_plan_says_the_download_was_not_checked() {
     assert_eq!(offline[0]["phase"], "config");
     assert!(offline[0]["reason"].as_str().unwrap().contains("not asked (--offline)"), "{offline:?}");
     assert_eq!(unknown(&[]), Vec::<Value>::new());
-    let text = text(&up(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--offline"]).stdout);
+    let text = text(
+        &command(&server, "k3d-gpu-desktop", state.path(), &t, true, &["--dry-run", "--offline"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
     assert!(text.contains("unknown    config: whether Hugging Face lets the model's weights be downloaded"), "{text}");
 }
 

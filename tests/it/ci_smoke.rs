@@ -217,12 +217,7 @@ fn install_k3d_installs_only_a_download_matching_the_release_checksum() {
 fn the_smoke_probe_step_reads_the_node_with_a_probe_pod_and_leaves_none() {
     let s = smoke();
     let image = "docker.io/rancher/mirrored-library-busybox:1.36.1";
-    let key = support::ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "k3d-gpu-server-0".into(),
-    };
+    let key = support::ObjectKey::core("nodes", "k3d-gpu-server-0");
     let mut images = s.server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
     images.push(json!({"names": [image]}));
     s.server.update(&key, json!({"status": {"images": images}}));

@@ -81,12 +81,7 @@ fn writes_are_stored_served_back_and_logged() {
     assert_eq!(patched["data"], json!({"b": "2"}));
     let (code, got) = http(&server, "GET", "/api/v1/namespaces/llm-inference/configmaps/cfg", None);
     assert_eq!((code, got["data"].clone()), (200, json!({"b": "2"})));
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "configmaps".into(),
-        namespace: "llm-inference".into(),
-        name: "cfg".into(),
-    };
+    let key = ObjectKey::of("v1", "configmaps", "llm-inference", "cfg");
     assert!(server.object(&key).is_some());
     let (_, list) =
         http(&server, "GET", "/api/v1/namespaces?labelSelector=kubernetes.io%2Fmetadata.name%21%3Dllm-inference", None);
@@ -153,12 +148,7 @@ fn a_crd_not_installed_is_not_served_until_it_is() {
 #[test]
 fn a_node_whose_ready_condition_is_not_true_carries_the_lifecycle_taint() {
     let server = ClusterServer::start(fixture("gpu-nodes"));
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "gpu-b".into(),
-    };
+    let node = ObjectKey::core("nodes", "gpu-b");
     let taints = |server: &ClusterServer| server.object(&node).unwrap()["spec"]["taints"].clone();
     assert_eq!(taints(&server), Value::Null, "a Ready node carries none");
     let conditions = |ready: &str| {

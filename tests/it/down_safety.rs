@@ -105,12 +105,7 @@ impl Run {
 }
 
 fn model_key(name: &str) -> ObjectKey {
-    ObjectKey {
-        group_version: "serving.kserve.io/v1alpha2".into(),
-        resource: "llminferenceservices".into(),
-        namespace: "llm-inference".into(),
-        name: name.into(),
-    }
+    ObjectKey::of("serving.kserve.io/v1alpha2", "llminferenceservices", "llm-inference", name)
 }
 
 fn names(v: &Value) -> Vec<String> {
@@ -358,16 +353,11 @@ fn a_model_server_made_in_a_pre_existing_namespace_is_tracked_and_only_it_is_rem
 }
 
 fn node_key(name: &str) -> ObjectKey {
-    ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: name.into() }
+    ObjectKey::core("nodes", name)
 }
 
 fn admission_key(resource: &str) -> ObjectKey {
-    ObjectKey {
-        group_version: "admissionregistration.k8s.io/v1".into(),
-        resource: resource.into(),
-        namespace: String::new(),
-        name: "eg-protected-hostname-ownership".into(),
-    }
+    ObjectKey::of("admissionregistration.k8s.io/v1", resource, "", "eg-protected-hostname-ownership")
 }
 
 /// What EAS makes with Ansible outside Helm (issue 28 item 8): the stand-in installer creates
@@ -380,12 +370,7 @@ fn admission_key(resource: &str) -> ObjectKey {
 fn down_removes_the_admission_policy_its_binding_and_the_node_labels_the_run_added_and_keeps_one_there_before() {
     let _engine = support::docker::engine();
     let r = run();
-    let addon = ObjectKey {
-        group_version: "apps/v1".into(),
-        resource: "daemonsets".into(),
-        namespace: "kube-system".into(),
-        name: "nri-resource-policy-balloons".into(),
-    };
+    let addon = ObjectKey::of("apps/v1", "daemonsets", "kube-system", "nri-resource-policy-balloons");
     assert!(r.server.remove(&addon).is_some(), "the desktop fixture carries k3d-gpu's balloons addon");
     let node = node_key("k3d-gpu-server-0");
     r.server.update(&node, json!({"metadata": {"labels": {"nri.intel.com/max-tp": "2"}}}));
@@ -425,12 +410,7 @@ fn down_removes_the_admission_policy_its_binding_and_the_node_labels_the_run_add
 
 /// The state directory of the recorded cluster (keyed by kube-system's UID).
 fn cluster_dir(r: &Run) -> PathBuf {
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: "kube-system".into(),
-    };
+    let key = ObjectKey::core("namespaces", "kube-system");
     let uid = r.server.object(&key).unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
     r.state.join(uid)
 }

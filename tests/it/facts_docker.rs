@@ -31,7 +31,7 @@ fn docker_ok(args: &[&str]) -> String {
 
 /// The engine (the Docker tier's turn at it) and the base image, or a failure that says how to
 /// get them.
-fn engine_ready() -> std::sync::MutexGuard<'static, ()> {
+fn engine_ready() -> support::docker::Turn {
     let engine = support::docker::engine();
     if !docker(&["image", "inspect", BASE_IMAGE]).status.success() {
         let st = Command::new("bash").arg(root().join("scripts/base-image.sh")).status().expect("run base-image.sh");

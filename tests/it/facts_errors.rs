@@ -109,14 +109,7 @@ fn status_names_a_401_and_a_403_once_with_their_cause() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with(&server, dir.path(), "token: recorded-cluster-token", "token: expired");
     let status = |kubeconfig: &std::path::Path| {
-        let out = eas(dir.path())
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .arg("status")
-            .output()
-            .unwrap();
+        let out = eas_on(kubeconfig, dir.path()).arg("status").output().unwrap();
         assert_eq!(out.status.code(), Some(1));
         text(&out.stderr)
     };

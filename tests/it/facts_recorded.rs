@@ -202,12 +202,7 @@ fn a_stock_k3s_node_that_is_this_host_by_address_is_read_from_the_local_disk() {
     let config = std::fs::read_to_string(fixture("xeon-amx").join("node-files/xeon-sr-01/config.toml")).unwrap();
     for data_dir in [None, Some("/srv/k3s")] {
         let server = ClusterServer::start(fixture("xeon-amx"));
-        let node = ObjectKey {
-            group_version: "v1".into(),
-            resource: "nodes".into(),
-            namespace: String::new(),
-            name: "xeon-sr-01".into(),
-        };
+        let node = ObjectKey::core("nodes", "xeon-sr-01");
         let mut args = vec!["server", "--write-kubeconfig-mode", "0644"];
         args.extend(data_dir.iter().flat_map(|d| ["--data-dir", d]));
         server.update(
@@ -247,12 +242,13 @@ fn a_stock_k3s_node_that_is_this_host_by_address_is_read_from_the_local_disk() {
     let out = eas(&fixture("xeon-amx")).arg("--kubeconfig").arg(server.kubeconfig()).arg("facts").output().unwrap();
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    for part in [
-        "containerd facts unknown for node xeon-sr-01",
-        "no InternalIP of the node is an address of this machine",
-        "re-run `eas facts` with --containerd-config NODE=FILE, or *=FILE for every node alike",
-        "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
-    ] {
-        assert!(stderr.contains(part), "{part}: {stderr}");
-    }
+    contains_all(
+        &stderr,
+        &[
+            "containerd facts unknown for node xeon-sr-01",
+            "no InternalIP of the node is an address of this machine",
+            "re-run `eas facts` with --containerd-config NODE=FILE, or *=FILE for every node alike",
+            "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+        ],
+    );
 }

@@ -106,14 +106,15 @@ fn an_external_fit_wins_and_every_disagreement_is_a_warning() {
     assert_eq!(doc["candidates"]["llama-3-1-8b"]["env"]["VLLM_CPU_KVCACHE_SPACE"], "8");
     assert_eq!(doc["candidates"]["qwen2-5-coder-7b"]["fits"], false, "no external verdict: not picked");
     let err = text(&out.stderr);
-    for want in [
-        "k3d-gpu fit says qwen2-5-coder-14b does not fit, eas says it fits",
-        "k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits",
-        "k3d-gpu fit gives llama-3-1-8b VLLM_CPU_KVCACHE_SPACE=8, eas 40",
-        "k3d-gpu fit gives llama-3-1-8b --max-model-len 16384, eas (none)",
-    ] {
-        assert!(err.contains(want), "missing {want:?} in:\n{err}");
-    }
+    contains_all(
+        &err,
+        &[
+            "k3d-gpu fit says qwen2-5-coder-14b does not fit, eas says it fits",
+            "k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits",
+            "k3d-gpu fit gives llama-3-1-8b VLLM_CPU_KVCACHE_SPACE=8, eas 40",
+            "k3d-gpu fit gives llama-3-1-8b --max-model-len 16384, eas (none)",
+        ],
+    );
     assert_eq!(err.matches("warning:").count(), 4, "{err}");
 }
 

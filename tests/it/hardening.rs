@@ -30,18 +30,16 @@ fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
         "#!/bin/sh\necho starting >&2\necho \"auth failed: token=SECRETTOKEN for $PLUGIN_SECRET\" >&2\nexit 7\n",
     );
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
+    one_user_kubeconfig(
         &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"{}\"}}\n\
-             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    exec:\n\
-             \x20     apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      args: [\"--secret=ARGSECRET\"]\n\
-             \x20     env: [{{name: PLUGIN_SECRET, value: ENVSECRET}}]\n      interactiveMode: Never\n",
-            server.url(),
+        &server.url(),
+        &format!(
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n\
+             \x20     args: [\"--secret=ARGSECRET\"]\n      env: [{{name: PLUGIN_SECRET, value: ENVSECRET}}]\n\
+             \x20     interactiveMode: Never\n",
             plugin.display()
         ),
-    )
-    .unwrap();
+    );
     let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "a run-time failure: {stderr}");
@@ -194,22 +192,25 @@ fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
     }
 }
 
+/// `eas config` on the facts `doc`, which must succeed: its stdout, stderr and `choices.txt`.
+fn config_on(doc: &serde_json::Value) -> (String, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let facts_file = dir.path().join("facts.json");
+    std::fs::write(&facts_file, doc.to_string()).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = eas(dir.path())
+        .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
+    (text(&out.stdout), text(&out.stderr), choices)
+}
+
 #[test]
 fn control_characters_from_the_cluster_are_escaped_in_every_line_for_people() {
     let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
-    let run = |doc: &serde_json::Value| {
-        let dir = tempfile::tempdir().unwrap();
-        let facts_file = dir.path().join("facts.json");
-        std::fs::write(&facts_file, doc.to_string()).unwrap();
-        let out_dir = dir.path().join("out");
-        let out = eas(dir.path())
-            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
-        (text(&out.stdout), text(&out.stderr), choices)
-    };
+    let run = config_on;
     let clean: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
     let mut evil = clean.clone();
     evil["nodes"][0]["name"] = serde_json::Value::String("evil\u{1b}[31m\nFORGED -> line [x]".into());
@@ -564,17 +565,8 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
     let facts_text = std::fs::read_to_string(root().join("fixtures/config/desktop-i9/facts.json")).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&facts_text).unwrap();
     doc["nodes"][0]["name"] = serde_json::Value::String(name.into());
-    let dir = tempfile::tempdir().unwrap();
-    let facts_file = dir.path().join("facts.json");
-    std::fs::write(&facts_file, doc.to_string()).unwrap();
-    let out_dir = dir.path().join("out");
-    let out = eas(dir.path())
-        .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let choices = std::fs::read_to_string(out_dir.join("choices.txt")).unwrap();
-    for (what, s) in [("stdout", text(&out.stdout)), ("stderr", text(&out.stderr)), ("choices.txt", choices)] {
+    let (stdout, stderr, choices) = config_on(&doc);
+    for (what, s) in [("stdout", stdout), ("stderr", stderr), ("choices.txt", choices)] {
         assert!(!s.contains('\u{202e}') && !s.contains('\u{2066}') && !s.contains('\u{200b}'), "{what}: {s}");
         if what == "choices.txt" {
             assert!(s.contains(shown), "{what} names the node escaped: {s}");
@@ -587,6 +579,7 @@ fn bidi_and_zero_width_characters_from_the_cluster_are_escaped_in_text_and_json(
     let mut node = server.object(&key).expect("the recorded node");
     node["metadata"]["labels"]["evil"] = serde_json::Value::String(name.into());
     server.insert(node);
+    let dir = tempfile::tempdir().unwrap();
     let facts_out = dir.path().join("gathered.json");
     let out = facts(&server, "xeon-amx", &["--out", facts_out.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -618,12 +611,7 @@ fn a_node_whose_memory_is_past_4_eib_is_reported_with_its_field() {
 fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {server: \"https://127.0.0.1:1\"}\n\
-         contexts:\n- name: c\n  context: {cluster: k, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
-    )
-    .unwrap();
+    one_user_kubeconfig(&kubeconfig, "https://127.0.0.1:1", "    token: t\n");
     // The second (issue 30 item 7) was "Connection refused", exit 1: a port that is not a number.
     for proxy in ["http://u:PROXYPASS23@exa mple:99", "http://u:PROXYPASS23@example:3l28"] {
         let out = facts_through(&kubeconfig).env("HTTPS_PROXY", proxy).output().unwrap();
@@ -641,14 +629,7 @@ fn doctor_shows_a_401_as_code_reason_and_escaped_message_never_raw_escapes_or_a_
     server.inject(Some("/version"), Fault::Status(401, evil.into()), None);
     server.inject(Some("/api/v1/nodes"), Fault::Status(401, evil.into()), None);
     let dir = tempfile::tempdir().unwrap();
-    let out = eas(dir.path())
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("doctor")
-        .output()
-        .unwrap();
+    let out = eas_on(server.kubeconfig(), dir.path()).arg("doctor").output().unwrap();
     let all = text(&out.stdout) + &text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(!all.contains('\u{1b}') && !all.contains('\u{202e}') && !all.contains("Status {"), "{all}");
@@ -679,16 +660,11 @@ fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_exp
         "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"EXPIREDTOKEN23\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
     );
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
+    one_user_kubeconfig(
         &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:1\"}}\n\
-             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    exec:\n\
-             \x20     apiVersion: client.authentication.k8s.io/v1\n      command: {}\n",
-            plugin.display()
-        ),
-    )
-    .unwrap();
+        "http://127.0.0.1:1",
+        &format!("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n", plugin.display()),
+    );
     let out = facts_through(&kubeconfig).output().unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -748,12 +724,7 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
         .into_iter()
         .filter_map(|n| n.strip_prefix("kube-system/").map(str::to_string))
         .find(|n| {
-            let key = ObjectKey {
-                group_version: "v1".into(),
-                resource: "pods".into(),
-                namespace: "kube-system".into(),
-                name: n.clone(),
-            };
+            let key = ObjectKey::of("v1", "pods", "kube-system", n);
             server.object(&key).is_some_and(|p| p["spec"]["nodeName"] == "gpu-b")
         })
         .expect("the gpu-b plugin pod");
@@ -777,14 +748,8 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
          env: [{{name: SNTL_ENV, value: {S_PLUGIN_ENV}}}]\n      interactiveMode: Never\n",
         plugin.display()
     );
-    let repos = home.path().join("repos");
-    let mut shas = Vec::new();
-    for n in ["eas", "ei", "eat"] {
-        shas.push((n.to_string(), support::trees::synthetic_repo(n, &repos.join(n))));
-    }
-    let pins = home.path().join("pins.json");
-    std::fs::copy(root().join("pins.json"), &pins).unwrap();
-    support::trees::point_main_pins(&pins, &shas);
+    support::trees::synthetic_trees(home.path());
+    let (repos, pins) = (home.path().join("repos"), home.path().join("pins.json"));
 
     let mut outputs: Vec<(String, String)> = Vec::new();
     for (mode, user) in [("token", &token_user), ("exec", &exec_user)] {
@@ -796,7 +761,7 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
             let mut v: Vec<String> = vec!["up".into(), "--dry-run".into(), "--pins".into()];
             v.push(pins.display().to_string());
             v.extend(support::facts_args("gpu-nodes"));
-            for (n, _) in &shas {
+            for n in ["eas", "ei", "eat"] {
                 v.push(format!("--{n}-repo"));
                 v.push(repos.join(n).display().to_string());
             }

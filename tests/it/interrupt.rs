@@ -150,27 +150,14 @@ fn a_sleeping_credential_plugin_is_killed_on_sigint_and_sigterm() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (kubeconfig, pid_file) = sleeping_plugin(dir.path());
-        let mut child = eas(dir.path())
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
+        let mut child = eas_on(&kubeconfig, dir.path())
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let pid = loop {
-            if let Ok(p) = std::fs::read_to_string(&pid_file)
-                && !p.trim().is_empty()
-            {
-                break p.trim().to_string();
-            }
-            assert!(Instant::now() < deadline, "{args:?}: the plugin never started");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = pid_in(&pid_file, &format!("{args:?}: the plugin never started"));
         signal(&child, sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
@@ -317,16 +304,7 @@ fn a_credential_plugins_children_are_killed_with_it_on_signal_and_timeout() {
         let mut cmd = eas(dir.path());
         cmd.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(dir.path().join("state")).args(args);
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let pid = loop {
-            if let Ok(p) = std::fs::read_to_string(&child_file)
-                && !p.trim().is_empty()
-            {
-                break p.trim().to_string();
-            }
-            assert!(Instant::now() < deadline, "{args:?}: the plugin never started");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = pid_in(&child_file, &format!("{args:?}: the plugin never started"));
         signal(&child, sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
@@ -405,5 +383,19 @@ fn config_signalled_while_deciding_exits_130_within_a_second_and_writes_nothing(
         assert_eq!(code, Some(130), "{sig}: {err}");
         assert!(took < Duration::from_secs(1), "{sig}: {took:?}");
         assert!(!out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(), "{sig}: nothing written");
+    }
+}
+
+/// The pid a plugin wrote to `file` once it started (waiting up to 10 s; `never` says why not).
+fn pid_in(file: &Path, never: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(p) = std::fs::read_to_string(file)
+            && !p.trim().is_empty()
+        {
+            return p.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "{never}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -25,14 +25,8 @@ fn trees() -> &'static Trees {
     static T: OnceLock<Trees> = OnceLock::new();
     T.get_or_init(|| {
         let dir = tempfile::Builder::new().prefix("json-documents-").tempdir().unwrap().keep();
-        let mut shas = Vec::new();
-        for n in ["eas", "ei", "eat"] {
-            shas.push((n.to_string(), support::trees::synthetic_repo(n, &dir.join("repos").join(n))));
-        }
-        let pins = dir.join("pins.json");
-        std::fs::copy(support::root().join("pins.json"), &pins).unwrap();
-        support::trees::point_main_pins(&pins, &shas);
-        Trees { dir, pins }
+        support::trees::synthetic_trees(&dir);
+        Trees { pins: dir.join("pins.json"), dir }
     })
 }
 

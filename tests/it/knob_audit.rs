@@ -8,8 +8,8 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::artifacts;
 use support::cluster_server::ClusterServer;
+use support::{artifacts, contains_all};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
 
@@ -83,17 +83,18 @@ fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
     let out = dry_run(&t, &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}\n{stdout}");
-    for want in [
-        "knob nfd_enabled (required) -> read by intel/enterprise-inference@",
-        "knob agent_toolkit_models (defensive) -> note: nothing reads it",
-        "knob llm_services_deploy_models (required) -> read by intel/enterprise-inference@",
-        "knob memory (required) -> read by intel/enterprise-inference@",
-        "knob istio_platform (required) -> read by overlay 0002 (added by the patch)",
-        "knob existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
-        "knob kata_containers_enabled (defensive) -> note: nothing reads it",
-    ] {
-        assert!(stdout.contains(want), "plan lacks {want:?}:\n{stdout}");
-    }
+    contains_all(
+        &stdout,
+        &[
+            "knob nfd_enabled (required) -> read by intel/enterprise-inference@",
+            "knob agent_toolkit_models (defensive) -> note: nothing reads it",
+            "knob llm_services_deploy_models (required) -> read by intel/enterprise-inference@",
+            "knob memory (required) -> read by intel/enterprise-inference@",
+            "knob istio_platform (required) -> read by overlay 0002 (added by the patch)",
+            "knob existing_kubernetes (required) -> read by intel/enterprise-ai-solutions@",
+            "knob kata_containers_enabled (defensive) -> note: nothing reads it",
+        ],
+    );
     assert!(stderr.contains("model catalog: model_manager/models.yaml at intel/enterprise-inference@"), "{stderr}");
 }
 

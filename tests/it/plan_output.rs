@@ -26,14 +26,8 @@ fn trees() -> &'static Trees {
     static T: OnceLock<Trees> = OnceLock::new();
     T.get_or_init(|| {
         let dir = tempfile::Builder::new().prefix("plan-output-").tempdir().unwrap().keep();
-        let mut shas = Vec::new();
-        for n in ["eas", "ei", "eat"] {
-            shas.push((n.to_string(), support::trees::synthetic_repo(n, &dir.join("repos").join(n))));
-        }
-        let path = dir.join("pins.json");
-        std::fs::copy(support::root().join("pins.json"), &path).unwrap();
-        support::trees::point_main_pins(&path, &shas);
-        Trees { dir, pins: path, shas }
+        let shas = support::trees::pinned_trees(&dir);
+        Trees { pins: dir.join("pins.json"), dir, shas }
     })
 }
 

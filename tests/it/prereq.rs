@@ -21,12 +21,12 @@ fn serve(case: &Value) -> ClusterServer {
         Options { deny_access: deny, ..Options::default() },
     );
     for p in case["patches"].as_array().unwrap() {
-        let key = ObjectKey {
-            group_version: p["group_version"].as_str().unwrap().into(),
-            resource: p["resource"].as_str().unwrap().into(),
-            namespace: String::new(),
-            name: p["name"].as_str().unwrap().into(),
-        };
+        let key = ObjectKey::of(
+            p["group_version"].as_str().unwrap(),
+            p["resource"].as_str().unwrap(),
+            "",
+            p["name"].as_str().unwrap(),
+        );
         server.update(&key, p["merge"].clone());
     }
     server
@@ -71,12 +71,8 @@ fn doctor_names_the_failing_gate_and_the_healthy_cluster_has_none() {
         let name = case["name"].as_str().unwrap();
         let server = serve(&case);
         let dir = tempfile::tempdir().unwrap();
-        let out = eas(dir.path())
+        let out = eas_on(server.kubeconfig(), dir.path())
             .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
             .arg("doctor")
             .output()
             .unwrap();
@@ -176,12 +172,7 @@ fn doctor_against_a_silent_api_server_ends_with_the_hosts_checks() {
 #[test]
 fn a_stock_k3s_node_under_another_name_is_decided_without_containerd_config() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    let node = ObjectKey::core("nodes", "xeon-sr-01");
     server.update(
         &node,
         serde_json::json!({"status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": "xeon-sr-01"}]}}),
@@ -222,8 +213,7 @@ fn with_busybox(server: &ClusterServer) {
 
 /// Node `node` also holds that image.
 fn with_busybox_on(server: &ClusterServer, node: &str) {
-    let key =
-        ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: node.into() };
+    let key = ObjectKey::core("nodes", node);
     let mut images = server.object(&key).unwrap()["status"]["images"].as_array().unwrap().clone();
     images.push(serde_json::json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
     server.update(&key, serde_json::json!({"status": {"images": images}}));
@@ -231,12 +221,7 @@ fn with_busybox_on(server: &ClusterServer, node: &str) {
 
 /// Node `xeon-sr-01`'s Ready condition becomes `status` with `reason` and `message`.
 fn set_ready(server: &ClusterServer, status: &str, reason: &str, message: &str) {
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "xeon-sr-01".into(),
-    };
+    let key = ObjectKey::core("nodes", "xeon-sr-01");
     let mut conditions = server.object(&key).unwrap()["status"]["conditions"].as_array().unwrap().clone();
     for c in conditions.iter_mut().filter(|c| c["type"] == "Ready") {
         c["status"] = json!(status);
@@ -324,14 +309,15 @@ fn a_probe_pod_that_stays_pending_is_refused_with_its_reason_and_named_created_a
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     let refusal = stderr.lines().find(|l| l.starts_with("REFUSE: ")).unwrap_or_else(|| panic!("{stderr}"));
-    for want in [
-        "the probe pod of --probe-nodes on node xeon-sr-01: pod kube-system/eas-probe-xeon-sr-01-",
-        "did not start: Pending; no kubelet has written to it (no condition, no container status)",
-        "node xeon-sr-01's Ready condition is Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)",
-        "no event; it was created and deleted",
-    ] {
-        assert!(refusal.contains(want), "{want:?} in {refusal}");
-    }
+    contains_all(
+        refusal,
+        &[
+            "the probe pod of --probe-nodes on node xeon-sr-01: pod kube-system/eas-probe-xeon-sr-01-",
+            "did not start: Pending; no kubelet has written to it (no condition, no container status)",
+            "node xeon-sr-01's Ready condition is Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)",
+            "no event; it was created and deleted",
+        ],
+    );
     assert!(!stderr.contains("did not finish within"), "{stderr}");
     let w = writes(&server);
     assert_eq!(w.len(), 2, "the probe pod's POST and DELETE: {w:?}");
@@ -505,17 +491,7 @@ fn a_leftover_probe_pod_is_removed_by_the_next_down() {
         "metadata": {"name": "eas-probe-k3d-gpu-server-0-left", "namespace": "kube-system",
                      "labels": {"io.eas.managed": "true", "io.eas.probe": "true", "io.eas.run-id": "1-1"}}}));
     let dir = tempfile::tempdir().unwrap();
-    let down = |extra: &[&str]| {
-        eas(dir.path())
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .arg("down")
-            .args(extra)
-            .output()
-            .unwrap()
-    };
+    let down = |extra: &[&str]| eas_on(server.kubeconfig(), dir.path()).arg("down").args(extra).output().unwrap();
     let pods = || server.names("v1", "pods").into_iter().filter(|n| n.contains("eas-probe")).collect::<Vec<_>>();
     let dry = down(&["--dry-run"]);
     assert!(dry.status.success(), "{}", text(&dry.stderr));
@@ -537,12 +513,8 @@ fn probing_facts(server: &ClusterServer, name: &str) -> std::process::Output {
 
 /// `eas doctor --offline` without a Docker Engine, its state under `dir`.
 fn offline_doctor(dir: &std::path::Path, kubeconfig: &std::path::Path) -> std::process::Output {
-    eas(dir)
+    eas_on(kubeconfig, dir)
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
         .args(["doctor", "--offline"])
         .output()
         .unwrap()
@@ -555,12 +527,7 @@ fn offline_doctor(dir: &std::path::Path, kubeconfig: &std::path::Path) -> std::p
 #[test]
 fn a_not_ready_node_keeps_its_pod_requests_and_doctor_names_its_condition() {
     let server = ClusterServer::start(fixture("k3d-gpu-desktop"));
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "k3d-gpu-server-0".into(),
-    };
+    let node = ObjectKey::core("nodes", "k3d-gpu-server-0");
     let mut conditions = server.object(&node).unwrap()["status"]["conditions"].clone();
     for c in conditions.as_array_mut().unwrap() {
         if c["type"] == "Ready" {

@@ -6,7 +6,7 @@
 use crate::support;
 
 use serde_json::{Value, json};
-use support::planning::{trees, up};
+use support::planning::{command, trees};
 use support::{ClusterServer, ObjectKey, text};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
@@ -52,7 +52,7 @@ fn a_bundle_without_secrets_in_its_environment_holds_none_of_the_planted_ones_an
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
     let server = ClusterServer::start(support::fixture(CLUSTER));
     // A real run a blocker stops (no Docker Engine here): its log goes to attempt/logs/.
-    let run = up(&server, CLUSTER, state.path(), &t, true, &["--yes"]);
+    let run = command(&server, CLUSTER, state.path(), &t, true, &["--yes"]).output().unwrap();
     assert_ne!(run.status.code(), Some(0), "{}", text(&run.stderr));
     let attempt =
         std::fs::read_dir(state.path()).unwrap().flatten().map(|d| d.path().join("attempt")).find(|p| p.exists());
@@ -85,12 +85,7 @@ fn a_bundle_without_secrets_in_its_environment_holds_none_of_the_planted_ones_an
         "message": "probe failed: GET /health?password=planted-event-pw-7 with Authorization: Bearer planted-bearer-5",
         "source": {"component": "kubelet"}}));
     // A node whose name holds a bidi control.
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "k3d-gpu-server-0".into(),
-    };
+    let node = ObjectKey::core("nodes", "k3d-gpu-server-0");
     let mut evil = server.object(&node).unwrap();
     evil["metadata"]["name"] = json!("gpu\u{202e}10-edon");
     evil["metadata"]["uid"] = json!("0b1c2d3e-0000-4000-8000-00000000b1d1");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
-use support::{ClusterServer, ObjectKey, writes};
+use support::{ClusterServer, ObjectKey, contains_all, writes};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -98,12 +98,7 @@ impl Run {
 
     /// The stand-in installer's mode from now on (the `installer` ConfigMap it reads).
     fn set_mode(&self, mode: &str) {
-        let control = ObjectKey {
-            group_version: "v1".into(),
-            resource: "configmaps".into(),
-            namespace: "eas-test".into(),
-            name: "installer".into(),
-        };
+        let control = ObjectKey::of("v1", "configmaps", "eas-test", "installer");
         self.server.update(&control, json!({"data": {"mode": mode}}));
     }
 
@@ -156,21 +151,11 @@ fn phase_status(state: &Value, phase: &str) -> String {
 }
 
 fn model_key() -> ObjectKey {
-    ObjectKey {
-        group_version: "serving.kserve.io/v1alpha2".into(),
-        resource: "llminferenceservices".into(),
-        namespace: "llm-inference".into(),
-        name: MODEL.into(),
-    }
+    ObjectKey::of("serving.kserve.io/v1alpha2", "llminferenceservices", "llm-inference", MODEL)
 }
 
 fn lease_key() -> ObjectKey {
-    ObjectKey {
-        group_version: "coordination.k8s.io/v1".into(),
-        resource: "leases".into(),
-        namespace: "kube-system".into(),
-        name: "eas-run-lock".into(),
-    }
+    ObjectKey::of("coordination.k8s.io/v1", "leases", "kube-system", "eas-run-lock")
 }
 
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
@@ -766,12 +751,7 @@ fn a_second_up_with_another_state_dir_meets_the_clusters_lease() {
     let _engine = support::docker::engine();
     let r = run("hang");
     let (up, pid) = r.up_with_the_installer_hanging();
-    let lease = ObjectKey {
-        group_version: "coordination.k8s.io/v1".into(),
-        resource: "leases".into(),
-        namespace: "kube-system".into(),
-        name: "eas-run-lock".into(),
-    };
+    let lease = ObjectKey::of("coordination.k8s.io/v1", "leases", "kube-system", "eas-run-lock");
     let held = r.server.object(&lease).expect("the running eas up holds the cluster's Lease");
     let holder = held["spec"]["holderIdentity"].as_str().unwrap().to_string();
     assert!(holder.contains(&format!("/{pid}/")), "host/pid/run id: {holder}");
@@ -826,13 +806,14 @@ fn a_dry_run_prints_the_plan_and_writes_nothing() {
     let out = r.up(&["--dry-run", "--out", out_dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let plan = text(&out.stdout);
-    for want in [
-        "istio_platform: \"k3d\"",
-        "kubernetes_cpu_policy: \"best-effort\"",
-        "install agent-toolkit --env k3d-gpu --force",
-    ] {
-        assert!(plan.contains(want), "plan lacks {want}:\n{plan}");
-    }
+    contains_all(
+        &plan,
+        &[
+            "istio_platform: \"k3d\"",
+            "kubernetes_cpu_policy: \"best-effort\"",
+            "install agent-toolkit --env k3d-gpu --force",
+        ],
+    );
     assert!(plan.contains("0002") && plan.contains("0006"), "overlay decisions:\n{plan}");
     let names: Vec<String> =
         std::fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
@@ -1434,12 +1415,7 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
 
 /// The recorded cluster's one node.
 fn server_node() -> ObjectKey {
-    ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "k3d-gpu-server-0".into(),
-    }
+    ObjectKey::core("nodes", "k3d-gpu-server-0")
 }
 
 /// A patch giving the node `m` of memory, as the kubelet reports it.
@@ -1727,12 +1703,7 @@ fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_passwo
 fn a_real_run_with_probe_nodes_records_its_probe_pod_in_the_ledger() {
     let _engine = support::docker::engine();
     let r = run("ok");
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "k3d-gpu-server-0".into(),
-    };
+    let key = ObjectKey::core("nodes", "k3d-gpu-server-0");
     let mut images = r.server.object(&key).unwrap()["status"]["images"].as_array().cloned().unwrap_or_default();
     images.push(json!({"names": ["docker.io/rancher/mirrored-library-busybox:1.36.1"]}));
     r.server.update(&key, json!({"status": {"images": images}}));

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, ObjectKey, fixture, kserve};
+use support::{ClusterServer, ObjectKey, contains_all, fixture, kserve};
 
 const MODEL: &str = "qwen2-5-coder-7b";
 
@@ -130,12 +130,7 @@ fn a_router_pod_that_is_not_ready_fails_verify_naming_it() {
 
 /// The key of `llm-inference`, created when the fixture lacks it.
 fn model_namespace(c: &Cluster) -> ObjectKey {
-    let ns = ObjectKey {
-        group_version: "v1".into(),
-        resource: "namespaces".into(),
-        namespace: String::new(),
-        name: "llm-inference".into(),
-    };
+    let ns = ObjectKey::core("namespaces", "llm-inference");
     if c.server.object(&ns).is_none() {
         c.server.insert(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm-inference"}}));
     }
@@ -204,14 +199,21 @@ fn the_answer_is_a_streamed_16_token_completion_with_its_figures() {
     assert_eq!((asked[0]["max_tokens"].as_u64(), asked[0]["stream"].as_bool()), (Some(16), Some(true)));
 }
 
-#[test]
-fn an_openvino_server_is_verified_as_an_inference_service_by_its_readiness() {
+/// The desktop cluster with the OpenVINO model server `qwen3-5-2b-ovms` recorded as installed
+/// by eas, its InferenceService `ready` or not.
+fn ovms_installed(ready: bool) -> Cluster {
     let c = Cluster::start("k3d-gpu-desktop");
     c.record(
         "k3d-gpu-desktop",
         json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": ["qwen3-5-2b-ovms"], "fit": null}),
     );
-    kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", true);
+    kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", ready);
+    c
+}
+
+#[test]
+fn an_openvino_server_is_verified_as_an_inference_service_by_its_readiness() {
+    let c = ovms_installed(true);
     let out = assert_ok(&c.verify(&["--timeout", "20"]));
     assert!(out.contains("InferenceService llm-inference/qwen3-5-2b-ovms: Ready"), "{out}");
     assert!(out.contains("qwen3-5-2b-ovms-predictor: readiness only, the answer was not checked"), "{out}");
@@ -221,12 +223,7 @@ fn an_openvino_server_is_verified_as_an_inference_service_by_its_readiness() {
 
 #[test]
 fn an_openvino_server_not_ready_fails_naming_its_conditions() {
-    let c = Cluster::start("k3d-gpu-desktop");
-    c.record(
-        "k3d-gpu-desktop",
-        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": ["qwen3-5-2b-ovms"], "fit": null}),
-    );
-    kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", false);
+    let c = ovms_installed(false);
     let out = c.verify(&["--timeout", "2"]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{err}");
@@ -359,15 +356,16 @@ fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
     let err = gpu_b_failure(&c);
     let failing: Vec<&str> = err.lines().filter(|l| l.starts_with("verify: node ")).collect();
     assert!(failing.iter().all(|l| l.starts_with("verify: node gpu-b:")), "only gpu-b is blamed: {failing:?}");
-    for want in [
-        "none of gpu.intel.com/i915 or gpu.intel.com/xe is allocatable",
-        "CrashLoopBackOff",
-        "14 restarts",
-        "Failed to scan: no DRM devices found",
-        "FreeDiskSpaceFailed",
-    ] {
-        assert!(err.contains(want), "lacks {want:?}:\n{err}");
-    }
+    contains_all(
+        &err,
+        &[
+            "none of gpu.intel.com/i915 or gpu.intel.com/xe is allocatable",
+            "CrashLoopBackOff",
+            "14 restarts",
+            "Failed to scan: no DRM devices found",
+            "FreeDiskSpaceFailed",
+        ],
+    );
     assert!(!err.contains("cpu-0") && !err.contains("NodeReady"), "the other nodes are not reported:\n{err}");
     assert!(!err.contains("no model server eas installed"), "devices fail first:\n{err}");
 }
@@ -375,12 +373,7 @@ fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
 #[test]
 fn once_the_plugin_recovers_every_gpu_node_passes_and_the_cpu_node_is_ignored() {
     let c = Cluster::start("gpu-nodes");
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "gpu-b".into(),
-    };
+    let node = ObjectKey::core("nodes", "gpu-b");
     c.server.update(&node, json!({"status": {"allocatable": {"gpu.intel.com/i915": "1"}}}));
     let key = plugin_pod_on(&c, "gpu-b");
     c.server.update(&key, json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
@@ -405,12 +398,7 @@ fn once_the_plugin_recovers_every_gpu_node_passes_and_the_cpu_node_is_ignored() 
 #[test]
 fn a_node_that_recovers_during_the_device_wait_passes() {
     let c = Cluster::start("gpu-nodes");
-    let node = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: "gpu-b".into(),
-    };
+    let node = ObjectKey::core("nodes", "gpu-b");
     let key = plugin_pod_on(&c, "gpu-b");
     let recovered = std::thread::scope(|s| {
         s.spawn(|| {

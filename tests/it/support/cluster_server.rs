@@ -58,7 +58,18 @@ pub struct ObjectKey {
 impl ObjectKey {
     /// A cluster-scoped object of the core group (`v1`): a node, a namespace.
     pub fn core(resource: &str, name: &str) -> Self {
-        Self { group_version: "v1".into(), resource: resource.into(), namespace: String::new(), name: name.into() }
+        Self::of("v1", resource, "", name)
+    }
+
+    /// Any object: its API group and version, resource (plural), namespace (empty when
+    /// cluster-scoped) and name.
+    pub fn of(group_version: &str, resource: &str, namespace: &str, name: &str) -> Self {
+        Self {
+            group_version: group_version.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -796,8 +807,7 @@ fn qos_class(pod: &Value) -> &'static str {
 /// container status and no event.
 fn kubelet_runs(s: &State, pod: &Value) -> bool {
     let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
-    let key =
-        ObjectKey { group_version: "v1".into(), resource: "nodes".into(), namespace: String::new(), name: node.into() };
+    let key = ObjectKey::core("nodes", node);
     s.objects
         .get(&key)
         .and_then(|n| n.pointer("/status/conditions"))
@@ -812,12 +822,7 @@ fn kubelet_runs(s: &State, pod: &Value) -> bool {
 fn run_probe_pod(s: &mut State, k: &ObjectKey, obj: &mut Value) {
     let node = obj.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default().to_string();
     let image = obj.pointer("/spec/containers/0/image").and_then(Value::as_str).unwrap_or_default().to_string();
-    let node_key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: node.clone(),
-    };
+    let node_key = ObjectKey::core("nodes", &node);
     let has_image =
         s.objects.get(&node_key).and_then(|n| n.pointer("/status/images")).and_then(Value::as_array).is_some_and(
             |imgs| {
@@ -874,15 +879,7 @@ fn key_of(obj: &Value) -> Result<(ObjectKey, &'static Resource), String> {
     if r.namespaced && namespace.is_empty() {
         return Err(format!("{kind} {name} has no namespace"));
     }
-    Ok((
-        ObjectKey {
-            group_version: api.to_string(),
-            resource: r.plural.to_string(),
-            namespace: if r.namespaced { namespace.to_string() } else { String::new() },
-            name: name.to_string(),
-        },
-        r,
-    ))
+    Ok((ObjectKey::of(api, r.plural, if r.namespaced { namespace } else { "" }, name), r))
 }
 
 /// Clones the `template` node `count - 1` times, rewriting its name, internal IP, pod CIDR and
@@ -893,12 +890,7 @@ fn expand(objects: &mut BTreeMap<ObjectKey, Value>, scale: &Value) {
     let ip_base: std::net::Ipv4Addr =
         scale["ip_base"].as_str().expect("scale.ip_base").parse().expect("an IPv4 address");
     let cidr_first = scale["pod_cidr_first"].as_u64().unwrap_or(0) as u32;
-    let key = ObjectKey {
-        group_version: "v1".into(),
-        resource: "nodes".into(),
-        namespace: String::new(),
-        name: template.into(),
-    };
+    let key = ObjectKey::core("nodes", template);
     let node =
         objects.get(&key).unwrap_or_else(|| panic!("scale.template {template} is not a node of the fixture")).clone();
     let text = serde_json::to_string(&node).expect("serialise");
@@ -1339,12 +1331,7 @@ fn service_proxy(method: &Method, path: &str, body: &[u8], state: &Mutex<State>)
 
 /// The name a model server serves: its LLMInferenceService's `.spec.model.name`, else its name.
 fn served_name(s: &State, ns: &str, model: &str) -> String {
-    let llmisvc = ObjectKey {
-        group_version: "serving.kserve.io/v1alpha2".into(),
-        resource: "llminferenceservices".into(),
-        namespace: ns.to_string(),
-        name: model.to_string(),
-    };
+    let llmisvc = ObjectKey::of("serving.kserve.io/v1alpha2", "llminferenceservices", ns, model);
     s.objects
         .get(&llmisvc)
         .and_then(|o| o.pointer("/spec/model/name")?.as_str().map(str::to_string))
@@ -1387,12 +1374,7 @@ fn vllm(method: &Method, tail: &str, body: &[u8], served: &str) -> (u16, Vec<u8>
 mod portforward;
 
 fn key(r: &Resource, namespace: &str, name: &str) -> ObjectKey {
-    ObjectKey {
-        group_version: r.group_version.to_string(),
-        resource: r.plural.to_string(),
-        namespace: if r.namespaced { namespace.to_string() } else { String::new() },
-        name: name.to_string(),
-    }
+    ObjectKey::of(r.group_version, r.plural, if r.namespaced { namespace } else { "" }, name)
 }
 
 /// When the recorded server marks an object deleted (a fixed time: nothing reads it as a clock).
@@ -1492,12 +1474,7 @@ fn namespace_controller(s: &mut State) {
                 delete_key(s, &k);
             }
         }
-        let k = ObjectKey {
-            group_version: "v1".into(),
-            resource: "namespaces".into(),
-            namespace: String::new(),
-            name: name.clone(),
-        };
+        let k = ObjectKey::core("namespaces", &name);
         let left = inside(s);
         if left.is_empty() {
             s.terminating.remove(&k.name);
@@ -1581,12 +1558,7 @@ fn not_found(r: &Resource, name: &str) -> Answer {
 /// not installed ([`real::crd_of`]).
 fn served(s: &State, group_version: &str, plural: &str) -> bool {
     real::crd_of(group_version, plural).is_none_or(|crd| {
-        s.objects.contains_key(&ObjectKey {
-            group_version: "apiextensions.k8s.io/v1".into(),
-            resource: "customresourcedefinitions".into(),
-            namespace: String::new(),
-            name: crd,
-        })
+        s.objects.contains_key(&ObjectKey::of("apiextensions.k8s.io/v1", "customresourcedefinitions", "", &crd))
     })
 }
 
@@ -1625,15 +1597,21 @@ fn discovery(path: &str, served: &dyn Fn(&str, &str) -> bool) -> Option<Value> {
     }
 }
 
+/// A request's label and field selectors, parsed; what the API server answers 400 with when one
+/// does not parse.
+fn selectors(
+    r: &Resource,
+    params: &BTreeMap<String, String>,
+) -> Result<(Option<LabelSelector>, Option<FieldSelector>), String> {
+    let labels = params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose()?;
+    Ok((labels, params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose()?))
+}
+
 /// Serves a list the way the API server does, writing items straight into the answer (without
 /// their kind and apiVersion) so a large list costs one copy.
 fn list(s: &State, r: &Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
-    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
-        Ok(l) => l,
-        Err(m) => return status(400, &m, None),
-    };
-    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
-        Ok(f) => f,
+    let (labels, fields) = match selectors(r, params) {
+        Ok(both) => both,
         Err(m) => return status(400, &m, None),
     };
     let limit: usize = match params.get("limit").map(|l| l.parse::<usize>()) {
@@ -1762,12 +1740,8 @@ fn tell(s: &mut State, c: Change) {
 /// (only the kind and a resourceVersion) comes that often; past [`Options::watch_gone_after`]
 /// the watch ends with the 410 ERROR event.
 fn watch(s: &State, r: &'static Resource, namespace: &str, params: &BTreeMap<String, String>) -> Answer {
-    let labels = match params.get("labelSelector").map(|v| LabelSelector::parse(v)).transpose() {
-        Ok(l) => l,
-        Err(m) => return status(400, &m, None),
-    };
-    let fields = match params.get("fieldSelector").map(|v| FieldSelector::parse(v, r)).transpose() {
-        Ok(f) => f,
+    let (labels, fields) = match selectors(r, params) {
+        Ok(both) => both,
         Err(m) => return status(400, &m, None),
     };
     let secs = params.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(300);

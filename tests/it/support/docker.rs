@@ -6,7 +6,9 @@
 //! build beside `up_cycle`'s "a dry run built no image" (`docker images` before and after), two
 //! first `eas up`s building the one synthetic_install image twice on a 2-core machine. So the
 //! tier's tests take turns, one at a time (up_cycle's and down_safety's own locks were this, for
-//! one file each), while the tests without Docker run beside them.
+//! one file each), while the tests without Docker run beside them. The turn is also taken across
+//! processes (a lock file in the temporary directory): two test runs on one machine, from two
+//! checkouts, never meet at the engine either.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +17,22 @@ use std::sync::{Mutex, MutexGuard};
 static ENGINE: Mutex<()> = Mutex::new(());
 static ANSWERED: AtomicBool = AtomicBool::new(false);
 
-/// The engine, for as long as the guard lives, once it answers: with no engine the test fails
+/// The engine's turn: this process's and, through the lock file, every other test run's.
+pub struct Turn {
+    _process: MutexGuard<'static, ()>,
+    _machine: std::fs::File,
+}
+
+/// The engine, for as long as the turn lives, once it answers: with no engine the test fails
 /// here, saying how to start one (the feature asks for the tier; it is never skipped).
-pub fn engine() -> MutexGuard<'static, ()> {
+pub fn engine() -> Turn {
     // A test that failed holding the guard poisons it; the engine is as usable as before.
     let guard = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+    let path = std::env::temp_dir().join("eas-docker-tier.lock");
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
+    let file = file.unwrap_or_else(|e| panic!("the Docker tier's lock file {}: {e}", path.display()));
+    // Released when the file closes, with the test's process at the latest.
+    file.lock().unwrap_or_else(|e| panic!("the Docker tier's lock file {}: {e}", path.display()));
     if !ANSWERED.load(Ordering::Relaxed) {
         let info = Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]).output();
         match info {
@@ -35,5 +48,5 @@ pub fn engine() -> MutexGuard<'static, ()> {
             ),
         }
     }
-    guard
+    Turn { _process: guard, _machine: file }
 }

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// The token the stand-in rejects.
 pub const REJECTED_TOKEN: &str = "hf_rejected_by_the_stand_in";
@@ -45,14 +45,7 @@ impl HfStandIn {
                     (acceptor.clone(), gated.clone(), proxied.clone(), files.clone());
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                    let (mut buf, mut req) = (vec![0u8; 8192], Vec::new());
-                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => req.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&req).to_string();
+                    let Some(head) = super::tls_front::request_head(&mut tls, &mut Vec::new()).await else { return };
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
                     // `/<id>/resolve/<rev>/<file>`: the file after the revision.

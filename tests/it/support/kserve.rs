@@ -32,12 +32,7 @@ pub fn scheduler_labels(name: &str) -> Value {
 }
 
 pub fn key(group_version: &str, resource: &str, name: &str) -> ObjectKey {
-    ObjectKey {
-        group_version: group_version.into(),
-        resource: resource.into(),
-        namespace: NS.into(),
-        name: name.into(),
-    }
+    ObjectKey::of(group_version, resource, NS, name)
 }
 
 pub fn pod_key(name: &str) -> ObjectKey {
@@ -134,12 +129,7 @@ pub fn install_ovms(server: &ClusterServer, ns: &str, name: &str, ready: bool) {
 /// KServe's CRD for `plural` (once): without it the API server does not serve the resource.
 pub fn crd(server: &ClusterServer, plural: &str, version: &str) {
     let name = format!("{plural}.serving.kserve.io");
-    let key = ObjectKey {
-        group_version: "apiextensions.k8s.io/v1".into(),
-        resource: "customresourcedefinitions".into(),
-        namespace: String::new(),
-        name: name.clone(),
-    };
+    let key = ObjectKey::of("apiextensions.k8s.io/v1", "customresourcedefinitions", "", &name);
     if server.object(&key).is_none() {
         server.insert(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": name},

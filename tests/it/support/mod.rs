@@ -168,6 +168,13 @@ pub fn kubeconfig_with_proxy_url(server: &ClusterServer, dir: &Path, proxy_url: 
     kubeconfig_with(server, dir, &at, &format!("{at}\n    proxy-url: {proxy_url}"))
 }
 
+/// `eas` in `dir` through `kubeconfig`, its state directory `dir/state`: add the command.
+pub fn eas_on(kubeconfig: &Path, dir: &Path) -> Command {
+    let mut c = eas(dir);
+    c.arg("--kubeconfig").arg(kubeconfig).arg("--state-dir").arg(dir.join("state"));
+    c
+}
+
 /// `eas facts` on the xeon-amx fixture's inputs through `kubeconfig`, ready to run.
 pub fn facts_through(kubeconfig: &Path) -> Command {
     let mut c = eas(&fixture("xeon-amx"));
@@ -180,15 +187,18 @@ pub fn facts_through(kubeconfig: &Path) -> Command {
 pub fn unreachable_kubeconfig(dir: &Path) -> (PathBuf, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"http://127.0.0.1:{port}\"}}\n\
-             contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    one_user_kubeconfig(&path, &format!("http://127.0.0.1:{port}"), "    token: t\n");
     (path, port)
+}
+
+/// Writes a kubeconfig at `path` with one context, `c`, on cluster `k` at `server`, as user `u`,
+/// whose credentials are `user`: YAML lines under `user:`, indented four spaces.
+pub fn one_user_kubeconfig(path: &Path, server: &str, user: &str) {
+    let head = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster: {{server: \"{server}\"}}\n\
+         contexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n"
+    );
+    std::fs::write(path, head + user).unwrap();
 }
 
 /// Every file of a support bundle (a gzip'd tar), by name.
@@ -204,6 +214,12 @@ pub fn unpack_bundle(bundle: &Path) -> std::collections::BTreeMap<String, String
         files.insert(name, body);
     }
     files
+}
+
+/// Asserts that `hay` holds every one of `wants`, naming those it lacks.
+pub fn contains_all(hay: &str, wants: &[&str]) {
+    let missing: Vec<&str> = wants.iter().copied().filter(|w| !hay.contains(w)).collect();
+    assert!(missing.is_empty(), "missing {missing:?} in:\n{hay}");
 }
 
 pub fn text(b: &[u8]) -> String {

@@ -2,24 +2,12 @@
 //! gives one: the harness of the plan-is-the-run tests (tests/it/blockers.rs, tests/it/phase_timeouts.rs).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use super::ClusterServer;
 
 /// `eas up` on `cluster` with the synthetic trees (`trees`, from [`trees`]), in state directory
 /// `state`; `facts_args`: the fixture's node files and flags.
-pub fn up(
-    server: &ClusterServer,
-    cluster: &str,
-    state: &Path,
-    trees: &Path,
-    facts_args: bool,
-    extra: &[&str],
-) -> Output {
-    command(server, cluster, state, trees, facts_args, extra).output().expect("run eas")
-}
-
-/// [`up`]'s command, for a test that sets more of its environment.
 pub fn command(
     server: &ClusterServer,
     cluster: &str,
@@ -45,12 +33,5 @@ pub fn command(
 /// pins, their `main` rows pointed at the repositories) beside them.
 pub fn trees() -> PathBuf {
     let dir = tempfile::Builder::new().prefix("blockers-").tempdir().unwrap().keep();
-    let mut shas = Vec::new();
-    for n in ["eas", "ei", "eat"] {
-        shas.push((n.to_string(), super::trees::synthetic_repo(n, &dir.join("repos").join(n))));
-    }
-    let path = dir.join("pins.json");
-    std::fs::copy(super::root().join("pins.json"), &path).unwrap();
-    super::trees::point_main_pins(&path, &shas);
-    dir
+    super::trees::synthetic_trees(&dir)
 }

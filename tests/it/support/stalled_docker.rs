@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 pub struct StalledDocker {
     pub socket: PathBuf,
@@ -21,18 +21,9 @@ impl StalledDocker {
             loop {
                 let Ok((mut conn, _)) = listener.accept().await else { return };
                 tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16384];
                     let mut req = Vec::new();
                     loop {
-                        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match conn.read(&mut buf).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => req.extend_from_slice(&buf[..n]),
-                            }
-                        }
-                        let end = req.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        let head = String::from_utf8_lossy(&req[..end]).to_string();
-                        req.drain(..end);
+                        let Some(head) = super::tls_front::request_head(&mut conn, &mut req).await else { return };
                         let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                         let body = match answer(&path) {
                             Some(b) => b,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 pub struct TlsFront {
     pub port: u16,
@@ -102,18 +102,9 @@ fn start(serve: Serve) -> TlsFront {
 }
 
 async fn serve_files(tls: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>, root: &std::path::Path) {
-    let mut buf = vec![0u8; 8192];
     let mut seen = Vec::new();
     loop {
-        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-            match tls.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-        }
-        let end = seen.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let head = String::from_utf8_lossy(&seen[..end]).to_string();
-        seen.drain(..end);
+        let Some(head) = request_head(tls, &mut seen).await else { return };
         let target = head.split_whitespace().nth(1).unwrap_or("/");
         let path = target.split('?').next().unwrap_or("/").trim_start_matches('/');
         let file = if path.split('/').any(|c| c == "..") { None } else { std::fs::read(root.join(path)).ok() };
@@ -127,6 +118,23 @@ async fn serve_files(tls: &mut tokio_rustls::server::TlsStream<tokio::net::TcpSt
         );
         if tls.write_all(reply.as_bytes()).await.is_err() || tls.write_all(&body).await.is_err() {
             return;
+        }
+    }
+}
+
+/// The next HTTP request head from `conn` (through its blank line), taken off `seen`, which keeps
+/// what was read past it; `None` once the peer closes or fails first.
+pub async fn request_head<S: tokio::io::AsyncRead + Unpin>(conn: &mut S, seen: &mut Vec<u8>) -> Option<String> {
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&seen[..at + 4]).into_owned();
+            seen.drain(..at + 4);
+            return Some(head);
+        }
+        match tokio::io::AsyncReadExt::read(conn, &mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
         }
     }
 }

@@ -53,6 +53,12 @@ pub fn point_main_pins(pins: &Path, shas: &[(String, String)]) {
 /// pins.json at `dir/pins.json` with its `main` rows pointed at them (as scripts/demo.sh does).
 /// Returns `dir`.
 pub fn synthetic_trees(dir: &Path) -> std::path::PathBuf {
+    pinned_trees(dir);
+    dir.to_path_buf()
+}
+
+/// [`synthetic_trees`], returning each tree's name and commit SHA.
+pub fn pinned_trees(dir: &Path) -> Vec<(String, String)> {
     let mut shas = Vec::new();
     for n in ["eas", "ei", "eat"] {
         shas.push((n.to_string(), synthetic_repo(n, &dir.join("repos").join(n))));
@@ -60,5 +66,5 @@ pub fn synthetic_trees(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("pins.json");
     std::fs::copy(super::root().join("pins.json"), &path).unwrap();
     point_main_pins(&path, &shas);
-    dir.to_path_buf()
+    shas
 }
