@@ -135,7 +135,7 @@ pub struct Candidate {
 pub struct ArchitectureRow {
     pub model_id: String,
     #[serde(flatten)]
-    pub architecture: Option<crate::config::fit::Architecture>,
+    pub architecture: Option<crate::config::fit::architecture::Architecture>,
     #[serde(default)]
     pub unknown: Option<String>,
 }
@@ -147,7 +147,7 @@ impl Models {
     }
 
     /// The recorded figures for a repository: `Ok` with them, `Err` with why they are unknown.
-    pub fn architecture(&self, model_id: &str) -> Result<&crate::config::fit::Architecture, String> {
+    pub fn architecture(&self, model_id: &str) -> Result<&crate::config::fit::architecture::Architecture, String> {
         match self.architectures.iter().find(|a| a.model_id == model_id) {
             Some(ArchitectureRow { architecture: Some(a), .. }) => Ok(a),
             Some(ArchitectureRow { unknown: Some(why), .. }) => Err(why.clone()),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::fit::Architecture;
+use super::fit::architecture::Architecture;
 
 pub const CONFIG: &str = "config.json";
 pub const INDEX: &str = "model.safetensors.index.json";

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::config::{self, rules::Value};
 use crate::facts::Facts;
-use crate::overlay::Overlay;
+use crate::overlay::data::Overlay;
 use crate::settings::Select;
 
 /// The generated choices and node labels one cluster's overlay decisions depend on.

@@ -4,7 +4,7 @@ use crate::config::data as config_data;
 use crate::facts::{self, Facts, Node};
 use crate::plan::PhaseId;
 
-use super::{Check, Data, Inputs, Recorded};
+use super::report::{Check, Data, Inputs, Recorded};
 
 /// The kubelet's pressure conditions: any of them `True` on the landing node refuses.
 const PRESSURE: [&str; 3] = ["DiskPressure", "MemoryPressure", "PIDPressure"];

@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::facts::{self, NodeCondition};
+use crate::plan::PhaseId;
 
 const GIB: u64 = 1 << 30;
 

@@ -10,8 +10,8 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
+use crate::act::bastion::labels::{CONTEXT_LABEL, MANAGED_LABEL};
 use crate::act::bastion::run::Interrupt;
-use crate::act::bastion::{CONTEXT_LABEL, MANAGED_LABEL};
 use crate::output::Shell;
 use crate::settings::{Env, timeouts};
 

@@ -12,6 +12,7 @@ pub mod artifacts;
 pub mod context;
 pub mod image;
 pub mod kubeconfig;
+pub mod labels;
 pub mod publisher;
 pub mod run;
 pub mod toolbox;
@@ -32,10 +33,7 @@ use crate::output::Shell;
 use crate::pins::{Pins, PinsError};
 use crate::settings::Global;
 
-pub const MANAGED_LABEL: &str = "io.eas.managed";
-/// The label carrying the id of the run that made a bastion container.
-pub const RUN_LABEL: &str = "io.eas.run";
-pub const CONTEXT_LABEL: &str = "io.eas.context-sha256";
+pub use labels::{MANAGED_LABEL, RUN_LABEL};
 /// The image's virtual environment; the work tree's `.venv` links here.
 pub const VENV: &str = "/opt/eas/venv";
 pub const TREE_TARGET: &str = "/eas";

@@ -28,7 +28,7 @@ use bollard::query_parameters::{
 };
 use futures::StreamExt;
 
-use crate::act::bastion::MANAGED_LABEL;
+use crate::act::bastion::labels::{MANAGED_LABEL, RUN_LABEL};
 
 /// The entrypoint of every container eas runs in the bastion (`bash -c FENCE eas-fence CMD...`):
 /// CMD in its own session with no stdin, ended when the fence's stdin (eas's attach stream)
@@ -167,7 +167,7 @@ impl DockerRunner {
             env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             labels: Some(HashMap::from([
                 (MANAGED_LABEL.to_string(), "true".to_string()),
-                (crate::act::bastion::RUN_LABEL.to_string(), crate::state::lock::this_run_id()),
+                (RUN_LABEL.to_string(), crate::state::lock::this_run_id()),
             ])),
             working_dir: spec.workdir.clone(),
             tty: Some(false),
