@@ -21,12 +21,9 @@ if [ ! -x "$gnutime" ]; then
   exit 1
 fi
 cd "$root"
-cargo build -q --release --bin eas --example cluster-server
 # shellcheck source=scripts/lib-target.sh
 source "$root/scripts/lib-target.sh"
-target=$(cd "$root" && target_dir)
-eas=$target/release/eas
-server=$target/release/examples/cluster-server
+release_binaries
 
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh

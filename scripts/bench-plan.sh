@@ -14,12 +14,9 @@ cluster=${2:-scale-2000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 fixture=$root/fixtures/clusters/$cluster
 cd "$root"
-cargo build -q --release --bin eas --example cluster-server
 # shellcheck source=scripts/lib-target.sh
 source "$root/scripts/lib-target.sh"
-target=$(cd "$root" && target_dir)
-eas=$target/release/eas
-server=$target/release/examples/cluster-server
+release_binaries
 
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh

@@ -12,3 +12,15 @@ target_dir() {
   [ -n "$dir" ] || { echo "target_dir: cargo metadata names no target_directory" >&2; return 1; }
   printf '%s\n' "$dir"
 }
+
+# release_binaries: builds eas and the recorded-cluster server in release mode and sets $eas and
+# $server to their paths (for the benchmarks, run from the package's directory).
+release_binaries() {
+  local target
+  cargo build -q --release --bin eas --example cluster-server
+  target=$(target_dir) || return 1
+  # shellcheck disable=SC2034 # read by the script that sources this file
+  eas=$target/release/eas
+  # shellcheck disable=SC2034
+  server=$target/release/examples/cluster-server
+}

@@ -152,20 +152,12 @@ pub fn head(dir: &Path) -> Result<String, TreeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
+    /// git in `dir` through the module's own runner, with a test identity for commits.
     fn sh(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        let mut with = vec!["-c", "user.name=t", "-c", "user.email=t@example.invalid"];
+        with.extend_from_slice(args);
+        git(Some(dir), &with, LOCAL).unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn upstream(dir: &Path) -> (String, String) {

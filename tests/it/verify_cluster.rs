@@ -32,6 +32,16 @@ impl Cluster {
         Cluster { server: ClusterServer::start(fixture(name)), home: tempfile::tempdir().unwrap() }
     }
 
+    /// The desktop cluster, with `model` recorded as what eas installed on its GPU node.
+    fn desktop_serving(model: &str) -> Cluster {
+        let c = Cluster::start("k3d-gpu-desktop");
+        c.record(
+            "k3d-gpu-desktop",
+            json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [model], "fit": null}),
+        );
+        c
+    }
+
     fn state(&self) -> PathBuf {
         self.home.path().join("state")
     }
@@ -43,11 +53,26 @@ impl Cluster {
         std::fs::write(dir.join("expected.json"), serde_json::to_string_pretty(&expected).unwrap()).unwrap();
     }
 
-    fn verify_cmd(&self, args: &[&str]) -> std::process::Command {
+    /// `eas` on this cluster and state directory: add the command.
+    fn eas(&self) -> std::process::Command {
         let mut c = support::eas(self.home.path());
-        c.arg("--kubeconfig").arg(self.server.kubeconfig()).arg("--state-dir").arg(self.state()).arg("verify");
-        c.args(args);
+        c.arg("--kubeconfig").arg(self.server.kubeconfig()).arg("--state-dir").arg(self.state());
         c
+    }
+
+    fn verify_cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = self.eas();
+        c.arg("verify").args(args);
+        c
+    }
+
+    /// `eas status --output json`, which must succeed, checked against its schema.
+    fn status_json(&self) -> Value {
+        let out = self.eas().args(["status", "--output", "json"]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
+        assert_status_schema(&doc);
+        doc
     }
 
     fn verify(&self, args: &[&str]) -> Output {
@@ -71,11 +96,7 @@ fn text(b: &[u8]) -> String {
 
 /// k3d-gpu-desktop after an install that deployed `MODEL`.
 fn desktop_with_model(served: Option<&str>) -> Cluster {
-    let c = Cluster::start("k3d-gpu-desktop");
-    c.record(
-        "k3d-gpu-desktop",
-        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
-    );
+    let c = Cluster::desktop_serving(MODEL);
     kserve::install(&c.server, MODEL, served);
     c
 }
@@ -114,11 +135,7 @@ fn the_router_schedulers_pod_is_not_a_workload_pod_and_is_checked_ready() {
 /// naming the router pod (KServe ≤ 0.19's scheduler image no longer pulls).
 #[test]
 fn a_router_pod_that_is_not_ready_fails_verify_naming_it() {
-    let c = Cluster::start("k3d-gpu-desktop");
-    c.record(
-        "k3d-gpu-desktop",
-        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
-    );
+    let c = Cluster::desktop_serving(MODEL);
     kserve::install_with_router(&c.server, MODEL, None, false);
     let out = c.verify(&["--timeout", "3"]);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
@@ -202,11 +219,7 @@ fn the_answer_is_a_streamed_16_token_completion_with_its_figures() {
 /// The desktop cluster with the OpenVINO model server `qwen3-5-2b-ovms` recorded as installed
 /// by eas, its InferenceService `ready` or not.
 fn ovms_installed(ready: bool) -> Cluster {
-    let c = Cluster::start("k3d-gpu-desktop");
-    c.record(
-        "k3d-gpu-desktop",
-        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": ["qwen3-5-2b-ovms"], "fit": null}),
-    );
+    let c = Cluster::desktop_serving("qwen3-5-2b-ovms");
     kserve::install_ovms(&c.server, kserve::NS, "qwen3-5-2b-ovms", ready);
     c
 }
@@ -233,11 +246,7 @@ fn an_openvino_server_not_ready_fails_naming_its_conditions() {
 
 #[test]
 fn a_vllm_server_in_the_entrys_own_namespace_is_found_there() {
-    let c = Cluster::start("k3d-gpu-desktop");
-    c.record(
-        "k3d-gpu-desktop",
-        json!({"device_nodes": {"k3d-gpu-server-0": ["gpu.intel.com/i915"]}, "models": [MODEL], "fit": null}),
-    );
+    let c = Cluster::desktop_serving(MODEL);
     kserve::install(&c.server, MODEL, None);
     // Moved, as a catalog entry with `namespace: team-a` is deployed: every object in team-a.
     for (gv, res, name) in [
@@ -434,8 +443,7 @@ fn plugin_pod_on(c: &Cluster, node: &str) -> ObjectKey {
 #[test]
 fn status_with_nothing_installed_shows_the_live_devices() {
     let c = Cluster::start("gpu-nodes");
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let mut cmd = c.eas();
     let out = cmd.args(["status", "--output", "json"]).output().unwrap();
     assert!(out.status.success(), "status judges nothing: {}", text(&out.stderr));
     let doc: Value = serde_json::from_str(&text(&out.stdout)).expect("one JSON document");
@@ -450,8 +458,7 @@ fn status_with_nothing_installed_shows_the_live_devices() {
         .collect();
     assert_eq!(nodes, [("gpu-a", true), ("gpu-b", false), ("gpu-xe", true)], "cpu-0 has no device");
     assert_eq!(doc["live"]["model_servers"], json!([]));
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let mut cmd = c.eas();
     let table = text(&cmd.arg("status").output().unwrap().stdout);
     assert!(table.contains("installed nothing"), "{table}");
     assert!(table.contains("gpu-b") && table.contains("not Ready"), "{table}");
@@ -462,8 +469,7 @@ fn status_with_nothing_installed_shows_the_live_devices() {
 fn status_says_a_refused_read_and_never_shows_it_as_not_ready() {
     let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
     c.server.inject(Some("/deployments/"), support::Fault::Status(403, "deployments is forbidden".into()), None);
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let mut cmd = c.eas();
     let out = cmd.arg("status").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let (err, table) = (text(&out.stderr), text(&out.stdout));
@@ -474,12 +480,7 @@ fn status_says_a_refused_read_and_never_shows_it_as_not_ready() {
 #[test]
 fn status_shows_a_model_server_kserve_made() {
     let c = desktop_with_model(Some("Qwen/Qwen2.5-Coder-7B-Instruct"));
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
-    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
-    assert_status_schema(&doc);
+    let doc = c.status_json();
     let m = &doc["live"]["model_servers"][0];
     assert_eq!(m["name"], MODEL);
     assert_eq!(m["served_name"], "Qwen/Qwen2.5-Coder-7B-Instruct");
@@ -491,12 +492,7 @@ fn status_shows_a_model_server_kserve_made() {
 fn status_lists_both_kinds_in_every_namespace() {
     let c = desktop_with_model(None);
     kserve::install_ovms(&c.server, "team-ov", "qwen3-5-2b-ovms", true);
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
-    let out = cmd.args(["status", "--output", "json"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let doc: Value = serde_json::from_str(&text(&out.stdout)).unwrap();
-    assert_status_schema(&doc);
+    let doc = c.status_json();
     let servers = doc["live"]["model_servers"].as_array().unwrap();
     let ov = servers.iter().find(|m| m["name"] == "qwen3-5-2b-ovms").unwrap_or_else(|| panic!("{doc}"));
     assert_eq!((ov["kind"].as_str(), ov["namespace"].as_str()), (Some("InferenceService"), Some("team-ov")));
@@ -513,8 +509,7 @@ fn status_lists_both_kinds_in_every_namespace() {
 fn status_exits_1_when_the_cluster_cannot_be_read() {
     let c = Cluster::start("gpu-nodes");
     c.server.inject(None, support::Fault::Status(500, "etcd is unavailable".into()), None);
-    let mut cmd = support::eas(c.home.path());
-    cmd.arg("--kubeconfig").arg(c.server.kubeconfig()).arg("--state-dir").arg(c.state());
+    let mut cmd = c.eas();
     let out = cmd.arg("status").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).is_empty(), "nothing printed as a result");
