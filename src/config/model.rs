@@ -395,14 +395,14 @@ pub fn prove_deploy_path(d: &mut Decision, readers: &[(String, super::components
     }
     // A reader proves EAT's path only when the install runs it: its role is an enabled
     // component of the layer (or a layer below it).
-    if !readers.iter().any(|(_, v)| matches!(v, OnPath::Yes(_))) {
-        let why: Vec<String> = readers
-            .iter()
-            .filter_map(|(r, v)| match v {
-                OnPath::No(why) => Some(format!("{r}: {why}")),
-                OnPath::Yes(_) => None,
-            })
-            .collect();
+    let (mut how, mut why) = (Vec::new(), Vec::new());
+    for (r, v) in readers {
+        match v {
+            OnPath::Yes(h) => how.push(format!("{r} ({h})")),
+            OnPath::No(w) => why.push(format!("{r}: {w}")),
+        }
+    }
+    if how.is_empty() {
         d.choices[i].fact = format!(
             "layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read in {at} off the install path ({}); \
              EI's deploy path is proved by roles/llm_services",
@@ -410,13 +410,6 @@ pub fn prove_deploy_path(d: &mut Decision, readers: &[(String, super::components
         );
         return;
     }
-    let how: Vec<String> = readers
-        .iter()
-        .filter_map(|(r, v)| match v {
-            OnPath::Yes(how) => Some(format!("{r} ({how})")),
-            OnPath::No(_) => None,
-        })
-        .collect();
     d.choices[i] = Choice {
         fact: format!("layer agent-toolkit, model {pick}; {EAT_MODELS_KEY} is read by {} in {at}", how.join(", ")),
         choice: format!("deploy path: EAT's {EAT_MODELS_KEY}: [{pick:?}]; llm_services_deploy_models not written"),

@@ -3,6 +3,12 @@
 use super::*;
 use crate::config::fit::GIB;
 
+/// `d` warns in one line holding every one of `parts`.
+#[track_caller]
+fn assert_warns(d: &Decision, parts: &[&str]) {
+    assert!(d.warnings.iter().any(|w| parts.iter().all(|p| w.contains(p))), "{parts:?}: {:#?}", d.warnings);
+}
+
 fn args(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -82,11 +88,28 @@ fn layer_named(name: &str) -> crate::settings::Layer {
 }
 
 fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
+    decide_with(f, layer, model, None, &[])
+}
+
+/// `decide` on the embedded pins' trees, with the catalog `text` when given and the downloads'
+/// answers; the fit as `config::generate_with` takes it: the facts' own, else eas's, sized for
+/// the catalog.
+fn decide_with(
+    f: &Facts,
+    layer: &str,
+    model: Option<&str>,
+    text: Option<&str>,
+    downloads: &[(String, crate::config::hf::Access)],
+) -> Result<Decision, Rejection> {
     let layer = &layer_named(layer);
     let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
     let trees = pins.trees("main").unwrap();
-    // As `config::generate_with` does: the facts' fit, else eas's own.
-    let targets = crate::config::fit::Target::for_catalog(None, None);
+    let cat = text.map(|text| super::super::catalog::Pinned {
+        catalog: super::super::catalog::Catalog::parse(text).unwrap(),
+        path: "model_manager/models.yaml".into(),
+        at: "intel/enterprise-inference@abc1234".into(),
+    });
+    let targets = crate::config::fit::Target::for_catalog(cat.as_ref().map(|c| &c.catalog), None);
     let fit = crate::config::fit::external::resolve(f, None, &targets).0;
     decide(&Inputs {
         facts: f,
@@ -94,9 +117,9 @@ fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Re
         trees: &trees,
         layer,
         model,
-        catalog: None,
+        catalog: cat.as_ref(),
         hf_cache: None,
-        downloads: &[],
+        downloads,
     })
 }
 
@@ -278,26 +301,7 @@ fn with_downloads(
     text: &str,
     downloads: &[(String, crate::config::hf::Access)],
 ) -> Result<Decision, Rejection> {
-    let layer = &layer_named(layer);
-    let pins = crate::pins::Pins::parse(crate::pins::EMBEDDED).unwrap();
-    let trees = pins.trees("main").unwrap();
-    let cat = super::super::catalog::Pinned {
-        catalog: super::super::catalog::Catalog::parse(text).unwrap(),
-        path: "model_manager/models.yaml".into(),
-        at: "intel/enterprise-inference@abc1234".into(),
-    };
-    let targets = crate::config::fit::Target::for_catalog(Some(&cat.catalog), None);
-    let fit = crate::config::fit::external::resolve(f, None, &targets).0;
-    decide(&Inputs {
-        facts: f,
-        fit: Some(&fit),
-        trees: &trees,
-        layer,
-        model,
-        catalog: Some(&cat),
-        hf_cache: None,
-        downloads,
-    })
+    decide_with(f, layer, model, Some(text), downloads)
 }
 
 #[test]
@@ -391,11 +395,7 @@ fn what_hugging_face_refuses_is_skipped_or_refused_and_the_unknown_is_a_warning(
     // Not known (a proxy's answer, or unreachable): a warning, never a refusal.
     let unknown = [("Qwen/Qwen2.5-Coder-7B-Instruct".to_string(), Access::Unknown("a proxy's 403".into()))];
     let d = with_downloads(&f, "agent-toolkit", Some("qwen2-5-coder-7b"), text, &unknown).unwrap();
-    assert!(
-        d.warnings.iter().any(|w| w.contains("download not checked") && w.contains("a proxy's 403")),
-        "{:?}",
-        d.warnings
-    );
+    assert_warns(&d, &["download not checked", "a proxy's 403"]);
 }
 
 #[test]
@@ -417,7 +417,7 @@ fn no_fit_is_refused_naming_each_entry_and_why() {
         other => panic!("{other:?}"),
     }
     let d = with_catalog(&f, "agent-toolkit", Some("small-a"), other).unwrap();
-    assert!(d.warnings.iter().any(|w| w.contains("architecture unknown")), "{:?}", d.warnings);
+    assert_warns(&d, &["architecture unknown"]);
 }
 
 /// The real catalog's entries (fixtures/synthetic/catalogs/real-entries.yaml) on the desktop's
@@ -443,12 +443,8 @@ fn the_dtype_written_and_sized_follows_the_nodes_cpu_flags() {
     let d = with_catalog(&desktop_cpu, "inference", None, text).unwrap();
     assert!(d.choices.iter().any(|c| c.choice.starts_with("model: llama3-8b-awq")), "{:#?}", d.choices);
     assert_eq!(args(&d, "llama3-8b-awq"), ["--dtype", "float16"]);
-    assert!(
-        d.warnings.iter().any(|w| w.contains("data/models.json's figures") && w.contains("not asked")),
-        "{:?}",
-        d.warnings
-    );
-    assert!(d.warnings.iter().any(|w| w.contains("has AVX2 and no AVX512F")), "{:?}", d.warnings);
+    assert_warns(&d, &["data/models.json's figures", "not asked"]);
+    assert_warns(&d, &["has AVX2 and no AVX512F"]);
     // Forced, Qwen3-0.6B runs as float32: its 596M parameters take 2.2 GiB and a token 224 KiB of
     // cache, so its 40960-token context (8.75 GiB) no longer fits the 8 GiB cache (in bfloat16 it does).
     let d = with_catalog(&desktop_cpu, "inference", Some("qwen3-0-6b"), text).unwrap();
@@ -464,11 +460,7 @@ fn the_dtype_written_and_sized_follows_the_nodes_cpu_flags() {
     // No NFD labels: a warning, the catalog's dtype kept.
     let d = with_catalog(&with_flags(&[]), "inference", None, text).unwrap();
     assert!(args(&d, "llama3-8b-awq").iter().all(|a| a != "--dtype"));
-    assert!(
-        d.warnings.iter().any(|w| w.contains("CPU flags are unknown") && w.contains("--dtype bfloat16 kept")),
-        "{:?}",
-        d.warnings
-    );
+    assert_warns(&d, &["CPU flags are unknown", "--dtype bfloat16 kept"]);
     // No AVX2: no vLLM entry is a candidate (the OpenVINO entry is not sized either).
     match with_catalog(&with_flags(&["AVX", "SSE4_2"]), "inference", None, text) {
         Err(Rejection::Refused(r)) => {
@@ -591,11 +583,7 @@ fn cpu_is_lowered_to_what_the_landing_node_schedules_after_its_pods_requests() {
     f.nodes[0].pod_requests.as_mut().unwrap().insert("cpu".into(), "19500m".into());
     assert_eq!(cpu_edit(&f).0, None);
     let d = with_catalog(&f, "inference", Some("qwen2-5-coder-7b"), text).unwrap();
-    assert!(
-        d.warnings.iter().any(|w| w.contains("schedules 0") && w.contains("would stay Pending")),
-        "{:#?}",
-        d.warnings
-    );
+    assert_warns(&d, &["schedules 0", "would stay Pending"]);
 }
 
 /// An entry without its own `cpu` asks its category's default (EI's llm `cpu: 8`), and that is

@@ -23,9 +23,14 @@ fn name(what: &'static str, value: &str) -> Result<String, CommandError> {
     if ok { Ok(value.to_string()) } else { Err(CommandError::BadName { what, value: value.to_string() }) }
 }
 
+/// `<verb> <layer> --env <env>`, both names checked: how every installer command begins.
+fn command(verb: &str, layer: &str, env: &str) -> Result<Vec<String>, CommandError> {
+    Ok(vec![SCRIPT.into(), verb.into(), name("layer", layer)?, "--env".into(), name("env", env)?])
+}
+
 /// `init <layer> --env <env>`: creates `env/<env>/`, clones the layer's repos, seeds its files.
 pub fn init_argv(layer: &str, env: &str) -> Result<Vec<String>, CommandError> {
-    Ok(vec![SCRIPT.into(), "init".into(), name("layer", layer)?, "--env".into(), name("env", env)?])
+    command("init", layer, env)
 }
 
 /// `install <layer> --env <env> --force -- -e @<overrides>`: the overrides come after `--`, so
@@ -34,30 +39,18 @@ pub fn install_argv(layer: &str, env: &str, overrides: &str) -> Result<Vec<Strin
     if !overrides.starts_with('/') || overrides.contains(['\n', '\0']) {
         return Err(CommandError::BadOverrides(overrides.to_string()));
     }
-    Ok(vec![
-        SCRIPT.into(),
-        "install".into(),
-        name("layer", layer)?,
-        "--env".into(),
-        name("env", env)?,
-        "--force".into(),
-        "--".into(),
-        "-e".into(),
-        format!("@{overrides}"),
-    ])
+    let mut argv = command("install", layer, env)?;
+    argv.extend(["--force", "--", "-e"].map(String::from));
+    argv.push(format!("@{overrides}"));
+    Ok(argv)
 }
 
 /// `teardown <layer> --env <env> --force`: `--force` because teardown asks for confirmation and
 /// refuses without a terminal.
 pub fn teardown_argv(layer: &str, env: &str) -> Result<Vec<String>, CommandError> {
-    Ok(vec![
-        SCRIPT.into(),
-        "teardown".into(),
-        name("layer", layer)?,
-        "--env".into(),
-        name("env", env)?,
-        "--force".into(),
-    ])
+    let mut argv = command("teardown", layer, env)?;
+    argv.push("--force".into());
+    Ok(argv)
 }
 
 /// An argv as one line a user can paste into a POSIX shell.

@@ -136,12 +136,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_model_pick_names_the_model_its_reason_and_the_fit_verdict() {
+    /// The agent-toolkit decision on the desktop fixture's facts (fixtures/config/desktop-i9).
+    fn desktop_decision() -> crate::config::Decision {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
         let facts = crate::facts::Facts::read(&path).unwrap();
         let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
-        let d = crate::config::generate(&facts, &select).unwrap();
+        crate::config::generate(&facts, &select).unwrap()
+    }
+
+    #[test]
+    fn the_model_pick_names_the_model_its_reason_and_the_fit_verdict() {
+        let d = desktop_decision();
         let pick = model_pick(&d).expect("a pick");
         assert_eq!(pick.name.as_deref(), Some("qwen2-5-coder-7b"));
         let fit = pick.fit.expect("a fit verdict");
@@ -154,10 +159,7 @@ mod tests {
     /// fit line says it was lowered (it used to be empty exactly then).
     #[test]
     fn a_cache_fit_lowered_is_the_plans_fit_line() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
-        let facts = crate::facts::Facts::read(&path).unwrap();
-        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
-        let d = crate::config::generate(&facts, &select).unwrap();
+        let d = desktop_decision();
         assert!(d.model_edits.iter().any(|e| !e.env.is_empty()), "the fixture lowers the cache: {:?}", d.model_edits);
         let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
         fill_decisions(&mut plan, &d);

@@ -4,6 +4,31 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
+/// The pods that are not being deleted must exist (else `none`) and all be Ready: a line per pod
+/// (`{what} {ns}/{name}: Running and Ready`), or the first that is not, its line (`after` appended)
+/// and its name, for its diagnostics. The workload's and the router's pods are checked alike.
+pub fn live_pods_ready(
+    ns: &str,
+    what: &str,
+    pods: &[Pod],
+    none: impl FnOnce() -> String,
+    after: &str,
+) -> Result<Vec<String>, (String, Option<String>)> {
+    let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+    if live.is_empty() {
+        return Err((none(), None));
+    }
+    let mut ok = Vec::new();
+    for p in live {
+        let pname = p.metadata.name.clone().unwrap_or_default();
+        match pod_ready(p) {
+            Ok(()) => ok.push(format!("{what} {ns}/{pname}: Running and Ready")),
+            Err(e) => return Err((format!("{what} {ns}/{pname}: {e}{after}"), Some(pname))),
+        }
+    }
+    Ok(ok)
+}
+
 /// The status of a condition of a custom resource, if it has one by that type.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(kind))

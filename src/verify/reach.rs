@@ -69,24 +69,13 @@ pub fn router_pods(ns: &str, name: &str, wanted: bool, pods: &[Pod]) -> Result<V
     if !wanted {
         return Ok(Vec::new());
     }
-    let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
-    if live.is_empty() {
-        return Err((format!("no router-scheduler pod matches {} in {ns}", router_selector(name)), None));
-    }
-    let mut ok = Vec::new();
-    for p in live {
-        let pname = p.metadata.name.clone().unwrap_or_default();
-        match checks::pod_ready(p) {
-            Ok(()) => ok.push(format!("router pod {ns}/{pname}: Running and Ready")),
-            Err(e) => {
-                return Err((
-                    format!("router pod {ns}/{pname}: {e} (the model may be ready, but its route is dead)"),
-                    Some(pname),
-                ));
-            }
-        }
-    }
-    Ok(ok)
+    checks::live_pods_ready(
+        ns,
+        "router pod",
+        pods,
+        || format!("no router-scheduler pod matches {} in {ns}", router_selector(name)),
+        " (the model may be ready, but its route is dead)",
+    )
 }
 
 #[cfg(test)]

@@ -62,19 +62,8 @@ impl Server {
 /// The workload pods that are not being deleted must exist and all be Ready. `Err` names the
 /// first that is not, for its diagnostics.
 pub fn workload_pods(ns: &str, name: &str, pods: &[Pod]) -> Result<Vec<String>, (String, Option<String>)> {
-    let live: Vec<&Pod> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
-    if live.is_empty() {
-        return Err((format!("no pod matches {} in {ns} (not being deleted)", workload_selector(name)), None));
-    }
-    let mut ok = Vec::new();
-    for p in live {
-        let pname = p.metadata.name.clone().unwrap_or_default();
-        match checks::pod_ready(p) {
-            Ok(()) => ok.push(format!("pod {ns}/{pname}: Running and Ready")),
-            Err(e) => return Err((format!("pod {ns}/{pname}: {e}"), Some(pname))),
-        }
-    }
-    Ok(ok)
+    let none = || format!("no pod matches {} in {ns} (not being deleted)", workload_selector(name));
+    checks::live_pods_ready(ns, "pod", pods, none, "")
 }
 
 /// Why a model server is not through yet.
