@@ -5,12 +5,13 @@
 //! failure, exit 5), and the phase a `--phase-timeout NAME=` stands for.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::Trees;
-use crate::plan::{PHASES, PhaseId};
+use crate::plan::{PHASES, PhaseId, Resume};
 use crate::settings::Global;
 use crate::state::resume::Invocation;
 
@@ -49,6 +50,11 @@ impl From<Failure> for NoPlan {
 /// the state file nor the work tree); its answer is the act half's input, so what exists only in
 /// a real run is a value the plan produced, never an `Option` unwrapped later. The phase itself
 /// neither times, journals nor prints its line: the runner does.
+///
+/// Besides its two halves a phase may implement the hooks k0sctl's manager calls around `Run`
+/// (k0sproject/k0sctl `phase/manager.go` at 6b4e813, `Manager.Run`): [`Phase::should_run`]
+/// first, then [`Phase::before`], the act, and [`Phase::after`] only when the act succeeded;
+/// when a later act fails, [`Phase::cleanup`] of every phase whose act ran.
 pub trait Phase {
     const ID: PhaseId;
     /// A plan half that fails ends the plan, since nothing after it could be decided (the
@@ -66,8 +72,12 @@ pub trait Phase {
     fn says(&self, cx: &Cx<'_>) -> String;
 
     /// Reads and decides. A failed check that leaves the answer usable goes in `found` (a
-    /// blocker all the same); one without which there is no answer is the `Err`.
-    fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> impl Future<Output = Result<Self::Planned, NoPlan>>;
+    /// blocker all the same); one without which there is no answer is the `Err`. A phase
+    /// without a plan half (its act takes what the list hands it) keeps this default, which the
+    /// list never calls.
+    fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> impl Future<Output = Result<Self::Planned, NoPlan>> {
+        async { Err(NoPlan::Upstream) }
+    }
 
     /// What the plan half settled, written into the plan and the run's journal (in memory).
     fn note(&mut self, _planned: &mut Self::Planned, _r: &mut Runner) -> Result<(), Failure> {
@@ -77,13 +87,36 @@ pub trait Phase {
     /// What the plan says when the plan half has no answer.
     fn unplanned(&self, _r: &mut Runner) {}
 
+    /// Whether the act half runs (k0sctl's `ShouldRun`). By default the resume rule, a column of
+    /// the phase table: a phase that resumes when unchanged does not run again once an earlier
+    /// run installed with the same inputs ([`Runner::installed_earlier`]); the others always run.
+    fn should_run(&self, _cx: &Cx<'_>, r: &Runner) -> bool {
+        Self::ID.spec().resume == Resume::Always || !r.installed_earlier()
+    }
+
+    /// Before the act half's window (k0sctl's `Before`); its failure ends the run (recorded).
+    fn before(&mut self, _cx: &Cx<'_>, _r: &mut Runner) -> impl Future<Output = Result<(), Failure>> {
+        async { Ok(()) }
+    }
+
     /// Acts on the plan: run only when no plan half of the run blocked.
     fn act(
-        self,
+        &mut self,
         planned: Self::Planned,
         cx: &Cx<'_>,
         r: &mut Runner,
     ) -> impl Future<Output = Result<Self::Done, Failure>>;
+
+    /// After an act half that succeeded (k0sctl's `After`); its failure ends the run (recorded).
+    fn after(&mut self, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// When the run fails after this phase's act half ran (k0sctl's `CleanUp`): undoes what must
+    /// not outlive the run (the lock phase releases the cluster's Lease and the lock).
+    fn cleanup(_r: &mut Runner) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// The phase a name (`preflight`, `install`...) stands for.

@@ -78,7 +78,24 @@ pub struct Runner {
     pub dry_run: bool,
     /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer.
     pub fence: Option<crate::cluster::lease::Fence>,
+    /// The lock file and the cluster's Lease, from the lock phase's act until unlock's (or, when
+    /// the run fails, the lock phase's clean-up).
+    held: Option<Hold>,
+    /// An earlier run installed with the same inputs (classify's act decides it): the phases that
+    /// resume when unchanged do not run again ([`Phase::should_run`]).
+    installed_earlier: bool,
+    /// The clean-up of every phase whose act half ran, in the order they ran.
+    cleanups: Vec<CleanUp>,
 }
+
+/// What this run holds on the cluster: the local lock file and the cluster's Lease.
+pub struct Hold {
+    pub local: crate::state::lock::LockGuard,
+    pub lease: crate::cluster::lease::Held,
+}
+
+/// A phase's [`Phase::cleanup`], kept by the runner once its act ran.
+type CleanUp = for<'r> fn(&'r mut Runner) -> std::pin::Pin<Box<dyn Future<Output = ()> + 'r>>;
 
 impl Runner {
     pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
@@ -93,7 +110,53 @@ impl Runner {
             inputs: BTreeMap::new(),
             dry_run: false,
             fence: None,
+            held: None,
+            installed_earlier: false,
+            cleanups: Vec::new(),
         }
+    }
+
+    /// The lock phase took the lock file and the cluster's Lease: held until released.
+    pub fn hold(&mut self, hold: Hold) {
+        self.fence = Some(hold.lease.fence());
+        self.held = Some(hold);
+    }
+
+    /// Releases the cluster's Lease, then the lock file (unlock's act; the lock phase's
+    /// clean-up). One left by a killed run goes stale within its duration.
+    pub async fn release(&mut self) {
+        if let Some(Hold { local, lease }) = self.held.take() {
+            lease.release(crate::cluster::CALL).await;
+            drop(local);
+        }
+    }
+
+    /// Whether an earlier run installed with the same inputs (classify's act decides it).
+    pub fn installed_earlier(&self) -> bool {
+        self.installed_earlier
+    }
+
+    /// Classify's act: whether the phases that resume when unchanged are skipped.
+    pub fn resume_installed(&mut self, installed: bool) {
+        self.installed_earlier = installed;
+    }
+
+    /// A run that installed and verified: exit 0, recorded.
+    pub fn completed(&mut self) -> Result<(), Failure> {
+        self.state.exit_code = Some(crate::plan::EXIT_SUCCESS);
+        self.state.finished = Some(now());
+        self.save()
+    }
+
+    /// The end of the act list: when it failed, each phase whose act ran cleans up, in the order
+    /// they ran (k0sctl's manager, `phase/manager.go` at 6b4e813).
+    pub async fn finish<T>(&mut self, result: Result<T, Failure>) -> Result<T, Failure> {
+        if result.is_err() {
+            for cleanup in std::mem::take(&mut self.cleanups) {
+                cleanup(self).await;
+            }
+        }
+        result
     }
 
     /// A phase's plan half: its line, one window of its plan timeout under the run's
@@ -213,14 +276,29 @@ impl Runner {
         }
     }
 
-    /// A phase's act half: begun and saved, run in one window of its effective timeout under the
-    /// run's cancellation (a phase that stops itself: a backstop window [`GRACE`] later), with
-    /// the inputs hash the plan computed for it, then recorded as done, failed or interrupted, and
-    /// saved again.
-    pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
+    /// A phase's act half, with its hooks: skipped (`None`) when [`Phase::should_run`] says so;
+    /// else [`Phase::before`], then the act begun and saved, run in one window of its effective
+    /// timeout under the run's cancellation (a phase that stops itself: a backstop window
+    /// [`GRACE`] later), with the inputs hash the plan computed for it, recorded as done, failed
+    /// or interrupted and saved again; then, when it succeeded, [`Phase::after`].
+    pub async fn act<P: Phase>(
+        &mut self,
+        mut p: P,
+        planned: P::Planned,
+        cx: &Cx<'_>,
+    ) -> Result<Option<P::Done>, Failure> {
+        if !p.should_run(cx, self) {
+            return Ok(None);
+        }
+        match p.before(cx, self).await {
+            Ok(()) => {}
+            Err(Failure::Interrupted) => return Err(self.interrupted()),
+            Err(f) => return Err(self.ended(f)),
+        }
         let inputs = self.inputs.get(&P::ID).cloned();
         self.state.begin(P::ID, inputs, &now());
         self.save()?;
+        self.cleanups.push(P::cleanup);
         // A holder that lost the cluster Lease runs no installer: the phase fails, saying why
         // (record and verify, which only read, still run, so the record is kept).
         let installs = matches!(P::ID, PhaseId::Prepare | PhaseId::Install);
@@ -232,7 +310,16 @@ impl Runner {
         let interrupt = self.interrupt.clone();
         let acting = p.act(planned, cx, self);
         let r = window(limit, P::STOPS_ITSELF, &interrupt, acting, || timed_out(P::ID, limit)).await;
-        self.acted(P::ID, r)
+        let done = self.acted(P::ID, r)?;
+        p.after(cx, self).map_err(|f| self.ended(f))?;
+        Ok(Some(done))
+    }
+
+    /// The act half of a phase that always runs (its [`Phase::should_run`] is the default and
+    /// its row resumes `Always`).
+    pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
+        let done = self.act(p, planned, cx).await?;
+        done.ok_or_else(|| Failure::step(P::ID.name(), "the phase was skipped, yet a later one needs what it hands on"))
     }
 
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
@@ -345,7 +432,7 @@ pub(crate) mod tests {
     use crate::pipeline::settings::UpSettings;
     use crate::plan::Blocker;
 
-    fn runner(t: PhaseTimeouts) -> Runner {
+    pub(crate) fn runner(t: PhaseTimeouts) -> Runner {
         let plan = Plan::new("inference", "k3d-gpu", "main", &t);
         Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
     }
@@ -373,17 +460,21 @@ pub(crate) mod tests {
                 None => std::future::pending().await,
             }
         }
-        async fn act(mut self, _p: u32, _cx: &Cx<'_>, _r: &mut Runner) -> Result<u32, Failure> {
+        async fn act(&mut self, _p: u32, _cx: &Cx<'_>, _r: &mut Runner) -> Result<u32, Failure> {
             match self.act.take() {
                 Some(r) => r,
                 None => std::future::pending().await,
             }
         }
+        /// Says it cleaned up, in the plan's warnings.
+        fn cleanup(r: &mut Runner) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>> {
+            Box::pin(async move { r.plan.warnings.push(format!("cleaned up {}", Self::ID)) })
+        }
     }
 
-    const INSTALL: u8 = 8;
-    const VERIFY: u8 = 10;
-    const PREPARE: u8 = 7;
+    const INSTALL: u8 = 9;
+    const VERIFY: u8 = 11;
+    const PREPARE: u8 = 8;
     const BASTION: u8 = 2;
     const FACTS: u8 = 3;
 
@@ -533,6 +624,43 @@ pub(crate) mod tests {
         for id in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Install] {
             assert_ne!(r.state.entry(id).status, Status::Running, "{id} left running");
         }
+    }
+
+    /// `should_run`'s default is the resume rule of the table: once an earlier run installed with
+    /// the same inputs, a phase that resumes when unchanged is skipped (its entry untouched), and
+    /// one that always runs still runs.
+    #[tokio::test]
+    async fn an_install_done_earlier_with_the_same_inputs_skips_the_phases_that_resume_when_unchanged() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        r.resume_installed(true);
+        let skipped = r.act(Test::<INSTALL> { plan: None, act: Some(Ok(7)) }, 1, &f.cx()).await.unwrap();
+        assert_eq!(skipped, None);
+        assert_eq!(r.state.entry(PhaseId::Install).status, Status::Pending);
+        let ran = r.act(Test::<VERIFY> { plan: None, act: Some(Ok(5)) }, 1, &f.cx()).await.unwrap();
+        assert_eq!(ran, Some(5));
+        r.resume_installed(false);
+        let ran = r.act(Test::<INSTALL> { plan: None, act: Some(Ok(7)) }, 1, &f.cx()).await.unwrap();
+        assert_eq!(ran, Some(7));
+    }
+
+    /// k0sctl's manager: when the act list fails, each phase whose act ran (even the one that
+    /// failed) cleans up, once, in the order they ran; a skipped phase and a run that succeeds
+    /// clean nothing up.
+    #[tokio::test]
+    async fn a_failed_act_list_cleans_up_each_phase_whose_act_ran() {
+        let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
+        r.act(Test::<BASTION> { plan: None, act: Some(Ok(1)) }, 1, &f.cx()).await.unwrap();
+        r.resume_installed(true);
+        r.act(Test::<INSTALL> { plan: None, act: Some(Ok(1)) }, 1, &f.cx()).await.unwrap();
+        r.resume_installed(false);
+        let failed =
+            r.act(Test::<FACTS> { plan: None, act: Some(Err(Failure::step("facts", "no"))) }, 1, &f.cx()).await;
+        assert!(r.finish(Ok(())).await.is_ok());
+        assert!(r.plan.warnings.is_empty(), "a run that succeeds cleans nothing up: {:?}", r.plan.warnings);
+        assert!(r.finish(failed).await.is_err());
+        assert_eq!(r.plan.warnings, ["cleaned up bastion", "cleaned up facts"]);
+        assert!(r.finish(Err::<(), _>(Failure::Interrupted)).await.is_err());
+        assert_eq!(r.plan.warnings.len(), 2, "each clean-up runs once");
     }
 
     #[test]

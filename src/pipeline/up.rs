@@ -5,23 +5,25 @@
 //! prepare and install, record and verify), in the dry run and the real run alike. A failed
 //! check is a blocker: the dry run lists it, the real run stops on it before its first write.
 
-use crate::cluster::CALL;
 use crate::config;
 use crate::error::Failure;
-use crate::facts::Facts;
 use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::Trees;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::phases::bastion::Bastion;
-use crate::pipeline::phases::config::Config;
+use crate::pipeline::phases::classify::{Classify, Compare, Inputs};
+use crate::pipeline::phases::config::{self as config_phase, Config};
+use crate::pipeline::phases::facts::Facts as FactsPhase;
 use crate::pipeline::phases::install::{Bench, Install, Prepare};
 use crate::pipeline::phases::lock::Lock;
 use crate::pipeline::phases::overlay::Overlay;
-use crate::pipeline::phases::preflight::{Pre, Preflight};
-use crate::pipeline::phases::record::Record;
-use crate::pipeline::phases::verify::Verify;
-use crate::pipeline::phases::{Planned, Ready};
+use crate::pipeline::phases::preflight::Preflight;
+use crate::pipeline::phases::record::{self, Record};
+use crate::pipeline::phases::trees::Trees as TreesPhase;
+use crate::pipeline::phases::unlock::Unlock;
+use crate::pipeline::phases::verify::{self, Verify};
+use crate::pipeline::phases::{Planned, Ready, missing};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::services::Services;
 use crate::pipeline::settings::{UpSettings, image_args};
@@ -124,170 +126,105 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
 
 /// Every plan half, in the order the run meets them (`eas doctor` runs the same): preflight
 /// (the cluster's identity, Docker, git), lock, then the bastion image's plan, the facts and the
-/// trees side by side, config (with the cluster's prerequisites) and the overlay; then the run
-/// is classified against the last completed one.
+/// trees side by side, config (with the cluster's prerequisites), the overlay, and classify (the
+/// run against the last completed one).
 pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure> {
     let (args, global) = (cx.args, cx.global);
-    let mut pre =
-        r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| crate::pipeline::phases::missing("the cluster"))?;
+    let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| missing("the cluster"))?;
     let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client, docker: None }, cx).await?;
-    let mut bastion = Bastion {
-        docker: pre.docker.clone(),
-        image: image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy),
-    };
-    let mut facts = crate::pipeline::phases::facts::Facts { pre: &pre, created: r.state.ledger.created.clone() };
-    let mut trees = crate::pipeline::phases::trees::Trees { sd: &pre.sd, upgrade_to: None };
+    let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
+    let mut bastion = Bastion { docker: pre.docker.clone(), image };
+    let mut facts = FactsPhase { pre: &pre, created: r.state.ledger.created.clone() };
+    let mut trees = TreesPhase { sd: &pre.sd, upgrade_to: None };
     let waiting = "waiting for the bastion image's plan, the facts and the trees";
     let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
-    let facts = facts.ok_or_else(|| crate::pipeline::phases::missing("the facts"))?;
-    let last = records.as_ref().and_then(|x| x.last.as_ref());
+    let facts = facts.ok_or_else(|| missing("the facts"))?;
+    let (latest, last) =
+        (records.as_ref().and_then(|x| x.latest.as_ref()), records.as_ref().and_then(|x| x.last.as_ref()));
     let resolved = trees.as_ref().map(|t| &t.resolved);
-    let commits = crate::pipeline::day_two::commit_counts(last, resolved).await;
+    let decided = r.plan(&mut Config { facts: &facts, pre: &pre, trees: resolved, last }, cx).await?;
+    config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
     let work = pre.sd.work_dir().join("eas");
-    let catalog = crate::pipeline::day_two::catalog_changes(last, resolved, &work, &args.env, &args.select.layer).await;
-    let mut config = Config { facts: &facts, pre: &pre, trees: resolved, last };
-    let decided = r.plan(&mut config, cx).await?;
-    // The cluster's prerequisites, with the egress probe's answers (started by preflight).
-    let egress = match pre.egress.take() {
-        Some(e) => e.check().await,
-        None => crate::prereq::egress::check(None, ""),
-    };
-    let (decision, pinned) = (decided.as_ref().map(|d| &d.decision), decided.as_ref().and_then(|d| d.pinned.as_ref()));
-    crate::pipeline::phases::config::prerequisites(&facts, decision, pinned, egress, cx.shell, r);
-    // The configuration's own decisions and warnings, after the prerequisites' (the plan lists
-    // them so).
-    if let Some(d) = decision {
-        for w in &d.warnings {
-            cx.shell.warn(w);
-        }
-        crate::plan::data::fill_decisions(&mut r.plan, d);
-    }
     let overlay = match (&decided, &trees) {
-        (Some(d), Some(scratch)) => {
-            let mut overlay =
-                Overlay { decision: &d.decision, facts: &facts, scratch: Some(scratch), work: work.clone() };
+        (Some(d), Some(t)) => {
+            let mut overlay = Overlay { decision: &d.decision, facts: &facts, scratch: Some(t), work: work.clone() };
             r.plan(&mut overlay, cx).await?
         }
         _ => None,
     };
     let files = decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default();
-    let (latest, last) =
-        (records.as_ref().and_then(|x| x.latest.as_ref()), records.as_ref().and_then(|x| x.last.as_ref()));
-    // Against the last completed run: run_kind and since_last.
-    crate::pipeline::day_two::classify(args, latest, last, &facts, files, &commits, &catalog, r)?;
+    let compare =
+        Compare { args, work: &work, latest, last, facts: &facts, files, trees: resolved, read: Default::default() };
+    r.plan(&mut Classify::Plan(compare), cx).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
     Ok(Planned { pre, records, facts, image, decided, trees, overlay })
 }
 
-/// Every act half, in order, once no plan half blocked: the lock taken (and the cluster's Lease,
-/// released whatever the outcome), then the rest under it. Returns once the run is recorded.
+/// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
+/// `phase/manager.go`): when one fails, each phase whose act ran cleans up (the lock's releases
+/// the cluster's Lease and the lock file, which unlock releases otherwise).
 async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
+    let acted = act_list(cx, x, r).await;
+    r.finish(acted).await
+}
+
+/// The act halves: the lock, preflight's sweep, the facts, the bastion image, config, classify
+/// (what resuming skips); then, unless an earlier run installed with the same inputs, the trees
+/// put in place, the overlay applied, prepare (the ledger's `before` first) and install; then
+/// record, verify and unlock.
+async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let Ready { pre, records, facts, image, decided, trees, overlay } = x;
     let held =
         r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client, docker: pre.docker.as_ref() }, records, cx).await?;
-    let crate::pipeline::phases::lock::Held { local: _local, lease, dead, prev, last } = held;
-    let planned = Locked { facts, image, decided, trees, overlay, dead, prev, last };
-    let result = locked(cx, pre, planned, r).await;
-    // One left by a killed run goes stale within its duration.
-    lease.release(CALL).await;
-    result
-}
-
-/// What the acts after the lock consume.
-struct Locked {
-    facts: Facts,
-    image: crate::pipeline::phases::bastion::Image,
-    decided: crate::pipeline::phases::config::Decided,
-    trees: crate::pipeline::phases::trees::Scratch,
-    overlay: crate::pipeline::phases::overlay::Decided,
-    dead: Vec<String>,
-    prev: Option<State>,
-    last: Option<crate::state::since::Completed>,
-}
-
-/// The acts with the lock and the cluster's Lease held: preflight's sweep, the facts, the
-/// bastion image, config; then, unless an earlier run installed with the same inputs, the trees
-/// put in place, the overlay applied, the ledger's `before`, prepare and install; then record and
-/// verify.
-async fn locked(cx: &Cx<'_>, pre: Pre, x: Locked, r: &mut Runner) -> Result<(), Failure> {
-    let (args, shell) = (cx.args, cx.shell);
-    let pre = r.act_phase(Preflight { dead: x.dead.clone(), own: Some(x.trees.dir.path()) }, pre, cx).await?;
-    let facts = r
-        .act_phase(crate::pipeline::phases::facts::Facts { pre: &pre, created: Default::default() }, x.facts, cx)
+    let pre = r.act_phase(Preflight { dead: held.dead.clone(), own: Some(trees.dir.path()) }, pre, cx).await?;
+    let facts = r.act_phase(FactsPhase { pre: &pre, created: Default::default() }, facts, cx).await?;
+    let docker = image.docker.clone();
+    let bastion = Bastion {
+        docker: Some(docker.clone()),
+        image: image_args(&cx.args.image, cx.args.select.pins.clone(), cx.global, &cx.services.proxy),
+    };
+    let prepared = r.act_phase(bastion, image, cx).await?;
+    let decided = r.act_phase(Config { facts: &facts, pre: &pre, trees: None, last: None }, decided, cx).await?;
+    let (sd, client, work) = (&pre.sd, &pre.target.client, pre.sd.work_dir().join("eas"));
+    let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
+    let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
+    let resume = r.act_phase(Classify::Act(inputs), (), cx).await?;
+    r.act(TreesPhase { sd, upgrade_to: resume.in_place.then(|| overlay.op.commit.clone()) }, trees, cx).await?;
+    r.act(Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() }, overlay, cx)
         .await?;
-    let docker = x.image.docker.clone();
-    let prepared = r
-        .act_phase(
-            Bastion {
-                docker: Some(docker.clone()),
-                image: image_args(&args.image, args.select.pins.clone(), cx.global, &cx.services.proxy),
-            },
-            x.image,
-            cx,
-        )
-        .await?;
-    let config = Config { facts: &facts, pre: &pre, trees: None, last: None };
-    let decided = r.act_phase(config, x.decided, cx).await?;
-    let sd = &pre.sd;
-    // Resume: the lasting phases are skipped when they finished with the same inputs.
-    let work = sd.work_dir().join("eas");
-    r.inputs = crate::pipeline::phases::inputs_hashes(&r.state, &decided.files, &decided.install, &prepared.tag);
-    let resume = crate::pipeline::day_two::resume(args, x.prev.as_ref(), &work, r);
-    let client = &pre.target.client;
-    let ledger_deadline = args.ledger_timeout;
-    let result = if resume.installed {
-        if resume.up_to_date {
-            crate::pipeline::day_two::up_to_date_note(x.last.as_ref(), shell);
-        } else {
-            shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
-        }
-        r.file = Some(sd.state_file());
-        Ok(())
-    } else {
-        let upgrade_to = resume.in_place.then(|| x.overlay.op.commit.clone());
-        r.act_phase(crate::pipeline::phases::trees::Trees { sd, upgrade_to }, x.trees, cx).await?;
-        let overlay = Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() };
-        r.act_phase(overlay, x.overlay, cx).await?;
-        crate::pipeline::phases::record::ledger_before(client, ledger_deadline, x.prev.as_ref(), cx, r).await?;
-        let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
-        let prepare = Prepare {
-            on: &bench,
-            files: &decided.files,
-            decision: &decided.decision,
-            dead: &x.dead,
-            upgrade: resume.in_place,
-        };
-        match r.act_phase(prepare, (), cx).await {
-            Ok(()) => match crate::pipeline::phases::install::begin_install(&bench, &facts, &decided.files, cx, r) {
-                Ok(()) => r.act_phase(Install { on: &bench }, (), cx).await,
-                Err(f) => Err(r.ended(f)),
-            },
-            Err(f) => Err(f),
-        }
+    let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
+    let dead = &held.dead;
+    let prepare = Prepare {
+        on: &bench,
+        files,
+        decision: &decided.decision,
+        dead,
+        upgrade: resume.in_place,
+        client,
+        prev,
+        facts: &facts,
+    };
+    let installed = match r.act(prepare, (), cx).await {
+        Ok(_) => r.act(Install { on: &bench }, (), cx).await.map(drop),
+        Err(f) => Err(f),
     };
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
-    let after = crate::pipeline::phases::record::record(Record { client, deadline: ledger_deadline }, cx, r).await?;
-    crate::pipeline::phases::record::installed(result, after, cx, r)?;
-    let verify = Verify { client, sd, facts: &facts, decision: &decided.decision };
-    if let Err(f) = crate::pipeline::phases::verify::verify(verify, cx, r).await {
-        // A verification failure (exit 5) still completed the install: the next run compares
-        // with it.
-        crate::pipeline::day_two::keep_completed(sd.dir(), r, &facts, &decided.files, shell);
-        return Err(f);
+    let after = record::record(Record { client, deadline: cx.args.ledger_timeout }, cx, r).await?;
+    record::installed(installed, after, cx, r)?;
+    let verified = verify::verify(Verify { client, sd, facts: &facts, decision: &decided.decision }, cx, r).await;
+    if verified.is_ok() {
+        r.act_phase(Unlock, (), cx).await?;
+        r.completed()?;
     }
-    r.state.exit_code = Some(0);
-    r.state.finished = Some(now());
-    r.save()?;
-    crate::pipeline::day_two::keep_completed(sd.dir(), r, &facts, &decided.files, shell);
-    if resume.up_to_date
-        && let Some(last) = &x.last
-    {
-        shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at()));
-        return Ok(());
+    // A verification failure (exit 5) still completed the install: the next run compares with it.
+    crate::pipeline::day_two::keep_completed(sd.dir(), r, &facts, files, cx.shell);
+    verified?;
+    match last.filter(|_| resume.up_to_date) {
+        Some(last) => cx.shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at())),
+        None => crate::pipeline::report::summary(&r.plan, &r.state, &decided.decision, sd, cx.global, cx.shell),
     }
-    crate::pipeline::report::summary(&r.plan, &r.state, &decided.decision, sd, cx.global, shell);
     Ok(())
 }
 

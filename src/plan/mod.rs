@@ -28,10 +28,12 @@ pub enum PhaseId {
     Trees,
     Config,
     Overlay,
+    Classify,
     Prepare,
     Install,
     Record,
     Verify,
+    Unlock,
 }
 
 impl PhaseId {
@@ -90,7 +92,7 @@ const fn min(m: u64) -> Duration {
     Duration::from_secs(m * 60)
 }
 
-pub static PHASES: [PhaseSpec; 11] = [
+pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Lock,
         name: "lock",
@@ -164,6 +166,18 @@ pub static PHASES: [PhaseSpec; 11] = [
         resume: Resume::WhenUnchanged,
     },
     PhaseSpec {
+        id: PhaseId::Classify,
+        name: "classify",
+        // The plan half counts the commits each moved pin advanced and reads the catalog at the
+        // new EI commit (up to four local git commands of 10 s each); the act half hashes the
+        // inputs.
+        timeout: Duration::from_secs(10),
+        plan_timeout: min(1),
+        dry_run: DryRun::Runs,
+        dry_run_says: "compare with the last completed run: the run's kind, what changed, what a resumed run skips",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
         id: PhaseId::Prepare,
         name: "prepare",
         // `init <layer>` clones every repository of the layer manifest inside the bastion.
@@ -206,6 +220,17 @@ pub static PHASES: [PhaseSpec; 11] = [
         plan_timeout: Duration::from_secs(10),
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
+        resume: Resume::Always,
+    },
+    PhaseSpec {
+        id: PhaseId::Unlock,
+        name: "unlock",
+        // The cluster's Lease read and deleted (each bounded by a call's timeout), then the lock
+        // file removed. A run that fails releases both as the lock phase's clean-up instead.
+        timeout: Duration::from_secs(2 * timeouts::CALL.as_secs() + 10),
+        plan_timeout: Duration::from_secs(10),
+        dry_run: DryRun::Stops,
+        dry_run_says: "release the cluster's Lease and this cluster's lock",
         resume: Resume::Always,
     },
 ];
@@ -856,10 +881,12 @@ mod tests {
                 "trees",
                 "config",
                 "overlay",
+                "classify",
                 "prepare",
                 "install",
                 "record",
-                "verify"
+                "verify",
+                "unlock"
             ]
         );
         for (i, p) in PHASES.iter().enumerate() {
@@ -887,6 +914,8 @@ mod tests {
             PhaseId::Install => Some("the cluster: namespaces, Helm releases, CRDs, the model server"),
             PhaseId::Verify => None,
             PhaseId::Record => Some("state.json: the journal and the ledger of what this run created"),
+            PhaseId::Classify => None,
+            PhaseId::Unlock => Some("the cluster's Lease and the lock file, released"),
         }
     }
 
@@ -977,7 +1006,8 @@ mod tests {
         assert_eq!(json["overlay"][0]["outcome"], "apply");
         assert_eq!(json["commands"][0]["phase"], "install");
         assert_eq!(json["commands"][0]["argv"][1], "install");
-        assert_eq!(json["phases"][7]["dry_run"], "stops");
+        assert_eq!(json["phases"][7]["dry_run"], "runs");
+        assert_eq!(json["phases"][8]["dry_run"], "stops");
         assert_eq!(json["phases"][0]["dry_run"], "reads-only");
         assert_eq!(json["unknown"][0]["phase"], "trees");
         assert_eq!(json["facts"]["node_groups"][0]["devices"]["gpu.intel.com/i915"], "1");

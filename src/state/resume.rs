@@ -178,6 +178,10 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
         }
         PhaseId::Verify => format!("`{}` checks again without reinstalling; {down} removes the install", inv.verify()),
         PhaseId::Record => format!("{up} records the run (nothing is reinstalled)"),
+        PhaseId::Classify => format!("`{}` shows what changed since the last completed run; then {up}", inv.dry_run()),
+        PhaseId::Unlock => format!(
+            "the cluster's Lease goes stale within its duration; {up} takes it over once it has (or add --break-lock)"
+        ),
     };
     let what = match status {
         Status::Interrupted | Status::Running => "was interrupted",

@@ -49,7 +49,7 @@ impl Phase for Bastion {
         Ok(())
     }
 
-    async fn act(self, image: Image, cx: &Cx<'_>, r: &mut Runner) -> Result<bastion::Prepared, Failure> {
+    async fn act(&mut self, image: Image, cx: &Cx<'_>, r: &mut Runner) -> Result<bastion::Prepared, Failure> {
         // The build stops itself at the phase's timeout (its spinner counts against it) and on
         // the run's token, removing its step container and layers before it returns.
         let (limit, interrupt) = (r.timeouts.get(PhaseId::Bastion), r.interrupt.clone());

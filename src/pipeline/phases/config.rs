@@ -140,7 +140,7 @@ impl Phase for Config<'_> {
         }
     }
 
-    async fn act(self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Decided, Failure> {
+    async fn act(&mut self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Decided, Failure> {
         Ok(d)
     }
 }
@@ -278,9 +278,33 @@ fn readers_on_path(
         .collect())
 }
 
+/// After config's plan half: the cluster's prerequisites, with the egress probe's answers
+/// (started by preflight), then the configuration's own decisions and warnings (the plan lists
+/// them in that order).
+pub async fn checked(
+    facts: &Facts,
+    decided: Option<&Decided>,
+    egress: Option<crate::pipeline::phases::preflight::Egress>,
+    shell: &crate::output::Shell,
+    r: &mut Runner,
+) {
+    let egress = match egress {
+        Some(e) => e.check().await,
+        None => crate::prereq::egress::check(None, ""),
+    };
+    let (decision, pinned) = (decided.map(|d| &d.decision), decided.and_then(|d| d.pinned.as_ref()));
+    prerequisites(facts, decision, pinned, egress, shell, r);
+    if let Some(d) = decision {
+        for w in &d.warnings {
+            shell.warn(w);
+        }
+        crate::plan::data::fill_decisions(&mut r.plan, d);
+    }
+}
+
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that
 /// meets them (facts, or config for the room the weights need), their warnings are the plan's.
-pub fn prerequisites(
+fn prerequisites(
     facts: &Facts,
     decision: Option<&config::Decision>,
     catalog: Option<&crate::config::catalog::Pinned>,

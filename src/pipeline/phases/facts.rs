@@ -50,7 +50,7 @@ impl Phase for Facts<'_> {
         Ok(())
     }
 
-    async fn act(self, facts: Document, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Document, Failure> {
+    async fn act(&mut self, facts: Document, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Document, Failure> {
         Ok(facts)
     }
 }

@@ -11,9 +11,12 @@ use crate::error::Failure;
 use crate::facts::Facts;
 use crate::plan::PhaseId;
 use crate::state::StateDir;
+use crate::state::journal::State;
+use crate::state::ledger::Ledger;
 
 use crate::act::{install, reap};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::cluster::{self, CALL};
+use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 
 /// What prepare and install share: the bastion image, the work tree, the state directory.
@@ -33,6 +36,11 @@ pub struct Prepare<'a> {
     pub dead: &'a [String],
     /// The pins moved since the last completed run: `init --upgrade` on the kept tree.
     pub upgrade: bool,
+    /// Where the ledger's `before` is read, and the record it carries on from.
+    pub client: &'a kube::Client,
+    pub prev: Option<&'a State>,
+    /// The facts the install's inputs are kept with.
+    pub facts: &'a Facts,
 }
 
 impl Phase for Prepare<'_> {
@@ -45,11 +53,23 @@ impl Phase for Prepare<'_> {
         "init and the decided files".into()
     }
 
-    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
-        Ok(())
+    /// The ledger's `before`, read ahead of prepare: what exists before the install, for `eas
+    /// down` to keep. The ledger fails closed: the `before` is saved before the installer runs,
+    /// and a record left pending (this run's, or a dead run's) is completed from the cluster
+    /// afterwards.
+    async fn before(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+        cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
+        let before = tokio::select! {
+            b = cluster::snapshot_within(self.client, CALL, cx.args.ledger_timeout) => b.map_err(|e| {
+                Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+            }),
+            _ = r.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+        }?;
+        crate::pipeline::phases::keep_own(r, Ledger::begin(self.prev.map(|p| &p.ledger), &before));
+        r.save()
     }
 
-    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let b = self.on;
         // The Docker Engine may finish a create or a start the dead run sent just before it died
         // after preflight's sweep: sweep again before this run's installer starts, so two
@@ -65,9 +85,26 @@ impl Phase for Prepare<'_> {
         let limit = r.timeouts.get(PhaseId::Prepare);
         Ok(install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.upgrade).await?)
     }
+
+    /// The install begins: from here the run is an install, recorded in `state.json` (its
+    /// journal, the inputs it was decided from, and the pins it built its bastion from, kept for
+    /// `eas down`, which must not depend on what the pins say on the day it runs).
+    fn after(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+        let sd = self.on.sd;
+        crate::state::records::keep_inputs(sd.dir(), self.facts, &r.plan, self.files)
+            .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+        let kept = sd.dir().join(crate::state::records::PINS);
+        // The pins the run read and built from, kept as they were read, not read again.
+        crate::state::journal::write_atomic(&kept, cx.services.pins.to_json().as_bytes())
+            .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+        r.state.pins_kept =
+            Some(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
+        r.file = Some(sd.state_file());
+        Ok(())
+    }
 }
 
-/// Its act begins once [`begin_install`] made the run an install.
+/// Its act begins once prepare's `after` made the run an install.
 pub struct Install<'a> {
     pub on: &'a Bench<'a>,
 }
@@ -82,11 +119,7 @@ impl Phase for Install<'_> {
         "the installer".into()
     }
 
-    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
-        Ok(())
-    }
-
-    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let b = self.on;
         let log_path = r.state.log_path.clone().ok_or_else(|| crate::pipeline::phases::missing("the install's log"))?;
         let limit = r.timeouts.get(PhaseId::Install);
@@ -100,27 +133,6 @@ impl Phase for Install<'_> {
         }
         Ok(install::install(&ctx, &argv, cx.inv, &log_path, limit).await?)
     }
-}
-
-/// The install begins: from here the run is an install, recorded in `state.json` (its journal,
-/// the inputs it was decided from, and the pins it built its bastion from, kept for `eas down`,
-/// which must not depend on what the pins say on the day it runs).
-pub fn begin_install(
-    b: &Bench<'_>,
-    facts: &Facts,
-    files: &[(String, String)],
-    cx: &Cx<'_>,
-    r: &mut Runner,
-) -> Result<(), Failure> {
-    crate::state::records::keep_inputs(b.sd.dir(), facts, &r.plan, files)
-        .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
-    let kept = b.sd.dir().join(crate::state::records::PINS);
-    // The pins the run read and built from, kept as they were read, not read again.
-    crate::state::journal::write_atomic(&kept, cx.services.pins.to_json().as_bytes())
-        .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
-    r.state.pins_kept = Some(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
-    r.file = Some(b.sd.state_file());
-    Ok(())
 }
 
 fn ctx<'a>(

@@ -14,7 +14,7 @@ use crate::state::{StateDir, lock};
 use crate::act::reap;
 use crate::cluster::{CALL, lease};
 use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::runner::{Hold, Runner};
 use crate::pipeline::settings::ATTEMPT;
 use crate::state::run::now;
 
@@ -31,12 +31,10 @@ pub struct Records {
     pub last: Option<Completed>,
 }
 
-/// The lock held: the local lock file and the cluster's Lease (released after the acts,
-/// whatever their outcome), the dead run whose lock was taken over, and the record as re-read
-/// under the lock.
+/// The lock held (the local lock file and the cluster's Lease are the runner's until unlock's
+/// act, or this phase's clean-up, releases them): the dead run whose lock was taken over, and the
+/// record as re-read under the lock.
 pub struct Held {
-    pub local: lock::LockGuard,
-    pub lease: lease::Held,
     /// The run ids of the dead runs whose lock or Lease was taken over: their containers are
     /// swept again before this run's first container starts.
     pub dead: Vec<String>,
@@ -67,7 +65,7 @@ impl Phase for Lock<'_> {
         Ok(())
     }
 
-    async fn act(self, records: Records, cx: &Cx<'_>, r: &mut Runner) -> Result<Held, Failure> {
+    async fn act(&mut self, records: Records, cx: &Cx<'_>, r: &mut Runner) -> Result<Held, Failure> {
         let sd = self.sd;
         let break_lock = cx.args.break_lock;
         crate::state::journal::create_private_dir(sd.dir())
@@ -98,19 +96,15 @@ impl Phase for Lock<'_> {
                     .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
             }
         };
-        r.fence = Some(lease.fence());
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
         // killed run left, and only that one.
         r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
-        let held = Held { local, lease, dead, prev: None, last: records.last };
+        // Held by the runner from here: a failure of this act or a later one releases both (this
+        // phase's clean-up).
+        r.hold(Hold { local, lease });
+        let held = Held { dead, prev: None, last: records.last };
         // From here on the record is this run's: the previous one is re-read under the lock.
-        let prev = match State::load(&sd.state_file()) {
-            Ok(p) => p,
-            Err(e) => {
-                held.lease.release(CALL).await;
-                return Err(Failure::from(e));
-            }
-        };
+        let prev = State::load(&sd.state_file()).map_err(Failure::from)?;
         if let Some(p) = &prev {
             crate::pipeline::phases::keep_own(r, p.ledger.clone());
             if let Some(next) = crate::state::resume::next_for(p, cx.inv) {
@@ -124,12 +118,14 @@ impl Phase for Lock<'_> {
         let attempt = sd.dir().join(ATTEMPT);
         let opened = crate::state::journal::create_private_dir(&attempt)
             .and_then(|()| crate::pipeline::attempt::attempt_log(r, &attempt, cx.shell));
-        if let Err(e) = opened {
-            held.lease.release(CALL).await;
-            return Err(crate::state::run::io_failure("lock", &attempt, e).into());
-        }
+        opened.map_err(|e| crate::state::run::io_failure("lock", &attempt, e))?;
         r.file = Some(attempt.join(crate::state::journal::FILE));
         Ok(Held { prev, ..held })
+    }
+
+    /// A run that fails once this act ran releases the Lease and the lock file it took.
+    fn cleanup(r: &mut Runner) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>> {
+        Box::pin(r.release())
     }
 }
 

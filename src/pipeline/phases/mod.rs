@@ -1,9 +1,10 @@
 //! The phases of `eas up`, one type each behind [`crate::pipeline::phase::Phase`], in the order of
-//! `pipeline::PHASES`: lock, preflight, bastion, facts, trees, config, overlay, prepare, install,
-//! record, verify. `super` runs them as its list; what their plan halves settled is gathered in
+//! `pipeline::PHASES`: lock, preflight, bastion, facts, trees, config, overlay, classify, prepare,
+//! install, record, verify, unlock. `super` runs them as its list; what their plan halves settled is gathered in
 //! [`Planned`], and, once no plan half blocked, turned into what the acts consume ([`Ready`]).
 
 pub mod bastion;
+pub mod classify;
 pub mod config;
 pub mod facts;
 pub mod install;
@@ -12,6 +13,7 @@ pub mod overlay;
 pub mod preflight;
 pub mod record;
 pub mod trees;
+pub mod unlock;
 pub mod verify;
 
 use std::collections::BTreeMap;

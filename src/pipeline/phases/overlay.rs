@@ -109,8 +109,8 @@ impl Phase for Overlay<'_> {
     }
 
     /// The patches applied to the tree the trees' act put in place.
-    async fn act(self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
-        let op = crate::overlay::Plan { repo: self.work, ..d.op };
+    async fn act(&mut self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
+        let op = crate::overlay::Plan { repo: self.work.clone(), ..d.op };
         let job = tokio::task::spawn_blocking(move || crate::overlay::apply(&op).map(|_| ()));
         Ok(job.await.map_err(|e| Failure::step("overlay", e))??)
     }

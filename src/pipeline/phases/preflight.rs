@@ -84,7 +84,7 @@ impl Phase for Preflight<'_> {
         Ok(())
     }
 
-    async fn act(self, pre: Pre, cx: &Cx<'_>, r: &mut Runner) -> Result<Pre, Failure> {
+    async fn act(&mut self, pre: Pre, cx: &Cx<'_>, r: &mut Runner) -> Result<Pre, Failure> {
         let docker = pre.docker.as_ref().ok_or_else(|| crate::pipeline::phases::missing("the Docker Engine"))?;
         for id in &self.dead {
             reap::reap(docker, id, cx.shell).await?;

@@ -1,16 +1,15 @@
 //! Record: what the install created, read from the cluster right after it (whatever its
 //! outcome), so `eas down` knows what is eas's before verify's long wait begins. Its only half is
-//! the act: the ledger's `before` was read ahead of prepare ([`ledger_before`]).
+//! the act: the ledger's `before` was read ahead of prepare (prepare's `before`).
 
 use std::time::Duration;
 
 use crate::error::Failure;
 use crate::plan::PhaseId;
-use crate::state::journal::State;
-use crate::state::ledger::{Ledger, Snapshot};
+use crate::state::ledger::Snapshot;
 
 use crate::cluster::{self, CALL};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 use crate::state::run::now;
 
@@ -37,13 +36,9 @@ impl Phase for Record<'_> {
         "recording what the install created".into()
     }
 
-    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
-        Ok(())
-    }
-
     /// The cluster read after the install, retried within the deadline; a resumed run whose
     /// install was done earlier has nothing left to read.
-    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Option<Snapshot>, Failure> {
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Option<Snapshot>, Failure> {
         if r.state.ledger.pending.is_none() {
             return Ok(None);
         }
@@ -86,28 +81,6 @@ pub async fn record(phase: Record<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<Af
     };
     r.save()?;
     Ok(end)
-}
-
-/// The ledger's `before`, read ahead of prepare: what exists before the install, for `eas down`
-/// to keep. The ledger fails closed: the `before` is saved before the installer runs, and a
-/// record left pending (this run's, or a dead run's) is completed from the cluster afterwards.
-pub async fn ledger_before(
-    client: &kube::Client,
-    deadline: Duration,
-    prev: Option<&State>,
-    cx: &Cx<'_>,
-    r: &mut Runner,
-) -> Result<(), Failure> {
-    cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
-    let before = tokio::select! {
-        b = cluster::snapshot_within(client, CALL, deadline) => b.map_err(|e| {
-            Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
-        }),
-        _ = r.interrupt.graceful.cancelled() => return Err(r.interrupted()),
-    };
-    let before = before.map_err(|f| r.ended(f))?;
-    crate::pipeline::phases::keep_own(r, Ledger::begin(prev.map(|p| &p.ledger), &before));
-    r.save()
 }
 
 /// The install's end with its record's: an install that failed or was interrupted, or whose

@@ -74,7 +74,7 @@ impl Phase for Trees<'_> {
 
     /// The decided tree put in place of the run's work tree; an upgrade keeps the work tree (its
     /// env is the installer's record) and moves it instead.
-    async fn act(self, scratch: Scratch, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
+    async fn act(&mut self, scratch: Scratch, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
         let work = self.sd.work_dir().join("eas");
         match &self.upgrade_to {
             Some(commit) => upgrade_tree(&work, commit).await,

@@ -9,7 +9,7 @@ use crate::plan::PhaseId;
 use crate::state::StateDir;
 use crate::{config, verify};
 
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 use crate::verify::recorded::{EXPECTED_FILE, Expected};
 
@@ -30,11 +30,7 @@ impl Phase for Verify<'_> {
         "the devices and the model servers".into()
     }
 
-    async fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
-        Ok(())
-    }
-
-    async fn act(self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Vec<String>, Failure> {
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Vec<String>, Failure> {
         let expected = Expected {
             device_nodes: verify::devices::recorded_nodes(self.facts),
             models: crate::pipeline::report::expected_models(self.decision),

@@ -1,0 +1,166 @@
+//! Classify: this run against the last completed one. The plan half, after every other plan
+//! half (it compares what they settled), counts the commits each moved pin advanced and reads
+//! how the catalog changed, then writes the plan's `run_kind` and `since_last` (a layer other than
+//! the installed one is a blocker: `day_two::classify`). The act half, once the bastion image and
+//! the configuration are settled, hashes each lasting phase's inputs and decides what resuming
+//! skips: when an earlier run installed with the same inputs, the phases that resume when
+//! unchanged do not run again (their `should_run`), and the run goes on to record and verify.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::error::Failure;
+use crate::facts::Facts;
+use crate::plan::PhaseId;
+use crate::state::StateDir;
+use crate::state::journal::State;
+use crate::state::since::Completed;
+
+use crate::pipeline::day_two::{self, Resume};
+use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phases::trees::Resolved;
+use crate::pipeline::runner::Runner;
+use crate::pipeline::settings::UpSettings;
+
+/// What the plan half compares: the install record and the last completed run (the lock's plan
+/// read them), and what the other plan halves settled.
+pub struct Compare<'a> {
+    pub args: &'a UpSettings,
+    /// The kept work tree, whose seeded catalog an EI pin move is compared with.
+    pub work: &'a Path,
+    pub latest: Option<&'a State>,
+    pub last: Option<&'a Completed>,
+    pub facts: &'a Facts,
+    pub files: &'a [(String, String)],
+    pub trees: Option<&'a Resolved>,
+    /// What the plan half read from git, for its note.
+    pub read: Read,
+}
+
+/// What the act half hashes and resumes from: the record re-read under the lock, and what the
+/// acts before it produced.
+pub struct Inputs<'a> {
+    pub sd: &'a StateDir,
+    pub prev: Option<&'a State>,
+    pub last: Option<&'a Completed>,
+    pub files: &'a [(String, String)],
+    pub install: &'a [String],
+    pub image: &'a str,
+}
+
+/// The plan half reads `Compare`, the act half `Inputs`: the list builds the one it runs.
+pub enum Classify<'a> {
+    Plan(Compare<'a>),
+    Act(Inputs<'a>),
+}
+
+/// What the plan half read from git: the commits each moved pin advanced, the catalog's changes.
+#[derive(Default)]
+pub struct Read {
+    commits: BTreeMap<String, u32>,
+    catalog: Vec<String>,
+}
+
+impl Phase for Classify<'_> {
+    const ID: PhaseId = PhaseId::Classify;
+    type Planned = ();
+    type Done = Resume;
+
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        "comparing with the last completed run".into()
+    }
+
+    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
+        let Classify::Plan(c) = self else { return Err(NoPlan::Upstream) };
+        let (env, layer) = (&cx.args.env, &cx.args.select.layer);
+        c.read.commits = day_two::commit_counts(c.last, c.trees).await;
+        c.read.catalog = day_two::catalog_changes(c.last, c.trees, c.work, env, layer).await;
+        Ok(())
+    }
+
+    /// Against the last completed run: `run_kind` and `since_last`, and the undeploy of a model
+    /// the last run deployed and this one does not pick.
+    fn note(&mut self, (): &mut (), r: &mut Runner) -> Result<(), Failure> {
+        let Classify::Plan(c) = self else { return Ok(()) };
+        day_two::classify(c.args, c.latest, c.last, c.facts, c.files, &c.read.commits, &c.read.catalog, r)
+    }
+
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Resume, Failure> {
+        let Classify::Act(i) = self else { return Err(crate::pipeline::phases::missing("classify's inputs")) };
+        let work = i.sd.work_dir().join("eas");
+        r.inputs = crate::pipeline::phases::inputs_hashes(&r.state, i.files, i.install, i.image);
+        let resume = day_two::resume(cx.args, i.prev, &work, r);
+        if resume.installed {
+            if resume.up_to_date {
+                day_two::up_to_date_note(i.last, cx.shell);
+            } else {
+                cx.shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
+            }
+            r.file = Some(i.sd.state_file());
+        }
+        r.resume_installed(resume.installed);
+        Ok(resume)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{Fixture, runner};
+    use crate::plan::PhaseTimeouts;
+    use crate::state::resume::RunKind;
+
+    fn desktop() -> Facts {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
+        Facts::read(&path).unwrap()
+    }
+
+    /// The plan half's note is the run's kind: a first install without a record, a resumption
+    /// with the record of a run that did not complete; neither is a blocker.
+    #[tokio::test]
+    async fn the_plan_half_writes_the_run_kind_against_the_record() {
+        let (f, facts, work) = (Fixture::new(), desktop(), tempfile::tempdir().unwrap());
+        let mut failed = State::sample("2026-01-01T00:00:00Z");
+        failed.layer = f.args.select.layer.to_string();
+        for (latest, kind) in [(None, RunKind::Install), (Some(&failed), RunKind::Resume)] {
+            let mut r = runner(PhaseTimeouts::default());
+            let compare = Compare {
+                args: &f.args,
+                work: work.path(),
+                latest,
+                last: None,
+                facts: &facts,
+                files: &[],
+                trees: None,
+                read: Read::default(),
+            };
+            r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();
+            assert_eq!(r.plan.run_kind, Some(kind));
+            assert!(r.plan.blockers.is_empty(), "{:?}", r.plan.blockers);
+            assert_eq!(r.state.entry(PhaseId::Classify).status, crate::state::journal::Status::Done);
+        }
+    }
+
+    /// The act half decides what resuming skips: an up-to-date run whose env is in the work tree
+    /// skips the phases that resume when unchanged and records into `state.json`; one without
+    /// the env runs them.
+    #[tokio::test]
+    async fn the_act_half_skips_the_install_only_when_an_earlier_one_is_in_the_work_tree() {
+        let f = Fixture::new();
+        let root = tempfile::tempdir().unwrap();
+        let sd = StateDir::new(root.path(), "k").unwrap();
+        let prev = State::sample("2026-01-01T00:00:00Z");
+        for with_env in [false, true] {
+            if with_env {
+                std::fs::create_dir_all(sd.work_dir().join("eas").join("env").join(&f.args.env)).unwrap();
+            }
+            let mut r = runner(PhaseTimeouts::default());
+            r.plan.run_kind = Some(RunKind::UpToDate);
+            let inputs = Inputs { sd: &sd, prev: Some(&prev), last: None, files: &[], install: &[], image: "img" };
+            let resume = r.act_phase(Classify::Act(inputs), (), &f.cx()).await.unwrap();
+            assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));
+            assert_eq!(r.installed_earlier(), with_env);
+            assert_eq!(r.inputs.len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs);
+        }
+    }
+}
