@@ -1,6 +1,18 @@
 //! `eas`: installs Intel's Enterprise AI Solutions inference stack, with the Agent Toolkit on
 //! top, onto an existing k3s or k3d cluster. See SPEC.md for the contract.
 
+/// A table of `data/` (`$file`) compiled in and parsed once, on first use, as `$ty`. A malformed
+/// one is a defect of this build (its tests read every table), so it panics naming the file.
+macro_rules! data_table {
+    ($ty:ty, $file:literal) => {{
+        static V: std::sync::OnceLock<$ty> = std::sync::OnceLock::new();
+        V.get_or_init(|| {
+            serde_json::from_str(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/", $file)))
+                .unwrap_or_else(|e| panic!("data/{} is malformed: {e}", $file))
+        })
+    }};
+}
+
 mod act;
 mod atomic;
 mod bounded;

@@ -26,11 +26,7 @@ pub struct Rules {
 }
 
 pub fn rules() -> &'static Rules {
-    static V: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
-    V.get_or_init(|| {
-        serde_json::from_str(include_str!("../../data/vllm-cpu.json"))
-            .unwrap_or_else(|e| panic!("data/vllm-cpu.json is malformed: {e}"))
-    })
+    data_table!(Rules, "vllm-cpu.json")
 }
 
 /// What the node's CPU lets vLLM run the entry in.

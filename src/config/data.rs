@@ -1,7 +1,6 @@
 //! The data files the rules read (`data/*.json`), compiled in so `eas` works from any directory.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -173,23 +172,16 @@ pub struct ManifestRow {
     pub model_catalog: String,
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(name: &str, text: &str) -> T {
-    serde_json::from_str(text).unwrap_or_else(|e| panic!("data/{name} is malformed: {e}"))
-}
-
 pub fn cluster_rules() -> &'static ClusterRules {
-    static V: OnceLock<ClusterRules> = OnceLock::new();
-    V.get_or_init(|| parse("cluster-rules.json", include_str!("../../data/cluster-rules.json")))
+    data_table!(ClusterRules, "cluster-rules.json")
 }
 
 pub fn models() -> &'static Models {
-    static V: OnceLock<Models> = OnceLock::new();
-    V.get_or_init(|| parse("models.json", include_str!("../../data/models.json")))
+    data_table!(Models, "models.json")
 }
 
 pub fn layers() -> &'static Layers {
-    static V: OnceLock<Layers> = OnceLock::new();
-    V.get_or_init(|| parse("layers.json", include_str!("../../data/layers.json")))
+    data_table!(Layers, "layers.json")
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! starts, or it is about to build a cluster with Kubespray instead of using this one.
 
 use std::collections::VecDeque;
-use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -42,11 +41,7 @@ struct ClusterCreation {
 }
 
 fn markers() -> &'static Markers {
-    static V: OnceLock<Markers> = OnceLock::new();
-    V.get_or_init(|| {
-        serde_json::from_str(include_str!("../../data/installer-output.json"))
-            .unwrap_or_else(|e| panic!("data/installer-output.json is malformed: {e}"))
-    })
+    data_table!(Markers, "installer-output.json")
 }
 
 /// The action a completion banner announces.

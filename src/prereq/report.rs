@@ -2,7 +2,6 @@
 //! answer (one [`Check`] per gate, the [`Report`]): the types the checks and their callers share.
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 use serde::Deserialize;
 
@@ -56,8 +55,7 @@ pub struct StackRelease {
 }
 
 pub fn data() -> &'static Data {
-    static V: OnceLock<Data> = OnceLock::new();
-    V.get_or_init(|| serde_json::from_str(include_str!("../../data/prereq.json")).expect("data/prereq.json parses"))
+    data_table!(Data, "prereq.json")
 }
 
 /// What eas's own record says it created on this cluster: those namespaces and releases are

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
@@ -338,11 +337,7 @@ impl CrdRule {
 }
 
 fn guards() -> &'static Guards {
-    static V: OnceLock<Guards> = OnceLock::new();
-    V.get_or_init(|| {
-        serde_json::from_str(include_str!("../../data/teardown-guards.json"))
-            .unwrap_or_else(|e| panic!("data/teardown-guards.json is malformed: {e}"))
-    })
+    data_table!(Guards, "teardown-guards.json")
 }
 
 /// The namespaces the installer writes into, and the kinds listed inside them; the
@@ -393,11 +388,7 @@ pub struct WatchedKind {
 }
 
 pub fn watch() -> &'static Watch {
-    static V: OnceLock<Watch> = OnceLock::new();
-    V.get_or_init(|| {
-        serde_json::from_str(include_str!("../../data/ledger-watch.json"))
-            .unwrap_or_else(|e| panic!("data/ledger-watch.json is malformed: {e}"))
-    })
+    data_table!(Watch, "ledger-watch.json")
 }
 
 /// Which installer teardown would delete `object`, if one would.

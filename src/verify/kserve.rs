@@ -2,7 +2,6 @@
 //! list, the Service in front of the server, the condition to wait for, and the API to ask, or
 //! none where it was not read. The one place these names live.
 
-use std::sync::OnceLock;
 
 use kube::api::ApiResource;
 use serde::Deserialize;
@@ -35,11 +34,7 @@ pub struct Answer {
 }
 
 pub fn table() -> &'static Table {
-    static V: OnceLock<Table> = OnceLock::new();
-    V.get_or_init(|| {
-        serde_json::from_str(include_str!("../../data/kserve.json"))
-            .unwrap_or_else(|e| panic!("data/kserve.json is malformed: {e}"))
-    })
+    data_table!(Table, "kserve.json")
 }
 
 /// The row for a runtime (`vllm`, `openvino`).
