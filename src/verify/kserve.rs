@@ -2,7 +2,6 @@
 //! list, the Service in front of the server, the condition to wait for, and the API to ask, or
 //! none where it was not read. The one place these names live.
 
-
 use kube::api::ApiResource;
 use serde::Deserialize;
 
