@@ -22,8 +22,8 @@ pub use data::{DataError, Overlay};
 pub use decide::Plan;
 pub use git::GitError;
 
-/// Why the overlay could not be decided or applied; `crate::error` maps it to an exit code and
-/// its fix.
+/// Why the overlay could not be decided or applied; the command edge (`crate::commands`) maps
+/// it to an exit code and its fix.
 #[derive(Debug, thiserror::Error)]
 pub enum OverlayError {
     #[error(transparent)]
