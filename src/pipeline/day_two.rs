@@ -220,7 +220,7 @@ pub struct Resume {
 /// entries carried over from `prev`), and whether it upgrades the kept work tree in place.
 pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
     let kind = r.plan.run_kind;
-    let skipped = skipped(kind, args.reinstall, prev, &r.inputs);
+    let skipped = skipped(kind, args.reinstall, prev, r.inputs());
     if let Some(p) = prev {
         r.state.carry_over(p, &skipped);
     }

@@ -63,21 +63,21 @@ pub struct Runner {
     pub state: State,
     pub plan: Plan,
     /// The state file: written by act halves only (a dry run and a blocked run never write it).
-    pub file: Option<PathBuf>,
-    pub timeouts: PhaseTimeouts,
-    pub interrupt: Interrupt,
+    file: Option<PathBuf>,
+    timeouts: PhaseTimeouts,
+    interrupt: Interrupt,
     /// Where a real run's attempt is recorded when it ends before an act half wrote the state
     /// file (known once the cluster's identity is read; a dry run records nothing).
-    pub attempt: Option<PathBuf>,
+    attempt: Option<PathBuf>,
     /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
-    pub prereq: Option<crate::prereq::Report>,
+    prereq: Option<crate::prereq::Report>,
     /// The inputs of each lasting phase, hashed: journaled with its act half, so a later run can
     /// skip it when they match (`state::resume`).
-    pub inputs: BTreeMap<PhaseId, String>,
+    inputs: BTreeMap<PhaseId, String>,
     /// A dry run: no attempt is recorded.
-    pub dry_run: bool,
+    dry_run: bool,
     /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer.
-    pub fence: Option<crate::cluster::lease::Fence>,
+    fence: Option<crate::cluster::lease::Fence>,
     /// The lock file and the cluster's Lease, from the lock phase's act until unlock's (or, when
     /// the run fails, the lock phase's clean-up).
     held: Option<Hold>,
@@ -114,6 +114,64 @@ impl Runner {
             installed_earlier: false,
             cleanups: Vec::new(),
         }
+    }
+
+    /// Where a real run's record is written from here on (an act half: a dry run and a blocked
+    /// run write none): the attempt's record once the lock is held, `state.json` once the run
+    /// is an install.
+    pub fn record_in(&mut self, file: PathBuf) {
+        self.file = Some(file);
+    }
+
+    /// The act half's effective timeout of `id` (what its inner waits are bounded by).
+    pub fn limit(&self, id: PhaseId) -> Duration {
+        self.timeouts.get(id)
+    }
+
+    /// The run's cancellation (SIGINT/SIGTERM).
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
+    }
+
+    /// A dry run records no attempt.
+    pub fn dry_run(&mut self, dry_run: bool) {
+        self.dry_run = dry_run;
+    }
+
+    /// Preflight's plan half: where a real run's attempt is recorded, once the cluster's
+    /// identity is known (a dry run records none).
+    pub fn attempt_in(&mut self, dir: PathBuf) {
+        if !self.dry_run {
+            self.attempt = Some(dir);
+        }
+    }
+
+    /// Where this real run's attempt is recorded, if it is.
+    pub fn attempt(&self) -> Option<&std::path::Path> {
+        self.attempt.as_deref()
+    }
+
+    /// Config's plan half: the cluster's prerequisites as checked (`eas doctor` prints each).
+    pub fn checked(&mut self, report: crate::prereq::Report) {
+        self.prereq = Some(report);
+    }
+
+    pub fn prereq(&self) -> Option<&crate::prereq::Report> {
+        self.prereq.as_ref()
+    }
+
+    /// Classify's act: the inputs of each lasting phase, hashed (journaled with its act half).
+    pub fn hashed(&mut self, inputs: BTreeMap<PhaseId, String>) {
+        self.inputs = inputs;
+    }
+
+    pub fn inputs(&self) -> &BTreeMap<PhaseId, String> {
+        &self.inputs
+    }
+
+    /// The cluster Lease's fence, while the lock phase holds it.
+    pub fn fence(&self) -> Option<&crate::cluster::lease::Fence> {
+        self.fence.as_ref()
     }
 
     /// The lock phase took the lock file and the cluster's Lease: held until released.

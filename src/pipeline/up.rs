@@ -82,7 +82,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         Ok(p) => p,
         Err(f) => {
             // The attempt keeps its log: the lines printed, then the failure.
-            if let Some(dir) = r.attempt.clone().filter(|_| !args.dry_run) {
+            if let Some(dir) = r.attempt().map(std::path::Path::to_path_buf).filter(|_| !args.dry_run) {
                 match crate::pipeline::attempt::attempt_log(&mut r, &dir, shell) {
                     Ok(()) => f.lines().iter().for_each(|l| shell.log_only(l)),
                     Err(e) => shell.warn(format!("the attempt's log was not written: {e}")),
@@ -113,7 +113,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
             shell.note(crate::text::escape_controls(&line));
         }
         let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
-        crate::pipeline::prompt::ask(&what, &r.interrupt).await?;
+        crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
     }
     let acted = acts(&cx, planned.ready()?, &mut r).await;
     if let Err(f) = &acted {
@@ -248,7 +248,7 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
         .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
         .collect();
     let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);
-    r.dry_run = args.dry_run;
+    r.dry_run(args.dry_run);
     r
 }
 

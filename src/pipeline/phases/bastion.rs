@@ -52,7 +52,7 @@ impl Phase for Bastion {
     async fn act(&mut self, image: Image, cx: &Cx<'_>, r: &mut Runner) -> Result<bastion::Prepared, Failure> {
         // The build stops itself at the phase's timeout (its spinner counts against it) and on
         // the run's token, removing its step container and layers before it returns.
-        let (limit, interrupt) = (r.timeouts.get(PhaseId::Bastion), r.interrupt.clone());
+        let (limit, interrupt) = (r.limit(PhaseId::Bastion), r.interrupt().clone());
         let prepared = bastion::build_planned(&image.docker, image.plan, false, limit, cx.shell, &interrupt)
             .await
             .map_err(Failure::from)?;

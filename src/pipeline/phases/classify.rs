@@ -88,7 +88,7 @@ impl Phase for Classify<'_> {
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Resume, Failure> {
         let Classify::Act(i) = self else { return Err(crate::pipeline::phases::missing("classify's inputs")) };
         let work = i.sd.work_dir().join("eas");
-        r.inputs = crate::pipeline::phases::inputs_hashes(&r.state, i.files, i.install, i.image);
+        r.hashed(crate::pipeline::phases::inputs_hashes(&r.state, i.files, i.install, i.image));
         let resume = day_two::resume(cx.args, i.prev, &work, r);
         if resume.installed {
             if resume.up_to_date {
@@ -96,7 +96,7 @@ impl Phase for Classify<'_> {
             } else {
                 cx.shell.phase("resume", "install finished earlier with the same inputs: going on to verify");
             }
-            r.file = Some(i.sd.state_file());
+            r.record_in(i.sd.state_file());
         }
         r.resume_installed(resume.installed);
         Ok(resume)
@@ -160,7 +160,7 @@ mod tests {
             let resume = r.act_phase(Classify::Act(inputs), (), &f.cx()).await.unwrap();
             assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));
             assert_eq!(r.installed_earlier(), with_env);
-            assert_eq!(r.inputs.len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs);
+            assert_eq!(r.inputs().len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs());
         }
     }
 }

@@ -337,7 +337,7 @@ fn prerequisites(
         shell.warn(&w);
         r.plan.warnings.push(w);
     }
-    r.prereq = Some(report);
+    r.checked(report);
 }
 
 #[cfg(test)]

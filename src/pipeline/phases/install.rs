@@ -63,7 +63,7 @@ impl Phase for Prepare<'_> {
             b = cluster::snapshot_within(self.client, CALL, cx.args.ledger_timeout) => b.map_err(|e| {
                 Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
             }),
-            _ = r.interrupt.graceful.cancelled() => Err(Failure::Interrupted),
+            _ = r.interrupt().graceful.cancelled() => Err(Failure::Interrupted),
         }?;
         crate::pipeline::phases::keep_own(r, Ledger::begin(self.prev.map(|p| &p.ledger), &before));
         r.save()
@@ -80,9 +80,9 @@ impl Phase for Prepare<'_> {
         let log_path = install::log_file(b.sd)?;
         cx.shell.log_to(&log_path).map_err(|e| crate::state::run::io_failure("log", &log_path, e))?;
         r.state.log_path = Some(log_path.clone());
-        let interrupt = r.interrupt.clone();
-        let ctx = ctx(b, cx, &interrupt, r.fence.as_ref());
-        let limit = r.timeouts.get(PhaseId::Prepare);
+        let interrupt = r.interrupt().clone();
+        let ctx = ctx(b, cx, &interrupt, r.fence());
+        let limit = r.limit(PhaseId::Prepare);
         Ok(install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.upgrade).await?)
     }
 
@@ -99,7 +99,7 @@ impl Phase for Prepare<'_> {
             .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
         r.state.pins_kept =
             Some(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
-        r.file = Some(sd.state_file());
+        r.record_in(sd.state_file());
         Ok(())
     }
 }
@@ -122,11 +122,11 @@ impl Phase for Install<'_> {
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let b = self.on;
         let log_path = r.state.log_path.clone().ok_or_else(|| crate::pipeline::phases::missing("the install's log"))?;
-        let limit = r.timeouts.get(PhaseId::Install);
+        let limit = r.limit(PhaseId::Install);
         let argv = r.state.installer_command.clone();
         let undeploy = crate::pipeline::day_two::planned_undeploy(r);
-        let interrupt = r.interrupt.clone();
-        let ctx = ctx(b, cx, &interrupt, r.fence.as_ref());
+        let interrupt = r.interrupt().clone();
+        let ctx = ctx(b, cx, &interrupt, r.fence());
         // The model the last completed run deployed, when this run picks another.
         if let Some(u) = &undeploy {
             install::undeploy(&ctx, u, &log_path, limit).await?;

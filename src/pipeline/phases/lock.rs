@@ -119,7 +119,7 @@ impl Phase for Lock<'_> {
         let opened = crate::state::journal::create_private_dir(&attempt)
             .and_then(|()| crate::pipeline::attempt::attempt_log(r, &attempt, cx.shell));
         opened.map_err(|e| crate::state::run::io_failure("lock", &attempt, e))?;
-        r.file = Some(attempt.join(crate::state::journal::FILE));
+        r.record_in(attempt.join(crate::state::journal::FILE));
         Ok(Held { prev, ..held })
     }
 

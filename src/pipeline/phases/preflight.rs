@@ -78,9 +78,7 @@ impl Phase for Preflight<'_> {
         r.state.cluster_key = pre.key.clone();
         r.state.context = pre.target.context.clone();
         r.state.server = Some(pre.target.server.clone());
-        if !r.dry_run {
-            r.attempt = Some(pre.sd.dir().join(crate::pipeline::settings::ATTEMPT));
-        }
+        r.attempt_in(pre.sd.dir().join(crate::pipeline::settings::ATTEMPT));
         Ok(())
     }
 
@@ -92,7 +90,7 @@ impl Phase for Preflight<'_> {
         if let Some(own) = self.own {
             sweep_work_trees(&pre.sd, own, cx.shell);
         }
-        let interrupt = r.interrupt.clone();
+        let interrupt = r.interrupt().clone();
         crate::pipeline::down::sweep_probes(&pre.target.client, cx.shell, &interrupt).await?;
         Ok(pre)
     }

@@ -58,7 +58,7 @@ impl Phase for Record<'_> {
 /// `eas up` completes it.
 pub async fn record(phase: Record<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<After, Failure> {
     let interrupted = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
-    let end = if r.state.ledger.pending.is_some() && r.interrupt.graceful.is_cancelled() {
+    let end = if r.state.ledger.pending.is_some() && r.interrupt().graceful.is_cancelled() {
         r.state.ledger = r.state.ledger.fail(interrupted);
         After::Interrupted
     } else {

@@ -42,7 +42,7 @@ impl Phase for Verify<'_> {
         )
         .map_err(|e| Failure::step("record", e))?;
         let exp = expected.expect();
-        let limit = r.timeouts.get(PhaseId::Verify);
+        let limit = r.limit(PhaseId::Verify);
         // The whole phase, devices included, within the effective timeout: verify ends itself at
         // that deadline and says what it waited for; the runner's window is the backstop.
         let t = verify::Timeouts {
@@ -51,7 +51,7 @@ impl Phase for Verify<'_> {
             whole: true,
             ..verify::Timeouts::default()
         };
-        let interrupt = r.interrupt.clone();
+        let interrupt = r.interrupt().clone();
         tokio::select! {
             v = verify::verify(self.client, &exp, &t, cx.shell) => v.map_err(Failure::from),
             _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
