@@ -714,6 +714,55 @@ pub(crate) mod tests {
         assert_eq!(ran, Some(7));
     }
 
+    /// A phase whose hooks say, in the plan's warnings, that they ran.
+    struct Hooked {
+        before: Option<Failure>,
+        act: Option<Failure>,
+    }
+
+    impl Phase for Hooked {
+        const ID: PhaseId = PhaseId::Prepare;
+        type Planned = ();
+        type Done = ();
+        fn says(&self, _cx: &Cx<'_>) -> String {
+            "hooked".into()
+        }
+        async fn before(&mut self, _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+            r.plan.warnings.push("before".into());
+            self.before.take().map_or(Ok(()), Err)
+        }
+        async fn act(&mut self, (): (), _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+            r.plan.warnings.push("act".into());
+            self.act.take().map_or(Ok(()), Err)
+        }
+        fn after(&mut self, _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
+            r.plan.warnings.push("after".into());
+            Ok(())
+        }
+    }
+
+    /// k0sctl's order: before, the act, then after only when the act succeeded; a failed
+    /// `before` ends the run (its exit code recorded) without beginning the phase.
+    #[tokio::test]
+    async fn after_runs_only_when_the_act_succeeded_and_a_failed_before_never_begins_the_act() {
+        let f = Fixture::new();
+        let said = |r: &Runner| r.plan.warnings.clone();
+        let mut r = runner(PhaseTimeouts::default());
+        r.act(Hooked { before: None, act: None }, (), &f.cx()).await.unwrap();
+        assert_eq!(said(&r), ["before", "act", "after"]);
+        let mut r = runner(PhaseTimeouts::default());
+        let failed = Hooked { before: None, act: Some(Failure::step("prepare", "no")) };
+        assert!(r.act(failed, (), &f.cx()).await.is_err());
+        assert_eq!(said(&r), ["before", "act"]);
+        assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Failed);
+        let mut r = runner(PhaseTimeouts::default());
+        let refused = Hooked { before: Some(Failure::step("ledger", "unreadable")), act: None };
+        assert!(r.act(refused, (), &f.cx()).await.is_err());
+        assert_eq!(said(&r), ["before"]);
+        assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Pending);
+        assert_eq!(r.state.exit_code, Some(crate::plan::Kind::Failed.exit_code()));
+    }
+
     /// k0sctl's manager: when the act list fails, each phase whose act ran (even the one that
     /// failed) cleans up, once, in the order they ran; a skipped phase and a run that succeeds
     /// clean nothing up.
