@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod components;
 pub mod cpu_dtype;
 pub mod data;
+pub mod decision;
 pub mod fit;
 pub mod hf;
 pub mod model;

@@ -12,9 +12,9 @@ use fit::GIB as GIB_BYTES;
 use super::catalog::{Pinned, whole_gib};
 use super::cpu_dtype::{self, Verdict as DtypeVerdict};
 use super::data::{self, Candidate};
+use super::decision::{Choice, Decision, ModelEdit, Value};
 use super::fit::{self, Architecture, FitDoc, Target};
 use super::hf::Access;
-use super::rules::{Choice, Decision, ModelEdit, Value};
 use crate::settings::Layer;
 
 fn largest_node_gib(f: &Facts) -> (f64, String) {

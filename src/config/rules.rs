@@ -5,59 +5,12 @@ use crate::facts::{self, Facts, Node};
 use crate::pins::Trees;
 use crate::settings::Layer;
 
-use super::data::{self, ManifestRow};
+use super::data;
 use super::node_args;
 
-/// A YAML value as the overrides file carries it: strings quoted, booleans and lists native.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Bool(bool),
-    List(Vec<String>),
-}
-
-/// One `choices.txt` line: `<fact> -> <choice> [<source>]`, the source an id in the table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Choice {
-    pub fact: String,
-    pub choice: String,
-    pub source: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ModelEdit {
-    pub name: String,
-    /// Set the entry's `autodeploy: true` (EI's install deploys the pick this way).
-    pub autodeploy: bool,
-    /// The entry's `memory` (whole Gi), raised to what the pod needs.
-    pub memory: Option<String>,
-    /// The entry's `cpu`, lowered to what the landing node can schedule.
-    pub cpu: Option<String>,
-    pub env: Vec<(String, String)>,
-    pub args_append: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ManifestEntry {
-    pub row: ManifestRow,
-    pub url: String,
-    pub rev: String,
-    pub locked: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Decision {
-    /// The layer installed: never [`Layer::Refused`] (a refused layer has no decision).
-    pub layer: Layer,
-    pub overrides: Vec<(&'static str, Value)>,
-    pub require_amx: bool,
-    pub model_edits: Vec<ModelEdit>,
-    pub manifest: Vec<ManifestEntry>,
-    pub choices: Vec<Choice>,
-    pub warnings: Vec<String>,
-    /// The catalog's `network.no_proxy` (`models.edit.yaml`), with a proxy only (`config::proxy`).
-    pub network_no_proxy: Option<String>,
-}
+// The decision's types live in a leaf of their own, so `config::model` (which fills them in)
+// and this file (which calls it) do not import each other; callers keep naming them here.
+pub use super::decision::{Choice, Decision, ManifestEntry, Value};
 
 #[derive(Debug, PartialEq)]
 pub enum Rejection {

@@ -1,6 +1,7 @@
 //! The decision rules' tests: refusals, CNI and CPU policy, NFD, and the model pick, its pod
 //! sizing and deploy path against catalogs in the real shape.
 use super::*;
+use crate::config::decision::ModelEdit;
 use crate::config::fit::GIB;
 
 /// `d` warns in one line holding every one of `parts`.

@@ -1,8 +1,8 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::config::decision::{Decision, ModelEdit};
 use crate::config::render;
-use crate::config::rules::{Decision, ModelEdit};
 use crate::settings::Layer;
 
 /// A synthetic catalog in the shape of EI's: comments, several entries, some with `env`/`args`,
