@@ -306,8 +306,8 @@ pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, crate::state::run::
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
 }
 
-/// Prepare's act half: the layer manifest first (init clones what it names), then `init`
-/// (`init --upgrade` when an upgrade keeps the inited env), then the edits to the env files,
+/// Prepare's act half: the layer manifest first (init clones what it names), then `init` as the
+/// plan printed it (`init --upgrade` when an upgrade keeps the inited env), then the edits to the env files,
 /// which are idempotent: the installer never rewrites an env's files on upgrade. `limit` is the phase's effective timeout (the runner's window).
 pub async fn prepare(
     ctx: &Ctx<'_>,
@@ -316,7 +316,7 @@ pub async fn prepare(
     inv: &crate::state::resume::Invocation,
     log_path: &Path,
     limit: Duration,
-    upgrade: bool,
+    init: &[String],
 ) -> Result<(), InstallError> {
     let (layer, env) = (inv.layer.as_str(), inv.env.as_str());
     let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
@@ -326,13 +326,8 @@ pub async fn prepare(
     let step = |e: std::io::Error, what: &Path| InstallError::Prepare { path: what.to_path_buf(), source: e };
     std::fs::create_dir_all(manifest.parent().expect("has parent")).map_err(|e| step(e, &manifest))?;
     std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
-    let mut init = crate::installer::command::init_argv(layer, env)?;
-    // The pins moved in an inited env: the installer's own path refuses a changed rev without it.
-    if upgrade {
-        init.push("--upgrade".into());
-    }
-    ctx.shell.phase("prepare", shell_line(&init));
-    let (outcome, tail) = run_installer(ctx, &init, log_path, limit, false).await?;
+    ctx.shell.phase("prepare", shell_line(init));
+    let (outcome, tail) = run_installer(ctx, init, log_path, limit, false).await?;
     if let Some(f) = failure("prepare", &outcome, &tail, log_path, &next_up, ctx.shell) {
         return Err(f);
     }

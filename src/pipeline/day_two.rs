@@ -18,20 +18,45 @@ use crate::state::since::{Completed, Now, since_last};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::settings::UpSettings;
 
+/// What classifying the run settles for the acts, written into the plan from these same values:
+/// `init` as prepare runs it, whether that is an upgrade in place, and the undeploy of the last
+/// completed run's model that install runs first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Classified {
+    /// Config's `init`, with `--upgrade` when the run upgrades the kept env in place; empty when
+    /// config decided nothing (a blocker says why).
+    pub init: Vec<String>,
+    /// The pins moved since the last completed run and the kept work tree holds the inited env:
+    /// the tree is moved to the new commit and `init --upgrade` runs on it.
+    pub upgrade: bool,
+    pub undeploy: Option<Vec<String>>,
+}
+
+/// What the run compares with the last completed one: the install record (`latest`,
+/// `state.json`), the last completed run, and the kept work tree (`work`).
+pub struct Before<'a> {
+    pub latest: Option<&'a State>,
+    pub last: Option<&'a Completed>,
+    pub work: &'a Path,
+}
+
 /// The plan's `run_kind` and `since_last`, against `latest` (the install record, `state.json`)
-/// and `last` (the last completed run). A layer other than the installed one is a blocker: the
-/// installer cannot move an env from one layer to another.
+/// and `last` (the last completed run), and the installer's commands that follow from them:
+/// `init` (config's, `init`: upgraded in place or not, decided here once, for the plan and the
+/// act alike) and the undeploy of a model this run no longer picks. A layer other than the
+/// installed one is a blocker: the installer cannot move an env from one layer to another.
 #[allow(clippy::too_many_arguments)]
 pub fn classify(
     args: &UpSettings,
-    latest: Option<&State>,
-    last: Option<&Completed>,
+    before: Before<'_>,
+    init: Option<&[String]>,
     facts: &Facts,
     files: &[(String, String)],
     commits: &BTreeMap<String, u32>,
     catalog: &[String],
     r: &mut Runner,
-) -> Result<(), Failure> {
+) -> Result<Classified, Failure> {
+    let Before { latest, last, work } = before;
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
     if let Some(layer) = installed.filter(|l| args.select.layer != *l) {
         r.block(
@@ -61,17 +86,32 @@ pub fn classify(
         s
     });
     let kind = kind_of(latest, last, since.as_ref());
-    // The pins moved since the last completed run: an upgrade, or the resumption of one that
-    // failed (its env still records the earlier revs, so `init` needs `--upgrade` as well).
-    if since.as_ref().is_some_and(|s| !s.pins.is_empty())
-        && let Some(c) = r.plan.commands.iter_mut().find(|c| c.phase == PhaseId::Prepare)
-    {
-        c.argv.push("--upgrade".into());
+    // The pins moved since the last completed run (an upgrade, or the resumption of one that
+    // failed: its env still records the earlier revs) and the kept tree holds the inited env:
+    // `init --upgrade`, the installer's own path, which refuses a changed rev without it.
+    let upgrade = since.as_ref().is_some_and(|s| !s.pins.is_empty()) && inited(work, &args.env);
+    let init = init.map(|argv| init_as_run(argv, upgrade)).unwrap_or_default();
+    if !init.is_empty() {
+        r.plan.commands.insert(0, crate::plan::PlannedCommand { phase: PhaseId::Prepare, argv: init.clone() });
     }
     r.plan.run_kind = Some(kind);
     r.plan.since_last = since;
-    undeploy_previous(last, r);
-    Ok(())
+    let undeploy = undeploy_previous(last, r);
+    Ok(Classified { init, upgrade, undeploy })
+}
+
+/// Config's `init`, as prepare runs it.
+fn init_as_run(init: &[String], upgrade: bool) -> Vec<String> {
+    let mut argv = init.to_vec();
+    if upgrade {
+        argv.push("--upgrade".into());
+    }
+    argv
+}
+
+/// Whether the kept work tree holds the env `init` seeded.
+fn inited(work: &Path, env: &str) -> bool {
+    work.join("env").join(env).join(".solutions.yaml").exists()
 }
 
 /// `./model-manager undeploy`: the repo-root wrapper of EI's model-manager (one env: chosen by
@@ -80,11 +120,11 @@ pub const MODEL_MANAGER: &str = "./model-manager";
 
 /// A model change removes the last completed run's pick before the install deploys the new one
 /// (EI's install only adds models): a decision line and a command of the install phase.
-fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) {
-    let Some(old) = last.and_then(|l| l.model.clone()) else { return };
+fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) -> Option<Vec<String>> {
+    let old = last.and_then(|l| l.model.clone())?;
     let new = r.plan.model_pick.as_ref().and_then(|m| m.name.clone());
     if new.as_deref() == Some(old.as_str()) {
-        return;
+        return None;
     }
     let argv = vec![MODEL_MANAGER.to_string(), "undeploy".into(), old.clone(), "--wait".into()];
     let source = "issue 22: a model change removes the previous pick (EI model-manager's undeploy)".to_string();
@@ -95,12 +135,8 @@ fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) {
         source,
     });
     let at = r.plan.commands.iter().position(|c| c.phase == PhaseId::Install).unwrap_or(r.plan.commands.len());
-    r.plan.commands.insert(at, crate::plan::PlannedCommand { phase: PhaseId::Install, argv });
-}
-
-/// The undeploy this run plans before its install, if any.
-pub fn planned_undeploy(r: &Runner) -> Option<Vec<String>> {
-    r.plan.commands.iter().find(|c| c.argv.first().is_some_and(|a| a == MODEL_MANAGER)).map(|c| c.argv.clone())
+    r.plan.commands.insert(at, crate::plan::PlannedCommand { phase: PhaseId::Install, argv: argv.clone() });
+    Some(argv)
 }
 
 /// For each pinned tree whose commit moved since the last completed run, how many commits the
@@ -166,13 +202,6 @@ pub fn skipped(
     }
 }
 
-/// Whether this run upgrades in place: the pins moved since the last completed run (an upgrade,
-/// or a resumed one) and the work tree holds the inited env.
-pub fn upgrades_in_place(r: &Runner, work: &Path, env: &str) -> bool {
-    r.plan.since_last.as_ref().is_some_and(|s| !s.pins.is_empty())
-        && work.join("env").join(env).join(".solutions.yaml").exists()
-}
-
 /// What an up-to-date run says before it verifies.
 pub fn up_to_date_note(last: Option<&Completed>, shell: &Shell) {
     match last {
@@ -212,12 +241,11 @@ pub struct Resume {
     pub installed: bool,
     /// ... and nothing changed since the last completed run: verify only.
     pub up_to_date: bool,
-    /// The pins moved: the kept work tree is upgraded in place (`init --upgrade`).
-    pub in_place: bool,
 }
 
 /// The lasting phases a run skips when they finished with the same inputs (their journal
-/// entries carried over from `prev`), and whether it upgrades the kept work tree in place.
+/// entries carried over from `prev`). Whether it upgrades in place was classified once
+/// ([`Classified::upgrade`]).
 pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
     let kind = r.plan.run_kind;
     let skipped = skipped(kind, args.reinstall, prev, r.inputs());
@@ -226,5 +254,73 @@ pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runn
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
     let up_to_date = installed && kind == Some(RunKind::UpToDate);
-    Resume { installed, up_to_date, in_place: upgrades_in_place(r, work, &args.env) }
+    Resume { installed, up_to_date }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{Fixture, runner};
+    use crate::plan::PhaseTimeouts;
+    use crate::state::journal::Status;
+
+    fn desktop() -> Facts {
+        Facts::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json")).unwrap()
+    }
+
+    /// A run on the EAS commit `eas`: completed (its install done, exit 0) or failed at install.
+    fn run_at(eas: &str, completed: bool) -> State {
+        let mut state = State::sample("2026-01-01T00:00:00Z");
+        state.pins.shas = [("eas".to_string(), eas.to_string())].into();
+        state.begin(PhaseId::Install, None, "t1");
+        let status = if completed { Status::Done } else { Status::Failed };
+        state.finish(PhaseId::Install, status, None, "2026-01-01T00:30:00Z");
+        state.exit_code = Some(if completed { 0 } else { 1 });
+        state
+    }
+
+    fn completed(eas: &str, facts: &Facts) -> Completed {
+        let state = run_at(eas, true);
+        let (decisions, overlay, files) = (Vec::new(), Vec::new(), Vec::new());
+        Completed { state, facts: Some(facts.clone()), decisions, overlay, image: None, model: None, files }
+    }
+
+    /// The `init` the plan prints is the value prepare's act is handed (`Classified::init`), and
+    /// it says `--upgrade` exactly when the run upgrades the kept tree in place: the pins moved
+    /// since the last completed run (an upgrade, or the resumption of one that failed) and the
+    /// kept tree holds the inited env. Pins that moved over a tree without the inited env print
+    /// a plain `init`, as the act runs it (the plan printed `init --upgrade` there before).
+    #[test]
+    fn the_printed_init_is_the_one_prepare_runs_in_the_upgrade_and_resume_cases() {
+        let (f, facts) = (Fixture::new(), desktop());
+        let init = crate::installer::command::init_argv("inference", "k3d-gpu").unwrap();
+        let (inited, bare) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let env = inited.path().join("env/k3d-gpu");
+        std::fs::create_dir_all(&env).unwrap();
+        std::fs::write(env.join(".solutions.yaml"), "").unwrap();
+        // (the last completed run's EAS commit, the install record's, the kept tree, whether
+        // init upgrades); this run is on commit "new".
+        let cases = [
+            ("old", run_at("old", true), inited.path(), true),
+            ("old", run_at("new", false), inited.path(), true),
+            ("old", run_at("old", true), bare.path(), false),
+            ("new", run_at("new", false), inited.path(), false),
+            ("new", run_at("new", true), inited.path(), false),
+        ];
+        for (was, latest, work, upgrades) in cases {
+            let mut r = runner(PhaseTimeouts::default());
+            r.state.pins.shas = [("eas".to_string(), "new".to_string())].into();
+            let last = completed(was, &facts);
+            let before = Before { latest: Some(&latest), last: Some(&last), work };
+            let c = classify(&f.args, before, Some(&init), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+            let case = format!("last completed at {was}, record at {:?}, tree {}", latest.pins.shas, work.display());
+            let printed: Vec<_> = r.plan.commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
+            assert_eq!(printed.len(), 1, "{case}");
+            assert_eq!(printed[0].argv, c.init, "{case}: the plan prints the init the act runs");
+            assert_eq!(c.upgrade, upgrades, "{case}");
+            let mut want = init.clone();
+            want.extend(upgrades.then(|| "--upgrade".to_string()));
+            assert_eq!(c.init, want, "{case}");
+        }
+    }
 }

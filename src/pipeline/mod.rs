@@ -5,7 +5,7 @@
 //! imports it (`scripts/check-layers.sh`).
 
 mod attempt;
-mod day_two;
+pub(crate) mod day_two;
 pub mod doctor;
 pub mod down;
 pub mod phase;

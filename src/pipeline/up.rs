@@ -153,12 +153,13 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
         _ => None,
     };
     let files = decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default();
-    let compare =
-        Compare { args, work: &work, latest, last, facts: &facts, files, trees: resolved, read: Default::default() };
-    r.plan(&mut Classify::Plan(compare), cx).await?;
+    let init = decided.as_ref().map(|d| d.init.as_slice());
+    let (read, trees_at) = (Default::default(), resolved);
+    let compare = Compare { args, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, read };
+    let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan.blockers.sort_by_key(|b| b.phase);
-    Ok(Planned { pre, records, facts, image, decided, trees, overlay })
+    Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified })
 }
 
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
@@ -174,7 +175,7 @@ async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
 /// put in place, the overlay applied, prepare (the ledger's `before` first) and install; then
 /// record, verify and unlock.
 async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
-    let Ready { pre, records, facts, image, decided, trees, overlay } = x;
+    let Ready { pre, records, facts, image, decided, trees, overlay, classified } = x;
     let held =
         r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client, docker: pre.docker.as_ref() }, records, cx).await?;
     let pre = r.act_phase(Preflight { dead: held.dead.clone(), own: Some(trees.dir.path()) }, pre, cx).await?;
@@ -189,8 +190,8 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     let (sd, client, work) = (&pre.sd, &pre.target.client, pre.sd.work_dir().join("eas"));
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
     let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
-    let resume = r.act_phase(Classify::Act(inputs), (), cx).await?;
-    r.act(TreesPhase { sd, upgrade_to: resume.in_place.then(|| overlay.op.commit.clone()) }, trees, cx).await?;
+    let (resume, classified) = r.act_phase(Classify::Act(inputs), classified, cx).await?;
+    r.act(TreesPhase { sd, upgrade_to: classified.upgrade.then(|| overlay.op.commit.clone()) }, trees, cx).await?;
     r.act(Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() }, overlay, cx)
         .await?;
     let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
@@ -200,13 +201,16 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
         files,
         decision: &decided.decision,
         dead,
-        upgrade: resume.in_place,
+        init: &classified.init,
         client,
         prev,
         facts: &facts,
     };
     let installed = match r.act(prepare, (), cx).await {
-        Ok(_) => r.act(Install { on: &bench }, (), cx).await.map(drop),
+        Ok(_) => {
+            let install = Install { on: &bench, argv: &decided.install, undeploy: classified.undeploy.as_deref() };
+            r.act(install, (), cx).await.map(drop)
+        }
         Err(f) => Err(f),
     };
     // Record: what the install created, read from the cluster right after it (whatever its

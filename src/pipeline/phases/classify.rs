@@ -16,7 +16,7 @@ use crate::state::StateDir;
 use crate::state::journal::State;
 use crate::state::since::Completed;
 
-use crate::pipeline::day_two::{self, Resume};
+use crate::pipeline::day_two::{self, Before, Classified, Resume};
 use crate::pipeline::phase::{Cx, NoPlan, Phase};
 use crate::pipeline::phases::trees::Resolved;
 use crate::pipeline::runner::Runner;
@@ -33,6 +33,8 @@ pub struct Compare<'a> {
     pub facts: &'a Facts,
     pub files: &'a [(String, String)],
     pub trees: Option<&'a Resolved>,
+    /// Config's `init` (none: config decided nothing); whether it upgrades is decided here.
+    pub init: Option<&'a [String]>,
     /// What the plan half read from git, for its note.
     pub read: Read,
 }
@@ -63,29 +65,39 @@ pub struct Read {
 
 impl Phase for Classify<'_> {
     const ID: PhaseId = PhaseId::Classify;
-    type Planned = ();
-    type Done = Resume;
+    /// The installer's commands as classified: the act half hands them on.
+    type Planned = Classified;
+    type Done = (Resume, Classified);
 
     fn says(&self, _cx: &Cx<'_>) -> String {
         "comparing with the last completed run".into()
     }
 
-    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<(), NoPlan> {
+    async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Classified, NoPlan> {
         let Classify::Plan(c) = self else { return Err(NoPlan::Upstream) };
         let (env, layer) = (&cx.args.env, &cx.args.select.layer);
         c.read.commits = day_two::commit_counts(c.last, c.trees).await;
         c.read.catalog = day_two::catalog_changes(c.last, c.trees, c.work, env, layer).await;
+        Ok(Classified::default())
+    }
+
+    /// Against the last completed run: `run_kind` and `since_last`, whether `init` upgrades, and
+    /// the undeploy of a model the last run deployed and this one does not pick, written into
+    /// the plan from the values the acts are handed.
+    fn note(&mut self, classified: &mut Classified, r: &mut Runner) -> Result<(), Failure> {
+        let Classify::Plan(c) = self else { return Ok(()) };
+        let before = Before { latest: c.latest, last: c.last, work: c.work };
+        let (commits, catalog) = (&c.read.commits, &c.read.catalog);
+        *classified = day_two::classify(c.args, before, c.init, c.facts, c.files, commits, catalog, r)?;
         Ok(())
     }
 
-    /// Against the last completed run: `run_kind` and `since_last`, and the undeploy of a model
-    /// the last run deployed and this one does not pick.
-    fn note(&mut self, (): &mut (), r: &mut Runner) -> Result<(), Failure> {
-        let Classify::Plan(c) = self else { return Ok(()) };
-        day_two::classify(c.args, c.latest, c.last, c.facts, c.files, &c.read.commits, &c.read.catalog, r)
-    }
-
-    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Resume, Failure> {
+    async fn act(
+        &mut self,
+        classified: Classified,
+        cx: &Cx<'_>,
+        r: &mut Runner,
+    ) -> Result<(Resume, Classified), Failure> {
         let Classify::Act(i) = self else { return Err(crate::pipeline::phases::missing("classify's inputs")) };
         let work = i.sd.work_dir().join("eas");
         r.hashed(crate::pipeline::phases::inputs_hashes(&r.state, i.files, i.install, i.image));
@@ -99,7 +111,7 @@ impl Phase for Classify<'_> {
             r.record_in(i.sd.state_file());
         }
         r.resume_installed(resume.installed);
-        Ok(resume)
+        Ok((resume, classified))
     }
 }
 
@@ -132,6 +144,7 @@ mod tests {
                 facts: &facts,
                 files: &[],
                 trees: None,
+                init: None,
                 read: Read::default(),
             };
             r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();
@@ -157,7 +170,7 @@ mod tests {
             let mut r = runner(PhaseTimeouts::default());
             r.plan.run_kind = Some(RunKind::UpToDate);
             let inputs = Inputs { sd: &sd, prev: Some(&prev), last: None, files: &[], install: &[], image: "img" };
-            let resume = r.act_phase(Classify::Act(inputs), (), &f.cx()).await.unwrap();
+            let (resume, _) = r.act_phase(Classify::Act(inputs), Classified::default(), &f.cx()).await.unwrap();
             assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));
             assert_eq!(r.installed_earlier(), with_env);
             assert_eq!(r.inputs().len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs());

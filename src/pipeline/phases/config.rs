@@ -38,8 +38,9 @@ pub struct Decided {
     pub pinned: Option<crate::config::catalog::Pinned>,
     /// What the plan cannot know: whether the weights download, and why not.
     unasked: Option<&'static str>,
-    /// `init`'s command, and the installer's as the journal records it (secrets redacted).
-    init: Vec<String>,
+    /// `init`'s command (classify decides whether it upgrades), and the installer's as the
+    /// journal records it (secrets redacted).
+    pub init: Vec<String>,
     redacted: Vec<String>,
 }
 
@@ -126,10 +127,8 @@ impl Phase for Config<'_> {
             r.plan.unknown.push(crate::plan::Missing { phase: PhaseId::Config, reason });
         }
         r.state.decisions = d.decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
-        r.plan.commands = vec![
-            PlannedCommand { phase: PhaseId::Prepare, argv: d.init.clone() },
-            PlannedCommand { phase: PhaseId::Install, argv: d.install.clone() },
-        ];
+        // Prepare's `init` is written by classify, which decides whether it upgrades.
+        r.plan.commands = vec![PlannedCommand { phase: PhaseId::Install, argv: d.install.clone() }];
         r.state.installer_command = d.redacted.clone();
         Ok(())
     }

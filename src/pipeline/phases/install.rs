@@ -34,8 +34,9 @@ pub struct Prepare<'a> {
     /// The run ids of the dead runs whose lock or Lease this run took over: their containers
     /// are swept again first.
     pub dead: &'a [String],
-    /// The pins moved since the last completed run: `init --upgrade` on the kept tree.
-    pub upgrade: bool,
+    /// `init` as classify decided it (with `--upgrade` on the kept tree when the pins moved),
+    /// the command the plan printed.
+    pub init: &'a [String],
     /// Where the ledger's `before` is read, and the record it carries on from.
     pub client: &'a kube::Client,
     pub prev: Option<&'a State>,
@@ -83,7 +84,7 @@ impl Phase for Prepare<'_> {
         let interrupt = r.interrupt().clone();
         let ctx = ctx(b, cx, &interrupt, r.fence());
         let limit = r.limit(PhaseId::Prepare);
-        Ok(install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.upgrade).await?)
+        Ok(install::prepare(&ctx, self.files, self.decision, cx.inv, &log_path, limit, self.init).await?)
     }
 
     /// The install begins: from here the run is an install, recorded in `state.json` (its
@@ -107,6 +108,10 @@ impl Phase for Prepare<'_> {
 /// Its act begins once prepare's `after` made the run an install.
 pub struct Install<'a> {
     pub on: &'a Bench<'a>,
+    /// The installer's command, as config decided it.
+    pub argv: &'a [String],
+    /// The last completed run's model removed first, when classify planned it.
+    pub undeploy: Option<&'a [String]>,
 }
 
 impl Phase for Install<'_> {
@@ -123,15 +128,13 @@ impl Phase for Install<'_> {
         let b = self.on;
         let log_path = r.state.log_path.clone().ok_or_else(|| crate::pipeline::phases::missing("the install's log"))?;
         let limit = r.limit(PhaseId::Install);
-        let argv = r.state.installer_command.clone();
-        let undeploy = crate::pipeline::day_two::planned_undeploy(r);
         let interrupt = r.interrupt().clone();
         let ctx = ctx(b, cx, &interrupt, r.fence());
         // The model the last completed run deployed, when this run picks another.
-        if let Some(u) = &undeploy {
+        if let Some(u) = self.undeploy {
             install::undeploy(&ctx, u, &log_path, limit).await?;
         }
-        Ok(install::install(&ctx, &argv, cx.inv, &log_path, limit).await?)
+        Ok(install::install(&ctx, self.argv, cx.inv, &log_path, limit).await?)
     }
 }
 

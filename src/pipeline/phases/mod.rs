@@ -37,6 +37,7 @@ pub struct Planned {
     /// The run's one EAS tree, in a temporary directory until the trees' act puts it in place.
     pub trees: Option<crate::pipeline::phases::trees::Scratch>,
     pub overlay: Option<crate::pipeline::phases::overlay::Decided>,
+    pub classified: Option<crate::pipeline::day_two::Classified>,
 }
 
 impl Planned {
@@ -48,7 +49,7 @@ impl Planned {
     /// The acts' inputs, once the plan has no blocker. A missing one without a blocker is a
     /// fault of eas's, reported as a failed step, never a panic.
     pub fn ready(self) -> Result<Ready, Failure> {
-        let Planned { pre, records, facts, image, decided, trees, overlay } = self;
+        let Planned { pre, records, facts, image, decided, trees, overlay, classified } = self;
         Ok(Ready {
             pre,
             records: records.ok_or_else(|| missing("the lock"))?,
@@ -57,6 +58,7 @@ impl Planned {
             decided: decided.ok_or_else(|| missing("the configuration"))?,
             trees: trees.ok_or_else(|| missing("the trees"))?,
             overlay: overlay.ok_or_else(|| missing("the overlay"))?,
+            classified: classified.ok_or_else(|| missing("the classification"))?,
         })
     }
 }
@@ -70,6 +72,7 @@ pub struct Ready {
     pub decided: crate::pipeline::phases::config::Decided,
     pub trees: crate::pipeline::phases::trees::Scratch,
     pub overlay: crate::pipeline::phases::overlay::Decided,
+    pub classified: crate::pipeline::day_two::Classified,
 }
 
 /// A plan's answer that is missing although no blocker said why: a fault of eas's.
