@@ -356,7 +356,7 @@ async fn diagnostics(client: &Client, c: &NodeCheck, t: Duration) -> Vec<String>
     }
     let lp = ListParams::default().fields(&format!("involvedObject.kind=Node,involvedObject.name={}", c.node));
     match typed::list::<Event>(client, Within::All, &lp, "list node events", t).await {
-        Ok(events) => lines.extend(super::event_lines(events)),
+        Ok(events) => lines.extend(super::wait::event_lines(events)),
         Err(e) => lines.push(format!("  (node events unavailable: {e})")),
     }
     lines

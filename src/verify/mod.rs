@@ -11,18 +11,17 @@ pub mod reach;
 pub mod recorded;
 pub mod servers;
 pub mod status;
+pub mod wait;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Event;
 use kube::Client;
-use kube::api::{ListParams, LogParams};
-
-use crate::cluster::typed::{self, Within};
 
 use crate::output::Shell;
-use crate::settings::timeouts;
+
+// Callers name the timeouts here; they live in the leaf `wait`, which the checks share.
+pub use wait::Timeouts;
 
 /// EI's default namespace for model servers (`data/kserve.json`); an entry may name another.
 pub const NAMESPACE: &str = "llm-inference";
@@ -45,29 +44,6 @@ pub enum Models {
     Named(Vec<String>),
     /// Every LLMInferenceService found (a layer whose model list eas does not write).
     Found,
-}
-
-#[derive(Debug, Clone)]
-pub struct Timeouts {
-    pub devices: Duration,
-    pub models: Duration,
-    /// `models` counts from the start, devices included (`eas up`'s verify phase: one window).
-    pub whole: bool,
-    pub poll: Duration,
-    pub call: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        // The vLLM startup probe alone allows 20 minutes, and weights download before it.
-        Timeouts {
-            devices: timeouts::VERIFY_DEVICES,
-            models: timeouts::VERIFY,
-            whole: false,
-            poll: timeouts::VERIFY_POLL,
-            call: timeouts::CALL,
-        }
-    }
 }
 
 /// Why verification did not pass; `crate::commands::edge` maps it to its exit code.
@@ -134,38 +110,4 @@ pub fn no_model_line(m: &Models) -> String {
         }
         Models::Named(_) | Models::Found => "no model was deployed: the run's model list is empty".to_string(),
     }
-}
-
-/// Recent events, oldest first, at most ten, as indented lines.
-pub fn event_lines(mut items: Vec<Event>) -> Vec<String> {
-    items.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
-    items
-        .iter()
-        .rev()
-        .take(10)
-        .rev()
-        .map(|e| {
-            format!(
-                "  event {} {}: {}",
-                e.type_.as_deref().unwrap_or("-"),
-                e.reason.as_deref().unwrap_or("-"),
-                e.message.as_deref().unwrap_or("").trim()
-            )
-        })
-        .collect()
-}
-
-/// Recent events for an object and, for a pod, the last lines of its log.
-async fn diagnostics(client: &Client, namespace: &str, name: &str, t: &Timeouts) -> Vec<String> {
-    let mut lines = Vec::new();
-    let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
-    match typed::list::<Event>(client, Within::Namespace(namespace), &lp, "list events", t.call).await {
-        Ok(events) => lines.extend(event_lines(events)),
-        Err(e) => lines.push(format!("  (events unavailable: {e})")),
-    }
-    let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
-    if let Ok(log) = typed::log(client, namespace, name, &lp, "pod log", t.call).await {
-        lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l))));
-    }
-    lines
 }

@@ -28,9 +28,10 @@ use kube::api::{DynamicObject, ListParams};
 use crate::cluster::typed::{self, Within};
 use serde_json::Value;
 
+use super::checks;
 use super::kserve::{self, Runtime};
 use super::reach;
-use super::{Timeouts, checks, diagnostics};
+use super::wait::{Timeouts, diagnostics};
 
 /// Tokens asked of the completion that shows the model answers (and how fast).
 pub const COMPLETION_TOKENS: u32 = 16;
