@@ -17,7 +17,7 @@
 #
 # LAYERS, lowest first. A module imports its own layer and the ones below, never one above.
 #   base      atomic bounded docker_host facts git hints installer knobs kubeconfig net output
-#             pin_lock pins runtime schemas scratch secrets settings since_last sources text trees
+#             pin_lock pins runtime schemas scratch secrets settings since_last snapshot sources text trees
 #             (leaf services, records and pure grammars: `installer` is the installer's argv
 #             grammar and output reader, which the plan and the state records name)
 #   decide    config overlay (facts in, choices out)
@@ -76,7 +76,7 @@ import re, os, sys, collections
 level = sys.argv[1]
 LAYERS = [
     ("base", "atomic bounded docker_host facts git hints installer knobs kubeconfig net output "
-             "pin_lock pins runtime schemas scratch secrets settings since_last sources text trees"),
+             "pin_lock pins runtime schemas scratch secrets settings since_last snapshot sources text trees"),
     ("decide", "config overlay"),
     ("plan", "plan next_command error document"),
     ("state", "state"),

@@ -47,6 +47,7 @@ mod scratch;
 mod secrets;
 mod settings;
 mod since_last;
+mod snapshot;
 mod sources;
 mod state;
 mod text;

@@ -5,8 +5,10 @@
 //! (alive: live whatever the Lease's age, its renewals failing; gone: stale at once); another
 //! host's by time (stale only once expired for longer than its duration). A stale one is taken
 //! over only with `--break-lock`. The plan half reads it (another run's, or a stale one, is a
-//! blocker); the act half takes it and records it in the ledger as eas's own object
-//! (`state::ledger::Own`, with its uid and holder). The Lease fences the holder: a renewal that
+//! blocker); the act half takes it and records it in the ledger as eas's own object (its uid
+//! and holder). What the holder identity says (encoded and parsed) and whether a holder of this
+//! host is alive are the lock phase's (`pipeline::phases::lock`): this module is handed the
+//! judgement of a holder ([`Here`]). The Lease fences the holder: a renewal that
 //! finds it gone or taken, or cannot renew it before it expires, trips the holder's [`Fence`],
 //! which stops its installer.
 
@@ -21,7 +23,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
 use super::api::{ApiError, said};
-use crate::state::ledger::Own;
+use super::objects::call;
 
 pub const NAMESPACE: &str = "kube-system";
 pub const NAME: &str = "eas-run-lock";
@@ -34,15 +36,9 @@ pub fn duration_from(setting: Option<String>) -> Duration {
     setting.and_then(|v| v.trim().parse::<u64>().ok()).map_or(DURATION, |s| Duration::from_secs(s.max(3)))
 }
 
-/// The identity a run's Lease carries: host, pid and run id (the pid and its start time).
-pub fn identity_of(h: &crate::state::lock::Holder) -> String {
-    format!("{}/{}/{}", h.host, h.pid, h.run_id())
-}
-
-/// The run id a Lease's holder names (its bastion containers carry it as their run label).
-pub fn run_id_of(holder: &str) -> Option<&str> {
-    holder.splitn(3, '/').nth(2).filter(|r| !r.is_empty())
-}
+/// Whether a holder identity ran on this host, and if so its pid and whether that process is
+/// alive (the lock phase's judgement: `pipeline::phases::lock::holder_here`).
+pub type Here<'a> = &'a dyn Fn(&str) -> Option<(u32, bool)>;
 
 /// The Lease as a run finds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,30 +86,16 @@ impl Found {
     }
 }
 
-/// Whether a holder ran on this host, and if so whether its process is alive (the run id is the
-/// pid and its start time, so a reused pid is another process).
-fn holder_here(holder: &str) -> Option<(u32, bool)> {
-    let mut parts = holder.splitn(3, '/');
-    let (host, pid, run) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next());
-    if host != Some(crate::state::lock::hostname().as_str()) {
-        return None;
-    }
-    let pid = pid?;
-    let start = crate::state::lock::start_time(pid);
-    let alive = start.is_some() && run.is_none_or(|r| r == format!("{pid}-{}", start.unwrap_or(0)));
-    Some((pid, alive))
-}
-
-/// Judges a Lease read at `now`: free (no holder); for a holder of this host, live or failing
-/// while its process is alive, whatever the Lease's age, else stale; for another host's, live
-/// within its duration, expired up to twice it, stale after.
-pub fn judge(lease: Option<&Lease>, now: chrono::DateTime<chrono::Utc>) -> Found {
+/// Judges a Lease read at `now`: free (no holder); for a holder of this host (`here`), live or
+/// failing while its process is alive, whatever the Lease's age, else stale; for another host's,
+/// live within its duration, expired up to twice it, stale after.
+pub fn judge(lease: Option<&Lease>, now: chrono::DateTime<chrono::Utc>, here: Here<'_>) -> Found {
     let Some(spec) = lease.and_then(|l| l.spec.as_ref()) else { return Found::Free };
     let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else { return Found::Free };
     let renewed = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()).map(|t| t.0);
     let duration = i64::from(spec.lease_duration_seconds.unwrap_or(DURATION.as_secs() as i32)).max(0);
     let age_secs = renewed.map_or(i64::MAX, |t| now.timestamp().saturating_sub(t.as_second()).max(0));
-    match holder_here(&holder) {
+    match here(&holder) {
         Some((_, true)) if age_secs <= duration => Found::Live { holder, age_secs },
         Some((pid, true)) => Found::Failing { holder, age_secs, pid },
         Some((_, false)) => Found::Stale { holder, age_secs },
@@ -166,15 +148,13 @@ fn api(client: &Client) -> Api<Lease> {
 }
 
 /// Reads the Lease (a dry run and doctor send only this GET).
-pub async fn read(client: &Client, t: Duration) -> Result<Found, ApiError> {
-    let got = tokio::time::timeout(t, api(client).get_opt(NAME)).await;
-    let call = format!("get lease {NAMESPACE}/{NAME}");
-    let lease = match got {
-        Ok(Ok(l)) => l,
-        Ok(Err(e)) => return Err(ApiError::Call { call, cause: said(&e) }),
-        Err(_) => return Err(ApiError::NoAnswer { call, secs: t.as_secs() }),
-    };
-    Ok(judge(lease.as_ref(), chrono::Utc::now()))
+pub async fn read(client: &Client, t: Duration, here: Here<'_>) -> Result<Found, ApiError> {
+    let lease = get(&api(client), t).await?;
+    Ok(judge(lease.as_ref(), chrono::Utc::now(), here))
+}
+
+async fn get(leases: &Api<Lease>, t: Duration) -> Result<Option<Lease>, ApiError> {
+    call(&format!("get lease {NAMESPACE}/{NAME}"), t, leases.get_opt(NAME)).await
 }
 
 fn now_micro() -> MicroTime {
@@ -223,17 +203,13 @@ pub enum Taken {
 pub async fn acquire(
     client: &Client,
     identity: &str,
-    break_lock: bool,
+    (break_lock, here): (bool, Here<'_>),
     t: Duration,
     duration: Duration,
 ) -> Result<Taken, ApiError> {
     let leases = api(client);
-    let get = format!("get lease {NAMESPACE}/{NAME}");
-    let current = tokio::time::timeout(t, leases.get_opt(NAME))
-        .await
-        .map_err(|_| ApiError::NoAnswer { call: get.clone(), secs: t.as_secs() })?
-        .map_err(|e| ApiError::Call { call: get.clone(), cause: said(&e) })?;
-    let found = judge(current.as_ref(), chrono::Utc::now());
+    let current = get(&leases, t).await?;
+    let found = judge(current.as_ref(), chrono::Utc::now(), here);
     if !may_take(&found, break_lock) {
         return Ok(Taken::Refused(found));
     }
@@ -310,19 +286,10 @@ impl Held {
         self.fence.clone()
     }
 
-    /// The Lease as the ledger records it: eas's own object (none when the server gave no uid:
-    /// without one, no later `down` could tell it from another object of the name).
-    pub fn own(&self) -> Vec<Own> {
-        self.uid
-            .iter()
-            .map(|uid| Own {
-                kind: "Lease".into(),
-                namespace: NAMESPACE.into(),
-                name: NAME.into(),
-                uid: uid.clone(),
-                holder: self.identity.clone(),
-            })
-            .collect()
+    /// The uid the API server gave the Lease this run wrote (none: no later `down` could tell
+    /// it from another object of the name), and the identity it holds it as.
+    pub fn written(&self) -> (Option<&str>, &str) {
+        (self.uid.as_deref(), &self.identity)
     }
 
     /// Stops renewing and deletes the Lease if this run still holds it (bounded; a Lease left
@@ -330,10 +297,11 @@ impl Held {
     pub async fn release(self, t: Duration) {
         self.renewer.abort();
         let leases = api(&self.client);
-        if let Ok(Ok(Some(l))) = tokio::time::timeout(t, leases.get_opt(NAME)).await
+        if let Ok(Some(l)) = get(&leases, t).await
             && l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(self.identity.as_str())
         {
-            let _ = tokio::time::timeout(t, leases.delete(NAME, &DeleteParams::default())).await;
+            let params = DeleteParams::default();
+            let _ = call(&format!("delete lease {NAMESPACE}/{NAME}"), t, leases.delete(NAME, &params)).await;
         }
     }
 }
@@ -362,37 +330,34 @@ mod tests {
         }
     }
 
+    /// A judgement of holders: "here/<pid>/…" ran on this host, alive when its pid is 1.
+    fn here(holder: &str) -> Option<(u32, bool)> {
+        let pid = holder.strip_prefix("here/")?.split('/').next()?.parse::<u32>().ok()?;
+        Some((pid, pid == 1))
+    }
+
     #[test]
     fn another_hosts_lease_is_live_within_its_duration_and_stale_only_past_twice_it() {
         let now = chrono::Utc::now();
-        assert_eq!(judge(None, now), Found::Free);
-        assert!(matches!(judge(Some(&lease("h/1/r", 5)), now), Found::Live { .. }));
+        assert_eq!(judge(None, now, &here), Found::Free);
+        assert!(matches!(judge(Some(&lease("h/1/r", 5)), now, &here), Found::Live { .. }));
         // Expired, not yet for longer than its duration: that host's run may still act.
-        assert!(matches!(judge(Some(&lease("h/1/r", 90)), now), Found::Expired { wait_secs: 31, .. }));
-        assert!(matches!(judge(Some(&lease("h/1/r", 121)), now), Found::Stale { .. }));
-        assert!(matches!(judge(Some(&lease("", 5)), now), Found::Free), "no holder: released");
-        assert!(may_take(&judge(Some(&lease("h/1/r", 121)), now), true));
-        assert!(!may_take(&judge(Some(&lease("h/1/r", 90)), now), true), "expired is not stale");
+        assert!(matches!(judge(Some(&lease("h/1/r", 90)), now, &here), Found::Expired { wait_secs: 31, .. }));
+        assert!(matches!(judge(Some(&lease("h/1/r", 121)), now, &here), Found::Stale { .. }));
+        assert!(matches!(judge(Some(&lease("", 5)), now, &here), Found::Free), "no holder: released");
+        assert!(may_take(&judge(Some(&lease("h/1/r", 121)), now, &here), true));
+        assert!(!may_take(&judge(Some(&lease("h/1/r", 90)), now, &here), true), "expired is not stale");
     }
 
     #[test]
     fn a_live_holder_of_this_host_is_live_whatever_its_age_and_a_dead_one_is_stale_at_once() {
         let now = chrono::Utc::now();
-        let host = crate::state::lock::hostname();
-        let me = std::process::id();
-        let mine = format!("{host}/{me}/{me}-{}", crate::state::lock::start_time(me).unwrap_or(0));
-        assert!(matches!(judge(Some(&lease(&mine, 1)), now), Found::Live { .. }), "this process is alive");
+        assert!(matches!(judge(Some(&lease("here/1/r", 1)), now, &here), Found::Live { .. }), "alive");
         // Renewals failing for far longer than its duration: still live, never taken over.
-        let failing = judge(Some(&lease(&mine, 3600)), now);
-        assert!(matches!(failing, Found::Failing { pid, .. } if pid == me), "{failing:?}");
+        let failing = judge(Some(&lease("here/1/r", 3600)), now, &here);
+        assert!(matches!(failing, Found::Failing { pid: 1, .. }), "{failing:?}");
         assert!(!may_take(&failing, true));
-        let reused = format!("{host}/{me}/{me}-1");
-        assert!(matches!(judge(Some(&lease(&reused, 1)), now), Found::Stale { .. }), "the pid runs another process");
-        assert!(
-            matches!(judge(Some(&lease(&format!("{host}/4194303/x"), 1)), now), Found::Stale { .. }),
-            "no such pid"
-        );
-        assert_eq!(run_id_of(&mine), Some(crate::state::lock::this_run_id().as_str()));
+        assert!(matches!(judge(Some(&lease("here/2/r", 1)), now, &here), Found::Stale { .. }), "its process is gone");
     }
 
     #[test]

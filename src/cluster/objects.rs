@@ -13,7 +13,7 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 
 use super::api::{ApiError, said};
-use crate::state::ledger::{ClusterNamed, Named, NodeLabel, Release, Snapshot, WatchedKind, watch};
+use crate::snapshot::{ClusterNamed, Named, NodeLabel, Release, Snapshot, WatchedKind, watch};
 
 const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 
@@ -272,11 +272,11 @@ pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), 
 /// is the teardown's to remove, not a DELETE: `Some(Err)`.
 pub async fn delete_object(
     client: &Client,
-    o: &crate::state::ledger::Object,
+    o: &crate::snapshot::Object,
     t: Duration,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Option<Result<(), ApiError>> {
-    use crate::state::ledger::Object;
+    use crate::snapshot::Object;
     let delete = async {
         match o {
             Object::Namespace(n) => delete_namespace(client, n, t).await,
@@ -333,8 +333,8 @@ where
 /// resourceVersion on, and an ERROR event with a 410 Status starts over with a list). A watch
 /// that stays quiet past the client's read timeout ends in such an error, which says nothing of
 /// the object. Gone is a DELETED event, or a list by name without the object (a GET's 404).
-pub async fn gone(client: &Client, o: &crate::state::ledger::Object) -> Result<(), ApiError> {
-    use crate::state::ledger::Object;
+pub async fn gone(client: &Client, o: &crate::snapshot::Object) -> Result<(), ApiError> {
+    use crate::snapshot::Object;
     match o {
         Object::Namespace(n) => {
             until_absent(Api::<Namespace>::all(client.clone()), n, &format!("watch namespace {n}")).await
@@ -545,7 +545,7 @@ mod tests {
             c.cancel();
         });
         let started = std::time::Instant::now();
-        let o = crate::state::ledger::Object::Namespace("eas-made".into());
+        let o = crate::snapshot::Object::Namespace("eas-made".into());
         let r = delete_object(&client, &o, Duration::from_secs(30), &cancel).await;
         assert!(r.is_none(), "{r:?}");
         assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());

@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshot::{ClusterNamed, Named, NodeLabel, watch};
 
 fn snap(namespaces: &[&str], releases: &[(&str, &str)], crds: &[&str]) -> Snapshot {
     Snapshot {

@@ -165,10 +165,11 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
         cancellable(h.interrupt, async { Ok(crate::act::reap::reap(docker, &holder.run_id(), h.shell).await?) })
             .await?;
     }
-    let identity = cluster::lease::identity_of(&lock.holder);
+    let identity = crate::pipeline::phases::lock::identity(&lock.holder);
     let duration = cluster::lease::duration_from(h.global.env.var(crate::pipeline::phases::lock::LEASE_SECS));
     let taken = cancellable(h.interrupt, async {
-        cluster::lease::acquire(client, &identity, break_lock, CALL, duration)
+        let here = &crate::pipeline::phases::lock::holder_here;
+        cluster::lease::acquire(client, &identity, (break_lock, here), CALL, duration)
             .await
             .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))
     })

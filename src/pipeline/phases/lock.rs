@@ -75,7 +75,7 @@ impl Phase for Lock<'_> {
         let mut dead: Vec<String> = dead.iter().map(lock::Holder::run_id).collect();
         // Then the cluster's Lease, named for this run: host, pid and run id. A stale holder's
         // containers on this engine are stopped and removed first.
-        let identity = lease::identity_of(&local.holder);
+        let identity = identity(&local.holder);
         let duration = lease::duration_from(cx.global.env.var(LEASE_SECS));
         let lease_dead = reap_stale_holder(self.client, self.docker, break_lock, cx.shell).await?;
         dead.extend(lease_dead.filter(|id| !dead.contains(id)));
@@ -84,7 +84,7 @@ impl Phase for Lock<'_> {
                 reap::reap(docker, id, cx.shell).await?;
             }
         }
-        let taken = lease::acquire(self.client, &identity, break_lock, CALL, duration)
+        let taken = lease::acquire(self.client, &identity, (break_lock, &holder_here), CALL, duration)
             .await
             .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
         let lease = match taken {
@@ -98,7 +98,7 @@ impl Phase for Lock<'_> {
         };
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
         // killed run left, and only that one.
-        r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(lease.own());
+        r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(own(&lease));
         // Held by the runner from here: a failure of this act or a later one releases both (this
         // phase's clean-up).
         r.hold(Hold { local, lease });
@@ -132,6 +132,46 @@ impl Phase for Lock<'_> {
 /// The setting that shortens the Lease's duration (tests; see [`lease::duration_from`]).
 pub const LEASE_SECS: &str = "EAS_LEASE_SECS";
 
+/// The identity a run's Lease carries, written here and read back by [`run_id_of`] and
+/// [`holder_here`] only: `host/pid/run-id` (the run id is the pid and its start time).
+pub fn identity(h: &lock::Holder) -> String {
+    format!("{}/{}/{}", h.host, h.pid, h.run_id())
+}
+
+/// The run id a Lease's holder names (its bastion containers carry it as their run label).
+pub fn run_id_of(holder: &str) -> Option<&str> {
+    holder.splitn(3, '/').nth(2).filter(|r| !r.is_empty())
+}
+
+/// Whether a holder ran on this host, and if so its pid and whether that process is alive (a
+/// reused pid is another process: the run id carries the start time).
+pub fn holder_here(holder: &str) -> Option<(u32, bool)> {
+    let mut parts = holder.splitn(3, '/');
+    let (host, pid, run) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next());
+    if host != Some(lock::hostname().as_str()) {
+        return None;
+    }
+    let pid = pid?;
+    let start = lock::start_time(pid);
+    let alive = start.is_some() && run.is_none_or(|r| r == format!("{pid}-{}", start.unwrap_or(0)));
+    Some((pid, alive))
+}
+
+/// The Lease as the ledger records it: eas's own object, with its uid and holder (none when the
+/// server gave no uid).
+fn own(held: &lease::Held) -> Vec<crate::state::ledger::Own> {
+    let (uid, holder) = held.written();
+    uid.map(|uid| crate::state::ledger::Own {
+        kind: "Lease".into(),
+        namespace: lease::NAMESPACE.into(),
+        name: lease::NAME.into(),
+        uid: uid.to_string(),
+        holder: holder.to_string(),
+    })
+    .into_iter()
+    .collect()
+}
+
 /// The lock's blockers, for `eas up`'s plan half and `eas down` alike: the local lock, then the
 /// cluster's Lease. One run holding both (the same run id) is one blocker, the local lock's.
 pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) -> Vec<Failure> {
@@ -140,7 +180,7 @@ pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) ->
     if let Err(f) = lock_blocker(sd, break_lock) {
         found.push(f);
     }
-    let lease = match lease::read(client, CALL).await {
+    let lease = match lease::read(client, CALL, &holder_here).await {
         Ok(l) => l,
         Err(e) => {
             found.push(Failure::step_next("lock", e, "check the API server (`eas doctor`)"));
@@ -151,7 +191,7 @@ pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) ->
         Some(lock::Found::Live(h) | lock::Found::Stale(h) | lock::Found::OtherHost(h)) => Some(h.run_id()),
         _ => None,
     };
-    let same_run = local_run.is_some() && lease.holder().and_then(lease::run_id_of) == local_run.as_deref();
+    let same_run = local_run.is_some() && lease.holder().and_then(run_id_of) == local_run.as_deref();
     if (!same_run || found.is_empty())
         && let Err(f) = lease_blocker(&lease, break_lock)
     {
@@ -172,11 +212,11 @@ pub async fn reap_stale_holder(
     if !break_lock {
         return Ok(None);
     }
-    let found = lease::read(client, CALL)
+    let found = lease::read(client, CALL, &holder_here)
         .await
         .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
     let lease::Found::Stale { holder, .. } = &found else { return Ok(None) };
-    let Some(id) = lease::run_id_of(holder) else { return Ok(None) };
+    let Some(id) = run_id_of(holder) else { return Ok(None) };
     if let Some(docker) = docker {
         reap::reap(docker, id, shell).await?;
     }
@@ -268,6 +308,29 @@ mod tests {
         let expired = lease::Found::Expired { holder: "there/9/9-1".into(), age_secs: 90, wait_secs: 31 };
         let e = lease_blocker(&expired, true).unwrap_err();
         assert!(e.to_string().contains("only once expired for longer than its duration"), "{e}");
+    }
+
+    /// The identity this phase writes is the one it reads back: this process's is alive on this
+    /// host, with its run id; the same pid with another start time is another (gone) process;
+    /// another host's is not judged by process. A Lease held under it is live whatever its age.
+    #[test]
+    fn the_identity_written_is_read_back_and_this_hosts_holders_are_judged_by_process() {
+        let me = std::process::id();
+        let holder = lock::Holder {
+            pid: me,
+            host: lock::hostname(),
+            started: now(),
+            command: "eas up".into(),
+            pid_start: lock::start_time(me),
+        };
+        let mine = identity(&holder);
+        assert_eq!(run_id_of(&mine), Some(lock::this_run_id().as_str()));
+        assert_eq!(holder_here(&mine), Some((me, true)));
+        let reused = format!("{}/{me}/{me}-1", lock::hostname());
+        assert_eq!(holder_here(&reused), Some((me, false)), "the pid runs another process");
+        assert_eq!(holder_here(&format!("{}/4194303/x", lock::hostname())), Some((4194303, false)), "no such pid");
+        assert_eq!(holder_here("another-host/1/1-1"), None);
+        assert_eq!(run_id_of("h/1/"), None);
     }
 
     #[test]
