@@ -121,3 +121,59 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{Fixture, runner};
+    use crate::plan::PhaseTimeouts;
+    use crate::state::journal::Status;
+    use crate::state::ledger::Ledger;
+
+    /// A client of an API server that refuses every connection: nothing listens on port 1.
+    fn refused() -> kube::Client {
+        kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
+    }
+
+    fn phase(client: &kube::Client) -> Record<'_> {
+        Record { client, deadline: Duration::from_secs(1) }
+    }
+
+    /// A resumed run whose install was recorded earlier has nothing pending: the phase asks the
+    /// cluster nothing (the refusing server would fail it) and the record stands complete.
+    #[tokio::test]
+    async fn with_nothing_pending_the_cluster_is_not_read() {
+        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        assert!(r.state.ledger.pending.is_none());
+        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        assert!(matches!(end, After::Recorded));
+        assert_eq!(r.state.ledger.incomplete_reason(), None);
+    }
+
+    /// A SIGINT or SIGTERM before the read: no read, and the record stays pending, marked
+    /// incomplete, so `eas down` removes nothing until a later `eas up` completes it.
+    #[tokio::test]
+    async fn an_interrupt_before_the_read_leaves_the_record_pending_and_incomplete() {
+        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        r.state.ledger = Ledger::begin(None, &Snapshot::default());
+        r.interrupt().graceful.cancel();
+        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        assert!(matches!(end, After::Interrupted));
+        assert!(r.state.ledger.pending.is_some(), "the before is kept");
+        let why = r.state.ledger.incomplete_reason().unwrap_or_default();
+        assert!(why.contains("interrupted (Ctrl-C or SIGTERM) before the cluster was read"), "{why}");
+    }
+
+    /// A cluster that cannot be read within the deadline fails the phase, and the record is
+    /// marked incomplete with the same reason the run prints.
+    #[tokio::test]
+    async fn an_unreadable_cluster_fails_the_phase_and_marks_the_record_incomplete() {
+        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        r.state.ledger = Ledger::begin(None, &Snapshot::default());
+        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        let After::Unreadable(why) = end else { panic!("the read cannot succeed") };
+        assert_eq!(r.state.ledger.incomplete.as_deref(), Some(why.as_str()));
+        assert!(r.state.ledger.pending.is_some(), "the before is kept");
+        assert_eq!(r.state.entry(PhaseId::Record).status, Status::Failed);
+    }
+}
