@@ -553,6 +553,20 @@ pub(crate) mod tests {
         Test { plan: None, act: None }
     }
 
+    /// A state directory for cluster `cluster-key` under a new temporary root (kept while the
+    /// root lives).
+    pub(crate) fn state_dir() -> (tempfile::TempDir, crate::state::StateDir) {
+        let root = tempfile::tempdir().unwrap();
+        let sd = crate::state::StateDir::new(root.path(), "cluster-key").unwrap();
+        (root, sd)
+    }
+
+    /// The facts of the desktop fixture (fixtures/config/desktop-i9).
+    pub(crate) fn desktop_facts() -> crate::facts::Facts {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/config/desktop-i9/facts.json");
+        crate::facts::Facts::read(&path).unwrap()
+    }
+
     /// The settings, shell and pins a phase reads.
     pub(crate) struct Fixture {
         pub(crate) args: UpSettings,

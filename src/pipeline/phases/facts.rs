@@ -54,3 +54,28 @@ impl Phase for Facts<'_> {
         Ok(facts)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{desktop_facts, runner};
+    use crate::plan::PhaseTimeouts;
+
+    /// What the facts' plan half settled is noted once: the state's facts hash (which a later
+    /// run compares with) and the plan's summary carry the same hash of the same document, and
+    /// the summary counts its nodes.
+    #[tokio::test]
+    async fn the_facts_noted_are_hashed_into_the_state_and_summarised_in_the_plan() {
+        let (mut r, root) = (runner(PhaseTimeouts::default()), tempfile::tempdir().unwrap());
+        let pre = crate::pipeline::phases::preflight::sample(root.path());
+        let mut doc = desktop_facts();
+        let mut phase = Facts { pre: &pre, created: Snapshot::default() };
+        assert!(r.state.facts_hash.is_none() && r.plan.facts.is_none());
+        phase.note(&mut doc, &mut r).unwrap();
+        let hash = r.state.facts_hash.clone().expect("the facts hashed");
+        assert_eq!(hash, crate::state::hash_json(&doc));
+        let summary = r.plan.facts.as_ref().expect("the facts summarised");
+        assert_eq!(summary.facts_hash, hash);
+        assert_eq!(summary.node_count, doc.nodes.len());
+    }
+}

@@ -155,3 +155,27 @@ fn ctx<'a>(
         fence: fence.cloned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{Fixture, runner, state_dir};
+    use crate::plan::PhaseTimeouts;
+
+    /// The installer never starts without the log prepare opened (the run's record of what it
+    /// did): its act fails before it asks the Docker Engine anything (the one here answers
+    /// nothing), naming what was missing.
+    #[tokio::test]
+    async fn the_installer_does_not_start_without_the_log_prepare_opened() {
+        let (mut r, f, (root, sd)) = (runner(PhaseTimeouts::default()), Fixture::new(), state_dir());
+        let docker = bollard::Docker::connect_with_host("tcp://127.0.0.1:1").unwrap();
+        let work = root.path().join("work");
+        let bench = Bench { docker: &docker, image: "eas-bastion:test", work: &work, sd: &sd };
+        let argv = vec!["install".to_string()];
+        let mut install = Install { on: &bench, argv: &argv, undeploy: None };
+        assert!(r.state.log_path.is_none());
+        let e = install.act((), &f.cx(), &mut r).await.unwrap_err();
+        let said = e.lines().join("\n");
+        assert!(said.contains("the install's log was not planned"), "{said}");
+    }
+}

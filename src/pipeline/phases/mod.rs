@@ -121,3 +121,28 @@ pub fn inputs_hashes(
     .into_iter()
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each lasting phase's inputs hash covers the ones before it: a change to a generated file
+    /// reruns prepare and install, a new bastion image only install, and the same inputs hash
+    /// the same (a later run resumes past them).
+    #[test]
+    fn each_phases_inputs_cover_the_phases_before_it() {
+        let state = State::sample("2026-01-01T00:00:00Z");
+        let files = vec![("inference-config.cfg".to_string(), "a=1\n".to_string())];
+        let argv = vec!["install".to_string()];
+        let base = inputs_hashes(&state, &files, &argv, "eas-bastion:1");
+        assert_eq!(base, inputs_hashes(&state, &files, &argv, "eas-bastion:1"));
+        let edited = vec![("inference-config.cfg".to_string(), "a=2\n".to_string())];
+        let file = inputs_hashes(&state, &edited, &argv, "eas-bastion:1");
+        let image = inputs_hashes(&state, &files, &argv, "eas-bastion:2");
+        let changed = |other: &BTreeMap<PhaseId, String>| -> Vec<PhaseId> {
+            base.keys().filter(|k| base[*k] != other[*k]).copied().collect()
+        };
+        assert_eq!(changed(&file), [PhaseId::Prepare, PhaseId::Install]);
+        assert_eq!(changed(&image), [PhaseId::Install]);
+    }
+}

@@ -146,20 +146,47 @@ pub fn way_forward(
     dry_run: bool,
 ) -> Vec<String> {
     let tried = crate::overlay::profiles::try_profiles(pins, current, mirror, Some(generated));
-    let command = |profile: &str| {
-        let mut other = inv.clone();
-        let mut sel = Vec::new();
-        let mut words = inv.select.iter();
-        while let Some(w) = words.next() {
-            if w == "--profile" || w == "--ref" {
-                words.next();
-            } else {
-                sel.push(w.clone());
-            }
+    crate::overlay::profiles::lines(&tried, &|profile: &str| on_profile(inv, profile, dry_run))
+}
+
+/// The run's command on the pinned profile `profile`, in place of the `--profile` or `--ref` it
+/// selected with; every other word as given.
+fn on_profile(inv: &Invocation, profile: &str, dry_run: bool) -> String {
+    let mut other = inv.clone();
+    let mut sel = Vec::new();
+    let mut words = inv.select.iter();
+    while let Some(w) = words.next() {
+        if w == "--profile" || w == "--ref" {
+            words.next();
+        } else {
+            sel.push(w.clone());
         }
-        sel.extend(["--profile".to_string(), profile.to_string()]);
-        other.select = sel;
-        if dry_run { other.dry_run() } else { other.up() }
-    };
-    crate::overlay::profiles::lines(&tried, &command)
+    }
+    sel.extend(["--profile".to_string(), profile.to_string()]);
+    other.select = sel;
+    if dry_run { other.dry_run() } else { other.up() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A STOP's way forward names the same run on another profile: the selection's `--ref` (or
+    /// `--profile`) and its value are replaced, the model and the global flags kept, and a dry run
+    /// is offered as a dry run.
+    #[test]
+    fn the_way_forward_is_the_same_run_on_the_other_profile() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let inv = Invocation {
+            global: words(&["--context", "lab"]),
+            layer: "inference".into(),
+            env: "k3d-gpu".into(),
+            select: words(&["--ref", "0123abc", "--model", "qwen3-0-6b"]),
+        };
+        let up = on_profile(&inv, "release-1.5", false);
+        assert_eq!(up, "eas up --context lab --layer inference --env k3d-gpu --model qwen3-0-6b --profile release-1.5");
+        let dry = on_profile(&Invocation { select: words(&["--profile", "main"]), ..inv }, "release-1.5", true);
+        assert!(dry.contains("--dry-run") && dry.ends_with("--profile release-1.5"), "{dry}");
+        assert!(!dry.contains("main"), "{dry}");
+    }
 }

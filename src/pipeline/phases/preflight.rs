@@ -216,3 +216,51 @@ fn sweep_work_trees(sd: &StateDir, own: &std::path::Path, shell: &crate::output:
         }
     }
 }
+
+/// A preflight's answer for the phases' tests: the cluster `k3d-gpu` at an address nothing
+/// listens on, its state directory under `root`, no Docker Engine.
+#[cfg(test)]
+pub(crate) fn sample(root: &std::path::Path) -> Pre {
+    let server = "http://127.0.0.1:1";
+    let client = kube::Client::try_from(kube::Config::new(server.parse().unwrap())).unwrap();
+    let target = crate::cluster::Target {
+        context: "k3d-gpu".into(),
+        server: server.into(),
+        client,
+        plugin: None,
+        proxy: None,
+        credentials: String::new(),
+    };
+    Pre {
+        target,
+        sd: StateDir::new(root, "cluster-key").unwrap(),
+        key: "cluster-key".into(),
+        docker: None,
+        docker_addr: "unix:///nonexistent/docker.sock".into(),
+        docker_down: None,
+        egress: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::Fixture;
+
+    /// Under the lock, the work trees a killed run left (`eas.next-*`) go; this run's own, the
+    /// kept work tree and anything not named so stay.
+    #[test]
+    fn the_sweep_removes_only_the_scratch_trees_other_runs_left() {
+        let (_root, sd) = crate::pipeline::runner::tests::state_dir();
+        let work = sd.work_dir();
+        let next = |s: &str| work.join(format!("{}{s}", crate::pipeline::settings::NEXT));
+        for d in [next("killed"), next("own"), work.join("eas")] {
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+        }
+        std::fs::write(next("a-file"), "not a tree").unwrap();
+        let f = Fixture::new();
+        sweep_work_trees(&sd, &next("own"), f.cx().shell);
+        assert!(!next("killed").exists(), "a killed run's scratch tree is removed");
+        assert!(next("own").exists() && work.join("eas").exists() && next("a-file").exists());
+    }
+}

@@ -211,3 +211,43 @@ pub async fn upgrade_tree(work: &Path, commit: &str) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::Fixture;
+
+    /// A real run makes its tree under the state directory's work directory (the act renames it
+    /// into place, so both are on one file system), named so a later run's lock holder can find
+    /// what a killed run left; a dry run writes nothing there.
+    #[test]
+    fn a_real_run_makes_its_tree_beside_the_work_tree_and_a_dry_run_elsewhere() {
+        let (root, sd) = crate::pipeline::runner::tests::state_dir();
+        let mut args = Fixture::new().args;
+        let real = scratch_dir(&args, &sd).unwrap();
+        assert_eq!(real.path().parent(), Some(sd.work_dir().as_path()));
+        let name = real.path().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(crate::pipeline::settings::NEXT), "{name}");
+        drop(real);
+        std::fs::remove_dir_all(sd.work_dir()).unwrap();
+        args.dry_run = true;
+        let dry = scratch_dir(&args, &sd).unwrap();
+        assert!(!dry.path().starts_with(root.path()), "{}", dry.path().display());
+        assert!(!sd.work_dir().exists(), "a dry run made no work directory");
+    }
+
+    /// The decided tree replaces the work tree whole: nothing of the old one is left beside it.
+    #[test]
+    fn the_decided_tree_replaces_the_work_tree_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let (from, to) = (d.path().join("next/eas"), d.path().join("work/eas"));
+        std::fs::create_dir_all(&from).unwrap();
+        std::fs::write(from.join("decided"), "new").unwrap();
+        std::fs::create_dir_all(to.join("stale-dir")).unwrap();
+        std::fs::write(to.join("stale"), "old").unwrap();
+        put_in_place(&from, &to).unwrap();
+        assert_eq!(std::fs::read_to_string(to.join("decided")).unwrap(), "new");
+        assert!(!to.join("stale").exists() && !to.join("stale-dir").exists());
+        assert!(!from.exists(), "moved, not copied");
+    }
+}

@@ -80,3 +80,31 @@ pub async fn verify(phase: Verify<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<()
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::{Fixture, desktop_facts, runner, state_dir};
+    use crate::plan::PhaseTimeouts;
+
+    /// Verify keeps what it expects beside the state before it waits (so `eas verify` checks the
+    /// same later), and a SIGINT or SIGTERM during its wait ends it as an interruption (exit
+    /// 130), not as a failed verification.
+    #[tokio::test]
+    async fn an_interrupted_verify_has_kept_what_it_expects_for_eas_verify() {
+        let (mut r, f, (_root, sd)) = (runner(PhaseTimeouts::default()), Fixture::new(), state_dir());
+        let facts = desktop_facts();
+        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
+        let decision = config::generate(&facts, &select).unwrap();
+        // Nothing listens on port 1: every read waits until the interruption ends it.
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        r.interrupt().graceful.cancel();
+        let phase = Verify { client: &client, sd: &sd, facts: &facts, decision: &decision };
+        let e = verify(phase, &f.cx(), &mut r).await.unwrap_err();
+        assert!(matches!(e, Failure::Interrupted), "{e:?}");
+        let kept = std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).unwrap();
+        let kept: serde_json::Value = serde_json::from_str(&kept).unwrap();
+        let models = crate::pipeline::report::expected_models(&decision).expect("the decision's models");
+        assert_eq!(kept["models"], serde_json::json!(models), "{kept}");
+    }
+}
