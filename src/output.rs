@@ -237,7 +237,7 @@ impl Shell {
     /// spinner reading `waiting for <state>, 0:42 of 1:30`; without one, a plain line when the
     /// state changes, at most one every [`PLAIN_EVERY`].
     pub fn wait(&self, what: &str, timeout: Duration) -> Wait {
-        let limit = clock(timeout);
+        let limit = clock(whole_seconds_up(timeout));
         let bar = if self.bars && !self.quiet {
             let pb = self.multi.add(ProgressBar::new_spinner());
             let template = format!("{{spinner}} {what}: waiting for {{msg}}, {{clock}} of {limit}");
@@ -266,7 +266,7 @@ impl Shell {
     /// (the caller's plain lines say the same thing).
     pub fn spinner_within(&self, message: impl Into<String>, limit: Duration) -> ProgressBar {
         let pb = self.spinner(message);
-        let template = format!("{{spinner}} {{msg}} [{{clock}} of {}]", clock(limit));
+        let template = format!("{{spinner}} {{msg}} [{{clock}} of {}]", clock(whole_seconds_up(limit)));
         if let Ok(style) = ProgressStyle::with_template(&template) {
             pb.set_style(style.with_key("clock", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
                 let _ = w.write_str(&clock(s.elapsed()));
@@ -302,6 +302,13 @@ pub fn clock(d: Duration) -> String {
     } else {
         format!("{}:{:02}", s / 60, s % 60)
     }
+}
+
+/// A wait's timeout as it reads against the elapsed clock: a part second counts as one, so
+/// what is left of a 5 s verify after its first few milliseconds still reads `of 0:05`, not
+/// `of 0:04` (the elapsed clock rounds down, and starts at `0:00`).
+fn whole_seconds_up(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
 }
 
 /// Without a terminal: whether a wait's new state is printed now. A state that differs from the
@@ -381,6 +388,15 @@ mod tests {
         assert_eq!(clock(Duration::from_secs(90)), "1:30");
         assert_eq!(clock(Duration::from_secs(2400)), "40:00");
         assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    }
+
+    #[test]
+    fn a_timeout_with_a_part_second_left_reads_the_whole_second() {
+        let plain = Shell::new(ProgressMode::Plain, &term(false, true), false, 0, true);
+        assert_eq!(plain.wait("verify model servers", Duration::from_millis(4_980)).limit, "0:05");
+        assert_eq!(plain.wait("verify devices", Duration::from_secs(5)).limit, "0:05");
+        assert_eq!(plain.wait("verify devices", Duration::from_millis(5_001)).limit, "0:06");
+        assert_eq!(plain.wait("verify devices", Duration::ZERO).limit, "0:00");
     }
 
     #[test]

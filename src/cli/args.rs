@@ -132,10 +132,10 @@ pub struct UpArgs {
     #[command(flatten)]
     pub gather: GatherArgs,
     /// How long the installer may run, in seconds [default: 5400]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", help_heading = "Timeouts")]
     pub install_timeout: Option<u64>,
     /// How long verification may take (the devices and the model servers), in seconds [default: 2400]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", help_heading = "Timeouts")]
     pub verify_timeout: Option<u64>,
     /// How long a ledger snapshot is retried before the record is marked incomplete, in seconds
     #[arg(long, value_name = "SECS", default_value_t = timeouts::LEDGER.as_secs(), hide = true)]

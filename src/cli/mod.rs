@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(
     name = "eas",
-    version,
+    version = env!("EAS_LONG_VERSION"),
     about = "Install Intel Enterprise AI Solutions (EAS) and the Agent Toolkit onto a k3s/k3d cluster",
     after_help = "Exit codes: 0 ok, 1 step failed, 2 bad input, 3 refused, 4 overlay STOP, \
                   5 verification failed, 130 interrupted."
@@ -145,7 +145,7 @@ pub enum Command {
 #[command(next_help_heading = "Selection")]
 pub struct SelectArgs {
     /// Layer to install: agent-toolkit or inference (erag is refused)
-    #[arg(long, default_value = "agent-toolkit")]
+    #[arg(long, default_value = "agent-toolkit", value_parser = LayerName, hide_possible_values = true)]
     pub layer: String,
     /// Pins profile naming the EAS, EI and EAT commits
     #[arg(long, conflicts_with = "git_ref")]
@@ -154,13 +154,37 @@ pub struct SelectArgs {
     #[arg(long = "ref", value_name = "SHA")]
     pub git_ref: Option<String>,
     /// Model to serve, overriding the pick
-    #[arg(long)]
+    #[arg(long, value_name = "MODEL", value_hint = clap::ValueHint::Other)]
     pub model: Option<String>,
     #[arg(long, value_name = "FILE", help = PINS_HELP)]
     pub pins: Option<PathBuf>,
     /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees
     #[arg(long, value_name = "FILE")]
     pub fit: Option<PathBuf>,
+}
+
+/// `--layer`: any name is taken here (resolution says "unknown layer" or refuses `erag` with its
+/// reason); the installable layers are its possible values only so that shell completion offers
+/// them instead of file names.
+#[derive(Clone)]
+struct LayerName;
+
+impl clap::builder::TypedValueParser for LayerName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let names = crate::config::data::layers().layers.keys();
+        Some(Box::new(names.map(|n| clap::builder::PossibleValue::new(n.as_str()))))
+    }
 }
 
 #[derive(Args, Debug, Clone)]

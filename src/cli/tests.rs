@@ -101,3 +101,17 @@ fn global_options_are_grouped_after_the_commands_own_and_help_wraps_to_the_width
         assert!(line.chars().count() <= 72, "{} columns: {line:?}", line.chars().count());
     }
 }
+
+#[test]
+fn the_phase_timeouts_have_their_own_heading_after_the_node_facts() {
+    let help = up_help(100);
+    let heading = |h: &str| help.find(&format!("\n{h}:\n")).unwrap_or_else(|| panic!("no {h} heading: {help}"));
+    let (facts, timeouts) = (heading("Node facts"), heading("Timeouts"));
+    for flag in ["--install-timeout", "--verify-timeout"] {
+        let at = help.find(flag).unwrap();
+        assert!(at > timeouts && timeouts > facts, "{flag} is not under Timeouts: {help}");
+    }
+    // Node facts keeps only the node flags.
+    let between = &help[facts..timeouts];
+    assert!(between.contains("--containerd-config") && !between.contains("timeout"), "{between}");
+}

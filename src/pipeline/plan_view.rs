@@ -101,7 +101,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
             format!("{apply} to apply, {skip} to skip, {stop}")
         }
     };
-    labelled(&mut out, view, "decisions", &format!("{} decisions; patches: {patches}", plan.decisions.len()));
+    labelled(&mut out, view, "decisions", &format!("{} made; patches: {patches}", plan.decisions.len()));
     let image = match &plan.image {
         Some(i) if i.action == ImageAction::Build => format!("build {}", i.tag),
         Some(i) => format!("reuse {}", i.tag),

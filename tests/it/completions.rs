@@ -37,6 +37,59 @@ fn bash_sources_the_script_and_completes_eas() {
     assert!(words.contains(&"check") && words.contains(&"lock"), "eas pins <TAB>: {words:?}");
 }
 
+/// What bash offers after `eas up <words>` with `cur` being completed.
+fn bash_offers(words: &[&str], cur: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("eas.bash");
+    std::fs::write(&script, completion("bash")).unwrap();
+    // A file whose name starts like a layer: offered only if the completion falls back to files.
+    std::fs::write(dir.path().join("agent-notes.txt"), "").unwrap();
+    let line: Vec<&str> = words.iter().copied().chain([cur]).collect();
+    let quoted: Vec<String> = line.iter().map(|w| format!("'{w}'")).collect();
+    let out = Command::new("bash")
+        .current_dir(dir.path())
+        .arg("--norc")
+        .arg("-c")
+        .arg(format!(
+            "source '{}' && COMP_WORDS=({}) COMP_CWORD={} && _eas eas '{cur}' '{}' && printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            quoted.join(" "),
+            line.len() - 1,
+            words.last().unwrap(),
+        ))
+        .output()
+        .expect("bash");
+    assert!(out.status.success(), "bash: {}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_string).filter(|w| !w.is_empty()).collect()
+}
+
+#[test]
+fn layer_completes_the_layers_and_model_completes_no_file_names() {
+    let layers = bash_offers(&["eas", "up", "--layer"], "");
+    assert!(layers.contains(&"agent-toolkit".to_string()) && layers.contains(&"inference".to_string()), "{layers:?}");
+    assert!(!layers.iter().any(|w| w.ends_with(".txt")), "--layer offered file names: {layers:?}");
+    assert_eq!(bash_offers(&["eas", "up", "--layer"], "ag"), ["agent-toolkit"]);
+    // What was typed stays as typed: no file name (agent-notes.txt) is offered.
+    let models = bash_offers(&["eas", "up", "--model"], "ag");
+    assert_eq!(models, ["ag"], "--model offered file names: {models:?}");
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = eas(dir.path()).arg("--version").output().expect("run eas");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".to_string());
+    assert_eq!(text(&out.stdout), format!("eas {} (commit {head})\n", env!("CARGO_PKG_VERSION")));
+}
+
 #[test]
 fn every_shell_gets_a_script_naming_the_commands() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {

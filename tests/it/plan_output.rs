@@ -195,7 +195,7 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
     let pins = lines.iter().find(|l| l.starts_with("  pins ")).unwrap();
     assert_eq!(pins.split_whitespace().nth(1), Some(trees().pins.to_str().unwrap()), "the file, by absolute path");
     let decisions = lines.iter().find(|l| l.starts_with("  decisions ")).unwrap();
-    assert!(decisions.contains("41 decisions; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
+    assert!(decisions.contains("decisions  41 made; patches: 2 to apply, 1 to skip, 0 stop"), "{plan}");
     for l in &lines {
         assert!(l.chars().count() <= 80 || !l.trim().contains(' '), "over 80 columns: {l:?}");
     }
