@@ -126,11 +126,7 @@ pub struct UpArgs {
     #[arg(long)]
     pub reinstall: bool,
     #[command(flatten)]
-    pub repos: RepoArgs,
-    #[command(flatten)]
-    pub image: BaseArgs,
-    #[command(flatten)]
-    pub gather: GatherArgs,
+    pub inputs: InputArgs,
     /// How long the installer may run, in seconds [default: 5400]
     #[arg(long, value_name = "SECS", help_heading = "Timeouts")]
     pub install_timeout: Option<u64>,
@@ -170,14 +166,22 @@ pub struct DoctorArgs {
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
     #[command(flatten)]
+    pub inputs: InputArgs,
+    /// text (one line per check) or json (one eas-doctor/v1 document)
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: super::OutputArg,
+}
+
+/// What `eas up` and `eas doctor` read beside the cluster's facts: the upstream trees, the
+/// bastion's base image, and how the facts are gathered.
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    #[command(flatten)]
     pub repos: RepoArgs,
     #[command(flatten)]
     pub image: BaseArgs,
     #[command(flatten)]
     pub gather: GatherArgs,
-    /// text (one line per check) or json (one eas-doctor/v1 document)
-    #[arg(long, value_enum, default_value = "text")]
-    pub output: super::OutputArg,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).

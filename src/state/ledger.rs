@@ -161,29 +161,23 @@ struct Guards {
 #[derive(Debug, Deserialize)]
 struct LabelRule {
     prefix: String,
-    by: String,
-    certain: bool,
-    source: String,
-    component: Option<String>,
+    #[serde(flatten)]
+    threat: Threat,
 }
 
 #[derive(Debug, Deserialize)]
 struct NamespaceRule {
     name: String,
-    by: String,
-    certain: bool,
-    source: String,
-    component: Option<String>,
+    #[serde(flatten)]
+    threat: Threat,
 }
 
 #[derive(Debug, Deserialize)]
 struct ReleaseRule {
     namespace: Option<String>,
     name: String,
-    by: String,
-    certain: bool,
-    source: String,
-    component: Option<String>,
+    #[serde(flatten)]
+    threat: Threat,
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,33 +210,18 @@ fn guards() -> &'static Guards {
 pub fn threat(object: &Object) -> Option<Threat> {
     let g = guards();
     match object {
-        Object::Namespace(n) => g.namespaces.iter().find(|r| &r.name == n).map(|r| Threat {
-            by: r.by.clone(),
-            certain: r.certain,
-            source: r.source.clone(),
-            component: r.component.clone(),
-        }),
+        Object::Namespace(n) => g.namespaces.iter().find(|r| &r.name == n).map(|r| r.threat.clone()),
         Object::HelmRelease(rel) => g
             .helm_releases
             .iter()
             .find(|r| r.name == rel.name && r.namespace.as_ref().is_none_or(|ns| *ns == rel.namespace))
-            .map(|r| Threat {
-                by: r.by.clone(),
-                certain: r.certain,
-                source: r.source.clone(),
-                component: r.component.clone(),
-            }),
+            .map(|r| r.threat.clone()),
         // The teardown that deletes a namespace deletes what is inside it.
         Object::Namespaced(n) => threat(&Object::Namespace(n.namespace.clone())),
         // No teardown read deletes the admission policy or its binding (EAS envoy_gateway's
         // teardown.yaml@3db05446 names neither): eas removes the ones a run created.
         Object::Cluster(_) => None,
-        Object::NodeLabel(l) => g.node_labels.iter().find(|r| l.key.starts_with(&r.prefix)).map(|r| Threat {
-            by: r.by.clone(),
-            certain: r.certain,
-            source: r.source.clone(),
-            component: r.component.clone(),
-        }),
+        Object::NodeLabel(l) => g.node_labels.iter().find(|r| l.key.starts_with(&r.prefix)).map(|r| r.threat.clone()),
         Object::Crd(c) => g.crds.iter().find(|r| r.matches(c)).map(|r| Threat {
             by: format!("{} ({})", r.by, r.upstream),
             certain: true,
@@ -252,7 +231,9 @@ pub fn threat(object: &Object) -> Option<Threat> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A guard row's teardown, as `data/teardown-guards.json` names it (a CRD row's is built from
+/// its `upstream`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Threat {
     pub by: String,
     /// False when the teardown was not read and the threat is inferred from what install creates.
@@ -274,10 +255,10 @@ pub fn all_guarded_components() -> Vec<String> {
     let mut v: Vec<String> = g
         .namespaces
         .iter()
-        .filter_map(|r| r.component.clone())
-        .chain(g.helm_releases.iter().filter_map(|r| r.component.clone()))
+        .filter_map(|r| r.threat.component.clone())
+        .chain(g.helm_releases.iter().filter_map(|r| r.threat.component.clone()))
         .chain(g.crds.iter().filter_map(|r| r.component.clone()))
-        .chain(g.node_labels.iter().filter_map(|r| r.component.clone()))
+        .chain(g.node_labels.iter().filter_map(|r| r.threat.component.clone()))
         .collect();
     v.sort();
     v.dedup();

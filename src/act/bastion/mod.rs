@@ -207,97 +207,90 @@ pub async fn prepare_with(
     shell: &Shell,
     interrupt: &Interrupt,
 ) -> Result<Prepared, BastionError> {
-    let prepared = prepare_at(docker, args, lock_mode, rebuild, shell, interrupt).await;
-    prepared.map_err(|e| e.naming_pins(&args.pins))
-}
-
-async fn prepare_at(
-    docker: &Docker,
-    args: &ImageSettings,
-    lock_mode: Option<LockMode>,
-    rebuild: bool,
-    shell: &Shell,
-    interrupt: &Interrupt,
-) -> Result<Prepared, BastionError> {
-    let lock = lock_mode.is_some();
-    // With --lock, the file resolution picked is the one rewritten; the built-in pins are
-    // written to the user's pins file (SPEC §1), so what is locked is what later runs read.
-    let (pins_path, mut pins) = match lock {
-        true => {
-            let (path, pins) = args.pins.lock_target(args.user_pins.clone())?;
-            (Some(path), pins)
-        }
-        false => (args.pins.path().map(Path::to_path_buf), args.pins.load()?),
-    };
-    crate::act::bastion::context::check_lock(
-        &pins,
-        &crate::act::bastion::context::parse_lock(crate::act::bastion::context::REQUIREMENTS_LOCK)?,
-    )?;
-
-    let mut changed = false;
-    let base = match crate::act::bastion::context::choose_base(
-        &pins,
-        args.base.base_image.as_deref(),
-        args.base.allow_unpinned_base,
-    ) {
-        Err(ContextError::UnpinnedBase { reference, from_pins: true }) if lock => {
-            shell.phase("bastion", format!("pulling {reference} to record its digest"));
-            let digest = crate::act::bastion::image::pull_digest(docker, &reference).await?;
-            record(&mut pins, crate::act::bastion::context::BASE_ROW, digest.trim_start_matches("sha256:"));
-            crate::act::bastion::publisher::set_source(
-                &mut pins,
-                crate::act::bastion::context::BASE_ROW,
-                &crate::act::bastion::publisher::base_source(&reference, &digest),
-            );
-            changed = true;
-            shell.note(format!("base image {reference} recorded at its registry digest {reference}@{digest}"));
-            Base::Digest(format!("{reference}@{digest}"))
-        }
-        other => other?,
-    };
-    if let Some(mode) = lock_mode {
-        let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(args)?);
-        let wanted = crate::act::bastion::context::artifacts(&pins);
-        // Every row is checked before any is recorded: a mismatch or a missing checksum
-        // leaves the pins file as it was.
-        let mut locked = Vec::new();
-        for a in wanted.iter().filter(|a| a.sha256.is_none()) {
-            shell.phase("bastion", format!("downloading {} from {} and its publisher's checksum", a.name, a.url));
-            let fetch = crate::act::bastion::publisher::lock_artifact(
-                &fetcher,
-                &cache,
-                &a.name,
-                &a.url,
-                mode.trust_on_first_use,
-            );
-            locked.push((a.name.clone(), a.url.clone(), interruptible(interrupt, fetch).await??));
-        }
-        for (name, url, l) in locked {
-            let (sha, line) = crate::act::bastion::publisher::describe(&name, &l);
-            match &l {
-                crate::act::bastion::publisher::Locked::Verified { .. } => shell.note(&line),
-                crate::act::bastion::publisher::Locked::TrustedOnFirstUse { .. } => shell.warn(&line),
+    // Every error names the pins file it is about.
+    let prepared: Result<Prepared, BastionError> = async {
+        let lock = lock_mode.is_some();
+        // With --lock, the file resolution picked is the one rewritten; the built-in pins are
+        // written to the user's pins file (SPEC §1), so what is locked is what later runs read.
+        let (pins_path, mut pins) = match lock {
+            true => {
+                let (path, pins) = args.pins.lock_target(args.user_pins.clone())?;
+                (Some(path), pins)
             }
-            record(&mut pins, &name, &sha);
-            crate::act::bastion::publisher::set_source(
-                &mut pins,
-                &name,
-                &crate::act::bastion::publisher::row_source(&url, &l),
-            );
-            changed = true;
+            false => (args.pins.path().map(Path::to_path_buf), args.pins.load()?),
+        };
+        crate::act::bastion::context::check_lock(
+            &pins,
+            &crate::act::bastion::context::parse_lock(crate::act::bastion::context::REQUIREMENTS_LOCK)?,
+        )?;
+
+        let mut changed = false;
+        let base = match crate::act::bastion::context::choose_base(
+            &pins,
+            args.base.base_image.as_deref(),
+            args.base.allow_unpinned_base,
+        ) {
+            Err(ContextError::UnpinnedBase { reference, from_pins: true }) if lock => {
+                shell.phase("bastion", format!("pulling {reference} to record its digest"));
+                let digest = crate::act::bastion::image::pull_digest(docker, &reference).await?;
+                record(&mut pins, crate::act::bastion::context::BASE_ROW, digest.trim_start_matches("sha256:"));
+                crate::act::bastion::publisher::set_source(
+                    &mut pins,
+                    crate::act::bastion::context::BASE_ROW,
+                    &crate::act::bastion::publisher::base_source(&reference, &digest),
+                );
+                changed = true;
+                shell.note(format!("base image {reference} recorded at its registry digest {reference}@{digest}"));
+                Base::Digest(format!("{reference}@{digest}"))
+            }
+            other => other?,
+        };
+        if let Some(mode) = lock_mode {
+            let (cache, fetcher) = (Cache::new(args.artifacts.clone()), fetcher_for(args)?);
+            let wanted = crate::act::bastion::context::artifacts(&pins);
+            // Every row is checked before any is recorded: a mismatch or a missing checksum
+            // leaves the pins file as it was.
+            let mut locked = Vec::new();
+            for a in wanted.iter().filter(|a| a.sha256.is_none()) {
+                shell.phase("bastion", format!("downloading {} from {} and its publisher's checksum", a.name, a.url));
+                let fetch = crate::act::bastion::publisher::lock_artifact(
+                    &fetcher,
+                    &cache,
+                    &a.name,
+                    &a.url,
+                    mode.trust_on_first_use,
+                );
+                locked.push((a.name.clone(), a.url.clone(), interruptible(interrupt, fetch).await??));
+            }
+            for (name, url, l) in locked {
+                let (sha, line) = crate::act::bastion::publisher::describe(&name, &l);
+                match &l {
+                    crate::act::bastion::publisher::Locked::Verified { .. } => shell.note(&line),
+                    crate::act::bastion::publisher::Locked::TrustedOnFirstUse { .. } => shell.warn(&line),
+                }
+                record(&mut pins, &name, &sha);
+                crate::act::bastion::publisher::set_source(
+                    &mut pins,
+                    &name,
+                    &crate::act::bastion::publisher::row_source(&url, &l),
+                );
+                changed = true;
+            }
         }
-    }
-    if let Some(path) = &pins_path
-        && (changed || (lock && args.pins == crate::pins::Source::Builtin))
-    {
-        write_pins(path, &pins)?;
-        match changed {
-            true => shell.note(format!("recorded the new sha256s in {}", path.display())),
-            false => shell.note(format!("wrote the built-in pins to {}", path.display())),
+        if let Some(path) = &pins_path
+            && (changed || (lock && args.pins == crate::pins::Source::Builtin))
+        {
+            write_pins(path, &pins)?;
+            match changed {
+                true => shell.note(format!("recorded the new sha256s in {}", path.display())),
+                false => shell.note(format!("wrote the built-in pins to {}", path.display())),
+            }
         }
+        let plan = plan_from(docker, args, &pins, base).await?;
+        build_planned(docker, plan, rebuild, args.build_timeout, shell, interrupt).await
     }
-    let plan = plan_from(docker, args, &pins, base).await?;
-    build_planned(docker, plan, rebuild, args.build_timeout, shell, interrupt).await
+    .await;
+    prepared.map_err(|e| e.naming_pins(&args.pins))
 }
 
 /// The plan half of the bastion phase: the build context named by its content hash, and the

@@ -243,43 +243,38 @@ fn refuses_what_it_cannot_edit_safely() {
         ("models: []\n", one("m"), ModelsError::UnknownModel { name: "m".into(), available: vec![] }),
         ("defaults: {}\n", one("m"), ModelsError::NoModels { name: "m".into() }),
         ("models:\n  - name: m\n  - name: m\n", one("m"), ModelsError::DuplicateModel { name: "m".into() }),
-        (
-            "models:\n  - name: m\n    env: {K: \"0\"}\n",
-            one("m"),
-            unsupported("the env of model m", 3, "a flow-style collection"),
-        ),
-        (
-            "models:\n  - name: m\n    args: [\"--b\"]\n",
-            one("m"),
-            unsupported("the args of model m", 3, "a flow-style collection"),
-        ),
-        ("models:\n  - {name: m}\n", one("m"), unsupported("models item 1", 2, "a flow-style collection")),
-        ("models: [{name: m}]\n", one("m"), unsupported("models", 1, "a flow-style collection")),
-        (
-            "models:\n  - name: m\n    env:\n      K: |\n        0\n",
-            one("m"),
-            unsupported("env K of model m", 4, "a block scalar"),
-        ),
-        (
-            "models:\n  - name: m\n    env: &e\n      K: \"0\"\n",
-            one("m"),
-            unsupported("the env of model m", 3, "an anchor (other entries may alias it)"),
-        ),
-        (
-            "models:\n  - name: m\n    args:\n      - --b\n        --c\n",
-            one("m"),
-            unsupported("the args of model m", 5, "an item that spans several lines"),
-        ),
-        (
-            "models:\n  - name: m\n    args:\n      - [x]\n",
-            one("m"),
-            unsupported("the args of model m", 4, "an item that is not a single-line string"),
-        ),
         ("defaults: {require_amx: true}\n", edit(false, vec![]), unsupported("defaults", 1, "a flow-style collection")),
         ("models:\n  - name: m\n    model_id: \"a\tb\"\n", one("m"), ModelsError::Tab { line: 3 }),
         ("- a\n", one("m"), ModelsError::NotAMap { found: "a list".into() }),
     ];
-    for (input, e, want) in cases {
+    // Shapes of model m's entry that eas does not edit: (input, what, line, why).
+    let shapes = [
+        ("models:\n  - name: m\n    env: {K: \"0\"}\n", "the env of model m", 3, "a flow-style collection"),
+        ("models:\n  - name: m\n    args: [\"--b\"]\n", "the args of model m", 3, "a flow-style collection"),
+        ("models:\n  - {name: m}\n", "models item 1", 2, "a flow-style collection"),
+        ("models: [{name: m}]\n", "models", 1, "a flow-style collection"),
+        ("models:\n  - name: m\n    env:\n      K: |\n        0\n", "env K of model m", 4, "a block scalar"),
+        (
+            "models:\n  - name: m\n    env: &e\n      K: \"0\"\n",
+            "the env of model m",
+            3,
+            "an anchor (other entries may alias it)",
+        ),
+        (
+            "models:\n  - name: m\n    args:\n      - --b\n        --c\n",
+            "the args of model m",
+            5,
+            "an item that spans several lines",
+        ),
+        (
+            "models:\n  - name: m\n    args:\n      - [x]\n",
+            "the args of model m",
+            4,
+            "an item that is not a single-line string",
+        ),
+    ];
+    let shapes = shapes.map(|(input, what, line, why)| (input, one("m"), unsupported(what, line, why)));
+    for (input, e, want) in cases.into_iter().chain(shapes) {
         assert_eq!(apply_models_edit(input, &e), Err(want), "{input:?}");
     }
     assert!(matches!(apply_models_edit("a: [\n", &one("m")), Err(ModelsError::Parse(_))));
@@ -298,23 +293,32 @@ fn errors_name_the_model_and_the_line() {
     assert!(err.hint().contains("--model"));
 }
 
-#[test]
-fn the_generated_edit_file_parses() {
-    let d = Decision {
-        layer: Layer::AgentToolkit,
+/// A decision of `layer` with one model edit and nothing else (no AMX, no proxy), whose edit
+/// file `render` writes.
+fn decided(layer: Layer, model: ModelEdit) -> Decision {
+    Decision {
+        layer,
         overrides: vec![],
         require_amx: false,
-        model_edits: vec![ModelEdit {
-            name: "qwen2-5-coder-7b".into(),
-            env: vec![("VLLM_CPU_KVCACHE_SPACE".into(), "8".into())],
-            args_append: vec!["--max-model-len".into(), "32768".into()],
-            ..ModelEdit::default()
-        }],
+        model_edits: vec![model],
         manifest: vec![],
         choices: vec![],
         warnings: vec![],
         network_no_proxy: None,
-    };
+    }
+}
+
+#[test]
+fn the_generated_edit_file_parses() {
+    let d = decided(
+        Layer::AgentToolkit,
+        ModelEdit {
+            name: "qwen2-5-coder-7b".into(),
+            env: vec![("VLLM_CPU_KVCACHE_SPACE".into(), "8".into())],
+            args_append: vec!["--max-model-len".into(), "32768".into()],
+            ..ModelEdit::default()
+        },
+    );
     let parsed = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
     assert_eq!(
         parsed,
@@ -358,22 +362,16 @@ fn autodeploy_is_added_or_switched_on_in_place() {
 #[test]
 fn memory_and_cpu_are_replaced_in_place_or_added() {
     // qwen3-0-6b carries cpu (replaced) and no memory (added); the edit file as render writes it.
-    let d = Decision {
-        layer: Layer::Inference,
-        overrides: vec![],
-        require_amx: false,
-        model_edits: vec![ModelEdit {
+    let d = decided(
+        Layer::Inference,
+        ModelEdit {
             name: "qwen3-0-6b".into(),
             autodeploy: true,
             memory: Some("25Gi".into()),
             cpu: Some("6".into()),
             ..ModelEdit::default()
-        }],
-        manifest: vec![],
-        choices: vec![],
-        warnings: vec![],
-        network_no_proxy: None,
-    };
+        },
+    );
     let e = ModelsEdit::parse(&render::models_edit(&d)).unwrap();
     let out = apply_models_edit(REAL_SHAPE, &e).unwrap();
     let v = parse(&out);
