@@ -20,6 +20,8 @@ pub fn run(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), 
     } else {
         for c in &checks {
             let mark = match c.status {
+                // Passed, with warnings only: not marked ok above a refusal it names.
+                "ok" if c.detail.starts_with("warning: ") => "warn",
                 "ok" => "ok  ",
                 "skipped" => "skip",
                 _ => "FAIL",

@@ -329,6 +329,19 @@ pub fn earlier_install(f: &Facts, recorded: &Recorded, d: &Data) -> Check {
             "eas down will not delete them",
         );
     }
+    // EAT 1.x's namespaces are not the stack's: the config check refuses them, and this check
+    // names them too, so doctor does not print "ok earlier install" under that refusal.
+    let eat1: Vec<String> =
+        config_data::cluster_rules().eat1_namespaces.iter().filter(|ns| f.namespaces.contains(*ns)).cloned().collect();
+    if !eat1.is_empty() {
+        c.warn(
+            format!(
+                "an earlier EAT 1.x install (namespaces {}): the config check refuses to install over it",
+                list(&eat1)
+            ),
+            "remove EAT 1.x before installing EAT 2.0",
+        );
+    }
     c.ok = "no namespace or Helm release of an earlier install".into();
     c
 }

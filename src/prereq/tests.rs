@@ -244,3 +244,16 @@ fn doctor_lines_fail_only_on_refusals() {
     let earlier = lines.iter().find(|l| l.1 == "earlier install").unwrap();
     assert!(earlier.0 && earlier.2.starts_with("warning: "), "a warning passes: {earlier:?}");
 }
+
+#[test]
+fn an_eat1_install_is_named_by_the_earlier_install_check_as_well_as_refused_by_config() {
+    let eat1 = recorded("eat1");
+    let lines = doctor_lines(&eat1, &Inputs::default());
+    let earlier = lines.iter().find(|l| l.1 == "earlier install").unwrap();
+    assert!(earlier.2.starts_with("warning: an earlier EAT 1.x install (namespaces genai-gateway"), "{earlier:?}");
+    // A cluster without EAT 1.x keeps the plain line.
+    let k3s = recorded("k3d-gpu-desktop");
+    let lines = doctor_lines(&k3s, &Inputs::default());
+    let earlier = lines.iter().find(|l| l.1 == "earlier install").unwrap();
+    assert!(!earlier.2.contains("EAT 1.x"), "{earlier:?}");
+}

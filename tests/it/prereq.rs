@@ -563,3 +563,17 @@ fn a_not_ready_node_keeps_its_pod_requests_and_doctor_names_its_condition() {
     assert!(!doctor.contains("every node carries"), "a lifecycle taint does not take the node out: {doctor}");
     assert!(doctor.contains("other nodes: no other nodes"), "one node: {doctor}");
 }
+
+/// On a cluster with EAT 1.x, doctor's config check fails on it and the earlier-install check
+/// names it as a warning, never `ok earlier install` under that failure.
+#[test]
+fn doctor_marks_an_eat1_install_in_both_checks_that_see_it() {
+    let server = ClusterServer::start(fixture("eat1"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = offline_doctor(dir.path(), server.kubeconfig());
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}{}", text(&out.stderr));
+    assert!(table.contains("FAIL config: ") && table.contains("EAT 1.x is installed"), "{table}");
+    let earlier = table.lines().find(|l| l.contains(" earlier install: ")).expect(&table);
+    assert!(earlier.starts_with("warn earlier install: warning: an earlier EAT 1.x install"), "{table}");
+}
