@@ -155,6 +155,9 @@ pub struct Outcome {
 /// and only when no row failed. Git trusts the CA file `ca` (`--ca-bundle`) when given.
 pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path, ca: Option<&Path>) -> Outcome {
     let mut out = Outcome::default();
+    // A repository that could not be fetched is tried once: the other rows that pin it (the
+    // same repository in another profile) join its one error instead of repeating it.
+    let mut unreachable: Vec<(String, String, Vec<String>)> = Vec::new();
     for p in pins.pins.iter_mut() {
         let (Some(repo), Some(sha)) = (p.repo.clone(), p.sha.clone()) else {
             continue;
@@ -164,10 +167,14 @@ pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path, ca: Option<&Path>) ->
         }
         let id = format!("{}/{}", p.profile, p.name);
         let url = repo_url(git_base, &repo);
+        if let Some((_, _, rows)) = unreachable.iter_mut().find(|(u, _, _)| *u == url) {
+            rows.push(id);
+            continue;
+        }
         let dir = match trees::update_mirror(&repo, &url, cache, ca) {
             Ok(d) => d,
             Err(e) => {
-                out.errors.push(RowError::Failed(format!("{id}: fetching {url}: {e}")));
+                unreachable.push((url, e.to_string(), vec![id]));
                 continue;
             }
         };
@@ -184,6 +191,9 @@ pub fn lock(pins: &mut Pins, git_base: &str, cache: &Path, ca: Option<&Path>) ->
                 RowError::Failed(m) => RowError::Failed(format!("{id}: {m}")),
             }),
         }
+    }
+    for (url, e, rows) in unreachable {
+        out.errors.push(RowError::Failed(format!("{}: fetching {url}: {e}", rows.join(", "))));
     }
     out
 }

@@ -143,9 +143,15 @@ pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell)
             lines.push(format!("nothing was written to {}", path.display()));
             return Err(Failure::Refused(lines));
         }
+        // One line per repository (the rows that pin it named), then the error: not one line
+        // repeating the same network error for every row.
+        for f in &failed {
+            shell.note(format!("  {f}"));
+        }
+        let n = failed.len();
         return Err(Failure::step_next(
             "pins lock",
-            all.join("; "),
+            format!("{n} {} could not be fetched (above)", if n == 1 { "repository" } else { "repositories" }),
             "check network access to the repositories (or --git-base) and re-run `eas pins lock`; nothing was written",
         ));
     }

@@ -339,6 +339,15 @@ fn locking_the_built_in_pins_writes_no_user_file_when_a_row_cannot_lock() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("the pins built into eas"), "says what it locks: {err}");
     assert!(!config.join("eas/pins.json").exists(), "a failed lock wrote the user's pins file");
+    // Each repository is fetched and named once, on a line of its own, with the rows of every
+    // profile that pin it; the error line counts them.
+    for name in ["enterprise-ai-solutions", "enterprise-inference", "agent-toolkit"] {
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains(&format!("/intel/{name}: "))).collect();
+        assert_eq!(lines.len(), 1, "{name}: {err}");
+        let pinned_by = lines[0].trim_start().split(": fetching").next().unwrap();
+        assert_eq!(pinned_by.split(", ").count(), 2, "both profiles' rows: {}", lines[0]);
+    }
+    assert!(err.contains("error: pins lock: 3 repositories could not be fetched (above)"), "{err}");
 }
 
 /// The synthetic EAS, EI and EAT trees as repositories at `base/<owner>/<name>` (where
