@@ -32,7 +32,7 @@ pub const MAX_PAGE_BYTES: u64 = crate::net::body_limit::PAGE;
 pub struct Target {
     pub context: String,
     pub server: String,
-    pub client: kube::Client,
+    pub cluster: super::Cluster,
     /// The user's exec credential plugin, to name it when it fails.
     pub plugin: Option<crate::net::exec_auth::Plugin>,
     /// The proxy the client goes through, to name it when the API server cannot be reached.
@@ -120,7 +120,7 @@ pub async fn target(
         Some(line) => TargetError::Plugin(line),
         None => unusable(crate::text::mask_userinfo(&e.to_string())),
     })?;
-    Ok(Target { context: name, server, client, plugin, proxy: route, credentials })
+    Ok(Target { context: name, server, cluster: super::Cluster::new(client), plugin, proxy: route, credentials })
 }
 
 /// One read the gatherer makes, named the way the person reading an error thinks of it.
@@ -267,7 +267,7 @@ pub struct Reader {
 impl Reader {
     pub fn new(t: &Target, timeout: Duration) -> Reader {
         Reader {
-            client: t.client.clone(),
+            client: t.cluster.client().clone(),
             server: t.server.clone(),
             context: t.context.clone(),
             timeout,

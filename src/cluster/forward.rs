@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Client};
+use kube::Api;
 
+use super::Cluster;
 use super::api::{ApiError, said};
 
 /// What the pod answered: its status, and its body line by line, each with when it arrived
@@ -38,68 +39,71 @@ impl Answer {
     }
 }
 
-/// `req` (its path and body; the Host header is added) sent to `port` of pod `ns/pod`, and the
-/// whole answer read, within `t`. `what` names the exchange in an error.
-pub async fn http(
-    client: &Client,
-    ns: &str,
-    pod: &str,
-    port: u16,
-    req: http::Request<Vec<u8>>,
-    what: &str,
-    t: Duration,
-) -> Result<Answer, ApiError> {
-    let call = format!("{what} through a port-forward to pod {ns}/{pod}:{port}");
-    let err = |cause: String| ApiError::Call { call: call.clone(), cause };
-    let started = Instant::now();
-    let exchange = async {
-        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-        let mut pf = api.portforward(pod, &[port]).await.map_err(|e| err(said(&e)))?;
-        let stream = pf.take_stream(port).ok_or_else(|| err("the port-forward gave no stream".into()))?;
-        let failed = pf.take_error(port);
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| err(e.to_string()))?;
-        let driven = tokio::spawn(conn);
-        let (mut parts, body) = req.into_parts();
-        parts
-            .headers
-            .insert(http::header::HOST, http::HeaderValue::from_str(&format!("localhost:{port}")).expect("host"));
-        let asked = http::Request::from_parts(parts, http_body_util::Full::new(bytes::Bytes::from(body)));
-        let sent = sender.send_request(asked).await;
-        let resp = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                // The kubelet says why on the port's error channel (nothing listening, say).
-                let said = match failed {
-                    Some(f) => tokio::time::timeout(Duration::from_secs(2), f).await.ok().flatten(),
-                    None => None,
-                };
-                return Err(err(said.unwrap_or_else(|| e.to_string())));
+impl Cluster {
+    /// `req` (its path and body; the Host header is added) sent to `port` of pod `ns/pod`, and the
+    /// whole answer read, within `t`. `what` names the exchange in an error.
+    pub async fn forward_http(
+        &self,
+        ns: &str,
+        pod: &str,
+        port: u16,
+        req: http::Request<Vec<u8>>,
+        what: &str,
+        t: Duration,
+    ) -> Result<Answer, ApiError> {
+        let client = &self.client;
+        let call = format!("{what} through a port-forward to pod {ns}/{pod}:{port}");
+        let err = |cause: String| ApiError::Call { call: call.clone(), cause };
+        let started = Instant::now();
+        let exchange = async {
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            let mut pf = api.portforward(pod, &[port]).await.map_err(|e| err(said(&e)))?;
+            let stream = pf.take_stream(port).ok_or_else(|| err("the port-forward gave no stream".into()))?;
+            let failed = pf.take_error(port);
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| err(e.to_string()))?;
+            let driven = tokio::spawn(conn);
+            let (mut parts, body) = req.into_parts();
+            parts
+                .headers
+                .insert(http::header::HOST, http::HeaderValue::from_str(&format!("localhost:{port}")).expect("host"));
+            let asked = http::Request::from_parts(parts, http_body_util::Full::new(bytes::Bytes::from(body)));
+            let sent = sender.send_request(asked).await;
+            let resp = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    // The kubelet says why on the port's error channel (nothing listening, say).
+                    let said = match failed {
+                        Some(f) => tokio::time::timeout(Duration::from_secs(2), f).await.ok().flatten(),
+                        None => None,
+                    };
+                    return Err(err(said.unwrap_or_else(|| e.to_string())));
+                }
+            };
+            let status = resp.status().as_u16();
+            let mut body = resp.into_body();
+            let (mut lines, mut partial) = (Vec::new(), Vec::<u8>::new());
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| err(format!("reading the answer: {e}")))?;
+                let Some(data) = frame.data_ref() else { continue };
+                partial.extend_from_slice(data);
+                while let Some(i) = partial.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = partial.drain(..=i).collect();
+                    let line = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string();
+                    lines.push((started.elapsed(), line));
+                }
             }
+            if !partial.is_empty() {
+                lines.push((started.elapsed(), String::from_utf8_lossy(&partial).into_owned()));
+            }
+            drop(sender);
+            driven.abort();
+            pf.abort();
+            Ok(Answer { status, lines })
         };
-        let status = resp.status().as_u16();
-        let mut body = resp.into_body();
-        let (mut lines, mut partial) = (Vec::new(), Vec::<u8>::new());
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| err(format!("reading the answer: {e}")))?;
-            let Some(data) = frame.data_ref() else { continue };
-            partial.extend_from_slice(data);
-            while let Some(i) = partial.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = partial.drain(..=i).collect();
-                let line = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_string();
-                lines.push((started.elapsed(), line));
-            }
+        match tokio::time::timeout(t, exchange).await {
+            Ok(r) => r,
+            Err(_) => Err(ApiError::NoAnswer { call, secs: t.as_secs() }),
         }
-        if !partial.is_empty() {
-            lines.push((started.elapsed(), String::from_utf8_lossy(&partial).into_owned()));
-        }
-        drop(sender);
-        driven.abort();
-        pf.abort();
-        Ok(Answer { status, lines })
-    };
-    match tokio::time::timeout(t, exchange).await {
-        Ok(r) => r,
-        Err(_) => Err(ApiError::NoAnswer { call, secs: t.as_secs() }),
     }
 }

@@ -22,6 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
+use super::Cluster;
 use super::api::{ApiError, said};
 use super::objects::call;
 
@@ -147,10 +148,57 @@ fn api(client: &Client) -> Api<Lease> {
     Api::namespaced(client.clone(), NAMESPACE)
 }
 
-/// Reads the Lease (a dry run and doctor send only this GET).
-pub async fn read(client: &Client, t: Duration, here: Here<'_>) -> Result<Found, ApiError> {
-    let lease = get(&api(client), t).await?;
-    Ok(judge(lease.as_ref(), chrono::Utc::now(), here))
+impl Cluster {
+    /// Reads the Lease (a dry run and doctor send only this GET).
+    pub async fn lease(&self, t: Duration, here: Here<'_>) -> Result<Found, ApiError> {
+        let client = &self.client;
+        let lease = get(&api(client), t).await?;
+        Ok(judge(lease.as_ref(), chrono::Utc::now(), here))
+    }
+
+    /// Takes the Lease for `identity`, written with `duration`: creates it, or takes over a stale
+    /// one with `break_lock` (replacing it at the version read, so two runs cannot both take it over;
+    /// the API server keeps its uid). The holder's renewer starts at once.
+    pub async fn take_lease(
+        &self,
+        identity: &str,
+        (break_lock, here): (bool, Here<'_>),
+        t: Duration,
+        duration: Duration,
+    ) -> Result<Taken, ApiError> {
+        let client = &self.client;
+        let leases = api(client);
+        let current = get(&leases, t).await?;
+        let found = judge(current.as_ref(), chrono::Utc::now(), here);
+        if !may_take(&found, break_lock) {
+            return Ok(Taken::Refused(found));
+        }
+        let taken = match current {
+            None => {
+                tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None, duration)))
+                    .await
+            }
+            Some(old) => {
+                let rv = old.metadata.resource_version.clone();
+                let new = lease_for(identity, rv, duration);
+                tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &new)).await
+            }
+        };
+        let uid = match taken {
+            Ok(Ok(l)) => l.metadata.uid,
+            // Another run created or took it between the read and the write.
+            Ok(Err(kube::Error::Api(e))) if e.code == 409 => return Ok(Taken::Refused(Found::Raced)),
+            Ok(Err(e)) => {
+                return Err(ApiError::Call { call: format!("take lease {NAMESPACE}/{NAME}"), cause: said(&e) });
+            }
+            Err(_) => {
+                return Err(ApiError::NoAnswer { call: format!("take lease {NAMESPACE}/{NAME}"), secs: t.as_secs() });
+            }
+        };
+        let fence = Fence::default();
+        let renewer = tokio::spawn(renew(client.clone(), identity.to_string(), duration, fence.clone()));
+        Ok(Taken::Held(Held { client: client.clone(), identity: identity.to_string(), uid, renewer, fence }))
+    }
 }
 
 async fn get(leases: &Api<Lease>, t: Duration) -> Result<Option<Lease>, ApiError> {
@@ -195,44 +243,6 @@ pub struct Held {
 pub enum Taken {
     Held(Held),
     Refused(Found),
-}
-
-/// Takes the Lease for `identity`, written with `duration`: creates it, or takes over a stale
-/// one with `break_lock` (replacing it at the version read, so two runs cannot both take it over;
-/// the API server keeps its uid). The holder's renewer starts at once.
-pub async fn acquire(
-    client: &Client,
-    identity: &str,
-    (break_lock, here): (bool, Here<'_>),
-    t: Duration,
-    duration: Duration,
-) -> Result<Taken, ApiError> {
-    let leases = api(client);
-    let current = get(&leases, t).await?;
-    let found = judge(current.as_ref(), chrono::Utc::now(), here);
-    if !may_take(&found, break_lock) {
-        return Ok(Taken::Refused(found));
-    }
-    let taken = match current {
-        None => {
-            tokio::time::timeout(t, leases.create(&PostParams::default(), &lease_for(identity, None, duration))).await
-        }
-        Some(old) => {
-            let rv = old.metadata.resource_version.clone();
-            let new = lease_for(identity, rv, duration);
-            tokio::time::timeout(t, leases.replace(NAME, &PostParams::default(), &new)).await
-        }
-    };
-    let uid = match taken {
-        Ok(Ok(l)) => l.metadata.uid,
-        // Another run created or took it between the read and the write.
-        Ok(Err(kube::Error::Api(e))) if e.code == 409 => return Ok(Taken::Refused(Found::Raced)),
-        Ok(Err(e)) => return Err(ApiError::Call { call: format!("take lease {NAMESPACE}/{NAME}"), cause: said(&e) }),
-        Err(_) => return Err(ApiError::NoAnswer { call: format!("take lease {NAMESPACE}/{NAME}"), secs: t.as_secs() }),
-    };
-    let fence = Fence::default();
-    let renewer = tokio::spawn(renew(client.clone(), identity.to_string(), duration, fence.clone()));
-    Ok(Taken::Held(Held { client: client.clone(), identity: identity.to_string(), uid, renewer, fence }))
 }
 
 /// The holder's renewer: every third of the duration it re-reads the Lease and renews it. Found

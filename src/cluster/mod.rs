@@ -9,6 +9,8 @@
 
 pub mod access;
 pub mod api;
+#[cfg(test)]
+pub mod fake;
 pub mod forward;
 pub mod lease;
 pub mod nodes;
@@ -19,6 +21,29 @@ pub mod typed;
 pub use api::*;
 pub use objects::*;
 use std::time::Duration;
+
+/// The cluster a run talks to (zarf's `src/pkg/cluster/` `Cluster`, zarf-dev/zarf): its client,
+/// and every call eas makes of it as a method (the identity and the ledger's snapshots and
+/// deletions in [`objects`], the nodes in [`nodes`], the Lease in [`lease`], the pods eas runs in
+/// [`pods`], a port-forward in [`forward`], the typed reads and waits in [`typed`]). Built once
+/// per run from the kubeconfig's context ([`target`]) and handed to whatever reads or writes the
+/// cluster; a unit test builds one over an in-memory API server ([`fake`]), so the code under
+/// test is the code that runs.
+#[derive(Clone)]
+pub struct Cluster {
+    client: kube::Client,
+}
+
+impl Cluster {
+    pub fn new(client: kube::Client) -> Cluster {
+        Cluster { client }
+    }
+
+    /// The client itself, for the streamed reader of lists ([`Reader`]).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+}
 
 /// Every cluster API call's deadline (a list, a get, a delete).
 pub const CALL: Duration = Duration::from_secs(30);

@@ -11,10 +11,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::Client;
 use kube::api::{ListParams, ObjectList};
 
-use super::{ApiError, MAX_PAGES, PAGE_LIMIT, call};
+use super::{ApiError, Cluster, MAX_PAGES, PAGE_LIMIT, call};
 
 /// The call's name in errors and the API log.
 pub const CALL: &str = "list nodes";
@@ -46,23 +45,27 @@ where
     Err(ApiError::Endless { call: CALL.into(), cause: format!("still a continue token after {MAX_PAGES} pages") })
 }
 
-/// Every node, each page within `t`.
-pub async fn list(client: &Client, t: Duration) -> Result<Vec<Node>, ApiError> {
-    let api: Api<Node> = Api::all(client.clone());
-    paged(t, |lp| {
-        let api = api.clone();
-        async move { api.list(&lp).await }
-    })
-    .await
-}
+impl Cluster {
+    /// Every node, each page within `t`.
+    pub async fn nodes(&self, t: Duration) -> Result<Vec<Node>, ApiError> {
+        let client = &self.client;
+        let api: Api<Node> = Api::all(client.clone());
+        paged(t, |lp| {
+            let api = api.clone();
+            async move { api.list(&lp).await }
+        })
+        .await
+    }
 
-/// Every node's metadata (names, labels, annotations), each page within `t`.
-pub async fn metadata(client: &Client, t: Duration) -> Result<Vec<ObjectMeta>, ApiError> {
-    let api: Api<Node> = Api::all(client.clone());
-    let items = paged(t, |lp| {
-        let api = api.clone();
-        async move { api.list_metadata(&lp).await }
-    })
-    .await?;
-    Ok(items.into_iter().map(|n| n.metadata).collect())
+    /// Every node's metadata (names, labels, annotations), each page within `t`.
+    pub async fn node_metadata(&self, t: Duration) -> Result<Vec<ObjectMeta>, ApiError> {
+        let client = &self.client;
+        let api: Api<Node> = Api::all(client.clone());
+        let items = paged(t, |lp| {
+            let api = api.clone();
+            async move { api.list_metadata(&lp).await }
+        })
+        .await?;
+        Ok(items.into_iter().map(|n| n.metadata).collect())
+    }
 }

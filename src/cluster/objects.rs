@@ -12,6 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::{Api, Client};
 
+use super::Cluster;
 use super::api::{ApiError, said};
 use crate::snapshot::{ClusterNamed, Named, NodeLabel, Release, Snapshot, WatchedKind, watch};
 
@@ -20,7 +21,7 @@ const HELM_SECRET_TYPE: &str = "type=helm.sh/release.v1";
 /// One API call, bounded by `t`: its answer, or why not as an [`ApiError`] naming `what`. Every
 /// call outside the streamed reader goes through here (the watches aside: they are bounded by
 /// their callers).
-pub async fn call<T>(
+pub(super) async fn call<T>(
     what: &str,
     t: Duration,
     fut: impl Future<Output = Result<T, kube::Error>>,
@@ -52,114 +53,308 @@ fn no_answer(call: &str, t: Duration) -> ApiError {
     ApiError::NoAnswer { call: call.to_string(), secs: t.as_secs() }
 }
 
-/// A GET of `path` (an API path, or one through a service's proxy), its body as text, bounded by `t`.
-pub async fn get_text(client: &Client, path: &str, t: Duration) -> Result<String, ApiError> {
-    let what = format!("GET {path}");
-    let req = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| ApiError::Call { call: what.clone(), cause: e.to_string() })?;
-    timed(&what, t, client.request_text(req)).await
-}
-
-/// A request (`what` names it) whose answer is read line by line as it arrives, each line with
-/// when it arrived since the request; the whole answer within `t`.
-pub async fn stream_lines(
-    client: &Client,
-    what: &str,
-    req: http::Request<Vec<u8>>,
-    t: Duration,
-) -> Result<Vec<(Duration, String)>, ApiError> {
-    use futures::{AsyncBufReadExt, StreamExt};
-    let started = std::time::Instant::now();
-    let read = async {
-        let body = client.request_stream(req).await.map_err(|e| answered(what, &e))?;
-        let mut lines = Box::pin(body).lines();
-        let mut out = Vec::new();
-        while let Some(line) = lines.next().await {
-            let line =
-                line.map_err(|e| ApiError::Call { call: what.to_string(), cause: format!("reading the answer: {e}") })?;
-            out.push((started.elapsed(), line));
-        }
-        Ok(out)
-    };
-    match tokio::time::timeout(t, read).await {
-        Ok(r) => r,
-        Err(_) => Err(no_answer(what, t)),
+impl Cluster {
+    /// A GET of `path` (an API path, or one through a service's proxy), its body as text, bounded by `t`.
+    pub async fn get_text(&self, path: &str, t: Duration) -> Result<String, ApiError> {
+        let client = &self.client;
+        let what = format!("GET {path}");
+        let req = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|e| ApiError::Call { call: what.clone(), cause: e.to_string() })?;
+        timed(&what, t, client.request_text(req)).await
     }
-}
 
-/// The `kube-system` namespace UID: the key of this cluster's state directory.
-pub async fn cluster_key(client: &Client, t: Duration) -> Result<String, ApiError> {
-    identity(client, t).await
+    /// A request (`what` names it) whose answer is read line by line as it arrives, each line with
+    /// when it arrived since the request; the whole answer within `t`.
+    pub async fn stream_lines(
+        &self,
+        what: &str,
+        req: http::Request<Vec<u8>>,
+        t: Duration,
+    ) -> Result<Vec<(Duration, String)>, ApiError> {
+        let client = &self.client;
+        use futures::{AsyncBufReadExt, StreamExt};
+        let started = std::time::Instant::now();
+        let read = async {
+            let body = client.request_stream(req).await.map_err(|e| answered(what, &e))?;
+            let mut lines = Box::pin(body).lines();
+            let mut out = Vec::new();
+            while let Some(line) = lines.next().await {
+                let line = line.map_err(|e| ApiError::Call {
+                    call: what.to_string(),
+                    cause: format!("reading the answer: {e}"),
+                })?;
+                out.push((started.elapsed(), line));
+            }
+            Ok(out)
+        };
+        match tokio::time::timeout(t, read).await {
+            Ok(r) => r,
+            Err(_) => Err(no_answer(what, t)),
+        }
+    }
+
+    /// The `kube-system` namespace UID: the key of this cluster's state directory.
+    pub async fn cluster_key(&self, t: Duration) -> Result<String, ApiError> {
+        self.identity(t).await
+    }
+
+    /// [`cluster_key`], with why it failed told apart (answered, no connection, no answer), so that
+    /// a proxy on the way can be named when no answer came.
+    pub async fn identity(&self, t: Duration) -> Result<String, ApiError> {
+        let client = &self.client;
+        let api: Api<Namespace> = Api::all(client.clone());
+        let call = IDENTITY_CALL.to_string();
+        let ns = match tokio::time::timeout(t, api.get("kube-system")).await {
+            Ok(Ok(ns)) => ns,
+            Ok(Err(e @ (kube::Error::Api(_) | kube::Error::SerdeError(_)))) => return Err(answered(&call, &e)),
+            Ok(Err(e)) => return Err(ApiError::NoConnection { call, cause: said(&e) }),
+            Err(_) => return Err(no_answer(&call, t)),
+        };
+        ns.metadata.uid.ok_or(ApiError::NoUid)
+    }
+
+    pub async fn snapshot(&self, t: Duration) -> Result<Snapshot, ApiError> {
+        let client = &self.client;
+        let ns: Api<Namespace> = Api::all(client.clone());
+        let secrets: Api<Secret> = Api::all(client.clone());
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let helm = ListParams::default().fields(HELM_SECRET_TYPE);
+        let all = ListParams::default();
+        let (n, s, c, nodes) = tokio::join!(
+            timed("list namespaces", t, ns.list_metadata(&all)),
+            timed("list Helm release secrets", t, secrets.list_metadata(&helm)),
+            timed("list CRDs", t, crds.list_metadata(&all)),
+            self.node_metadata(t),
+        );
+        let mut snap = Snapshot::default();
+        for item in n?.items {
+            if let Some(name) = item.metadata.name {
+                snap.namespaces.insert(name);
+            }
+        }
+        for item in s?.items {
+            let labels = item.metadata.labels.unwrap_or_default();
+            if let (Some(name), Some(namespace)) = (labels.get("name"), item.metadata.namespace) {
+                snap.helm_releases.insert(Release { namespace, name: name.clone() });
+            }
+        }
+        for item in c?.items {
+            if let Some(name) = item.metadata.name {
+                snap.crds.insert(name);
+            }
+        }
+        for node in nodes? {
+            let name = node.name.unwrap_or_default();
+            for key in node.labels.unwrap_or_default().into_keys().filter(|k| watch().watches_label(k)) {
+                snap.node_labels.insert(NodeLabel { node: name.clone(), key });
+            }
+        }
+        for ns in &watch().namespaces {
+            for kind in &watch().kinds {
+                for name in list_inside(client, kind, &ns.name, t).await? {
+                    snap.objects.insert(Named { kind: kind.kind.clone(), namespace: ns.name.clone(), name });
+                }
+            }
+        }
+        for kind in &watch().cluster_kinds {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(kind));
+            for name in list_names(api, &format!("list {}", kind.plural), t).await? {
+                snap.cluster_objects.insert(ClusterNamed { kind: kind.kind.clone(), name });
+            }
+        }
+        Ok(snap)
+    }
+
+    /// Deletes a cluster-scoped object the ledger recorded; one already gone counts as deleted.
+    pub async fn delete_cluster_object(&self, c: &ClusterNamed, t: Duration) -> Result<(), ApiError> {
+        let client = &self.client;
+        let Some(api) = cluster_api(client, &c.kind) else {
+            return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
+        };
+        deleted(&format!("delete {} {}", c.kind, c.name), t, api.delete(&c.name, &DeleteParams::background())).await
+    }
+
+    /// Removes one label key from a node by a JSON merge patch (`null` removes a key, RFC 7386); a
+    /// node that is gone has no label left to remove.
+    pub async fn remove_node_label(&self, l: &NodeLabel, t: Duration) -> Result<(), ApiError> {
+        let client = &self.client;
+        use kube::api::{Patch, PatchParams};
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let patch = serde_json::json!({"metadata": {"labels": {l.key.clone(): null}}});
+        let what = format!("remove label {} from node {}", l.key, l.node);
+        deleted(&what, t, nodes.patch(&l.node, &PatchParams::default(), &Patch::Merge(&patch))).await
+    }
+
+    /// [`snapshot`], retried until `deadline`: a ledger is only as good as its snapshots.
+    pub async fn snapshot_within(&self, t: Duration, deadline: Duration) -> Result<Snapshot, ApiError> {
+        let start = tokio::time::Instant::now();
+        let mut wait = Duration::from_millis(500);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let left = deadline.saturating_sub(start.elapsed());
+            match self.snapshot(t.min(left.max(Duration::from_secs(1)))).await {
+                Ok(s) => return Ok(s),
+                Err(e) if start.elapsed() + wait >= deadline => {
+                    return Err(ApiError::Retried { last: Box::new(e), tries, secs: start.elapsed().as_secs() });
+                }
+                Err(_) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// Deletes one object inside a namespace; one already gone counts as deleted.
+    pub async fn delete_named(&self, n: &Named, t: Duration) -> Result<(), ApiError> {
+        let client = &self.client;
+        let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
+            return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
+        let what = format!("delete {} {}/{}", n.kind, n.namespace, n.name);
+        match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if not_found(&e) => Ok(()),
+            Ok(Err(e)) => Err(answered(&what, &e)),
+            Err(_) => Err(no_answer(&what, t)),
+        }
+    }
+
+    /// Deletes a namespace. Already gone (404), or already going (409: a namespace stays
+    /// `Terminating` while its content is removed, and a DELETE meanwhile is refused) is done.
+    pub async fn delete_namespace(&self, name: &str, t: Duration) -> Result<(), ApiError> {
+        let client = &self.client;
+        let api: Api<Namespace> = Api::all(client.clone());
+        deleted(&format!("delete namespace {name}"), t, api.delete(name, &DeleteParams::background())).await
+    }
+
+    /// Deletes a CRD; already gone or going is done, as for a namespace.
+    pub async fn delete_crd(&self, name: &str, t: Duration) -> Result<(), ApiError> {
+        let client = &self.client;
+        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+        deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
+    }
+
+    /// Deletes one object the ledger recorded (a namespace, a CRD, or an object inside a namespace)
+    /// within `t`, and gives up at once when `cancel` fires (SIGINT/SIGTERM): `None`. A Helm release
+    /// is the teardown's to remove, not a DELETE: `Some(Err)`.
+    pub async fn delete_object(
+        &self,
+        o: &crate::snapshot::Object,
+        t: Duration,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Option<Result<(), ApiError>> {
+        use crate::snapshot::Object;
+        let delete = async {
+            match o {
+                Object::Namespace(n) => self.delete_namespace(n, t).await,
+                Object::Crd(c) => self.delete_crd(c, t).await,
+                Object::Namespaced(n) => self.delete_named(n, t).await,
+                Object::Cluster(c) => self.delete_cluster_object(c, t).await,
+                Object::NodeLabel(l) => self.remove_node_label(l, t).await,
+                Object::HelmRelease(_) => {
+                    Err(ApiError::NotDeletable(format!("{o} is removed by helm, not by a DELETE")))
+                }
+            }
+        };
+        tokio::select! {
+            r = delete => Some(r),
+            _ = cancel.cancelled() => None,
+        }
+    }
+
+    /// The API server's `gitVersion`, within `t`.
+    pub async fn server_version(&self, t: Duration) -> Result<String, ApiError> {
+        let client = &self.client;
+        timed("get version", t, client.apiserver_version()).await.map(|v| v.git_version)
+    }
+
+    /// Resolves once `o` is gone from the cluster, or with the error that says this wait cannot learn
+    /// it (the API server refuses the list or the watch: 401, 403). Nothing else ends it: the caller
+    /// bounds it (`eas down`'s settle window).
+    ///
+    /// The object is watched by kube-runtime's `watch_object` (a list by name, then a watch from the
+    /// list's resourceVersion, bookmarks asked for), which re-establishes a broken watch on its next
+    /// poll (kube-rs/kube@003f668d kube-runtime/src/watcher.rs, `step_trampolined`, as in the
+    /// kube-runtime 5.0.0 eas builds with, lines 699-757: an error on the stream keeps the watch's
+    /// state, the stream's end watches again from the last resourceVersion, a BOOKMARK moves that
+    /// resourceVersion on, and an ERROR event with a 410 Status starts over with a list). A watch
+    /// that stays quiet past the client's read timeout ends in such an error, which says nothing of
+    /// the object. Gone is a DELETED event, or a list by name without the object (a GET's 404).
+    pub async fn gone(&self, o: &crate::snapshot::Object) -> Result<(), ApiError> {
+        let client = &self.client;
+        use crate::snapshot::Object;
+        match o {
+            Object::Namespace(n) => {
+                until_absent(Api::<Namespace>::all(client.clone()), n, &format!("watch namespace {n}")).await
+            }
+            Object::Crd(n) => {
+                until_absent(Api::<CustomResourceDefinition>::all(client.clone()), n, &format!("watch CRD {n}")).await
+            }
+            Object::Namespaced(n) => {
+                let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
+                    return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
+                };
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
+                until_absent(api, &n.name, &format!("watch {} {}/{}", n.kind, n.namespace, n.name)).await
+            }
+            Object::Cluster(c) => {
+                let Some(api) = cluster_api(client, &c.kind) else {
+                    return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
+                };
+                until_absent(api, &c.name, &format!("watch {} {}", c.kind, c.name)).await
+            }
+            // A label goes with the patch that removes it.
+            Object::NodeLabel(_) => Ok(()),
+            Object::HelmRelease(r) => {
+                let what = format!("watch Helm release {}/{}'s secrets", r.namespace, r.name);
+                release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name, &what).await
+            }
+        }
+    }
+
+    /// Why namespace `name` is still there, in its own status: `None` when it is gone; else its
+    /// phase and each of its deletion conditions that holds (`NamespaceContentRemaining:
+    /// SomeResourcesRemain: Some resources are remaining: pods. has 1 resource instances`), as the
+    /// namespace controller writes them.
+    pub async fn namespace_left(&self, name: &str, t: Duration) -> Result<Option<String>, ApiError> {
+        let client = &self.client;
+        let api: Api<Namespace> = Api::all(client.clone());
+        let Some(ns) = timed(&format!("get namespace {name}"), t, api.get_opt(name)).await? else {
+            return Ok(None);
+        };
+        if ns.metadata.deletion_timestamp.is_none() {
+            return Ok(Some("not terminating: its deletion was not accepted".into()));
+        }
+        let status = ns.status.unwrap_or_default();
+        let phase = status.phase.unwrap_or_else(|| "Terminating".into());
+        let held: Vec<String> = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.status == "True")
+            .map(|c| {
+                let mut s = c.type_;
+                for part in [c.reason, c.message].into_iter().flatten().filter(|p| !p.is_empty()) {
+                    s.push_str(": ");
+                    s.push_str(&part);
+                }
+                s
+            })
+            .collect();
+        Ok(Some(if held.is_empty() {
+            format!("still {phase}; no condition of it says why")
+        } else {
+            format!("still {phase}: {}", crate::text::for_people(&held.join("; ")))
+        }))
+    }
 }
 
 /// The read of the cluster's identity.
 pub const IDENTITY_CALL: &str = "get namespace kube-system";
-
-/// [`cluster_key`], with why it failed told apart (answered, no connection, no answer), so that
-/// a proxy on the way can be named when no answer came.
-pub async fn identity(client: &Client, t: Duration) -> Result<String, ApiError> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let call = IDENTITY_CALL.to_string();
-    let ns = match tokio::time::timeout(t, api.get("kube-system")).await {
-        Ok(Ok(ns)) => ns,
-        Ok(Err(e @ (kube::Error::Api(_) | kube::Error::SerdeError(_)))) => return Err(answered(&call, &e)),
-        Ok(Err(e)) => return Err(ApiError::NoConnection { call, cause: said(&e) }),
-        Err(_) => return Err(no_answer(&call, t)),
-    };
-    ns.metadata.uid.ok_or(ApiError::NoUid)
-}
-
-pub async fn snapshot(client: &Client, t: Duration) -> Result<Snapshot, ApiError> {
-    let ns: Api<Namespace> = Api::all(client.clone());
-    let secrets: Api<Secret> = Api::all(client.clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let helm = ListParams::default().fields(HELM_SECRET_TYPE);
-    let all = ListParams::default();
-    let (n, s, c, nodes) = tokio::join!(
-        timed("list namespaces", t, ns.list_metadata(&all)),
-        timed("list Helm release secrets", t, secrets.list_metadata(&helm)),
-        timed("list CRDs", t, crds.list_metadata(&all)),
-        super::nodes::metadata(client, t),
-    );
-    let mut snap = Snapshot::default();
-    for item in n?.items {
-        if let Some(name) = item.metadata.name {
-            snap.namespaces.insert(name);
-        }
-    }
-    for item in s?.items {
-        let labels = item.metadata.labels.unwrap_or_default();
-        if let (Some(name), Some(namespace)) = (labels.get("name"), item.metadata.namespace) {
-            snap.helm_releases.insert(Release { namespace, name: name.clone() });
-        }
-    }
-    for item in c?.items {
-        if let Some(name) = item.metadata.name {
-            snap.crds.insert(name);
-        }
-    }
-    for node in nodes? {
-        let name = node.name.unwrap_or_default();
-        for key in node.labels.unwrap_or_default().into_keys().filter(|k| watch().watches_label(k)) {
-            snap.node_labels.insert(NodeLabel { node: name.clone(), key });
-        }
-    }
-    for ns in &watch().namespaces {
-        for kind in &watch().kinds {
-            for name in list_inside(client, kind, &ns.name, t).await? {
-                snap.objects.insert(Named { kind: kind.kind.clone(), namespace: ns.name.clone(), name });
-            }
-        }
-    }
-    for kind in &watch().cluster_kinds {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(kind));
-        for name in list_names(api, &format!("list {}", kind.plural), t).await? {
-            snap.cluster_objects.insert(ClusterNamed { kind: kind.kind.clone(), name });
-        }
-    }
-    Ok(snap)
-}
 
 fn api_resource(kind: &WatchedKind) -> ApiResource {
     let api_version =
@@ -200,99 +395,6 @@ fn cluster_api(client: &Client, kind: &str) -> Option<Api<DynamicObject>> {
     Some(Api::all_with(client.clone(), &api_resource(k)))
 }
 
-/// Deletes a cluster-scoped object the ledger recorded; one already gone counts as deleted.
-pub async fn delete_cluster_object(client: &Client, c: &ClusterNamed, t: Duration) -> Result<(), ApiError> {
-    let Some(api) = cluster_api(client, &c.kind) else {
-        return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
-    };
-    deleted(&format!("delete {} {}", c.kind, c.name), t, api.delete(&c.name, &DeleteParams::background())).await
-}
-
-/// Removes one label key from a node by a JSON merge patch (`null` removes a key, RFC 7386); a
-/// node that is gone has no label left to remove.
-pub async fn remove_node_label(client: &Client, l: &NodeLabel, t: Duration) -> Result<(), ApiError> {
-    use kube::api::{Patch, PatchParams};
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let patch = serde_json::json!({"metadata": {"labels": {l.key.clone(): null}}});
-    let what = format!("remove label {} from node {}", l.key, l.node);
-    deleted(&what, t, nodes.patch(&l.node, &PatchParams::default(), &Patch::Merge(&patch))).await
-}
-
-/// [`snapshot`], retried until `deadline`: a ledger is only as good as its snapshots.
-pub async fn snapshot_within(client: &Client, t: Duration, deadline: Duration) -> Result<Snapshot, ApiError> {
-    let start = tokio::time::Instant::now();
-    let mut wait = Duration::from_millis(500);
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let left = deadline.saturating_sub(start.elapsed());
-        match snapshot(client, t.min(left.max(Duration::from_secs(1)))).await {
-            Ok(s) => return Ok(s),
-            Err(e) if start.elapsed() + wait >= deadline => {
-                return Err(ApiError::Retried { last: Box::new(e), tries, secs: start.elapsed().as_secs() });
-            }
-            Err(_) => {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
-}
-
-/// Deletes one object inside a namespace; one already gone counts as deleted.
-pub async fn delete_named(client: &Client, n: &Named, t: Duration) -> Result<(), ApiError> {
-    let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
-        return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
-    let what = format!("delete {} {}/{}", n.kind, n.namespace, n.name);
-    match tokio::time::timeout(t, api.delete(&n.name, &DeleteParams::background())).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) if not_found(&e) => Ok(()),
-        Ok(Err(e)) => Err(answered(&what, &e)),
-        Err(_) => Err(no_answer(&what, t)),
-    }
-}
-
-/// Deletes a namespace. Already gone (404), or already going (409: a namespace stays
-/// `Terminating` while its content is removed, and a DELETE meanwhile is refused) is done.
-pub async fn delete_namespace(client: &Client, name: &str, t: Duration) -> Result<(), ApiError> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    deleted(&format!("delete namespace {name}"), t, api.delete(name, &DeleteParams::background())).await
-}
-
-/// Deletes a CRD; already gone or going is done, as for a namespace.
-pub async fn delete_crd(client: &Client, name: &str, t: Duration) -> Result<(), ApiError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    deleted(&format!("delete CRD {name}"), t, api.delete(name, &DeleteParams::background())).await
-}
-
-/// Deletes one object the ledger recorded (a namespace, a CRD, or an object inside a namespace)
-/// within `t`, and gives up at once when `cancel` fires (SIGINT/SIGTERM): `None`. A Helm release
-/// is the teardown's to remove, not a DELETE: `Some(Err)`.
-pub async fn delete_object(
-    client: &Client,
-    o: &crate::snapshot::Object,
-    t: Duration,
-    cancel: &tokio_util::sync::CancellationToken,
-) -> Option<Result<(), ApiError>> {
-    use crate::snapshot::Object;
-    let delete = async {
-        match o {
-            Object::Namespace(n) => delete_namespace(client, n, t).await,
-            Object::Crd(c) => delete_crd(client, c, t).await,
-            Object::Namespaced(n) => delete_named(client, n, t).await,
-            Object::Cluster(c) => delete_cluster_object(client, c, t).await,
-            Object::NodeLabel(l) => remove_node_label(client, l, t).await,
-            Object::HelmRelease(_) => Err(ApiError::NotDeletable(format!("{o} is removed by helm, not by a DELETE"))),
-        }
-    };
-    tokio::select! {
-        r = delete => Some(r),
-        _ = cancel.cancelled() => None,
-    }
-}
-
 /// A cluster-wide DELETE within `t`: 404 (gone) and 409 (already going) are done.
 async fn deleted<T>(
     what: &str,
@@ -307,61 +409,13 @@ async fn deleted<T>(
     }
 }
 
-/// The API server's `gitVersion`, within `t`.
-pub async fn server_version(client: &Client, t: Duration) -> Result<String, ApiError> {
-    timed("get version", t, client.apiserver_version()).await.map(|v| v.git_version)
-}
-
 /// One object, bounded: absent is `None`; a refusal (403), another error status or no answer is
 /// the error, said as the API said it.
-pub async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>
+pub(super) async fn get<K>(api: Api<K>, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     timed(&format!("get {kind} {ns}/{name}"), t, api.get_opt(name)).await
-}
-
-/// Resolves once `o` is gone from the cluster, or with the error that says this wait cannot learn
-/// it (the API server refuses the list or the watch: 401, 403). Nothing else ends it: the caller
-/// bounds it (`eas down`'s settle window).
-///
-/// The object is watched by kube-runtime's `watch_object` (a list by name, then a watch from the
-/// list's resourceVersion, bookmarks asked for), which re-establishes a broken watch on its next
-/// poll (kube-rs/kube@003f668d kube-runtime/src/watcher.rs, `step_trampolined`, as in the
-/// kube-runtime 5.0.0 eas builds with, lines 699-757: an error on the stream keeps the watch's
-/// state, the stream's end watches again from the last resourceVersion, a BOOKMARK moves that
-/// resourceVersion on, and an ERROR event with a 410 Status starts over with a list). A watch
-/// that stays quiet past the client's read timeout ends in such an error, which says nothing of
-/// the object. Gone is a DELETED event, or a list by name without the object (a GET's 404).
-pub async fn gone(client: &Client, o: &crate::snapshot::Object) -> Result<(), ApiError> {
-    use crate::snapshot::Object;
-    match o {
-        Object::Namespace(n) => {
-            until_absent(Api::<Namespace>::all(client.clone()), n, &format!("watch namespace {n}")).await
-        }
-        Object::Crd(n) => {
-            until_absent(Api::<CustomResourceDefinition>::all(client.clone()), n, &format!("watch CRD {n}")).await
-        }
-        Object::Namespaced(n) => {
-            let Some(kind) = watch().kinds.iter().find(|k| k.kind == n.kind) else {
-                return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", n.kind)));
-            };
-            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &n.namespace, &api_resource(kind));
-            until_absent(api, &n.name, &format!("watch {} {}/{}", n.kind, n.namespace, n.name)).await
-        }
-        Object::Cluster(c) => {
-            let Some(api) = cluster_api(client, &c.kind) else {
-                return Err(ApiError::NotDeletable(format!("{} is not a kind eas tracks", c.kind)));
-            };
-            until_absent(api, &c.name, &format!("watch {} {}", c.kind, c.name)).await
-        }
-        // A label goes with the patch that removes it.
-        Object::NodeLabel(_) => Ok(()),
-        Object::HelmRelease(r) => {
-            let what = format!("watch Helm release {}/{}'s secrets", r.namespace, r.name);
-            release_secrets_gone(Api::<Secret>::namespaced(client.clone(), &r.namespace), &r.name, &what).await
-        }
-    }
 }
 
 async fn until_absent<K>(api: Api<K>, name: &str, what: &str) -> Result<(), ApiError>
@@ -375,7 +429,7 @@ where
 /// and the reading of its errors [`gone`] gives: a quiet, broken or 410 watch is watched again;
 /// only a refusal (401, 403) ends the wait early, as its error. A kind no longer served (the
 /// list's 404) is an absent object. The caller bounds the wait.
-pub async fn until_met<K>(
+pub(super) async fn until_met<K>(
     api: Api<K>,
     name: &str,
     what: &str,
@@ -488,41 +542,6 @@ async fn release_secrets_gone(api: Api<Secret>, name: &str, what: &str) -> Resul
     Err(ApiError::Call { call: what.to_string(), cause: "the watch ended".into() })
 }
 
-/// Why namespace `name` is still there, in its own status: `None` when it is gone; else its
-/// phase and each of its deletion conditions that holds (`NamespaceContentRemaining:
-/// SomeResourcesRemain: Some resources are remaining: pods. has 1 resource instances`), as the
-/// namespace controller writes them.
-pub async fn namespace_left(client: &Client, name: &str, t: Duration) -> Result<Option<String>, ApiError> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let Some(ns) = timed(&format!("get namespace {name}"), t, api.get_opt(name)).await? else {
-        return Ok(None);
-    };
-    if ns.metadata.deletion_timestamp.is_none() {
-        return Ok(Some("not terminating: its deletion was not accepted".into()));
-    }
-    let status = ns.status.unwrap_or_default();
-    let phase = status.phase.unwrap_or_else(|| "Terminating".into());
-    let held: Vec<String> = status
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| c.status == "True")
-        .map(|c| {
-            let mut s = c.type_;
-            for part in [c.reason, c.message].into_iter().flatten().filter(|p| !p.is_empty()) {
-                s.push_str(": ");
-                s.push_str(&part);
-            }
-            s
-        })
-        .collect();
-    Ok(Some(if held.is_empty() {
-        format!("still {phase}; no condition of it says why")
-    } else {
-        format!("still {phase}: {}", crate::text::for_people(&held.join("; ")))
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,7 +565,7 @@ mod tests {
         });
         let started = std::time::Instant::now();
         let o = crate::snapshot::Object::Namespace("eas-made".into());
-        let r = delete_object(&client, &o, Duration::from_secs(30), &cancel).await;
+        let r = Cluster::new(client).delete_object(&o, Duration::from_secs(30), &cancel).await;
         assert!(r.is_none(), "{r:?}");
         assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
     }

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::Api;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams, WatchEvent, WatchParams};
-use kube::{Api, Client};
 
-use super::{ApiError, call};
+use super::{ApiError, Cluster, call};
 
 /// Why a pod's run gave no log.
 #[derive(Debug, thiserror::Error)]
@@ -36,23 +36,94 @@ pub trait Watch {
     fn created(&self, name: &str, uid: &str);
 }
 
-/// Deletes every pod in `namespace` that `selector` matches (grace period 0): one LIST, then a
-/// DELETE each, each bounded by `t`. How many there were.
-pub async fn delete_matching(client: &Client, namespace: &str, selector: &str, t: Duration) -> Result<usize, ApiError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let what = format!("list pods in {namespace} labelled {selector}");
-    let list = call(&what, t, pods.list(&ListParams::default().labels(selector))).await?;
-    let mut n = 0;
-    for name in list.items.into_iter().filter_map(|p| p.metadata.name) {
-        let _ = call(
-            &format!("delete pod {namespace}/{name}"),
-            t,
-            pods.delete(&name, &DeleteParams::default().grace_period(0)),
-        )
-        .await;
-        n += 1;
+impl Cluster {
+    /// Deletes every pod in `namespace` that `selector` matches (grace period 0): one LIST, then a
+    /// DELETE each, each bounded by `t`. How many there were.
+    pub async fn delete_pods(&self, namespace: &str, selector: &str, t: Duration) -> Result<usize, ApiError> {
+        let client = &self.client;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let what = format!("list pods in {namespace} labelled {selector}");
+        let list = call(&what, t, pods.list(&ListParams::default().labels(selector))).await?;
+        let mut n = 0;
+        for name in list.items.into_iter().filter_map(|p| p.metadata.name) {
+            let _ = call(
+                &format!("delete pod {namespace}/{name}"),
+                t,
+                pods.delete(&name, &DeleteParams::default().grace_period(0)),
+            )
+            .await;
+            n += 1;
+        }
+        Ok(n)
     }
-    Ok(n)
+
+    /// Runs `spec` in `namespace` to its end: POST, then a watch of the pod from the POST's
+    /// resourceVersion (watched again from the last one when a watch ends or breaks, after a GET
+    /// when it is too old) until it has `Succeeded` or `Failed`, or cannot start ([`seen`], with
+    /// `node_down`), all within `limit`; then its log. A pod that did not start is said with its
+    /// events (one LIST). The pod is deleted in every case.
+    pub async fn run_pod(
+        &self,
+        namespace: &str,
+        spec: &Pod,
+        limit: Duration,
+        node_down: Option<&str>,
+        watch: &impl Watch,
+    ) -> Result<String, PodRunError> {
+        let client = &self.client;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        watch.called();
+        let created =
+            call(&format!("create a pod in {namespace}"), limit, pods.create(&PostParams::default(), spec)).await?;
+        let name = created.metadata.name.clone().ok_or(PodRunError::Unnamed)?;
+        watch.created(&name, created.metadata.uid.as_deref().unwrap_or_default());
+        let mut cleanup = Cleanup { pods: pods.clone(), name: Some(name.clone()) };
+        let full = format!("pod {namespace}/{name}");
+        let mut last = created;
+        let ended =
+            match tokio::time::timeout(limit, follow(&pods, &name, &mut last, limit, node_down, watch)).await.ok() {
+                Some(Ok(Seen::Succeeded)) => Ok(()),
+                Some(Ok(Seen::Failed(why))) => Err(PodRunError::Failed(why)),
+                Some(Ok(Seen::Stuck(why))) => Err(PodRunError::NotStarted { pod: full.clone(), why }),
+                Some(Err(e)) => Err(e.into()),
+                // The limit (`follow` answers no `Waiting`): what the pod had come to by then.
+                Some(Ok(Seen::Waiting)) | None => {
+                    let why = format!("after {} s: {}", limit.as_secs(), describe(&last));
+                    let started = last.status.as_ref().is_some_and(|s| s.start_time.is_some());
+                    Err(if started {
+                        PodRunError::NotDone { pod: full.clone(), secs: limit.as_secs(), why }
+                    } else {
+                        PodRunError::NotStarted { pod: full.clone(), why }
+                    })
+                }
+            };
+        let result = match ended {
+            Ok(()) => {
+                watch.called();
+                let what = format!("read {full}'s log");
+                call(&what, limit, pods.logs(&name, &LogParams::default())).await.map_err(PodRunError::from)
+            }
+            Err(PodRunError::NotStarted { pod, why }) => {
+                watch.called();
+                let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+                let lp = ListParams::default().fields(&format!("involvedObject.kind=Pod,involvedObject.name={name}"));
+                let said =
+                    match call(&format!("list the events of {pod}"), Duration::from_secs(10), events.list(&lp)).await {
+                        Ok(l) => said_events(&l.items),
+                        Err(e) => format!("its events unread: {e}"),
+                    };
+                Err(PodRunError::NotStarted { pod, why: format!("{why}; {said}") })
+            }
+            Err(e) => Err(e),
+        };
+        // Deleted now, bounded, rather than left to the guard.
+        watch.called();
+        let dp = DeleteParams::default().grace_period(0);
+        if call("delete pod", Duration::from_secs(10), pods.delete(&name, &dp)).await.is_ok() {
+            cleanup.name = None;
+        }
+        result
+    }
 }
 
 /// Deletes the pod when dropped, whatever ended the run (an error, a timeout, the command's
@@ -191,72 +262,6 @@ fn said_events(events: &[Event]) -> String {
         })
         .collect();
     crate::text::for_people(&format!("events: {}", lines.join("; ")))
-}
-
-/// Runs `spec` in `namespace` to its end: POST, then a watch of the pod from the POST's
-/// resourceVersion (watched again from the last one when a watch ends or breaks, after a GET
-/// when it is too old) until it has `Succeeded` or `Failed`, or cannot start ([`seen`], with
-/// `node_down`), all within `limit`; then its log. A pod that did not start is said with its
-/// events (one LIST). The pod is deleted in every case.
-pub async fn run_to_end(
-    client: &Client,
-    namespace: &str,
-    spec: &Pod,
-    limit: Duration,
-    node_down: Option<&str>,
-    watch: &impl Watch,
-) -> Result<String, PodRunError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    watch.called();
-    let created =
-        call(&format!("create a pod in {namespace}"), limit, pods.create(&PostParams::default(), spec)).await?;
-    let name = created.metadata.name.clone().ok_or(PodRunError::Unnamed)?;
-    watch.created(&name, created.metadata.uid.as_deref().unwrap_or_default());
-    let mut cleanup = Cleanup { pods: pods.clone(), name: Some(name.clone()) };
-    let full = format!("pod {namespace}/{name}");
-    let mut last = created;
-    let ended = match tokio::time::timeout(limit, follow(&pods, &name, &mut last, limit, node_down, watch)).await.ok() {
-        Some(Ok(Seen::Succeeded)) => Ok(()),
-        Some(Ok(Seen::Failed(why))) => Err(PodRunError::Failed(why)),
-        Some(Ok(Seen::Stuck(why))) => Err(PodRunError::NotStarted { pod: full.clone(), why }),
-        Some(Err(e)) => Err(e.into()),
-        // The limit (`follow` answers no `Waiting`): what the pod had come to by then.
-        Some(Ok(Seen::Waiting)) | None => {
-            let why = format!("after {} s: {}", limit.as_secs(), describe(&last));
-            let started = last.status.as_ref().is_some_and(|s| s.start_time.is_some());
-            Err(if started {
-                PodRunError::NotDone { pod: full.clone(), secs: limit.as_secs(), why }
-            } else {
-                PodRunError::NotStarted { pod: full.clone(), why }
-            })
-        }
-    };
-    let result = match ended {
-        Ok(()) => {
-            watch.called();
-            let what = format!("read {full}'s log");
-            call(&what, limit, pods.logs(&name, &LogParams::default())).await.map_err(PodRunError::from)
-        }
-        Err(PodRunError::NotStarted { pod, why }) => {
-            watch.called();
-            let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-            let lp = ListParams::default().fields(&format!("involvedObject.kind=Pod,involvedObject.name={name}"));
-            let said = match call(&format!("list the events of {pod}"), Duration::from_secs(10), events.list(&lp)).await
-            {
-                Ok(l) => said_events(&l.items),
-                Err(e) => format!("its events unread: {e}"),
-            };
-            Err(PodRunError::NotStarted { pod, why: format!("{why}; {said}") })
-        }
-        Err(e) => Err(e),
-    };
-    // Deleted now, bounded, rather than left to the guard.
-    watch.called();
-    let dp = DeleteParams::default().grace_period(0);
-    if call("delete pod", Duration::from_secs(10), pods.delete(&name, &dp)).await.is_ok() {
-        cleanup.name = None;
-    }
-    result
 }
 
 /// Watches pod `name` from `last` (its latest sight, kept up to date) until [`seen`] says it ended

@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use crate::cluster::Cluster;
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::settings::Global;
@@ -203,7 +204,7 @@ async fn collect(global: &Global) -> (Bundle, String) {
         }
     };
     let key = match &target {
-        Some(t) => match tokio::time::timeout_at(deadline, crate::cluster::cluster_key(&t.client, CALL)).await {
+        Some(t) => match tokio::time::timeout_at(deadline, t.cluster.cluster_key(CALL)).await {
             Ok(Ok(k)) => Ok(k),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("no answer".to_string()),
@@ -240,7 +241,7 @@ async fn collect(global: &Global) -> (Bundle, String) {
         Records::read(&StateDir::new(parent, key).ok()?).ok()
     });
     match (&target, &key) {
-        (Some(t), Ok(_)) => cluster(&mut b, &t.client, records.as_ref(), deadline).await,
+        (Some(t), Ok(_)) => cluster(&mut b, &t.cluster, records.as_ref(), deadline).await,
         (_, Err(e)) if target.is_some() => b.miss("cluster", format!("the API server does not answer: {e}")),
         _ => {}
     }
@@ -412,12 +413,12 @@ pub fn recorded_namespaces(records: Option<&Records>) -> Vec<String> {
 }
 
 /// What the cluster says now, bounded by the deadline and the byte budget; GETs only.
-async fn cluster(b: &mut Bundle, client: &kube::Client, records: Option<&Records>, deadline: Instant) {
+async fn cluster(b: &mut Bundle, cluster: &Cluster, records: Option<&Records>, deadline: Instant) {
     let get = |path: String| {
-        let client = client.clone();
+        let cluster = cluster.clone();
         async move {
             let t = deadline.saturating_duration_since(Instant::now()).min(CALL);
-            match crate::cluster::get_text(&client, &path, t).await {
+            match cluster.get_text(&path, t).await {
                 Ok(t) => Ok(t),
                 Err(crate::cluster::ApiError::NoAnswer { .. }) if Instant::now() >= deadline => {
                     Err(format!("the {} s the bundle waits for the cluster are over", DEADLINE.as_secs()))

@@ -319,7 +319,7 @@ async fn probe_sources(
     if shapes.is_empty() {
         return Ok(0);
     }
-    let swept = probe::sweep(&target.client, timeout).await.map_err(|e| GatherError::Sweep(Box::new(e)))?;
+    let swept = probe::sweep(&target.cluster, timeout).await.map_err(|e| GatherError::Sweep(Box::new(e)))?;
     let run_id = format!("{}-{}", std::process::id(), chrono::Utc::now().timestamp());
     let reads: Vec<_> = futures::stream::iter(shapes.iter())
         .map(|((args, image), members)| {
@@ -329,7 +329,7 @@ async fn probe_sources(
                 let config_path = containerd::config_path(args);
                 let spec = probe::pod(&rep.name, image, &config_path, containerd::DEFAULT_NRI_SOCKET, run_id);
                 let down = probe::node_down(rep);
-                let read = probe::read(&target.client, &spec, &rep.name, down.as_deref()).await;
+                let read = probe::read(&target.cluster, &spec, &rep.name, down.as_deref()).await;
                 (image.clone(), members.clone(), rep.name.clone(), read)
             }
         })

@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
+use crate::cluster::Cluster;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use serde_json::json;
 
 use super::containerd;
@@ -162,9 +162,9 @@ pub fn parse_output(text: &str, node: &str) -> Result<crate::facts::Containerd, 
 }
 
 /// Deletes the probe pods an earlier eas left (it was killed before deleting them). One LIST.
-pub async fn sweep(client: &Client, t: Duration) -> Result<usize, crate::cluster::ApiError> {
+pub async fn sweep(cluster: &Cluster, t: Duration) -> Result<usize, crate::cluster::ApiError> {
     let selector = format!("{LABEL_MANAGED}=true,{LABEL_PROBE}=true");
-    crate::cluster::pods::delete_matching(client, NAMESPACE, &selector, t).await
+    cluster.delete_pods(NAMESPACE, &selector, t).await
 }
 
 /// Counts the probes' calls and records the pods they create.
@@ -186,13 +186,13 @@ impl crate::cluster::pods::Watch for Counted {
 /// cannot start (within [`TIMEOUT`]), then its log; the pod is deleted in every case
 /// (`cluster::pods`). `node_down`: why the node's kubelet is not running pods ([`node_down`]).
 pub async fn read(
-    client: &Client,
+    cluster: &Cluster,
     spec: &Pod,
     node: &str,
     node_down: Option<&str>,
 ) -> Result<String, crate::cluster::pods::PodRunError> {
     let counted = Counted { node: node.to_string() };
-    crate::cluster::pods::run_to_end(client, NAMESPACE, spec, TIMEOUT, node_down, &counted).await
+    cluster.run_pod(NAMESPACE, spec, TIMEOUT, node_down, &counted).await
 }
 
 #[cfg(test)]

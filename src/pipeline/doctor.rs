@@ -163,11 +163,11 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     match gather::target(global, quick()).await {
         Ok(t) => {
             let bound = quick();
-            match crate::cluster::server_version(&t.client, bound).await {
+            match t.cluster.server_version(bound).await {
                 Ok(v) => checks.push(line(true, "api server", format!("{v} at {} ({})", t.server, t.context))),
                 Err(e) => checks.push(line(false, "api server", format!("{}: {e}", t.server))),
             }
-            match crate::cluster::nodes::metadata(&t.client, quick()).await {
+            match t.cluster.node_metadata(quick()).await {
                 Ok(nodes) => {
                     let k3s = nodes.iter().filter(|n| {
                         n.annotations.as_ref().is_some_and(|a| a.contains_key(crate::config::rules::NODE_ARGS))

@@ -131,7 +131,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
 pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure> {
     let (args, global) = (cx.args, cx.global);
     let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| missing("the cluster"))?;
-    let records = r.plan(&mut Lock { sd: &pre.sd, client: &pre.target.client, docker: None }, cx).await?;
+    let records = r.plan(&mut Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: None }, cx).await?;
     let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
     let mut bastion = Bastion { docker: pre.docker.clone(), image };
     let mut facts = FactsPhase { pre: &pre, created: r.state.ledger.created.clone() };
@@ -176,8 +176,9 @@ async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
 /// record, verify and unlock.
 async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let Ready { pre, records, facts, image, decided, trees, overlay, classified } = x;
-    let held =
-        r.act_phase(Lock { sd: &pre.sd, client: &pre.target.client, docker: pre.docker.as_ref() }, records, cx).await?;
+    let held = r
+        .act_phase(Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: pre.docker.as_ref() }, records, cx)
+        .await?;
     let pre = r.act_phase(Preflight { dead: held.dead.clone(), own: Some(trees.dir.path()) }, pre, cx).await?;
     let facts = r.act_phase(FactsPhase { pre: &pre, created: Default::default() }, facts, cx).await?;
     let docker = image.docker.clone();
@@ -187,7 +188,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     };
     let prepared = r.act_phase(bastion, image, cx).await?;
     let decided = r.act_phase(Config { facts: &facts, pre: &pre, trees: None, last: None }, decided, cx).await?;
-    let (sd, client, work) = (&pre.sd, &pre.target.client, pre.sd.work_dir().join("eas"));
+    let (sd, cluster, work) = (&pre.sd, &pre.target.cluster, pre.sd.work_dir().join("eas"));
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
     let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
     let (resume, classified) = r.act_phase(Classify::Act(inputs), classified, cx).await?;
@@ -202,7 +203,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
         decision: &decided.decision,
         dead,
         init: &classified.init,
-        client,
+        cluster,
         prev,
         facts: &facts,
     };
@@ -215,9 +216,9 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     };
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
-    let after = record::record(Record { client, deadline: cx.args.ledger_timeout }, cx, r).await?;
+    let after = record::record(Record { cluster, deadline: cx.args.ledger_timeout }, cx, r).await?;
     record::installed(installed, after, cx, r)?;
-    let verified = verify::verify(Verify { client, sd, facts: &facts, decision: &decided.decision }, cx, r).await;
+    let verified = verify::verify(Verify { cluster, sd, facts: &facts, decision: &decided.decision }, cx, r).await;
     if verified.is_ok() {
         r.act_phase(Unlock, (), cx).await?;
         r.completed()?;

@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::cluster::Cluster;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::Client;
 use kube::api::{ListParams, LogParams};
 
-use crate::cluster::typed::{self, Within};
+use crate::cluster::typed::Within;
 
 use crate::config::data::{self, DeviceResource};
 use crate::facts::{self, Facts};
@@ -238,7 +238,7 @@ pub fn verdict_lines(checks: &[NodeCheck]) -> Vec<String> {
 }
 
 pub async fn run(
-    client: &Client,
+    cluster: &Cluster,
     recorded: &BTreeMap<String, Vec<String>>,
     wait: Duration,
     poll: Duration,
@@ -248,7 +248,7 @@ pub async fn run(
     let kinds = &data::cluster_rules().device_resources;
     let deadline = Instant::now() + wait;
     loop {
-        let (nodes, pods) = read(client, kinds, t).await.map_err(|e| vec![e.to_string()])?;
+        let (nodes, pods) = read(cluster, kinds, t).await.map_err(|e| vec![e.to_string()])?;
         let checks = check(kinds, recorded, &nodes, &pods);
         if checks.iter().all(NodeCheck::ok) {
             return Ok(checks.iter().map(NodeCheck::line).collect());
@@ -258,12 +258,12 @@ pub async fn run(
             let mut lines = verdict_lines(&checks);
             for c in checks.iter().filter(|c| !c.ok()) {
                 lines.extend(c.problems.iter().cloned());
-                lines.extend(diagnostics(client, c, t).await);
+                lines.extend(diagnostics(cluster, c, t).await);
             }
             return Err(lines);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        changed(client, &checks, poll.max(WATCH_CEILING).min(left)).await;
+        changed(cluster, &checks, poll.max(WATCH_CEILING).min(left)).await;
     }
 }
 
@@ -272,17 +272,16 @@ pub async fn run(
 const WATCH_CEILING: Duration = Duration::from_secs(30);
 
 /// Until a failing node could pass: one of its device resources becomes allocatable, or its
-/// plugin pod becomes Ready or is replaced (a watch of each, `cluster::typed::until`),
+/// plugin pod becomes Ready or is replaced (a watch of each, `Cluster::until`),
 /// or `ceiling` passes.
-async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
-    use crate::cluster::typed::{until, until_cluster};
+async fn changed(cluster: &Cluster, checks: &[NodeCheck], ceiling: Duration) {
     use futures::StreamExt;
     use futures::future::BoxFuture;
     let mut waits: futures::stream::FuturesUnordered<BoxFuture<'static, ()>> = Default::default();
     for c in checks.iter().filter(|c| !c.ok()) {
         let missing: Vec<String> = c.allocatable.iter().filter(|(_, n)| *n <= 0.0).map(|(r, _)| r.clone()).collect();
         if !missing.is_empty() {
-            let (client, node) = (client.clone(), c.node.clone());
+            let (cluster, node) = (cluster.clone(), c.node.clone());
             waits.push(Box::pin(async move {
                 let advertises = move |n: Option<&Node>| {
                     let alloc = n.and_then(|n| n.status.as_ref()?.allocatable.as_ref());
@@ -292,15 +291,15 @@ async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
                             .any(|r| a.get(r).and_then(|q| facts::parse_quantity(&q.0)).is_some_and(|v| v > 0.0))
                     })
                 };
-                let _ = until_cluster::<Node>(&client, &node, advertises).await;
+                let _ = cluster.until_cluster::<Node>(&node, advertises).await;
             }));
         }
         if let Some(p) = c.pod.as_ref().filter(|p| !p.ready) {
-            let (client, ns) = (client.clone(), p.namespace.clone());
+            let (cluster, ns) = (cluster.clone(), p.namespace.clone());
             let (name, device) = (p.name.clone(), p.device.clone());
             waits.push(Box::pin(async move {
                 let ready_or_gone = move |o: Option<&Pod>| o.is_none_or(|o| plugin_pod(&device, o).ready);
-                let _ = until::<Pod>(&client, &ns, &name, ready_or_gone).await;
+                let _ = cluster.until::<Pod>(&ns, &name, ready_or_gone).await;
             }));
         }
     }
@@ -312,13 +311,13 @@ async fn changed(client: &Client, checks: &[NodeCheck], ceiling: Duration) {
 }
 
 pub async fn read(
-    client: &Client,
+    cluster: &Cluster,
     kinds: &[DeviceResource],
     t: Duration,
 ) -> Result<(Vec<Node>, Vec<PluginPod>), crate::cluster::ApiError> {
     let all = ListParams::default();
-    let nodes = crate::cluster::nodes::list(client, t).await?;
-    let sets = typed::list::<DaemonSet>(client, Within::All, &all, "list daemonsets", t).await?;
+    let nodes = cluster.nodes(t).await?;
+    let sets = cluster.list::<DaemonSet>(Within::All, &all, "list daemonsets", t).await?;
     let mut by_set = Vec::new();
     for (i, ds) in sets.iter().enumerate() {
         let name = ds.metadata.name.clone().unwrap_or_default();
@@ -330,32 +329,32 @@ pub async fn read(
         let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let lp = ListParams::default().labels(&selector.join(","));
         let what = format!("list pods of daemonset {ns}/{name}");
-        let pods = typed::list::<Pod>(client, Within::Namespace(&ns), &lp, &what, t).await?;
+        let pods = cluster.list::<Pod>(Within::Namespace(&ns), &lp, &what, t).await?;
         by_set.push((i, pods));
     }
     Ok((nodes, plugin_pods(kinds, &sets, &by_set)))
 }
 
 /// The failing plugin pod's log tail and the node's recent events.
-async fn diagnostics(client: &Client, c: &NodeCheck, t: Duration) -> Vec<String> {
+async fn diagnostics(cluster: &Cluster, c: &NodeCheck, t: Duration) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(p) = &c.pod {
         lines.push(format!("  plugin pod {}/{}: {}, restarts {}", p.namespace, p.name, p.state, p.restarts));
         let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
-        match typed::log(client, &p.namespace, &p.name, &lp, "pod log", t).await {
+        match cluster.log(&p.namespace, &p.name, &lp, "pod log", t).await {
             Ok(log) => lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l)))),
             Err(e) => lines.push(format!("  (log unavailable: {e})")),
         }
         // The previous container's log says why a crash-looping plugin exited.
         let prev = LogParams { tail_lines: Some(20), previous: true, ..LogParams::default() };
         if p.restarts > 0
-            && let Ok(log) = typed::log(client, &p.namespace, &p.name, &prev, "previous pod log", t).await
+            && let Ok(log) = cluster.log(&p.namespace, &p.name, &prev, "previous pod log", t).await
         {
             lines.extend(log.lines().map(|l| format!("  previous log {}", crate::secrets::mask(l))));
         }
     }
     let lp = ListParams::default().fields(&format!("involvedObject.kind=Node,involvedObject.name={}", c.node));
-    match typed::list::<Event>(client, Within::All, &lp, "list node events", t).await {
+    match cluster.list::<Event>(Within::All, &lp, "list node events", t).await {
         Ok(events) => lines.extend(super::wait::event_lines(events)),
         Err(e) => lines.push(format!("  (node events unavailable: {e})")),
     }

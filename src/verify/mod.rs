@@ -16,7 +16,7 @@ pub mod wait;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use kube::Client;
+use crate::cluster::Cluster;
 
 use crate::output::Shell;
 
@@ -59,21 +59,21 @@ pub enum VerifyError {
 }
 
 /// Runs every check, devices first; `Ok` carries one line per passed check.
-pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) -> Result<Vec<String>, VerifyError> {
+pub async fn verify(cluster: &Cluster, exp: &Expect, t: &Timeouts, shell: &Shell) -> Result<Vec<String>, VerifyError> {
     shell.phase(
         "verify",
         format!("waiting up to {}s for every device node's resources and plugin pod", t.devices.as_secs()),
     );
     let started = Instant::now();
     let progress = shell.wait("verify devices", t.devices);
-    let mut passed = devices::run(client, &exp.device_nodes, t.devices, t.poll, t.call, &progress)
+    let mut passed = devices::run(cluster, &exp.device_nodes, t.devices, t.poll, t.call, &progress)
         .await
         .map_err(VerifyError::Failed)?;
     drop(progress);
     let deadline = if t.whole { started } else { Instant::now() } + t.models;
     let names = match &exp.models {
         Models::Named(n) if !n.is_empty() => n.clone(),
-        Models::Found => servers::found(client, deadline, t).await.map_err(VerifyError::Failed)?,
+        Models::Found => servers::found(cluster, deadline, t).await.map_err(VerifyError::Failed)?,
         other => {
             for l in &passed {
                 shell.note(format!("ok {l}"));
@@ -95,7 +95,7 @@ pub async fn verify(client: &Client, exp: &Expect, t: &Timeouts, shell: &Shell) 
         ),
     );
     let progress = shell.wait("verify model servers", deadline.saturating_duration_since(Instant::now()));
-    passed.extend(servers::wait(client, &names, deadline, t, &progress).await.map_err(VerifyError::Failed)?);
+    passed.extend(servers::wait(cluster, &names, deadline, t, &progress).await.map_err(VerifyError::Failed)?);
     Ok(passed)
 }
 

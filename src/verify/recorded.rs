@@ -72,8 +72,7 @@ pub enum RecordedError {
 pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) -> Result<Vec<String>, RecordedError> {
     crate::runtime::block_on_interruptible(async {
         let target = gather::target(global, CALL).await.map_err(|e| RecordedError::Gather(Box::new(e)))?;
-        let key =
-            crate::cluster::cluster_key(&target.client, CALL).await.map_err(|e| RecordedError::Key(Box::new(e)))?;
+        let key = target.cluster.cluster_key(CALL).await.map_err(|e| RecordedError::Key(Box::new(e)))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
         let file = sd.dir().join(EXPECTED_FILE);
         let recorded: Option<Expected> =
@@ -86,6 +85,6 @@ pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) ->
             },
         };
         let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
-        Ok(verify::verify(&target.client, &exp, &t, shell).await?)
+        Ok(verify::verify(&target.cluster, &exp, &t, shell).await?)
     })
 }

@@ -21,11 +21,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cluster::Cluster;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::Client;
 use kube::api::{DynamicObject, ListParams};
 
-use crate::cluster::typed::{self, Within};
+use crate::cluster::typed::Within;
 use serde_json::Value;
 
 use super::checks;
@@ -77,10 +77,10 @@ enum NotYet {
 
 /// Every object of each runtime's kind, in every namespace: (runtime, namespace, name). A kind
 /// whose CRD is absent (404) has none.
-pub async fn servers_in_cluster(client: &Client, t: &Timeouts) -> Result<Vec<Server>, crate::cluster::ApiError> {
+pub async fn servers_in_cluster(cluster: &Cluster, t: &Timeouts) -> Result<Vec<Server>, crate::cluster::ApiError> {
     let mut out = Vec::new();
     for rt in &kserve::table().runtimes {
-        let listed = typed::list_dynamic(client, Within::All, &rt.resource(), t.call).await?;
+        let listed = cluster.list_dynamic(Within::All, &rt.resource(), t.call).await?;
         out.extend(listed.unwrap_or_default().into_iter().filter_map(|o| {
             Some(Server { name: o.metadata.name?, namespace: o.metadata.namespace.unwrap_or_default(), rt })
         }));
@@ -99,7 +99,7 @@ fn pick_server(all: &[Server], name: &str) -> Option<Server> {
 
 /// Waits until every named model server passes, or the deadline.
 pub async fn wait(
-    client: &Client,
+    cluster: &Cluster,
     names: &[String],
     deadline: Instant,
     t: &Timeouts,
@@ -109,7 +109,7 @@ pub async fn wait(
     // for it. What follows it (pods, endpoints, the first answer) is polled, and at the
     // deadline the polling reports what is missing. A watch that fails leaves it all to polling.
     let mut located: Vec<Option<Server>> = vec![None; names.len()];
-    if let Ok(all) = servers_in_cluster(client, t).await {
+    if let Ok(all) = servers_in_cluster(cluster, t).await {
         for (i, name) in names.iter().enumerate() {
             located[i] = pick_server(&all, name);
         }
@@ -121,7 +121,7 @@ pub async fn wait(
             o.and_then(|o| serde_json::to_value(o).ok()).is_some_and(|v| checks::condition_true(&v, &cond).is_ok())
         };
         let resource = s.rt.resource();
-        let watched = typed::until_dynamic(client, &s.namespace, &resource, &s.name, ready);
+        let watched = cluster.until_dynamic(&s.namespace, &resource, &s.name, ready);
         if !matches!(tokio::time::timeout_at(deadline.into(), watched).await, Ok(Ok(()))) {
             break;
         }
@@ -130,7 +130,7 @@ pub async fn wait(
         let mut passed = Vec::new();
         let mut pending = Vec::new();
         if located.iter().any(Option::is_none)
-            && let Ok(all) = servers_in_cluster(client, t).await
+            && let Ok(all) = servers_in_cluster(cluster, t).await
         {
             for (i, name) in names.iter().enumerate() {
                 if located[i].is_none() {
@@ -148,7 +148,7 @@ pub async fn wait(
                 ));
                 continue;
             };
-            match one(client, s, deadline, t).await {
+            match one(cluster, s, deadline, t).await {
                 Ok(lines) => passed.extend(lines),
                 Err(NotYet::Fail(lines)) => return Err(lines),
                 Err(NotYet::Wait(lines, obj)) => pending.push((name.as_str(), lines, obj)),
@@ -166,7 +166,7 @@ pub async fn wait(
             for (_, why, obj) in pending {
                 lines.extend(why);
                 if let Some((ns, obj)) = obj {
-                    lines.extend(diagnostics(client, &ns, &obj, t).await);
+                    lines.extend(diagnostics(cluster, &ns, &obj, t).await);
                 }
             }
             return Err(lines);
@@ -185,9 +185,9 @@ pub fn server_verdicts(names: &[String], failed: &[&str]) -> Vec<String> {
 
 /// The names of the model servers in the cluster (either kind, any namespace), waiting until
 /// there is one.
-pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, Vec<String>> {
+pub async fn found(cluster: &Cluster, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, Vec<String>> {
     loop {
-        match servers_in_cluster(client, t).await {
+        match servers_in_cluster(cluster, t).await {
             Ok(l) if !l.is_empty() => return Ok(l.into_iter().map(|s| s.name).collect()),
             Ok(_) if Instant::now() >= deadline => {
                 let kinds: Vec<&str> = kserve::table().runtimes.iter().map(|r| r.kind.as_str()).collect();
@@ -199,9 +199,9 @@ pub async fn found(client: &Client, deadline: Instant, t: &Timeouts) -> Result<V
     }
 }
 
-async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
+async fn one(cluster: &Cluster, s: &Server, deadline: Instant, t: &Timeouts) -> Result<Vec<String>, NotYet> {
     let what = s.what();
-    let obj = match typed::get_dynamic(client, &s.namespace, &s.rt.resource(), &s.name, &s.rt.kind, t.call).await {
+    let obj = match cluster.get_dynamic(&s.namespace, &s.rt.resource(), &s.name, &s.rt.kind, t.call).await {
         Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
         Ok(None) => return Err(NotYet::Wait(vec![format!("{what} does not exist")], None)),
         Err(e) => return Err(NotYet::Wait(vec![e.to_string()], None)),
@@ -218,18 +218,21 @@ async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Re
         return Ok(passed);
     };
     let lp = ListParams::default().labels(&workload_selector(&s.name));
-    let pods = typed::list::<Pod>(client, Within::Namespace(&s.namespace), &lp, "list pods", t.call)
+    let pods = cluster
+        .list::<Pod>(Within::Namespace(&s.namespace), &lp, "list pods", t.call)
         .await
         .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
     let wait = |(why, pod): (String, Option<String>)| NotYet::Wait(vec![why], pod.map(|p| (s.namespace.clone(), p)));
     passed.extend(workload_pods(&s.namespace, &s.name, &pods).map_err(wait)?);
     let lp = ListParams::default().labels(&reach::router_selector(&s.name));
-    let routers = typed::list::<Pod>(client, Within::Namespace(&s.namespace), &lp, "list pods", t.call)
+    let routers = cluster
+        .list::<Pod>(Within::Namespace(&s.namespace), &lp, "list pods", t.call)
         .await
         .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
     let wanted = obj.pointer("/spec/router/scheduler").is_some();
     passed.extend(reach::router_pods(&s.namespace, &s.name, wanted, &routers).map_err(wait)?);
-    let ns = typed::get_cluster::<Namespace>(client, &s.namespace, "Namespace", t.call)
+    let ns = cluster
+        .get_cluster::<Namespace>(&s.namespace, "Namespace", t.call)
         .await
         .map_err(|e| NotYet::Wait(vec![e.to_string()], None))?;
     let ready: Vec<String> = pods
@@ -245,8 +248,8 @@ async fn one(client: &Client, s: &Server, deadline: Instant, t: &Timeouts) -> Re
         .saturating_duration_since(Instant::now())
         .clamp(Duration::from_secs(5), t.call.max(Duration::from_secs(5)));
     let answered = match &way {
-        reach::Way::Proxy => answers(client, s, answer, &served, left).await?,
-        reach::Way::Forward { pod, .. } => forwarded(client, s, answer, &served, pod, &way, left).await?,
+        reach::Way::Proxy => answers(cluster, s, answer, &served, left).await?,
+        reach::Way::Forward { pod, .. } => forwarded(cluster, s, answer, &served, pod, &way, left).await?,
     };
     passed.extend(answered);
     Ok(passed)
@@ -322,7 +325,7 @@ pub fn read_completion(lines: &[(Duration, String)]) -> Result<Figures, String> 
 /// `GET /v1/models` and a streamed 16-token chat completion through the API server's service
 /// proxy, plain HTTP first (EI's pods serve HTTP on 8000), then HTTPS.
 async fn answers(
-    client: &Client,
+    cluster: &Cluster,
     s: &Server,
     a: &kserve::Answer,
     served: &str,
@@ -332,7 +335,7 @@ async fn answers(
     let mut errors = Vec::new();
     for scheme in ["http", "https"] {
         let base = s.rt.proxy_base(&s.namespace, scheme, &s.name);
-        let body = match crate::cluster::get_text(client, &format!("{base}{}", a.models_path), call_t).await {
+        let body = match cluster.get_text(&format!("{base}{}", a.models_path), call_t).await {
             Ok(b) => b,
             Err(e) => {
                 errors.push(format!("{scheme}: {e}"));
@@ -343,7 +346,8 @@ async fn answers(
             return Err(NotYet::Fail(vec![format!("{svc}: {e}")]));
         }
         let post = chat_request(&format!("{base}{}", a.chat_path), served);
-        let lines = crate::cluster::stream_lines(client, "POST /v1/chat/completions", post, call_t)
+        let lines = cluster
+            .stream_lines("POST /v1/chat/completions", post, call_t)
             .await
             .map_err(|e| NotYet::Wait(vec![format!("{svc}: {e}")], None))?;
         let figures = read_completion(&lines).map_err(|e| NotYet::Fail(vec![format!("{svc}: {e}")]))?;
@@ -369,7 +373,7 @@ fn chat_request(uri: &str, served: &str) -> http::Request<Vec<u8>> {
 /// `GET /v1/models` and the streamed completion through a port-forward to `pod`'s port (plain
 /// HTTP: EI's vLLM pods serve HTTP on 8000), for a namespace in the mesh.
 async fn forwarded(
-    client: &Client,
+    cluster: &Cluster,
     s: &Server,
     a: &kserve::Answer,
     served: &str,
@@ -377,11 +381,11 @@ async fn forwarded(
     way: &reach::Way,
     call_t: Duration,
 ) -> Result<Vec<String>, NotYet> {
-    use crate::cluster::forward;
     let path = way.said(&s.namespace, s.rt.port);
     let wait = |e: String| NotYet::Wait(vec![format!("{pod}: {e}")], Some((s.namespace.clone(), pod.to_string())));
     let get = http::Request::get(a.models_path.as_str()).body(Vec::new()).expect("request builds");
-    let models = forward::http(client, &s.namespace, pod, s.rt.port, get, "GET /v1/models", call_t)
+    let models = cluster
+        .forward_http(&s.namespace, pod, s.rt.port, get, "GET /v1/models", call_t)
         .await
         .map_err(|e| wait(e.to_string()))?;
     if models.status != 200 {
@@ -391,7 +395,8 @@ async fn forwarded(
         return Err(NotYet::Fail(vec![format!("{pod}: {e}")]));
     }
     let post = chat_request(&a.chat_path, served);
-    let chat = forward::http(client, &s.namespace, pod, s.rt.port, post, "POST /v1/chat/completions", call_t)
+    let chat = cluster
+        .forward_http(&s.namespace, pod, s.rt.port, post, "POST /v1/chat/completions", call_t)
         .await
         .map_err(|e| wait(e.to_string()))?;
     let figures = read_completion(&chat.lines).map_err(|e| NotYet::Fail(vec![format!("{pod}: {e}")]))?;

@@ -12,9 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Endpoints;
-use kube::Client;
 
-use crate::cluster::typed;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -137,16 +135,16 @@ pub fn installed(s: &State, expected: Option<&Expected>) -> Installed {
     }
 }
 
-async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>, ApiError> {
+async fn model_servers(cluster: &crate::cluster::Cluster, t: Duration) -> Result<Vec<ModelServer>, ApiError> {
     // Both kinds EI serves models as, in every namespace (an entry may name its own).
     let timeouts = verify::Timeouts { call: t, ..verify::Timeouts::default() };
-    let servers = verify::servers::servers_in_cluster(client, &timeouts).await?;
+    let servers = verify::servers::servers_in_cluster(cluster, &timeouts).await?;
     let mut out = Vec::new();
     for s in servers {
         let (name, ns, rt) = (s.name.clone(), s.namespace.clone(), s.rt);
         // Gone since the list: not a server any more. A refusal or no answer is the error it is,
         // never "0/0 ready".
-        let got = typed::get_dynamic(client, &ns, &rt.resource(), &name, &rt.kind, t).await;
+        let got = cluster.get_dynamic(&ns, &rt.resource(), &name, &rt.kind, t).await;
         let Some(o) = got? else { continue };
         let v = serde_json::to_value(&o).unwrap_or(Value::Null);
         let conditions = v
@@ -164,7 +162,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         // The workload Deployment KServe makes for an LLMInferenceService; an InferenceService's
         // was not read, so its pods are not counted.
         let (ready, desired) = if rt.answer.is_some() {
-            let dep = get::<Deployment>(client, "Deployment", &ns, &format!("{name}-kserve"), t).await?;
+            let dep = get::<Deployment>(cluster, "Deployment", &ns, &format!("{name}-kserve"), t).await?;
             dep.map(|d| {
                 let st = d.status.unwrap_or_default();
                 (st.ready_replicas.unwrap_or(0), d.spec.replicas.unwrap_or(1))
@@ -173,7 +171,7 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
         } else {
             (0, 0)
         };
-        let ep = get::<Endpoints>(client, "Endpoints", &ns, &rt.service(&name), t).await?;
+        let ep = get::<Endpoints>(cluster, "Endpoints", &ns, &rt.service(&name), t).await?;
         let ready_addresses = ep
             .and_then(|e| e.subsets)
             .unwrap_or_default()
@@ -197,7 +195,13 @@ async fn model_servers(client: &Client, t: Duration) -> Result<Vec<ModelServer>,
 }
 
 /// One object, bounded (`cluster::get`).
-async fn get<K>(client: &Client, kind: &str, ns: &str, name: &str, t: Duration) -> Result<Option<K>, ApiError>
+async fn get<K>(
+    cluster: &crate::cluster::Cluster,
+    kind: &str,
+    ns: &str,
+    name: &str,
+    t: Duration,
+) -> Result<Option<K>, ApiError>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -205,12 +209,16 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    typed::get(client, ns, name, kind, t).await
+    cluster.get(ns, name, kind, t).await
 }
 
-async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Duration) -> Result<Live, ApiError> {
+async fn live(
+    cluster: &crate::cluster::Cluster,
+    recorded: &BTreeMap<String, Vec<String>>,
+    t: Duration,
+) -> Result<Live, ApiError> {
     let kinds = &crate::config::data::cluster_rules().device_resources;
-    let (nodes, pods) = devices::read(client, kinds, t).await?;
+    let (nodes, pods) = devices::read(cluster, kinds, t).await?;
     let device_nodes = devices::check(kinds, recorded, &nodes, &pods)
         .into_iter()
         .map(|c| DeviceNode {
@@ -221,7 +229,7 @@ async fn live(client: &Client, recorded: &BTreeMap<String, Vec<String>>, t: Dura
             plugin_pod: c.pod.map(|p| format!("{}/{}", p.namespace, p.name)),
         })
         .collect();
-    Ok(Live { device_nodes, model_servers: model_servers(client, t).await? })
+    Ok(Live { device_nodes, model_servers: model_servers(cluster, t).await? })
 }
 
 /// What the run whose record is in `dir` expected to find (its device nodes, its models), when
@@ -280,7 +288,7 @@ fn answered(e: crate::cluster::ApiError, target: &crate::cluster::Target) -> Sta
 /// The record under `root` and the cluster as they are now: what `eas status` shows.
 pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, StatusError> {
     let target = crate::gather::target(global, CALL).await?;
-    let key = match crate::cluster::cluster_key(&target.client, CALL).await {
+    let key = match target.cluster.cluster_key(CALL).await {
         Ok(k) => k,
         Err(e @ crate::cluster::ApiError::Call { .. }) => return Err(answered(e, &target)),
         Err(e) => {
@@ -299,7 +307,7 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
     let last_run = records.last_run();
     let expected = expected(sd.dir());
     let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
-    let live = live(&target.client, &recorded, CALL).await.map_err(|e| StatusError::Unread(Box::new(e)))?;
+    let live = live(&target.cluster, &recorded, CALL).await.map_err(|e| StatusError::Unread(Box::new(e)))?;
     Ok(Status {
         schema: SCHEMA,
         cluster: Cluster {

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
+use crate::cluster::Cluster;
 use k8s_openapi::api::core::v1::Event;
-use kube::Client;
 use kube::api::{ListParams, LogParams};
 
-use crate::cluster::typed::{self, Within};
+use crate::cluster::typed::Within;
 use crate::settings::timeouts;
 
 #[derive(Debug, Clone)]
@@ -54,15 +54,15 @@ pub fn event_lines(mut items: Vec<Event>) -> Vec<String> {
 }
 
 /// Recent events for an object and, for a pod, the last lines of its log.
-pub(super) async fn diagnostics(client: &Client, namespace: &str, name: &str, t: &Timeouts) -> Vec<String> {
+pub(super) async fn diagnostics(cluster: &Cluster, namespace: &str, name: &str, t: &Timeouts) -> Vec<String> {
     let mut lines = Vec::new();
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
-    match typed::list::<Event>(client, Within::Namespace(namespace), &lp, "list events", t.call).await {
+    match cluster.list::<Event>(Within::Namespace(namespace), &lp, "list events", t.call).await {
         Ok(events) => lines.extend(event_lines(events)),
         Err(e) => lines.push(format!("  (events unavailable: {e})")),
     }
     let lp = LogParams { tail_lines: Some(20), ..LogParams::default() };
-    if let Ok(log) = typed::log(client, namespace, name, &lp, "pod log", t.call).await {
+    if let Ok(log) = cluster.log(namespace, name, &lp, "pod log", t.call).await {
         lines.extend(log.lines().map(|l| format!("  log {}", crate::secrets::mask(l))));
     }
     lines

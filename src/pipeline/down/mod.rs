@@ -288,7 +288,7 @@ async fn acts(r: &DownRunner, s: &Scope<'_>, state: &mut State) -> Result<(), Fa
     let deleted = async {
         // What the ledger says this run created and is still there.
         let after_teardown = s.snapshot().await?;
-        crate::pipeline::down::phases::delete_recorded(&ctx, s.client, &plan.delete.intersect(&after_teardown)).await
+        crate::pipeline::down::phases::delete_recorded(&ctx, s.cluster, &plan.delete.intersect(&after_teardown)).await
     };
     let (failures, going) = r.run(DownId::Delete, s.shell, deleted).await?;
     let settled = r.run(DownId::Settle, s.shell, s.settled(&going, r.limit(DownId::Settle))).await?;

@@ -19,7 +19,7 @@ use crate::state::ledger::{Finding, FindingKind, Object, Snapshot, TeardownPlan}
 use crate::state::{StateDir, lock};
 use crate::{cluster, gather};
 
-use crate::cluster::CALL;
+use crate::cluster::{CALL, Cluster};
 use crate::pipeline::down::{DownSettings, image, plan};
 use crate::state::run::{now, state_root};
 
@@ -65,7 +65,7 @@ impl Recorded {
 pub async fn find(h: &Here<'_>) -> Result<Found, Failure> {
     let (target, key) = cancellable(h.interrupt, async {
         let target = gather::target(h.global, CALL).await?;
-        let key = cluster::cluster_key(&target.client, CALL).await.map_err(|e| Failure::step("down", e))?;
+        let key = target.cluster.cluster_key(CALL).await.map_err(|e| Failure::step("down", e))?;
         Ok((target, key))
     })
     .await?;
@@ -73,7 +73,7 @@ pub async fn find(h: &Here<'_>) -> Result<Found, Failure> {
     // The cluster lock, as `eas up` meets it, before any write (the probe sweep included): the
     // real run refuses on another run's lock or Lease, the dry run lists it.
     let blocked = cancellable(h.interrupt, async {
-        Ok(crate::pipeline::phases::lock::blockers(&sd, &target.client, h.args.break_lock).await)
+        Ok(crate::pipeline::phases::lock::blockers(&sd, &target.cluster, h.args.break_lock).await)
     })
     .await?;
     let blockers = blocked.iter().map(|f| f.lines().join("; ")).collect();
@@ -83,7 +83,7 @@ pub async fn find(h: &Here<'_>) -> Result<Found, Failure> {
         return Err(first);
     }
     if may_act {
-        sweep_probes(&target.client, h.shell, h.interrupt).await?;
+        sweep_probes(&target.cluster, h.shell, h.interrupt).await?;
     }
     let found = Recorded { target, sd, blockers };
     let purgeable = h.args.purge && found.sd.dir().exists();
@@ -111,9 +111,7 @@ pub async fn preview(h: &Here<'_>, found: &Recorded) -> Result<Vec<String>, Fail
     };
     let layer = h.args.layer.clone().unwrap_or_else(|| state.layer.clone());
     let read = async {
-        cluster::snapshot_within(&found.target.client, CALL, SNAPSHOT_DEADLINE)
-            .await
-            .map_err(|e| Failure::step("down", e))
+        found.target.cluster.snapshot_within(CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
     };
     let current = cancellable(h.interrupt, read).await?;
     let mut lines =
@@ -142,7 +140,7 @@ pub struct Held {
 /// teardown never runs beside them), then the record loaded.
 pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     let sd = &found.sd;
-    let client = &found.target.client;
+    let cluster = &found.target.cluster;
     let break_lock = h.args.break_lock;
     let dead = crate::act::reap::dead_holder(&sd.lock_file(), break_lock);
     let lock = lock::acquire(&sd.lock_file(), "eas down", &now(), break_lock)?;
@@ -156,7 +154,7 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     };
     let lease_dead = cancellable(
         h.interrupt,
-        crate::pipeline::phases::lock::reap_stale_holder(client, docker.as_ref(), break_lock, h.shell),
+        crate::pipeline::phases::lock::reap_stale_holder(cluster, docker.as_ref(), break_lock, h.shell),
     )
     .await?;
     if let (Some(holder), Some(docker)) = (&dead, &docker)
@@ -169,7 +167,8 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     let duration = cluster::lease::duration_from(h.global.env.var(crate::pipeline::phases::lock::LEASE_SECS));
     let taken = cancellable(h.interrupt, async {
         let here = &crate::pipeline::phases::lock::holder_here;
-        cluster::lease::acquire(client, &identity, (break_lock, here), CALL, duration)
+        cluster
+            .take_lease(&identity, (break_lock, here), CALL, duration)
             .await
             .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))
     })
@@ -273,7 +272,7 @@ pub struct Scope<'a> {
     pub shell: &'a Shell,
     pub interrupt: &'a Interrupt,
     pub sd: &'a StateDir,
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     pub context: &'a str,
     pub layer: String,
     /// The cluster Lease's fence: a lost Lease stops the teardown's container.
@@ -288,7 +287,7 @@ impl<'a> Scope<'a> {
             shell: h.shell,
             interrupt: h.interrupt,
             sd: &found.sd,
-            client: &found.target.client,
+            cluster: &found.target.cluster,
             context: &found.target.context,
             layer,
             fence,
@@ -331,9 +330,8 @@ impl Scope<'_> {
 
     /// A snapshot of the cluster, stopped by SIGINT/SIGTERM.
     pub async fn snapshot(&self) -> Result<Snapshot, Failure> {
-        let read = async {
-            cluster::snapshot_within(self.client, CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
-        };
+        let read =
+            async { self.cluster.snapshot_within(CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e)) };
         cancellable(self.interrupt, read).await
     }
 
@@ -341,9 +339,7 @@ impl Scope<'_> {
     async fn snapshot_by(&self, deadline: Duration) -> Result<Snapshot, Failure> {
         let deadline = deadline.max(Duration::from_secs(1));
         let read = async {
-            cluster::snapshot_within(self.client, CALL.min(deadline), deadline)
-                .await
-                .map_err(|e| Failure::step("down", e))
+            self.cluster.snapshot_within(CALL.min(deadline), deadline).await.map_err(|e| Failure::step("down", e))
         };
         cancellable(self.interrupt, read).await
     }
@@ -351,9 +347,9 @@ impl Scope<'_> {
     /// The cluster once `deleted` has gone from it, or once the settle phase's `window` is all but
     /// spent: its last quarter (at most [`crate::settings::timeouts::LEDGER`]) is kept for the
     /// last read, which reports what is still there as left, a namespace with why (its deletion
-    /// conditions, [`cluster::namespace_left`]). A namespace stays `Terminating` while its content
+    /// conditions, [`Cluster::namespace_left`]). A namespace stays `Terminating` while its content
     /// goes, and its watch may be quiet all that time. Each object still there is awaited by a
-    /// watch of it ([`cluster::gone`]), all at once; the wait says what it still waits for as each
+    /// watch of it ([`Cluster::gone`]), all at once; the wait says what it still waits for as each
     /// one goes. A wait the API server refuses is a warning: the last read decides.
     pub async fn settled(&self, deleted: &Snapshot, window: Duration) -> Result<Settled, Failure> {
         use futures::StreamExt;
@@ -383,7 +379,7 @@ impl Scope<'_> {
             .iter()
             .cloned()
             .map(|o| async move {
-                let r = cluster::gone(self.client, &o).await;
+                let r = self.cluster.gone(&o).await;
                 (o, r)
             })
             .collect();
@@ -409,7 +405,7 @@ impl Scope<'_> {
         let mut why = BTreeMap::new();
         for n in &deleted.intersect(&after).namespaces {
             let t = CALL.min(window.saturating_sub(start.elapsed()).max(Duration::from_secs(1)));
-            let read = async { Ok(cluster::namespace_left(self.client, n, t).await) };
+            let read = async { Ok(self.cluster.namespace_left(n, t).await) };
             let said = match cancellable(self.interrupt, read).await? {
                 Ok(Some(w)) => w,
                 Ok(None) => continue,
@@ -536,8 +532,8 @@ impl Settled {
 /// The probe pods a killed `--probe-nodes` run left (labelled `io.eas.probe=true`) are eas's own
 /// litter: the next real `eas up` or `eas down` deletes them, whatever it then does. A read that
 /// fails is a warning: the probe's own sweep tries again.
-pub async fn sweep_probes(client: &kube::Client, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
-    let swept = cancellable(interrupt, async { Ok(gather::probe::sweep(client, CALL).await) }).await?;
+pub async fn sweep_probes(cluster: &Cluster, shell: &Shell, interrupt: &Interrupt) -> Result<(), Failure> {
+    let swept = cancellable(interrupt, async { Ok(gather::probe::sweep(cluster, CALL).await) }).await?;
     match swept {
         Ok(0) => {}
         Ok(n) => shell.phase("probe", format!("deleted {n} probe pod(s) an earlier eas left in kube-system")),
@@ -593,7 +589,7 @@ pub async fn forced_record(
 /// what they hold has gone, so `eas down` waits for them ([`Scope::settled`]).
 pub async fn delete_recorded(
     ctx: &Ctx<'_>,
-    client: &kube::Client,
+    cluster: &Cluster,
     left: &Snapshot,
 ) -> Result<(Vec<String>, Snapshot), Failure> {
     let (mut failures, mut going) = (Vec::new(), Snapshot::default());
@@ -601,7 +597,8 @@ pub async fn delete_recorded(
         let r = match &o {
             Object::HelmRelease(rel) => helm_uninstall(ctx, &rel.namespace, &rel.name).await,
             // A DELETE the API server never answers ends on SIGINT/SIGTERM, not at its timeout.
-            other => cluster::delete_object(client, other, CALL, &ctx.interrupt.graceful)
+            other => cluster
+                .delete_object(other, CALL, &ctx.interrupt.graceful)
                 .await
                 .ok_or(Failure::Interrupted)?
                 .map_err(|e| e.to_string()),

@@ -15,7 +15,7 @@ use crate::state::journal::State;
 use crate::state::ledger::Ledger;
 
 use crate::act::{install, reap};
-use crate::cluster::{self, CALL};
+use crate::cluster::{CALL, Cluster};
 use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 
@@ -38,7 +38,7 @@ pub struct Prepare<'a> {
     /// the command the plan printed.
     pub init: &'a [String],
     /// Where the ledger's `before` is read, and the record it carries on from.
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     pub prev: Option<&'a State>,
     /// The facts the install's inputs are kept with.
     pub facts: &'a Facts,
@@ -61,7 +61,7 @@ impl Phase for Prepare<'_> {
     async fn before(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
         let before = tokio::select! {
-            b = cluster::snapshot_within(self.client, CALL, cx.args.ledger_timeout) => b.map_err(|e| {
+            b = self.cluster.snapshot_within(CALL, cx.args.ledger_timeout) => b.map_err(|e| {
                 Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
             }),
             _ = r.interrupt().graceful.cancelled() => Err(Failure::Interrupted),

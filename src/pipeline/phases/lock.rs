@@ -12,7 +12,7 @@ use crate::state::since::Completed;
 use crate::state::{StateDir, lock};
 
 use crate::act::reap;
-use crate::cluster::{CALL, lease};
+use crate::cluster::{CALL, Cluster, lease};
 use crate::pipeline::phase::{Cx, NoPlan, Phase};
 use crate::pipeline::runner::{Hold, Runner};
 use crate::pipeline::settings::ATTEMPT;
@@ -20,7 +20,7 @@ use crate::state::run::now;
 
 pub struct Lock<'a> {
     pub sd: &'a StateDir,
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     /// This host's engine, where a stale holder's containers are looked for (act half only).
     pub docker: Option<&'a bollard::Docker>,
 }
@@ -53,7 +53,7 @@ impl Phase for Lock<'_> {
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
-        found.extend(blockers(self.sd, self.client, cx.args.break_lock).await);
+        found.extend(blockers(self.sd, self.cluster, cx.args.break_lock).await);
         let latest = State::load(&self.sd.state_file()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
         let last = Completed::load(self.sd.dir()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
         Ok(Records { latest, last })
@@ -77,14 +77,16 @@ impl Phase for Lock<'_> {
         // containers on this engine are stopped and removed first.
         let identity = identity(&local.holder);
         let duration = lease::duration_from(cx.global.env.var(LEASE_SECS));
-        let lease_dead = reap_stale_holder(self.client, self.docker, break_lock, cx.shell).await?;
+        let lease_dead = reap_stale_holder(self.cluster, self.docker, break_lock, cx.shell).await?;
         dead.extend(lease_dead.filter(|id| !dead.contains(id)));
         for id in &dead {
             if let Some(docker) = self.docker {
                 reap::reap(docker, id, cx.shell).await?;
             }
         }
-        let taken = lease::acquire(self.client, &identity, (break_lock, &holder_here), CALL, duration)
+        let taken = self
+            .cluster
+            .take_lease(&identity, (break_lock, &holder_here), CALL, duration)
             .await
             .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
         let lease = match taken {
@@ -174,13 +176,13 @@ fn own(held: &lease::Held) -> Vec<crate::state::ledger::Own> {
 
 /// The lock's blockers, for `eas up`'s plan half and `eas down` alike: the local lock, then the
 /// cluster's Lease. One run holding both (the same run id) is one blocker, the local lock's.
-pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) -> Vec<Failure> {
+pub async fn blockers(sd: &StateDir, cluster: &Cluster, break_lock: bool) -> Vec<Failure> {
     let mut found = Vec::new();
     let local = lock::inspect(&sd.lock_file()).ok().flatten();
     if let Err(f) = lock_blocker(sd, break_lock) {
         found.push(f);
     }
-    let lease = match lease::read(client, CALL, &holder_here).await {
+    let lease = match cluster.lease(CALL, &holder_here).await {
         Ok(l) => l,
         Err(e) => {
             found.push(Failure::step_next("lock", e, "check the API server (`eas doctor`)"));
@@ -204,7 +206,7 @@ pub async fn blockers(sd: &StateDir, client: &kube::Client, break_lock: bool) ->
 /// the run id the Lease names) are stopped and removed before the Lease is taken over. Returns
 /// that run id, for the later sweeps.
 pub async fn reap_stale_holder(
-    client: &kube::Client,
+    cluster: &Cluster,
     docker: Option<&bollard::Docker>,
     break_lock: bool,
     shell: &crate::output::Shell,
@@ -212,7 +214,8 @@ pub async fn reap_stale_holder(
     if !break_lock {
         return Ok(None);
     }
-    let found = lease::read(client, CALL, &holder_here)
+    let found = cluster
+        .lease(CALL, &holder_here)
         .await
         .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
     let lease::Found::Stale { holder, .. } = &found else { return Ok(None) };

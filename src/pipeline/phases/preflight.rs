@@ -57,7 +57,7 @@ impl Phase for Preflight<'_> {
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
         let egress = start_egress(cx);
         let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;
-        let key = cluster::identity(&target.client, CALL).await.map_err(|e| identity_failure(&target, e))?;
+        let key = target.cluster.identity(CALL).await.map_err(|e| identity_failure(&target, e))?;
         let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
         let (engine, git) = tokio::join!(engine(cx.global), git_check());
         let docker_addr = crate::docker_host::resolve(&cx.global.env);
@@ -91,7 +91,7 @@ impl Phase for Preflight<'_> {
             sweep_work_trees(&pre.sd, own, cx.shell);
         }
         let interrupt = r.interrupt().clone();
-        crate::pipeline::down::sweep_probes(&pre.target.client, cx.shell, &interrupt).await?;
+        crate::pipeline::down::sweep_probes(&pre.target.cluster, cx.shell, &interrupt).await?;
         Ok(pre)
     }
 }
@@ -217,16 +217,17 @@ fn sweep_work_trees(sd: &StateDir, own: &std::path::Path, shell: &crate::output:
     }
 }
 
-/// A preflight's answer for the phases' tests: the cluster `k3d-gpu` at an address nothing
-/// listens on, its state directory under `root`, no Docker Engine.
+/// A preflight's answer for the phases' tests: the cluster `k3d-gpu`, an in-memory API server
+/// holding the recorded `k3d-gpu-desktop` cluster ([`crate::cluster::fake`]), its state
+/// directory under `root`, no Docker Engine.
 #[cfg(test)]
 pub(crate) fn sample(root: &std::path::Path) -> Pre {
-    let server = "http://127.0.0.1:1";
-    let client = kube::Client::try_from(kube::Config::new(server.parse().unwrap())).unwrap();
+    let server = "https://127.0.0.1:6443";
+    let cluster = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop").cluster();
     let target = crate::cluster::Target {
         context: "k3d-gpu".into(),
         server: server.into(),
-        client,
+        cluster,
         plugin: None,
         proxy: None,
         credentials: String::new(),

@@ -8,7 +8,7 @@ use crate::error::Failure;
 use crate::plan::PhaseId;
 use crate::state::ledger::Snapshot;
 
-use crate::cluster::{self, CALL};
+use crate::cluster::{CALL, Cluster};
 use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 use crate::state::run::now;
@@ -22,7 +22,7 @@ pub enum After {
 }
 
 pub struct Record<'a> {
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     /// How long the snapshot is retried (`--ledger-timeout`).
     pub deadline: Duration,
 }
@@ -43,7 +43,7 @@ impl Phase for Record<'_> {
             return Ok(None);
         }
         cx.shell.phase("record", self.says(cx));
-        let after = cluster::snapshot_within(self.client, CALL, self.deadline).await.map_err(|e| {
+        let after = self.cluster.snapshot_within(CALL, self.deadline).await.map_err(|e| {
             cx.shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
             Failure::step("record", e)
         })?;
@@ -125,39 +125,44 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::fake::Fake;
     use crate::pipeline::runner::tests::{Fixture, runner};
     use crate::plan::PhaseTimeouts;
     use crate::state::journal::Status;
     use crate::state::ledger::Ledger;
 
-    /// A client of an API server that refuses every connection: nothing listens on port 1.
-    fn refused() -> kube::Client {
-        kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
+    /// An API server that refuses the snapshot's first list (403, as an RBAC denial reads).
+    fn refusing() -> Fake {
+        let fake = Fake::recorded("k3d-gpu-desktop");
+        fake.refuse("GET", "/api/v1/namespaces", 403, "Forbidden", "namespaces is forbidden");
+        fake
     }
 
-    fn phase(client: &kube::Client) -> Record<'_> {
-        Record { client, deadline: Duration::from_secs(1) }
+    fn phase(cluster: &Cluster) -> Record<'_> {
+        Record { cluster, deadline: Duration::from_secs(1) }
     }
 
     /// A resumed run whose install was recorded earlier has nothing pending: the phase asks the
-    /// cluster nothing (the refusing server would fail it) and the record stands complete.
+    /// cluster nothing and the record stands complete.
     #[tokio::test]
     async fn with_nothing_pending_the_cluster_is_not_read() {
-        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
         assert!(r.state.ledger.pending.is_none());
-        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
         assert!(matches!(end, After::Recorded));
         assert_eq!(r.state.ledger.incomplete_reason(), None);
+        assert_eq!(fake.asked(), Vec::<String>::new());
     }
 
     /// A SIGINT or SIGTERM before the read: no read, and the record stays pending, marked
     /// incomplete, so `eas down` removes nothing until a later `eas up` completes it.
     #[tokio::test]
     async fn an_interrupt_before_the_read_leaves_the_record_pending_and_incomplete() {
-        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
         r.state.ledger = Ledger::begin(None, &Snapshot::default());
         r.interrupt().graceful.cancel();
-        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
+        assert_eq!(fake.asked(), Vec::<String>::new());
         assert!(matches!(end, After::Interrupted));
         assert!(r.state.ledger.pending.is_some(), "the before is kept");
         let why = r.state.ledger.incomplete_reason().unwrap_or_default();
@@ -168,10 +173,11 @@ mod tests {
     /// marked incomplete with the same reason the run prints.
     #[tokio::test]
     async fn an_unreadable_cluster_fails_the_phase_and_marks_the_record_incomplete() {
-        let (mut r, f, client) = (runner(PhaseTimeouts::default()), Fixture::new(), refused());
+        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
         r.state.ledger = Ledger::begin(None, &Snapshot::default());
-        let end = record(phase(&client), &f.cx(), &mut r).await.unwrap();
+        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
         let After::Unreadable(why) = end else { panic!("the read cannot succeed") };
+        assert!(why.contains("list namespaces: 403 Forbidden: namespaces is forbidden"), "{why}");
         assert_eq!(r.state.ledger.incomplete.as_deref(), Some(why.as_str()));
         assert!(r.state.ledger.pending.is_some(), "the before is kept");
         assert_eq!(r.state.entry(PhaseId::Record).status, Status::Failed);

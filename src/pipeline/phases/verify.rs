@@ -9,12 +9,13 @@ use crate::plan::PhaseId;
 use crate::state::StateDir;
 use crate::{config, verify};
 
+use crate::cluster::Cluster;
 use crate::pipeline::phase::{Cx, Phase};
 use crate::pipeline::runner::Runner;
 use crate::verify::recorded::{EXPECTED_FILE, Expected};
 
 pub struct Verify<'a> {
-    pub client: &'a kube::Client,
+    pub cluster: &'a Cluster,
     pub sd: &'a StateDir,
     pub facts: &'a Facts,
     pub decision: &'a config::Decision,
@@ -53,7 +54,7 @@ impl Phase for Verify<'_> {
         };
         let interrupt = r.interrupt().clone();
         tokio::select! {
-            v = verify::verify(self.client, &exp, &t, cx.shell) => v.map_err(Failure::from),
+            v = verify::verify(self.cluster, &exp, &t, cx.shell) => v.map_err(Failure::from),
             _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
         }
     }
@@ -97,9 +98,10 @@ mod tests {
         let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
         let decision = config::generate(&facts, &select).unwrap();
         // Nothing listens on port 1: every read waits until the interruption ends it.
-        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let cluster =
+            Cluster::new(kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap());
         r.interrupt().graceful.cancel();
-        let phase = Verify { client: &client, sd: &sd, facts: &facts, decision: &decision };
+        let phase = Verify { cluster: &cluster, sd: &sd, facts: &facts, decision: &decision };
         let e = verify(phase, &f.cx(), &mut r).await.unwrap_err();
         assert!(matches!(e, Failure::Interrupted), "{e:?}");
         let kept = std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).unwrap();
