@@ -336,6 +336,80 @@ mod tests {
         assert_eq!(run_id_of("h/1/"), None);
     }
 
+    /// The Lease as the API server returns it (coordination.k8s.io/v1: holderIdentity,
+    /// leaseDurationSeconds, acquireTime, renewTime as RFC 3339 micro-times), renewed `age_secs`
+    /// ago by `holder`.
+    fn lease_held(holder: &str, age_secs: i64) -> serde_json::Value {
+        let at = (chrono::Utc::now() - chrono::Duration::seconds(age_secs)).format("%Y-%m-%dT%H:%M:%S%.6fZ");
+        serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease::NAME, "namespace": lease::NAMESPACE, "uid": "0d6f9a52-5c2e-4f7b-9a53-3c1f2b7e8d41",
+                         "resourceVersion": "2497311", "creationTimestamp": "2026-10-20T09:20:00Z",
+                         "labels": {"io.eas.managed": "true"}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60,
+                     "acquireTime": at.to_string(), "renewTime": at.to_string()}
+        })
+    }
+
+    const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/eas-run-lock";
+
+    /// The lock's plan half against a cluster whose Lease is `answer` (none: absent): what it
+    /// found, and what it asked the cluster.
+    async fn planned(answer: Option<(u16, serde_json::Value)>, break_lock: bool) -> (Vec<Failure>, Vec<String>) {
+        let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
+        if let Some((code, body)) = answer {
+            fake.answer("GET", LEASE_PATH, code, body);
+        }
+        let (_root, sd) = crate::pipeline::runner::tests::state_dir();
+        let mut f = crate::pipeline::runner::tests::Fixture::new();
+        f.args.break_lock = break_lock;
+        let cx = f.cx();
+        let cluster = fake.cluster();
+        let mut found = Vec::new();
+        let mut phase = Lock { sd: &sd, cluster: &cluster, docker: None };
+        let records = phase.plan(&cx, &mut found).await.unwrap();
+        assert!(records.latest.is_none() && records.last.is_none(), "no record in a new state directory");
+        (found, fake.asked())
+    }
+
+    /// The plan half reads the Lease, and only reads it (one GET: it writes nothing). Another
+    /// host's run that renewed it 5 s ago holds the cluster: a blocker of the lock phase that
+    /// names the holder, which `--break-lock` does not lift.
+    #[tokio::test]
+    async fn the_plan_half_reads_the_lease_and_another_live_run_blocks() {
+        for break_lock in [false, true] {
+            let (found, asked) = planned(Some((200, lease_held("other-host/4242/4242-17", 5))), break_lock).await;
+            assert_eq!(asked, [format!("GET {LEASE_PATH}")]);
+            let [f] = found.as_slice() else { panic!("one blocker: {found:?}") };
+            let line = f.to_string();
+            assert!(line.contains("another eas run holds the cluster's Lease kube-system/eas-run-lock"), "{line}");
+            assert!(line.contains("other-host/4242/4242-17"), "{line}");
+        }
+    }
+
+    /// No Lease (the API server's 404): nothing blocks. Another host's Lease unrenewed for
+    /// longer than twice its duration is stale: a blocker without `--break-lock`, none with it.
+    #[tokio::test]
+    async fn an_absent_lease_is_free_and_a_stale_one_blocks_only_without_break_lock() {
+        assert!(planned(None, false).await.0.is_empty());
+        let stale = Some((200, lease_held("other-host/4242/4242-17", 600)));
+        let (found, _) = planned(stale.clone(), false).await;
+        assert!(found.len() == 1 && found[0].to_string().contains("is stale"), "{found:?}");
+        assert!(planned(stale, true).await.0.is_empty());
+    }
+
+    /// A Lease the API server refuses to show (403) is a blocker saying so, with the way on.
+    #[tokio::test]
+    async fn a_lease_that_cannot_be_read_blocks_with_the_api_servers_words() {
+        let denied =
+            crate::cluster::fake::status(403, "Forbidden", "leases.coordination.k8s.io \"eas-run-lock\" is forbidden");
+        let (found, _) = planned(Some((403, denied)), false).await;
+        let [f] = found.as_slice() else { panic!("one blocker: {found:?}") };
+        let lines = f.lines().join("\n");
+        assert!(lines.contains("403 Forbidden"), "{lines}");
+        assert!(lines.contains("eas doctor"), "{lines}");
+    }
+
     #[test]
     fn a_lease_another_run_took_between_read_and_write_says_so() {
         let e = lease_blocker(&lease::Found::Raced, true).unwrap_err().to_string();

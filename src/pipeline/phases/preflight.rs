@@ -57,7 +57,7 @@ impl Phase for Preflight<'_> {
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
         let egress = start_egress(cx);
         let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;
-        let key = target.cluster.identity(CALL).await.map_err(|e| identity_failure(&target, e))?;
+        let key = identify(&target).await?;
         let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
         let (engine, git) = tokio::join!(engine(cx.global), git_check());
         let docker_addr = crate::docker_host::resolve(&cx.global.env);
@@ -140,6 +140,11 @@ impl Egress {
             Err(e) => crate::prereq::egress::check(Some(&[]), &format!("(the probe failed: {e})")),
         }
     }
+}
+
+/// The cluster's identity (the `kube-system` namespace's uid), which keys its state directory.
+async fn identify(target: &crate::cluster::Target) -> Result<String, Failure> {
+    target.cluster.identity(CALL).await.map_err(|e| identity_failure(target, e))
 }
 
 /// The preflight's failure to read the cluster's identity. When no answer came through a proxy,
@@ -247,6 +252,24 @@ pub(crate) fn sample(root: &std::path::Path) -> Pre {
 mod tests {
     use super::*;
     use crate::pipeline::runner::tests::Fixture;
+
+    /// The identity is the recorded cluster's `kube-system` uid, read with one GET; an API
+    /// server that refuses it fails preflight in its own words, with `eas doctor` as the way on.
+    #[tokio::test]
+    async fn the_identity_is_kube_systems_uid_and_a_refusal_fails_preflight() {
+        let (_root, sd) = crate::pipeline::runner::tests::state_dir();
+        let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
+        let mut pre = sample(sd.dir());
+        pre.target.cluster = fake.cluster();
+        assert_eq!(identify(&pre.target).await.unwrap(), "7ebf0d55-f320-52e6-9698-f09f0770f7fe");
+        assert_eq!(fake.asked(), ["GET /api/v1/namespaces/kube-system"]);
+        let denied = "namespaces \"kube-system\" is forbidden: User \"eas\" cannot get resource \"namespaces\"";
+        fake.refuse("GET", "/api/v1/namespaces/kube-system", 403, "Forbidden", denied);
+        let f = identify(&pre.target).await.unwrap_err();
+        let lines = f.lines().join("\n");
+        assert!(lines.contains("get namespace kube-system: 403 Forbidden"), "{lines}");
+        assert!(lines.contains("`eas doctor`"), "{lines}");
+    }
 
     /// Under the lock, the work trees a killed run left (`eas.next-*`) go; this run's own, the
     /// kept work tree and anything not named so stay.
