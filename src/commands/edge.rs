@@ -249,6 +249,14 @@ impl From<BastionError> for Failure {
                 e,
                 "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
             ),
+            // The engine answered: it could not reach the registry (no registry, a proxy the
+            // engine itself does not use) or the registry has no such image.
+            B::Image(crate::act::bastion::image::ImageError::Pull { ref reference, .. }) => {
+                let hint = format!(
+                    "the Docker Engine answered but could not pull {reference}: give the engine registry access (its own proxy settings,                      not eas's), or load the image locally and pass --base-image {reference}@sha256:<digest>"
+                );
+                Failure::step_next("bastion", e, hint)
+            }
             B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
             B::Run(_) => Failure::step("bastion run", e),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),

@@ -178,3 +178,21 @@ fn a_man_directory_that_is_a_file_is_bad_input() {
     assert_eq!(f.lines()[0], format!("error: --out {} exists and is not a directory", file.display()));
     assert_eq!(f.lines()[1], "hint: pass a directory (it is created when missing)");
 }
+
+#[test]
+fn a_pull_that_failed_does_not_blame_the_engine_that_answered() {
+    use crate::act::bastion::image::ImageError;
+    let pull = ImageError::Pull {
+        reference: "debian:bookworm".into(),
+        detail: "dial tcp: lookup registry: no such host".into(),
+    };
+    let f = Failure::from(BastionError::Image(pull));
+    assert_eq!(f.exit_code(), 1);
+    assert!(f.lines()[0].contains("cannot pull debian:bookworm: dial tcp"), "{:?}", f.lines());
+    let next = &f.lines()[1];
+    assert!(next.starts_with("next: the Docker Engine answered but could not pull debian:bookworm"), "{next}");
+    assert!(next.contains("--base-image debian:bookworm@sha256:") && !next.contains("docker info"), "{next}");
+    // An engine that did not answer keeps its own hint.
+    let f = Failure::from(BastionError::Image(ImageError::Connect("no socket".into())));
+    assert!(f.lines()[1].starts_with("next: start the Docker service"), "{:?}", f.lines());
+}

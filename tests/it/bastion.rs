@@ -640,3 +640,31 @@ fn a_build_past_its_timeout_stops_and_leaves_no_build_container() {
     }
     assert_eq!(docker_out(&["image", "inspect", "--format", "{{.Id}}", &f.tag]), image_before);
 }
+
+/// `bastion build --lock` pulls an unpinned base to record its digest. When the engine answers
+/// but cannot pull (here a registry on a closed loopback port; on a machine without registry
+/// access the same), the error names the pull and what to do, not "check the Docker Engine",
+/// and the pins file is left as it was.
+#[test]
+fn a_base_the_engine_cannot_pull_is_named_as_a_pull_not_as_a_dead_engine() {
+    let _engine = support::docker::engine();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("served")).unwrap();
+    let pins = write_pins(dir.path(), "pull", &dir.path().join("pins.json"));
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins).unwrap()).unwrap();
+    let base = "127.0.0.1:9/eas-test/none:1";
+    for row in doc["pins"].as_array_mut().unwrap() {
+        if row["name"] == "base-image" {
+            row["ref"] = base.into();
+        }
+    }
+    let before = serde_json::to_string_pretty(&doc).unwrap();
+    std::fs::write(&pins, &before).unwrap();
+    let o = eas(dir.path()).args(["bastion", "build", "--lock", "--pins"]).arg(&pins).output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("error: bastion: cannot pull {base}: ")), "{err}");
+    assert!(err.contains(&format!("next: the Docker Engine answered but could not pull {base}")), "{err}");
+    assert!(!err.contains("docker info"), "{err}");
+    assert_eq!(std::fs::read_to_string(&pins).unwrap(), before, "a failed lock wrote the pins");
+}
