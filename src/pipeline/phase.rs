@@ -68,8 +68,11 @@ pub trait Phase {
     /// What the act half hands to the phases after it.
     type Done;
 
-    /// The plan half's line on the terminal.
-    fn says(&self, cx: &Cx<'_>) -> String;
+    /// The plan half's line on the terminal: the phase table's `says`, unless the phase adds
+    /// what only the run knows.
+    fn says(&self, _cx: &Cx<'_>) -> String {
+        Self::ID.spec().says.into()
+    }
 
     /// Reads and decides. A failed check that leaves the answer usable goes in `found` (a
     /// blocker all the same); one without which there is no answer is the `Err`. A phase

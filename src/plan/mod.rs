@@ -77,6 +77,8 @@ pub enum Resume {
 pub struct PhaseSpec {
     pub id: PhaseId,
     pub name: &'static str,
+    /// The phase's line on the terminal, as its plan half starts ([`crate::pipeline`]'s `Phase::says`).
+    pub says: &'static str,
     /// The act half's timeout (`--phase-timeout NAME=SECS`, `--install-timeout`, `--verify-timeout`
     /// set it).
     pub timeout: Duration,
@@ -96,6 +98,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Lock,
         name: "lock",
+        says: "checking that no other run holds this cluster",
         // File operations only: a held lock is refused at once, never waited for.
         timeout: Duration::from_secs(10),
         plan_timeout: Duration::from_secs(10),
@@ -106,6 +109,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Preflight,
         name: "preflight",
+        says: "reading the cluster's identity",
         // A handful of checks (Docker ping, API server version, disk, memory, git), each a
         // request or a process of a few seconds.
         timeout: Duration::from_secs(60),
@@ -117,6 +121,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Bastion,
         name: "bastion",
+        says: "planning the pinned bastion image (build or reuse)",
         // A cold build downloads the pinned tools and pip-installs the installer's Python
         // requirements with hash checking: minutes on a small machine. A reuse is an inspect.
         timeout: timeouts::BASTION,
@@ -128,6 +133,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Facts,
         name: "facts",
+        says: "gathering facts",
         // A few list calls plus one read inside each node container.
         timeout: min(2),
         plan_timeout: min(2),
@@ -138,6 +144,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Trees,
         name: "trees",
+        says: "fetching EAS, EI and EAT at their pinned commits",
         // Cloning three repositories at pinned commits into the cache on a first run.
         timeout: min(15),
         plan_timeout: min(15),
@@ -148,6 +155,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Config,
         name: "config",
+        says: "deciding the configuration",
         // Pure: facts, pins and flags in, files out.
         timeout: Duration::from_secs(10),
         plan_timeout: Duration::from_secs(30),
@@ -158,6 +166,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Overlay,
         name: "overlay",
+        says: "deciding each k3s/k3d patch at the pinned EAS commit",
         // One `git apply --check` per patch variant on a scratch index.
         timeout: min(2),
         plan_timeout: min(2),
@@ -168,6 +177,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Classify,
         name: "classify",
+        says: "comparing with the last completed run",
         // The plan half counts the commits each moved pin advanced and reads the catalog at the
         // new EI commit (up to four local git commands of 10 s each); the act half hashes the
         // inputs.
@@ -180,6 +190,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Prepare,
         name: "prepare",
+        says: "init and the decided files",
         // `init <layer>` clones every repository of the layer manifest inside the bastion.
         timeout: min(20),
         plan_timeout: Duration::from_secs(10),
@@ -190,6 +201,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Install,
         name: "install",
+        says: "the installer",
         // EAT 1.x documents 20-40 minutes for an install on a fresh node plus 10-15 minutes of
         // weight download (enterprise-inference.md §2.1); EAS adds the platform layer. Twice the
         // upper figure, rounded up.
@@ -202,6 +214,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Record,
         name: "record",
+        says: "recording what the install created",
         // The ledger's snapshot after the install (three list calls, retried within
         // `--ledger-timeout`) and one file write: right after the install, so what eas created is
         // known before verify's long wait, whatever verify then finds.
@@ -214,6 +227,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Verify,
         name: "verify",
+        says: "the devices and the model servers",
         // Weights download (10-15 minutes, EAT 1.x docs), then the vLLM startup probe allows
         // 120 x 10 s = 20 minutes (enterprise-inference.md §2.1), then the route patch.
         timeout: timeouts::VERIFY,
@@ -225,6 +239,7 @@ pub static PHASES: [PhaseSpec; 13] = [
     PhaseSpec {
         id: PhaseId::Unlock,
         name: "unlock",
+        says: "releasing the cluster's Lease and the lock",
         // The cluster's Lease read and deleted (each bounded by a call's timeout), then the lock
         // file removed. A run that fails releases both as the lock phase's clean-up instead.
         timeout: Duration::from_secs(2 * timeouts::CALL.as_secs() + 10),

@@ -94,13 +94,7 @@ impl Run {
     }
 
     fn state_file(&self) -> Option<Value> {
-        for d in std::fs::read_dir(&self.state).ok()? {
-            let p = d.ok()?.path().join("state.json");
-            if p.exists() {
-                return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
-            }
-        }
-        None
+        support::state_record(&self.state, "state.json")
     }
 }
 

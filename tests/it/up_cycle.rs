@@ -92,6 +92,16 @@ impl Run {
         self.eas().args(self.up_args(extra)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
     }
 
+    /// `eas up --yes` with `flags`, once the dry run with the same flags has printed `secs` as
+    /// `phase`'s timeout (the plan says what the run enforces).
+    fn spawn_up_planned(&self, flags: &[&str], phase: &str, secs: u64) -> Child {
+        let plan = self.up(&[&["--dry-run", "--output", "json"], flags].concat());
+        let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
+        let row = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == phase).unwrap().clone();
+        assert_eq!(row["timeout_secs"], secs, "{row}");
+        self.spawn_up(&[&["--yes"], flags].concat())
+    }
+
     fn down(&self) -> Output {
         self.eas().args(setup().down_args()).output().unwrap()
     }
@@ -107,25 +117,12 @@ impl Run {
     }
 
     fn state_file(&self) -> Option<Value> {
-        let dirs = std::fs::read_dir(&self.state).ok()?;
-        for d in dirs {
-            let p = d.ok()?.path().join("state.json");
-            if p.exists() {
-                return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
-            }
-        }
-        None
+        support::state_record(&self.state, "state.json")
     }
 
     /// The journal of the latest attempt (a run that stopped before its install phase began).
     fn attempt_file(&self) -> Option<Value> {
-        for d in std::fs::read_dir(&self.state).ok()? {
-            let p = d.ok()?.path().join("attempt/state.json");
-            if p.exists() {
-                return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
-            }
-        }
-        None
+        support::state_record(&self.state, "attempt/state.json")
     }
 
     fn install_log(&self) -> String {
@@ -663,11 +660,7 @@ fn up_on_a_terminal_shows_the_plan_and_asks_and_no_changes_nothing() {
 fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
     let _engine = support::docker::engine();
     let r = run("hang");
-    let plan = r.up(&["--dry-run", "--output", "json", "--install-timeout", "8"]);
-    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
-    let install = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "install").unwrap().clone();
-    assert_eq!(install["timeout_secs"], 8, "{install}");
-    let child = r.spawn_up(&["--yes", "--install-timeout", "8"]);
+    let child = r.spawn_up_planned(&["--install-timeout", "8"], "install", 8);
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -684,11 +677,7 @@ fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
 fn prepare_past_its_effective_timeout_is_stopped_and_exits_1() {
     let _engine = support::docker::engine();
     let r = run("hang-init");
-    let plan = r.up(&["--dry-run", "--output", "json", "--phase-timeout", "prepare=8"]);
-    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
-    let prepare = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "prepare").unwrap().clone();
-    assert_eq!(prepare["timeout_secs"], 8, "{prepare}");
-    let child = r.spawn_up(&["--yes", "--phase-timeout", "prepare=8"]);
+    let child = r.spawn_up_planned(&["--phase-timeout", "prepare=8"], "prepare", 8);
     let pid = child.id();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
@@ -709,11 +698,7 @@ fn prepare_past_its_effective_timeout_is_stopped_and_exits_1() {
 fn record_past_its_effective_timeout_marks_the_record_incomplete_and_exits_1() {
     let _engine = support::docker::engine();
     let r = run("linger");
-    let plan = r.up(&["--dry-run", "--output", "json", "--phase-timeout", "record=1"]);
-    let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
-    let record = plan["phases"].as_array().unwrap().iter().find(|p| p["name"] == "record").unwrap().clone();
-    assert_eq!(record["timeout_secs"], 1, "{record}");
-    let child = r.spawn_up(&["--yes", "--phase-timeout", "record=1"]);
+    let child = r.spawn_up_planned(&["--phase-timeout", "record=1"], "record", 1);
     wait_for("the installer to finish", Duration::from_secs(600), || r.install_log().contains("INSTALLATION COMPLETE"));
     let stall =
         support::Rule { method: Some("GET".into()), path: "/customresourcedefinitions".into(), ..Default::default() };

@@ -29,10 +29,6 @@ impl Phase for Bastion {
     type Planned = Image;
     type Done = bastion::Prepared;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "planning the pinned bastion image (build or reuse)".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Image, NoPlan> {
         let found = pin_checks(&self.image, &cx.services.pins);
         if !found.is_empty() {

@@ -69,10 +69,6 @@ impl Phase for Classify<'_> {
     type Planned = Classified;
     type Done = (Resume, Classified);
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "comparing with the last completed run".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Classified, NoPlan> {
         let Classify::Plan(c) = self else { return Err(NoPlan::Upstream) };
         let (env, layer) = (&cx.args.env, &cx.args.select.layer);

@@ -49,10 +49,6 @@ impl Phase for Config<'_> {
     type Planned = Decided;
     type Done = Decided;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "deciding the configuration".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Decided, NoPlan> {
         let (args, global, shell, tree_pins) = (cx.args, cx.global, cx.shell, cx.tree_pins);
         let layer = &args.select.layer;

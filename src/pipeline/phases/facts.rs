@@ -28,7 +28,7 @@ impl Phase for Facts<'_> {
     type Done = Document;
 
     fn says(&self, _cx: &Cx<'_>) -> String {
-        format!("gathering facts from {} ({})", self.pre.target.context, self.pre.target.server)
+        format!("{} from {} ({})", Self::ID.spec().says, self.pre.target.context, self.pre.target.server)
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Document, NoPlan> {

@@ -50,10 +50,6 @@ impl Phase for Prepare<'_> {
     type Planned = ();
     type Done = ();
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "init and the decided files".into()
-    }
-
     /// The ledger's `before`, read ahead of prepare: what exists before the install, for `eas
     /// down` to keep. The ledger fails closed: the `before` is saved before the installer runs,
     /// and a record left pending (this run's, or a dead run's) is completed from the cluster
@@ -119,10 +115,6 @@ impl Phase for Install<'_> {
     const STOPS_ITSELF: bool = true;
     type Planned = ();
     type Done = ();
-
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "the installer".into()
-    }
 
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let b = self.on;

@@ -48,10 +48,6 @@ impl Phase for Lock<'_> {
     type Planned = Records;
     type Done = Held;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "checking that no other run holds this cluster".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
         found.extend(blockers(self.sd, self.cluster, cx.args.break_lock).await);
         let latest = State::load(&self.sd.state_file()).map_err(|e| found.push(Failure::from(e))).ok().flatten();

@@ -37,10 +37,6 @@ impl Phase for Overlay<'_> {
     type Planned = Decided;
     type Done = ();
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "deciding each k3s/k3d patch at the pinned EAS commit".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Decided, NoPlan> {
         let Some(scratch) = self.scratch else { return Err(NoPlan::Upstream) };
         let generated = crate::overlay::Generated::from_decision(

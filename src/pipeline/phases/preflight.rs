@@ -50,10 +50,6 @@ impl Phase for Preflight<'_> {
     type Planned = Pre;
     type Done = Pre;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "reading the cluster's identity".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
         let egress = start_egress(cx);
         let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;

@@ -32,10 +32,6 @@ impl Phase for Record<'_> {
     type Planned = ();
     type Done = Option<Snapshot>;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "recording what the install created".into()
-    }
-
     /// The cluster read after the install, retried within the deadline; a resumed run whose
     /// install was done earlier has nothing left to read.
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Option<Snapshot>, Failure> {

@@ -44,10 +44,6 @@ impl Phase for Trees<'_> {
     type Planned = Scratch;
     type Done = ();
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "fetching EAS, EI and EAT at their pinned commits".into()
-    }
-
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Scratch, NoPlan> {
         let (tp, repos, cache) = (cx.tree_pins.clone(), cx.args.repos.clone(), crate::trees::cache_dir(&cx.global.env));
         let ca = cx.global.ca_bundle.as_ref().map(|b| b.ders.clone());

@@ -16,10 +16,6 @@ impl Phase for Unlock {
     type Planned = ();
     type Done = ();
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "releasing the cluster's Lease and the lock".into()
-    }
-
     async fn act(&mut self, (): (), _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         r.release().await;
         Ok(())

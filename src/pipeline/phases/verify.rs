@@ -27,10 +27,6 @@ impl Phase for Verify<'_> {
     type Planned = ();
     type Done = Vec<String>;
 
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        "the devices and the model servers".into()
-    }
-
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Vec<String>, Failure> {
         let expected = Expected {
             device_nodes: verify::devices::recorded_nodes(self.facts),

@@ -222,6 +222,18 @@ pub fn contains_all(hay: &str, wants: &[&str]) {
     assert!(missing.is_empty(), "missing {missing:?} in:\n{hay}");
 }
 
+/// A record of the first cluster under the state directory `state` that has one at `rel`
+/// (`state.json`, `attempt/state.json`), parsed.
+pub fn state_record(state: &Path, rel: &str) -> Option<serde_json::Value> {
+    for d in std::fs::read_dir(state).ok()? {
+        let p = d.ok()?.path().join(rel);
+        if p.exists() {
+            return serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok();
+        }
+    }
+    None
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
