@@ -41,7 +41,47 @@ pub struct Status {
     pub installed: Option<Installed>,
     /// The latest run, attempt or install: where it stopped and why.
     pub last_run: Option<crate::state::records::LastRun>,
+    /// An eas command that holds this cluster's lock now (`eas up` or `eas down` in progress);
+    /// `null` when none does. `installed` and `last_run` are then what it has recorded so far.
+    pub running: Option<Running>,
     pub live: Live,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Running {
+    /// The command as it took the lock (`eas up`, `eas down`).
+    pub command: String,
+    pub pid: u32,
+    pub host: String,
+    pub since: String,
+    /// The phase its record says is running, when one does.
+    pub phase: Option<crate::plan::PhaseId>,
+    /// Held from another host (a shared state directory): eas cannot tell whether it still runs.
+    pub other_host: bool,
+}
+
+/// The run in progress: the lock's live holder (or one on another host), and the phase its
+/// record marks running. A stale lock (its process gone) is no run in progress.
+pub fn running(lock: Option<crate::state::lock::Found>, records: &crate::state::records::Records) -> Option<Running> {
+    use crate::state::lock::Found;
+    let (holder, other_host) = match lock? {
+        Found::Live(h) => (h, false),
+        Found::OtherHost(h) => (h, true),
+        Found::Stale(_) | Found::Unreadable(_) => return None,
+    };
+    let journals = [records.attempt.as_ref(), records.install.as_ref()];
+    let phase =
+        journals.into_iter().flatten().filter(|s| s.exit_code.is_none()).find_map(|s| {
+            s.phases.iter().find(|p| p.status == crate::state::journal::Status::Running).map(|p| p.phase)
+        });
+    Some(Running {
+        command: holder.command,
+        pid: holder.pid,
+        host: holder.host,
+        since: holder.started,
+        phase,
+        other_host,
+    })
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -305,6 +345,9 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
     let records = crate::state::records::Records::read(&sd)?;
     let state = records.install.clone();
     let last_run = records.last_run();
+    // Read, never taken: status waits for no one. An unreadable lock is no run to show.
+    let lock = crate::state::lock::inspect(&sd.lock_file()).ok().flatten();
+    let running = running(lock, &records);
     let expected = expected(sd.dir());
     let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
     let live = live(&target.cluster, &recorded, CALL).await.map_err(|e| StatusError::Unread(Box::new(e)))?;
@@ -318,6 +361,7 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
         },
         installed: state.as_ref().map(|s| installed(s, expected.as_ref())),
         last_run,
+        running,
         live,
     })
 }
@@ -328,6 +372,15 @@ pub fn render(s: &Status) -> String {
     // from the cluster (or kept in the record) would otherwise start a line of its own.
     let e = |v: &str| crate::text::escape_controls(v);
     let mut o = format!("cluster   {} ({})\n", e(&s.cluster.context), e(&s.cluster.server));
+    if let Some(r) = &s.running {
+        let phase = r.phase.map(|p| format!(", in phase {}", p.name())).unwrap_or_default();
+        let host = if r.other_host {
+            format!(" on {} (another host: eas cannot tell if it still runs)", e(&r.host))
+        } else {
+            String::new()
+        };
+        o.push_str(&format!("running   `{}` (pid {}{host}, since {}){phase}\n", e(&r.command), r.pid, e(&r.since)));
+    }
     match &s.installed {
         None => match &s.last_run {
             Some(l) => o.push_str(&format!(
@@ -406,4 +459,44 @@ pub fn render(s: &Status) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PhaseId;
+    use crate::state::lock::{Found, Holder};
+    use crate::state::records::Records;
+
+    fn holder() -> Holder {
+        Holder { pid: 42, host: "h".into(), started: "t0".into(), command: "eas up".into(), pid_start: Some(7) }
+    }
+
+    #[test]
+    fn a_live_lock_is_a_run_in_progress_in_the_phase_its_record_marks_running() {
+        let mut attempt = State::sample("t0");
+        attempt.begin(PhaseId::Bastion, None, "t1");
+        let records = Records { install: None, attempt: Some(attempt) };
+        let r = running(Some(Found::Live(holder())), &records).unwrap();
+        assert_eq!((r.command.as_str(), r.pid, r.phase, r.other_host), ("eas up", 42, Some(PhaseId::Bastion), false));
+        // Another host's holder is shown, marked as such.
+        assert!(running(Some(Found::OtherHost(holder())), &records).unwrap().other_host);
+        // A stale or unreadable lock, or none, is no run in progress.
+        assert_eq!(running(Some(Found::Stale(holder())), &records), None);
+        assert_eq!(running(Some(Found::Unreadable("x".into())), &records), None);
+        assert_eq!(running(None, &records), None);
+    }
+
+    #[test]
+    fn a_phase_left_running_by_a_run_that_ended_is_not_the_live_runs_phase() {
+        // The install's record ended (exit code set) with a phase still marked running; the live
+        // holder (an `eas down`, say) has no phase of its own.
+        let mut install = State::sample("t0");
+        install.begin(PhaseId::Install, None, "t1");
+        install.exit_code = Some(1);
+        let records = Records { install: Some(install), attempt: None };
+        let mut down = holder();
+        down.command = "eas down".into();
+        assert_eq!(running(Some(Found::Live(down)), &records).unwrap().phase, None);
+    }
 }

@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::path::PathBuf;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use support::{ClusterServer, ObjectKey, contains_all, fixture, kserve};
@@ -588,4 +588,36 @@ fn the_device_wait_says_what_it_waits_for_and_the_failure_lists_every_node() {
     assert_eq!(checks.len(), 2, "{checks:?}");
     assert!(checks.iter().all(|l| !l.contains("gpu-b")), "{checks:?}");
     assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new());
+}
+
+/// `eas status` while another eas holds the cluster's lock (here a live `sleep` standing in for
+/// the holder, its start time recorded as eas records it): the table and the document name the
+/// run in progress; once that process is gone the lock is stale and status shows no run.
+#[test]
+fn status_shows_a_run_in_progress_from_the_lock_it_holds() {
+    let c = Cluster::start("k3d-gpu-desktop");
+    let dir = c.state().join(cluster_key("k3d-gpu-desktop"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", holder.id())).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let lock = json!({"pid": holder.id(), "host": host, "started": "2026-12-06T12:00:00Z",
+                      "command": "eas up", "pid_start": start});
+    std::fs::write(dir.join("lock"), lock.to_string()).unwrap();
+    let doc = c.status_json();
+    assert_eq!(doc["running"]["command"], "eas up", "{doc}");
+    assert_eq!(doc["running"]["pid"], holder.id(), "{doc}");
+    assert_eq!(doc["running"]["other_host"], false, "{doc}");
+    let table = text(&c.eas().arg("status").output().unwrap().stdout);
+    let line = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("running   `eas up` (pid {}, since 2026-12-06T12:00:00Z)", holder.id())),
+        "{table}"
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let doc = c.status_json();
+    assert!(doc["running"].is_null(), "a stale lock is no run in progress: {doc}");
+    assert!(std::fs::read_to_string(dir.join("lock")).is_ok(), "status only reads the lock");
 }
