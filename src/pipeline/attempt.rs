@@ -18,18 +18,18 @@ use crate::state::run::now;
 /// place of an earlier install's record), and the first blocker's exit code. Nothing was
 /// written to the cluster.
 pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
-    let kind = r.plan.blockers[0].kind;
-    r.plan.exit_code = kind.exit_code();
-    let lock_held = r.plan.blockers.iter().any(|b| b.phase == PhaseId::Lock);
+    let kind = r.plan_doc().blockers[0].kind;
+    r.plan_doc_mut().exit_code = kind.exit_code();
+    let lock_held = r.plan_doc().blockers.iter().any(|b| b.phase == PhaseId::Lock);
     shell.note(format!(
         "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
-        r.plan.blockers.len()
+        r.plan_doc().blockers.len()
     ));
     // Another run's lock: its directory is not this run's to write.
     if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
-    crate::error::Failure::blocked(&r.plan.blockers, kind)
+    crate::error::Failure::blocked(&r.plan_doc().blockers, kind)
 }
 
 /// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
@@ -40,7 +40,7 @@ pub fn attempt_log(r: &mut Runner, dir: &std::path::Path, shell: &Shell) -> std:
     crate::state::journal::create_private_dir(&logs)?;
     let log = logs.join(format!("up-{}.log", now().replace(':', "")));
     shell.log_to(&log)?;
-    r.state.log_path = Some(log);
+    r.journal().logged_to(log);
     Ok(())
 }
 
@@ -56,21 +56,21 @@ fn record_attempt(
     let dir = sd.dir().join(ATTEMPT);
     // Its log: the lines the run printed, then its blockers.
     attempt_log(r, &dir, shell)?;
-    let first = &r.plan.blockers[0];
+    let first = &r.plan_doc().blockers[0];
     let attempt = serde_json::json!({
         "phase": first.phase, "exit_code": first.exit_code(), "cause": first.cause, "finished_at": now(),
-        "blockers": r.plan.blockers,
+        "blockers": r.plan_doc().blockers,
     });
     let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
-    for b in &r.plan.blockers {
+    for b in &r.plan_doc().blockers {
         shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code()));
     }
     write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;
-    write("plan.json", &r.plan.to_json())?;
+    write("plan.json", &r.plan_doc().to_json())?;
     let choices = files.iter().find(|(n, _)| n == "choices.txt").map(|(_, t)| t.as_str()).unwrap_or_default();
     write("choices.txt", choices)?;
     write("attempt.json", &serde_json::to_string_pretty(&attempt).expect("json"))?;
-    let mut journal = r.state.clone();
+    let mut journal = r.journaled().clone();
     journal.exit_code = Some(first.exit_code());
     journal.finished = Some(now());
     write(crate::state::journal::FILE, &serde_json::to_string_pretty(&journal).expect("json"))

@@ -71,12 +71,12 @@ pub fn classify(
     let last = last.filter(|_| latest.is_some());
     let since = last.map(|l| {
         let now = Now {
-            pins: &r.state.pins.shas,
-            decisions: &r.plan.decisions,
-            overlay: &r.plan.overlay,
+            pins: &r.journaled().pins.shas,
+            decisions: &r.plan_doc().decisions,
+            overlay: &r.plan_doc().overlay,
             files,
             facts,
-            image: r.plan.image.as_ref().map(|i| i.tag.as_str()),
+            image: r.plan_doc().image.as_ref().map(|i| i.tag.as_str()),
         };
         let mut s = since_last(l, &now);
         for p in &mut s.pins {
@@ -92,10 +92,12 @@ pub fn classify(
     let upgrade = since.as_ref().is_some_and(|s| !s.pins.is_empty()) && inited(work, &args.env);
     let init = init.map(|argv| init_as_run(argv, upgrade)).unwrap_or_default();
     if !init.is_empty() {
-        r.plan.commands.insert(0, crate::plan::PlannedCommand { phase: PhaseId::Prepare, argv: init.clone() });
+        r.plan_doc_mut()
+            .commands
+            .insert(0, crate::plan::PlannedCommand { phase: PhaseId::Prepare, argv: init.clone() });
     }
-    r.plan.run_kind = Some(kind);
-    r.plan.since_last = since;
+    r.plan_doc_mut().run_kind = Some(kind);
+    r.plan_doc_mut().since_last = since;
     let undeploy = undeploy_previous(last, r);
     Ok(Classified { init, upgrade, undeploy })
 }
@@ -122,20 +124,21 @@ pub const MODEL_MANAGER: &str = "./model-manager";
 /// (EI's install only adds models): a decision line and a command of the install phase.
 fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) -> Option<Vec<String>> {
     let old = last.and_then(|l| l.model.clone())?;
-    let new = r.plan.model_pick.as_ref().and_then(|m| m.name.clone());
+    let new = r.plan_doc().model_pick.as_ref().and_then(|m| m.name.clone());
     if new.as_deref() == Some(old.as_str()) {
         return None;
     }
     let argv = vec![MODEL_MANAGER.to_string(), "undeploy".into(), old.clone(), "--wait".into()];
     let source = "issue 22: a model change removes the previous pick (EI model-manager's undeploy)".to_string();
-    r.plan.decisions.push(crate::plan::PlanDecision {
+    r.plan_doc_mut().decisions.push(crate::plan::PlanDecision {
         fact: format!("the last completed run deployed {old}; this run picks {}", new.as_deref().unwrap_or("none")),
         choice: format!("{}: {old} before the install", crate::state::since::UNDEPLOY),
         permalink: source.clone(),
         source,
     });
-    let at = r.plan.commands.iter().position(|c| c.phase == PhaseId::Install).unwrap_or(r.plan.commands.len());
-    r.plan.commands.insert(at, crate::plan::PlannedCommand { phase: PhaseId::Install, argv: argv.clone() });
+    let at =
+        r.plan_doc().commands.iter().position(|c| c.phase == PhaseId::Install).unwrap_or(r.plan_doc().commands.len());
+    r.plan_doc_mut().commands.insert(at, crate::plan::PlannedCommand { phase: PhaseId::Install, argv: argv.clone() });
     Some(argv)
 }
 
@@ -216,19 +219,19 @@ pub fn up_to_date_note(last: Option<&Completed>, shell: &Shell) {
 
 /// Keeps this run as the last completed one (its install finished; it exited 0 or 5).
 pub fn keep_completed(sd: &Path, r: &Runner, facts: &Facts, files: &[(String, String)], shell: &Shell) {
-    if !crate::state::since::is_completed(&r.state) {
+    if !crate::state::since::is_completed(r.journaled()) {
         return;
     }
-    if let Err(e) = Completed::save(sd, &r.state, facts, &r.plan.to_json(), files) {
+    if let Err(e) = Completed::save(sd, r.journaled(), facts, &r.plan_doc().to_json(), files) {
         shell.warn(format!("the completed run was not kept for the next `eas up` to compare with: {e}"));
     }
 }
 
 /// A real run says what it is and what changed before its first act.
 pub fn announce(r: &Runner, shell: &Shell) {
-    let Some(kind) = r.plan.run_kind else { return };
+    let Some(kind) = r.plan_doc().run_kind else { return };
     shell.phase("plan", format!("run: {kind}"));
-    if let Some(since) = &r.plan.since_last {
+    if let Some(since) = &r.plan_doc().since_last {
         for l in crate::state::since::lines(since, false) {
             shell.note(format!("  since the last up: {}", crate::text::escape_controls(&l)));
         }
@@ -247,10 +250,10 @@ pub struct Resume {
 /// entries carried over from `prev`). Whether it upgrades in place was classified once
 /// ([`Classified::upgrade`]).
 pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
-    let kind = r.plan.run_kind;
+    let kind = r.plan_doc().run_kind;
     let skipped = skipped(kind, args.reinstall, prev, r.inputs());
     if let Some(p) = prev {
-        r.state.carry_over(p, &skipped);
+        r.journal().carry_over(p, &skipped);
     }
     let installed = skipped.contains(&PhaseId::Install) && work.join("env").join(&args.env).exists();
     let up_to_date = installed && kind == Some(RunKind::UpToDate);
@@ -309,12 +312,12 @@ mod tests {
         ];
         for (was, latest, work, upgrades) in cases {
             let mut r = runner(PhaseTimeouts::default());
-            r.state.pins.shas = [("eas".to_string(), "new".to_string())].into();
+            r.state_for_test().pins.shas = [("eas".to_string(), "new".to_string())].into();
             let last = completed(was, &facts);
             let before = Before { latest: Some(&latest), last: Some(&last), work };
             let c = classify(&f.args, before, Some(&init), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
             let case = format!("last completed at {was}, record at {:?}, tree {}", latest.pins.shas, work.display());
-            let printed: Vec<_> = r.plan.commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
+            let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
             assert_eq!(printed.len(), 1, "{case}");
             assert_eq!(printed[0].argv, c.init, "{case}: the plan prints the init the act runs");
             assert_eq!(c.upgrade, upgrades, "{case}");

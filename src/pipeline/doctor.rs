@@ -252,7 +252,7 @@ async fn gates(
         Ok(Ok(_)) => {
             // The cluster's prerequisites, one line per check, from the plan's own report.
             let lines = r.prereq().map(crate::prereq::Report::lines).unwrap_or_default();
-            let mut v = once_each(gate_checks(&r.plan), &lines);
+            let mut v = once_each(gate_checks(r.plan_doc()), &lines);
             if let Some(i) = v.iter().position(|c| c.name == "preflight" && c.status == "ok")
                 && !host_failed.is_empty()
             {

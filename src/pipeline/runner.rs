@@ -6,6 +6,8 @@
 //! fails in a plan half is a [`Blocker`], collected, and the halves after it still run where they
 //! do not depend on it. Only when no blocker was found does an act half run.
 
+pub mod journal;
+
 use std::future::Future;
 use std::path::PathBuf;
 
@@ -60,8 +62,10 @@ pub fn deadline() -> Option<tokio::time::Instant> {
 }
 
 pub struct Runner {
-    pub state: State,
-    pub plan: Plan,
+    /// The run's record: phases write their part through [`Runner::journal`].
+    state: State,
+    /// The plan a dry run prints and a real run keeps.
+    plan: Plan,
     /// The state file: written by act halves only (a dry run and a blocked run never write it).
     file: Option<PathBuf>,
     timeouts: PhaseTimeouts,

@@ -72,7 +72,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         )
         .await?;
     }
-    r.plan.apply_command = crate::next_command::apply_command(&global.env.args);
+    r.plan_doc_mut().apply_command = crate::next_command::apply_command(&global.env.args);
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
     // install's with the installer's output after them).
     if !args.dry_run {
@@ -92,11 +92,11 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         }
     };
     // The plan's own writes (probe pods, created and deleted), for its summary.
-    r.plan.wrote = crate::gather::probe::created();
+    r.plan_doc_mut().wrote = crate::gather::probe::created();
     // The dry-run stop: the plan, where the acts would begin.
     if args.dry_run {
         let files = planned.files().to_vec();
-        return Ok(Ran::Planned { plan: Box::new(r.plan), files });
+        return Ok(Ran::Planned { plan: Box::new(r.into_plan()), files });
     }
     if r.blocked() {
         return Err(crate::pipeline::attempt::blocked_run(&mut r, &planned, shell));
@@ -109,7 +109,8 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
             width: crate::pipeline::plan_view::terminal_width(&global.env),
             explain: false,
         };
-        for line in crate::pipeline::plan_view::summary(&r.plan, view, &crate::pipeline::plan_view::Ending::DryRun) {
+        for line in crate::pipeline::plan_view::summary(r.plan_doc(), view, &crate::pipeline::plan_view::Ending::DryRun)
+        {
             shell.note(crate::text::escape_controls(&line));
         }
         let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
@@ -134,7 +135,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let records = r.plan(&mut Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: None }, cx).await?;
     let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
     let mut bastion = Bastion { docker: pre.docker.clone(), image };
-    let mut facts = FactsPhase { pre: &pre, created: r.state.ledger.created.clone() };
+    let mut facts = FactsPhase { pre: &pre, created: r.journaled().ledger.created.clone() };
     let mut trees = TreesPhase { sd: &pre.sd, upgrade_to: None };
     let waiting = "waiting for the bastion image's plan, the facts and the trees";
     let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
@@ -158,7 +159,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let compare = Compare { args, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, read };
     let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
-    r.plan.blockers.sort_by_key(|b| b.phase);
+    r.plan_doc_mut().blockers.sort_by_key(|b| b.phase);
     Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified })
 }
 
@@ -228,7 +229,9 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     verified?;
     match last.filter(|_| resume.up_to_date) {
         Some(last) => cx.shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at())),
-        None => crate::pipeline::report::summary(&r.plan, &r.state, &decided.decision, sd, cx.global, cx.shell),
+        None => {
+            crate::pipeline::report::summary(r.plan_doc(), r.journaled(), &decided.decision, sd, cx.global, cx.shell)
+        }
     }
     Ok(())
 }

@@ -41,7 +41,7 @@ impl Phase for Bastion {
 
     fn note(&mut self, image: &mut Image, r: &mut Runner) -> Result<(), Failure> {
         let action = if image.plan.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
-        r.plan.image = Some(ImagePlan { tag: image.plan.tag.clone(), action });
+        r.plan_doc_mut().image = Some(ImagePlan { tag: image.plan.tag.clone(), action });
         Ok(())
     }
 
@@ -52,7 +52,7 @@ impl Phase for Bastion {
         let prepared = bastion::build_planned(&image.docker, image.plan, false, limit, cx.shell, &interrupt)
             .await
             .map_err(Failure::from)?;
-        r.state.bastion_image = Some(format!("{} ({})", prepared.tag, prepared.id));
+        r.journal().image(format!("{} ({})", prepared.tag, prepared.id));
         Ok(prepared)
     }
 }

@@ -96,7 +96,7 @@ impl Phase for Classify<'_> {
     ) -> Result<(Resume, Classified), Failure> {
         let Classify::Act(i) = self else { return Err(crate::pipeline::phases::missing("classify's inputs")) };
         let work = i.sd.work_dir().join("eas");
-        r.hashed(crate::pipeline::phases::inputs_hashes(&r.state, i.files, i.install, i.image));
+        r.hashed(crate::pipeline::phases::inputs_hashes(r.journaled(), i.files, i.install, i.image));
         let resume = day_two::resume(cx.args, i.prev, &work, r);
         if resume.installed {
             if resume.up_to_date {
@@ -144,9 +144,9 @@ mod tests {
                 read: Read::default(),
             };
             r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();
-            assert_eq!(r.plan.run_kind, Some(kind));
-            assert!(r.plan.blockers.is_empty(), "{:?}", r.plan.blockers);
-            assert_eq!(r.state.entry(PhaseId::Classify).status, crate::state::journal::Status::Done);
+            assert_eq!(r.plan_doc().run_kind, Some(kind));
+            assert!(r.plan_doc().blockers.is_empty(), "{:?}", r.plan_doc().blockers);
+            assert_eq!(r.journaled().entry(PhaseId::Classify).status, crate::state::journal::Status::Done);
         }
     }
 
@@ -164,7 +164,7 @@ mod tests {
                 std::fs::create_dir_all(sd.work_dir().join("eas").join("env").join(&f.args.env)).unwrap();
             }
             let mut r = runner(PhaseTimeouts::default());
-            r.plan.run_kind = Some(RunKind::UpToDate);
+            r.plan_doc_mut().run_kind = Some(RunKind::UpToDate);
             let inputs = Inputs { sd: &sd, prev: Some(&prev), last: None, files: &[], install: &[], image: "img" };
             let (resume, _) = r.act_phase(Classify::Act(inputs), Classified::default(), &f.cx()).await.unwrap();
             assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));

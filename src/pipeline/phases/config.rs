@@ -120,18 +120,18 @@ impl Phase for Config<'_> {
     fn note(&mut self, d: &mut Decided, r: &mut Runner) -> Result<(), Failure> {
         if let Some(why) = d.unasked {
             let reason = format!("whether Hugging Face lets the model's weights be downloaded: {why}");
-            r.plan.unknown.push(crate::plan::Missing { phase: PhaseId::Config, reason });
+            r.plan_doc_mut().unknown.push(crate::plan::Missing { phase: PhaseId::Config, reason });
         }
-        r.state.decisions = d.decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
+        let choices = d.decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
+        r.journal().decided(choices, d.redacted.clone());
         // Prepare's `init` is written by classify, which decides whether it upgrades.
-        r.plan.commands = vec![PlannedCommand { phase: PhaseId::Install, argv: d.install.clone() }];
-        r.state.installer_command = d.redacted.clone();
+        r.plan_doc_mut().commands = vec![PlannedCommand { phase: PhaseId::Install, argv: d.install.clone() }];
         Ok(())
     }
 
     fn unplanned(&self, r: &mut Runner) {
-        if r.plan.overlay_not_decided.is_none() {
-            r.plan.overlay_not_decided = Some("the configuration was not decided".into());
+        if r.plan_doc().overlay_not_decided.is_none() {
+            r.plan_doc_mut().overlay_not_decided = Some("the configuration was not decided".into());
         }
     }
 
@@ -293,7 +293,7 @@ pub async fn checked(
         for w in &d.warnings {
             shell.warn(w);
         }
-        crate::plan::data::fill_decisions(&mut r.plan, d);
+        crate::plan::data::fill_decisions(r.plan_doc_mut(), d);
     }
 }
 
@@ -307,7 +307,7 @@ fn prerequisites(
     shell: &crate::output::Shell,
     r: &mut Runner,
 ) {
-    let recorded = crate::prereq::Recorded::from_created(&r.state.ledger.created);
+    let recorded = crate::prereq::Recorded::from_created(&r.journaled().ledger.created);
     let model = decision.and_then(crate::pipeline::report::expected_models).and_then(|m| m.into_iter().next());
     // The pick's weights, from the figures eas sized it with (data/models.json by its
     // repository): the room the landing node needs for them.
@@ -320,17 +320,17 @@ fn prerequisites(
     // The egress line is in the plan whatever it found: it says what was asked, and that the
     // nodes' own egress is not.
     let source = "data/egress.json".to_string();
-    r.plan.decisions.push(PlanDecision {
+    r.plan_doc_mut().decisions.push(PlanDecision {
         fact: "egress the install needs, asked from this host".into(),
         choice: egress.ok.clone(),
         permalink: source.clone(),
         source,
     });
     report.checks.push(egress);
-    r.plan.blockers.extend(report.blockers());
+    r.plan_doc_mut().blockers.extend(report.blockers());
     for w in report.warnings() {
         shell.warn(&w);
-        r.plan.warnings.push(w);
+        r.plan_doc_mut().warnings.push(w);
     }
     r.checked(report);
 }

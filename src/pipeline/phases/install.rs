@@ -76,7 +76,7 @@ impl Phase for Prepare<'_> {
         }
         let log_path = install::log_file(b.sd)?;
         cx.shell.log_to(&log_path).map_err(|e| crate::state::run::io_failure("log", &log_path, e))?;
-        r.state.log_path = Some(log_path.clone());
+        r.journal().logged_to(log_path.clone());
         let interrupt = r.interrupt().clone();
         let ctx = ctx(b, cx, &interrupt, r.fence());
         let limit = r.limit(PhaseId::Prepare);
@@ -88,14 +88,13 @@ impl Phase for Prepare<'_> {
     /// `eas down`, which must not depend on what the pins say on the day it runs).
     fn after(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let sd = self.on.sd;
-        crate::state::records::keep_inputs(sd.dir(), self.facts, &r.plan, self.files)
+        crate::state::records::keep_inputs(sd.dir(), self.facts, r.plan_doc(), self.files)
             .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
         let kept = sd.dir().join(crate::state::records::PINS);
         // The pins the run read and built from, kept as they were read, not read again.
         crate::state::journal::write_atomic(&kept, cx.services.pins.to_json().as_bytes())
             .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
-        r.state.pins_kept =
-            Some(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
+        r.journal().pins_kept(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
         r.record_in(sd.state_file());
         Ok(())
     }
@@ -118,7 +117,8 @@ impl Phase for Install<'_> {
 
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let b = self.on;
-        let log_path = r.state.log_path.clone().ok_or_else(|| crate::pipeline::phases::missing("the install's log"))?;
+        let log_path =
+            r.journaled().log_path.clone().ok_or_else(|| crate::pipeline::phases::missing("the install's log"))?;
         let limit = r.limit(PhaseId::Install);
         let interrupt = r.interrupt().clone();
         let ctx = ctx(b, cx, &interrupt, r.fence());
@@ -165,7 +165,7 @@ mod tests {
         let bench = Bench { docker: &docker, image: "eas-bastion:test", work: &work, sd: &sd };
         let argv = vec!["install".to_string()];
         let mut install = Install { on: &bench, argv: &argv, undeploy: None };
-        assert!(r.state.log_path.is_none());
+        assert!(r.journaled().log_path.is_none());
         let e = install.act((), &f.cx(), &mut r).await.unwrap_err();
         let said = e.lines().join("\n");
         assert!(said.contains("the install's log was not planned"), "{said}");

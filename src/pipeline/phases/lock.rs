@@ -57,7 +57,7 @@ impl Phase for Lock<'_> {
 
     fn note(&mut self, records: &mut Records, r: &mut Runner) -> Result<(), Failure> {
         // What earlier runs created (the prerequisites' "earlier install" check discounts it).
-        r.state.ledger = records.latest.as_ref().map(|p| p.ledger.clone()).unwrap_or_default();
+        *r.journal().ledger() = records.latest.as_ref().map(|p| p.ledger.clone()).unwrap_or_default();
         Ok(())
     }
 
@@ -96,7 +96,8 @@ impl Phase for Lock<'_> {
         };
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
         // killed run left, and only that one.
-        r.state.ledger = std::mem::take(&mut r.state.ledger).with_own(own(&lease));
+        let mut journal = r.journal();
+        *journal.ledger() = std::mem::take(journal.ledger()).with_own(own(&lease));
         // Held by the runner from here: a failure of this act or a later one releases both (this
         // phase's clean-up).
         r.hold(Hold { local, lease });

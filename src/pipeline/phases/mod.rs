@@ -85,7 +85,7 @@ pub fn keep_own(r: &mut Runner, l: Ledger) {
     // The probe pods the plan's facts were read with (`--probe-nodes`), made and deleted by
     // this run: recorded as its own, never as something `eas down` would look for.
     for (name, uid, node) in crate::gather::probe::take_created() {
-        r.state.ledger.own.push(crate::state::ledger::Own {
+        r.journal().ledger().own.push(crate::state::ledger::Own {
             kind: "Pod".into(),
             namespace: crate::gather::probe::NAMESPACE.into(),
             name,
@@ -93,8 +93,9 @@ pub fn keep_own(r: &mut Runner, l: Ledger) {
             holder: format!("probe of node {node}, deleted once read"),
         });
     }
-    let own = std::mem::take(&mut r.state.ledger.own);
-    r.state.ledger = l.with_own(own);
+    let mut journal = r.journal();
+    let own = std::mem::take(&mut journal.ledger().own);
+    *journal.ledger() = l.with_own(own);
 }
 
 /// The inputs of each lasting phase, hashed: a later run skips the phase when they match.

@@ -71,9 +71,7 @@ impl Phase for Preflight<'_> {
     }
 
     fn note(&mut self, pre: &mut Pre, r: &mut Runner) -> Result<(), Failure> {
-        r.state.cluster_key = pre.key.clone();
-        r.state.context = pre.target.context.clone();
-        r.state.server = Some(pre.target.server.clone());
+        r.journal().identified(&pre.key, &pre.target.context, &pre.target.server);
         r.attempt_in(pre.sd.dir().join(crate::pipeline::settings::ATTEMPT));
         Ok(())
     }

@@ -35,7 +35,7 @@ impl Phase for Record<'_> {
     /// The cluster read after the install, retried within the deadline; a resumed run whose
     /// install was done earlier has nothing left to read.
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner) -> Result<Option<Snapshot>, Failure> {
-        if r.state.ledger.pending.is_none() {
+        if r.journaled().ledger.pending.is_none() {
             return Ok(None);
         }
         cx.shell.phase("record", self.says(cx));
@@ -54,23 +54,23 @@ impl Phase for Record<'_> {
 /// `eas up` completes it.
 pub async fn record(phase: Record<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<After, Failure> {
     let interrupted = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
-    let end = if r.state.ledger.pending.is_some() && r.interrupt().graceful.is_cancelled() {
-        r.state.ledger = r.state.ledger.fail(interrupted);
+    let end = if r.journaled().ledger.pending.is_some() && r.interrupt().graceful.is_cancelled() {
+        r.journal().ledger_with(|l| l.fail(interrupted));
         After::Interrupted
     } else {
         match r.act_phase(phase, (), cx).await {
             Ok(None) => return Ok(After::Recorded),
             Ok(Some(after)) => {
-                r.state.ledger = r.state.ledger.complete(&after);
+                r.journal().ledger_with(|l| l.complete(&after));
                 After::Recorded
             }
             Err(Failure::Interrupted) => {
-                r.state.ledger = r.state.ledger.fail(interrupted);
+                r.journal().ledger_with(|l| l.fail(interrupted));
                 After::Interrupted
             }
             Err(f) => {
                 let why = f.to_string();
-                r.state.ledger = r.state.ledger.fail(&why);
+                r.journal().ledger_with(|l| l.fail(&why));
                 After::Unreadable(why)
             }
         }
@@ -86,8 +86,7 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
     match (result, after) {
         (Ok(()), After::Recorded) => Ok(()),
         (Ok(()), After::Unreadable(e)) => {
-            r.state.exit_code = Some(crate::plan::Kind::Failed.exit_code());
-            r.state.finished = Some(now());
+            r.journal().ended(crate::plan::Kind::Failed.exit_code(), false, &now());
             r.save()?;
             Err(Failure::step_next(
                 "ledger",
@@ -97,13 +96,9 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
         }
         (result, after) => {
             let f = result.err().unwrap_or(Failure::Interrupted);
-            r.state.exit_code = Some(f.exit_code());
-            if matches!(f, Failure::Interrupted) {
-                r.state.interrupt(&now());
-            }
-            r.state.finished = Some(now());
+            r.journal().ended(f.exit_code(), matches!(f, Failure::Interrupted), &now());
             r.save()?;
-            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+            if let Some(next) = crate::state::resume::next_for(r.journaled(), cx.inv) {
                 cx.shell.note(format!("next: {next}"));
             }
             if matches!(after, After::Interrupted) {
@@ -143,10 +138,10 @@ mod tests {
     #[tokio::test]
     async fn with_nothing_pending_the_cluster_is_not_read() {
         let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
-        assert!(r.state.ledger.pending.is_none());
+        assert!(r.journaled().ledger.pending.is_none());
         let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
         assert!(matches!(end, After::Recorded));
-        assert_eq!(r.state.ledger.incomplete_reason(), None);
+        assert_eq!(r.journaled().ledger.incomplete_reason(), None);
         assert_eq!(fake.asked(), Vec::<String>::new());
     }
 
@@ -155,13 +150,13 @@ mod tests {
     #[tokio::test]
     async fn an_interrupt_before_the_read_leaves_the_record_pending_and_incomplete() {
         let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
-        r.state.ledger = Ledger::begin(None, &Snapshot::default());
+        *r.journal().ledger() = Ledger::begin(None, &Snapshot::default());
         r.interrupt().graceful.cancel();
         let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
         assert_eq!(fake.asked(), Vec::<String>::new());
         assert!(matches!(end, After::Interrupted));
-        assert!(r.state.ledger.pending.is_some(), "the before is kept");
-        let why = r.state.ledger.incomplete_reason().unwrap_or_default();
+        assert!(r.journaled().ledger.pending.is_some(), "the before is kept");
+        let why = r.journaled().ledger.incomplete_reason().unwrap_or_default();
         assert!(why.contains("interrupted (Ctrl-C or SIGTERM) before the cluster was read"), "{why}");
     }
 
@@ -170,12 +165,12 @@ mod tests {
     #[tokio::test]
     async fn an_unreadable_cluster_fails_the_phase_and_marks_the_record_incomplete() {
         let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
-        r.state.ledger = Ledger::begin(None, &Snapshot::default());
+        *r.journal().ledger() = Ledger::begin(None, &Snapshot::default());
         let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
         let After::Unreadable(why) = end else { panic!("the read cannot succeed") };
         assert!(why.contains("list namespaces: 403 Forbidden: namespaces is forbidden"), "{why}");
-        assert_eq!(r.state.ledger.incomplete.as_deref(), Some(why.as_str()));
-        assert!(r.state.ledger.pending.is_some(), "the before is kept");
-        assert_eq!(r.state.entry(PhaseId::Record).status, Status::Failed);
+        assert_eq!(r.journaled().ledger.incomplete.as_deref(), Some(why.as_str()));
+        assert!(r.journaled().ledger.pending.is_some(), "the before is kept");
+        assert_eq!(r.journaled().entry(PhaseId::Record).status, Status::Failed);
     }
 }

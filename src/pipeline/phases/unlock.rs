@@ -38,6 +38,6 @@ mod tests {
         let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
         r.resume_installed(true);
         r.act_phase(Unlock, (), &f.cx()).await.unwrap();
-        assert_eq!(r.state.entry(PhaseId::Unlock).status, Status::Done);
+        assert_eq!(r.journaled().entry(PhaseId::Unlock).status, Status::Done);
     }
 }

@@ -66,7 +66,7 @@ pub async fn verify(phase: Verify<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<()
             Ok(())
         }
         Err(Failure::Interrupted) => {
-            if let Some(next) = crate::state::resume::next_for(&r.state, cx.inv) {
+            if let Some(next) = crate::state::resume::next_for(r.journaled(), cx.inv) {
                 cx.shell.note(format!("next: {next}"));
             }
             Err(Failure::Interrupted)
