@@ -117,13 +117,16 @@ pub fn shell_wrap(cmd: &str, first: &str, width: usize) -> Vec<String> {
     lines
 }
 
+/// A command line written as one string, split into its words (the tests of the command lines
+/// eas prints and of the ones it is given).
+#[cfg(test)]
+pub fn argv(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
-    }
 
     #[test]
     fn the_apply_command_keeps_the_users_flags_and_drops_the_dry_runs() {

@@ -37,10 +37,7 @@ pub fn clap_cause(rendered: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_string).collect()
-    }
+    use crate::next_command::argv;
 
     #[test]
     fn a_rejected_command_line_asking_for_json_names_its_document() {

@@ -233,8 +233,14 @@ fn both_layers_deploy_their_pick_through_eis_path() {
 #[test]
 fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
     let d0 = decide_on(&desktop(), "agent-toolkit", None).unwrap();
-    let mut d = d0.clone();
-    super::super::model::prove_deploy_path(&mut d, &[], "intel/agent-toolkit@036b662");
+    use crate::config::components::OnPath;
+    // The decision once EAT's readers of the deploy switch are known: (file, whether the install runs it).
+    let proven = |readers: Vec<(String, OnPath)>| {
+        let mut d = d0.clone();
+        super::super::model::prove_deploy_path(&mut d, &readers, "intel/agent-toolkit@036b662");
+        d
+    };
+    let d = proven(vec![]);
     assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
     assert!(
         d.choices.iter().any(|c| c.fact.contains("no file of intel/agent-toolkit@036b662 reads")),
@@ -242,15 +248,9 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
         d.choices
     );
     assert!(d.model_edits.iter().any(|e| e.autodeploy));
-    use crate::config::components::OnPath;
     // A reader the install does not run (its role no enabled component's) proves nothing.
-    let mut d = d0.clone();
     let off = OnPath::No("component models is not enabled (enabled: false)".into());
-    super::super::model::prove_deploy_path(
-        &mut d,
-        &[("roles/models/tasks/main.yaml".into(), off)],
-        "intel/agent-toolkit@036b662",
-    );
+    let d = proven(vec![("roles/models/tasks/main.yaml".into(), off)]);
     assert_eq!(overrides(&d, "llm_services_deploy_models"), Value::Bool(true));
     assert!(d.model_edits.iter().any(|e| e.autodeploy));
     assert!(
@@ -260,13 +260,8 @@ fn a_reader_in_the_eat_tree_proves_eats_path_and_none_keeps_eis() {
         "{:#?}",
         d.choices
     );
-    let mut d = d0.clone();
     let on = OnPath::Yes("component models of layer agent-toolkit is enabled".into());
-    super::super::model::prove_deploy_path(
-        &mut d,
-        &[("roles/models/tasks/main.yaml".into(), on)],
-        "intel/agent-toolkit@036b662",
-    );
+    let d = proven(vec![("roles/models/tasks/main.yaml".into(), on)]);
     assert!(d.overrides.iter().all(|(k, _)| *k != "llm_services_deploy_models"), "{:?}", d.overrides);
     // EI's deploy loop has nothing to deploy then: its failure policy is not written either.
     assert!(d.overrides.iter().all(|(k, _)| *k != "model_deploy_strict"), "{:?}", d.overrides);

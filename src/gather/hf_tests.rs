@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::*;
 use crate::net::proxy::ProxyEnv;
@@ -43,52 +43,33 @@ struct Server {
 }
 
 fn start(rt: &tokio::runtime::Runtime) -> Server {
-    let crate::tls_front::TestCa { acceptor, der: ca_der, .. } = crate::tls_front::localhost_ca("eas hf test CA");
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    rt.spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
-            let (acceptor, log) = (acceptor.clone(), log.clone());
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                let mut buf = vec![0u8; 8192];
-                let mut req = Vec::new();
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => req.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&req).to_string();
-                let mut words = head.split_whitespace();
-                let (method, path) = (words.next().unwrap_or("").to_string(), words.next().unwrap_or("").to_string());
-                let auth = head.lines().any(|l| l.to_ascii_lowercase().starts_with("authorization: bearer "));
-                log.lock().unwrap().push((method.clone(), path.clone(), auth));
-                let (status, headers, body) = answer(&method, &path);
-                let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
-                for (k, v) in headers {
-                    out.push_str(&format!("{k}: {v}\r\n"));
-                }
-                let body = if method == "HEAD" { String::new() } else { body };
-                out.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-                let _ = tls.write_all(out.as_bytes()).await;
-                let _ = tls.shutdown().await;
-            });
+    let served = crate::tls_front::serve_tls(rt, "eas hf test CA", move |mut tls| {
+        let log = log.clone();
+        async move {
+            let Some(head) = crate::tls_front::request_head(&mut tls, &mut Vec::new()).await else { return };
+            let mut words = head.split_whitespace();
+            let (method, path) = (words.next().unwrap_or("").to_string(), words.next().unwrap_or("").to_string());
+            let auth = head.lines().any(|l| l.to_ascii_lowercase().starts_with("authorization: bearer "));
+            log.lock().unwrap().push((method.clone(), path.clone(), auth));
+            let (status, headers, body) = answer(&method, &path);
+            let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
+            for (k, v) in headers {
+                out.push_str(&format!("{k}: {v}\r\n"));
+            }
+            let body = if method == "HEAD" { String::new() } else { body };
+            out.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+            let _ = tls.write_all(out.as_bytes()).await;
+            let _ = tls.shutdown().await;
         }
     });
-    Server { port, ca_der, seen }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    Server { port: served.port, ca_der: served.ca_der, seen }
 }
 
 #[test]
 fn reads_fill_the_cache_and_only_hugging_faces_refusals_refuse() {
-    let rt = rt();
+    let rt = crate::tls_front::runtime(2);
     let server = start(&rt);
     let d =
         Downloader::with_timeouts(std::slice::from_ref(&server.ca_der), ProxyEnv::default(), CONNECT, TOTAL).unwrap();
@@ -127,7 +108,7 @@ fn reads_fill_the_cache_and_only_hugging_faces_refusals_refuse() {
 
 #[test]
 fn an_endpoint_that_does_not_answer_is_unknown_within_the_bounds() {
-    let rt = rt();
+    let rt = crate::tls_front::runtime(2);
     // A port nothing listens on: refused at once; the read says the download was not checked.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let d = Downloader::with_timeouts(&[], ProxyEnv::default(), CONNECT, TOTAL).unwrap();

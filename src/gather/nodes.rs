@@ -362,15 +362,17 @@ mod tests {
         Host { hostname: Some("workstation".into()), addresses: vec![], root: PathBuf::from("/nonexistent") }
     }
 
+    /// Where node k3d-gpu-server-0 is read from, its container (in k3d cluster `cluster`) running
+    /// on a Docker Engine that answers.
+    fn locate_k3d_server(cluster: &str, rootless: bool) -> Located {
+        let nodes = [node("k3d-gpu-server-0")];
+        let docker = reachable(vec![container("k3d-gpu-server-0", cluster)], rootless);
+        locate(&nodes, &Operator::default(), &docker, &nowhere_host())
+    }
+
     #[test]
     fn k3d_nodes_are_their_containers_and_docker_backs_them() {
-        let nodes = [node("k3d-gpu-server-0")];
-        let l = locate(
-            &nodes,
-            &Operator::default(),
-            &reachable(vec![container("k3d-gpu-server-0", "gpu")], true),
-            &nowhere_host(),
-        );
+        let l = locate_k3d_server("gpu", true);
         assert_eq!(
             l.sources,
             [Source::Container { id: "id-k3d-gpu-server-0".into(), name: "k3d-gpu-server-0".into() }]
@@ -382,13 +384,7 @@ mod tests {
 
     #[test]
     fn the_cluster_name_comes_from_the_label_not_the_node_name() {
-        let nodes = [node("k3d-gpu-server-0")];
-        let l = locate(
-            &nodes,
-            &Operator::default(),
-            &reachable(vec![container("k3d-gpu-server-0", "renamed")], false),
-            &nowhere_host(),
-        );
+        let l = locate_k3d_server("renamed", false);
         assert_eq!(l.k3d_cluster.as_deref(), Some("renamed"));
     }
 

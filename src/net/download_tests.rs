@@ -1,7 +1,7 @@
 //! The download client against a real local HTTPS server whose throwaway CA is made here (rcgen),
 //! directly and through a real forward proxy (tinyproxy, tests/it/support/forward_proxy.rs).
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::*;
 
@@ -17,40 +17,21 @@ struct Server {
 
 /// A TLS server on 127.0.0.1 for the name `localhost`, answering every request with `BODY`.
 fn start_server(rt: &tokio::runtime::Runtime) -> Server {
-    let crate::tls_front::TestCa { acceptor, der: ca_der, .. } = crate::tls_front::localhost_ca("eas test CA");
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    rt.spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                let mut buf = vec![0u8; 4096];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match tls.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", BODY.len());
-                let _ = tls.write_all(head.as_bytes()).await;
-                let _ = tls.write_all(BODY).await;
-                let _ = tls.shutdown().await;
-            });
+    let served = crate::tls_front::serve_tls(rt, "eas test CA", |mut tls| async move {
+        if crate::tls_front::request_head(&mut tls, &mut Vec::new()).await.is_none() {
+            return;
         }
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", BODY.len());
+        let _ = tls.write_all(head.as_bytes()).await;
+        let _ = tls.write_all(BODY).await;
+        let _ = tls.shutdown().await;
     });
-    Server { port, ca_der }
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    Server { port: served.port, ca_der: served.ca_der }
 }
 
 #[test]
 fn with_the_bundle_the_download_succeeds_and_without_it_fails_in_one_line() {
-    let rt = rt();
+    let rt = crate::tls_front::runtime(2);
     let server = start_server(&rt);
     let url = format!("https://localhost:{}/yq", server.port);
     let dir = tempfile::tempdir().unwrap();
@@ -70,7 +51,7 @@ fn with_the_bundle_the_download_succeeds_and_without_it_fails_in_one_line() {
 fn through_a_forward_proxy_the_proxy_relays_the_download_and_no_proxy_bypasses_it() {
     let password = "Sentinel-Download-Pass-31c9";
     let proxy = forward_proxy::ForwardProxy::start("eas", password);
-    let rt = rt();
+    let rt = crate::tls_front::runtime(2);
     let server = start_server(&rt);
     let url = format!("https://localhost:{}/yq", server.port);
     let dir = tempfile::tempdir().unwrap();

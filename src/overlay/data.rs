@@ -82,6 +82,13 @@ pub struct Cite {
 }
 
 impl Cite {
+    /// A citation of `path` at `lines` in `o/r` at a full-length sha, for tests.
+    #[cfg(test)]
+    pub fn example(path: &str, lines: [u32; 2]) -> Cite {
+        let sha = "0123456789abcdef0123456789abcdef01234567".into();
+        Cite { repo: "o/r".into(), sha, path: path.into(), lines: Some(lines) }
+    }
+
     /// `repo@sha7 path[:a-b]`, the short form of a `fact -> choice [source]` line.
     pub fn short(&self) -> String {
         format!("{}@{} {}{}", self.repo, &self.sha[..7.min(self.sha.len())], self.path, self.range(":"))
@@ -397,12 +404,7 @@ mod tests {
 
     #[test]
     fn citation_forms() {
-        let c = Cite {
-            repo: "o/r".into(),
-            sha: "0123456789abcdef0123456789abcdef01234567".into(),
-            path: "a/b.yaml".into(),
-            lines: Some([3, 9]),
-        };
+        let c = Cite::example("a/b.yaml", [3, 9]);
         assert_eq!(c.short(), "o/r@0123456 a/b.yaml:3-9");
         assert_eq!(
             c.permalink(),

@@ -604,12 +604,7 @@ mod tests {
 
     #[test]
     fn a_decision_prints_as_fact_choice_source() {
-        let c = Cite {
-            repo: "o/r".into(),
-            sha: "0123456789abcdef0123456789abcdef01234567".into(),
-            path: "p.yaml".into(),
-            lines: Some([4, 6]),
-        };
+        let c = Cite::example("p.yaml", [4, 6]);
         let d = Decision {
             id: "0006".into(),
             title: "t".into(),

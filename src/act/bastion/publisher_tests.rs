@@ -107,35 +107,27 @@ fn fetcher(ca_der: &[u8]) -> SystemFetcher {
 /// A loopback HTTPS server for `localhost`, certified by a throwaway CA made here, answering GET
 /// with the files given (path → body), 404 otherwise. Returns the base URL and the CA (DER).
 fn serve(rt: &tokio::runtime::Runtime, files: HashMap<String, Vec<u8>>) -> (String, Vec<u8>) {
-    let crate::tls_front::TestCa { acceptor, der: ca_der, .. } =
-        crate::tls_front::localhost_ca("eas publisher test CA");
     let files = Arc::new(files);
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    rt.spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else { return };
-            let (files, acceptor) = (files.clone(), acceptor.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
-                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let body = files.get(req.uri().path()).cloned();
-                    async move {
-                        Ok::<_, Infallible>(match body {
-                            Some(b) => Response::new(Full::new(Bytes::from(b))),
-                            None => {
-                                let mut r = Response::new(Full::new(Bytes::from_static(b"not found")));
-                                *r.status_mut() = StatusCode::NOT_FOUND;
-                                r
-                            }
-                        })
+    let served = crate::tls_front::serve_tls(rt, "eas publisher test CA", move |tls| {
+        let files = files.clone();
+        let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let body = files.get(req.uri().path()).cloned();
+            async move {
+                Ok::<_, Infallible>(match body {
+                    Some(b) => Response::new(Full::new(Bytes::from(b))),
+                    None => {
+                        let mut r = Response::new(Full::new(Bytes::from_static(b"not found")));
+                        *r.status_mut() = StatusCode::NOT_FOUND;
+                        r
                     }
-                });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), svc).await;
-            });
+                })
+            }
+        });
+        async move {
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), svc).await;
         }
     });
-    (format!("https://localhost:{port}"), ca_der)
+    (format!("https://localhost:{}", served.port), served.ca_der)
 }
 
 struct Site {
@@ -149,7 +141,7 @@ struct Site {
 /// The four artifacts at release-like paths, each with its publisher's checksum, except where
 /// `tamper` names a file whose published checksum is of other bytes, or `drop` one not published.
 fn site(tamper: &str, drop: &str) -> (Site, HashMap<&'static str, String>) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let rt = crate::tls_front::runtime(1);
     let bodies: [(&str, &str, &[u8]); 4] = [
         ("kubectl", "/release/v1.37.2/bin/linux/amd64/kubectl", b"kubectl bytes"),
         ("helm", "/helm-v3.22.1-linux-amd64.tar.gz", b"helm bytes"),

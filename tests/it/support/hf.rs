@@ -31,61 +31,52 @@ impl HfStandIn {
     pub fn serving(gated: &[&str], proxied: &[&str], files: &[(&str, &str)], delay: std::time::Duration) -> HfStandIn {
         let files: std::sync::Arc<Vec<(String, String)>> =
             std::sync::Arc::new(files.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let ca = super::tls_front::localhost_ca("eas hf stand-in CA");
-        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-        let port = listener.local_addr().unwrap().port();
+        let rt = super::tls_front::runtime(1);
         let (gated, proxied): (Vec<String>, Vec<String>) =
             (gated.iter().map(|s| s.to_string()).collect(), proxied.iter().map(|s| s.to_string()).collect());
-        let acceptor = ca.acceptor.clone();
-        rt.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else { return };
-                let (acceptor, gated, proxied, files) =
-                    (acceptor.clone(), gated.clone(), proxied.clone(), files.clone());
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                    let Some(head) = super::tls_front::request_head(&mut tls, &mut Vec::new()).await else { return };
-                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
-                    let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
-                    // `/<id>/resolve/<rev>/<file>`: the file after the revision.
-                    let file = path.split("/resolve/").nth(1).and_then(|r| r.split_once('/')).map(|(_, f)| f);
-                    let served = file.and_then(|f| files.iter().find(|(k, _)| *k == format!("{id}/{f}")));
-                    tokio::time::sleep(delay).await;
-                    let rejected = head
-                        .lines()
-                        .any(|l| l.to_ascii_lowercase().starts_with("authorization:") && l.contains(REJECTED_TOKEN));
-                    let (status, code) = if rejected {
-                        (401, Some("RepoNotFound"))
-                    } else if gated.contains(&id) {
-                        (403, Some("GatedRepo"))
-                    } else if proxied.contains(&id) {
-                        (403, None)
-                    } else {
-                        (404, Some("EntryNotFound"))
-                    };
-                    if let Some((_, body)) = served.filter(|_| !rejected) {
-                        let head_only = head.starts_with("HEAD ");
-                        let mut out =
-                            format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
-                        if !head_only {
-                            out.push_str(body);
-                        }
-                        let _ = tls.write_all(out.as_bytes()).await;
-                        let _ = tls.shutdown().await;
-                        return;
+        let served = super::tls_front::serve_tls(&rt, "eas hf stand-in CA", move |mut tls| {
+            let (gated, proxied, files) = (gated.clone(), proxied.clone(), files.clone());
+            async move {
+                let Some(head) = super::tls_front::request_head(&mut tls, &mut Vec::new()).await else { return };
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                let id = path.trim_start_matches('/').split("/resolve/").next().unwrap_or("").to_string();
+                // `/<id>/resolve/<rev>/<file>`: the file after the revision.
+                let file = path.split("/resolve/").nth(1).and_then(|r| r.split_once('/')).map(|(_, f)| f);
+                let served = file.and_then(|f| files.iter().find(|(k, _)| *k == format!("{id}/{f}")));
+                tokio::time::sleep(delay).await;
+                let rejected = head
+                    .lines()
+                    .any(|l| l.to_ascii_lowercase().starts_with("authorization:") && l.contains(REJECTED_TOKEN));
+                let (status, code) = if rejected {
+                    (401, Some("RepoNotFound"))
+                } else if gated.contains(&id) {
+                    (403, Some("GatedRepo"))
+                } else if proxied.contains(&id) {
+                    (403, None)
+                } else {
+                    (404, Some("EntryNotFound"))
+                };
+                if let Some((_, body)) = served.filter(|_| !rejected) {
+                    let head_only = head.starts_with("HEAD ");
+                    let mut out =
+                        format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+                    if !head_only {
+                        out.push_str(body);
                     }
-                    let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
-                    if let Some(c) = code {
-                        out.push_str(&format!("X-Error-Code: {c}\r\n"));
-                    }
-                    out.push_str("Content-Length: 2\r\n\r\n{}");
                     let _ = tls.write_all(out.as_bytes()).await;
                     let _ = tls.shutdown().await;
-                });
+                    return;
+                }
+                let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
+                if let Some(c) = code {
+                    out.push_str(&format!("X-Error-Code: {c}\r\n"));
+                }
+                out.push_str("Content-Length: 2\r\n\r\n{}");
+                let _ = tls.write_all(out.as_bytes()).await;
+                let _ = tls.shutdown().await;
             }
         });
-        HfStandIn { port, ca_pem: ca.pem, _rt: rt }
+        HfStandIn { port: served.port, ca_pem: served.ca_pem, _rt: rt }
     }
 
     pub fn endpoint(&self) -> String {

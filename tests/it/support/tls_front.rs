@@ -77,8 +77,49 @@ pub fn localhost_ca(common_name: &str) -> TestCa {
 }
 
 fn start(serve: Serve) -> TlsFront {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let TestCa { acceptor, pem: ca_pem, der: ca_der } = localhost_ca("eas test CA");
+    let rt = runtime(1);
+    let serve = Arc::new(serve);
+    let Served { port, ca_pem, ca_der } = serve_tls(&rt, "eas test CA", move |mut tls| {
+        let serve = serve.clone();
+        async move {
+            match &*serve {
+                Serve::Relay(backend) => {
+                    let Ok(mut up) = tokio::net::TcpStream::connect(backend).await else { return };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+                }
+                Serve::Files(root) => serve_files(&mut tls, root).await,
+            }
+        }
+    });
+    TlsFront { port, ca_pem, ca_der, _rt: rt }
+}
+
+/// A runtime of `workers` threads with every driver on, for test servers and their clients.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap()
+}
+
+/// Where a server [`serve_tls`] started listens, and the CA its client must trust.
+pub struct Served {
+    pub port: u16,
+    /// The CA certificate, PEM.
+    pub ca_pem: String,
+    /// The CA certificate, DER.
+    pub ca_der: Vec<u8>,
+}
+
+/// One TLS connection, as [`serve_tls`] hands it over.
+pub type Tls = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+/// A TLS server for `localhost` on a free port of 127.0.0.1, run on `rt`, its certificate signed
+/// by a throwaway CA named `ca_name`: each connection, once its handshake succeeded, is handed to
+/// `serve` on a task of its own.
+pub fn serve_tls<F, Fut>(rt: &tokio::runtime::Runtime, ca_name: &str, serve: F) -> Served
+where
+    F: Fn(Tls) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let TestCa { acceptor, pem, der } = localhost_ca(ca_name);
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     let serve = Arc::new(serve);
@@ -87,21 +128,16 @@ fn start(serve: Serve) -> TlsFront {
             let Ok((tcp, _)) = listener.accept().await else { return };
             let (acceptor, serve) = (acceptor.clone(), serve.clone());
             tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                match &*serve {
-                    Serve::Relay(backend) => {
-                        let Ok(mut up) = tokio::net::TcpStream::connect(backend).await else { return };
-                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-                    }
-                    Serve::Files(root) => serve_files(&mut tls, root).await,
+                if let Ok(tls) = acceptor.accept(tcp).await {
+                    serve(tls).await;
                 }
             });
         }
     });
-    TlsFront { port, ca_pem, ca_der, _rt: rt }
+    Served { port, ca_pem: pem, ca_der: der }
 }
 
-async fn serve_files(tls: &mut tokio_rustls::server::TlsStream<tokio::net::TcpStream>, root: &std::path::Path) {
+async fn serve_files(tls: &mut Tls, root: &std::path::Path) {
     let mut seen = Vec::new();
     loop {
         let Some(head) = request_head(tls, &mut seen).await else { return };
