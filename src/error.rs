@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::plan::{Blocker, Kind, PhaseId};
+use crate::plan::{Blocker, Kind, PhaseId, Step};
 use std::process::ExitCode;
 
 /// Why a command did not succeed, in the terms of the exit-code contract.
@@ -17,7 +17,7 @@ pub enum Failure {
     /// Exit 3: the cluster is one `eas` will not install onto. Nothing was written.
     Refused(Vec<String>),
     /// Exit 1: a step failed at run time.
-    Step { step: String, cause: String, next: Option<String> },
+    Step { step: Step, cause: String, next: Option<String> },
     /// Exit 4: an overlay patch no longer applies to the pinned EAS tree.
     OverlayStop(Vec<String>),
     /// Exit 5: installed, but verification failed.
@@ -25,7 +25,7 @@ pub enum Failure {
     /// Exit 130: Ctrl-C or SIGTERM.
     Interrupted,
     /// A command run on the user's behalf (`eas bastion run`) exited non-zero: its code, passed through.
-    Exit { step: String, code: u8 },
+    Exit { step: Step, code: u8 },
     /// `eas up` stopped before its first write on the checks its plan halves failed (SPEC §4,
     /// blockers): every one is printed; the exit code is the run's (the real run: the first
     /// blocker's).
@@ -37,11 +37,11 @@ impl Failure {
         Failure::BadInput { cause: cause.into(), hint: Some(hint.into()) }
     }
 
-    pub fn step(step: impl Into<String>, cause: impl fmt::Display) -> Self {
+    pub fn step(step: impl Into<Step>, cause: impl fmt::Display) -> Self {
         Failure::Step { step: step.into(), cause: cause.to_string(), next: None }
     }
 
-    pub fn step_next(step: impl Into<String>, cause: impl fmt::Display, next: impl Into<String>) -> Self {
+    pub fn step_next(step: impl Into<Step>, cause: impl fmt::Display, next: impl Into<String>) -> Self {
         Failure::Step { step: step.into(), cause: cause.to_string(), next: Some(next.into()) }
     }
 
@@ -62,7 +62,7 @@ impl Failure {
                 vec![Blocker::new(phase, cause, hint.clone().unwrap_or_default(), kind)]
             }
             Failure::Step { step, cause, next } => {
-                let cause = if step == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
+                let cause = if step.name() == phase.name() { cause.clone() } else { format!("{step}: {cause}") };
                 vec![Blocker::new(phase, cause, next.clone().unwrap_or_default(), kind)]
             }
             Failure::Refused(reasons) => {
@@ -158,7 +158,7 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_contract() {
         let cases = [
-            (Failure::step("install", "boom"), 1),
+            (Failure::step(PhaseId::Install, "boom"), 1),
             (Failure::bad_input("x", "y"), 2),
             (Failure::Refused(vec!["r".into()]), 3),
             (Failure::OverlayStop(vec![]), 4),

@@ -60,7 +60,7 @@ pub enum InstallError {
     Models(#[from] crate::act::prepare::models::ModelsError),
     /// The installer ran and did not succeed, in `step`: its cause, the log, and what to do.
     #[error("{cause}; log: {}", log.display())]
-    Installer { step: &'static str, cause: String, log: std::path::PathBuf, next: String },
+    Installer { step: crate::plan::PhaseId, cause: String, log: std::path::PathBuf, next: String },
 }
 
 pub struct Ctx<'a> {
@@ -184,7 +184,7 @@ async fn run_installer(
         .create(true)
         .append(true)
         .open(log_path)
-        .map_err(|e| crate::state::run::io_failure("log", log_path, e))?;
+        .map_err(|e| crate::state::run::io_failure(crate::plan::Step::Log, log_path, e))?;
     let stop = CancellationToken::new();
     let (run_int, fenced) = fenced(ctx.interrupt, ctx.fence.as_ref());
     let bar = ctx.shell.spinner_within(shell_line(argv), timeout);
@@ -275,7 +275,7 @@ fn scrub_tree_logs(tree: &Path, redactor: &Redactor, shell: &Shell) {
 }
 
 fn failure(
-    step: &'static str,
+    step: crate::plan::PhaseId,
     outcome: &Outcome,
     tail: &Tail,
     log: &Path,
@@ -302,7 +302,7 @@ fn failure(
 /// The run's log file in the state directory's `logs/` (made private), named for the time.
 pub fn log_file(sd: &StateDir) -> Result<std::path::PathBuf, crate::state::run::PathIoError> {
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| crate::state::run::io_failure("log", &logs, e))?;
+    create_private_dir(&logs).map_err(|e| crate::state::run::io_failure(crate::plan::Step::Log, &logs, e))?;
     Ok(logs.join(format!("up-{}.log", now().replace(':', ""))))
 }
 
@@ -328,7 +328,7 @@ pub async fn prepare(
     std::fs::write(&manifest, file(&render::repos_file(layer))).map_err(|e| step(e, &manifest))?;
     ctx.shell.phase("prepare", shell_line(init));
     let (outcome, tail) = run_installer(ctx, init, log_path, limit, false).await?;
-    if let Some(f) = failure("prepare", &outcome, &tail, log_path, &next_up, ctx.shell) {
+    if let Some(f) = failure(crate::plan::PhaseId::Prepare, &outcome, &tail, log_path, &next_up, ctx.shell) {
         return Err(f);
     }
     let env_dir = ctx.tree.join("env").join(env);
@@ -360,7 +360,14 @@ pub async fn prepare(
 pub async fn undeploy(ctx: &Ctx<'_>, argv: &[String], log_path: &Path, limit: Duration) -> Result<(), InstallError> {
     ctx.shell.phase("install", format!("{} (log: {})", shell_line(argv), log_path.display()));
     let (outcome, tail) = run_installer(ctx, argv, log_path, limit, false).await?;
-    match failure("install", &outcome, &tail, log_path, "remove the model by hand, then `eas up` again", ctx.shell) {
+    match failure(
+        crate::plan::PhaseId::Install,
+        &outcome,
+        &tail,
+        log_path,
+        "remove the model by hand, then `eas up` again",
+        ctx.shell,
+    ) {
         Some(f) => Err(f),
         None => Ok(()),
     }
@@ -378,7 +385,7 @@ pub async fn install(
     let next_up = format!("fix the cause, then `{}`", inv.up());
     ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));
     let (outcome, tail) = run_installer(ctx, install_argv, log_path, limit, true).await?;
-    if let Some(f) = failure("install", &outcome, &tail, log_path, &next_up, ctx.shell) {
+    if let Some(f) = failure(crate::plan::PhaseId::Install, &outcome, &tail, log_path, &next_up, ctx.shell) {
         return Err(f);
     }
     if outcome == Outcome::NoBanner {

@@ -14,7 +14,7 @@ use crate::settings::Global;
 
 pub fn run(cmd: BastionCommand, global: &Global, shell: &Shell) -> Result<(), Failure> {
     crate::runtime::block_on(async {
-        let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+        let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
         match cmd {
             BastionCommand::Build(a) => build_command(&a, global, shell, &interrupt).await,
             BastionCommand::Run(a) => run_command(&a, global, shell, &interrupt).await,
@@ -56,9 +56,9 @@ async fn run_command(a: &RunSettings, global: &Global, shell: &Shell, interrupt:
     let runner = DockerRunner::new(docker);
     match runner.run(&std.spec, &mut run::Stdio, interrupt).await.map_err(BastionError::from)? {
         Outcome::Exited(0) => Ok(()),
-        Outcome::Exited(code) => Err(Failure::Exit { step: "bastion run".into(), code: exit_byte(code) }),
+        Outcome::Exited(code) => Err(Failure::Exit { step: crate::plan::Step::BastionRun, code: exit_byte(code) }),
         Outcome::Interrupted => Err(Failure::Interrupted),
-        Outcome::TimedOut => Err(Failure::step("bastion run", "timed out")),
+        Outcome::TimedOut => Err(Failure::step(crate::plan::Step::BastionRun, "timed out")),
     }
 }
 

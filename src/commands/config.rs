@@ -31,7 +31,11 @@ pub fn run(args: &ConfigSettings, shell: &Shell) -> Result<(), Failure> {
     };
     let files = config::render::files(&decision);
     config::write::replace(&args.out, &files).map_err(|e| {
-        Failure::step_next("write", format!("{}: {e}", args.out.display()), "check --out is a writable directory")
+        Failure::step_next(
+            crate::plan::Step::Write,
+            format!("{}: {e}", args.out.display()),
+            "check --out is a writable directory",
+        )
     })?;
     for w in &decision.warnings {
         shell.warn(w);

@@ -33,6 +33,10 @@ pub fn run(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result<(), 
         shell.note("doctor: every check passed");
         Ok(())
     } else {
-        Err(Failure::step_next("doctor", format!("failed: {}", names.join(", ")), "fix the checks marked FAIL"))
+        Err(Failure::step_next(
+            crate::plan::Step::Doctor,
+            format!("failed: {}", names.join(", ")),
+            "fix the checks marked FAIL",
+        ))
     }
 }

@@ -77,7 +77,7 @@ mod tests {
         assert_eq!(d["exit_code"], 3);
         assert_eq!(d["messages"], json!(["REFUSE: no GPU", "REFUSE: no disk"]));
         assert_eq!(d["refusals"], json!(["no GPU", "no disk"]));
-        let r = Err(Failure::step("status", "the API server does not answer"));
+        let r = Err(Failure::step(crate::plan::Step::Status, "the API server does not answer"));
         assert_eq!(finish("eas-status/v1", None, &r, &[])["error"], "status: the API server does not answer");
     }
 

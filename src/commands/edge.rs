@@ -40,14 +40,18 @@ impl From<GitError> for Failure {
                 Failure::bad_input(e.to_string(), "check out the pinned EAS commit in that clone")
             }
             GitError::Run(crate::git::RunError::Spawn(_)) => {
-                Failure::step_next("overlay", e, "install git (eas doctor checks for it)")
+                Failure::step_next(crate::plan::PhaseId::Overlay, e, "install git (eas doctor checks for it)")
             }
-            GitError::Run(crate::git::RunError::TimedOut(_) | crate::git::RunError::Closing) => {
-                Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
-            }
-            GitError::Failed { .. } | GitError::Scratch(_) => {
-                Failure::step_next("overlay", e, "re-run `eas overlay --repo DIR`; the clone was not changed")
-            }
+            GitError::Run(crate::git::RunError::TimedOut(_) | crate::git::RunError::Closing) => Failure::step_next(
+                crate::plan::PhaseId::Overlay,
+                e,
+                "re-run `eas overlay --repo DIR`; the clone was not changed",
+            ),
+            GitError::Failed { .. } | GitError::Scratch(_) => Failure::step_next(
+                crate::plan::PhaseId::Overlay,
+                e,
+                "re-run `eas overlay --repo DIR`; the clone was not changed",
+            ),
         }
     }
 }
@@ -95,8 +99,8 @@ impl From<crate::runtime::RuntimeError> for Failure {
         use crate::runtime::RuntimeError as R;
         match e {
             R::Interrupted => Failure::Interrupted,
-            R::Start(_) => Failure::step("runtime", e),
-            R::Signals(_) => Failure::step("signals", e),
+            R::Start(_) => Failure::step(crate::plan::Step::Runtime, e),
+            R::Signals(_) => Failure::step(crate::plan::Step::Signals, e),
         }
     }
 }
@@ -112,7 +116,7 @@ impl From<crate::state::StateDirError> for Failure {
 impl From<crate::state::lock::LockError> for Failure {
     fn from(e: crate::state::lock::LockError) -> Self {
         let hint = e.hint();
-        Failure::step_next("lock", e, hint)
+        Failure::step_next(crate::plan::PhaseId::Lock, e, hint)
     }
 }
 
@@ -128,7 +132,7 @@ impl From<crate::state::journal::JournalError> for Failure {
                 Failure::Interrupted
             }
             crate::state::journal::JournalError::Read { .. } | crate::state::journal::JournalError::Write { .. } => {
-                Failure::step_next("state", e, hint)
+                Failure::step_next(crate::plan::Step::State, e, hint)
             }
             _ => Failure::bad_input(e.to_string(), hint),
         }
@@ -139,14 +143,14 @@ impl From<crate::state::journal::JournalError> for Failure {
 impl From<crate::act::prepare::global_config::GlobalConfigError> for Failure {
     fn from(e: crate::act::prepare::global_config::GlobalConfigError) -> Self {
         let hint = e.hint();
-        Failure::step_next("prepare", e, hint)
+        Failure::step_next(crate::plan::PhaseId::Prepare, e, hint)
     }
 }
 
 impl From<crate::act::prepare::models::ModelsError> for Failure {
     fn from(e: crate::act::prepare::models::ModelsError) -> Self {
         let hint = e.hint();
-        Failure::step_next("prepare", e, hint)
+        Failure::step_next(crate::plan::PhaseId::Prepare, e, hint)
     }
 }
 
@@ -182,13 +186,13 @@ impl From<BastionError> for Failure {
             B::Interrupted => Failure::Interrupted,
             // A blocker (exit 1): the image this context built was changed since.
             B::Toolbox { .. } => Failure::step_next(
-                "bastion",
+                crate::plan::PhaseId::Bastion,
                 e,
                 "the image was changed after eas built it: rebuild it with `eas bastion build --rebuild`",
             ),
             // A blocker (exit 1): this eas's image would lack a tool the installer calls.
             B::Context(crate::act::bastion::context::ContextError::ToolsUnprovided(_)) => Failure::step_next(
-                "bastion",
+                crate::plan::PhaseId::Bastion,
                 e,
                 "bastion/Dockerfile must provide every tool of data/toolbox.json (a package of its package step, \
                  or a pinned artifact it copies)",
@@ -217,7 +221,7 @@ impl From<BastionError> for Failure {
                     .into(),
             ]),
             B::Artifact(crate::act::bastion::artifacts::ArtifactError::Mismatch { .. }) => Failure::step_next(
-                "bastion artifacts",
+                crate::plan::Step::BastionArtifacts,
                 e,
                 "do not use this download; if the publisher changed the file on purpose, re-pin it in the pins file (`eas pins show`)",
             ),
@@ -225,27 +229,27 @@ impl From<BastionError> for Failure {
                 let next = format!(
                     "the artifact cache must be writable and have free space: fix {path}, or point XDG_CACHE_HOME at another directory, then re-run `eas bastion build`"
                 );
-                Failure::step_next("bastion artifacts", e, next)
+                Failure::step_next(crate::plan::Step::BastionArtifacts, e, next)
             }
             B::Artifact(_) => Failure::step_next(
-                "bastion artifacts",
+                crate::plan::Step::BastionArtifacts,
                 e,
                 "check network access (HTTPS_PROXY behind a proxy) and re-run `eas bastion build`",
             ),
             B::Image(crate::act::bastion::image::ImageError::Connect(_)) => {
-                Failure::step_next("docker", e, crate::hints::DOCKER)
+                Failure::step_next(crate::plan::Step::Docker, e, crate::hints::DOCKER)
             }
             B::Image(crate::act::bastion::image::ImageError::BaseMissing(ref r)) => {
                 let hint = crate::hints::base_missing(r);
                 Failure::bad_input(e.to_string(), hint)
             }
             B::Image(crate::act::bastion::image::ImageError::Build { .. }) => Failure::step_next(
-                "bastion build",
+                crate::plan::Step::BastionBuild,
                 e,
                 "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
             ),
             B::Image(crate::act::bastion::image::ImageError::TimedOut { .. }) => Failure::step_next(
-                "bastion build",
+                crate::plan::Step::BastionBuild,
                 e,
                 "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
             ),
@@ -255,14 +259,18 @@ impl From<BastionError> for Failure {
                 let hint = format!(
                     "the Docker Engine answered but could not pull {reference}: give the engine registry access (its own proxy settings,                      not eas's), or load the image locally and pass --base-image {reference}@sha256:<digest>"
                 );
-                Failure::step_next("bastion", e, hint)
+                Failure::step_next(crate::plan::PhaseId::Bastion, e, hint)
             }
-            B::Image(_) => Failure::step_next("bastion", e, "check the Docker Engine (`docker info`) and re-run"),
-            B::Run(_) => Failure::step("bastion run", e),
+            B::Image(_) => Failure::step_next(
+                crate::plan::PhaseId::Bastion,
+                e,
+                "check the Docker Engine (`docker info`) and re-run",
+            ),
+            B::Run(_) => Failure::step(crate::plan::Step::BastionRun, e),
             B::Kubeconfig(_) | B::Input(_) => Failure::bad_input(e.to_string(), "see `eas bastion --help`"),
-            B::Io { .. } => Failure::step("bastion", e),
+            B::Io { .. } => Failure::step(crate::plan::PhaseId::Bastion, e),
             B::Busy(_) => Failure::step_next(
-                "bastion",
+                crate::plan::PhaseId::Bastion,
                 e,
                 "another eas is building this image: let it finish (or stop it), then re-run",
             ),
@@ -275,7 +283,7 @@ impl From<BastionError> for Failure {
 impl From<TargetError> for Failure {
     fn from(e: TargetError) -> Self {
         match e {
-            TargetError::Plugin(line) => Failure::step("kubeconfig", line),
+            TargetError::Plugin(line) => Failure::step(crate::plan::Step::Kubeconfig, line),
             TargetError::Interrupted => Failure::Interrupted,
             e => Failure::bad_input(e.to_string(), e.hint()),
         }
@@ -305,7 +313,7 @@ impl From<crate::config::ConfigError> for Failure {
             }
             C::Refused(reasons) => Failure::Refused(reasons),
             C::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-            C::Stale { .. } => Failure::step("write", e),
+            C::Stale { .. } => Failure::step(crate::plan::Step::Write, e),
             C::CatalogRead(r) => Failure::read(&r, "give a readable EI model_manager/models.yaml to --catalog"),
             C::CatalogParse { .. } => Failure::bad_input(e.to_string(), "give EI's model_manager/models.yaml"),
             C::FitRead(r) => Failure::read(&r, "check the path given to --fit"),
@@ -323,7 +331,7 @@ impl From<crate::gather::GatherError> for Failure {
     fn from(e: crate::gather::GatherError) -> Self {
         match e {
             crate::gather::GatherError::Target(t) => t.into(),
-            crate::gather::GatherError::Api(a) => Failure::step_next("facts", &a, a.next()),
+            crate::gather::GatherError::Api(a) => Failure::step_next(crate::plan::PhaseId::Facts, &a, a.next()),
             crate::gather::GatherError::NodeArgs(e) => Failure::bad_input(e.to_string(), e.hint()),
             crate::gather::GatherError::Refused(reasons) => Failure::Refused(reasons),
             // A failed sweep of old probe pods keeps the exit it had as text (2), as the operator's input.
@@ -342,7 +350,9 @@ impl From<crate::verify::VerifyError> for Failure {
         use crate::verify::VerifyError as V;
         match e {
             V::Failed(lines) => Failure::Verify(lines),
-            V::NotInstalled(_) => Failure::step_next("verify", e, "run `eas up --dry-run`, then `eas up`"),
+            V::NotInstalled(_) => {
+                Failure::step_next(crate::plan::PhaseId::Verify, e, "run `eas up --dry-run`, then `eas up`")
+            }
         }
     }
 }
@@ -364,7 +374,7 @@ impl From<crate::act::reap::ReapError> for Failure {
             R::List(_) => "check the Docker Engine".to_string(),
             R::Remove { name, .. } => format!("remove it with `docker rm -f {name}`, then run the command again"),
         };
-        Failure::step_next("lock", e, next)
+        Failure::step_next(crate::plan::PhaseId::Lock, e, next)
     }
 }
 
@@ -378,11 +388,11 @@ impl From<crate::act::install::InstallError> for Failure {
             I::Kubeconfig(t) => t.into(),
             I::Bastion(b) => b.into(),
             I::Log(p) => p.into(),
-            I::Run(_) => Failure::step("bastion run", cause),
+            I::Run(_) => Failure::step(crate::plan::Step::BastionRun, cause),
             I::Interrupted => Failure::Interrupted,
             I::Grammar(g) => g.into(),
             I::Command(c) => c.into(),
-            I::Prepare { .. } => Failure::step("prepare", cause),
+            I::Prepare { .. } => Failure::step(crate::plan::PhaseId::Prepare, cause),
             I::GlobalConfig(g) => g.into(),
             I::Models(m) => m.into(),
             I::Installer { step, next, .. } => Failure::step_next(step, cause, next),
@@ -406,7 +416,7 @@ impl From<crate::gather::catalog::CatalogError> for Failure {
 /// Exit 1: a search of the pinned trees did not answer.
 impl From<crate::gather::knob_audit::AuditError> for Failure {
     fn from(e: crate::gather::knob_audit::AuditError) -> Self {
-        Failure::step_next("audit", e, "re-run; the trees in the cache were not changed")
+        Failure::step_next(crate::plan::Step::Audit, e, "re-run; the trees in the cache were not changed")
     }
 }
 
@@ -422,9 +432,9 @@ impl From<crate::cli::docs::DocsError> for Failure {
     fn from(e: crate::cli::docs::DocsError) -> Self {
         use crate::cli::docs::DocsError as D;
         match e {
-            D::Completions(_) => Failure::step("completions", e),
+            D::Completions(_) => Failure::step(crate::plan::Step::Completions, e),
             D::NotADir(_) => Failure::bad_input(e.to_string(), "pass a directory (it is created when missing)"),
-            D::Render(_) | D::Write { .. } => Failure::step("man", e),
+            D::Render(_) | D::Write { .. } => Failure::step(crate::plan::Step::Man, e),
             D::Create { .. } => Failure::bad_input(e.to_string(), "pass a writable directory"),
         }
     }
@@ -437,7 +447,7 @@ impl From<crate::verify::recorded::RecordedError> for Failure {
         use crate::verify::recorded::RecordedError as R;
         match e {
             R::Gather(g) => (*g).into(),
-            R::Key(a) => Failure::step("verify", a),
+            R::Key(a) => Failure::step(crate::plan::PhaseId::Verify, a),
             R::StateDir(s) => s.into(),
             R::Verify(v) => v.into(),
             R::Runtime(r) => r.into(),

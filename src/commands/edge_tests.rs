@@ -106,7 +106,11 @@ fn state_errors_map_to_the_exit_contract() {
 
 #[test]
 fn a_state_path_that_cannot_be_written_is_a_step_failure_with_its_cause() {
-    let e = crate::state::run::io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(libc::ENOSPC));
+    let e = crate::state::run::io_failure(
+        crate::plan::PhaseId::Lock,
+        Path::new("/s/uid"),
+        std::io::Error::from_raw_os_error(libc::ENOSPC),
+    );
     let f = Failure::from(e);
     assert_eq!(f.exit_code(), 1);
     assert_eq!(f.lines()[0], "error: lock: /s/uid: No space left on device (os error 28)");
@@ -130,7 +134,7 @@ fn reaping_that_fails_stops_the_lock_with_what_to_do() {
 fn an_installer_that_failed_names_its_step_its_log_and_what_to_do() {
     use crate::act::install::InstallError;
     let e = InstallError::Installer {
-        step: "install",
+        step: crate::plan::PhaseId::Install,
         cause: "the installer failed (exit 2)".into(),
         log: "/s/uid/logs/up.log".into(),
         next: "fix the cause, then `eas up`".into(),

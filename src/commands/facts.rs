@@ -41,12 +41,12 @@ pub fn run(args: &FactsSettings, global: &Global, shell: &Shell) -> Result<(), F
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
                 .and_then(|_| out.flush())
-                .map_err(|e| Failure::step("facts", format!("cannot write to stdout: {e}")))?;
+                .map_err(|e| Failure::step(crate::plan::PhaseId::Facts, format!("cannot write to stdout: {e}")))?;
         }
         Some(path) => {
             crate::atomic::write_private(path, text.as_bytes()).map_err(|e| {
                 Failure::step_next(
-                    "facts",
+                    crate::plan::PhaseId::Facts,
                     format!("cannot write {}: {e}", path.display()),
                     "check that --out names a writable file",
                 )

@@ -34,5 +34,5 @@ pub fn run(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())
-        .map_err(|e| Failure::step("fit", format!("cannot write to stdout: {e}")))
+        .map_err(|e| Failure::step(crate::plan::Step::Fit, format!("cannot write to stdout: {e}")))
 }

@@ -108,7 +108,7 @@ impl From<&PinsError> for Failure {
             _ => "`eas pins check` names the problem; `eas schema eas-pins/v1` prints the format",
         };
         match e {
-            PinsError::Write { .. } => Failure::step("pins", e),
+            PinsError::Write { .. } => Failure::step(crate::plan::Step::Pins, e),
             PinsError::Read(crate::bounded::ReadError::Interrupted { .. }) => Failure::Interrupted,
             _ => Failure::bad_input(e.to_string(), hint),
         }

@@ -106,7 +106,7 @@ pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell)
     let ca_file = match &global.ca_bundle {
         Some(b) => Some(
             crate::net::trust::GitCaFile::write(&b.ders)
-                .map_err(|e| Failure::step("pins lock", format!("writing git's CA file: {e}")))?,
+                .map_err(|e| Failure::step(crate::plan::Step::PinsLock, format!("writing git's CA file: {e}")))?,
         ),
         None => None,
     };
@@ -120,7 +120,7 @@ pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell)
             (pins, outcome)
         })
         .await
-        .map_err(|e| Failure::step("pins lock", e))
+        .map_err(|e| Failure::step(crate::plan::Step::PinsLock, e))
     })?;
     if !outcome.errors.is_empty() {
         // Nothing is written unless every row locks. Bad input outranks a refusal, which
@@ -150,7 +150,7 @@ pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell)
         }
         let n = failed.len();
         return Err(Failure::step_next(
-            "pins lock",
+            crate::plan::Step::PinsLock,
             format!("{n} {} could not be fetched (above)", if n == 1 { "repository" } else { "repositories" }),
             "check network access to the repositories (or --git-base) and re-run `eas pins lock`; nothing was written",
         ));

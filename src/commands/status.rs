@@ -28,10 +28,10 @@ fn failed(args: &StatusSettings, root: &std::path::Path, e: StatusError, shell: 
         StatusError::Target(e) => e.into(),
         StatusError::StateDir(e) => e.into(),
         StatusError::Record(e) => e.into(),
-        StatusError::Unread(cause) => Failure::step_next("status", cause, NEXT),
-        StatusError::Answered { cause, next } => Failure::step_next("status", cause, &next),
+        StatusError::Unread(cause) => Failure::step_next(crate::plan::Step::Status, cause, NEXT),
+        StatusError::Answered { cause, next } => Failure::step_next(crate::plan::Step::Status, cause, &next),
         StatusError::Unreachable { cause, context, server, found } => {
-            let failure = Failure::step_next("status", cause, NEXT);
+            let failure = Failure::step_next(crate::plan::Step::Status, cause, NEXT);
             unreachable(args, root, (&context, &server), found.as_deref(), failure, shell)
         }
     }

@@ -90,10 +90,11 @@ pub fn command(out: Option<&Path>, global: &Global, shell: &Shell) -> Result<(),
         let s = |k: &str| item[k].as_str().unwrap_or_default().to_string();
         shell.warn(format!("not collected: {}: {}", s("item"), s("why")));
     }
-    let bytes = archive(&files).map_err(|e| Failure::step("support-bundle", format!("cannot pack the bundle: {e}")))?;
+    let bytes = archive(&files)
+        .map_err(|e| Failure::step(crate::plan::Step::SupportBundle, format!("cannot pack the bundle: {e}")))?;
     crate::atomic::write_private(&path, &bytes).map_err(|e| {
         Failure::step_next(
-            "support-bundle",
+            crate::plan::Step::SupportBundle,
             format!("cannot write {}: {e}", path.display()),
             "pass --out FILE in a writable directory",
         )

@@ -31,7 +31,10 @@ pub fn without_stale_outputs(dry_run: bool, out: Option<&std::path::Path>, f: Fa
     match (dry_run, out) {
         (true, Some(out)) if !matches!(f, Failure::Blocked { .. }) => match write::clear(out) {
             Ok(()) => f,
-            Err(e) => Failure::step("write", format!("cannot remove stale outputs in {}: {e}", out.display())),
+            Err(e) => Failure::step(
+                crate::plan::Step::Write,
+                format!("cannot remove stale outputs in {}: {e}", out.display()),
+            ),
         },
         _ => f,
     }
@@ -76,13 +79,15 @@ fn print_plan(
         }
     }
     if let Some(dir) = args.out.as_deref().filter(|_| !write_out) {
-        return write::clear(dir)
-            .map_err(|e| Failure::step("write", format!("cannot remove stale outputs in {}: {e}", dir.display())));
+        return write::clear(dir).map_err(|e| {
+            Failure::step(crate::plan::Step::Write, format!("cannot remove stale outputs in {}: {e}", dir.display()))
+        });
     }
     if let Some(dir) = args.out.as_deref() {
         let mut all = files.to_vec();
         all.push(("plan.json".to_string(), plan.to_json()));
-        write::replace(dir, &all).map_err(|e| Failure::step("write", format!("{}: {e}", dir.display())))?;
+        write::replace(dir, &all)
+            .map_err(|e| Failure::step(crate::plan::Step::Write, format!("{}: {e}", dir.display())))?;
     }
     Ok(())
 }

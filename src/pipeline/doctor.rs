@@ -219,7 +219,8 @@ async fn gates(
         Err(e) => return Ok(vec![Check::new("selection", "fail", Failure::from(e).lines().join("; "))]),
     };
     let inv = crate::state::resume::invocation(global, &up.select.layer, &up.env, &up.select);
-    let interrupt = crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let interrupt =
+        crate::runtime::Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
     let mut r = crate::pipeline::up::runner(up, &tree_pins, interrupt);
     let cx =
         crate::pipeline::phase::Cx { args: up, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };

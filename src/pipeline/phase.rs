@@ -131,12 +131,10 @@ pub fn timed_out(id: PhaseId, limit: Duration) -> Failure {
     let cause = format!("phase {} did not finish within its timeout of {}", id.name(), shown(limit));
     match id {
         PhaseId::Verify => Failure::Verify(vec![format!("{cause}; see `eas verify`, then `eas status`")]),
-        PhaseId::Preflight | PhaseId::Lock => Failure::step_next(
-            id.name(),
-            cause,
-            "check the API server and Docker with `eas doctor`, then re-run `eas up`",
-        ),
-        _ => Failure::step_next(id.name(), cause, "re-run `eas up`: it resumes after the phases that finished"),
+        PhaseId::Preflight | PhaseId::Lock => {
+            Failure::step_next(id, cause, "check the API server and Docker with `eas doctor`, then re-run `eas up`")
+        }
+        _ => Failure::step_next(id, cause, "re-run `eas up`: it resumes after the phases that finished"),
     }
 }
 

@@ -18,8 +18,9 @@ pub async fn ask(what: &str, interrupt: &Interrupt) -> Result<(), Failure> {
         std::io::stdin().read_line(&mut line).map(|_| line)
     });
     let limit = crate::settings::timeouts::PROMPT;
-    let declined =
-        |why: String| Failure::step_next("confirm", format!("{why}: nothing was changed"), "answer y, or pass --yes");
+    let declined = |why: String| {
+        Failure::step_next(crate::plan::Step::Confirm, format!("{why}: nothing was changed"), "answer y, or pass --yes")
+    };
     let line = tokio::select! {
         r = tokio::time::timeout(limit, read) => match r {
             Ok(Ok(Ok(line))) => line,

@@ -366,7 +366,7 @@ impl Runner {
         let installs = matches!(P::ID, PhaseId::Prepare | PhaseId::Install);
         if let Some(lost) = self.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs) {
             let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
-            return self.acted(P::ID, Err(Failure::step_next(P::ID.name(), lost, next)));
+            return self.acted(P::ID, Err(Failure::step_next(P::ID, lost, next)));
         }
         let limit = self.timeouts.get(P::ID);
         let interrupt = self.interrupt.clone();
@@ -381,7 +381,7 @@ impl Runner {
     /// its row resumes `Always`).
     pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
         let done = self.act(p, planned, cx).await?;
-        done.ok_or_else(|| Failure::step(P::ID.name(), "the phase was skipped, yet a later one needs what it hands on"))
+        done.ok_or_else(|| Failure::step(P::ID, "the phase was skipped, yet a later one needs what it hands on"))
     }
 
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
@@ -416,7 +416,7 @@ impl Runner {
             && let Some(dir) = self.attempt.clone()
         {
             if let Err(e) = crate::state::journal::create_private_dir(&dir) {
-                return Failure::step("record", format!("{}: {e}", dir.display()));
+                return Failure::step(PhaseId::Record, format!("{}: {e}", dir.display()));
             }
             self.file = Some(dir.join(crate::state::journal::FILE));
         }
@@ -769,12 +769,12 @@ pub(crate) mod tests {
         r.act(Hooked { before: None, act: None }, (), &f.cx()).await.unwrap();
         assert_eq!(said(&r), ["before", "act", "after"]);
         let mut r = runner(PhaseTimeouts::default());
-        let failed = Hooked { before: None, act: Some(Failure::step("prepare", "no")) };
+        let failed = Hooked { before: None, act: Some(Failure::step(PhaseId::Prepare, "no")) };
         assert!(r.act(failed, (), &f.cx()).await.is_err());
         assert_eq!(said(&r), ["before", "act"]);
         assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Failed);
         let mut r = runner(PhaseTimeouts::default());
-        let refused = Hooked { before: Some(Failure::step("ledger", "unreadable")), act: None };
+        let refused = Hooked { before: Some(Failure::step(crate::plan::Step::Ledger, "unreadable")), act: None };
         assert!(r.act(refused, (), &f.cx()).await.is_err());
         assert_eq!(said(&r), ["before"]);
         assert_eq!(r.state.entry(PhaseId::Prepare).status, Status::Pending);
@@ -792,7 +792,7 @@ pub(crate) mod tests {
         r.act(Test::<INSTALL> { plan: None, act: Some(Ok(1)) }, 1, &f.cx()).await.unwrap();
         r.resume_installed(false);
         let failed =
-            r.act(Test::<FACTS> { plan: None, act: Some(Err(Failure::step("facts", "no"))) }, 1, &f.cx()).await;
+            r.act(Test::<FACTS> { plan: None, act: Some(Err(Failure::step(PhaseId::Facts, "no"))) }, 1, &f.cx()).await;
         assert!(r.finish(Ok(())).await.is_ok());
         assert!(r.plan.warnings.is_empty(), "a run that succeeds cleans nothing up: {:?}", r.plan.warnings);
         assert!(r.finish(failed).await.is_err());

@@ -51,7 +51,7 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
 /// with blockers prints them all and exits with the first one's code, having written nothing to
 /// the cluster.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
-    let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
     let inv = invocation(global, &args.select.layer, &args.env, &args.select);
     let services = Services::resolve(&args.select, global).map_err(config::ConfigError::from)?;
     let tree_pins = check_input(args, &services)?;

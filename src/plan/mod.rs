@@ -6,6 +6,9 @@
 //! to each row.
 
 pub mod data;
+pub mod step;
+
+pub use step::Step;
 
 use std::collections::BTreeMap;
 use std::fmt;

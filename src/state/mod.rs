@@ -128,9 +128,12 @@ mod tests {
                 _ => libc::EACCES,
             };
             // The command edge prints these as `error: lock: ...` and `next: ...` (its tests).
-            let e =
-                crate::state::run::io_failure("lock", Path::new("/s/uid"), std::io::Error::from_raw_os_error(errno));
-            assert_eq!((e.step, e.to_string().as_str()), ("lock", first));
+            let e = crate::state::run::io_failure(
+                crate::plan::PhaseId::Lock,
+                Path::new("/s/uid"),
+                std::io::Error::from_raw_os_error(errno),
+            );
+            assert_eq!((e.step.name(), e.to_string().as_str()), ("lock", first));
             assert!(e.hint().starts_with(next), "{}", e.hint());
         }
         let write = journal::JournalError::Write {

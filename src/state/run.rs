@@ -24,7 +24,7 @@ pub fn state_root(global: &Global) -> Result<PathBuf, StateDirError> {
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {source}", path.display())]
 pub struct PathIoError {
-    pub step: &'static str,
+    pub step: crate::plan::Step,
     pub path: PathBuf,
     #[source]
     pub source: std::io::Error,
@@ -38,6 +38,6 @@ impl PathIoError {
 }
 
 /// `e`, met making or writing `path` in `step`.
-pub fn io_failure(step: &'static str, path: &std::path::Path, e: std::io::Error) -> PathIoError {
-    PathIoError { step, path: path.to_path_buf(), source: e }
+pub fn io_failure(step: impl Into<crate::plan::Step>, path: &std::path::Path, e: std::io::Error) -> PathIoError {
+    PathIoError { step: step.into(), path: path.to_path_buf(), source: e }
 }

@@ -149,7 +149,7 @@ impl DownRunner {
 
 fn timed_out(id: DownId, limit: Duration) -> Failure {
     Failure::step_next(
-        id.name(),
+        id,
         format!("phase {id} of eas down did not finish within its timeout of {}", crate::pipeline::phase::shown(limit)),
         "run `eas down --yes` again: the record is kept and it starts over from it",
     )
@@ -161,7 +161,7 @@ async fn confirm(args: &DownSettings, what: &str, interrupt: &Interrupt) -> Resu
 }
 
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Said, Failure> {
-    let interrupt = Interrupt::on_signals().map_err(|e| Failure::step("signals", e))?;
+    let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
     let r = DownRunner::new(interrupt.clone(), args.teardown_timeout, &args.phase_timeouts);
     let here = Here { args, global, shell, interrupt: &interrupt };
     let found = match r.run(DownId::Find, shell, crate::pipeline::down::phases::find(&here)).await? {
@@ -348,7 +348,7 @@ mod tests {
         let r = DownRunner::new(Interrupt::default(), Duration::from_secs(3600), &[(DownId::Delete, Duration::ZERO)]);
         let mut state = State::sample("2026-01-01T00:00:00Z");
         // A failure of its own (a leftover, say) is the phase's: nothing is journaled.
-        let own = Failure::step_next("down", "objects were lost or left", "--acknowledge");
+        let own = Failure::step_next(crate::plan::Step::DownRun, "objects were lost or left", "--acknowledge");
         assert_eq!(r.ended(&mut state, &file, "t0", own).exit_code(), 1);
         assert!(state.down.is_none() && !file.exists());
         // A phase past its window: failed, saved, naming it.

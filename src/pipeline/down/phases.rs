@@ -65,7 +65,7 @@ impl Recorded {
 pub async fn find(h: &Here<'_>) -> Result<Found, Failure> {
     let (target, key) = cancellable(h.interrupt, async {
         let target = gather::target(h.global, CALL).await?;
-        let key = target.cluster.cluster_key(CALL).await.map_err(|e| Failure::step("down", e))?;
+        let key = target.cluster.cluster_key(CALL).await.map_err(|e| Failure::step(crate::plan::Step::DownRun, e))?;
         Ok((target, key))
     })
     .await?;
@@ -111,7 +111,12 @@ pub async fn preview(h: &Here<'_>, found: &Recorded) -> Result<Vec<String>, Fail
     };
     let layer = h.args.layer.clone().unwrap_or_else(|| state.layer.clone());
     let read = async {
-        found.target.cluster.snapshot_within(CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e))
+        found
+            .target
+            .cluster
+            .snapshot_within(CALL, SNAPSHOT_DEADLINE)
+            .await
+            .map_err(|e| Failure::step(crate::plan::Step::DownRun, e))
     };
     let current = cancellable(h.interrupt, read).await?;
     let mut lines =
@@ -147,7 +152,7 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
     let docker = if break_lock {
         let d = bastion::image::connect(&h.global.env)
             .await
-            .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
+            .map_err(|e| Failure::step_next(crate::plan::Step::DownRun, e, crate::hints::DOCKER))?;
         Some(d)
     } else {
         None
@@ -170,15 +175,15 @@ pub async fn lock(h: &Here<'_>, found: &Recorded) -> Result<Held, Failure> {
         cluster
             .take_lease(&identity, (break_lock, here), CALL, duration)
             .await
-            .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))
+            .map_err(|e| Failure::step_next(crate::plan::DownId::Lock, e, "check the API server (`eas doctor`)"))
     })
     .await?;
     let lease = match taken {
         cluster::lease::Taken::Held(held) => held,
         cluster::lease::Taken::Refused(f) => {
-            return Err(crate::pipeline::phases::lock::lease_blocker(&f, break_lock)
-                .err()
-                .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
+            return Err(crate::pipeline::phases::lock::lease_blocker(&f, break_lock).err().unwrap_or_else(|| {
+                Failure::step(crate::plan::DownId::Lock, "the cluster's Lease could not be taken")
+            }));
         }
     };
     if let Some(id) = &lease_dead {
@@ -205,23 +210,25 @@ impl Sink for Quiet {
 /// Removes the state directory: everything but the lock while it is held, then the lock.
 pub fn purge(sd: &StateDir, lock: lock::LockGuard) -> Result<(), Failure> {
     let lock_file = sd.lock_file();
-    for e in std::fs::read_dir(sd.dir()).map_err(|e| Failure::step("purge", e))? {
-        let p = e.map_err(|e| Failure::step("purge", e))?.path();
+    for e in std::fs::read_dir(sd.dir()).map_err(|e| Failure::step(crate::plan::DownId::Purge, e))? {
+        let p = e.map_err(|e| Failure::step(crate::plan::DownId::Purge, e))?.path();
         if p == lock_file {
             continue;
         }
         let r = if p.is_dir() && !p.is_symlink() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
-        r.map_err(|e| Failure::step("purge", format!("{}: {e}", p.display())))?;
+        r.map_err(|e| Failure::step(crate::plan::DownId::Purge, format!("{}: {e}", p.display())))?;
     }
     drop(lock);
-    std::fs::remove_dir(sd.dir()).map_err(|e| Failure::step("purge", format!("{}: {e}", sd.dir().display())))
+    std::fs::remove_dir(sd.dir())
+        .map_err(|e| Failure::step(crate::plan::DownId::Purge, format!("{}: {e}", sd.dir().display())))
 }
 
 /// Removes the latest attempt's record (`attempt/`), when there is one.
 pub fn clear_attempt(sd: &StateDir) -> Result<(), Failure> {
     let attempt = sd.dir().join(crate::pipeline::settings::ATTEMPT);
     if attempt.exists() {
-        std::fs::remove_dir_all(&attempt).map_err(|e| Failure::step("down", format!("{}: {e}", attempt.display())))?;
+        std::fs::remove_dir_all(&attempt)
+            .map_err(|e| Failure::step(crate::plan::Step::DownRun, format!("{}: {e}", attempt.display())))?;
     }
     Ok(())
 }
@@ -300,7 +307,7 @@ impl Scope<'_> {
     pub async fn ctx(&self, state: &State) -> Result<Ctx<'_>, Failure> {
         let docker = bastion::image::connect(&self.global.env)
             .await
-            .map_err(|e| Failure::step_next("down", e, crate::hints::DOCKER))?;
+            .map_err(|e| Failure::step_next(crate::plan::Step::DownRun, e, crate::hints::DOCKER))?;
         let minted = async { bastion::minted_source(self.global, self.shell).await.map_err(Failure::from) };
         let kube = cancellable(self.interrupt, minted).await?;
         // The run's image while Docker has it, else the pins the run kept: never today's.
@@ -308,7 +315,7 @@ impl Scope<'_> {
             Some((tag, _)) => match docker.inspect_image(&tag).await {
                 Ok(img) => img.id,
                 Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => None,
-                Err(e) => return Err(Failure::step_next("down", e, crate::hints::DOCKER)),
+                Err(e) => return Err(Failure::step_next(crate::plan::Step::DownRun, e, crate::hints::DOCKER)),
             },
             None => None,
         };
@@ -330,8 +337,12 @@ impl Scope<'_> {
 
     /// A snapshot of the cluster, stopped by SIGINT/SIGTERM.
     pub async fn snapshot(&self) -> Result<Snapshot, Failure> {
-        let read =
-            async { self.cluster.snapshot_within(CALL, SNAPSHOT_DEADLINE).await.map_err(|e| Failure::step("down", e)) };
+        let read = async {
+            self.cluster
+                .snapshot_within(CALL, SNAPSHOT_DEADLINE)
+                .await
+                .map_err(|e| Failure::step(crate::plan::Step::DownRun, e))
+        };
         cancellable(self.interrupt, read).await
     }
 
@@ -339,7 +350,10 @@ impl Scope<'_> {
     async fn snapshot_by(&self, deadline: Duration) -> Result<Snapshot, Failure> {
         let deadline = deadline.max(Duration::from_secs(1));
         let read = async {
-            self.cluster.snapshot_within(CALL.min(deadline), deadline).await.map_err(|e| Failure::step("down", e))
+            self.cluster
+                .snapshot_within(CALL.min(deadline), deadline)
+                .await
+                .map_err(|e| Failure::step(crate::plan::Step::DownRun, e))
         };
         cancellable(self.interrupt, read).await
     }
@@ -432,8 +446,9 @@ impl Scope<'_> {
     /// record, for an incomplete record whose teardown with every guard already ran, once
     /// `--acknowledge`d: the record is dropped.
     pub fn drop_incomplete(&self) -> Result<(), Failure> {
-        std::fs::remove_file(self.sd.state_file()).map_err(|e| Failure::step("down", e))?;
-        crate::state::since::Completed::forget(self.sd.dir()).map_err(|e| Failure::step("down", e))?;
+        std::fs::remove_file(self.sd.state_file()).map_err(|e| Failure::step(crate::plan::Step::DownRun, e))?;
+        crate::state::since::Completed::forget(self.sd.dir())
+            .map_err(|e| Failure::step(crate::plan::Step::DownRun, e))?;
         self.shell.phase("down", "the incomplete record is dropped");
         Ok(())
     }
@@ -452,7 +467,7 @@ impl Scope<'_> {
         }
         self.shell.note("  everything on the cluster is treated as pre-existing: nothing was removed");
         Err(Failure::step_next(
-            "down",
+            crate::plan::Step::DownRun,
             "the record of what eas up created is incomplete; nothing was removed",
             "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
         ))
@@ -485,9 +500,10 @@ impl Scope<'_> {
             // Done: the record goes, so a second `eas down` has nothing to do; so does an
             // attempt made since the install, which would otherwise read as the cluster's last
             // run, and the completed run the next `eas up` would compare with.
-            std::fs::remove_file(self.sd.state_file()).map_err(|e| Failure::step("down", e))?;
+            std::fs::remove_file(self.sd.state_file()).map_err(|e| Failure::step(crate::plan::Step::DownRun, e))?;
             clear_attempt(self.sd)?;
-            crate::state::since::Completed::forget(self.sd.dir()).map_err(|e| Failure::step("down", e))?;
+            crate::state::since::Completed::forget(self.sd.dir())
+                .map_err(|e| Failure::step(crate::plan::Step::DownRun, e))?;
             self.shell.phase("down", format!("{} removed from {}", self.layer, self.context));
             return Ok(());
         }
@@ -506,7 +522,7 @@ impl Scope<'_> {
         } else {
             ("objects were lost or left (named above); the record is kept", ACK_NEXT)
         };
-        Err(Failure::step_next("down", cause, next))
+        Err(Failure::step_next(crate::plan::Step::DownRun, cause, next))
     }
 }
 
@@ -580,7 +596,7 @@ pub async fn forced_record(
     state.finished = Some(now());
     state.save(&ctx.sd.state_file())?;
     let what = if ok { "the teardown ran with every guard" } else { "the teardown with every guard failed" };
-    Err(Failure::step_next("down", format!("{what}; the record is kept"), ACK_NEXT))
+    Err(Failure::step_next(crate::plan::Step::DownRun, format!("{what}; the record is kept"), ACK_NEXT))
 }
 
 /// Deletes what the ledger says the run created and the teardown left; the failures. Stops
@@ -645,7 +661,7 @@ pub async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]
         return Ok(true);
     }
     let logs = sd.logs_dir();
-    create_private_dir(&logs).map_err(|e| crate::state::run::io_failure("log", &logs, e))?;
+    create_private_dir(&logs).map_err(|e| crate::state::run::io_failure(crate::plan::Step::Log, &logs, e))?;
     let log_path = logs.join(format!("down-{}.log", now().replace(':', "")));
     let tag = ctx.bastion().await?;
     let mut argv = teardown_argv(layer, &state.env)?;
@@ -673,11 +689,11 @@ pub async fn teardown(ctx: &Ctx<'_>, state: &State, layer: &str, skip: &[String]
     let redactor = crate::act::install::redactor(&ctx.global.env);
     let text: String = String::from_utf8_lossy(&sink.0).lines().map(|l| redactor.redact(l) + "\n").collect();
     let _ = std::fs::write(&log_path, &text);
-    match outcome.map_err(|e| Failure::step("teardown", e))? {
+    match outcome.map_err(|e| Failure::step(crate::plan::DownId::Teardown, e))? {
         RunOutcome::Exited(0) => Ok(true),
         RunOutcome::Interrupted => match ctx.fence.lost() {
             Some(lost) => Err(Failure::step_next(
-                "teardown",
+                crate::plan::DownId::Teardown,
                 format!("{lost}; the teardown's container was stopped; log: {}", log_path.display()),
                 "run `eas down --yes` again once no other run holds the cluster: the record is kept",
             )),

@@ -99,7 +99,7 @@ impl Phase for Config<'_> {
                 .get(layer.as_str())
                 .is_some_and(|rows| rows.iter().any(|r| r.pin == "eat"));
             let readers = if on_path {
-                knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step("config", e))?
+                knob_audit::eat_model_readers(&eat).map_err(|e| Failure::step(PhaseId::Config, e))?
             } else {
                 Vec::new()
             };
@@ -251,7 +251,7 @@ fn readers_on_path(
         return Ok(readers.into_iter().map(|r| (r, OnPath::No(why.clone()))).collect());
     };
     let components = Components::parse(&text)
-        .map_err(|e| Failure::step("config", format!("{path} at {at} is not a components manifest: {e}")))?;
+        .map_err(|e| Failure::step(PhaseId::Config, format!("{path} at {at} is not a components manifest: {e}")))?;
     let seeded: serde_json::Map<String, serde_json::Value> =
         file("config.yaml").and_then(|(_, t)| serde_saphyr::from_str(&t).ok()).unwrap_or_default();
     let value = |key: &str| {

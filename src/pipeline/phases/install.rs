@@ -58,7 +58,7 @@ impl Phase for Prepare<'_> {
         cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
         let before = tokio::select! {
             b = self.cluster.snapshot_within(CALL, cx.args.ledger_timeout) => b.map_err(|e| {
-                Failure::step_next("ledger", e, "check the API server (`eas doctor`); nothing was installed")
+                Failure::step_next(crate::plan::Step::Ledger, e, "check the API server (`eas doctor`); nothing was installed")
             }),
             _ = r.interrupt().graceful.cancelled() => Err(Failure::Interrupted),
         }?;
@@ -75,7 +75,7 @@ impl Phase for Prepare<'_> {
             reap::reap(b.docker, id, cx.shell).await?;
         }
         let log_path = install::log_file(b.sd)?;
-        cx.shell.log_to(&log_path).map_err(|e| crate::state::run::io_failure("log", &log_path, e))?;
+        cx.shell.log_to(&log_path).map_err(|e| crate::state::run::io_failure(crate::plan::Step::Log, &log_path, e))?;
         r.journal().logged_to(log_path.clone());
         let interrupt = r.interrupt().clone();
         let ctx = ctx(b, cx, &interrupt, r.fence());
@@ -89,11 +89,11 @@ impl Phase for Prepare<'_> {
     fn after(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         let sd = self.on.sd;
         crate::state::records::keep_inputs(sd.dir(), self.facts, r.plan_doc(), self.files)
-            .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+            .map_err(|e| Failure::step_next(PhaseId::Install, e, "check --state-dir"))?;
         let kept = sd.dir().join(crate::state::records::PINS);
         // The pins the run read and built from, kept as they were read, not read again.
         crate::state::journal::write_atomic(&kept, cx.services.pins.to_json().as_bytes())
-            .map_err(|e| Failure::step_next("install", e, "check --state-dir"))?;
+            .map_err(|e| Failure::step_next(PhaseId::Install, e, "check --state-dir"))?;
         r.journal().pins_kept(crate::state::journal::KeptPins { file: kept, source: cx.args.select.pins.describe() });
         r.record_in(sd.state_file());
         Ok(())

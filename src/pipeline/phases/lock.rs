@@ -65,7 +65,7 @@ impl Phase for Lock<'_> {
         let sd = self.sd;
         let break_lock = cx.args.break_lock;
         crate::state::journal::create_private_dir(sd.dir())
-            .map_err(|e| crate::state::run::io_failure("lock", sd.dir(), e))?;
+            .map_err(|e| crate::state::run::io_failure(PhaseId::Lock, sd.dir(), e))?;
         let dead = reap::dead_holder(&sd.lock_file(), break_lock);
         let local = lock::acquire(&sd.lock_file(), "eas up", &now(), break_lock).map_err(Failure::from)?;
         let mut dead: Vec<String> = dead.iter().map(lock::Holder::run_id).collect();
@@ -84,14 +84,14 @@ impl Phase for Lock<'_> {
             .cluster
             .take_lease(&identity, (break_lock, &holder_here), CALL, duration)
             .await
-            .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+            .map_err(|e| Failure::step_next(PhaseId::Lock, e, "check the API server (`eas doctor`)"))?;
         let lease = match taken {
             lease::Taken::Held(held) => held,
             // Taken since the plan read it: the same blocker the plan would have listed.
             lease::Taken::Refused(found) => {
                 return Err(lease_blocker(&found, break_lock)
                     .err()
-                    .unwrap_or_else(|| Failure::step("lock", "the cluster's Lease could not be taken")));
+                    .unwrap_or_else(|| Failure::step(PhaseId::Lock, "the cluster's Lease could not be taken")));
             }
         };
         // The Lease is eas's own object: recorded in the ledger, so `eas down` can remove one a
@@ -117,7 +117,7 @@ impl Phase for Lock<'_> {
         let attempt = sd.dir().join(ATTEMPT);
         let opened = crate::state::journal::create_private_dir(&attempt)
             .and_then(|()| crate::pipeline::attempt::attempt_log(r, &attempt, cx.shell));
-        opened.map_err(|e| crate::state::run::io_failure("lock", &attempt, e))?;
+        opened.map_err(|e| crate::state::run::io_failure(PhaseId::Lock, &attempt, e))?;
         r.record_in(attempt.join(crate::state::journal::FILE));
         Ok(Held { prev, ..held })
     }
@@ -182,7 +182,7 @@ pub async fn blockers(sd: &StateDir, cluster: &Cluster, break_lock: bool) -> Vec
     let lease = match cluster.lease(CALL, &holder_here).await {
         Ok(l) => l,
         Err(e) => {
-            found.push(Failure::step_next("lock", e, "check the API server (`eas doctor`)"));
+            found.push(Failure::step_next(PhaseId::Lock, e, "check the API server (`eas doctor`)"));
             return found;
         }
     };
@@ -214,7 +214,7 @@ pub async fn reap_stale_holder(
     let found = cluster
         .lease(CALL, &holder_here)
         .await
-        .map_err(|e| Failure::step_next("lock", e, "check the API server (`eas doctor`)"))?;
+        .map_err(|e| Failure::step_next(PhaseId::Lock, e, "check the API server (`eas doctor`)"))?;
     let lease::Found::Stale { holder, .. } = &found else { return Ok(None) };
     let Some(id) = run_id_of(holder) else { return Ok(None) };
     if let Some(docker) = docker {
@@ -231,12 +231,12 @@ pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failu
     match found {
         lease::Found::Free => Ok(()),
         lease::Found::Live { holder, age_secs } => Err(Failure::step_next(
-            "lock",
+            PhaseId::Lock,
             format!("another eas run holds {what}: {holder} (renewed {age_secs} s ago)"),
             wait,
         )),
         lease::Found::Failing { holder, age_secs, pid } => Err(Failure::step_next(
-            "lock",
+            PhaseId::Lock,
             format!(
                 "another eas run holds {what}: {holder}, alive on this host (pid {pid}); its renewals are failing \
                  (last renewed {age_secs} s ago)"
@@ -244,7 +244,7 @@ pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failu
             format!("wait for that run to end, or stop it (`kill -INT {pid}`); its Lease is live while it runs"),
         )),
         lease::Found::Expired { holder, age_secs, wait_secs } => Err(Failure::step_next(
-            "lock",
+            PhaseId::Lock,
             format!(
                 "{what} of {holder}, another host's run, is expired (renewed {age_secs} s ago); it is taken over \
                  only once expired for longer than its duration"
@@ -253,12 +253,12 @@ pub fn lease_blocker(found: &lease::Found, break_lock: bool) -> Result<(), Failu
         )),
         lease::Found::Stale { .. } if break_lock => Ok(()),
         lease::Found::Stale { holder, age_secs } => Err(Failure::step_next(
-            "lock",
+            PhaseId::Lock,
             format!("{what} is stale: {holder} has not renewed it for {age_secs} s (its run is gone)"),
             "re-run with --break-lock to take it over",
         )),
         lease::Found::Raced => Err(Failure::step_next(
-            "lock",
+            PhaseId::Lock,
             format!("another eas run took {what} just now"),
             "wait for that run to finish, then run the command again",
         )),
@@ -273,7 +273,7 @@ pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
         Ok(f) => f,
         Err(e) => {
             let hint = e.hint();
-            return Err(Failure::step_next("lock", e, hint));
+            return Err(Failure::step_next(PhaseId::Lock, e, hint));
         }
     };
     let e = match found {
@@ -285,7 +285,7 @@ pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
         Some(lock::Found::Unreadable(msg)) => lock::LockError::Unreadable { path, msg },
     };
     let hint = e.hint();
-    Err(Failure::step_next("lock", e, hint))
+    Err(Failure::step_next(PhaseId::Lock, e, hint))
 }
 
 #[cfg(test)]

@@ -77,7 +77,7 @@ pub struct Ready {
 
 /// A plan's answer that is missing although no blocker said why: a fault of eas's.
 pub fn missing(what: &str) -> Failure {
-    Failure::step("plan", format!("no blocker was found, yet {what} was not planned"))
+    Failure::step(crate::plan::Step::Plan, format!("no blocker was found, yet {what} was not planned"))
 }
 
 /// Replaces the run's ledger with `l`, keeping what this run recorded of its own objects.

@@ -56,7 +56,7 @@ impl Phase for Overlay<'_> {
             };
             Ok::<_, Failure>((op, forward))
         });
-        let decided = job.await.map_err(|e| Failure::step("overlay", e))?;
+        let decided = job.await.map_err(|e| Failure::step(PhaseId::Overlay, e))?;
         let (op, way_forward) = decided?;
         if op.stops().count() > 0 {
             let mut lines = op.stop_lines();
@@ -108,7 +108,7 @@ impl Phase for Overlay<'_> {
     async fn act(&mut self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
         let op = crate::overlay::Plan { repo: self.work.clone(), ..d.op };
         let job = tokio::task::spawn_blocking(move || crate::overlay::apply(&op).map(|_| ()));
-        Ok(job.await.map_err(|e| Failure::step("overlay", e))??)
+        Ok(job.await.map_err(|e| Failure::step(PhaseId::Overlay, e))??)
     }
 }
 

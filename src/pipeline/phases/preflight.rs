@@ -149,10 +149,10 @@ fn identity_failure(target: &crate::cluster::Target, e: cluster::ApiError) -> Fa
     let e = match (e, proxy.is_some()) {
         (ApiError::NoConnection { call, cause }, true) => ApiError::Unreachable { server, call, cause, proxy },
         (ApiError::NoAnswer { call, secs }, true) => ApiError::Timeout { server, call, secs, proxy },
-        (e, _) => return Failure::step_next("preflight", e, "check the API server (`eas doctor`)"),
+        (e, _) => return Failure::step_next(PhaseId::Preflight, e, "check the API server (`eas doctor`)"),
     };
     let next = e.next();
-    Failure::step_next("preflight", e, next)
+    Failure::step_next(PhaseId::Preflight, e, next)
 }
 
 impl Pre {
@@ -183,14 +183,14 @@ async fn engine(global: &Global) -> Result<bollard::Docker, bastion::image::Engi
 }
 
 fn docker_failure(e: &bastion::image::EngineDown) -> Failure {
-    Failure::step_next("preflight", e, crate::hints::DOCKER)
+    Failure::step_next(PhaseId::Preflight, e, crate::hints::DOCKER)
 }
 
 async fn git_check() -> Result<(), Failure> {
     crate::git::run(None, &["--version"], Duration::from_secs(10))
         .await
         .map(drop)
-        .map_err(|e| Failure::step_next("preflight", e, "install git"))
+        .map_err(|e| Failure::step_next(PhaseId::Preflight, e, "install git"))
 }
 
 /// A real run removes the work trees a killed run left (`eas.next-*`) before it goes on: it holds

@@ -41,7 +41,7 @@ impl Phase for Record<'_> {
         cx.shell.phase("record", self.says(cx));
         let after = self.cluster.snapshot_within(CALL, self.deadline).await.map_err(|e| {
             cx.shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
-            Failure::step("record", e)
+            Failure::step(PhaseId::Record, e)
         })?;
         Ok(Some(after))
     }
@@ -89,7 +89,7 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
             r.journal().ended(crate::plan::Kind::Failed.exit_code(), false, &now());
             r.save()?;
             Err(Failure::step_next(
-                "ledger",
+                crate::plan::Step::Ledger,
                 format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
                 format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
             ))

@@ -54,10 +54,10 @@ impl Phase for Trees<'_> {
             make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
             Ok::<_, String>(Scratch { resolved: r, dir: scratch })
         });
-        let made = made.await.map_err(|e| Failure::step("trees", e))?;
+        let made = made.await.map_err(|e| Failure::step(PhaseId::Trees, e))?;
         Ok(made.map_err(|e| {
             Failure::step_next(
-                "trees",
+                PhaseId::Trees,
                 e,
                 "check network access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo",
             )
@@ -74,7 +74,7 @@ impl Phase for Trees<'_> {
         let work = self.sd.work_dir().join("eas");
         match &self.upgrade_to {
             Some(commit) => upgrade_tree(&work, commit).await,
-            None => put_in_place(&scratch.tree(), &work).map_err(|e| Failure::step("trees", e)),
+            None => put_in_place(&scratch.tree(), &work).map_err(|e| Failure::step(PhaseId::Trees, e)),
         }
     }
 }
@@ -91,7 +91,7 @@ fn scratch_dir(args: &UpSettings, sd: &StateDir) -> Result<tempfile::TempDir, Fa
         std::fs::create_dir_all(&work)
             .and_then(|()| tempfile::Builder::new().prefix(crate::pipeline::settings::NEXT).tempdir_in(&work))
     }
-    .map_err(|e| Failure::step("trees", e))
+    .map_err(|e| Failure::step(PhaseId::Trees, e))
 }
 
 /// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
@@ -159,7 +159,7 @@ pub async fn model_before_cluster(
             .map_err(|e| e.to_string())
     });
     // The trees phase's plan half reads the same tree again, in its own window.
-    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step("trees", e)) }).await?;
+    let ei = r.plan_half(PhaseId::Trees, async { ei.await.map_err(|e| Failure::step(PhaseId::Trees, e)) }).await?;
     let pinned = match ei {
         Ok(r) => catalog::read(&r.objects, &r.sha, &tree_pins.ei, layer)?,
         Err(_) if args.dry_run => None,
@@ -197,7 +197,8 @@ pub fn make_work_tree(res: &Resolved, t: &Pins, dir: &Path, layer: &str, with_ex
 pub async fn upgrade_tree(work: &Path, commit: &str) -> Result<(), Failure> {
     let limit = Duration::from_secs(120);
     let dir = Some(work);
-    let step = |e: String| Failure::step_next("trees", e, "move the work tree aside with `eas down`, then `eas up`");
+    let step =
+        |e: String| Failure::step_next(PhaseId::Trees, e, "move the work tree aside with `eas down`, then `eas up`");
     crate::git::run(dir, &["-c", "advice.detachedHead=false", "checkout", "--quiet", "-f", "--detach", commit], limit)
         .await
         .map_err(step)?;

@@ -37,7 +37,7 @@ impl Phase for Verify<'_> {
             &self.sd.dir().join(EXPECTED_FILE),
             serde_json::to_string_pretty(&expected).expect("json").as_bytes(),
         )
-        .map_err(|e| Failure::step("record", e))?;
+        .map_err(|e| Failure::step(PhaseId::Record, e))?;
         let exp = expected.expect();
         let limit = r.limit(PhaseId::Verify);
         // The whole phase, devices included, within the effective timeout: verify ends itself at
