@@ -154,6 +154,60 @@ mod tests {
     use crate::pipeline::runner::tests::{Fixture, runner, state_dir};
     use crate::plan::PhaseTimeouts;
 
+    /// Prepare's `before` on a cluster: the fake API server holding the recorded desktop cluster,
+    /// with no Helm release and no CRD yet (empty lists, as the API server answers them).
+    fn before_on(fake: &crate::cluster::fake::Fake) {
+        let empty = |kind: &str, api: &str| serde_json::json!({"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": "2497400"}, "items": []});
+        fake.answer("GET", "/api/v1/secrets", 200, empty("SecretList", "v1"));
+        let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+        fake.answer("GET", crds, 200, empty("CustomResourceDefinitionList", "apiextensions.k8s.io/v1"));
+    }
+
+    /// The ledger's `before` is what the cluster holds before the install (the recorded
+    /// cluster's namespaces), begun as the run's pending record; an API server that refuses the
+    /// read stops the run before anything is installed, the ledger untouched.
+    #[tokio::test]
+    async fn the_ledgers_before_is_read_from_the_cluster_and_a_refusal_stops_before_the_install() {
+        let (f, (root, sd)) = (Fixture::new(), state_dir());
+        let facts = crate::pipeline::runner::tests::desktop_facts();
+        let decision = crate::config::generate(&facts, &crate::settings::Select::default()).unwrap();
+        let docker = bollard::Docker::connect_with_host("tcp://127.0.0.1:1").unwrap();
+        let work = root.path().join("work");
+        let bench = Bench { docker: &docker, image: "eas-bastion:test", work: &work, sd: &sd };
+        let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
+        before_on(&fake);
+        let cluster = fake.cluster();
+        let (files, init) = (Vec::new(), Vec::new());
+        let mut prepare = Prepare {
+            on: &bench,
+            files: &files,
+            decision: &decision,
+            dead: &[],
+            init: &init,
+            cluster: &cluster,
+            prev: None,
+            facts: &facts,
+        };
+        let mut r = runner(PhaseTimeouts::default());
+        prepare.before(&f.cx(), &mut r).await.unwrap();
+        let pending = r.journaled().ledger.pending.clone().expect("the before is pending until the after is read");
+        let names: Vec<&str> = pending.namespaces.iter().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["default", "habana-system", "kube-node-lease", "kube-public", "kube-system", "node-feature-discovery"]
+        );
+        assert!(pending.helm_releases.is_empty() && pending.crds.is_empty());
+        assert!(fake.asked().iter().all(|a| a.starts_with("GET ")), "the before only reads: {:?}", fake.asked());
+
+        fake.refuse("GET", "/api/v1/namespaces", 403, "Forbidden", "namespaces is forbidden");
+        let mut r = runner(PhaseTimeouts::default());
+        let e = prepare.before(&f.cx(), &mut r).await.unwrap_err();
+        let said = e.lines().join("\n");
+        assert!(said.starts_with("error: ledger: ") && said.contains("403 Forbidden"), "{said}");
+        assert!(said.contains("nothing was installed"), "{said}");
+        assert!(r.journaled().ledger.pending.is_none(), "nothing begun");
+    }
+
     /// The installer never starts without the log prepare opened (the run's record of what it
     /// did): its act fails before it asks the Docker Engine anything (the one here answers
     /// nothing), naming what was missing.
