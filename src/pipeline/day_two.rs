@@ -30,6 +30,8 @@ pub struct Classified {
     /// the tree is moved to the new commit and `init --upgrade` runs on it.
     pub upgrade: bool,
     pub undeploy: Option<Vec<String>>,
+    /// The run against the last completed one (none: nothing to compare with), for resume.
+    pub kind: Option<RunKind>,
 }
 
 /// What the run compares with the last completed one: the install record (`latest`,
@@ -99,7 +101,7 @@ pub fn classify(
     r.plan_doc_mut().run_kind = Some(kind);
     r.plan_doc_mut().since_last = since;
     let undeploy = undeploy_previous(last, r);
-    Ok(Classified { init, upgrade, undeploy })
+    Ok(Classified { init, upgrade, undeploy, kind: Some(kind) })
 }
 
 /// Config's `init`, as prepare runs it.
@@ -248,9 +250,9 @@ pub struct Resume {
 
 /// The lasting phases a run skips when they finished with the same inputs (their journal
 /// entries carried over from `prev`). Whether it upgrades in place was classified once
-/// ([`Classified::upgrade`]).
-pub fn resume(args: &UpSettings, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
-    let kind = r.plan_doc().run_kind;
+/// ([`Classified::upgrade`]), and so was the run's kind ([`Classified::kind`]), handed here
+/// as a value, not read back from the plan.
+pub fn resume(args: &UpSettings, kind: Option<RunKind>, prev: Option<&State>, work: &Path, r: &mut Runner) -> Resume {
     let skipped = skipped(kind, args.reinstall, prev, r.inputs());
     if let Some(p) = prev {
         r.journal().carry_over(p, &skipped);

@@ -97,7 +97,7 @@ impl Phase for Classify<'_> {
         let Classify::Act(i) = self else { return Err(crate::pipeline::phases::missing("classify's inputs")) };
         let work = i.sd.work_dir().join("eas");
         r.hashed(crate::pipeline::phases::inputs_hashes(r.journaled(), i.files, i.install, i.image));
-        let resume = day_two::resume(cx.args, i.prev, &work, r);
+        let resume = day_two::resume(cx.args, classified.kind, i.prev, &work, r);
         if resume.installed {
             if resume.up_to_date {
                 day_two::up_to_date_note(i.last, cx.shell);
@@ -164,9 +164,10 @@ mod tests {
                 std::fs::create_dir_all(sd.work_dir().join("eas").join("env").join(&f.args.env)).unwrap();
             }
             let mut r = runner(PhaseTimeouts::default());
-            r.plan_doc_mut().run_kind = Some(RunKind::UpToDate);
+            let classified = Classified { kind: Some(RunKind::UpToDate), ..Classified::default() };
             let inputs = Inputs { sd: &sd, prev: Some(&prev), last: None, files: &[], install: &[], image: "img" };
-            let (resume, _) = r.act_phase(Classify::Act(inputs), Classified::default(), &f.cx()).await.unwrap();
+            let (resume, _) = r.act_phase(Classify::Act(inputs), classified, &f.cx()).await.unwrap();
+            assert_eq!(r.plan_doc().run_kind, None, "resume reads the kind handed to it, not the plan");
             assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));
             assert_eq!(r.installed_earlier(), with_env);
             assert_eq!(r.inputs().len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs());
