@@ -351,7 +351,7 @@ mod tests {
             lines[3],
             "  layer      agent-toolkit, model qwen2-5-coder-7b (fallback); KV cache: catalog's 40 GiB kept"
         );
-        assert_eq!(lines[4], "  decisions  1 decisions; patches: 1 to apply, 1 to skip, 0 stop");
+        assert_eq!(lines[4], "  decisions  1 made; patches: 1 to apply, 1 to skip, 0 stop");
         assert_eq!(lines[5], "  bastion    reuse eas-bastion:3f2a1b");
         assert!(lines[6].starts_with("  installer  ./es_auto_installer.sh install agent-toolkit"), "{}", lines[6]);
         assert_eq!(lines[7], "  unknown    bastion: no Docker Engine answers");
