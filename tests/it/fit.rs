@@ -134,13 +134,15 @@ fn eas_agrees_with_its_own_document_given_as_an_external_fit() {
 fn config_prints_each_disagreement_with_an_external_fit_as_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let case = root().join("fixtures/config/external-fit-wins");
-    let out = eas(dir.path())
-        .args(["config", "--facts"])
-        .arg(case.join("facts.json"))
-        .args(["--out", "out", "--fit"])
-        .arg(case.join("fit-doc.json"))
-        .output()
-        .unwrap();
+    // `eas config` on the case's facts with `fit` as the external fit, writing to `out`.
+    let config = |layer: &[&str], out: &str, fit: &Path| {
+        let facts = case.join("facts.json");
+        let mut c = eas(dir.path());
+        c.arg("config").args(layer).arg("--facts").arg(facts).args(["--out", out, "--fit"]).arg(fit);
+        c.output().unwrap()
+    };
+    let fit = case.join("fit-doc.json");
+    let out = config(&[], "out", &fit);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
@@ -149,26 +151,14 @@ fn config_prints_each_disagreement_with_an_external_fit_as_a_warning() {
     );
     assert!(err.contains("warning: k3d-gpu fit has no verdict for qwen2-5-coder-7b; eas says it fits"), "{err}");
     // The inference layer picks with the fit as well, and hears the same disagreements.
-    let out = eas(dir.path())
-        .args(["config", "--layer", "inference", "--facts"])
-        .arg(case.join("facts.json"))
-        .args(["--out", "out-inference", "--fit"])
-        .arg(case.join("fit-doc.json"))
-        .output()
-        .unwrap();
+    let out = config(&["--layer", "inference"], "out-inference", &fit);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let inference = text(&out.stderr);
     for line in err.lines().filter(|l| l.starts_with("warning: k3d-gpu fit")) {
         assert!(inference.contains(line), "inference lacks {line:?}:\n{inference}");
     }
     let bad = root().join("fixtures/fit/external-malformed/fit-doc.json");
-    let out = eas(dir.path())
-        .args(["config", "--facts"])
-        .arg(case.join("facts.json"))
-        .args(["--out", "out2", "--fit"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = config(&[], "out2", &bad);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(!dir.path().join("out2/choices.txt").exists(), "nothing written on bad input");
 }

@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use support::*;
 
@@ -20,25 +20,30 @@ fn write_exec(path: &Path, body: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// A credential plugin in `dir` running `script`, and a kubeconfig beside it for `server` whose
+/// one user runs it, with `exec` lines beyond its apiVersion and command.
+fn plugin_kubeconfig(dir: &Path, server: &str, script: &str, exec: &str) -> (PathBuf, PathBuf) {
+    let plugin = dir.join("get-token");
+    write_exec(&plugin, script);
+    let kubeconfig = dir.join("kubeconfig");
+    let user = format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n{exec}",
+        plugin.display()
+    );
+    one_user_kubeconfig(&kubeconfig, server, &user);
+    (plugin, kubeconfig)
+}
+
 #[test]
 fn a_failing_credential_plugin_is_one_line_without_its_secrets_and_exits_1() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("get-token");
-    write_exec(
-        &plugin,
-        "#!/bin/sh\necho starting >&2\necho \"auth failed: token=SECRETTOKEN for $PLUGIN_SECRET\" >&2\nexit 7\n",
-    );
-    let kubeconfig = dir.path().join("kubeconfig");
-    one_user_kubeconfig(
-        &kubeconfig,
+    let (plugin, kubeconfig) = plugin_kubeconfig(
+        dir.path(),
         &server.url(),
-        &format!(
-            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n\
-             \x20     args: [\"--secret=ARGSECRET\"]\n      env: [{{name: PLUGIN_SECRET, value: ENVSECRET}}]\n\
-             \x20     interactiveMode: Never\n",
-            plugin.display()
-        ),
+        "#!/bin/sh\necho starting >&2\necho \"auth failed: token=SECRETTOKEN for $PLUGIN_SECRET\" >&2\nexit 7\n",
+        "      args: [\"--secret=ARGSECRET\"]\n      env: [{name: PLUGIN_SECRET, value: ENVSECRET}]\n      \
+         interactiveMode: Never\n",
     );
     let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
@@ -654,16 +659,11 @@ fn a_ca_bundle_cut_off_mid_certificate_is_bad_input() {
 #[test]
 fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_expiry() {
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("get-token");
-    write_exec(
-        &plugin,
-        "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"EXPIREDTOKEN23\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
-    );
-    let kubeconfig = dir.path().join("kubeconfig");
-    one_user_kubeconfig(
-        &kubeconfig,
+    let (_, kubeconfig) = plugin_kubeconfig(
+        dir.path(),
         "http://127.0.0.1:1",
-        &format!("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n", plugin.display()),
+        "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"EXPIREDTOKEN23\",\"expirationTimestamp\":\"2020-01-01T00:00:00Z\"}}'\n",
+        "",
     );
     let out = facts_through(&kubeconfig).output().unwrap();
     let err = text(&out.stderr);

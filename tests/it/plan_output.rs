@@ -63,6 +63,15 @@ fn dry_run(server: &ClusterServer, cluster: &str, extra: &[&str], columns: &str)
     out
 }
 
+/// The recorded `cluster`'s server, and the text plan, `columns` wide, of a dry run on it that
+/// succeeded.
+fn planned(cluster: &str, columns: &str) -> (ClusterServer, String) {
+    let server = ClusterServer::start(support::fixture(cluster));
+    let out = dry_run(&server, cluster, &[], columns);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    (server, text(&out.stdout))
+}
+
 /// SIGINT while the facts are gathered (a facts read made slow), after the scratch tree the
 /// overlay is decided on has been checked out beside it: exit 130, and the tree is removed.
 #[test]
@@ -156,10 +165,7 @@ fn output_json_without_dry_run_is_bad_input() {
 #[test]
 fn the_plan_opens_with_its_summary_and_fits_the_width() {
     let cluster = "k3d-gpu-desktop";
-    let server = ClusterServer::start(support::fixture(cluster));
-    let out = dry_run(&server, cluster, &[], "80");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let plan = text(&out.stdout);
+    let (server, plan) = planned(cluster, "80");
     let lines: Vec<&str> = plan.lines().collect();
     // The header is the command that applies the plan, wrapped as a shell reads it: `eas up
     // --yes` with every flag given (pins, node flags, repositories), the dry run's dropped.
@@ -212,11 +218,7 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
 
 #[test]
 fn two_thousand_nodes_print_as_a_few_shapes() {
-    let cluster = "scale-2000";
-    let server = ClusterServer::start(support::fixture(cluster));
-    let out = dry_run(&server, cluster, &[], "150");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let plan = text(&out.stdout);
+    let (_server, plan) = planned("scale-2000", "150");
     // The node shapes stay a few lines; the rest is the plan's decisions (37 on this layer) and
     // its blockers (no Docker Engine, an unpinned base and artifacts in this harness), and the
     // table of the 13 phases.

@@ -1513,20 +1513,30 @@ fn deletion_conditions(s: &State, left: &[ObjectKey]) -> Value {
         }
     }
     let ok = |t: &str, reason: &str, message: &str| json!({"type": t, "status": "False", "lastTransitionTime": DELETED_AT, "reason": reason, "message": message});
-    let content = if per_resource.is_empty() {
-        ok("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed")
-    } else {
-        let each: Vec<String> = per_resource.iter().map(|(r, n)| format!("{r} has {n} resource instances")).collect();
-        json!({"type": "NamespaceContentRemaining", "status": "True", "lastTransitionTime": DELETED_AT,
-               "reason": "SomeResourcesRemain", "message": format!("Some resources are remaining: {}", each.join(", "))})
+    // A remaining-condition: `False` with nothing left, else `True` listing what is, counted.
+    let remaining = |t: &str, left: &BTreeMap<String, usize>, each: &str, reason: &str, message: &str| {
+        if left.is_empty() {
+            return ok(t, "ContentRemoved", "All content successfully removed");
+        }
+        let listed: Vec<String> =
+            left.iter().map(|(what, n)| format!("{what} {each} {n} resource instances")).collect();
+        json!({"type": t, "status": "True", "lastTransitionTime": DELETED_AT,
+               "reason": reason, "message": format!("{message}: {}", listed.join(", "))})
     };
-    let finalizers = if per_finalizer.is_empty() {
-        ok("NamespaceFinalizersRemaining", "ContentRemoved", "All content successfully removed")
-    } else {
-        let each: Vec<String> = per_finalizer.iter().map(|(f, n)| format!("{f} in {n} resource instances")).collect();
-        json!({"type": "NamespaceFinalizersRemaining", "status": "True", "lastTransitionTime": DELETED_AT,
-               "reason": "SomeFinalizerRemain", "message": format!("Some finalizers are remaining: {}", each.join(", "))})
-    };
+    let content = remaining(
+        "NamespaceContentRemaining",
+        &per_resource,
+        "has",
+        "SomeResourcesRemain",
+        "Some resources are remaining",
+    );
+    let finalizers = remaining(
+        "NamespaceFinalizersRemaining",
+        &per_finalizer,
+        "in",
+        "SomeFinalizerRemain",
+        "Some finalizers are remaining",
+    );
     json!([
         ok("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),
         ok(
