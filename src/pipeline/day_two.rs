@@ -51,7 +51,7 @@ pub struct Before<'a> {
 pub fn classify(
     args: &UpSettings,
     before: Before<'_>,
-    init: Option<&[String]>,
+    (init, pick): (Option<&[String]>, Option<&str>),
     facts: &Facts,
     files: &[(String, String)],
     commits: &BTreeMap<String, u32>,
@@ -100,7 +100,7 @@ pub fn classify(
     }
     r.plan_doc_mut().run_kind = Some(kind);
     r.plan_doc_mut().since_last = since;
-    let undeploy = undeploy_previous(last, r);
+    let undeploy = undeploy_previous(last, pick, r);
     Ok(Classified { init, upgrade, undeploy, kind: Some(kind) })
 }
 
@@ -124,16 +124,15 @@ pub const MODEL_MANAGER: &str = "./model-manager";
 
 /// A model change removes the last completed run's pick before the install deploys the new one
 /// (EI's install only adds models): a decision line and a command of the install phase.
-fn undeploy_previous(last: Option<&Completed>, r: &mut Runner) -> Option<Vec<String>> {
+fn undeploy_previous(last: Option<&Completed>, new: Option<&str>, r: &mut Runner) -> Option<Vec<String>> {
     let old = last.and_then(|l| l.model.clone())?;
-    let new = r.plan_doc().model_pick.as_ref().and_then(|m| m.name.clone());
-    if new.as_deref() == Some(old.as_str()) {
+    if new == Some(old.as_str()) {
         return None;
     }
     let argv = vec![MODEL_MANAGER.to_string(), "undeploy".into(), old.clone(), "--wait".into()];
     let source = "issue 22: a model change removes the previous pick (EI model-manager's undeploy)".to_string();
     r.plan_doc_mut().decisions.push(crate::plan::PlanDecision {
-        fact: format!("the last completed run deployed {old}; this run picks {}", new.as_deref().unwrap_or("none")),
+        fact: format!("the last completed run deployed {old}; this run picks {}", new.unwrap_or("none")),
         choice: format!("{}: {old} before the install", crate::state::since::UNDEPLOY),
         permalink: source.clone(),
         source,
@@ -317,7 +316,7 @@ mod tests {
             r.state_for_test().pins.shas = [("eas".to_string(), "new".to_string())].into();
             let last = completed(was, &facts);
             let before = Before { latest: Some(&latest), last: Some(&last), work };
-            let c = classify(&f.args, before, Some(&init), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+            let c = classify(&f.args, before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
             let case = format!("last completed at {was}, record at {:?}, tree {}", latest.pins.shas, work.display());
             let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
             assert_eq!(printed.len(), 1, "{case}");
@@ -326,6 +325,32 @@ mod tests {
             let mut want = init.clone();
             want.extend(upgrades.then(|| "--upgrade".to_string()));
             assert_eq!(c.init, want, "{case}");
+        }
+    }
+    /// A model the last completed run deployed and this run does not pick is undeployed before
+    /// the install: classify hands the command on (`Classified::undeploy`) and the plan prints the
+    /// same one in the install phase, with its decision line; the pick compared is the value
+    /// config decided, handed to classify, not read back from the plan. The same model again,
+    /// or no model deployed before, undeploys nothing.
+    #[test]
+    fn a_model_the_last_run_deployed_and_this_one_does_not_pick_is_undeployed_first() {
+        let (f, facts) = (Fixture::new(), desktop());
+        let work = tempfile::tempdir().unwrap();
+        let latest = run_at("new", true);
+        let mut last = completed("new", &facts);
+        last.model = Some("Qwen/Qwen3-8B".into());
+        let undeploy = ["./model-manager", "undeploy", "Qwen/Qwen3-8B", "--wait"];
+        let cases: [(Option<&str>, Option<&[&str]>); 3] =
+            [(Some("Qwen/Qwen3-14B"), Some(&undeploy)), (None, Some(&undeploy)), (Some("Qwen/Qwen3-8B"), None)];
+        for (pick, want) in cases {
+            let mut r = runner(PhaseTimeouts::default());
+            let before = Before { latest: Some(&latest), last: Some(&last), work: work.path() };
+            let c = classify(&f.args, before, (None, pick), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+            let want: Option<Vec<String>> = want.map(|w| w.iter().map(|s| s.to_string()).collect());
+            assert_eq!(c.undeploy, want, "this run picks {pick:?}");
+            let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Install).collect();
+            assert_eq!(printed.iter().map(|c| Some(c.argv.clone())).next().flatten(), want, "{pick:?}");
+            assert_eq!(r.plan_doc().model_pick, None, "the plan's own pick is not what was compared");
         }
     }
 }

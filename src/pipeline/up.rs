@@ -156,7 +156,9 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let files = decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default();
     let init = decided.as_ref().map(|d| d.init.as_slice());
     let (read, trees_at) = (Default::default(), resolved);
-    let compare = Compare { args, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, read };
+    let pick = decided.as_ref().and_then(|d| crate::plan::data::model_pick(&d.decision)).and_then(|m| m.name);
+    let pick = pick.as_deref();
+    let compare = Compare { args, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, pick, read };
     let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan_doc_mut().blockers.sort_by_key(|b| b.phase);

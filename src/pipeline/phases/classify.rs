@@ -35,6 +35,9 @@ pub struct Compare<'a> {
     pub trees: Option<&'a Resolved>,
     /// Config's `init` (none: config decided nothing); whether it upgrades is decided here.
     pub init: Option<&'a [String]>,
+    /// The model config picked (none: none, or config decided nothing), which a model the last
+    /// run deployed is compared with.
+    pub pick: Option<&'a str>,
     /// What the plan half read from git, for its note.
     pub read: Read,
 }
@@ -84,7 +87,7 @@ impl Phase for Classify<'_> {
         let Classify::Plan(c) = self else { return Ok(()) };
         let before = Before { latest: c.latest, last: c.last, work: c.work };
         let (commits, catalog) = (&c.read.commits, &c.read.catalog);
-        *classified = day_two::classify(c.args, before, c.init, c.facts, c.files, commits, catalog, r)?;
+        *classified = day_two::classify(c.args, before, (c.init, c.pick), c.facts, c.files, commits, catalog, r)?;
         Ok(())
     }
 
@@ -141,6 +144,7 @@ mod tests {
                 files: &[],
                 trees: None,
                 init: None,
+                pick: None,
                 read: Read::default(),
             };
             r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();
