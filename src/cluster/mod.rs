@@ -22,7 +22,9 @@ pub use api::*;
 pub use objects::*;
 use std::time::Duration;
 
-/// The cluster a run talks to (zarf's `src/pkg/cluster/` `Cluster`, zarf-dev/zarf): its client,
+/// The cluster a run talks to (after zarf: zarf-dev/zarf `src/pkg/cluster/cluster.go` at 78b87ec,
+/// `type Cluster struct` holding the clientset, every call a method on it; its tests build one
+/// over client-go's fake clientset, `secrets_test.go` at 0faaec5): its client,
 /// and every call eas makes of it as a method (the identity and the ledger's snapshots and
 /// deletions in [`objects`], the nodes in [`nodes`], the Lease in [`lease`], the pods eas runs in
 /// [`pods`], a port-forward in [`forward`], the typed reads and waits in [`typed`]). Built once
