@@ -9,6 +9,9 @@ use std::fmt;
 use crate::plan::{Blocker, Kind, PhaseId, Step};
 use std::process::ExitCode;
 
+/// What a failed verification (exit 5) ends with: every FAIL line above names its object.
+pub const VERIFY_NEXT: &str = "next: fix what the FAIL lines name, then run `eas verify` again (`eas status` shows the devices and model servers as they are now)";
+
 /// Why a command did not succeed, in the terms of the exit-code contract.
 #[derive(Debug)]
 pub enum Failure {
@@ -122,7 +125,13 @@ impl Failure {
                 v
             }
             Failure::OverlayStop(lines) => lines.iter().map(|l| format!("STOP: {l}")).collect(),
-            Failure::Verify(lines) => lines.iter().map(|l| format!("verify: {l}")).collect(),
+            Failure::Verify(lines) => {
+                let mut v: Vec<String> = lines.iter().map(|l| format!("verify: {l}")).collect();
+                if !v.is_empty() {
+                    v.push(VERIFY_NEXT.to_string());
+                }
+                v
+            }
             Failure::Interrupted => vec!["interrupted: nothing eas started is left running".to_string()],
             Failure::Exit { step, code } => vec![format!("{step}: the command exited {code}")],
             Failure::Blocked { lines, .. } => lines.clone(),

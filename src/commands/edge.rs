@@ -350,9 +350,17 @@ impl From<crate::verify::VerifyError> for Failure {
         use crate::verify::VerifyError as V;
         match e {
             V::Failed(lines) => Failure::Verify(lines),
-            V::NotInstalled(_) => {
-                Failure::step_next(crate::plan::PhaseId::Verify, e, "run `eas up --dry-run`, then `eas up`")
+            V::NotInstalled { ref devices, .. } if !devices.is_empty() => {
+                let mut lines: Vec<String> = devices.iter().map(|l| format!("verify: {l}")).collect();
+                lines.push(format!("error: verify: {e}"));
+                lines.push(
+                    "next: fix the device nodes marked FAIL (their plugin pods and events are named above); \
+                     nothing is installed: `eas up --dry-run`, then `eas up`"
+                        .to_string(),
+                );
+                Failure::Blocked { lines, kind: crate::plan::Kind::Failed }
             }
+            V::NotInstalled { .. } => Failure::step_next(crate::plan::PhaseId::Verify, e, "run `eas up --dry-run`, then `eas up`"),
         }
     }
 }
@@ -447,10 +455,11 @@ impl From<crate::verify::recorded::RecordedError> for Failure {
         use crate::verify::recorded::RecordedError as R;
         match e {
             R::Gather(g) => (*g).into(),
-            R::Key(a) => Failure::step(crate::plan::PhaseId::Verify, a),
+            R::Key(a) => Failure::step_next(crate::plan::PhaseId::Verify, &a, a.next()),
             R::StateDir(s) => s.into(),
             R::Verify(v) => v.into(),
             R::Runtime(r) => r.into(),
+            R::Record(j) => j.into(),
         }
     }
 }

@@ -51,7 +51,10 @@ fn unreachable(
     let mut doc = super::document::error_document(SCHEMA, &failure);
     doc["record_found_by"] = serde_json::json!(found.map(|f| f.by.clone()));
     if let Some(f) = found {
-        let expected = status::expected(&f.dir);
+        let expected = status::expected(&f.dir).unwrap_or_else(|e| {
+            shell.note(format!("warning: {e}"));
+            None
+        });
         let cluster = Cluster {
             context: context.to_string(),
             server: server.to_string(),

@@ -334,6 +334,27 @@ mod tests {
     use super::*;
     use crate::state::ledger::Snapshot;
 
+    /// `fixtures/state/installed.json`, the record of a completed `eas up` that the integration
+    /// tests plant beside an `expected.json` (verify and status decide "installed" from it): what
+    /// this code writes for such a run. `UPDATE_GOLDEN=1` rewrites it.
+    #[test]
+    fn the_planted_install_record_is_what_a_completed_run_writes() {
+        let mut s = State::new(info(), "2026-12-06T10:00:00Z");
+        for p in PHASES.iter() {
+            s.begin(p.id, None, "2026-12-06T10:00:01Z");
+            s.finish(p.id, Status::Done, None, "2026-12-06T10:30:00Z");
+        }
+        s.exit_code = Some(crate::plan::EXIT_SUCCESS);
+        s.finished = Some("2026-12-06T10:30:00Z".into());
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/state/installed.json");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, s.to_json()).unwrap();
+        }
+        let planted = State::load(&path).unwrap().expect("the fixture exists");
+        assert_eq!(planted.to_json(), s.to_json());
+        assert!(crate::state::records::began_install(&planted));
+    }
+
     fn info() -> RunInfo {
         RunInfo {
             cluster_key: "uid-1".into(),

@@ -53,9 +53,10 @@ pub enum VerifyError {
     #[error("{}", .0.join("; "))]
     Failed(Vec<String>),
     /// No run of `eas up` is recorded: the devices were checked, and there is no model server to
-    /// verify. Not a failed verification.
-    #[error("{0}; the devices were checked")]
-    NotInstalled(String),
+    /// verify. Not a failed verification, whatever the devices showed: `devices` holds every
+    /// device node's line when one failed (empty when they passed).
+    #[error("{line}; the devices were checked{}", if .devices.is_empty() { "" } else { " and one or more failed (above)" })]
+    NotInstalled { line: String, devices: Vec<String> },
 }
 
 /// Runs every check, devices first; `Ok` carries one line per passed check.
@@ -66,9 +67,15 @@ pub async fn verify(cluster: &Cluster, exp: &Expect, t: &Timeouts, shell: &Shell
     );
     let started = Instant::now();
     let progress = shell.wait("verify devices", t.devices);
-    let mut passed = devices::run(cluster, &exp.device_nodes, t.devices, t.poll, t.call, &progress)
-        .await
-        .map_err(VerifyError::Failed)?;
+    let devices = devices::run(cluster, &exp.device_nodes, t.devices, t.poll, t.call, &progress).await;
+    let mut passed = match (devices, &exp.models) {
+        (Ok(passed), _) => passed,
+        // Nothing installed: said whatever the devices showed (exit 1, not 5).
+        (Err(lines), m @ Models::NotInstalled(_)) => {
+            return Err(VerifyError::NotInstalled { line: no_model_line(m), devices: lines });
+        }
+        (Err(lines), _) => return Err(VerifyError::Failed(lines)),
+    };
     drop(progress);
     let deadline = if t.whole { started } else { Instant::now() } + t.models;
     let names = match &exp.models {
@@ -81,7 +88,7 @@ pub async fn verify(cluster: &Cluster, exp: &Expect, t: &Timeouts, shell: &Shell
             // Nothing installed is not a failed verification (exit 5 is "installed, but"): the
             // devices were checked, and there is no model server to verify.
             if let Models::NotInstalled(_) = other {
-                return Err(VerifyError::NotInstalled(no_model_line(other)));
+                return Err(VerifyError::NotInstalled { line: no_model_line(other), devices: Vec::new() });
             }
             return Err(VerifyError::Failed(vec![no_model_line(other)]));
         }

@@ -6,6 +6,7 @@ use crate::gather::{self};
 use crate::output::Shell;
 use crate::settings::Global;
 use crate::state::StateDir;
+use crate::state::journal::JournalError;
 use crate::state::run::state_root;
 use crate::verify;
 use std::collections::BTreeMap;
@@ -47,6 +48,36 @@ impl Expected {
 
 pub const EXPECTED_FILE: &str = "expected.json";
 
+/// The record of what the install in `dir` expects verification to find: `None` when there is
+/// none; a file that cannot be read as one is damaged, named, never read as "nothing".
+pub fn read_expected(dir: &std::path::Path) -> Result<Option<Expected>, JournalError> {
+    use crate::bounded::ReadError;
+    let path = dir.join(EXPECTED_FILE);
+    let malformed = |msg: String| JournalError::Malformed { path: path.clone(), msg };
+    match crate::bounded::read(&path, crate::bounded::Kind::State) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| malformed(e.to_string())),
+        Err(ReadError::NotFound { .. }) => Ok(None),
+        Err(ReadError::Io { source, .. }) => Err(JournalError::Read { path, source }),
+        Err(e) => Err(malformed(e.to_string())),
+    }
+}
+
+/// What `eas verify` checks against: decided as `status` and `down` decide "is anything
+/// installed?" (an install in the cluster's records, `state::records`), so an `expected.json`
+/// that outlived its install (after `eas down`) is not read. An install without one (it
+/// stopped before the record phase) is checked for every model server found.
+pub fn expect_of(sd: &StateDir) -> Result<verify::Expect, JournalError> {
+    let records = crate::state::records::Records::read(sd)?;
+    if records.install.is_none() {
+        let models = verify::Models::NotInstalled(sd.dir().display().to_string());
+        return Ok(verify::Expect { device_nodes: BTreeMap::new(), models });
+    }
+    Ok(match read_expected(sd.dir())? {
+        Some(e) => e.expect(),
+        None => verify::Expect { device_nodes: BTreeMap::new(), models: verify::Models::Found },
+    })
+}
+
 /// Why `eas verify` against the record did not pass, each error as its module made it (the
 /// command edge gives each its exit code).
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +94,9 @@ pub enum RecordedError {
     Verify(#[from] verify::VerifyError),
     #[error(transparent)]
     Runtime(#[from] crate::runtime::RuntimeError),
+    /// A damaged record (`state.json`, `expected.json`): named, never read as "nothing installed".
+    #[error(transparent)]
+    Record(#[from] JournalError),
 }
 
 /// `eas verify`: the devices node by node, then what the recorded run deployed. Without a
@@ -74,16 +108,7 @@ pub fn verify_recorded(args: &VerifySettings, global: &Global, shell: &Shell) ->
         let target = gather::target(global, CALL).await.map_err(|e| RecordedError::Gather(Box::new(e)))?;
         let key = target.cluster.cluster_key(CALL).await.map_err(|e| RecordedError::Key(Box::new(e)))?;
         let sd = StateDir::new(&state_root(global)?, &key)?;
-        let file = sd.dir().join(EXPECTED_FILE);
-        let recorded: Option<Expected> =
-            crate::bounded::read(&file, crate::bounded::Kind::State).ok().and_then(|t| serde_json::from_slice(&t).ok());
-        let exp = match recorded {
-            Some(e) => e.expect(),
-            None => verify::Expect {
-                device_nodes: BTreeMap::new(),
-                models: verify::Models::NotInstalled(sd.dir().display().to_string()),
-            },
-        };
+        let exp = expect_of(&sd)?;
         let t = verify::Timeouts { models: args.timeout, devices: args.devices_timeout, ..verify::Timeouts::default() };
         Ok(verify::verify(&target.cluster, &exp, &t, shell).await?)
     })

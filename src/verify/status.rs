@@ -21,7 +21,7 @@ use crate::output::OutputFormat;
 use crate::settings::Global;
 use crate::state::StateDir;
 use crate::state::journal::State;
-use crate::verify::recorded::{EXPECTED_FILE, Expected};
+use crate::verify::recorded::Expected;
 use crate::verify::{self, devices};
 
 pub const SCHEMA: &str = "eas-status/v1";
@@ -274,9 +274,8 @@ async fn live(
 
 /// What the run whose record is in `dir` expected to find (its device nodes, its models), when
 /// it wrote that down and the file reads.
-pub fn expected(dir: &std::path::Path) -> Option<Expected> {
-    let text = crate::bounded::read(&dir.join(EXPECTED_FILE), crate::bounded::Kind::State).ok()?;
-    serde_json::from_slice(&text).ok()
+pub fn expected(dir: &std::path::Path) -> Result<Option<Expected>, crate::state::journal::JournalError> {
+    crate::verify::recorded::read_expected(dir)
 }
 
 /// Why `eas status` could not read the cluster. The command layer (`src/commands/status.rs`)
@@ -348,7 +347,7 @@ pub async fn read(root: &std::path::Path, global: &Global) -> Result<Status, Sta
     // Read, never taken: status waits for no one. An unreadable lock is no run to show.
     let lock = crate::state::lock::inspect(&sd.lock_file()).ok().flatten();
     let running = running(lock, &records);
-    let expected = expected(sd.dir());
+    let expected = if state.is_some() { expected(sd.dir())? } else { None };
     let recorded = expected.as_ref().map(|e| e.device_nodes.clone()).unwrap_or_default();
     let live = live(&target.cluster, &recorded, CALL).await.map_err(|e| StatusError::Unread(Box::new(e)))?;
     Ok(Status {

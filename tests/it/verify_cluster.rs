@@ -46,10 +46,21 @@ impl Cluster {
         self.home.path().join("state")
     }
 
-    /// What `eas up` records for verification beside its state.
+    /// gpu-nodes after an install that recorded no device node of its own and no model list
+    /// (every node with a device is checked, then every model server found).
+    fn gpu_nodes_installed() -> Cluster {
+        let c = Cluster::start("gpu-nodes");
+        c.record("gpu-nodes", json!({"device_nodes": {}, "models": null, "fit": null}));
+        c
+    }
+
+    /// What a completed `eas up` records: its state (an install, as eas writes one:
+    /// fixtures/state/installed.json) and, beside it, what verification expects.
     fn record(&self, cluster: &str, expected: Value) {
         let dir = self.state().join(cluster_key(cluster));
         std::fs::create_dir_all(&dir).unwrap();
+        let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/state/installed.json");
+        std::fs::copy(installed, dir.join("state.json")).unwrap();
         std::fs::write(dir.join("expected.json"), serde_json::to_string_pretty(&expected).unwrap()).unwrap();
     }
 
@@ -361,7 +372,7 @@ fn gpu_b_failure(c: &Cluster) -> String {
 
 #[test]
 fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
-    let c = Cluster::start("gpu-nodes");
+    let c = Cluster::gpu_nodes_installed();
     let err = gpu_b_failure(&c);
     let failing: Vec<&str> = err.lines().filter(|l| l.starts_with("verify: node ")).collect();
     assert!(failing.iter().all(|l| l.starts_with("verify: node gpu-b:")), "only gpu-b is blamed: {failing:?}");
@@ -377,6 +388,21 @@ fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
     );
     assert!(!err.contains("cpu-0") && !err.contains("NodeReady"), "the other nodes are not reported:\n{err}");
     assert!(!err.contains("no model server eas installed"), "devices fail first:\n{err}");
+}
+
+/// With nothing installed, a failing device node is still "nothing installed" (exit 1, SPEC §7),
+/// said after the device lines, and the failure ends with what to do: not exit 5, which means
+/// "installed, but verification failed".
+#[test]
+fn without_a_record_a_failing_device_is_named_and_nothing_installed_is_said() {
+    let c = Cluster::start("gpu-nodes");
+    let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("verify: FAIL Intel GPU on node gpu-b:") && err.contains("CrashLoopBackOff"), "{err}");
+    let said = err.lines().find(|l| l.starts_with("error: verify: no model server eas installed")).expect(&err);
+    assert!(said.ends_with("the devices were checked and one or more failed (above)"), "{said}");
+    assert!(err.trim_end().lines().last().unwrap().starts_with("next: fix the device nodes marked FAIL"), "{err}");
 }
 
 #[test]
@@ -545,7 +571,7 @@ fn main_workload_ready_is_watched_for() {
 
 #[test]
 fn a_secret_in_a_pod_log_is_masked_in_verify_excerpts() {
-    let c = Cluster::start("gpu-nodes");
+    let c = Cluster::gpu_nodes_installed();
     let key = plugin_pod_on(&c, "gpu-b");
     let token = "hf_SENTINELvErIfY0123456789abcd";
     c.server.set_log(&key.namespace, &key.name, false, &format!("starting\nlogin with HF_TOKEN={token}\n"));
@@ -571,7 +597,7 @@ fn an_api_error_is_its_code_reason_and_escaped_message_never_a_dump() {
 /// failure lists every device node ok or FAIL; the JSON document keeps the passing ones as checks.
 #[test]
 fn the_device_wait_says_what_it_waits_for_and_the_failure_lists_every_node() {
-    let c = Cluster::start("gpu-nodes");
+    let c = Cluster::gpu_nodes_installed();
     let out = c.verify(&["--devices-timeout", "2", "--timeout", "900", "--output", "json"]);
     assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
     let err = text(&out.stderr);
@@ -620,4 +646,43 @@ fn status_shows_a_run_in_progress_from_the_lock_it_holds() {
     let doc = c.status_json();
     assert!(doc["running"].is_null(), "a stale lock is no run in progress: {doc}");
     assert!(std::fs::read_to_string(dir.join("lock")).is_ok(), "status only reads the lock");
+}
+
+/// After `eas down` the install record is gone and `expected.json` may be left beside it: verify
+/// decides "installed?" from the record, as status and down do, so it checks the devices and says
+/// nothing is installed (exit 1) at once, instead of waiting for the model eas removed (exit 5).
+#[test]
+fn verify_after_a_down_says_nothing_is_installed_and_does_not_wait_for_the_removed_model() {
+    let c = Cluster::desktop_serving(MODEL);
+    let dir = c.state().join(cluster_key("k3d-gpu-desktop"));
+    std::fs::remove_file(dir.join("state.json")).unwrap();
+    let out = c.verify(&["--timeout", "2400"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ok Intel GPU on node k3d-gpu-server-0"), "{err}");
+    assert!(err.contains("no model server eas installed on this cluster"), "{err}");
+    assert!(!err.contains(MODEL), "the removed model is not waited for: {err}");
+    let status = text(&c.eas().arg("status").output().unwrap().stdout);
+    assert!(status.contains("installed nothing"), "status agrees: {status}");
+}
+
+/// A damaged record is named, by verify and by status, never read as "nothing installed" or as a
+/// model of "-".
+#[test]
+fn a_damaged_record_is_named_by_verify_and_status() {
+    let c = Cluster::desktop_serving(MODEL);
+    let dir = c.state().join(cluster_key("k3d-gpu-desktop"));
+    std::fs::write(dir.join("expected.json"), "{\"models\": [").unwrap();
+    for args in [&["verify", "--timeout", "2400"][..], &["status"][..]] {
+        let out = c.eas().args(args).output().unwrap();
+        let err = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains("expected.json is damaged"), "{args:?}: {err}");
+        assert!(err.lines().any(|l| l.starts_with("hint: ") || l.starts_with("next: ")), "{args:?}: {err}");
+    }
+    std::fs::write(dir.join("state.json"), "{\"schema_version\": 1, \"trunc").unwrap();
+    let out = c.verify(&["--timeout", "2400"]);
+    let err = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("state.json is damaged") && !err.contains("no run of `eas up` is recorded"), "{err}");
 }
