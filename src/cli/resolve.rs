@@ -166,12 +166,12 @@ pub fn down(a: DownArgs, env: &Env) -> DownSettings {
             break_lock: a.break_lock,
             pins: env.pins_source(a.pins.as_deref()),
             image: a.image.into(),
-            teardown_timeout: std::time::Duration::from_secs(a.teardown_timeout),
-            phase_timeouts: a
-                .phase_timeout
-                .into_iter()
-                .map(|(id, s)| (id, std::time::Duration::from_secs(s)))
-                .collect(),
+            timeouts: crate::plan::DownTimeouts::set(
+                a.phase_timeout
+                    .into_iter()
+                    .map(|(id, s)| (id, std::time::Duration::from_secs(s)))
+                    .chain([(crate::plan::DownId::Teardown, std::time::Duration::from_secs(a.teardown_timeout))]),
+            ),
         }
     }
 }

@@ -9,7 +9,6 @@ use crate::output::Shell;
 use crate::plan::PhaseId;
 use crate::state::StateDir;
 
-use crate::pipeline::phases::Planned;
 use crate::pipeline::runner::Runner;
 use crate::pipeline::settings::ATTEMPT;
 use crate::state::run::now;
@@ -17,7 +16,11 @@ use crate::state::run::now;
 /// A real run with blockers: every one printed, the attempt recorded beside the state (never in
 /// place of an earlier install's record), and the first blocker's exit code. Nothing was
 /// written to the cluster.
-pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure {
+pub fn blocked_run(
+    r: &mut Runner,
+    (sd, facts, files): (&StateDir, &Facts, &[(String, String)]),
+    shell: &Shell,
+) -> Failure {
     let kind = r.plan_doc().blockers[0].kind;
     r.plan_doc_mut().exit_code = kind.exit_code();
     let lock_held = r.plan_doc().blockers.iter().any(|b| b.phase == PhaseId::Lock);
@@ -26,7 +29,7 @@ pub fn blocked_run(r: &mut Runner, planned: &Planned, shell: &Shell) -> Failure 
         r.plan_doc().blockers.len()
     ));
     // Another run's lock: its directory is not this run's to write.
-    if !lock_held && let Err(e) = record_attempt(r, &planned.pre.sd, &planned.facts, planned.files(), shell) {
+    if !lock_held && let Err(e) = record_attempt(r, sd, facts, files, shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
     crate::error::Failure::blocked(&r.plan_doc().blockers, kind)

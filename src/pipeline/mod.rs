@@ -1,5 +1,5 @@
 //! The program's middle: `eas up` ([`up`]) and `eas down` ([`down`]) as lists of phases
-//! ([`phases`], each a [`phase::Phase`]) run by one [`runner`], with what runs around them:
+//! ([`phases`], each a [`runner::Phase`]) run by one [`runner`], with what runs around them:
 //! the run settings, `eas doctor`'s checks, the plan's view, the question before the first act,
 //! the attempt's record, the day-two comparison and the closing report. Nothing below this module
 //! imports it (`scripts/check-layers.sh`).

@@ -1,21 +1,18 @@
-//! What a phase is: a type with a read-only plan half, whose answer its act half consumes
-//! ([`Phase`]), run by the one runner (`crate::pipeline::up::runner`) that owns their windows, the journal,
-//! cancellation, resume and the dry-run stop. Also what a phase's timeout says when the runner
-//! ends it (exit 1 naming the phase and its window, and the next command; verify: a verification
-//! failure, exit 5), and the phase a `--phase-timeout NAME=` stands for.
+//! What a phase of `eas up` reads and how it fails: the context every half reads ([`Cx`]), why a
+//! plan half has no answer ([`NoPlan`]), what a phase's timeout says when the runner ends it
+//! (exit 1 naming the phase and its window, and the next command; verify: a verification
+//! failure, exit 5), and the phase a `--phase-timeout NAME=` stands for. The trait a phase
+//! implements is the runner's ([`crate::pipeline::runner::Phase`]).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::Trees;
-use crate::plan::{PHASES, PhaseId, Resume};
+use crate::plan::{PHASES, PhaseId};
 use crate::settings::Global;
 use crate::state::resume::Invocation;
 
-use crate::pipeline::runner::Runner;
 use crate::pipeline::services::Services;
 use crate::pipeline::settings::UpSettings;
 
@@ -42,83 +39,6 @@ pub enum NoPlan {
 impl From<Failure> for NoPlan {
     fn from(f: Failure) -> Self {
         NoPlan::Blocked(vec![f])
-    }
-}
-
-/// One phase of `eas up` (k0sctl's `phase.Phase`): its row in `pipeline::PHASES` names it and
-/// declares both windows. The plan half reads and decides and writes nothing (not the cluster,
-/// the state file nor the work tree); its answer is the act half's input, so what exists only in
-/// a real run is a value the plan produced, never an `Option` unwrapped later. The phase itself
-/// neither times, journals nor prints its line: the runner does.
-///
-/// Besides its two halves a phase may implement the hooks k0sctl's manager calls around `Run`
-/// (k0sproject/k0sctl `phase/manager.go` at 6b4e813, `Manager.Run`): [`Phase::should_run`]
-/// first, then [`Phase::before`], the act, and [`Phase::after`] only when the act succeeded;
-/// when a later act fails, [`Phase::cleanup`] of every phase whose act ran.
-pub trait Phase {
-    const ID: PhaseId;
-    /// A plan half that fails ends the plan, since nothing after it could be decided (the
-    /// cluster's identity, its facts), instead of being one blocker among others.
-    const ENDS_PLAN: bool = false;
-    /// The act half stops itself at its limit and on the run's token (it removes its container
-    /// and says what it waited for); the runner's window is a backstop, a grace period later.
-    const STOPS_ITSELF: bool = false;
-    /// What the plan half settles, consumed by the act half.
-    type Planned;
-    /// What the act half hands to the phases after it.
-    type Done;
-
-    /// The plan half's line on the terminal: the phase table's `says`, unless the phase adds
-    /// what only the run knows.
-    fn says(&self, _cx: &Cx<'_>) -> String {
-        Self::ID.spec().says.into()
-    }
-
-    /// Reads and decides. A failed check that leaves the answer usable goes in `found` (a
-    /// blocker all the same); one without which there is no answer is the `Err`. A phase
-    /// without a plan half (its act takes what the list hands it) keeps this default, which the
-    /// list never calls.
-    fn plan(&mut self, _cx: &Cx<'_>, _found: &mut Vec<Failure>) -> impl Future<Output = Result<Self::Planned, NoPlan>> {
-        async { Err(NoPlan::Upstream) }
-    }
-
-    /// What the plan half settled, written into the plan and the run's journal (in memory).
-    fn note(&mut self, _planned: &mut Self::Planned, _r: &mut Runner) -> Result<(), Failure> {
-        Ok(())
-    }
-
-    /// What the plan says when the plan half has no answer.
-    fn unplanned(&self, _r: &mut Runner) {}
-
-    /// Whether the act half runs (k0sctl's `ShouldRun`). By default the resume rule, a column of
-    /// the phase table: a phase that resumes when unchanged does not run again once an earlier
-    /// run installed with the same inputs ([`Runner::installed_earlier`]); the others always run.
-    fn should_run(&self, _cx: &Cx<'_>, r: &Runner) -> bool {
-        Self::ID.spec().resume == Resume::Always || !r.installed_earlier()
-    }
-
-    /// Before the act half's window (k0sctl's `Before`); its failure ends the run (recorded).
-    fn before(&mut self, _cx: &Cx<'_>, _r: &mut Runner) -> impl Future<Output = Result<(), Failure>> {
-        async { Ok(()) }
-    }
-
-    /// Acts on the plan: run only when no plan half of the run blocked.
-    fn act(
-        &mut self,
-        planned: Self::Planned,
-        cx: &Cx<'_>,
-        r: &mut Runner,
-    ) -> impl Future<Output = Result<Self::Done, Failure>>;
-
-    /// After an act half that succeeded (k0sctl's `After`); its failure ends the run (recorded).
-    fn after(&mut self, _cx: &Cx<'_>, _r: &mut Runner) -> Result<(), Failure> {
-        Ok(())
-    }
-
-    /// When the run fails after this phase's act half ran (k0sctl's `CleanUp`): undoes what must
-    /// not outlive the run (the lock phase releases the cluster's Lease and the lock).
-    fn cleanup(_r: &mut Runner) -> Pin<Box<dyn Future<Output = ()> + '_>> {
-        Box::pin(async {})
     }
 }
 

@@ -1,25 +1,32 @@
-//! The one runner of `eas up`'s phases: it alone owns their timeouts (one window per half, the
-//! effective value the plan prints), the run's cancellation, the journal (begin, finish, failed,
-//! interrupted: no phase is left `running` once eas exits) and the blockers the plan halves find.
+//! The one runner of `eas up`'s phases and `eas down`'s ([`Runner`] over a [`Table`]), with the
+//! trait every phase implements ([`Phase`]; k0sctl's `phase/manager.go` holds its `Phase`
+//! interface beside the manager in the same way). The runner alone owns the phases' timeouts
+//! (one window per half, the effective value the plan prints, its deadline handed to the half
+//! through [`deadline`]), the run's cancellation, the journal and the clean-ups; a table says
+//! how its journal begins and ends a phase ([`Table::begin`], [`Table::end`]).
 //!
-//! Every plan half runs before any act half, in the dry run and the real run alike: a check that
-//! fails in a plan half is a [`Blocker`], collected, and the halves after it still run where they
-//! do not depend on it. Only when no blocker was found does an act half run.
+//! `eas up`: every plan half runs before any act half, in the dry run and the real run alike: a
+//! check that fails in a plan half is a [`Blocker`], collected, and the halves after it still run
+//! where they do not depend on it. Only when no blocker was found does an act half run; the
+//! journal records each phase's begin and end (no phase is left `running` once eas exits).
+//! `eas down`: its phases have act halves only; the journal is its record, which says how a
+//! `down` that was interrupted or outlived a window ended.
 
 pub mod journal;
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::error::Failure;
-use crate::plan::{PhaseId, PhaseTimeouts, Plan};
+use crate::plan::{PhaseId, Plan, Resume, Row, Timeouts};
 use crate::runtime::Interrupt;
 use crate::state::journal::{State, Status};
 
-use crate::pipeline::phase::{Cx, NoPlan, Phase, timed_out};
+use crate::pipeline::phase::{Cx, NoPlan, timed_out};
 use crate::state::run::now;
 
 /// How long past its effective timeout the runner waits for an act half that stops itself (it
@@ -61,35 +68,146 @@ pub fn deadline() -> Option<tokio::time::Instant> {
     DEADLINE.try_with(|d| *d).ok()
 }
 
-pub struct Runner {
-    /// The run's record: phases write their part through [`Runner::journal`].
-    state: State,
+/// A phase table the runner runs: `eas up`'s ([`Up`]) or `eas down`'s
+/// (`crate::pipeline::down::Down`). It names the rows, what every half reads, and what the
+/// run journals, and says how its journal begins and ends an act half.
+pub trait Table: Sized + 'static {
+    /// A row of the table.
+    type Id: Row;
+    /// What every half of a run reads.
+    type Cx<'a>;
+    /// What the plan halves write (`eas up`'s plan).
+    type Plan;
+    /// What the run records as it goes (`eas up`: its state; `eas down`: the record it removes).
+    type Journal;
+    /// The runner's own book-keeping for this table.
+    type Own;
+
+    /// A phase's line on the terminal: its row's `says`.
+    fn says(id: Self::Id) -> String;
+
+    /// What a phase whose window closed first fails with.
+    fn timed_out(id: Self::Id, limit: Duration) -> Failure;
+
+    /// Whether a phase's act half runs ([`Phase::should_run`]'s default).
+    fn should_run(_id: Self::Id, _r: &Runner<Self>) -> bool {
+        true
+    }
+
+    /// An act half begins (`says` is its line): journaled (and, for a table that prints its
+    /// line when it acts, printed). A failure ends the run before the half runs.
+    fn begin<'c>(r: &mut Runner<Self>, id: Self::Id, says: &str, cx: &'c Self::Cx<'c>) -> Result<(), Failure>;
+
+    /// Why an act half that began may not run after all (`eas up`: a lost Lease stops the
+    /// installer's phases); its failure is the half's.
+    fn refuses<'c>(_r: &Runner<Self>, _id: Self::Id, _cx: &'c Self::Cx<'c>) -> Option<Failure> {
+        None
+    }
+
+    /// An act half's end, journaled: done, failed, interrupted or past its window (`late`).
+    fn end<V>(r: &mut Runner<Self>, id: Self::Id, result: Result<V, Failure>, late: bool) -> Result<V, Failure>;
+
+    /// A failed [`Phase::before`] or [`Phase::after`]: the run ends, journaled.
+    fn ends(r: &mut Runner<Self>, f: Failure) -> Failure;
+}
+
+/// One phase of a run (k0sctl's `phase.Phase`): its row in the table names it and declares both
+/// windows. The plan half reads and decides and writes nothing (not the cluster, the state file
+/// nor the work tree); its answer is the act half's input, so what exists only in a real run is
+/// a value the plan produced, never an `Option` unwrapped later. The phase itself neither times,
+/// journals nor prints its line: the runner does.
+///
+/// Besides its two halves a phase may implement the hooks k0sctl's manager calls around `Run`
+/// (k0sproject/k0sctl `phase/manager.go` at 6b4e813, `Manager.Run`): [`Phase::should_run`]
+/// first, then [`Phase::before`], the act, and [`Phase::after`] only when the act succeeded;
+/// when a later act fails, [`Phase::cleanup`] of every phase whose act ran.
+pub trait Phase<T: Table = Up> {
+    const ID: T::Id;
+    /// A plan half that fails ends the plan, since nothing after it could be decided (the
+    /// cluster's identity, its facts), instead of being one blocker among others.
+    const ENDS_PLAN: bool = false;
+    /// The act half stops itself at its limit and on the run's token (it removes its container
+    /// and says what it waited for); the runner's window is a backstop, a grace period later.
+    const STOPS_ITSELF: bool = false;
+    /// What the plan half settles, consumed by the act half.
+    type Planned;
+    /// What the act half hands to the phases after it.
+    type Done;
+
+    /// The phase's line on the terminal: the phase table's `says` ([`Table::says`]), unless the
+    /// phase adds what only the run knows.
+    fn says<'c>(&self, _cx: &'c T::Cx<'c>) -> String {
+        T::says(Self::ID)
+    }
+
+    /// Reads and decides. A failed check that leaves the answer usable goes in `found` (a
+    /// blocker all the same); one without which there is no answer is the `Err`. A phase
+    /// without a plan half (its act takes what the list hands it) keeps this default, which the
+    /// list never calls.
+    fn plan<'c>(
+        &mut self,
+        _cx: &'c T::Cx<'c>,
+        _found: &mut Vec<Failure>,
+    ) -> impl Future<Output = Result<Self::Planned, NoPlan>> {
+        async { Err(NoPlan::Upstream) }
+    }
+
+    /// What the plan half settled, written into the plan and the run's journal (in memory).
+    fn note(&mut self, _planned: &mut Self::Planned, _r: &mut Runner<T>) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// What the plan says when the plan half has no answer.
+    fn unplanned(&self, _r: &mut Runner<T>) {}
+
+    /// Whether the act half runs (k0sctl's `ShouldRun`). By default the table's rule (`eas up`:
+    /// the resume rule, a column of its table, [`Up`]).
+    fn should_run<'c>(&self, _cx: &'c T::Cx<'c>, r: &Runner<T>) -> bool {
+        T::should_run(Self::ID, r)
+    }
+
+    /// Before the act half's window (k0sctl's `Before`); its failure ends the run (recorded).
+    fn before<'c>(&mut self, _cx: &'c T::Cx<'c>, _r: &mut Runner<T>) -> impl Future<Output = Result<(), Failure>> {
+        async { Ok(()) }
+    }
+
+    /// Acts on the plan: run only when no plan half of the run blocked.
+    fn act<'c>(
+        &mut self,
+        planned: Self::Planned,
+        cx: &'c T::Cx<'c>,
+        r: &mut Runner<T>,
+    ) -> impl Future<Output = Result<Self::Done, Failure>>;
+
+    /// After an act half that succeeded (k0sctl's `After`); its failure ends the run (recorded).
+    fn after<'c>(&mut self, _cx: &'c T::Cx<'c>, _r: &mut Runner<T>) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// When the run fails after this phase's act half ran (k0sctl's `CleanUp`): undoes what must
+    /// not outlive the run (the lock phases release the cluster's Lease and the lock).
+    fn cleanup(_r: &mut Runner<T>) -> Pin<Box<dyn Future<Output = ()> + '_>> {
+        Box::pin(async {})
+    }
+}
+
+/// The runner of one run of a table's phases.
+pub struct Runner<T: Table = Up> {
+    /// The run's record (`eas up`'s phases write their part through [`Runner::journal`]).
+    state: T::Journal,
     /// The plan a dry run prints and a real run keeps.
-    plan: Plan,
-    /// The state file: written by act halves only (a dry run and a blocked run never write it).
-    file: Option<PathBuf>,
-    timeouts: PhaseTimeouts,
+    plan: T::Plan,
+    timeouts: Timeouts<T::Id>,
     interrupt: Interrupt,
-    /// Where a real run's attempt is recorded when it ends before an act half wrote the state
-    /// file (known once the cluster's identity is read; a dry run records nothing).
-    attempt: Option<PathBuf>,
-    /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
-    prereq: Option<crate::prereq::Report>,
-    /// The inputs of each lasting phase, hashed: journaled with its act half, so a later run can
-    /// skip it when they match (`state::resume`).
-    inputs: BTreeMap<PhaseId, String>,
-    /// A dry run: no attempt is recorded.
-    dry_run: bool,
-    /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer.
+    /// The cluster Lease's fence, once the lock phase holds it: a lost Lease stops the installer
+    /// (and `eas down`'s teardown).
     fence: Option<crate::cluster::lease::Fence>,
     /// The lock file and the cluster's Lease, from the lock phase's act until unlock's (or, when
     /// the run fails, the lock phase's clean-up).
     held: Option<Hold>,
-    /// An earlier run installed with the same inputs (classify's act decides it): the phases that
-    /// resume when unchanged do not run again ([`Phase::should_run`]).
-    installed_earlier: bool,
     /// The clean-up of every phase whose act half ran, in the order they ran.
-    cleanups: Vec<CleanUp>,
+    cleanups: Vec<CleanUp<T>>,
+    own: T::Own,
 }
 
 /// What this run holds on the cluster: the local lock file and the cluster's Lease.
@@ -99,78 +217,29 @@ pub struct Hold {
 }
 
 /// A phase's [`Phase::cleanup`], kept by the runner once its act ran.
-type CleanUp = for<'r> fn(&'r mut Runner) -> std::pin::Pin<Box<dyn Future<Output = ()> + 'r>>;
+type CleanUp<T> = for<'r> fn(&'r mut Runner<T>) -> Pin<Box<dyn Future<Output = ()> + 'r>>;
 
-impl Runner {
-    pub fn new(state: State, plan: Plan, timeouts: PhaseTimeouts, interrupt: Interrupt) -> Runner {
-        Runner {
-            state,
-            plan,
-            file: None,
-            timeouts,
-            interrupt,
-            attempt: None,
-            prereq: None,
-            inputs: BTreeMap::new(),
-            dry_run: false,
-            fence: None,
-            held: None,
-            installed_earlier: false,
-            cleanups: Vec::new(),
-        }
+impl<T: Table> Runner<T> {
+    /// A runner with the table's journal and plan, its effective timeouts and the run's token.
+    pub fn with(
+        state: T::Journal,
+        plan: T::Plan,
+        timeouts: Timeouts<T::Id>,
+        interrupt: Interrupt,
+        own: T::Own,
+    ) -> Self {
+        Runner { state, plan, timeouts, interrupt, fence: None, held: None, cleanups: Vec::new(), own }
     }
 
-    /// Where a real run's record is written from here on (an act half: a dry run and a blocked
-    /// run write none): the attempt's record once the lock is held, `state.json` once the run
-    /// is an install.
-    pub fn record_in(&mut self, file: PathBuf) {
-        self.file = Some(file);
-    }
-
-    /// The act half's effective timeout of `id` (what its inner waits are bounded by).
-    pub fn limit(&self, id: PhaseId) -> Duration {
+    /// The act half's effective timeout of `id` (what the preview prints; a phase budgets
+    /// against its window's [`deadline`], never this).
+    pub fn limit(&self, id: T::Id) -> Duration {
         self.timeouts.get(id)
     }
 
     /// The run's cancellation (SIGINT/SIGTERM).
     pub fn interrupt(&self) -> &Interrupt {
         &self.interrupt
-    }
-
-    /// A dry run records no attempt.
-    pub fn dry_run(&mut self, dry_run: bool) {
-        self.dry_run = dry_run;
-    }
-
-    /// Preflight's plan half: where a real run's attempt is recorded, once the cluster's
-    /// identity is known (a dry run records none).
-    pub fn attempt_in(&mut self, dir: PathBuf) {
-        if !self.dry_run {
-            self.attempt = Some(dir);
-        }
-    }
-
-    /// Where this real run's attempt is recorded, if it is.
-    pub fn attempt(&self) -> Option<&std::path::Path> {
-        self.attempt.as_deref()
-    }
-
-    /// Config's plan half: the cluster's prerequisites as checked (`eas doctor` prints each).
-    pub fn checked(&mut self, report: crate::prereq::Report) {
-        self.prereq = Some(report);
-    }
-
-    pub fn prereq(&self) -> Option<&crate::prereq::Report> {
-        self.prereq.as_ref()
-    }
-
-    /// Classify's act: the inputs of each lasting phase, hashed (journaled with its act half).
-    pub fn hashed(&mut self, inputs: BTreeMap<PhaseId, String>) {
-        self.inputs = inputs;
-    }
-
-    pub fn inputs(&self) -> &BTreeMap<PhaseId, String> {
-        &self.inputs
     }
 
     /// The cluster Lease's fence, while the lock phase holds it.
@@ -193,14 +262,216 @@ impl Runner {
         }
     }
 
+    /// The end of the act list: when it failed, each phase whose act ran cleans up, in the order
+    /// they ran (k0sctl's manager, `phase/manager.go` at 6b4e813).
+    pub async fn finish<V>(&mut self, result: Result<V, Failure>) -> Result<V, Failure> {
+        if result.is_err() {
+            for cleanup in std::mem::take(&mut self.cleanups) {
+                cleanup(self).await;
+            }
+        }
+        result
+    }
+
+    /// A phase's act half, with its hooks: skipped (`None`) when [`Phase::should_run`] says so;
+    /// else [`Phase::before`], then the act begun ([`Table::begin`]), run in one window of its
+    /// effective timeout under the run's cancellation (a phase that stops itself: a backstop
+    /// window [`GRACE`] later), its end journaled ([`Table::end`]); then, when it succeeded,
+    /// [`Phase::after`].
+    pub async fn act<'c, P: Phase<T>>(
+        &mut self,
+        mut p: P,
+        planned: P::Planned,
+        cx: &'c T::Cx<'c>,
+    ) -> Result<Option<P::Done>, Failure> {
+        if !p.should_run(cx, self) {
+            return Ok(None);
+        }
+        if let Err(f) = p.before(cx, self).await {
+            return Err(T::ends(self, f));
+        }
+        let says = p.says(cx);
+        T::begin(self, P::ID, &says, cx)?;
+        self.cleanups.push(P::cleanup);
+        if let Some(refused) = T::refuses(self, P::ID, cx) {
+            return T::end(self, P::ID, Err(refused), false);
+        }
+        let limit = self.timeouts.get(P::ID);
+        let interrupt = self.interrupt.clone();
+        let late = std::cell::Cell::new(false);
+        let acting = p.act(planned, cx, self);
+        let r = window(limit, P::STOPS_ITSELF, &interrupt, acting, || {
+            late.set(true);
+            T::timed_out(P::ID, limit)
+        })
+        .await;
+        let done = T::end(self, P::ID, r, late.get())?;
+        p.after(cx, self).map_err(|f| T::ends(self, f))?;
+        Ok(Some(done))
+    }
+
+    /// The act half of a phase that always runs (its [`Phase::should_run`] is the default and
+    /// its row resumes `Always`).
+    pub async fn act_phase<'c, P: Phase<T>>(
+        &mut self,
+        p: P,
+        planned: P::Planned,
+        cx: &'c T::Cx<'c>,
+    ) -> Result<P::Done, Failure> {
+        let done = self.act(p, planned, cx).await?;
+        done.ok_or_else(|| Failure::step(P::ID, "the phase was skipped, yet a later one needs what it hands on"))
+    }
+}
+
+/// A table whose phases own the run's journal whole (`eas down`'s: the record it removes, which
+/// its lock phase loads and its record phase writes), so the runner opens it to them; `eas up`'s
+/// phases write theirs only through the narrow handle of [`journal`].
+pub trait OpenJournal: Table {}
+
+impl<T: OpenJournal> Runner<T> {
+    /// The run's journal, to read.
+    pub fn record(&self) -> &T::Journal {
+        &self.state
+    }
+
+    /// The run's journal, to write.
+    pub fn record_mut(&mut self) -> &mut T::Journal {
+        &mut self.state
+    }
+}
+
+/// `eas up`'s table ([`crate::plan::PHASES`]): its journal is the run's state, saved to the
+/// state file once an act half names one; a phase that resumes when unchanged does not run again
+/// once an earlier run installed with the same inputs.
+pub struct Up;
+
+/// What the runner keeps of an `eas up` run besides its state and plan.
+#[derive(Default)]
+pub struct UpOwn {
+    /// The state file: written by act halves only (a dry run and a blocked run never write it).
+    file: Option<PathBuf>,
+    /// Where a real run's attempt is recorded when it ends before an act half wrote the state
+    /// file (known once the cluster's identity is read; a dry run records nothing).
+    attempt: Option<PathBuf>,
+    /// The cluster's prerequisites as the plan checked them (`eas doctor` prints each check).
+    prereq: Option<crate::prereq::Report>,
+    /// The inputs of each lasting phase, hashed: journaled with its act half, so a later run can
+    /// skip it when they match (`state::resume`).
+    inputs: BTreeMap<PhaseId, String>,
+    /// A dry run: no attempt is recorded.
+    dry_run: bool,
+    /// An earlier run installed with the same inputs (classify's act decides it): the phases that
+    /// resume when unchanged do not run again ([`Phase::should_run`]).
+    installed_earlier: bool,
+}
+
+impl Table for Up {
+    type Id = PhaseId;
+    type Cx<'a> = Cx<'a>;
+    type Plan = Plan;
+    type Journal = State;
+    type Own = UpOwn;
+
+    fn says(id: PhaseId) -> String {
+        id.spec().says.into()
+    }
+
+    fn timed_out(id: PhaseId, limit: Duration) -> Failure {
+        timed_out(id, limit)
+    }
+
+    /// The resume rule, a column of the table: a phase that resumes when unchanged does not run
+    /// again once an earlier run installed with the same inputs ([`Runner::installed_earlier`]);
+    /// the others always run.
+    fn should_run(id: PhaseId, r: &Runner<Up>) -> bool {
+        id.spec().resume == Resume::Always || !r.installed_earlier()
+    }
+
+    /// Begun, with the inputs hash the plan computed for it, and saved (its line was printed by
+    /// its plan half).
+    fn begin(r: &mut Runner<Up>, id: PhaseId, _says: &str, _cx: &Cx<'_>) -> Result<(), Failure> {
+        let inputs = r.own.inputs.get(&id).cloned();
+        r.state.begin(id, inputs, &now());
+        r.save()
+    }
+
+    /// A holder that lost the cluster Lease runs no installer: the phase fails, saying why
+    /// (record and verify, which only read, still run, so the record is kept).
+    fn refuses(r: &Runner<Up>, id: PhaseId, cx: &Cx<'_>) -> Option<Failure> {
+        let installs = matches!(id, PhaseId::Prepare | PhaseId::Install);
+        let lost = r.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs)?;
+        let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
+        Some(Failure::step_next(id, lost, next))
+    }
+
+    fn end<V>(r: &mut Runner<Up>, id: PhaseId, result: Result<V, Failure>, _late: bool) -> Result<V, Failure> {
+        r.acted(id, result)
+    }
+
+    fn ends(r: &mut Runner<Up>, f: Failure) -> Failure {
+        match f {
+            Failure::Interrupted => r.interrupted(),
+            f => r.ended(f),
+        }
+    }
+}
+
+impl Runner<Up> {
+    pub fn new(state: State, plan: Plan, timeouts: Timeouts<PhaseId>, interrupt: Interrupt) -> Runner<Up> {
+        Runner::with(state, plan, timeouts, interrupt, UpOwn::default())
+    }
+
+    /// Where a real run's record is written from here on (an act half: a dry run and a blocked
+    /// run write none): the attempt's record once the lock is held, `state.json` once the run
+    /// is an install.
+    pub fn record_in(&mut self, file: PathBuf) {
+        self.own.file = Some(file);
+    }
+
+    /// A dry run records no attempt.
+    pub fn dry_run(&mut self, dry_run: bool) {
+        self.own.dry_run = dry_run;
+    }
+
+    /// Preflight's plan half: where a real run's attempt is recorded, once the cluster's
+    /// identity is known (a dry run records none).
+    pub fn attempt_in(&mut self, dir: PathBuf) {
+        if !self.own.dry_run {
+            self.own.attempt = Some(dir);
+        }
+    }
+
+    /// Where this real run's attempt is recorded, if it is.
+    pub fn attempt(&self) -> Option<&std::path::Path> {
+        self.own.attempt.as_deref()
+    }
+
+    /// Config's plan half: the cluster's prerequisites as checked (`eas doctor` prints each).
+    pub fn checked(&mut self, report: crate::prereq::Report) {
+        self.own.prereq = Some(report);
+    }
+
+    pub fn prereq(&self) -> Option<&crate::prereq::Report> {
+        self.own.prereq.as_ref()
+    }
+
+    /// Classify's act: the inputs of each lasting phase, hashed (journaled with its act half).
+    pub fn hashed(&mut self, inputs: BTreeMap<PhaseId, String>) {
+        self.own.inputs = inputs;
+    }
+
+    pub fn inputs(&self) -> &BTreeMap<PhaseId, String> {
+        &self.own.inputs
+    }
+
     /// Whether an earlier run installed with the same inputs (classify's act decides it).
     pub fn installed_earlier(&self) -> bool {
-        self.installed_earlier
+        self.own.installed_earlier
     }
 
     /// Classify's act: whether the phases that resume when unchanged are skipped.
     pub fn resume_installed(&mut self, installed: bool) {
-        self.installed_earlier = installed;
+        self.own.installed_earlier = installed;
     }
 
     /// A run that installed and verified: exit 0, recorded.
@@ -210,22 +481,11 @@ impl Runner {
         self.save()
     }
 
-    /// The end of the act list: when it failed, each phase whose act ran cleans up, in the order
-    /// they ran (k0sctl's manager, `phase/manager.go` at 6b4e813).
-    pub async fn finish<T>(&mut self, result: Result<T, Failure>) -> Result<T, Failure> {
-        if result.is_err() {
-            for cleanup in std::mem::take(&mut self.cleanups) {
-                cleanup(self).await;
-            }
-        }
-        result
-    }
-
     /// A phase's plan half: its line, one window of its plan timeout under the run's
     /// cancellation, its journal entry (in memory), then what it settled noted in the plan, or
     /// each of its failed checks listed as a blocker. `None`: the phase has no answer (a
     /// blocker says why). A phase that [`Phase::ENDS_PLAN`] ends the plan with its failure.
-    pub async fn plan<P: Phase>(&mut self, p: &mut P, cx: &Cx<'_>) -> Result<Option<P::Planned>, Failure> {
+    pub async fn plan<P: Phase<Up>>(&mut self, p: &mut P, cx: &Cx<'_>) -> Result<Option<P::Planned>, Failure> {
         cx.shell.phase(P::ID.name(), p.says(cx));
         self.state.begin(P::ID, None, &now());
         let limit = self.timeouts.plan(P::ID);
@@ -238,7 +498,7 @@ impl Runner {
 
     /// Three plan halves side by side (the bastion image's plan, the facts, the trees), each in
     /// its own window, all under the run's cancellation; settled in the order given.
-    pub async fn plan3<A: Phase, B: Phase, C: Phase>(
+    pub async fn plan3<A: Phase<Up>, B: Phase<Up>, C: Phase<Up>>(
         &mut self,
         (a, b, c): (&mut A, &mut B, &mut C),
         cx: &Cx<'_>,
@@ -282,7 +542,7 @@ impl Runner {
         Ok((a, b, c))
     }
 
-    fn settle<P: Phase>(
+    fn settle<P: Phase<Up>>(
         &mut self,
         p: &mut P,
         r: Result<P::Planned, NoPlan>,
@@ -307,7 +567,7 @@ impl Runner {
         self.state.finish(id, status, msg, &now());
     }
 
-    fn decide<P: Phase>(
+    fn decide<P: Phase<Up>>(
         &mut self,
         p: &mut P,
         r: Result<P::Planned, NoPlan>,
@@ -338,52 +598,6 @@ impl Runner {
         }
     }
 
-    /// A phase's act half, with its hooks: skipped (`None`) when [`Phase::should_run`] says so;
-    /// else [`Phase::before`], then the act begun and saved, run in one window of its effective
-    /// timeout under the run's cancellation (a phase that stops itself: a backstop window
-    /// [`GRACE`] later), with the inputs hash the plan computed for it, recorded as done, failed
-    /// or interrupted and saved again; then, when it succeeded, [`Phase::after`].
-    pub async fn act<P: Phase>(
-        &mut self,
-        mut p: P,
-        planned: P::Planned,
-        cx: &Cx<'_>,
-    ) -> Result<Option<P::Done>, Failure> {
-        if !p.should_run(cx, self) {
-            return Ok(None);
-        }
-        match p.before(cx, self).await {
-            Ok(()) => {}
-            Err(Failure::Interrupted) => return Err(self.interrupted()),
-            Err(f) => return Err(self.ended(f)),
-        }
-        let inputs = self.inputs.get(&P::ID).cloned();
-        self.state.begin(P::ID, inputs, &now());
-        self.save()?;
-        self.cleanups.push(P::cleanup);
-        // A holder that lost the cluster Lease runs no installer: the phase fails, saying why
-        // (record and verify, which only read, still run, so the record is kept).
-        let installs = matches!(P::ID, PhaseId::Prepare | PhaseId::Install);
-        if let Some(lost) = self.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs) {
-            let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
-            return self.acted(P::ID, Err(Failure::step_next(P::ID, lost, next)));
-        }
-        let limit = self.timeouts.get(P::ID);
-        let interrupt = self.interrupt.clone();
-        let acting = p.act(planned, cx, self);
-        let r = window(limit, P::STOPS_ITSELF, &interrupt, acting, || timed_out(P::ID, limit)).await;
-        let done = self.acted(P::ID, r)?;
-        p.after(cx, self).map_err(|f| self.ended(f))?;
-        Ok(Some(done))
-    }
-
-    /// The act half of a phase that always runs (its [`Phase::should_run`] is the default and
-    /// its row resumes `Always`).
-    pub async fn act_phase<P: Phase>(&mut self, p: P, planned: P::Planned, cx: &Cx<'_>) -> Result<P::Done, Failure> {
-        let done = self.act(p, planned, cx).await?;
-        done.ok_or_else(|| Failure::step(P::ID, "the phase was skipped, yet a later one needs what it hands on"))
-    }
-
     /// A plan half: one window of the phase's plan timeout, stopped by the run's cancellation,
     /// journaled in memory (a real run that ends here saves it as its attempt). Its failure is
     /// the caller's to turn into a blocker or to end the run with.
@@ -412,13 +626,13 @@ impl Runner {
     /// A real run that ends before its acts wrote the state file: its journal goes to the
     /// attempt's record (`<state>/attempt/state.json`), never over an earlier install's.
     pub fn end_attempt(&mut self, f: Failure) -> Failure {
-        if self.file.is_none()
-            && let Some(dir) = self.attempt.clone()
+        if self.own.file.is_none()
+            && let Some(dir) = self.own.attempt.clone()
         {
             if let Err(e) = crate::state::journal::create_private_dir(&dir) {
                 return Failure::step(PhaseId::Record, format!("{}: {e}", dir.display()));
             }
-            self.file = Some(dir.join(crate::state::journal::FILE));
+            self.own.file = Some(dir.join(crate::state::journal::FILE));
         }
         self.ended(f)
     }
@@ -451,7 +665,7 @@ impl Runner {
     }
 
     pub fn save(&self) -> Result<(), Failure> {
-        match &self.file {
+        match &self.own.file {
             Some(f) => self.state.save(f).map_err(Failure::from),
             None => Ok(()),
         }
@@ -492,7 +706,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::output::{ProgressMode, Shell, Terminal};
     use crate::pipeline::settings::UpSettings;
-    use crate::plan::Blocker;
+    use crate::plan::{Blocker, PhaseTimeouts};
 
     pub(crate) fn runner(t: PhaseTimeouts) -> Runner {
         let plan = Plan::new("inference", "k3d-gpu", "main", &t);
@@ -673,7 +887,7 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn an_act_half_that_answers_is_done_with_the_inputs_hash_the_plan_computed() {
         let (mut r, f) = (runner(PhaseTimeouts::default()), Fixture::new());
-        r.inputs.insert(PhaseId::Install, "h1".into());
+        r.own.inputs.insert(PhaseId::Install, "h1".into());
         let done = r.act_phase(Test::<INSTALL> { plan: None, act: Some(Ok(7)) }, 1, &f.cx()).await.unwrap();
         assert_eq!(done, 7);
         let entry = r.state.entry(PhaseId::Install);

@@ -24,7 +24,15 @@ impl Services {
     /// The pins read (the selection's source), the proxy settings and the kubeconfig source.
     pub fn resolve(select: &Select, global: &Global) -> Result<Services, PinsError> {
         let pins = select.pins.load()?;
-        let proxy = ProxyEnv::from_lookup(global.env.lookup());
-        Ok(Services { pins, proxy, kube: KubeSource::resolve(global) })
+        let (proxy, kube) = Services::host(global);
+        Ok(Services { pins, proxy, kube })
+    }
+
+    /// What the host's environment says, read once: the proxy settings and the kubeconfig
+    /// source. `eas down` resolves only these before its first phase: it reads pins only when
+    /// it must build a teardown image from today's pins, so a pins file it does not need never
+    /// stops it.
+    pub fn host(global: &Global) -> (ProxyEnv, KubeSource) {
+        (ProxyEnv::from_lookup(global.env.lookup()), KubeSource::resolve(global))
     }
 }

@@ -1,4 +1,4 @@
-//! `eas up` (SPEC §4) as a list of phases ([`phases`], each a [`crate::pipeline::phase::Phase`]) run by one
+//! `eas up` (SPEC §4) as a list of phases ([`phases`], each a [`crate::pipeline::runner::Phase`]) run by one
 //! [`runner`]: every plan half (preflight and lock; the bastion image's plan, facts and the
 //! upstream trees at once; config; the overlay and the knob audit) runs before any act half (the
 //! lock taken, the bastion image built or reused, the decided tree put in place and patched,
@@ -17,13 +17,14 @@ use crate::pipeline::phases::config::{self as config_phase, Config};
 use crate::pipeline::phases::facts::Facts as FactsPhase;
 use crate::pipeline::phases::install::{Bench, Install, Prepare};
 use crate::pipeline::phases::lock::Lock;
+use crate::pipeline::phases::missing;
 use crate::pipeline::phases::overlay::Overlay;
+use crate::pipeline::phases::planned::{Planned, Ready};
 use crate::pipeline::phases::preflight::Preflight;
 use crate::pipeline::phases::record::{self, Record};
 use crate::pipeline::phases::trees::Trees as TreesPhase;
 use crate::pipeline::phases::unlock::Unlock;
 use crate::pipeline::phases::verify::{self, Verify};
-use crate::pipeline::phases::{Planned, Ready, missing};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::services::Services;
 use crate::pipeline::settings::{UpSettings, image_args};
@@ -99,7 +100,11 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         return Ok(Ran::Planned { plan: Box::new(r.into_plan()), files });
     }
     if r.blocked() {
-        return Err(crate::pipeline::attempt::blocked_run(&mut r, &planned, shell));
+        return Err(crate::pipeline::attempt::blocked_run(
+            &mut r,
+            (&planned.pre.sd, &planned.facts, planned.files()),
+            shell,
+        ));
     }
     crate::pipeline::day_two::announce(&r, shell);
     // On a terminal without --yes: the plan's summary, then the question, before the first act

@@ -253,10 +253,67 @@ pub static PHASES: [PhaseSpec; 13] = [
     },
 ];
 
-/// Each phase's act-half timeout: the declared one ([`PHASES`]) unless a flag sets it. Resolved
-/// once from the flags ([`PhaseTimeouts::resolve`]); the runner enforces it and the plan prints it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PhaseTimeouts(BTreeMap<PhaseId, Duration>);
+/// A row of a phase table (`eas up`'s [`PHASES`], `eas down`'s [`DOWN_PHASES`]) as the runner
+/// reads it: the windows it declares.
+pub trait Row: Copy + Ord + fmt::Display + fmt::Debug + Send + Sync + Into<Step> + 'static {
+    /// The act half's declared timeout.
+    fn timeout(self) -> Duration;
+    /// The plan half's declared timeout (a table without plan halves: the act half's).
+    fn plan_timeout(self) -> Duration {
+        self.timeout()
+    }
+}
+
+impl Row for PhaseId {
+    fn timeout(self) -> Duration {
+        self.spec().timeout
+    }
+    fn plan_timeout(self) -> Duration {
+        self.spec().plan_timeout
+    }
+}
+
+impl Row for DownId {
+    fn timeout(self) -> Duration {
+        self.spec().timeout
+    }
+}
+
+/// Each phase's act-half timeout: the declared one (its row) unless a flag sets it. Resolved
+/// once from the flags ([`PhaseTimeouts::resolve`], [`DownTimeouts::set`]); the runner enforces
+/// it and the plan prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts<I: Row>(BTreeMap<I, Duration>);
+
+/// `eas up`'s timeouts.
+pub type PhaseTimeouts = Timeouts<PhaseId>;
+/// `eas down`'s timeouts.
+pub type DownTimeouts = Timeouts<DownId>;
+
+impl<I: Row> Default for Timeouts<I> {
+    fn default() -> Self {
+        Timeouts(BTreeMap::new())
+    }
+}
+
+impl<I: Row> Timeouts<I> {
+    /// The timeouts flags set, each phase once (a later one for the same phase wins).
+    pub fn set(set: impl IntoIterator<Item = (I, Duration)>) -> Timeouts<I> {
+        Timeouts(set.into_iter().collect())
+    }
+
+    /// The act half's effective timeout.
+    pub fn get(&self, id: I) -> Duration {
+        self.0.get(&id).copied().unwrap_or(id.timeout())
+    }
+
+    /// The plan half's timeout: the declared one, or the act half's when a flag set that
+    /// shorter (a shortened phase is shortened whole; a flag never lengthens a plan half).
+    pub fn plan(&self, id: I) -> Duration {
+        let declared = id.plan_timeout();
+        self.0.get(&id).map_or(declared, |set| declared.min(*set))
+    }
+}
 
 impl PhaseTimeouts {
     /// `--install-timeout`, `--verify-timeout` and `--phase-timeout NAME=SECS` (repeatable) into
@@ -283,19 +340,7 @@ impl PhaseTimeouts {
             }
             t.insert(*id, Duration::from_secs(*secs));
         }
-        Ok(PhaseTimeouts(t))
-    }
-
-    /// The act half's effective timeout.
-    pub fn get(&self, id: PhaseId) -> Duration {
-        self.0.get(&id).copied().unwrap_or(id.spec().timeout)
-    }
-
-    /// The plan half's timeout: the declared one, or the act half's when a flag set that
-    /// shorter (a shortened phase is shortened whole; a flag never lengthens a plan half).
-    pub fn plan(&self, id: PhaseId) -> Duration {
-        let declared = id.spec().plan_timeout;
-        self.0.get(&id).map_or(declared, |set| declared.min(*set))
+        Ok(Timeouts(t))
     }
 }
 
@@ -338,9 +383,6 @@ pub struct DownSpec {
     pub timeout: Duration,
     /// It only reads: a dry run runs it.
     pub reads_only: bool,
-    /// It stops itself at its limit and on the run's token (the teardown's container is
-    /// removed): its window is a backstop (`runner::GRACE` later), as for `Phase::STOPS_ITSELF`.
-    pub stops_itself: bool,
     /// The phase's line on the terminal.
     pub says: &'static str,
 }
@@ -353,7 +395,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // and the record's files.
         timeout: min(2),
         reads_only: true,
-        stops_itself: false,
         says: "read the cluster's identity and what eas up recorded for it",
     },
     DownSpec {
@@ -362,7 +403,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // One snapshot of the cluster, retried up to its own deadline.
         timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
         reads_only: true,
-        stops_itself: false,
         says: "compare the record with the cluster: what would be removed and what is kept",
     },
     DownSpec {
@@ -372,7 +412,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // dead run's containers stopped first (found by the run id its lock or Lease names).
         timeout: min(2),
         reads_only: false,
-        stops_itself: false,
         says: "take this cluster's lock and Lease and load the record",
     },
     DownSpec {
@@ -382,7 +421,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // before it, a snapshot and the bastion image (the run's own, or built from its pins).
         timeout: timeouts::TEARDOWN,
         reads_only: false,
-        stops_itself: true,
         says: "run the installer's teardown, skipping what would delete objects that existed before eas up",
     },
     DownSpec {
@@ -391,7 +429,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // One DELETE per object the teardown left; a Helm release's uninstall waits up to 5 min.
         timeout: min(20),
         reads_only: false,
-        stops_itself: false,
         says: "delete what the record says eas up created and the teardown left",
     },
     DownSpec {
@@ -400,7 +437,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // A snapshot, the wait for namespaces and CRDs to go, and a last snapshot.
         timeout: timeouts::SETTLE.saturating_add(timeouts::LEDGER).saturating_add(timeouts::LEDGER),
         reads_only: false,
-        stops_itself: false,
         says: "wait for what was deleted to go",
     },
     DownSpec {
@@ -409,7 +445,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         // A snapshot at most, and the record written or removed.
         timeout: timeouts::LEDGER.saturating_add(timeouts::CALL),
         reads_only: false,
-        stops_itself: false,
         says: "report what was lost or left, and remove the record or keep it",
     },
     DownSpec {
@@ -417,7 +452,6 @@ pub static DOWN_PHASES: [DownSpec; 8] = [
         name: "purge",
         timeout: min(1),
         reads_only: false,
-        stops_itself: false,
         says: "remove this cluster's state directory",
     },
 ];

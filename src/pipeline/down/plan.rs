@@ -66,7 +66,7 @@ fn names(objects: &[crate::state::ledger::Object]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::state::ledger::Ledger;
 
@@ -83,7 +83,8 @@ mod tests {
         assert_eq!(still_there(&still[..1]).matches("kserve").count(), 1);
     }
 
-    fn snapshot(namespaces: &[&str]) -> Snapshot {
+    /// A cluster that holds these namespaces (and nothing else the ledger watches).
+    pub(crate) fn snapshot(namespaces: &[&str]) -> Snapshot {
         Snapshot { namespaces: namespaces.iter().map(|n| n.to_string()).collect(), ..Default::default() }
     }
 

@@ -8,8 +8,8 @@ use crate::act::bastion;
 use crate::error::Failure;
 use crate::plan::{ImageAction, ImagePlan, PhaseId};
 
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Bastion {
     /// The Docker Engine preflight reached: `None`, a preflight blocker says why.

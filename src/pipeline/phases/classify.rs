@@ -17,9 +17,9 @@ use crate::state::journal::State;
 use crate::state::since::Completed;
 
 use crate::pipeline::day_two::{self, Before, Classified, Resume};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phase::{Cx, NoPlan};
 use crate::pipeline::phases::trees::Resolved;
-use crate::pipeline::runner::Runner;
+use crate::pipeline::runner::{Phase, Runner};
 use crate::pipeline::settings::UpSettings;
 
 /// What the plan half compares: the install record and the last completed run (the lock's plan

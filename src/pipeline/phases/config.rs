@@ -16,10 +16,10 @@ use crate::plan::{PhaseId, PlanDecision, PlannedCommand};
 use crate::state::since::Completed;
 
 use crate::gather::{catalog, knob_audit};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phase::{Cx, NoPlan};
 use crate::pipeline::phases::preflight::Pre;
 use crate::pipeline::phases::trees::Resolved;
-use crate::pipeline::runner::Runner;
+use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Config<'a> {
     pub facts: &'a Facts,

@@ -10,8 +10,8 @@ use crate::state::ledger::Snapshot;
 
 use crate::cluster::CALL;
 use crate::config;
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Facts<'a> {
     /// The cluster and the Docker Engine preflight reached.

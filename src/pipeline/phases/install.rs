@@ -16,8 +16,8 @@ use crate::state::ledger::Ledger;
 
 use crate::act::{install, reap};
 use crate::cluster::{CALL, Cluster};
-use crate::pipeline::phase::{Cx, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::Cx;
+use crate::pipeline::runner::{Phase, Runner};
 
 /// What prepare and install share: the bastion image, the work tree, the state directory.
 pub struct Bench<'a> {

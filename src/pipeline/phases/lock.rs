@@ -13,8 +13,8 @@ use crate::state::{StateDir, lock};
 
 use crate::act::reap;
 use crate::cluster::{CALL, Cluster, lease};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::{Hold, Runner};
+use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::runner::{Hold, Phase, Runner};
 use crate::pipeline::settings::ATTEMPT;
 use crate::state::run::now;
 

@@ -10,9 +10,9 @@ use crate::facts::Facts;
 use crate::plan::{PhaseId, PlanDecision};
 
 use crate::gather::knob_audit;
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
+use crate::pipeline::phase::{Cx, NoPlan};
 use crate::pipeline::phases::trees::{Resolved, Scratch};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::runner::{Phase, Runner};
 use crate::state::resume::Invocation;
 use std::path::Path;
 

@@ -15,8 +15,8 @@ use crate::state::StateDir;
 
 use crate::act::reap;
 use crate::cluster::{self, CALL};
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::state_root;
 
 /// The plan half's phase; at act time it carries what the lock's act found.
@@ -85,7 +85,7 @@ impl Phase for Preflight<'_> {
             sweep_work_trees(&pre.sd, own, cx.shell);
         }
         let interrupt = r.interrupt().clone();
-        crate::pipeline::down::sweep_probes(&pre.target.cluster, cx.shell, &interrupt).await?;
+        crate::pipeline::down::find::sweep_probes(&pre.target.cluster, cx.shell, &interrupt).await?;
         Ok(pre)
     }
 }

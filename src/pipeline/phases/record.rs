@@ -9,8 +9,8 @@ use crate::plan::PhaseId;
 use crate::state::ledger::Snapshot;
 
 use crate::cluster::{CALL, Cluster};
-use crate::pipeline::phase::{Cx, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::Cx;
+use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::now;
 
 /// How the ledger's `after` read ended.

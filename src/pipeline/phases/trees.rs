@@ -15,8 +15,8 @@ use crate::plan::PhaseId;
 use crate::state::StateDir;
 
 use crate::gather::catalog;
-use crate::pipeline::phase::{Cx, NoPlan, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::runner::{Phase, Runner};
 use crate::pipeline::settings::{Repos, UpSettings};
 use std::time::Duration;
 

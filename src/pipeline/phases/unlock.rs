@@ -6,8 +6,8 @@
 use crate::error::Failure;
 use crate::plan::PhaseId;
 
-use crate::pipeline::phase::{Cx, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::Cx;
+use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Unlock;
 

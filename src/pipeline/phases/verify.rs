@@ -10,8 +10,8 @@ use crate::state::StateDir;
 use crate::{config, verify};
 
 use crate::cluster::Cluster;
-use crate::pipeline::phase::{Cx, Phase};
-use crate::pipeline::runner::Runner;
+use crate::pipeline::phase::Cx;
+use crate::pipeline::runner::{Phase, Runner};
 use crate::verify::recorded::{EXPECTED_FILE, Expected};
 
 pub struct Verify<'a> {

@@ -1,0 +1,116 @@
+//! delete: what the ledger says the run created and the teardown left, read again after the
+//! teardown, deleted in order (a Helm release by its uninstall in the bastion). The failures are
+//! reported by the record phase; the namespaces and CRDs deleted go only once what they hold has
+//! gone, so the settle phase waits for them.
+
+use std::time::Duration;
+
+use crate::act::bastion;
+use crate::act::bastion::run::Outcome;
+use crate::cluster::Cluster;
+use crate::error::Failure;
+use crate::plan::DownId;
+use crate::state::ledger::{Object, Snapshot};
+
+use crate::cluster::CALL;
+use crate::pipeline::down::bench::Bench;
+use crate::pipeline::down::cx::{Cx, Down, SNAPSHOT_DEADLINE, snapshot};
+use crate::pipeline::runner::{Phase, Runner};
+
+pub struct Delete<'a> {
+    pub cluster: &'a Cluster,
+    pub bench: &'a Bench,
+    /// What the ledger says the run created (the guarded plan's `delete`).
+    pub created: &'a Snapshot,
+}
+
+/// What the delete phase hands on: what could not be deleted, and the namespaces and CRDs that
+/// were (they are still going).
+pub struct Deleted {
+    pub failures: Vec<String>,
+    pub going: Snapshot,
+}
+
+impl Phase<Down> for Delete<'_> {
+    const ID: DownId = DownId::Delete;
+    type Planned = ();
+    type Done = Deleted;
+
+    async fn act(&mut self, (): (), cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Deleted, Failure> {
+        // What the ledger says this run created and is still there.
+        let after_teardown = snapshot(self.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
+        let mut deleted = Deleted { failures: Vec::new(), going: Snapshot::default() };
+        for o in self.created.intersect(&after_teardown).objects() {
+            let r = match &o {
+                Object::HelmRelease(rel) => helm_uninstall(cx, self.bench, &rel.namespace, &rel.name).await,
+                // A DELETE the API server never answers ends on SIGINT/SIGTERM, not at its timeout.
+                other => self
+                    .cluster
+                    .delete_object(other, CALL, &cx.interrupt.graceful)
+                    .await
+                    .ok_or(Failure::Interrupted)?
+                    .map_err(|e| e.to_string()),
+            };
+            match r {
+                Err(e) => deleted.failures.push(format!("{o}: {e}")),
+                Ok(()) => {
+                    cx.shell.note(format!("removed {o}"));
+                    deleted.went(&o);
+                }
+            }
+            if cx.interrupt.graceful.is_cancelled() {
+                return Err(Failure::Interrupted);
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+impl Deleted {
+    /// A deleted namespace or CRD is still going (what it holds goes first).
+    fn went(&mut self, o: &Object) {
+        match o {
+            Object::Namespace(n) => {
+                self.going.namespaces.insert(n.clone());
+            }
+            Object::Crd(c) => {
+                self.going.crds.insert(c.clone());
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn helm_uninstall(cx: &Cx<'_>, bench: &Bench, namespace: &str, name: &str) -> Result<(), String> {
+    let tag = bench.tag(cx).await.map_err(|e| e.to_string())?;
+    let env = cx.global.env.lookup();
+    let argv = ["helm", "uninstall", "--namespace", namespace, name, "--wait", "--timeout", "5m"];
+    let std = bastion::standard(tag, argv.iter().map(|s| s.to_string()).collect(), None, Some(&bench.kube), &env)
+        .map_err(|e| e.to_string())?;
+    let mut spec = std.spec.clone();
+    spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));
+    spec.timeout = Some(Duration::from_secs(600));
+    match bench.run(&spec, cx.interrupt).await.map_err(|e| e.to_string())? {
+        (Outcome::Exited(0), _) => Ok(()),
+        (other, out) => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&out).trim())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ledger::Release;
+
+    /// Only the namespaces and CRDs deleted are waited for: they go once what they hold has
+    /// gone; a Helm release or a cluster-scoped object is gone when its deletion answers.
+    #[test]
+    fn the_namespaces_and_crds_deleted_are_the_ones_still_going() {
+        let mut d = Deleted { failures: Vec::new(), going: Snapshot::default() };
+        d.went(&Object::Namespace("kserve".into()));
+        d.went(&Object::Crd("inferenceservices.serving.kserve.io".into()));
+        d.went(&Object::HelmRelease(Release { namespace: "kserve".into(), name: "kserve".into() }));
+        assert_eq!(d.going.namespaces.iter().collect::<Vec<_>>(), ["kserve"]);
+        assert_eq!(d.going.crds.iter().collect::<Vec<_>>(), ["inferenceservices.serving.kserve.io"]);
+        assert_eq!(d.going.objects().len(), 2);
+    }
+}
