@@ -9,11 +9,13 @@
 #    src/plan/mod.rs (non-test code; `std::process::exit` too, but for 101, Rust's panic code);
 #  - `pipeline` imported by any module below it (only main.rs, cli/ and commands/ may);
 #  - an import from a lower layer to a higher one, in the order LAYERS below;
-#  - an import cycle among the top-level modules of src/.
+#  - an import cycle among the top-level modules of src/;
+#  - an import cycle among the files of src/ (each file a module of its own: a `mod.rs` and the
+#    children it declares are two), so no file imports one that imports it.
 # An edge A -> B is any `crate::B`, `super::` or `self::` path, or a child module named bare in
 # the file that declares it, from a non-test file of A to B; test modules (`#[cfg(test)] mod ...`,
-# inline or a file of their own) are left out. `--files` reports (and fails on) the cycles between
-# the files inside one module instead.
+# inline or a file of their own) are left out. `--files` runs only the file-level cycle check
+# (and lists each cycle's edges).
 #
 # LAYERS, lowest first. A module imports its own layer and the ones below, never one above.
 #   base      atomic bounded docker_host facts git hints installer knobs kubeconfig net output
@@ -32,8 +34,8 @@
 #   edge      main cli commands
 set -euo pipefail
 cd "$(dirname "$0")/.."
-level=top
-[[ "${1:-}" == "--files" ]] && level="file"
+levels=(top file)
+[[ "${1:-}" == "--files" ]] && levels=(file)
 
 status=0
 # forbid WHAT PATTERN ALLOWED OK: PATTERN (grep -E) may match only in files whose path matches
@@ -71,6 +73,7 @@ else
   echo "check-layers: src/plan/ names no error type"
 fi
 
+for level in "${levels[@]}"; do
 if python3 - "$level" <<'PY'
 import re, os, sys, collections
 level = sys.argv[1]
@@ -233,4 +236,5 @@ then :; else
   echo "check-layers: a layer rule is broken or modules import each other in a cycle (above)" >&2
   status=1
 fi
+done
 exit "$status"
