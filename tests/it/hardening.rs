@@ -73,6 +73,20 @@ fn stale_out(dir: &Path) -> std::path::PathBuf {
     out
 }
 
+/// `eas config --facts <facts> --out <stale out>` in `dir`, which must be refused as bad input
+/// (exit 2) with the stale outputs removed and the user's file kept: its stderr.
+fn config_refused(dir: &Path, facts: &Path) -> String {
+    let out_dir = stale_out(dir);
+    let out = eas(dir)
+        .args(["config", "--facts", facts.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(listing(&out_dir), vec!["notes.txt"], "stale outputs removed, the user's file kept: {stderr}");
+    stderr
+}
+
 fn listing(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -179,13 +193,7 @@ fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
         let dir = tempfile::tempdir().unwrap();
         let facts_file = dir.path().join("facts.json");
         std::fs::write(&facts_file, doc.to_string()).unwrap();
-        let out_dir = stale_out(dir.path());
-        let out = eas(dir.path())
-            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let stderr = text_of(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let stderr = config_refused(dir.path(), &facts_file);
         assert!(
             stderr.starts_with("error: node ")
                 && stderr.contains("annotation k3s.io/node-args")
@@ -193,7 +201,6 @@ fn config_refuses_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
             "{stderr}"
         );
         assert!(!stderr.contains("\nkubernetes_accelerator"), "no forged line: {stderr}");
-        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
     }
 }
 
@@ -236,18 +243,11 @@ fn an_endless_or_huge_facts_file_is_refused_at_64_mib() {
     // Sparse: 64 MiB and one byte of NULs.
     std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
     for facts_file in [Path::new("/dev/zero"), big.as_path()] {
-        let out_dir = stale_out(dir.path());
-        let out = eas(dir.path())
-            .args(["config", "--facts", facts_file.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let stderr = config_refused(dir.path(), facts_file);
         assert!(
             stderr.starts_with(&format!("error: facts: {} is larger than 64 MiB", facts_file.display())),
             "{stderr}"
         );
-        assert_eq!(listing(&out_dir), vec!["notes.txt"]);
     }
 }
 
@@ -376,23 +376,34 @@ fn a_malformed_kubeconfig_names_line_column_and_kind_and_never_quotes_its_secret
     }
 }
 
-#[test]
-fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
+/// `eas pins check` with a TMPDIR holding the scratch directories `dead` (of a killed run: a pid
+/// far above pid_max) and `live` (of this test's process), each with `file`, beside `others`
+/// (files): the TMPDIR afterwards, and the directory that holds it.
+fn swept(dead: &str, live: &str, file: (&str, &str), others: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let tmp = dir.path().join("tmp");
-    // A pid far above pid_max: its run is gone. The live one is this test process's.
-    let dead = tmp.join("eas-kube-2147483646-Ab3xYz");
-    let live = tmp.join(format!("eas-kube-{}-Zz9", std::process::id()));
-    let other = tmp.join("eas-kube-notes");
-    for d in [&dead, &live] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("config"), "users: [{user: {token: MINTEDSENTINEL}}]").unwrap();
+    for d in [dead, live] {
+        std::fs::create_dir_all(tmp.join(d)).unwrap();
+        std::fs::write(tmp.join(d).join(file.0), file.1).unwrap();
     }
-    std::fs::write(&other, "a file, not a copy's directory").unwrap();
+    for (name, body) in others {
+        std::fs::write(tmp.join(name), body).unwrap();
+    }
     let out = eas(dir.path()).env("TMPDIR", &tmp).args(["pins", "check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(!dead.exists(), "the dead run's copy is removed");
-    assert!(live.exists() && other.exists(), "a live run's copy and what is not a copy stay");
+    (dir, tmp)
+}
+
+#[test]
+fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
+    let (dead, live) = ("eas-kube-2147483646-Ab3xYz", format!("eas-kube-{}-Zz9", std::process::id()));
+    let copy = ("config", "users: [{user: {token: MINTEDSENTINEL}}]");
+    let (_dir, tmp) = swept(dead, &live, copy, &[("eas-kube-notes", "a file, not a copy's directory")]);
+    assert!(!tmp.join(dead).exists(), "the dead run's copy is removed");
+    assert!(
+        tmp.join(&live).exists() && tmp.join("eas-kube-notes").exists(),
+        "a live run's copy and what is not a copy stay"
+    );
 }
 
 /// Issue 30 item 7: a SIGKILL during the overlay left its scratch git index
@@ -400,18 +411,10 @@ fn a_kubeconfig_copy_a_killed_run_left_is_swept_by_the_next_command() {
 /// command sweeps it as it sweeps a killed run's kubeconfig copy.
 #[test]
 fn an_overlay_index_a_killed_run_left_is_swept_by_the_next_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("tmp");
-    let dead = tmp.join("eas-overlay-index.2147483646-Qw7");
-    let live = tmp.join(format!("eas-overlay-index.{}-Er8", std::process::id()));
-    for d in [&dead, &live] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::write(d.join("index"), "DIRC").unwrap();
-    }
-    let out = eas(dir.path()).env("TMPDIR", &tmp).args(["pins", "check"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(!dead.exists(), "the killed run's index is removed");
-    assert!(live.exists(), "a live process's index stays");
+    let (dead, live) = ("eas-overlay-index.2147483646-Qw7", format!("eas-overlay-index.{}-Er8", std::process::id()));
+    let (_dir, tmp) = swept(dead, &live, ("index", "DIRC"), &[]);
+    assert!(!tmp.join(dead).exists(), "the killed run's index is removed");
+    assert!(tmp.join(&live).exists(), "a live process's index stays");
 }
 
 #[test]
