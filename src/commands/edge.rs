@@ -360,7 +360,9 @@ impl From<crate::verify::VerifyError> for Failure {
                 );
                 Failure::Blocked { lines, kind: crate::plan::Kind::Failed }
             }
-            V::NotInstalled { .. } => Failure::step_next(crate::plan::PhaseId::Verify, e, "run `eas up --dry-run`, then `eas up`"),
+            V::NotInstalled { .. } => {
+                Failure::step_next(crate::plan::PhaseId::Verify, e, "run `eas up --dry-run`, then `eas up`")
+            }
         }
     }
 }
