@@ -33,16 +33,9 @@ read -r -a facts_args <"$fixture/facts-args"
 export HOME=$work/home
 mkdir -p "$HOME"
 
-# One timed run: wall seconds (bash's clock) and peak RSS in KiB (GNU time), appended to $1.
-timed() {
-  local out=$1
-  shift
-  local start end
-  start=$EPOCHREALTIME
-  "$gnutime" -f '%M' -o "$work/rss" "$@" >/dev/null 2>"$work/stderr" || { cat "$work/stderr" >&2; return 1; }
-  end=$EPOCHREALTIME
-  echo "$(echo "$end - $start" | bc -l) $(tail -n 1 "$work/rss")" >>"$out"
-}
+# Each timed run (lib-recorded.sh) appends its wall seconds and peak RSS in KiB (GNU time); the
+# documents go nowhere.
+timed_stdout=/dev/null
 
 run_eas() { (cd "$fixture" && timed "$1" "$eas" --kubeconfig "$work/kubeconfig" facts "${facts_args[@]}"); }
 run_kubectl() { timed "$1" "$kubectl" --kubeconfig "$work/kubeconfig" get nodes,namespaces,daemonsets,secrets,deployments -A -o json; }
@@ -54,7 +47,6 @@ for _ in $(seq 1 "$runs"); do
   run_kubectl "$work/kubectl"
 done
 
-median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 eas_med=$(cut -d' ' -f1 "$work/eas" | median)
 kc_med=$(cut -d' ' -f1 "$work/kubectl" | median)
 eas_rss=$(cut -d' ' -f2 "$work/eas" | sort -n | tail -n 1)

@@ -28,17 +28,6 @@ read -r -a facts_args <"$fixture/facts-args"
 export HOME=$work/home DOCKER_HOST=unix:///nonexistent/eas-bench/docker.sock CI=1 NO_COLOR=1 HF_ENDPOINT=https://127.0.0.1:9 EAS_EGRESS_URLS=registry=https://127.0.0.1:9/v2/
 mkdir -p "$HOME"
 
-# One timed run: wall seconds (bash's clock), appended to $1.
-timed() {
-  local out=$1
-  shift
-  local start end
-  start=$EPOCHREALTIME
-  "$@" >"$work/stdout" 2>"$work/stderr" || { cat "$work/stderr" >&2; return 1; }
-  end=$EPOCHREALTIME
-  echo "$end - $start" | bc -l >>"$out"
-}
-
 run_facts() { (cd "$fixture" && timed "$1" "$eas" --kubeconfig "$work/kubeconfig" facts "${facts_args[@]}"); }
 run_plan() {
   (cd "$fixture" && timed "$1" "$eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" \
@@ -54,7 +43,6 @@ for _ in $(seq 1 "$runs"); do
   run_plan "$work/plan"
 done
 
-median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 facts_med=$(median <"$work/facts")
 plan_med=$(median <"$work/plan")
 

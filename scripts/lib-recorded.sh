@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Sourced by scripts/demo.sh, scripts/bench-plan.sh and scripts/bench-facts.sh: the synthetic
-# EAS/EI/EAT trees with pins pointing at them, and the recorded-cluster server held up by a FIFO.
+# EAS/EI/EAT trees with pins pointing at them, the recorded-cluster server held up by a FIFO, and
+# the benchmarks' timed run and median.
 # Sourcing it makes the work directory "$work" and a cleanup, on exit, that stops the server and
 # removes the directory.
 
@@ -58,3 +59,20 @@ serve_recorded() {
   cat "$work/server.err" >&2
   return 1
 }
+
+# timed OUT CMD...: one run of CMD, its wall seconds (bash's clock) appended to OUT as a line; its
+# stdout kept in $work/stdout (or written to $timed_stdout), its stderr shown only when it fails.
+# With $gnutime set (GNU time), the run's peak RSS in KiB follows on the same line.
+timed() {
+  local out=$1 start end rss=
+  shift
+  if [ -n "${gnutime:-}" ]; then set -- "$gnutime" -f '%M' -o "$work/rss" "$@"; fi
+  start=$EPOCHREALTIME
+  "$@" >"${timed_stdout:-$work/stdout}" 2>"$work/stderr" || { cat "$work/stderr" >&2; return 1; }
+  end=$EPOCHREALTIME
+  if [ -n "${gnutime:-}" ]; then rss=" $(tail -n 1 "$work/rss")"; fi
+  echo "$(echo "$end - $start" | bc -l)$rss" >>"$out"
+}
+
+# median: the median of the first numbers of the lines on stdin.
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
