@@ -331,11 +331,9 @@ fn merged_when_upstream_already_carries_the_patch() {
 
 #[test]
 fn fixed_when_upstream_sets_the_platform_from_the_same_knob_even_if_the_patch_would_apply() {
-    let repo = Repo::release_1_2();
     // Inside the Helm task, after the lines the patch reads, so the patch would still apply.
-    let fixed = with_values(ISTIO_TASK, "\"{{ istio_platform | default('') }}\"");
-    repo.commit("istio: platform from istio_platform", &[(ISTIO, &fixed)]);
-    let r = repo.overlay(&[]);
+    let (_repo, r) =
+        overlay_with_platform("\"{{ istio_platform | default('') }}\"", "istio: platform from istio_platform");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.choice("0002").starts_with("fixed 0002 ("), "{}", r.line("0002"));
     assert!(
@@ -347,6 +345,15 @@ fn fixed_when_upstream_sets_the_platform_from_the_same_knob_even_if_the_patch_wo
     );
     // The probe's line is cited: `platform:` is line 16 of the changed file.
     assert!(r.line("0002").ends_with(&format!("{ISTIO}:16]")), "{}", r.line("0002"));
+}
+
+/// `eas overlay` at release 1.2 once a commit (`message`) has the Istio task set
+/// `values.global.platform` to `value`: the repository and the run.
+fn overlay_with_platform(value: &str, message: &str) -> (Repo, Run) {
+    let repo = Repo::release_1_2();
+    repo.commit(message, &[(ISTIO, &with_values(ISTIO_TASK, value))]);
+    let r = repo.overlay(&[]);
+    (repo, r)
 }
 
 /// The Istio task with `values: {global: {platform: VALUE}}` in its Helm module, after `timeout:`.
@@ -380,10 +387,7 @@ fn a_comment_and_a_when_naming_the_words_do_not_make_0002_fixed() {
 
 #[test]
 fn not_fixed_when_upstream_reads_another_key_than_the_one_eas_writes() {
-    let repo = Repo::release_1_2();
-    let other = with_values(ISTIO_TASK, "\"{{ istio_cni_platform }}\"");
-    repo.commit("istio: platform from istio_cni_platform", &[(ISTIO, &other)]);
-    let r = repo.overlay(&[]);
+    let (_repo, r) = overlay_with_platform("\"{{ istio_cni_platform }}\"", "istio: platform from istio_cni_platform");
     assert_eq!(r.choice("0002"), "apply 0002 variant istio-helm-task", "{}", r.line("0002"));
     assert!(!r.line("0002").contains("fixed"), "{}", r.line("0002"));
 }

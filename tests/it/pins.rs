@@ -1,7 +1,7 @@
 //! `eas pins check` and `eas pins lock`, the latter against local git repositories.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support;
@@ -72,6 +72,14 @@ fn lock(pins: &Path, base: &Path, cache: &Path) -> std::process::Output {
         .unwrap()
 }
 
+/// A scratch directory, with where the test's upstream repositories go (`remotes`, the
+/// `--git-base`) and the mirror cache (`cache`, `XDG_CACHE_HOME`) inside it.
+fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (base, cache) = (tmp.path().join("remotes"), tmp.path().join("cache"));
+    (tmp, base, cache)
+}
+
 fn commit(dir: &Path, file: &str) -> String {
     fs::write(dir.join(file), file).unwrap();
     git(dir, &["add", "."]);
@@ -81,9 +89,7 @@ fn commit(dir: &Path, file: &str) -> String {
 
 #[test]
 fn lock_resolves_abbreviated_shas_in_the_history_even_after_the_ref_moved() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("remotes");
-    let cache = tmp.path().join("cache");
+    let (tmp, base, cache) = scratch();
     let a = repo(&base, "intel/alpha", "main");
     // main moves two commits past the pin.
     let alpha = base.join("intel/alpha");
@@ -131,8 +137,7 @@ fn ambiguous_commits(dir: &Path) -> [String; 2] {
 
 #[test]
 fn lock_refuses_an_ambiguous_prefix_with_exit_2() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("remotes");
+    let (tmp, base, cache) = scratch();
     repo(&base, "intel/alpha", "main");
     let alpha = base.join("intel/alpha");
     let [x, y] = ambiguous_commits(&alpha);
@@ -143,7 +148,7 @@ fn lock_refuses_an_ambiguous_prefix_with_exit_2() {
     git(&alpha, &["update-ref", "refs/heads/y", &y]);
     let pins = pins_file(tmp.path(), &[("intel/alpha", "x", &x[..7])]);
     let before = fs::read_to_string(&pins).unwrap();
-    let out = lock(&pins, &base, &tmp.path().join("cache"));
+    let out = lock(&pins, &base, &cache);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ambiguous") && err.contains(&x) && err.contains(&y), "{err}");
@@ -152,15 +157,13 @@ fn lock_refuses_an_ambiguous_prefix_with_exit_2() {
     // One more digit tells them apart, and the commit is the tip of x.
     let longer = if x.as_bytes()[7] != y.as_bytes()[7] { 8 } else { 9 };
     let pins = pins_file(tmp.path(), &[("intel/alpha", "x", &x[..longer])]);
-    let out = lock(&pins, &base, &tmp.path().join("cache"));
+    let out = lock(&pins, &base, &cache);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
 fn lock_refuses_a_commit_not_on_the_ref_and_names_the_force_push() {
-    let tmp = tempfile::tempdir().unwrap();
-    let base = tmp.path().join("remotes");
-    let cache = tmp.path().join("cache");
+    let (tmp, base, cache) = scratch();
     let b = repo(&base, "intel/beta", "main");
     let a = repo(&base, "intel/alpha", "main");
     let alpha = base.join("intel/alpha");
