@@ -19,13 +19,21 @@ struct Trees {
 }
 
 /// The synthetic trees as git repositories, after `change(name, dir)` edits each one.
-fn trees(change: impl Fn(&str, &Path)) -> Trees {
+fn stock_trees() -> Trees {
+    trees_changing("", |_| {})
+}
+
+/// The synthetic trees, committed and pinned, the one named `changed` (eas, ei or eat) edited by
+/// `change` first.
+fn trees_changing(changed: &str, change: impl Fn(&Path)) -> Trees {
     let dir = tempfile::tempdir().unwrap();
     let mut shas = Vec::new();
     for n in ["eas", "ei", "eat"] {
         let to = dir.path().join("repos").join(n);
         support::trees::copy_dir(&support::root().join("fixtures/synthetic").join(n), &to);
-        change(n, &to);
+        if n == changed {
+            change(&to);
+        }
         shas.push((n.to_string(), support::trees::commit_all(&to, n)));
     }
     std::fs::create_dir_all(dir.path().join("served")).unwrap();
@@ -79,7 +87,7 @@ fn rewrite(path: &Path, from: &str, to: &str) {
 
 #[test]
 fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
-    let t = trees(|_, _| {});
+    let t = stock_trees();
     let out = dry_run(&t, &[]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}\n{stdout}");
@@ -100,15 +108,13 @@ fn stock_synthetic_trees_pass_with_a_reader_line_per_key() {
 
 #[test]
 fn a_reader_removed_is_refused_naming_the_key_files_and_commit() {
-    let t = trees(|n, dir| {
-        if n == "ei" {
-            // An EI whose nfd component is no longer switchable: nothing reads nfd_enabled.
-            let f = dir.join("components.yaml");
-            let s = std::fs::read_to_string(&f).unwrap();
-            let kept: Vec<&str> = s.lines().filter(|l| !l.contains("nfd_enabled")).collect();
-            assert!(kept.len() < s.lines().count(), "the stand-in has a reader to remove");
-            std::fs::write(&f, kept.join("\n") + "\n").unwrap();
-        }
+    let t = trees_changing("ei", |dir| {
+        // An EI whose nfd component is no longer switchable: nothing reads nfd_enabled.
+        let f = dir.join("components.yaml");
+        let s = std::fs::read_to_string(&f).unwrap();
+        let kept: Vec<&str> = s.lines().filter(|l| !l.contains("nfd_enabled")).collect();
+        assert!(kept.len() < s.lines().count(), "the stand-in has a reader to remove");
+        std::fs::write(&f, kept.join("\n") + "\n").unwrap();
     });
     let out = dry_run(&t, &[]);
     let stderr = text(&out.stderr);
@@ -120,11 +126,9 @@ fn a_reader_removed_is_refused_naming_the_key_files_and_commit() {
 
 #[test]
 fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
-    let t = trees(|n, dir| {
-        if n == "eat" {
-            let f = dir.join("roles/agent_toolkit/tasks/install.yaml");
-            rewrite(&f, "agent_sandbox_enabled", "agent_sandbox_on");
-        }
+    let t = trees_changing("eat", |dir| {
+        let f = dir.join("roles/agent_toolkit/tasks/install.yaml");
+        rewrite(&f, "agent_sandbox_enabled", "agent_sandbox_on");
     });
     let out = dry_run(&t, &[]);
     let stderr = text(&out.stderr);
@@ -137,16 +141,24 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
     assert!(stdout.contains("knob agent_sandbox_enabled (required) -> unread, allowed by --allow-unread"), "{stdout}");
 }
 
-#[test]
-fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
-    let t = trees(|_, _| {});
-    let out = dry_run(&t, &["--layer", "inference"]);
+/// The plan of the inference layer's dry run on the stock trees, which passes.
+fn stock_inference_plan() -> String {
+    let out = dry_run(&stock_trees(), &["--layer", "inference"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}\n{stdout}");
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("knob llm_services_deploy_models (required) -> read by"))
-        .unwrap_or_else(|| panic!("{stdout}"));
+    stdout
+}
+
+/// The plan's line of the required `knob`, which must be read.
+fn read_by<'a>(plan: &'a str, knob: &str) -> &'a str {
+    let head = format!("knob {knob} (required) -> read by");
+    plan.lines().find(|l| l.contains(&head)).unwrap_or_else(|| panic!("{plan}"))
+}
+
+#[test]
+fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
+    let stdout = stock_inference_plan();
+    let line = read_by(&stdout, "llm_services_deploy_models");
     assert!(line.contains("roles/llm_services/tasks/install.yaml"), "{line}");
     // deploy_models.yaml names the switch only in its header comment.
     assert!(!line.contains("deploy_models.yaml"), "{line}");
@@ -155,10 +167,8 @@ fn the_inference_switch_is_read_by_its_gate_and_a_comment_is_not_a_reader() {
 
 /// The inference layer's dry run on an EI tree whose `file` calls `key` something else.
 fn inference_with_ei_key_renamed(file: &str, key: &str) -> Output {
-    let t = trees(|n, dir| {
-        if n == "ei" {
-            rewrite(&dir.join(file), key, &format!("{key}_renamed"));
-        }
+    let t = trees_changing("ei", |dir| {
+        rewrite(&dir.join(file), key, &format!("{key}_renamed"));
     });
     dry_run(&t, &["--layer", "inference"])
 }
@@ -181,7 +191,7 @@ fn a_gate_renamed_upstream_is_refused_though_a_comment_still_names_the_key() {
 /// the catalog lacks is bad input (exit 2) naming the catalog's LLM entries.
 #[test]
 fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
-    let t = trees(|_, _| {});
+    let t = stock_trees();
     let (kubeconfig, _) = support::unreachable_kubeconfig(t.dir.path());
     let run = |model: &str| {
         let home = t.dir.path().join(format!("home-{model}"));
@@ -230,10 +240,7 @@ fn eats_reader_proves_its_path_only_when_its_component_is_enabled() {
     let reader = "---\n# a synthetic reader of the key eas writes for EAT\n- name: Deploy the models\n  \
                   ansible.builtin.debug:\n    msg: \"{{ agent_toolkit_models }}\"\n";
     let with = |component: Option<&'static str>| {
-        trees(move |n, dir| {
-            if n != "eat" {
-                return;
-            }
+        trees_changing("eat", move |dir| {
             std::fs::create_dir_all(dir.join("roles/models/tasks")).unwrap();
             std::fs::write(dir.join("roles/models/tasks/install.yaml"), reader).unwrap();
             if let Some(enabled) = component {
@@ -272,15 +279,9 @@ fn eats_reader_proves_its_path_only_when_its_component_is_enabled() {
 /// that no longer reads it is refused (issue 28 item 2).
 #[test]
 fn the_deploy_failure_policy_is_written_and_read_by_the_deploy_loop_not_its_default() {
-    let t = trees(|_, _| {});
-    let out = dry_run(&t, &["--layer", "inference"]);
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let stdout = stock_inference_plan();
     assert!(stdout.contains("model_deploy_strict: true"), "{stdout}");
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("knob model_deploy_strict (required) -> read by"))
-        .unwrap_or_else(|| panic!("{stdout}"));
+    let line = read_by(&stdout, "model_deploy_strict");
     assert!(line.contains("roles/llm_services/tasks/deploy_models.yaml"), "{line}");
     assert!(!line.contains("defaults"), "{line}");
     let out = inference_with_ei_key_renamed("roles/llm_services/tasks/deploy_models.yaml", "model_deploy_strict");
@@ -294,7 +295,7 @@ fn the_deploy_failure_policy_is_written_and_read_by_the_deploy_loop_not_its_defa
 /// the knob audit refused the empty key as unread: exit 3).
 #[test]
 fn istio_default_cni_layout_plans_with_exit_0_without_istio_platform() {
-    let t = trees(|_, _| {});
+    let t = stock_trees();
     let stock = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
     let config = t.dir.path().join("opt-cni-config.toml");
     let text_of = std::fs::read_to_string(&stock).unwrap();
