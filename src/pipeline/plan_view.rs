@@ -23,7 +23,13 @@ pub fn terminal_width(env: &crate::settings::Env) -> usize {
 /// How the summary's last line reads: a dry run wrote nothing; a real run says what it did.
 pub enum Ending<'a> {
     DryRun,
-    Installed { log: Option<&'a str>, state: &'a str },
+    /// A real run that installed: the summary in the past tense, with its log, its record and
+    /// how long each phase that ran took (`took`).
+    Installed {
+        log: Option<&'a str>,
+        state: &'a str,
+        took: &'a str,
+    },
 }
 
 #[derive(Clone, Copy)]
@@ -76,6 +82,8 @@ fn short(sha: &str) -> &str {
 /// The summary a person reads at a glance; a dry run's plan opens with it, a real `eas up`
 /// closes with it.
 pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
+    // The plan speaks of the run to come; the summary closing a real run, of the run that was.
+    let done = matches!(ending, Ending::Installed { .. });
     let mut out = crate::next_command::header(plan, view.width);
     let cluster = match &plan.facts {
         Some(f) => {
@@ -103,8 +111,8 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     };
     labelled(&mut out, view, "decisions", &format!("{} made; patches: {patches}", plan.decisions.len()));
     let image = match &plan.image {
-        Some(i) if i.action == ImageAction::Build => format!("build {}", i.tag),
-        Some(i) => format!("reuse {}", i.tag),
+        Some(i) if i.action == ImageAction::Build => format!("{} {}", if done { "built" } else { "build" }, i.tag),
+        Some(i) => format!("{} {}", if done { "reused" } else { "reuse" }, i.tag),
         // Not planned: a blocker of preflight (no Docker Engine) or of the bastion says why.
         None => "not planned (see blockers)".to_string(),
     };
@@ -124,6 +132,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     let count = plan.blockers.len();
     let stops = match plan.blockers.first() {
         Some(b) => format!("{count}: the real run stops at the first (exit {})", b.exit_code()),
+        None if done => "none: every check passed before the first write".to_string(),
         None => "none: the real run passes every check before its first write".to_string(),
     };
     labelled(&mut out, view, "blockers", &stops);
@@ -151,11 +160,14 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
                 2,
             ))
         }
-        Ending::Installed { log, state } => {
+        Ending::Installed { log, state, took } => {
             if let Some(log) = log {
                 labelled(&mut out, view, "log", log);
             }
             labelled(&mut out, view, "state", state);
+            if !took.is_empty() {
+                labelled(&mut out, view, "took", took);
+            }
             let on = plan.facts.as_ref().map_or("the cluster", |f| &f.context);
             out.extend(wrap(&format!("Installed {} on {on}.", plan.layer), view.width, "", 2));
         }
@@ -336,6 +348,27 @@ mod tests {
         );
         assert!(text.contains("\nNothing else was written to the cluster"), "{text}");
         assert!(!text.contains("Nothing was written"), "{text}");
+    }
+
+    #[test]
+    fn the_summary_closing_a_real_run_says_what_happened_in_the_past_tense_and_how_long_it_took() {
+        let mut p = plan();
+        if let Some(i) = p.image.as_mut() {
+            i.action = ImageAction::Build;
+        }
+        let ending =
+            Ending::Installed { log: Some("/s/logs/run.log"), state: "/s/state.json", took: "lock 0:01 (total 0:01)" };
+        let text = summary(&p, View { width: 200, explain: false }, &ending).join("\n");
+        assert!(text.contains("\n  bastion    built eas-bastion:3f2a1b\n"), "{text}");
+        assert!(text.contains("\n  blockers   none: every check passed before the first write\n"), "{text}");
+        assert!(text.contains("\n  took       lock 0:01 (total 0:01)\n"), "{text}");
+        assert!(!text.contains("the real run passes") && !text.contains("build eas-bastion"), "{text}");
+        // The plan keeps the future tense.
+        let plan_text = summary(&p, View { width: 200, explain: false }, &Ending::DryRun).join("\n");
+        assert!(
+            plan_text.contains("  bastion    build eas-bastion:3f2a1b") && !plan_text.contains("took"),
+            "{plan_text}"
+        );
     }
 
     #[test]

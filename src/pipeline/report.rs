@@ -36,7 +36,8 @@ pub fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, 
         width: crate::pipeline::plan_view::terminal_width(&global.env),
         explain: false,
     };
-    let ending = crate::pipeline::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file };
+    let took = took(state);
+    let ending = crate::pipeline::plan_view::Ending::Installed { log: log.as_deref(), state: &state_file, took: &took };
     for line in crate::pipeline::plan_view::summary(plan, view, &ending) {
         shell.note(crate::text::escape_controls(&line));
     }
@@ -46,6 +47,34 @@ pub fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, 
                 shell.note(line);
             }
         }
+    }
+}
+
+/// How long each phase of the run took, in the order they ran, and the whole run: `lock 0:00,
+/// preflight 0:02, ..., install 24:10 (total 27:05)`. A phase this run did not run (skipped as
+/// done by an earlier run) has no times and is left out. Pure.
+pub fn took(state: &State) -> String {
+    let at = |t: &Option<String>| t.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    type At = Option<chrono::DateTime<chrono::FixedOffset>>;
+    let span = |from: At, to: At| match (from, to) {
+        (Some(a), Some(b)) => (b - a).to_std().ok(),
+        _ => None,
+    };
+    let phases: Vec<String> = state
+        .phases
+        .iter()
+        .filter_map(|p| {
+            span(at(&p.started), at(&p.finished)).map(|d| format!("{} {}", p.phase.name(), crate::output::clock(d)))
+        })
+        .collect();
+    if phases.is_empty() {
+        return String::new();
+    }
+    let first = state.phases.iter().filter_map(|p| at(&p.started)).min();
+    let last = state.phases.iter().filter_map(|p| at(&p.finished)).max();
+    match span(first, last) {
+        Some(total) => format!("{} (total {})", phases.join(", "), crate::output::clock(total)),
+        None => phases.join(", "),
     }
 }
 
@@ -77,6 +106,19 @@ pub fn endpoint(context: &str, model: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn took_lists_the_phases_that_ran_with_their_times_and_the_total() {
+        use crate::plan::PhaseId;
+        use crate::state::journal::{State, Status};
+        let mut s = State::sample("2026-12-06T10:00:00Z");
+        s.begin(PhaseId::Lock, None, "2026-12-06T10:00:00Z");
+        s.finish(PhaseId::Lock, Status::Done, None, "2026-12-06T10:00:01Z");
+        s.begin(PhaseId::Install, None, "2026-12-06T10:00:05Z");
+        s.finish(PhaseId::Install, Status::Done, None, "2026-12-06T10:24:15Z");
+        assert_eq!(super::took(&s), "lock 0:01, install 24:10 (total 24:15)");
+        assert_eq!(super::took(&State::sample("t")), "", "nothing ran, nothing said");
+    }
+
     #[test]
     fn the_endpoint_is_a_port_forward_and_curl_pair_and_the_gateway_with_its_auth() {
         let lines = super::endpoint("k3d-gpu", "qwen3-0-6b");

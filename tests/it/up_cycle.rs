@@ -182,6 +182,13 @@ fn up_verify_down_and_down_again() {
     let err = text(&up.stderr);
     assert!(err.contains("BYO cluster mode") || r.install_log().contains("BYO cluster mode"), "{err}");
     assert!(r.server.object(&model_key()).is_some(), "the model server was created");
+    // The summary closing the run says what happened, not what the plan said would.
+    let summary = &err[err.rfind("==> done:").expect(&err)..];
+    assert!(summary.contains("\n  blockers   none: every check passed before the first write\n"), "{summary}");
+    assert!(summary.contains("\n  bastion    built eas-bastion:") || summary.contains("\n  bastion    reused "), "{summary}");
+    let took = summary.lines().find(|l| l.starts_with("  took ")).expect(summary);
+    assert!(took.contains("lock 0:") && took.contains(", install ") && took.contains("(total "), "{took}");
+    assert!(!summary.contains("the real run passes"), "{summary}");
     let state = r.state_file().expect("state.json");
     for p in ["install", "verify", "record"] {
         assert_eq!(phase_status(&state, p), "done", "{p}: {state}");
