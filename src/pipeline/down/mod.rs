@@ -103,10 +103,10 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
     acted.map(|()| Said::Done)
 }
 
-/// The phases under the lock: a complete record's guarded teardown, deletion, wait and report;
-/// an incomplete one's refusal, forced teardown, or acknowledged drop; then the purge.
+/// The phases under the lock: the removal ([`removal`]), then the purge; an interrupted removal
+/// says how to go on (the record is kept).
 async fn acts(cx: &Cx<'_>, found: &Recorded, r: &mut Runner<Down>) -> Result<(), Failure> {
-    let (args, cluster, sd) = (cx.args, &found.target.cluster, &found.sd);
+    let (args, sd) = (cx.args, &found.sd);
     if !r.act_phase(Lock { found }, (), cx).await? {
         cx.shell.phase("down", found.nothing());
         cx.shell.note(format!("purging {}", sd.dir().display()));
@@ -114,17 +114,32 @@ async fn acts(cx: &Cx<'_>, found: &Recorded, r: &mut Runner<Down>) -> Result<(),
     }
     let state = &r.record().as_ref().ok_or_else(|| Failure::step(DownId::Lock, "the record was not loaded"))?.state;
     let (layer, env) = (args.layer.clone().unwrap_or_else(|| state.layer.clone()), state.env.clone());
+    match removal(cx, found, &layer, r).await {
+        Ok(()) if args.purge => r.act_phase(Purge { sd }, (), cx).await,
+        Err(Failure::Interrupted) => {
+            let inv = crate::state::resume::invocation(cx.global, &layer, &env, &Default::default());
+            cx.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
+            Err(Failure::Interrupted)
+        }
+        ended => ended,
+    }
+}
+
+/// The loaded record's removal: a complete one's guarded teardown, deletion, wait and report; an
+/// incomplete one's refusal, forced teardown, or acknowledged drop.
+async fn removal(cx: &Cx<'_>, found: &Recorded, layer: &str, r: &mut Runner<Down>) -> Result<(), Failure> {
+    let (args, cluster, sd) = (cx.args, &found.target.cluster, &found.sd);
+    let state = &r.record().as_ref().ok_or_else(|| Failure::step(DownId::Lock, "the record was not loaded"))?.state;
     let (incomplete, earlier) = (state.ledger.incomplete_reason(), earlier_findings(cx, state));
-    let ended = match incomplete {
+    match incomplete {
         Some(_) if args.acknowledge && !earlier.is_empty() => r.act_phase(Record::Drop { sd }, (), cx).await,
         Some(reason) => {
-            let teardown = Teardown { cluster, sd, layer: &layer, incomplete: Some(&reason) };
-            let torn = r.act_phase(teardown, (), cx).await?;
+            let torn = r.act_phase(Teardown { cluster, sd, layer, incomplete: Some(&reason) }, (), cx).await?;
             let (teardown_ok, reason) = (torn.ok, reason.as_str());
             r.act_phase(Record::Forced { cluster, teardown_ok, reason }, (), cx).await
         }
         None => {
-            let torn = r.act_phase(Teardown { cluster, sd, layer: &layer, incomplete: None }, (), cx).await?;
+            let torn = r.act_phase(Teardown { cluster, sd, layer, incomplete: None }, (), cx).await?;
             let plan =
                 torn.plan.as_ref().ok_or_else(|| Failure::step(DownId::Teardown, "the guarded plan is missing"))?;
             let deleted = r.act_phase(Delete { cluster, bench: &torn.bench, created: &plan.delete }, (), cx).await?;
@@ -134,15 +149,6 @@ async fn acts(cx: &Cx<'_>, found: &Recorded, r: &mut Runner<Down>) -> Result<(),
                 Record::Report { sd, removed, plan, settled: &settled, teardown_ok: torn.ok, failures, earlier };
             r.act_phase(record, (), cx).await
         }
-    };
-    match ended {
-        Ok(()) if args.purge => r.act_phase(Purge { sd }, (), cx).await,
-        Err(Failure::Interrupted) => {
-            let inv = crate::state::resume::invocation(cx.global, &layer, &env, &Default::default());
-            cx.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
-            Err(Failure::Interrupted)
-        }
-        ended => ended,
     }
 }
 
