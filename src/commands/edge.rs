@@ -243,10 +243,13 @@ impl From<BastionError> for Failure {
                 let hint = crate::hints::base_missing(r);
                 Failure::bad_input(e.to_string(), hint)
             }
+            B::Image(crate::act::bastion::image::ImageError::Build { known: Some(k), .. }) => {
+                Failure::step_next(crate::plan::Step::BastionBuild, e, k.fix())
+            }
             B::Image(crate::act::bastion::image::ImageError::Build { .. }) => Failure::step_next(
                 crate::plan::Step::BastionBuild,
                 e,
-                "fix the failing step and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
+                "fix the failing step (its last lines are above) and re-run `eas bastion build`; behind a TLS-intercepting proxy pass --ca-bundle",
             ),
             B::Image(crate::act::bastion::image::ImageError::TimedOut { .. }) => Failure::step_next(
                 crate::plan::Step::BastionBuild,

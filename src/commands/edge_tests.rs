@@ -200,3 +200,26 @@ fn a_pull_that_failed_does_not_blame_the_engine_that_answered() {
     let f = Failure::from(BastionError::Image(ImageError::Connect("no socket".into())));
     assert!(f.lines()[1].starts_with("next: start the Docker service"), "{:?}", f.lines());
 }
+
+#[test]
+fn a_build_that_failed_on_an_untrusted_certificate_names_it_and_its_fix_in_two_lines() {
+    use crate::act::bastion::image::{ImageError, KnownCause};
+    let e = ImageError::Build {
+        error: "The command '/bin/sh -c pip install' returned a non-zero code: 1".into(),
+        tail: vec!["Step 6/14 : RUN pip install".into()],
+        known: Some(KnownCause::UntrustedCertificate),
+    };
+    let f = Failure::from(BastionError::Image(e));
+    assert_eq!(f.exit_code(), 1);
+    let lines = f.lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("error: bastion build: the build failed: ")
+            && lines[0].contains("CERTIFICATE_VERIFY_FAILED")
+    );
+    assert!(lines[1].starts_with("next: pass --ca-bundle FILE"), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("Step 6/14")),
+        "the build's lines are printed where it failed, not in the error"
+    );
+}

@@ -71,7 +71,8 @@ pub fn last_run(s: &State) -> LastRun {
     LastRun {
         phase,
         exit_code: s.exit_code,
-        cause: stopped.and_then(|p| p.message.clone()),
+        // One line: a failure's first (`error: ...`), not the lines printed under it.
+        cause: stopped.and_then(|p| p.message.as_deref()).and_then(|m| m.lines().next()).map(str::to_string),
         finished_at: s.finished.clone(),
         install: began_install(s),
     }
@@ -212,7 +213,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sd = StateDir::new(dir.path(), "k-1").unwrap();
         let mut attempt = state("2026-01-02T00:00:00Z");
-        attempt.finish(PhaseId::Bastion, Status::Failed, Some("the build failed".into()), "t");
+        // A failure as the runner journals it: its error line, then the lines under it.
+        let message = "the build failed\nnext: pass --ca-bundle FILE\n  | Step 6/14 : RUN pip install";
+        attempt.finish(PhaseId::Bastion, Status::Failed, Some(message.into()), "t");
         attempt.exit_code = Some(1);
         std::fs::create_dir_all(sd.dir().join(ATTEMPT)).unwrap();
         attempt.save(&sd.dir().join(ATTEMPT).join("state.json")).unwrap();

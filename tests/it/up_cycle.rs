@@ -185,7 +185,10 @@ fn up_verify_down_and_down_again() {
     // The summary closing the run says what happened, not what the plan said would.
     let summary = &err[err.rfind("==> done:").expect(&err)..];
     assert!(summary.contains("\n  blockers   none: every check passed before the first write\n"), "{summary}");
-    assert!(summary.contains("\n  bastion    built eas-bastion:") || summary.contains("\n  bastion    reused "), "{summary}");
+    assert!(
+        summary.contains("\n  bastion    built eas-bastion:") || summary.contains("\n  bastion    reused "),
+        "{summary}"
+    );
     let took = summary.lines().find(|l| l.starts_with("  took ")).expect(summary);
     assert!(took.contains("lock 0:") && took.contains(", install ") && took.contains("(total "), "{took}");
     assert!(!summary.contains("the real run passes"), "{summary}");

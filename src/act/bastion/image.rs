@@ -28,24 +28,66 @@ pub enum ImageError {
     Api(#[from] bollard::errors::Error),
     #[error("the base image {0} is not present locally")]
     BaseMissing(String),
-    #[error("the build failed: {error}{}", tail_text(.tail))]
-    Build { error: String, tail: Vec<String> },
-    #[error("the build did not finish within {} (its step container and layers were removed){}", crate::output::clock(*.limit), tail_text(.tail))]
+    /// One line (`status` keeps it as the run's cause); the build's last lines are printed as
+    /// lines where it failed ([`say_failed`]), the known cause first.
+    #[error("the build failed: {error}{}", .known.map(|k| format!("; {}", k.cause())).unwrap_or_default())]
+    Build { error: String, tail: Vec<String>, known: Option<KnownCause> },
+    #[error("the build did not finish within {} (its step container and layers were removed)", crate::output::clock(*.limit))]
     TimedOut { limit: Duration, tail: Vec<String> },
     #[error("cannot pull {reference}: {detail}")]
     Pull { reference: String, detail: String },
 }
 
-fn tail_text(tail: &[String]) -> String {
-    if tail.is_empty() {
-        return String::new();
+/// A failure of the build whose cause eas recognises in its output, and can name with its fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnownCause {
+    /// pip (or curl) could not verify a certificate: the usual sign of a TLS-intercepting proxy
+    /// whose CA the build does not trust (pip says `[SSL: CERTIFICATE_VERIFY_FAILED]`, curl
+    /// `SSL certificate problem`).
+    UntrustedCertificate,
+}
+
+impl KnownCause {
+    /// The cause recognised in the build's error and its last lines, if any.
+    pub fn find(error: &str, lines: &[String]) -> Option<KnownCause> {
+        let seen = |needle: &str| error.contains(needle) || lines.iter().any(|l| l.contains(needle));
+        (seen("CERTIFICATE_VERIFY_FAILED") || seen("SSL certificate problem"))
+            .then_some(KnownCause::UntrustedCertificate)
     }
-    let mut s = String::from("\nlast lines of the build:");
-    for l in tail {
-        s.push_str("\n  | ");
-        s.push_str(l);
+
+    pub fn cause(self) -> &'static str {
+        match self {
+            KnownCause::UntrustedCertificate => {
+                "a download in the build could not verify its server's certificate (CERTIFICATE_VERIFY_FAILED): \
+                 behind a TLS-intercepting proxy the build must trust the proxy's CA"
+            }
+        }
     }
-    s
+
+    pub fn fix(self) -> &'static str {
+        match self {
+            KnownCause::UntrustedCertificate => {
+                "pass --ca-bundle FILE (or EAS_CA_BUNDLE) naming the proxy's CA, often the host's \
+                 /etc/ssl/certs/ca-certificates.crt, then re-run"
+            }
+        }
+    }
+}
+
+/// Says why a build failed before the error line ends the command: the recognised cause and its
+/// fix first, then, when the build's output was not streamed (a terminal shows only its current
+/// step), its last lines, each a line of its own.
+fn say_failed(shell: &Shell, known: Option<KnownCause>, tail: &[String]) {
+    if let Some(k) = known {
+        shell.note(format!("bastion build failed: {}", k.cause()));
+        shell.note(format!("  fix: {}", k.fix()));
+    }
+    if !tail.is_empty() {
+        shell.note("last lines of the build:");
+        for l in tail {
+            shell.note(format!("  | {l}"));
+        }
+    }
 }
 
 /// Connects as the docker CLI would ([`crate::docker_host`]), with the request
@@ -223,6 +265,7 @@ pub async fn build(
                 bar.finish_and_clear();
                 drop(stream);
                 abandon(docker, step_container, &steps, shell).await;
+                say_failed(shell, None, &tail(&out));
                 return Err(ImageError::TimedOut { limit: req.limit, tail: tail(&out) });
             }
             item = stream.next() => item,
@@ -257,7 +300,10 @@ pub async fn build(
                     other => other.to_string(),
                 };
                 remove_unfinished(docker, &steps).await;
-                return Err(ImageError::Build { error: strip_ansi(error.trim()), tail: tail(&out) });
+                let error = strip_ansi(error.trim());
+                let known = KnownCause::find(&error, &out.tail());
+                say_failed(shell, known, &tail(&out));
+                return Err(ImageError::Build { error, tail: tail(&out), known });
             }
         }
     }
@@ -267,7 +313,14 @@ pub async fn build(
         // The classic builder reports the ID in a stream line on older engines.
         None => match find(docker, req.tag, req.digest).await? {
             Some(id) => Ok(Built::Image(id)),
-            None => Err(ImageError::Build { error: "the build ended without an image".into(), tail: tail(&out) }),
+            None => {
+                say_failed(shell, None, &tail(&out));
+                Err(ImageError::Build {
+                    error: "the build ended without an image".into(),
+                    tail: tail(&out),
+                    known: None,
+                })
+            }
         },
     }
 }
@@ -547,12 +600,20 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_build_shows_its_last_lines() {
-        let e =
-            ImageError::Build { error: "returned a non-zero code: 1".into(), tail: vec!["Step 4/9 : RUN x".into()] };
-        assert_eq!(
-            e.to_string(),
-            "the build failed: returned a non-zero code: 1\nlast lines of the build:\n  | Step 4/9 : RUN x"
-        );
+    fn a_failed_build_is_one_line_and_its_known_cause_is_named() {
+        let tail = vec!["Step 4/9 : RUN x".to_string()];
+        let e = ImageError::Build { error: "returned a non-zero code: 1".into(), tail: tail.clone(), known: None };
+        assert_eq!(e.to_string(), "the build failed: returned a non-zero code: 1");
+        // pip behind a TLS-intercepting proxy, as pip words it.
+        let pip = vec![
+            "Step 6/14 : RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --require-hashes -r /tmp/requirements.lock".to_string(),
+            "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate (_ssl.c:1006)'))': /simple/ansible-core/".to_string(),
+        ];
+        let known = KnownCause::find("The command '/bin/sh -c python3 -m venv' returned a non-zero code: 1", &pip);
+        assert_eq!(known, Some(KnownCause::UntrustedCertificate));
+        let e = ImageError::Build { error: "returned a non-zero code: 1".into(), tail: pip, known };
+        let line = e.to_string();
+        assert!(!line.contains('\n') && line.contains("CERTIFICATE_VERIFY_FAILED"), "{line}");
+        assert_eq!(KnownCause::find("returned a non-zero code: 1", &tail), None);
     }
 }
