@@ -69,6 +69,41 @@ pub struct Shell {
     warnings: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// A real run's own lines, for its log (`eas up`: from the first phase on).
     log: std::sync::Arc<std::sync::Mutex<RunLog>>,
+    /// The terminal's width, when stderr (`err_columns`) or stdout (`out_columns`) is one: a
+    /// longer line is broken between words there, never mid-word by the terminal. The log and
+    /// a pipe get the line whole.
+    err_columns: Option<usize>,
+    out_columns: Option<usize>,
+}
+
+/// `text` broken between words into lines of at most `width` columns (escape sequences take
+/// none), the later ones indented by the first's own indent plus 4; a word longer than a line
+/// stays whole. Pure.
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(20);
+    if console::measure_text_width(text) <= width {
+        return vec![text.to_string()];
+    }
+    let indent = text.len() - text.trim_start_matches(' ').len();
+    let hang = " ".repeat(indent + 4);
+    let mut lines = Vec::new();
+    let mut line = " ".repeat(indent);
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let fresh = line.trim().is_empty();
+        let wide = console::measure_text_width(&line) + usize::from(!fresh) + console::measure_text_width(word);
+        if !fresh && wide > width {
+            lines.push(std::mem::replace(&mut line, hang.clone()));
+        } else if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
+}
+
+fn columns(is_terminal: bool, term: console::Term) -> Option<usize> {
+    is_terminal.then(|| term.size_checked().map(|(_, cols)| usize::from(cols))).flatten().filter(|c| *c > 0)
 }
 
 /// The lines a run printed on stderr, kept from [`Shell::keep_log`] on; once [`Shell::log_to`]
@@ -98,6 +133,8 @@ impl Shell {
             document: Default::default(),
             warnings: Default::default(),
             log: Default::default(),
+            err_columns: columns(term.stderr_is_tty, console::Term::stderr()),
+            out_columns: columns(std::io::IsTerminal::is_terminal(&std::io::stdout()), console::Term::stdout()),
         }
     }
 
@@ -199,6 +236,10 @@ impl Shell {
     }
 
     fn print(&self, text: &str) {
+        let text = match self.err_columns {
+            Some(width) => wrap_words(text, width).join("\n"),
+            None => text.to_string(),
+        };
         if self.bars {
             self.multi.suspend(|| eprintln!("{text}"));
         } else {
@@ -209,7 +250,10 @@ impl Shell {
     /// One line of the command's result on stdout (text; JSON goes through [`Shell::document`]),
     /// with the bars held off the line. The one place a result line is printed.
     pub fn out(&self, line: impl AsRef<str>) {
-        let line = line.as_ref();
+        let line = match self.out_columns {
+            Some(width) => wrap_words(line.as_ref(), width).join("\n"),
+            None => line.as_ref().to_string(),
+        };
         if self.bars {
             self.multi.suspend(|| println!("{line}"));
         } else {
@@ -388,6 +432,26 @@ mod tests {
         assert_eq!(clock(Duration::from_secs(90)), "1:30");
         assert_eq!(clock(Duration::from_secs(2400)), "40:00");
         assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    }
+
+    #[test]
+    fn a_long_line_breaks_between_words_with_a_hanging_indent() {
+        let line = "warning: the nodes are named like k3d cluster \"gpu\" but the context is not k3d-gpu";
+        let lines = wrap_words(line, 40);
+        assert_eq!(
+            lines,
+            ["warning: the nodes are named like k3d", "    cluster \"gpu\" but the context is not", "    k3d-gpu"]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 40));
+        // Indented lines keep their indent; a word wider than the line stays whole; escape
+        // sequences take no columns.
+        assert_eq!(wrap_words("  | aaaa bbbb", 20), ["  | aaaa bbbb"]);
+        let url = "x".repeat(30);
+        assert_eq!(
+            wrap_words(&format!("  see {url} now please"), 20),
+            ["  see", &format!("      {url}"), "      now please"]
+        );
+        assert_eq!(wrap_words("\x1b[33mwarning\x1b[0m: a b", 20), ["\x1b[33mwarning\x1b[0m: a b"]);
     }
 
     #[test]

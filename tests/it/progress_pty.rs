@@ -61,13 +61,20 @@ fn command_line(server: &ClusterServer, dir: &Path, extra_env: &[&str], flags: &
 /// Runs `line` in a fresh 400x60 tmux pane (no line wraps) until it exits; the screen it leaves (with escape
 /// sequences when `escapes`).
 fn in_pane(line: &str, dir: &Path, escapes: bool) -> String {
+    in_pane_of(line, dir, escapes, 400)
+}
+
+/// [`in_pane`] in a pane `columns` wide; the screen is captured with the lines the terminal
+/// wrapped joined again (`capture-pane -J`), so a line longer than the pane shows as one.
+fn in_pane_of(line: &str, dir: &Path, escapes: bool, columns: u16) -> String {
     let socket = format!("eas-test-{}-{}", std::process::id(), dir.file_name().unwrap().to_string_lossy());
     let script =
         format!("{line} >{} ; echo \"EXIT=$?\"; sleep 600", quote(&dir.join("plan.txt").display().to_string()));
-    tmux(&socket, &["new-session", "-d", "-x", "400", "-y", "60", "sh", "-c", &script]);
+    let width = columns.to_string();
+    tmux(&socket, &["new-session", "-d", "-x", &width, "-y", "60", "sh", "-c", &script]);
     let start = Instant::now();
     let screen = loop {
-        let mut args = vec!["capture-pane", "-p", "-t", "0"];
+        let mut args = vec!["capture-pane", "-p", "-J", "-t", "0"];
         if escapes {
             args.push("-e");
         }
@@ -113,6 +120,21 @@ fn warnings_during_a_phase_leave_a_clean_screen() {
     assert!(torn.is_empty(), "torn lines {torn:?} on the screen:\n{screen}");
     let plan = std::fs::read_to_string(dir.path().join("plan.txt")).unwrap();
     assert!(plan.starts_with("eas --kubeconfig "), "stdout holds the plan only:\n{plan}");
+}
+
+/// On an 80-column terminal eas breaks its long lines (the facts' warnings, the phase lines)
+/// between words itself: joined back, no line the terminal shows is wider than the pane, so none
+/// was broken mid-word by the terminal.
+#[test]
+fn on_an_80_column_terminal_long_lines_break_between_words() {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let dir = tempfile::tempdir().unwrap();
+    let screen =
+        in_pane_of(&command_line(&server, dir.path(), &["NO_COLOR=1"], &["--progress", "tty"]), dir.path(), false, 80);
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("warning: the nodes are named like k3d"), "a long warning is on screen:\n{screen}");
+    let wide: Vec<&str> = screen.lines().map(str::trim_end).filter(|l| l.chars().count() > 80).collect();
+    assert!(wide.is_empty(), "lines the terminal broke mid-word: {wide:?}\n{screen}");
 }
 
 #[test]
