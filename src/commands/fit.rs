@@ -28,6 +28,12 @@ pub fn run(args: &FitSettings, shell: &Shell) -> Result<(), Failure> {
         shell.document(value);
         return Ok(());
     }
+    // What this table is not: the plan's model decision (issue 32's user read 57 GiB here and
+    // 25Gi in the plan).
+    shell.note(
+        "note: this sizes eas's built-in candidates; `eas up` decides against the pinned EI catalog's \
+         entries (their memory and KV cache as the catalog sets them): `eas up --dry-run` shows that pick and its fit",
+    );
     // Node names come from the cluster: control characters are shown, not sent.
     let text: String = fit::report::table(&doc).lines().map(|l| crate::text::for_people(l) + "\n").collect();
     use std::io::Write;

@@ -51,6 +51,9 @@ fn each_case_gives_its_expected_table_document_and_warnings() {
             assert!(errors.is_empty(), "{name}: {}", errors.join("; "));
             continue;
         }
+        // The table says what it sizes, and where `eas up`'s own decision is shown.
+        assert!(text(&table.stderr).contains("`eas up` decides against the pinned EI catalog's entries"), "{name}");
+        assert!(!text(&json.stderr).contains("note: this sizes"), "{name}: JSON stays quiet");
         golden(&case.join("expected/fit.txt"), &text(&table.stdout));
         golden(&case.join("expected/fit.json"), &text(&json.stdout));
         let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
