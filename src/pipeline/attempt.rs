@@ -28,7 +28,8 @@ pub fn blocked_run(
         "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
         r.plan_doc().blockers.len()
     ));
-    // Another run's lock: its directory is not this run's to write.
+    // A lock blocker: another run's lock (its directory is not this run's to write), or a state
+    // directory that cannot take a write (read-only, not writable, full).
     if !lock_held && let Err(e) = record_attempt(r, sd, facts, files, shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }

@@ -100,9 +100,8 @@ fn once_each(gates: Vec<Check>, lines: &[(bool, &'static str, String)]) -> Vec<C
     out
 }
 
-/// The least free space the state directory's filesystem needs (the trees, the artifact caches
-/// and the bastion's image), and the least memory available on this host.
-const DISK_MIN: u64 = 10 << 30;
+/// The least memory available on this host (the disk's minimum is the state directory's,
+/// [`crate::state::room::MIN_FREE`], a gate of `eas up`'s lock plan half too).
 const MEMORY_MIN: u64 = 2 << 30;
 
 /// The gates: every plan half of `eas up` on these settings, one check per phase that has one,
@@ -134,16 +133,21 @@ pub fn gate_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     out
 }
 
-/// Free bytes on the filesystem holding `path` (or its nearest existing parent).
-fn free_bytes(path: &Path) -> Option<u64> {
-    let mut p = path.to_path_buf();
-    while !p.exists() {
-        p = p.parent()?.to_path_buf();
-    }
-    let out = std::process::Command::new("df").arg("-Pk").arg(&p).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let kb: u64 = text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()?;
-    Some(kb * 1024)
+/// The disk line: the state directory's file system as `eas up`'s lock plan half judges it
+/// (read-only, writable, free space against the minimum), on the directory or its nearest
+/// existing parent; a failure names the path and the fix, as the plan's blocker does.
+fn disk_check(root: &Path, min: u64) -> Check {
+    let (seen, decided) = crate::state::room::check(root, min);
+    let detail = match &decided {
+        Err(e) => format!("{e} (fix: {})", e.hint()),
+        Ok(()) => seen
+            .as_ref()
+            .map(|s| format!("{} GiB free at {}, writable", s.free >> 30, s.at.display()))
+            .unwrap_or_default(),
+    };
+    let status = if decided.is_ok() { "ok" } else { "fail" };
+    let bytes = seen.map(|s| s.free);
+    Check { bytes, min_bytes: Some(min), ..Check::new("disk", status, detail) }
 }
 
 fn mem_available() -> Option<u64> {
@@ -186,12 +190,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         Err(e) => checks.push(line(false, "api server", Failure::from(e).lines().join("; "))),
     }
     let root = state_root(global)?;
-    match free_bytes(&root) {
-        Some(b) => {
-            checks.push(Check::bytes("disk", b, DISK_MIN, format!("{} GiB free at {}", b >> 30, root.display())))
-        }
-        None => checks.push(line(false, "disk", format!("cannot read free space at {}", root.display()))),
-    }
+    checks.push(disk_check(&root, crate::state::room::min_free(&global.env)));
     match mem_available() {
         Some(b) => {
             checks.push(Check::bytes("memory", b, MEMORY_MIN, format!("{} GiB available on this host", b >> 30)))

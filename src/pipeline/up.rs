@@ -141,7 +141,8 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
     let mut bastion = Bastion { docker: pre.docker.clone(), image };
     let mut facts = FactsPhase { pre: &pre, created: r.journaled().ledger.created.clone() };
-    let mut trees = TreesPhase { sd: &pre.sd, upgrade_to: None };
+    let writable = records.as_ref().is_none_or(|x| x.writable);
+    let mut trees = TreesPhase { sd: &pre.sd, upgrade_to: None, writable };
     let waiting = "waiting for the bastion image's plan, the facts and the trees";
     let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
     let facts = facts.ok_or_else(|| missing("the facts"))?;
@@ -200,7 +201,12 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
     let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
     let (resume, classified) = r.act_phase(Classify::Act(inputs), classified, cx).await?;
-    r.act(TreesPhase { sd, upgrade_to: classified.upgrade.then(|| overlay.op.commit.clone()) }, trees, cx).await?;
+    r.act(
+        TreesPhase { sd, upgrade_to: classified.upgrade.then(|| overlay.op.commit.clone()), writable: true },
+        trees,
+        cx,
+    )
+    .await?;
     r.act(Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() }, overlay, cx)
         .await?;
     let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };

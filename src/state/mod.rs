@@ -17,6 +17,7 @@ pub mod ledger;
 pub mod lock;
 pub mod records;
 pub mod resume;
+pub mod room;
 pub mod run;
 pub mod since;
 

@@ -35,6 +35,7 @@ mod prereq; // the cluster's prerequisites, each case of fixtures/prereq/cases.j
 mod progress_pty; // progress on a tmux terminal (its bastion build test: Docker tier)
 mod proxy; // `eas facts` behind a real forward proxy
 mod real_catalog; // the real EI catalog's entries, offline
+mod state_room; // a read-only or full state directory: a blocker in the plan and doctor
 mod support_bundle; // `eas support-bundle` against secrets nobody named
 mod verify_cluster; // `eas verify` against recorded clusters
 

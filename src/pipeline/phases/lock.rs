@@ -29,6 +29,9 @@ pub struct Lock<'a> {
 pub struct Records {
     pub latest: Option<State>,
     pub last: Option<Completed>,
+    /// The state directory can take the run's writes ([`crate::state::room`]): when it cannot,
+    /// a blocker says so and the trees' plan half makes its scratch tree elsewhere.
+    pub writable: bool,
 }
 
 /// The lock held (the local lock file and the cluster's Lease are the runner's until unlock's
@@ -50,9 +53,14 @@ impl Phase for Lock<'_> {
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
         found.extend(blockers(self.sd, self.cluster, cx.args.break_lock).await);
+        // Before any write: a read-only, unwritable or full state directory fails the real run's
+        // first write (the work tree, the attempt's record), so it is a blocker naming the path.
+        let (_, room) = crate::state::room::check(self.sd.dir(), crate::state::room::min_free(&cx.global.env));
+        let writable = room.is_ok();
+        found.extend(room.err().map(|e| Failure::step_next(PhaseId::Lock, &e, e.hint())));
         let latest = State::load(&self.sd.state_file()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
         let last = Completed::load(self.sd.dir()).map_err(|e| found.push(Failure::from(e))).ok().flatten();
-        Ok(Records { latest, last })
+        Ok(Records { latest, last, writable })
     }
 
     fn note(&mut self, records: &mut Records, r: &mut Runner) -> Result<(), Failure> {

@@ -24,6 +24,9 @@ pub struct Trees<'a> {
     pub sd: &'a StateDir,
     /// At act time, on an upgrade in place: the overlay's commit the kept work tree moves to.
     pub upgrade_to: Option<String>,
+    /// The state directory can take the real run's scratch tree (the lock's plan half decided
+    /// it): when not, the scratch goes where a dry run's does, and the lock's blocker says why.
+    pub writable: bool,
 }
 
 /// The pinned trees resolved, and the scratch directory holding the decided work tree
@@ -48,7 +51,7 @@ impl Phase for Trees<'_> {
         let (tp, repos, cache) = (cx.tree_pins.clone(), cx.args.repos.clone(), crate::trees::cache_dir(&cx.global.env));
         let ca = cx.global.ca_bundle.as_ref().map(|b| b.ders.clone());
         let (scratch, layer, with_ext) =
-            (scratch_dir(cx.args, self.sd)?, cx.args.select.layer.clone(), !cx.args.dry_run);
+            (scratch_dir(cx.args, self.sd, self.writable)?, cx.args.select.layer.clone(), !cx.args.dry_run);
         let made = tokio::task::spawn_blocking(move || {
             let r = resolve_trees(&tp, &repos, &cache, ca.as_deref())?;
             make_work_tree(&r, &tp, &scratch.path().join("eas"), &layer, with_ext)?;
@@ -80,18 +83,18 @@ impl Phase for Trees<'_> {
 }
 
 /// The directory the run's EAS work tree is made in: the system's temporary directory for a dry
-/// run (it writes nothing of its own), the state directory's work directory for a real run (the
-/// act moves it into place with a rename). The act removes what a killed run left there, once it
-/// holds the lock.
-fn scratch_dir(args: &UpSettings, sd: &StateDir) -> Result<tempfile::TempDir, Failure> {
-    if args.dry_run {
-        tempfile::Builder::new().prefix("eas-plan-").tempdir()
-    } else {
-        let work = sd.work_dir();
-        std::fs::create_dir_all(&work)
-            .and_then(|()| tempfile::Builder::new().prefix(crate::pipeline::settings::NEXT).tempdir_in(&work))
+/// run (it writes nothing of its own) and for a real run whose state directory cannot take it
+/// (the lock's blocker says so, and the run stops before its acts), the state directory's work
+/// directory otherwise (the act moves it into place with a rename). The act removes what a
+/// killed run left there, once it holds the lock.
+fn scratch_dir(args: &UpSettings, sd: &StateDir, writable: bool) -> Result<tempfile::TempDir, Failure> {
+    if args.dry_run || !writable {
+        return tempfile::Builder::new().prefix("eas-plan-").tempdir().map_err(|e| Failure::step(PhaseId::Trees, e));
     }
-    .map_err(|e| Failure::step(PhaseId::Trees, e))
+    let work = sd.work_dir();
+    let made = std::fs::create_dir_all(&work)
+        .and_then(|()| tempfile::Builder::new().prefix(crate::pipeline::settings::NEXT).tempdir_in(&work));
+    made.map_err(|e| crate::state::run::io_failure(PhaseId::Trees, &work, e).into())
 }
 
 /// The decided tree replaces the run's work tree (a clone moves as a directory: its objects are
@@ -216,19 +219,23 @@ mod tests {
 
     /// A real run makes its tree under the state directory's work directory (the act renames it
     /// into place, so both are on one file system), named so a later run's lock holder can find
-    /// what a killed run left; a dry run writes nothing there.
+    /// what a killed run left; a dry run writes nothing there, nor a real run whose state
+    /// directory cannot take it (the lock's blocker stops that run).
     #[test]
     fn a_real_run_makes_its_tree_beside_the_work_tree_and_a_dry_run_elsewhere() {
         let (root, sd) = crate::pipeline::runner::tests::state_dir();
         let mut args = Fixture::new().args;
-        let real = scratch_dir(&args, &sd).unwrap();
+        let real = scratch_dir(&args, &sd, true).unwrap();
         assert_eq!(real.path().parent(), Some(sd.work_dir().as_path()));
         let name = real.path().file_name().unwrap().to_string_lossy().into_owned();
         assert!(name.starts_with(crate::pipeline::settings::NEXT), "{name}");
         drop(real);
         std::fs::remove_dir_all(sd.work_dir()).unwrap();
+        let unwritable = scratch_dir(&args, &sd, false).unwrap();
+        assert!(!unwritable.path().starts_with(root.path()), "{}", unwritable.path().display());
+        assert!(!sd.work_dir().exists(), "a real run on a state directory that cannot take it made none");
         args.dry_run = true;
-        let dry = scratch_dir(&args, &sd).unwrap();
+        let dry = scratch_dir(&args, &sd, true).unwrap();
         assert!(!dry.path().starts_with(root.path()), "{}", dry.path().display());
         assert!(!sd.work_dir().exists(), "a dry run made no work directory");
     }
