@@ -119,7 +119,10 @@ impl Fixture {
         };
         let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
         let shell = Shell::new(ProgressMode::Plain, &term, true, 0, true);
-        let global = Default::default();
+        // The state directory's free-space minimum is a blocker of the lock's plan half: a test's
+        // outcome does not hang on this machine's free disk (room's own tests check the minimum).
+        let env = crate::settings::Env::of(&[(crate::state::room::MIN_FREE_VAR, "1")]);
+        let global = crate::settings::Global { env, ..Default::default() };
         let services = crate::pipeline::services::Services::resolve(&args.select, &global).expect("the built-in pins");
         let tree_pins = crate::config::trees_in(&services.pins, &args.select).expect("the built-in pins");
         let inv = Default::default();
