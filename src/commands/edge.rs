@@ -256,12 +256,8 @@ impl From<BastionError> for Failure {
                 e,
                 "a cold build downloads the tools and installs the installer's Python packages: check the network (HTTPS_PROXY behind a proxy), then re-run",
             ),
-            // The engine answered: it could not reach the registry (no registry, a proxy the
-            // engine itself does not use) or the registry has no such image.
             B::Image(crate::act::bastion::image::ImageError::Pull { ref reference, .. }) => {
-                let hint = format!(
-                    "the Docker Engine answered but could not pull {reference}: give the engine registry access (its own proxy settings,                      not eas's), or load the image locally and pass --base-image {reference}@sha256:<digest>"
-                );
+                let hint = crate::hints::pull_failed(reference);
                 Failure::step_next(crate::plan::PhaseId::Bastion, e, hint)
             }
             B::Image(_) => Failure::step_next(

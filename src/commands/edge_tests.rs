@@ -196,6 +196,7 @@ fn a_pull_that_failed_does_not_blame_the_engine_that_answered() {
     let next = &f.lines()[1];
     assert!(next.starts_with("next: the Docker Engine answered but could not pull debian:bookworm"), "{next}");
     assert!(next.contains("--base-image debian:bookworm@sha256:") && !next.contains("docker info"), "{next}");
+    assert!(!next.contains("  "), "one space between words: {next}");
     // An engine that did not answer keeps its own hint.
     let f = Failure::from(BastionError::Image(ImageError::Connect("no socket".into())));
     assert!(f.lines()[1].starts_with("next: start the Docker service"), "{:?}", f.lines());
