@@ -78,8 +78,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     let env = settings::Env::from_process();
-    let secret_vars = crate::act::bastion::installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str());
-    secrets::learn_env(&env.lookup(), secret_vars);
+    secrets::learn_env(&env.lookup(), crate::act::bastion::secret_env_names());
     // A kubeconfig copy (a token, a client key) or an overlay index a SIGKILLed run left goes
     // before anything else.
     scratch::sweep(&std::env::temp_dir());

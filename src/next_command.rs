@@ -6,14 +6,28 @@
 
 use crate::installer::command::shell_line;
 use crate::plan::Plan;
+use crate::settings::Env;
 
 /// Flags that only a dry run takes, with whether each takes a value.
 const DRY_RUN_ONLY: &[(&str, bool)] =
     &[("--dry-run", false), ("--explain", false), ("--fail-on-blockers", false), ("--out", true), ("--output", true)];
 
-/// `eas up --yes` with the user's flags, from the command line `args` (`args[0]` the program);
-/// `None` unless it is an `eas up` command line.
-pub fn apply_command(args: &[String]) -> Option<String> {
+/// Settings `eas up` reads from the environment when their flag is not given, with the flag: the
+/// commands eas prints carry them as flags, so a line pasted into another shell runs the same.
+/// Secrets are never among them (a line that needs one says to set it: [`with_secrets`]).
+const FROM_ENV: &[(&str, &str)] =
+    &[("EAS_CA_BUNDLE", "--ca-bundle"), ("EAS_BASE_IMAGE", "--base-image"), ("EAS_PINS", "--pins")];
+
+/// `eas up --yes` with the user's flags, from the command line as typed (`env.args`, `args[0]` the
+/// program) and the settings taken from the environment; `None` unless it is an `eas up` command
+/// line.
+pub fn apply_command(env: &Env) -> Option<String> {
+    up_words(env).map(|w| shell_line(&w))
+}
+
+/// [`apply_command`] as words: `eas`, the global flags typed before `up`, `up`, `--yes`, the rest.
+pub fn up_words(env: &Env) -> Option<Vec<String>> {
+    let args = &env.args;
     let up = args.iter().position(|a| a == "up")?;
     let mut words = vec!["eas".to_string()];
     words.extend(args[1..up].iter().cloned());
@@ -34,7 +48,41 @@ pub fn apply_command(args: &[String]) -> Option<String> {
             None => words.push(a.clone()),
         }
     }
-    Some(shell_line(&words))
+    let given = |flag: &str| args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')));
+    for (var, flag) in FROM_ENV {
+        if let Some(value) = env.nonempty(var).filter(|_| !given(flag)) {
+            words.extend([flag.to_string(), value]);
+        }
+    }
+    Some(words)
+}
+
+/// `cmd` in backquotes, preceded by the secrets it needs from the environment, by name (never a
+/// value: the line is printed and logged): `with HF_TOKEN set in the environment, `eas up …``.
+pub fn with_secrets(cmd: &str, secrets: &[String]) -> String {
+    match secrets {
+        [] => format!("`{cmd}`"),
+        [one] => format!("with {one} set in the environment, `{cmd}`"),
+        [rest @ .., last] => format!("with {} and {last} set in the environment, `{cmd}`", rest.join(", ")),
+    }
+}
+
+/// The secrets a run read from the environment, by name: each of `secret_vars` that is set, and
+/// each proxy variable whose URL holds a password. A command printed for the next run names them,
+/// since it needs them set again.
+pub fn secrets_in(env: &Env, secret_vars: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> =
+        secret_vars.iter().filter(|v| env.nonempty(v).is_some()).map(|v| v.to_string()).collect();
+    for var in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"] {
+        let password = env.nonempty(var).is_some_and(|url| {
+            let authority = url.split_once("://").map_or(url.as_str(), |(_, r)| r).split(['/', '?', '#']).next();
+            authority.and_then(|a| a.rsplit_once('@')).is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        });
+        if password {
+            names.push(format!("{var} (its password)"));
+        }
+    }
+    names
 }
 
 /// The plan's first lines: the command that applies it, wrapped to `width` as a shell reads it
@@ -139,13 +187,43 @@ mod tests {
             ("eas -v up --dry-run --nri-socket n=present --output=json", "eas -v up --yes --nri-socket n=present"),
         ];
         for (line, want) in cases {
-            assert_eq!(apply_command(&argv(line)).as_deref(), Some(want), "{line}");
+            assert_eq!(apply_command(&typed(line, &[])).as_deref(), Some(want), "{line}");
         }
         // A value with a space stays one word, quoted for a shell.
-        let mut args = argv("eas up --dry-run --containerd-config");
-        args.push("node=a b.toml".into());
-        assert_eq!(apply_command(&args).as_deref(), Some("eas up --yes --containerd-config 'node=a b.toml'"));
-        assert_eq!(apply_command(&argv("eas down --dry-run")), None);
+        let mut env = typed("eas up --dry-run --containerd-config", &[]);
+        env.args.push("node=a b.toml".into());
+        assert_eq!(apply_command(&env).as_deref(), Some("eas up --yes --containerd-config 'node=a b.toml'"));
+        assert_eq!(apply_command(&typed("eas down --dry-run", &[])), None);
+    }
+
+    /// The command line `line` in the environment `vars`.
+    fn typed(line: &str, vars: &[(&str, &str)]) -> Env {
+        let mut env = Env::of(vars);
+        env.args = argv(line);
+        env
+    }
+
+    #[test]
+    fn settings_taken_from_the_environment_are_carried_as_flags_unless_given_and_secrets_by_name_only() {
+        let vars = [
+            ("EAS_CA_BUNDLE", "/etc/proxy-ca.pem"),
+            ("EAS_BASE_IMAGE", "ubuntu:24.04@sha256:ab"),
+            ("EAS_PINS", ""),
+            ("HF_TOKEN", "hf_secretvalue"),
+            ("HTTPS_PROXY", "http://u:pw@proxy:3128"),
+            ("HTTP_PROXY", "http://proxy:3128"),
+        ];
+        let env = typed("eas --context k up --yes --base-image=b@sha256:cd --layer inference", &vars);
+        assert_eq!(
+            apply_command(&env).as_deref(),
+            Some("eas --context k up --yes --base-image=b@sha256:cd --layer inference --ca-bundle /etc/proxy-ca.pem")
+        );
+        let secrets = secrets_in(&env, &["HF_TOKEN", "KEYCLOAK_ADMIN_PASSWORD"]);
+        assert_eq!(secrets, ["HF_TOKEN", "HTTPS_PROXY (its password)"]);
+        let line = with_secrets("eas up --yes", &secrets);
+        assert_eq!(line, "with HF_TOKEN and HTTPS_PROXY (its password) set in the environment, `eas up --yes`");
+        assert!(!line.contains("hf_secretvalue") && !line.contains("pw"), "{line}");
+        assert_eq!(with_secrets("eas up --yes", &[]), "`eas up --yes`");
     }
 
     #[test]

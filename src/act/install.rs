@@ -320,7 +320,7 @@ pub async fn prepare(
 ) -> Result<(), InstallError> {
     let (layer, env) = (inv.layer.as_str(), inv.env.as_str());
     let file = |name: &str| files.iter().find(|(n, _)| n == name).map(|(_, t)| t.as_str()).unwrap_or_default();
-    let next_up = format!("fix the cause, then `{}`", inv.up());
+    let next_up = format!("fix the cause, then {}", inv.resume());
     crate::installer::command::detect_grammar_in(ctx.tree)?;
     let manifest = ctx.tree.join("configs/repos").join(render::repos_file(layer));
     let step = |e: std::io::Error, what: &Path| InstallError::Prepare { path: what.to_path_buf(), source: e };
@@ -382,7 +382,7 @@ pub async fn install(
     limit: Duration,
 ) -> Result<(), InstallError> {
     let (_layer, _env) = (inv.layer.as_str(), inv.env.as_str());
-    let next_up = format!("fix the cause, then `{}`", inv.up());
+    let next_up = format!("fix the cause, then {}", inv.resume());
     ctx.shell.phase("install", format!("{} (log: {})", shell_line(install_argv), log_path.display()));
     let (outcome, tail) = run_installer(ctx, install_argv, log_path, limit, true).await?;
     if let Some(f) = failure(crate::plan::PhaseId::Install, &outcome, &tail, log_path, &next_up, ctx.shell) {

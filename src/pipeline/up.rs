@@ -32,7 +32,7 @@ use crate::plan::Plan;
 use crate::runtime::Interrupt;
 use crate::settings::Global;
 use crate::state::journal::{PinsRecord, RunInfo, State};
-use crate::state::resume::invocation;
+use crate::state::resume::{Invocation, invocation};
 use crate::state::run::now;
 
 /// How `eas up` ended, when it did not fail: a dry run's plan, with the files it generated, for
@@ -53,7 +53,11 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
 /// the cluster.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
-    let inv = invocation(global, &args.select.layer, &args.env, &args.select);
+    let inv = Invocation {
+        typed: crate::next_command::up_words(&global.env),
+        secrets: crate::next_command::secrets_in(&global.env, &crate::act::bastion::secret_env_names()),
+        ..invocation(global, &args.select.layer, &args.env, &args.select)
+    };
     let services = Services::resolve(&args.select, global).map_err(config::ConfigError::from)?;
     let tree_pins = check_input(args, &services)?;
     let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
@@ -73,7 +77,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         )
         .await?;
     }
-    r.plan_doc_mut().apply_command = crate::next_command::apply_command(&global.env.args);
+    r.plan_doc_mut().apply_command = crate::next_command::apply_command(&global.env);
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
     // install's with the installer's output after them).
     if !args.dry_run {
@@ -89,7 +93,11 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
                     Err(e) => shell.warn(format!("the attempt's log was not written: {e}")),
                 }
             }
-            return Err(r.end_attempt(f));
+            let f = r.end_attempt(f);
+            if !args.dry_run {
+                resume_line(&f, &r, &cx);
+            }
+            return Err(f);
         }
     };
     // The plan's own writes (probe pods, created and deleted), for its summary.
@@ -123,11 +131,25 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     }
     let acted = acts(&cx, planned.ready()?, &mut r).await;
     if let Err(f) = &acted {
+        resume_line(f, &r, &cx);
         for l in f.lines() {
             shell.log_only(&l);
         }
     }
     acted.map(|()| Ran::Acted)
+}
+
+/// A real run interrupted before prepare: the line that runs it again (the run's own command
+/// line). From prepare on, the install's end (`record::installed`) and verify say it themselves,
+/// with what `eas down` would remove; one cause, one `next:`.
+fn resume_line(f: &Failure, r: &Runner, cx: &Cx<'_>) {
+    let phase = r.journaled().failed_phase().map(|e| e.phase);
+    if !matches!(f, Failure::Interrupted) || phase.is_some_and(|p| p >= crate::plan::PhaseId::Prepare) {
+        return;
+    }
+    let next = crate::state::resume::next_for(r.journaled(), cx.inv)
+        .unwrap_or_else(|| format!("{} runs it again (nothing was installed)", cx.inv.resume()));
+    cx.shell.note(format!("next: {next}"));
 }
 
 /// Every plan half, in the order the run meets them (`eas doctor` runs the same): preflight

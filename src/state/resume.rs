@@ -111,6 +111,13 @@ pub struct Invocation {
     pub env: String,
     /// `--profile P`, `--ref SHA`, `--model M` as the user gave them.
     pub select: Vec<String>,
+    /// The run's own `eas up --yes` command line, when it was one: every flag as typed and the
+    /// settings taken from the environment (`next_command::up_words`). A next `eas up` is this
+    /// line, so it carries every input of the run (the trees' mirrors, the node files, the base
+    /// image, the CA bundle...), not only the selection.
+    pub typed: Option<Vec<String>>,
+    /// The secrets the run read from the environment, by name (`next_command::secrets_in`).
+    pub secrets: Vec<String>,
 }
 
 impl Invocation {
@@ -122,13 +129,35 @@ impl Invocation {
         crate::installer::command::shell_line(&words)
     }
 
+    /// The run's command line with `--yes` (the one after `up`) replaced by `mode`.
+    fn typed_as(&self, mode: &str) -> Option<String> {
+        let mut words = self.typed.clone()?;
+        if let Some(yes) = words.iter().position(|w| w == "--yes") {
+            words[yes] = mode.to_string();
+        }
+        Some(crate::installer::command::shell_line(&words))
+    }
+
+    /// `eas up --yes` for this run: it runs without a terminal too.
     pub fn up(&self) -> String {
+        if let Some(line) = self.typed_as("--yes") {
+            return line;
+        }
         let mut rest = vec!["--layer".to_string(), self.layer.clone(), "--env".to_string(), self.env.clone()];
         rest.extend(self.select.iter().cloned());
+        rest.push("--yes".to_string());
         self.cmd("up", &rest)
     }
 
+    /// [`Invocation::up`] as a `next:` line prints it: quoted, after the secrets it needs set.
+    pub fn resume(&self) -> String {
+        crate::next_command::with_secrets(&self.up(), &self.secrets)
+    }
+
     pub fn dry_run(&self) -> String {
+        if let Some(line) = self.typed_as("--dry-run") {
+            return line;
+        }
         let mut rest = vec![
             "--dry-run".to_string(),
             "--layer".to_string(),
@@ -138,6 +167,26 @@ impl Invocation {
         ];
         rest.extend(self.select.iter().cloned());
         self.cmd("up", &rest)
+    }
+
+    /// The same run on another pins profile: `--profile`/`--ref` and their values replaced.
+    pub fn on_profile(&self, profile: &str) -> Invocation {
+        let replace = |words: &[String]| {
+            let mut out = Vec::new();
+            let mut it = words.iter();
+            while let Some(w) = it.next() {
+                match w.as_str() {
+                    "--profile" | "--ref" => {
+                        it.next();
+                    }
+                    _ if w.starts_with("--profile=") || w.starts_with("--ref=") => {}
+                    _ => out.push(w.clone()),
+                }
+            }
+            out.extend(["--profile".to_string(), profile.to_string()]);
+            out
+        };
+        Invocation { select: replace(&self.select), typed: self.typed.as_deref().map(replace), ..self.clone() }
     }
 
     pub fn down(&self) -> String {
@@ -154,11 +203,18 @@ impl Invocation {
     }
 }
 
-/// What to run next after `phase` ended with `status` (failed or interrupted).
-pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
-    let up = format!("`{}`", inv.up());
+/// What to run next after `phase` ended with `status` (failed or interrupted); `pending`: the
+/// record of what the install created is not complete, so `eas down` removes nothing until an
+/// `eas up` completes it (one cause, one line: the install's resume line says so itself).
+pub fn what_next(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> String {
+    let up = inv.resume();
     let down = format!("`{}`", inv.down());
+    let until = "until then `eas down` removes nothing (the record of what the install created is pending)";
     let advice = match phase {
+        // Stopped by the user before anything was installed: the same run again.
+        p if status == Status::Interrupted && p < PhaseId::Prepare => {
+            format!("{up} runs it again (nothing was installed)")
+        }
         PhaseId::Lock => {
             format!("once the other run has ended, {up} (add --break-lock if its lock is stale)")
         }
@@ -172,11 +228,15 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
         PhaseId::Overlay => {
             format!("`{}` names the patch that no longer applies; regenerate it, then {up}", inv.dry_run())
         }
+        PhaseId::Prepare | PhaseId::Install if pending => {
+            format!("{up} resumes at {phase} (the installer is idempotent) and completes the record; {until}")
+        }
         PhaseId::Prepare => format!("{up} resumes at prepare"),
         PhaseId::Install => {
             format!("{up} resumes at install (the installer is idempotent); {down} removes what was installed")
         }
         PhaseId::Verify => format!("`{}` checks again without reinstalling; {down} removes the install", inv.verify()),
+        PhaseId::Record if pending => format!("{up} records the run (nothing is reinstalled); {until}"),
         PhaseId::Record => format!("{up} records the run (nothing is reinstalled)"),
         PhaseId::Classify => format!("`{}` shows what changed since the last completed run; then {up}", inv.dry_run()),
         PhaseId::Unlock => format!(
@@ -192,7 +252,8 @@ pub fn what_next(phase: PhaseId, status: Status, inv: &Invocation) -> String {
 
 /// The next-step line for a record whose run did not succeed, if it did not.
 pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
-    state.failed_phase().map(|e| what_next(e.phase, e.status, inv))
+    let pending = state.ledger.incomplete_reason().is_some();
+    state.failed_phase().map(|e| what_next(e.phase, e.status, pending, inv))
 }
 
 /// The follow-up commands repeat the user's flags.
@@ -220,7 +281,7 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
     if let crate::pins::Source::Flag(p) = &select.pins {
         sel.extend(["--pins".to_string(), p.display().to_string()]);
     }
-    Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel }
+    Invocation { global: g, layer: layer.to_string(), env: env.to_string(), select: sel, ..Invocation::default() }
 }
 
 #[cfg(test)]
@@ -363,15 +424,21 @@ mod tests {
         assert_eq!(plan_resume(None, &BTreeMap::new()).step(Lock), &Step::Run("first run on this cluster".into()));
     }
 
-    #[test]
-    fn what_to_run_next() {
-        let inv = Invocation {
+    /// The flags of a run on context k3d-gpu, layer inference.
+    fn on_k3d_gpu(select: &[&str]) -> Invocation {
+        Invocation {
             global: vec!["--context".into(), "k3d-gpu".into()],
             layer: "inference".into(),
             env: "k3d-gpu".into(),
-            select: vec!["--profile".into(), "v1.2.0-rc.1".into()],
-        };
-        let up = "`eas up --context k3d-gpu --layer inference --env k3d-gpu --profile v1.2.0-rc.1`";
+            select: select.iter().map(|s| s.to_string()).collect(),
+            ..Invocation::default()
+        }
+    }
+
+    #[test]
+    fn what_to_run_next() {
+        let inv = on_k3d_gpu(&["--profile", "v1.2.0-rc.1"]);
+        let up = "`eas up --context k3d-gpu --layer inference --env k3d-gpu --profile v1.2.0-rc.1 --yes`";
         let cases = [
             (Install, Status::Failed, format!("install failed: {up} resumes at install (the installer is idempotent); `eas down --context k3d-gpu --layer inference` removes what was installed")),
             (Install, Status::Interrupted, format!("install was interrupted: {up} resumes at install (the installer is idempotent); `eas down --context k3d-gpu --layer inference` removes what was installed")),
@@ -387,12 +454,53 @@ mod tests {
             (Record, Status::Failed, format!("record failed: {up} records the run (nothing is reinstalled)")),
         ];
         for (p, st, want) in cases {
-            assert_eq!(what_next(p, st, &inv), want);
+            assert_eq!(what_next(p, st, false, &inv), want);
         }
         let s = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Failed)));
-        assert_eq!(next_for(&s, &inv), Some(what_next(Install, Status::Failed, &inv)));
+        assert_eq!(next_for(&s, &inv), Some(what_next(Install, Status::Failed, false, &inv)));
         assert_eq!(next_for(&state(&ALL_DONE_BEFORE_INSTALL, None), &inv), None);
         let quoted = Invocation { global: vec!["--kubeconfig".into(), "/my dir/config".into()], ..inv };
         assert!(quoted.up().starts_with("eas up --kubeconfig '/my dir/config' --layer"));
+    }
+
+    /// After an interrupted install the record is pending: one line says how to resume and that
+    /// `eas down` removes nothing until then (it used to say both that it removes what was
+    /// installed and, on a second `next:` line, that it removes nothing). The line is the run's
+    /// own command line, and names the secrets it needs, never their values.
+    #[test]
+    fn an_interrupted_install_resumes_with_the_runs_own_command_line_and_one_next() {
+        let inv = Invocation {
+            typed: Some(
+                ["eas", "--context", "k3d-gpu", "up", "--yes", "--eas-repo", "/m/eas", "--ca-bundle", "/ca.pem"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+            secrets: vec!["HF_TOKEN".into()],
+            ..on_k3d_gpu(&[])
+        };
+        let mut s = state(&ALL_DONE_BEFORE_INSTALL, Some((Install, Status::Interrupted)));
+        s.ledger = crate::state::ledger::Ledger::begin(None, &Default::default());
+        let next = next_for(&s, &inv).unwrap();
+        assert_eq!(
+            next,
+            "install was interrupted: with HF_TOKEN set in the environment, \
+             `eas --context k3d-gpu up --yes --eas-repo /m/eas --ca-bundle /ca.pem` resumes at install (the \
+             installer is idempotent) and completes the record; until then `eas down` removes nothing (the record \
+             of what the install created is pending)"
+        );
+        assert_eq!(inv.dry_run(), "eas --context k3d-gpu up --dry-run --eas-repo /m/eas --ca-bundle /ca.pem");
+        let before = state(&[(Trees, "t")], Some((Bastion, Status::Interrupted)));
+        assert_eq!(
+            next_for(&before, &inv).unwrap(),
+            "bastion was interrupted: with HF_TOKEN set in the environment, `eas --context k3d-gpu up --yes --eas-repo \
+             /m/eas --ca-bundle /ca.pem` runs it again (nothing was installed)"
+        );
+        // Completed, the record lets `eas down` remove what was installed.
+        s.ledger = s.ledger.complete(&Default::default());
+        assert!(
+            next_for(&s, &inv)
+                .unwrap()
+                .ends_with("`eas down --context k3d-gpu --layer inference` removes what was installed")
+        );
     }
 }

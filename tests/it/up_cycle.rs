@@ -952,6 +952,17 @@ impl Run {
         assert!(self.namespaces().contains(&"kserve".to_string()), "eas removed something: {:?}", self.namespaces());
     }
 
+    /// `eas up --yes` signalled with `sig` while its installer hangs: it exits 130 and leaves
+    /// nothing running. Its stderr.
+    fn interrupt_the_install(&self, sig: &str) -> String {
+        let (mut up, pid) = self.up_with_the_installer_hanging();
+        up.signal(sig);
+        let (code, err) = up.exit();
+        assert_eq!(code, Some(130), "{err}");
+        self.nothing_left(pid, &format!("{sig} in install"));
+        err
+    }
+
     /// Nothing of the run is left: no process started under its HOME (git, the installer's
     /// `docker` clients, plugins), no container of this `eas`.
     fn nothing_left(&self, pid: u32, what: &str) {
@@ -1076,6 +1087,59 @@ fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_complete
     assert!(ledger.get("pending").is_none() && ledger.get("incomplete").is_none(), "{ledger}");
     let created = ledger["created"]["namespaces"].to_string();
     assert!(created.contains("kserve") && created.contains("llm-inference"), "{ledger}");
+}
+
+/// Issue 32: after Ctrl-C during the install, the one `next:` line is the run's own command line
+/// (every flag it was given, and the CA bundle it took from the environment), naming the secrets
+/// to set, never their values, and saying that `eas down` removes nothing meanwhile (two lines
+/// used to disagree on that). Run verbatim by a shell, with the secrets set and the CA bundle's
+/// variable unset, it completes the install.
+#[test]
+fn the_resume_line_printed_after_an_interrupt_completes_the_install_when_run_verbatim() {
+    let _engine = support::docker::engine();
+    let r = run("hang");
+    let err = r.interrupt_the_install("-INT");
+    let nexts: Vec<&str> = err.lines().filter(|l| l.contains("next:")).collect();
+    assert_eq!(nexts.len(), 1, "one cause, one next: line: {err}");
+    let next = nexts[0];
+    assert!(next.contains("with HF_TOKEN, ") && next.contains("`eas down` removes nothing"), "{next}");
+    assert!(sentinel_leaks(&[("next", next)], &[]).is_empty(), "{next}");
+    let line = next.split('`').nth(1).expect("the command in backquotes");
+    for flag in [
+        "--kubeconfig",
+        "--state-dir",
+        "up --yes",
+        "--pins",
+        "--base-image",
+        "--allow-unpinned-base",
+        "--containerd-config",
+        "--nri-socket",
+        "--eas-repo",
+        "--ei-repo",
+        "--eat-repo",
+        "--ca-bundle",
+    ] {
+        assert!(line.contains(flag), "{flag} is not carried: {line}");
+    }
+
+    r.set_mode("ok");
+    let base = r.eas();
+    let mut shell = Command::new("sh");
+    shell.arg("-c").arg(line).current_dir(base.get_current_dir().unwrap());
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => shell.env(k, v),
+            None => shell.env_remove(k),
+        };
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_eas")).parent().unwrap().display().to_string();
+    shell.env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())).env_remove("EAS_CA_BUNDLE");
+    let again = shell.output().unwrap();
+    assert!(again.status.success(), "{line}\n{}", text(&again.stderr));
+    let state = r.state_file().unwrap();
+    assert_eq!(state["exit_code"], 0, "{state}");
+    let ledger = &state["ledger"];
+    assert!(ledger.get("pending").is_none() && ledger.get("incomplete").is_none(), "{ledger}");
 }
 
 #[test]

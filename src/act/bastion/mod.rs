@@ -586,6 +586,11 @@ pub fn installer_env() -> &'static [EnvVar] {
     .env
 }
 
+/// The names of the installer's secret variables (`HF_TOKEN`, the admin passwords).
+pub fn secret_env_names() -> Vec<&'static str> {
+    installer_env().iter().filter(|v| v.secret).map(|v| v.name.as_str()).collect()
+}
+
 pub use crate::kubeconfig::KubeSource;
 
 /// A run spec with the standard mounts, network and environment, plus what must outlive the run.

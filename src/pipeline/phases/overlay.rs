@@ -148,18 +148,7 @@ pub fn way_forward(
 /// The run's command on the pinned profile `profile`, in place of the `--profile` or `--ref` it
 /// selected with; every other word as given.
 fn on_profile(inv: &Invocation, profile: &str, dry_run: bool) -> String {
-    let mut other = inv.clone();
-    let mut sel = Vec::new();
-    let mut words = inv.select.iter();
-    while let Some(w) = words.next() {
-        if w == "--profile" || w == "--ref" {
-            words.next();
-        } else {
-            sel.push(w.clone());
-        }
-    }
-    sel.extend(["--profile".to_string(), profile.to_string()]);
-    other.select = sel;
+    let other = inv.on_profile(profile);
     if dry_run { other.dry_run() } else { other.up() }
 }
 
@@ -178,9 +167,21 @@ mod tests {
             layer: "inference".into(),
             env: "k3d-gpu".into(),
             select: words(&["--ref", "0123abc", "--model", "qwen3-0-6b"]),
+            ..Invocation::default()
         };
         let up = on_profile(&inv, "release-1.5", false);
-        assert_eq!(up, "eas up --context lab --layer inference --env k3d-gpu --model qwen3-0-6b --profile release-1.5");
+        assert_eq!(
+            up,
+            "eas up --context lab --layer inference --env k3d-gpu --model qwen3-0-6b --profile release-1.5 --yes"
+        );
+        // The run's own command line, when it has one, with its profile replaced and every other
+        // flag kept.
+        let typed = Invocation {
+            typed: Some(words(&["eas", "up", "--yes", "--profile=main", "--eas-repo", "/m/eas", "--ref", "abc"])),
+            ..inv.clone()
+        };
+        assert_eq!(on_profile(&typed, "release-1.5", false), "eas up --yes --eas-repo /m/eas --profile release-1.5");
+        assert_eq!(on_profile(&typed, "release-1.5", true), "eas up --dry-run --eas-repo /m/eas --profile release-1.5");
         let dry = on_profile(&Invocation { select: words(&["--profile", "main"]), ..inv }, "release-1.5", true);
         assert!(dry.contains("--dry-run") && dry.ends_with("--profile release-1.5"), "{dry}");
         assert!(!dry.contains("main"), "{dry}");

@@ -91,22 +91,17 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
             Err(Failure::step_next(
                 crate::plan::Step::Ledger,
                 format!("the install itself succeeded, but the record of what it created is incomplete ({e})"),
-                format!("run `{} --yes` again to complete the record (the install is not repeated)", cx.inv.up()),
+                format!("{} completes the record (the install is not repeated)", cx.inv.resume()),
             ))
         }
-        (result, after) => {
+        (result, _) => {
             let f = result.err().unwrap_or(Failure::Interrupted);
             r.journal().ended(f.exit_code(), matches!(f, Failure::Interrupted), &now());
             r.save()?;
+            // One line: it says whether `eas down` removes anything (not while the record is
+            // pending, as after an interruption).
             if let Some(next) = crate::state::resume::next_for(r.journaled(), cx.inv) {
                 cx.shell.note(format!("next: {next}"));
-            }
-            if matches!(after, After::Interrupted) {
-                cx.shell.note(format!(
-                    "next: the record of what the install created is pending (`eas down` removes nothing until it \
-                     is complete): run `{} --yes` again to complete it",
-                    cx.inv.up()
-                ));
             }
             Err(f)
         }

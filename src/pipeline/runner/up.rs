@@ -71,7 +71,7 @@ impl Table for Up {
     fn refuses(r: &Runner<Up>, id: PhaseId, cx: &Cx<'_>) -> Option<Failure> {
         let installs = matches!(id, PhaseId::Prepare | PhaseId::Install);
         let lost = r.fence.as_ref().and_then(crate::cluster::lease::Fence::lost).filter(|_| installs)?;
-        let next = format!("run `{}` again once no other run holds the cluster: it resumes", cx.inv.up());
+        let next = format!("once no other run holds the cluster, {} resumes", cx.inv.resume());
         Some(Failure::step_next(id, lost, next))
     }
 
