@@ -221,7 +221,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn plain() -> Shell {
+    pub fn plain() -> Shell {
         let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
         Shell::new(ProgressMode::Plain, &term, true, 0, true)
     }

@@ -10,7 +10,7 @@ use crate::act::bastion::run::Outcome;
 use crate::cluster::Cluster;
 use crate::error::Failure;
 use crate::plan::DownId;
-use crate::state::ledger::{Object, Snapshot};
+use crate::state::ledger::{Object, Snapshot, TeardownPlan};
 
 use crate::cluster::CALL;
 use crate::pipeline::down::bench::Bench;
@@ -19,9 +19,9 @@ use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Delete<'a> {
     pub cluster: &'a Cluster,
-    pub bench: &'a Bench,
-    /// What the ledger says the run created (the guarded plan's `delete`).
-    pub created: &'a Snapshot,
+    /// After a guarded teardown, the bench it ran on and its plan, whose `delete` is what the
+    /// ledger says the run created (none: the teardown was forced or did not run).
+    pub guarded: Option<(&'a Bench, &'a TeardownPlan)>,
 }
 
 /// What the delete phase hands on: what could not be deleted, and the namespaces and CRDs that
@@ -36,13 +36,19 @@ impl Phase<Down> for Delete<'_> {
     type Planned = ();
     type Done = Deleted;
 
+    /// Only after a guarded teardown: a forced one deletes nothing directly.
+    fn should_run(&self, _cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
+        self.guarded.is_some()
+    }
+
     async fn act(&mut self, (): (), cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Deleted, Failure> {
+        let (bench, plan) = self.guarded.ok_or_else(|| Failure::step(DownId::Delete, "no guarded teardown ran"))?;
         // What the ledger says this run created and is still there.
         let after_teardown = snapshot(self.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
         let mut deleted = Deleted { failures: Vec::new(), going: Snapshot::default() };
-        for o in self.created.intersect(&after_teardown).objects() {
+        for o in plan.delete.intersect(&after_teardown).objects() {
             let r = match &o {
-                Object::HelmRelease(rel) => helm_uninstall(cx, self.bench, &rel.namespace, &rel.name).await,
+                Object::HelmRelease(rel) => helm_uninstall(cx, bench, &rel.namespace, &rel.name).await,
                 // A DELETE the API server never answers ends on SIGINT/SIGTERM, not at its timeout.
                 other => self
                     .cluster

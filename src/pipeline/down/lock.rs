@@ -16,6 +16,7 @@ use crate::state::lock;
 use crate::cluster::CALL;
 use crate::pipeline::down::cx::{Cx, Down, Loaded, cancellable};
 use crate::pipeline::down::find::Recorded;
+use crate::pipeline::down::removal::Removal;
 use crate::pipeline::phases::lock as up_lock;
 use crate::pipeline::runner::{Hold, Phase, Runner};
 use crate::state::run::now;
@@ -27,10 +28,10 @@ pub struct Lock<'a> {
 impl Phase<Down> for Lock<'_> {
     const ID: DownId = DownId::Lock;
     type Planned = ();
-    /// Whether a record was loaded (none: nothing to remove).
-    type Done = bool;
+    /// What the loaded record asks of the removal (none: nothing is recorded, nothing to remove).
+    type Done = Option<Removal>;
 
-    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<bool, Failure> {
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<Option<Removal>, Failure> {
         let (sd, cluster) = (&self.found.sd, &self.found.target.cluster);
         let break_lock = cx.args.break_lock;
         let dead = crate::act::reap::dead_holder(&sd.lock_file(), break_lock);
@@ -68,9 +69,13 @@ impl Phase<Down> for Lock<'_> {
             cx.shell.note(format!("took over the cluster's Lease from the run {id}, which is gone"));
         }
         let file = sd.state_file();
-        let Some(state) = State::load(&file)? else { return Ok(false) };
+        let Some(state) = State::load(&file)? else {
+            cx.shell.phase("down", self.found.nothing());
+            return Ok(None);
+        };
+        let removal = Removal::of(cx, &state);
         *r.record_mut() = Some(Loaded { state, file, started: now() });
-        Ok(true)
+        Ok(Some(removal))
     }
 
     /// Releases the cluster's Lease, then the lock file.

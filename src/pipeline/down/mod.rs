@@ -27,6 +27,7 @@ mod plan;
 mod preview;
 mod purge;
 mod record;
+mod removal;
 mod settle;
 mod teardown;
 
@@ -34,7 +35,6 @@ pub use cx::{Down, DownSettings};
 
 use crate::error::Failure;
 use crate::output::Shell;
-use crate::plan::DownId;
 use crate::runtime::Interrupt;
 use crate::settings::Global;
 
@@ -44,9 +44,9 @@ use find::{Find, Found, Recorded};
 use lock::Lock;
 use preview::Preview;
 use purge::Purge;
-use record::{Record, earlier_findings};
+use record::{Ran, Record};
 use settle::Settle;
-use teardown::Teardown;
+use teardown::{Teardown, Torn};
 
 use crate::pipeline::runner::Runner;
 
@@ -68,88 +68,62 @@ pub fn run(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Said, 
 
 /// `eas down` as its list of phases (k0sctl's `action/apply.go`): find and preview, which only
 /// read (a dry run ends with the preview), the question, then the phases that act under the lock
-/// and the Lease, which are released whatever the outcome.
+/// and the Lease, which are released whatever the outcome. Each phase says whether it runs
+/// (`should_run`): the preview when there is a dry run or a question; the teardown unless an
+/// acknowledged incomplete record is only dropped; the deletions and the wait only after a
+/// guarded teardown; the purge with `--purge`.
 async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Said, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
     let cx = Cx::new(args, global, shell, &interrupt);
     let mut r = Runner::down(args.timeouts.clone(), interrupt.clone());
     let found = match r.act_phase(Find, (), &cx).await? {
         Found::Recorded(found) => found,
-        // Nothing was installed: only reads were sent. An attempt's record is cleared (a dry
-        // run only says so).
-        Found::Nothing { line, .. } if args.dry_run => return Ok(Said::NothingInstalled(line)),
-        Found::Nothing { line, sd } => {
-            shell.phase("down", line);
-            record::clear_attempt(&sd)?;
-            return Ok(Said::Done);
-        }
+        Found::Nothing { line, sd } => return nothing_installed(&cx, line, &sd),
     };
-    // What would go and what stays: a dry run prints it and ends; the real run lists it before
-    // it asks.
-    if args.dry_run || !args.yes {
-        let lines = r.act_phase(Preview { found: &found }, (), &cx).await?;
-        if args.dry_run {
-            return Ok(Said::Preview(lines));
-        }
-        lines.iter().for_each(|l| shell.note(format!("  {}", crate::text::for_people(l))));
+    if let Some(lines) = r.act(Preview { found: &found }, (), &cx).await?.flatten() {
+        return Ok(Said::Preview(lines));
     }
     if !args.yes {
         crate::pipeline::prompt::ask(&question(args, &found), &interrupt).await?;
     }
-    let acted = acts(&cx, &found, &mut r).await;
-    let acted = r.finish(acted).await;
+    let (cluster, sd) = (&found.target.cluster, &found.sd);
+    let acted = async {
+        let Some(removal) = r.act_phase(Lock { found: &found }, (), &cx).await? else {
+            return r.act(Purge { sd }, (), &cx).await.map(drop);
+        };
+        let torn = r.act(Teardown { cluster, sd, removal: &removal }, (), &cx).await?;
+        let deleted = r.act(Delete { cluster, guarded: torn.as_ref().and_then(Torn::guarded) }, (), &cx).await?;
+        let settled = r.act(Settle { cluster, going: deleted.as_ref().map(|d| &d.going) }, (), &cx).await?;
+        let ran = Ran { torn: torn.as_ref(), deleted: deleted.as_ref(), settled: settled.as_ref() };
+        r.act_phase(Record::of(&found, &removal, ran)?, (), &cx).await?;
+        r.act(Purge { sd }, (), &cx).await.map(drop)
+    }
+    .await;
+    let acted = r.finish(resume_note(&cx, &r, acted)).await;
     // Whatever the outcome; a Lease left by a killed `down` goes stale with its run.
     r.release().await;
     acted.map(|()| Said::Done)
 }
 
-/// The phases under the lock: the removal ([`removal`]), then the purge; an interrupted removal
-/// says how to go on (the record is kept).
-async fn acts(cx: &Cx<'_>, found: &Recorded, r: &mut Runner<Down>) -> Result<(), Failure> {
-    let (args, sd) = (cx.args, &found.sd);
-    if !r.act_phase(Lock { found }, (), cx).await? {
-        cx.shell.phase("down", found.nothing());
-        cx.shell.note(format!("purging {}", sd.dir().display()));
-        return r.act_phase(Purge { sd }, (), cx).await;
+/// Nothing was installed: only reads were sent. An attempt's record is cleared (a dry run only
+/// says so).
+fn nothing_installed(cx: &Cx<'_>, line: String, sd: &crate::state::StateDir) -> Result<Said, Failure> {
+    if cx.args.dry_run {
+        return Ok(Said::NothingInstalled(line));
     }
-    let state = &r.record().as_ref().ok_or_else(|| Failure::step(DownId::Lock, "the record was not loaded"))?.state;
-    let (layer, env) = (args.layer.clone().unwrap_or_else(|| state.layer.clone()), state.env.clone());
-    match removal(cx, found, &layer, r).await {
-        Ok(()) if args.purge => r.act_phase(Purge { sd }, (), cx).await,
-        Err(Failure::Interrupted) => {
-            let inv = crate::state::resume::invocation(cx.global, &layer, &env, &Default::default());
-            cx.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
-            Err(Failure::Interrupted)
-        }
-        ended => ended,
-    }
+    cx.shell.phase("down", line);
+    record::clear_attempt(sd)?;
+    Ok(Said::Done)
 }
 
-/// The loaded record's removal: a complete one's guarded teardown, deletion, wait and report; an
-/// incomplete one's refusal, forced teardown, or acknowledged drop.
-async fn removal(cx: &Cx<'_>, found: &Recorded, layer: &str, r: &mut Runner<Down>) -> Result<(), Failure> {
-    let (args, cluster, sd) = (cx.args, &found.target.cluster, &found.sd);
-    let state = &r.record().as_ref().ok_or_else(|| Failure::step(DownId::Lock, "the record was not loaded"))?.state;
-    let (incomplete, earlier) = (state.ledger.incomplete_reason(), earlier_findings(cx, state));
-    match incomplete {
-        Some(_) if args.acknowledge && !earlier.is_empty() => r.act_phase(Record::Drop { sd }, (), cx).await,
-        Some(reason) => {
-            let torn = r.act_phase(Teardown { cluster, sd, layer, incomplete: Some(&reason) }, (), cx).await?;
-            let (teardown_ok, reason) = (torn.ok, reason.as_str());
-            r.act_phase(Record::Forced { cluster, teardown_ok, reason }, (), cx).await
-        }
-        None => {
-            let torn = r.act_phase(Teardown { cluster, sd, layer, incomplete: None }, (), cx).await?;
-            let plan =
-                torn.plan.as_ref().ok_or_else(|| Failure::step(DownId::Teardown, "the guarded plan is missing"))?;
-            let deleted = r.act_phase(Delete { cluster, bench: &torn.bench, created: &plan.delete }, (), cx).await?;
-            let settled = r.act_phase(Settle { cluster, going: &deleted.going }, (), cx).await?;
-            let (failures, removed) = (&deleted.failures, format!("{layer} removed from {}", found.target.context));
-            let record =
-                Record::Report { sd, removed, plan, settled: &settled, teardown_ok: torn.ok, failures, earlier };
-            r.act_phase(record, (), cx).await
-        }
+/// An interrupted removal says how to go on: the record is kept.
+fn resume_note(cx: &Cx<'_>, r: &Runner<Down>, acted: Result<(), Failure>) -> Result<(), Failure> {
+    if let (Err(Failure::Interrupted), Some(loaded)) = (&acted, r.record()) {
+        let layer = cx.args.layer.clone().unwrap_or_else(|| loaded.state.layer.clone());
+        let inv = crate::state::resume::invocation(cx.global, &layer, &loaded.state.env, &Default::default());
+        cx.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
     }
+    acted
 }
 
 /// What the question before the first act names.

@@ -21,9 +21,15 @@ pub struct Preview<'a> {
 impl Phase<Down> for Preview<'_> {
     const ID: DownId = DownId::Preview;
     type Planned = ();
-    type Done = Vec<String>;
+    /// The lines, for a dry run to print; the real run prints them here, before it asks.
+    type Done = Option<Vec<String>>;
 
-    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<Vec<String>, Failure> {
+    /// The dry run, and a real run that asks (not `--yes`).
+    fn should_run(&self, cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
+        cx.args.dry_run || !cx.args.yes
+    }
+
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<Option<Vec<String>>, Failure> {
         let found = self.found;
         let mut lines = match State::load(&found.sd.state_file())? {
             None => vec![format!("nothing recorded in {}: nothing to remove", found.sd.dir().display())],
@@ -34,7 +40,11 @@ impl Phase<Down> for Preview<'_> {
             }
         };
         lines.push(r.acts(cx.args.purge));
-        Ok(lines)
+        if cx.args.dry_run {
+            return Ok(Some(lines));
+        }
+        lines.iter().for_each(|l| cx.shell.note(format!("  {}", crate::text::for_people(l))));
+        Ok(None)
     }
 }
 

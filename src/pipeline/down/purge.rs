@@ -19,7 +19,14 @@ impl Phase<Down> for Purge<'_> {
     type Planned = ();
     type Done = ();
 
-    async fn act(&mut self, (): (), _cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<(), Failure> {
+    fn should_run(&self, cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
+        cx.args.purge
+    }
+
+    async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<(), Failure> {
+        if r.record().is_none() {
+            cx.shell.note(format!("purging {}", self.sd.dir().display()));
+        }
         *r.record_mut() = None;
         empty_but_the_lock(self.sd)?;
         r.release().await;

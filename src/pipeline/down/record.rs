@@ -10,10 +10,14 @@ use crate::error::Failure;
 use crate::plan::{DownId, Step};
 use crate::state::StateDir;
 use crate::state::journal::State;
-use crate::state::ledger::{Finding, FindingKind, Object, TeardownPlan};
+use crate::state::ledger::{Finding, FindingKind, TeardownPlan};
 
 use crate::pipeline::down::cx::{Cx, Down, Loaded, SNAPSHOT_DEADLINE, snapshot};
+use crate::pipeline::down::delete::Deleted;
+use crate::pipeline::down::find::Recorded;
+use crate::pipeline::down::removal::{How, Removal};
 use crate::pipeline::down::settle::Settled;
+use crate::pipeline::down::teardown::Torn;
 use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::now;
 
@@ -35,6 +39,38 @@ pub enum Record<'a> {
     Forced { cluster: &'a Cluster, teardown_ok: bool, reason: &'a str },
     /// An incomplete record whose teardown with every guard already ran, once `--acknowledge`d.
     Drop { sd: &'a StateDir },
+}
+
+/// What the phases before the record phase handed on (none for a phase that did not run).
+pub struct Ran<'a> {
+    pub torn: Option<&'a Torn>,
+    pub deleted: Option<&'a Deleted>,
+    pub settled: Option<&'a Settled>,
+}
+
+impl<'a> Record<'a> {
+    /// The record phase for the removal that ran: an acknowledged incomplete record's drop, the
+    /// forced teardown's record, or the guarded teardown's report.
+    pub fn of(found: &'a Recorded, removal: &'a Removal, ran: Ran<'a>) -> Result<Record<'a>, Failure> {
+        let ran_not = |what: &str| Failure::step(DownId::Record, format!("{what} did not run"));
+        let torn = ran.torn.ok_or_else(|| ran_not("the teardown"));
+        Ok(match &removal.how {
+            How::Drop => Record::Drop { sd: &found.sd },
+            How::Forced(reason) => Record::Forced { cluster: &found.target.cluster, teardown_ok: torn?.ok, reason },
+            How::Guarded => {
+                let torn = torn?;
+                Record::Report {
+                    sd: &found.sd,
+                    removed: format!("{} removed from {}", removal.layer, found.target.context),
+                    plan: torn.plan.as_ref().ok_or_else(|| ran_not("the guarded teardown"))?,
+                    settled: ran.settled.ok_or_else(|| ran_not("the settle phase"))?,
+                    teardown_ok: torn.ok,
+                    failures: &ran.deleted.ok_or_else(|| ran_not("the delete phase"))?.failures,
+                    earlier: removal.earlier.clone(),
+                }
+            }
+        })
+    }
 }
 
 impl Phase<Down> for Record<'_> {
@@ -147,39 +183,6 @@ fn may_be_left(state: &State, current: &crate::state::ledger::Snapshot, reason: 
     found
 }
 
-/// The findings of an earlier `down`, repeated (or acknowledged), before anything acts.
-pub fn earlier_findings(cx: &Cx<'_>, state: &State) -> Vec<Finding> {
-    let earlier = state.ledger.findings.clone();
-    for f in &earlier {
-        if cx.args.acknowledge {
-            cx.shell.note(format!("acknowledged: {f}"));
-        } else {
-            cx.shell.warn(format!("{f} (found by an earlier eas down)"));
-        }
-    }
-    earlier
-}
-
-/// An incomplete record: nothing is removed (exit 1) unless `--force-incomplete`.
-pub fn refuse_incomplete(cx: &Cx<'_>, state: &State, reason: &str) -> Result<(), Failure> {
-    cx.shell.warn(format!("the record is incomplete: {reason}"));
-    cx.shell.note(format!(
-        "  known: {} objects existed before eas up; {} were recorded as created: {}",
-        state.ledger.before.objects().len(),
-        state.ledger.created.objects().len(),
-        list(&state.ledger.created.objects())
-    ));
-    if cx.args.force_incomplete {
-        return Ok(());
-    }
-    cx.shell.note("  everything on the cluster is treated as pre-existing: nothing was removed");
-    Err(Failure::step_next(
-        Step::DownRun,
-        "the record of what eas up created is incomplete; nothing was removed",
-        "complete the record by running the same `eas up ... --yes` again (it resumes and records what the install created), or run `eas down --yes --force-incomplete`",
-    ))
-}
-
 /// Removes the latest attempt's record (`attempt/`), when there is one.
 pub fn clear_attempt(sd: &StateDir) -> Result<(), Failure> {
     let attempt = sd.dir().join(crate::pipeline::settings::ATTEMPT);
@@ -188,13 +191,6 @@ pub fn clear_attempt(sd: &StateDir) -> Result<(), Failure> {
             .map_err(|e| Failure::step(Step::DownRun, format!("{}: {e}", attempt.display())))?;
     }
     Ok(())
-}
-
-fn list(objects: &[Object]) -> String {
-    if objects.is_empty() {
-        return "none".into();
-    }
-    objects.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

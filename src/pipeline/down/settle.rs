@@ -18,8 +18,8 @@ use crate::pipeline::runner::{Phase, Runner};
 
 pub struct Settle<'a> {
     pub cluster: &'a Cluster,
-    /// The namespaces and CRDs the delete phase deleted.
-    pub going: &'a Snapshot,
+    /// The namespaces and CRDs the delete phase deleted (none: it did not run).
+    pub going: Option<&'a Snapshot>,
 }
 
 /// What the settle phase found: the cluster after the wait, and why each namespace still there
@@ -34,6 +34,11 @@ impl Phase<Down> for Settle<'_> {
     type Planned = ();
     type Done = Settled;
 
+    /// Only after the delete phase: nothing else was deleted for it to wait on.
+    fn should_run(&self, _cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
+        self.going.is_some()
+    }
+
     /// The cluster once what was deleted has gone from it, or once the window is all but spent:
     /// its last quarter (at most [`crate::settings::timeouts::LEDGER`]) is kept for the last
     /// read, which reports what is still there as left, a namespace with why (its deletion
@@ -41,12 +46,13 @@ impl Phase<Down> for Settle<'_> {
     /// one goes; a wait the API server refuses is a warning: the last read decides.
     async fn act(&mut self, (): (), cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Settled, Failure> {
         use futures::StreamExt;
+        let going = self.going.ok_or_else(|| Failure::step(DownId::Settle, "the delete phase did not run"))?;
         let window = left();
         let start = tokio::time::Instant::now();
         let reserve = (window / 4).min(crate::settings::timeouts::LEDGER);
         let wait_end = window.saturating_sub(reserve);
         let now = snapshot(self.cluster, cx.interrupt, wait_end.max(Duration::from_secs(1))).await?;
-        let mut still = self.going.intersect(&now).objects();
+        let mut still = going.intersect(&now).objects();
         if still.is_empty() {
             return Ok(Settled { after: now, why: BTreeMap::new() });
         }
@@ -83,7 +89,7 @@ impl Phase<Down> for Settle<'_> {
         let last = window.saturating_sub(start.elapsed()).saturating_sub(reserve / 4);
         let after = snapshot(self.cluster, cx.interrupt, last.max(Duration::from_secs(1))).await?;
         let mut why = BTreeMap::new();
-        for n in &self.going.intersect(&after).namespaces {
+        for n in &going.intersect(&after).namespaces {
             let t = CALL.min(window.saturating_sub(start.elapsed()).max(Duration::from_secs(1)));
             let read = async { Ok(self.cluster.namespace_left(n, t).await) };
             let said = match cancellable(cx.interrupt, read).await? {

@@ -17,16 +17,16 @@ use crate::state::ledger::{TeardownPlan, all_guarded_components, guard_teardown}
 
 use crate::pipeline::down::bench::Bench;
 use crate::pipeline::down::cx::{Cx, Down, SNAPSHOT_DEADLINE, left, snapshot};
-use crate::pipeline::down::record::refuse_incomplete;
+use crate::pipeline::down::removal::{How, Removal, refuse_incomplete};
 use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::now;
 
 pub struct Teardown<'a> {
     pub cluster: &'a Cluster,
     pub sd: &'a StateDir,
-    pub layer: &'a str,
-    /// The record is incomplete (why): every guard's `--skip`, once `--force-incomplete` allows it.
-    pub incomplete: Option<&'a str>,
+    /// The layer, and whether the record is incomplete (every guard's `--skip`, once
+    /// `--force-incomplete` allows it) or dropped (no teardown).
+    pub removal: &'a Removal,
 }
 
 /// What the teardown hands on: what it ran on, whether it succeeded, and (with a complete
@@ -37,15 +37,27 @@ pub struct Torn {
     pub plan: Option<TeardownPlan>,
 }
 
+impl Torn {
+    /// What the deletions need after a guarded teardown: the bench it ran on and its plan.
+    pub fn guarded(&self) -> Option<(&Bench, &TeardownPlan)> {
+        Some((&self.bench, self.plan.as_ref()?))
+    }
+}
+
 impl Phase<Down> for Teardown<'_> {
     const ID: DownId = DownId::Teardown;
     const STOPS_ITSELF: bool = true;
     type Planned = ();
     type Done = Torn;
 
+    /// An acknowledged incomplete record was torn down before: it is only dropped.
+    fn should_run(&self, _cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
+        !matches!(self.removal.how, How::Drop)
+    }
+
     /// An incomplete record: nothing is removed (exit 1) unless `--force-incomplete`.
     async fn before(&mut self, cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<(), Failure> {
-        match (self.incomplete, r.record().as_ref()) {
+        match (self.removal.incomplete(), r.record().as_ref()) {
             (Some(reason), Some(loaded)) => refuse_incomplete(cx, &loaded.state, reason),
             _ => Ok(()),
         }
@@ -54,7 +66,7 @@ impl Phase<Down> for Teardown<'_> {
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<Torn, Failure> {
         let r: &Runner<Down> = r;
         let state = &r.record().as_ref().ok_or_else(|| Failure::step(DownId::Teardown, "no record was loaded"))?.state;
-        let (skip, plan) = match self.incomplete {
+        let (skip, plan) = match self.removal.incomplete() {
             Some(_) => (all_guarded_components(), None),
             None => {
                 let current = snapshot(self.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
@@ -66,7 +78,7 @@ impl Phase<Down> for Teardown<'_> {
             }
         };
         let bench = Bench::new(cx, state).await?;
-        let ok = teardown(cx, &bench, r.fence(), (self.sd, state), self.layer, &skip).await?;
+        let ok = teardown(cx, &bench, r.fence(), (self.sd, state), &self.removal.layer, &skip).await?;
         Ok(Torn { bench, ok, plan })
     }
 }
