@@ -39,6 +39,7 @@ pub enum Kind {
     Containerd,
     CaBundle,
     Facts,
+    Plan,
 }
 
 impl Kind {
@@ -46,7 +47,7 @@ impl Kind {
         match self {
             Kind::Lock => 64 * KIB,
             Kind::Pins | Kind::Containerd => 4 * MIB,
-            Kind::State | Kind::Fit | Kind::Catalog | Kind::Kubeconfig | Kind::CaBundle => 16 * MIB,
+            Kind::State | Kind::Fit | Kind::Catalog | Kind::Kubeconfig | Kind::CaBundle | Kind::Plan => 16 * MIB,
             Kind::Facts => 64 * MIB,
         }
     }
@@ -62,6 +63,7 @@ impl Kind {
             Kind::Containerd => "containerd config",
             Kind::CaBundle => "CA bundle",
             Kind::Facts => "facts document",
+            Kind::Plan => "saved plan",
         }
     }
 }

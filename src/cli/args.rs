@@ -107,9 +107,20 @@ pub struct UpArgs {
     /// The installer's environment name (env/<name>/ in the EAS tree)
     #[arg(long, default_value = "k3d-gpu")]
     pub env: String,
-    /// With --dry-run: also write the generated files and plan.json here
+    /// With --dry-run: also write plan.json, the plan's text (plan.txt) and the generated files
+    /// here; a refused plan (exit 3) writes plan.json and plan.txt only
     #[arg(long, value_name = "DIR", requires = "dry_run")]
     pub out: Option<PathBuf>,
+    /// Apply the plan a dry run saved with --out DIR, and nothing else: its selection is the
+    /// run's (selection flags are refused beside it); the run stops before its first write,
+    /// naming each difference, when the pins, the trees, a decision, the model pick, the
+    /// overlay, the bastion image or the installer's command lines are no longer those planned
+    #[arg(
+        long = "plan",
+        value_name = "DIR",
+        conflicts_with_all = ["layer", "profile", "git_ref", "model", "pins", "fit", "env"]
+    )]
+    pub plan: Option<PathBuf>,
     /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
     #[arg(long, value_enum, default_value = "text", requires_if("json", "dry_run"))]
     pub output: super::OutputArg,

@@ -21,6 +21,30 @@ impl From<OverlayError> for Failure {
     }
 }
 
+/// A saved plan (`eas up --plan DIR`) that cannot be read or is not one eas makes: bad input; one
+/// with blockers: a refusal, since the real run would never carry it out.
+impl From<crate::plan::saved::SavedError> for Failure {
+    fn from(e: crate::plan::saved::SavedError) -> Self {
+        use crate::plan::saved::SavedError;
+        let save = "save a plan with `eas up --dry-run --out DIR`, review it, then run `eas up --plan DIR`";
+        match e {
+            SavedError::Read(r) => Failure::read(&r, save),
+            SavedError::NotAPlan { .. } => Failure::bad_input(e.to_string(), save),
+            SavedError::Blocked { ref file, ref causes } => {
+                let mut lines = vec![format!(
+                    "REFUSE: the saved plan {file} lists blockers; a plan with blockers is never applied"
+                )];
+                lines.extend(causes.iter().map(|c| format!("  {c}")));
+                lines.push(
+                    "next: remove the blockers it names, then save the plan again with `eas up --dry-run --out DIR`"
+                        .into(),
+                );
+                Failure::Blocked { lines, kind: crate::plan::Kind::Refusal }
+            }
+        }
+    }
+}
+
 impl From<DataError> for Failure {
     fn from(e: DataError) -> Self {
         Failure::bad_input(

@@ -66,7 +66,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
             let (dry_run, out) = (args.dry_run, args.out.clone());
             match crate::cli::up(*args, &global.env) {
                 Ok(settings) => up::run(&settings, global, shell),
-                Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f.into())),
+                Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f.into(), shell)),
             }
         }
         Command::Down(args) => down::run(&crate::cli::down(args, &global.env), global, shell),

@@ -8,8 +8,15 @@ use std::path::Path;
 
 /// Whether a file name is one `eas config` or `eas up --dry-run --out` writes.
 pub fn is_output(name: &str) -> bool {
-    matches!(name, "eas-overrides.yaml" | "global_config.edit.yaml" | "models.edit.yaml" | "choices.txt" | "plan.json")
-        || (name.starts_with("repos.") && name.ends_with(".yaml"))
+    matches!(
+        name,
+        "eas-overrides.yaml"
+            | "global_config.edit.yaml"
+            | "models.edit.yaml"
+            | "choices.txt"
+            | "plan.json"
+            | "plan.txt"
+    ) || (name.starts_with("repos.") && name.ends_with(".yaml"))
 }
 
 /// Removes every output file left in `out` by an earlier run. A missing directory is fine.

@@ -14,8 +14,12 @@ pub struct UpSettings {
     pub select: Select,
     /// The installer's environment name (env/<name>/ in the EAS tree)
     pub env: String,
-    /// With --dry-run: also write the generated files and plan.json here
+    /// With --dry-run: also write plan.json, plan.txt and (unless refused) the generated files here
     pub out: Option<PathBuf>,
+    /// `--plan DIR`: the saved plan to apply (read by the command layer into `saved`)
+    pub plan: Option<PathBuf>,
+    /// The saved plan this run applies and is held to (`crate::plan::saved`)
+    pub saved: Option<std::sync::Arc<crate::plan::saved::Saved>>,
     /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout
     pub output: crate::output::OutputFormat,
     /// Add each decision's source as a permalink to the plan

@@ -102,6 +102,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     };
     // The plan's own writes (probe pods, created and deleted), for its summary.
     r.plan_doc_mut().wrote = crate::gather::probe::created();
+    if let Some(saved) = &args.saved {
+        held_to(saved, &mut r);
+    }
     // The dry-run stop: the plan, where the acts would begin.
     if args.dry_run {
         let files = planned.files().to_vec();
@@ -152,6 +155,22 @@ fn resume_line(f: &Failure, r: &Runner, cx: &Cx<'_>) {
     cx.shell.note(format!("next: {next}"));
 }
 
+/// `--plan DIR`: each difference between the plan made now and the saved one is a refusal,
+/// ahead of every other blocker, so the run stops before its first write naming each (a dry run
+/// lists them). One fix, on the last.
+fn held_to(saved: &crate::plan::saved::Saved, r: &mut Runner) {
+    let now = serde_json::to_value(r.plan_doc()).expect("the plan serialises");
+    let found = saved.differences(&now);
+    let last = found.len().saturating_sub(1);
+    let fix =
+        "review the plan as it is now (`eas up --dry-run --out DIR`), then apply that one with `eas up --plan DIR`";
+    let refusals = found.into_iter().enumerate().map(|(i, (phase, what))| {
+        let cause = format!("the saved plan {} differs: {what}", saved.file.display());
+        crate::plan::Blocker::new(phase, cause, if i == last { fix } else { "" }, crate::plan::Kind::Refusal)
+    });
+    r.plan_doc_mut().blockers.splice(0..0, refusals.collect::<Vec<_>>());
+}
+
 /// Every plan half, in the order the run meets them (`eas doctor` runs the same): preflight
 /// (the cluster's identity, Docker, git), lock, then the bastion image's plan, the facts and the
 /// trees side by side, config (with the cluster's prerequisites), the overlay, and classify (the
@@ -171,6 +190,10 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let (latest, last) =
         (records.as_ref().and_then(|x| x.latest.as_ref()), records.as_ref().and_then(|x| x.last.as_ref()));
     let resolved = trees.as_ref().map(|t| &t.resolved);
+    if let Some(t) = resolved {
+        let shas = [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)];
+        r.plan_doc_mut().trees = shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect();
+    }
     let decided = r.plan(&mut Config { facts: &facts, pre: &pre, trees: resolved, last }, cx).await?;
     config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
     let work = pre.sd.work_dir().join("eas");
@@ -286,6 +309,7 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
     };
     let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
     plan.pins_source = args.select.pins.label();
+    plan.selection = Some(selection(args));
     plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
         .into_iter()
         .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
@@ -293,6 +317,22 @@ pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Run
     let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);
     r.dry_run(args.dry_run);
     r
+}
+
+/// The run's selection as the plan records it: what `eas up --plan DIR` runs with again.
+fn selection(args: &UpSettings) -> crate::plan::saved::Selection {
+    let s = &args.select;
+    let path = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
+    let values = [
+        Some(s.layer.to_string()),
+        Some(args.env.clone()),
+        s.profile.clone(),
+        s.git_ref.clone(),
+        s.model.clone(),
+        s.pins.path().map(path),
+        s.fit.as_deref().map(path),
+    ];
+    crate::plan::saved::SELECTION.iter().map(|n| n.to_string()).zip(values).collect()
 }
 
 /// Bad input is found before anything else happens.

@@ -6,6 +6,7 @@
 //! to each row.
 
 pub mod data;
+pub mod saved;
 pub mod step;
 
 pub use step::Step;
@@ -786,8 +787,13 @@ pub struct Plan {
     pub profile: String,
     /// The pins file the run read, by absolute path, or `built-in` (`pins::Source::label`).
     pub pins_source: String,
+    /// What the run selected (`eas up --plan DIR` runs with it again); `null` when the plan was
+    /// not made by `eas up`.
+    pub selection: Option<saved::Selection>,
     /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
     pub commits: BTreeMap<String, String>,
+    /// The commit each tree resolved to (empty when the trees could not be read).
+    pub trees: BTreeMap<String, String>,
     /// The model `eas config` picked, with its verdict (`qwen2-5-coder-7b (fallback)`).
     pub model: Option<String>,
     /// The fit decision on the model's KV cache.
@@ -866,7 +872,9 @@ impl Plan {
             env: env.to_string(),
             profile: profile.to_string(),
             pins_source: crate::pins::Source::Builtin.label(),
+            selection: None,
             commits: BTreeMap::new(),
+            trees: BTreeMap::new(),
             model: None,
             fit: None,
             model_pick: None,

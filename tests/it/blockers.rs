@@ -507,3 +507,68 @@ fn a_server_below_the_kubernetes_floor_is_refused_naming_the_floor_and_its_sourc
     );
     assert_eq!(writes, Vec::<String>::new());
 }
+
+/// Issue 32: a refused dry run (EAT 1.x on the eat1 recording: exit 3) with `--out` writes the
+/// plan to attach to a ticket, `plan.json` and the printed text as `plan.txt`, blockers included,
+/// and none of the installer's files, and says what it wrote. That saved plan is never applied:
+/// `eas up --plan DIR` refuses it (exit 3) without a write; a selection flag beside `--plan`, or
+/// a directory without a plan, is bad input (exit 2).
+#[test]
+fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never_applied() {
+    let (state, t, dir) = (tempfile::tempdir().unwrap(), trees(), tempfile::tempdir().unwrap());
+    let server = ClusterServer::start(support::fixture("eat1"));
+    let out = dir.path().join("reviewed");
+    let dry = command(&server, "eat1", state.path(), &t, true, &["--dry-run", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = text(&dry.stderr);
+    assert_eq!(dry.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&format!("wrote plan.json, plan.txt to {} (the plan is refused", out.display())),
+        "eas says what it wrote: {err}"
+    );
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["plan.json", "plan.txt"], "no installer file for a refused plan");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(support::schema_errors("eas-plan.v1", &plan), Vec::<String>::new());
+    assert_eq!(plan["exit_code"], 3);
+    let refusal = plan["blockers"].as_array().unwrap().iter().find(|b| b["exit_code"] == 3).expect("a refusal");
+    let printed = std::fs::read_to_string(out.join("plan.txt")).unwrap();
+    assert_eq!(printed, text(&dry.stdout), "plan.txt is the plan as printed");
+    let cause = refusal["cause"].as_str().unwrap();
+    assert!(printed.contains(&cause[..cause.len().min(50)]), "the blockers are in the text: {printed}");
+    assert_eq!(plan["selection"]["layer"], "agent-toolkit", "{}", plan["selection"]);
+    assert_eq!(plan["selection"]["pins"], t.join("pins.json").display().to_string());
+
+    // `--plan` takes the selection from the saved plan: the node flags and mirrors stay.
+    let apply = |extra: &[&str]| {
+        let mut c = support::eas(&support::fixture("eat1"));
+        c.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("up");
+        c.args(support::facts_args("eat1")).arg("--plan").arg(&out).args(extra);
+        c.output().unwrap()
+    };
+    let before = server.requests().len();
+    let refused = apply(&["--yes"]);
+    let err = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{err}");
+    let file = out.join("plan.json");
+    assert!(
+        err.contains(&format!("REFUSE: the saved plan {} lists blockers", file.display())) && err.contains(cause),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), before, "refused before the cluster is read");
+    for flag in [&["--layer", "inference"][..], &["--model", "qwen2-5-coder-7b"], &["--pins", "pins.json"]] {
+        let bad = apply(&[&["--yes"], flag].concat());
+        let err = text(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{flag:?}: {err}");
+        assert!(err.contains("'--plan <DIR>' cannot be used with") && err.contains(flag[0]), "{flag:?}: {err}");
+    }
+    std::fs::remove_file(&file).unwrap();
+    let none = apply(&["--yes"]);
+    let err = text(&none.stderr);
+    assert_eq!(none.status.code(), Some(2), "{err}");
+    assert!(err.contains(&file.display().to_string()) && err.contains("eas up --dry-run --out DIR"), "{err}");
+    assert_eq!(server.requests().len(), before, "bad input is found before the cluster is read");
+}

@@ -119,11 +119,13 @@ fn up_checks_layer_and_model_before_any_network_call_and_clears_stale_outputs() 
         assert_eq!(out.status.code(), Some(2), "{args:?}: bad input, found before the cluster is read: {stderr}");
         assert!(stderr.starts_with(want), "{args:?}: {stderr}");
         assert_eq!(listing(&out_dir), vec!["notes.txt"], "{args:?}: stale outputs removed, the user's file kept");
+        let said = format!("; nothing was written to {} (no plan was made)", out_dir.display());
+        assert!(stderr.lines().nth(1).is_some_and(|hint| hint.ends_with(&said)), "{args:?}: {stderr}");
     }
 }
 
 #[test]
-fn a_refused_dry_run_leaves_no_stale_outputs() {
+fn a_refused_dry_run_writes_only_its_plan_and_keeps_the_users_file() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let dir = tempfile::tempdir().unwrap();
     let out_dir = stale_out(dir.path());
@@ -147,7 +149,11 @@ fn a_refused_dry_run_leaves_no_stale_outputs() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("REFUSE: --layer erag"), "{stderr}");
-    assert_eq!(listing(&out_dir), vec!["notes.txt"]);
+    // A refused plan (issue 32): plan.json and plan.txt, the earlier run's installer files gone,
+    // the user's file kept, and eas says what it wrote.
+    assert_eq!(listing(&out_dir), vec!["notes.txt", "plan.json", "plan.txt"]);
+    assert!(std::fs::read_to_string(out_dir.join("plan.txt")).unwrap().contains("--layer erag"));
+    assert!(stderr.contains(&format!("wrote plan.json, plan.txt to {}", out_dir.display())), "{stderr}");
 }
 
 /// The xeon-amx cluster with its node's `k3s.io/node-args` annotation replaced by `text`.

@@ -1786,3 +1786,87 @@ fn a_real_run_with_probe_nodes_records_its_probe_pod_in_the_ledger() {
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
 }
+
+/// Issue 32: a reviewed plan, applied exactly. `eas up --dry-run --out DIR` saves the plan on the
+/// recorded desktop at 48 GiB; `eas up --plan DIR --yes` (no selection flag: the layer, the pins
+/// file and the rest come from the saved plan) refuses, before its first write and naming the
+/// difference, when the node has since grown to its recorded 125 GiB (the pick moves) and when the
+/// pins file has since moved EI's pin; with both as reviewed it installs what the plan says.
+#[test]
+fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
+    let _engine = support::docker::engine();
+    let s = setup();
+    let r = run("ok");
+    let node = server_node();
+    r.server.update(&node, node_memory("50331648Ki"));
+    let pins = r.home.join("pins.json");
+    std::fs::copy(&s.pins, &pins).unwrap();
+    let saved = r.home.join("reviewed");
+    let with_pins = |extra: &[&str]| {
+        let mut v = r.up_args(extra);
+        let at = v.iter().position(|a| a == "--pins").unwrap();
+        v[at + 1] = pins.display().to_string();
+        v
+    };
+    let dry = r.eas().args(with_pins(&["--dry-run", "--out", saved.to_str().unwrap()])).output().unwrap();
+    let err = text(&dry.stderr);
+    assert!(dry.status.success(), "{err}");
+    assert!(err.contains("wrote plan.json, plan.txt, ") && err.contains(&saved.display().to_string()), "{err}");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(saved.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["blockers"], json!([]), "{plan:#}");
+    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
+    let ei = plan["commits"]["ei"].as_str().unwrap().to_string();
+    assert_eq!(plan["trees"]["ei"], ei, "{plan:#}");
+    // The saved plan's inputs, without its selection flags (refused beside --plan).
+    let apply = || {
+        let mut v = r.up_args(&["--yes", "--plan", saved.to_str().unwrap()]);
+        let at = v.iter().position(|a| a == "--pins").unwrap();
+        v.drain(at..at + 2);
+        r.eas().args(v).output().unwrap()
+    };
+    let refused_for = |what: &str| {
+        let out = apply();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{what}: {err}");
+        assert_eq!(support::writes(&r.server), Vec::<String>::new(), "{what}: no write reached the cluster");
+        assert!(r.state_file().is_none(), "{what}: nothing installed");
+        let prefix = format!("REFUSE: the saved plan {} differs: ", saved.join("plan.json").display());
+        let lines: Vec<String> = err.lines().filter_map(|l| l.strip_prefix(&prefix)).map(str::to_string).collect();
+        assert!(!lines.is_empty(), "{what}: {err}");
+        lines
+    };
+
+    // The node grows to its recorded 125 GiB: the pick is no longer the one reviewed.
+    r.server.update(&node, node_memory("131530088Ki"));
+    let lines = refused_for("more memory");
+    let pick = lines.iter().find(|l| l.starts_with("model pick: ")).unwrap_or_else(|| panic!("{lines:?}"));
+    let (was, now) = pick.split_once(" in the saved plan, ").unwrap();
+    assert!(was.starts_with(&format!("model pick: {picked} (fit: ")), "{pick}");
+    assert!(!now.starts_with(&picked), "another model now: {pick}");
+    assert!(!lines.iter().any(|l| l.starts_with("pin ")), "the pins did not move: {lines:?}");
+    r.server.update(&node, node_memory("50331648Ki"));
+
+    // The pins file moves EI's pin to a later commit: named, with both commits.
+    let repo = s.repos.join("ei");
+    let branch = format!("saved-plan-{}", std::process::id());
+    support::git(&repo, &["checkout", "-q", "-b", &branch]);
+    std::fs::write(repo.join("LATER.txt"), "a later EI commit\n").unwrap();
+    support::git(&repo, &["add", "-A"]);
+    support::git(&repo, &["commit", "-qm", "later"]);
+    let later = support::git(&repo, &["rev-parse", "HEAD"]);
+    support::git(&repo, &["checkout", "-q", "main"]);
+    support::trees::point_main_pins(&pins, &[("ei".to_string(), later.clone())]);
+    let lines = refused_for("a moved pin");
+    assert!(lines.contains(&format!("pin ei: {ei} in the saved plan, {later} now")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("model pick: ")), "the pick did not move: {lines:?}");
+
+    // As reviewed: applied, and what it installs is the plan's pick.
+    std::fs::copy(&s.pins, &pins).unwrap();
+    let out = apply();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let state = r.state_file().unwrap();
+    assert_eq!(phase_status(&state, "verify"), "done");
+    assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is deployed");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}

@@ -106,6 +106,8 @@ impl Fixture {
             select: crate::settings::Select::default(),
             env: "k3d-gpu".into(),
             out: None,
+            plan: None,
+            saved: None,
             output: crate::output::OutputFormat::Text,
             explain: false,
             yes: true,
