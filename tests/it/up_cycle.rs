@@ -1818,12 +1818,13 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     let ei = plan["commits"]["ei"].as_str().unwrap().to_string();
     assert_eq!(plan["trees"]["ei"], ei, "{plan:#}");
     // The saved plan's inputs, without its selection flags (refused beside --plan).
-    let apply = || {
-        let mut v = r.up_args(&["--yes", "--plan", saved.to_str().unwrap()]);
+    let args = |extra: &[&str]| {
+        let mut v = r.up_args(&[&["--plan", saved.to_str().unwrap()], extra].concat());
         let at = v.iter().position(|a| a == "--pins").unwrap();
         v.drain(at..at + 2);
-        r.eas().args(v).output().unwrap()
+        v
     };
+    let apply = || r.eas().args(args(&["--yes"])).output().unwrap();
     let refused_for = |what: &str| {
         let out = apply();
         let err = text(&out.stderr);
@@ -1844,6 +1845,12 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     assert!(was.starts_with(&format!("model pick: {picked} (fit: ")), "{pick}");
     assert!(!now.starts_with(&picked), "another model now: {pick}");
     assert!(!lines.iter().any(|l| l.starts_with("pin ")), "the pins did not move: {lines:?}");
+    // The dry run with --plan lists the same differences as refusals, first among its blockers.
+    let dry = r.eas().args(args(&["--dry-run", "--output", "json"])).output().unwrap();
+    assert_eq!(dry.status.code(), Some(3), "{}", text(&dry.stderr));
+    let now: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let causes: Vec<String> = now["blockers"].as_array().unwrap().iter().map(|b| b["cause"].to_string()).collect();
+    assert!(causes[0].contains("differs: ") && causes.iter().any(|c| c.contains(pick.as_str())), "{causes:?}");
     r.server.update(&node, node_memory("50331648Ki"));
 
     // The pins file moves EI's pin to a later commit: named, with both commits.
@@ -1860,8 +1867,16 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     assert!(lines.contains(&format!("pin ei: {ei} in the saved plan, {later} now")), "{lines:?}");
     assert!(!lines.iter().any(|l| l.starts_with("model pick: ")), "the pick did not move: {lines:?}");
 
-    // As reviewed: applied, and what it installs is the plan's pick.
+    // As reviewed: on a terminal without --yes it still asks ("n" changes nothing), then with
+    // --yes it is applied, and what it installs is the plan's pick.
     std::fs::copy(&s.pins, &pins).unwrap();
+    let asked = args(&[]);
+    let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+    let out = support::on_a_terminal(r.eas(), &asked, &r.home, "n\n");
+    let shown = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("eas up installs agent-toolkit on k3d-gpu. Continue? [y/N]"), "{shown}");
+    assert!(r.state_file().is_none() && support::writes(&r.server).is_empty(), "not confirmed: {shown}");
     let out = apply();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let state = r.state_file().unwrap();
