@@ -40,12 +40,13 @@ pub enum Kind {
     CaBundle,
     Facts,
     Plan,
+    Config,
 }
 
 impl Kind {
     pub const fn limit(self) -> u64 {
         match self {
-            Kind::Lock => 64 * KIB,
+            Kind::Lock | Kind::Config => 64 * KIB,
             Kind::Pins | Kind::Containerd => 4 * MIB,
             Kind::State | Kind::Fit | Kind::Catalog | Kind::Kubeconfig | Kind::CaBundle | Kind::Plan => 16 * MIB,
             Kind::Facts => 64 * MIB,
@@ -64,6 +65,7 @@ impl Kind {
             Kind::CaBundle => "CA bundle",
             Kind::Facts => "facts document",
             Kind::Plan => "saved plan",
+            Kind::Config => "config file",
         }
     }
 }

@@ -3,6 +3,8 @@
 //! the process environment themselves.
 
 pub mod env;
+pub mod file;
+pub mod source;
 pub mod timeouts;
 
 use std::path::PathBuf;
@@ -23,6 +25,25 @@ pub struct Global {
     /// `--ca-bundle` / `EAS_CA_BUNDLE`, read and checked once: trusted by every TLS connection
     /// eas makes (downloads, git, the API server when the kubeconfig pins no CA, the bastion).
     pub ca_bundle: Option<CaBundle>,
+    /// Where each of these that is not a default came from (the plan names it).
+    pub sources: source::Sources,
+    /// The config file (`--config`, `EAS_CONFIG`, `./eas.yaml`), when there is one: the
+    /// commands that take up's selection read the rest of it.
+    pub file: Option<file::ConfigFile>,
+}
+
+impl Global {
+    /// Where the pins come from for a command given `--pins flag` (SPEC §1, with the config
+    /// file's `pins:` between `EAS_PINS` and the user's pins file).
+    pub fn pins_source(&self, flag: Option<&std::path::Path>) -> crate::pins::Source {
+        self.env.pins_source(flag, self.file.as_ref().and_then(|f| f.path("pins")).as_deref())
+    }
+
+    /// `value` as the prompts and previews name a global setting (`key`): with its source when
+    /// that is not a default (`k3d-gpu (from ./eas.yaml)`).
+    pub fn named(&self, key: &str, value: &str) -> String {
+        self.sources.named(key, value)
+    }
 }
 
 /// A PEM bundle of extra trusted CAs, certificates only (`net::trust::certificates_only`).

@@ -104,9 +104,9 @@ pub struct UpArgs {
     pub probe_nodes: bool,
     #[command(flatten)]
     pub select: SelectArgs,
-    /// The installer's environment name (env/<name>/ in the EAS tree)
-    #[arg(long, default_value = "k3d-gpu")]
-    pub env: String,
+    /// The installer's environment name (env/<name>/ in the EAS tree) [default: k3d-gpu]
+    #[arg(long)]
+    pub env: Option<String>,
     /// With --dry-run: also write plan.json, the plan's text (plan.txt) and the generated files
     /// here; a refused plan (exit 3) writes plan.json and plan.txt only
     #[arg(long, value_name = "DIR", requires = "dry_run")]
@@ -170,9 +170,9 @@ pub struct DoctorArgs {
     /// Read nothing from Hugging Face and skip the egress check (as `eas up --offline`)
     #[arg(long)]
     pub offline: bool,
-    /// The installer's environment name (env/<name>/ in the EAS tree)
-    #[arg(long, default_value = "k3d-gpu")]
-    pub env: String,
+    /// The installer's environment name (env/<name>/ in the EAS tree) [default: k3d-gpu]
+    #[arg(long)]
+    pub env: Option<String>,
     /// A written key nothing in the pinned trees reads, accepted as `eas up --allow-unread` would (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
@@ -295,7 +295,8 @@ pub struct ImageArgs {
 #[command(next_help_heading = "Bastion image")]
 pub struct BaseArgs {
     /// Base image, pinned by digest: REF@sha256:<digest> [default: the pins' base-image row]
-    #[arg(long, value_name = "REF", env = "EAS_BASE_IMAGE")]
+    /// [env: EAS_BASE_IMAGE]
+    #[arg(long, value_name = "REF")]
     pub base_image: Option<String>,
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
     #[arg(long)]

@@ -33,6 +33,10 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
+    /// The config file declaring what runs select (eas-config/v1: `eas schema eas-config/v1`;
+    /// `eas init` writes one) [default: $EAS_CONFIG, else ./eas.yaml when it exists]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Kubeconfig to read (never modified) [default: $KUBECONFIG, then ~/.kube/config]
     #[arg(long, global = true, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
@@ -56,7 +60,8 @@ pub struct GlobalArgs {
     pub no_color: bool,
     /// PEM bundle of extra trusted CAs (e.g. a TLS-intercepting proxy's), certificates only: used for
     /// downloads, git, the API server when the kubeconfig pins no CA, and inside the bastion
-    #[arg(long, global = true, value_name = "FILE", env = "EAS_CA_BUNDLE")]
+    /// [env: EAS_CA_BUNDLE]
+    #[arg(long, global = true, value_name = "FILE")]
     pub ca_bundle: Option<PathBuf>,
 }
 
@@ -144,9 +149,9 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Selection")]
 pub struct SelectArgs {
-    /// Layer to install: agent-toolkit or inference (erag is refused)
-    #[arg(long, default_value = "agent-toolkit", value_parser = LayerName, hide_possible_values = true)]
-    pub layer: String,
+    /// Layer to install: agent-toolkit or inference (erag is refused) [default: agent-toolkit]
+    #[arg(long, value_parser = LayerName, hide_possible_values = true)]
+    pub layer: Option<String>,
     /// Pins profile naming the EAS, EI and EAT commits
     #[arg(long, conflicts_with = "git_ref")]
     pub profile: Option<String>,

@@ -115,3 +115,38 @@ fn the_phase_timeouts_have_their_own_heading_after_the_node_facts() {
     let between = &help[facts..timeouts];
     assert!(between.contains("--containerd-config") && !between.contains("timeout"), "{between}");
 }
+
+/// The two-step resolution (issue 32): each setting from its flag, else its variable, else the
+/// config file, else eas's default, each non-default one's source recorded for the plan.
+#[test]
+fn each_setting_is_its_flag_else_its_variable_else_the_config_file() {
+    use crate::settings::source::Source;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "schema: eas-config/v1\nkubeconfig: kc\ncontext: from-file\nstate_dir: st\nlayer: inference\n\
+                env: file-env\nmodel: llama-3-1-8b\ntimeouts:\n  install: 600\nmirrors:\n  eas: mirror/eas\n";
+    std::fs::write(dir.path().join("eas.yaml"), yaml).unwrap();
+    let config = dir.path().join("eas.yaml");
+    let line = format!("eas --config {} up --dry-run --env flag-env", config.display());
+    let cli = parse(&line).unwrap();
+    let g = super::settings(&cli.global, crate::settings::Env::of(&[("KUBECONFIG", "/env/kc")])).unwrap();
+    let file = Source::File(config.clone());
+    assert_eq!(g.kubeconfig, None, "KUBECONFIG wins over the file; the kubeconfig resolver reads it");
+    assert_eq!(g.sources.of("kubeconfig"), Source::Env("KUBECONFIG"));
+    assert_eq!((g.context.as_deref(), g.sources.of("context")), (Some("from-file"), file.clone()));
+    assert_eq!(g.state_dir, Some(dir.path().join("st")), "relative to the file's directory");
+    let super::Command::Up(args) = cli.command else { panic!("up") };
+    let up = super::up(*args, &g).unwrap();
+    assert_eq!((&*up.select.layer, up.sources.of("layer")), ("inference", file.clone()));
+    assert_eq!((up.env.as_str(), up.sources.of("env")), ("flag-env", Source::Flag("--env")), "the flag wins");
+    assert_eq!(up.phase_timeouts.get(crate::plan::PhaseId::Install).as_secs(), 600);
+    assert_eq!(up.repos.eas_repo, Some(dir.path().join("mirror/eas")));
+    assert_eq!(up.select.model.as_deref(), Some("llama-3-1-8b"));
+    assert!(!up.sources.is_set("offline") && !up.offline, "unset everywhere: the default, not named");
+    // Without the file: the defaults, and nothing named.
+    let cli = parse("eas up --dry-run").unwrap();
+    let g = super::settings(&cli.global, crate::settings::Env::of(&[])).unwrap();
+    let super::Command::Up(args) = cli.command else { panic!("up") };
+    let up = super::up(*args, &g).unwrap();
+    assert_eq!((&*up.select.layer, up.env.as_str()), ("agent-toolkit", "k3d-gpu"));
+    assert_eq!(g.sources.chain(&up.sources), vec![]);
+}

@@ -64,14 +64,14 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         Command::Facts(args) => facts::run(&args.into(), global, shell),
         Command::Up(args) => {
             let (dry_run, out) = (args.dry_run, args.out.clone());
-            match crate::cli::up(*args, &global.env) {
+            match crate::cli::up(*args, global) {
                 Ok(settings) => up::run(&settings, global, shell),
                 Err(f) => Err(up::without_stale_outputs(dry_run, out.as_deref(), f.into(), shell)),
             }
         }
-        Command::Down(args) => down::run(&crate::cli::down(args, &global.env), global, shell),
+        Command::Down(args) => down::run(&crate::cli::down(args, global), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
-        Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, &global.env)?, global, shell),
+        Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, global)?, global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),
         Command::Pins(PinsCommand::Check { pins }) => pins::check(pins.as_deref(), global, shell),

@@ -11,7 +11,7 @@ use crate::pins::{self, Pins, Source};
 use crate::settings::Global;
 
 pub fn check(flag: Option<&Path>, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let source = global.env.pins_source(flag);
+    let source = global.pins_source(flag);
     let pins = source.load()?;
     shell.note(format!("pins: {}", source.describe()));
     let findings = pins::check(&pins);
@@ -43,7 +43,7 @@ struct Shown<'a> {
 }
 
 pub fn show(flag: Option<&Path>, output: OutputFormat, global: &Global, shell: &Shell) -> Result<(), Failure> {
-    let source = global.env.pins_source(flag);
+    let source = global.pins_source(flag);
     let loaded = source.load();
     if output.is_json() {
         let failure = loaded.as_ref().err().map(Failure::from);
@@ -98,7 +98,7 @@ fn table(pins: &Pins) -> String {
 /// pins file, which is written only when every row locks (a failed lock leaves nothing).
 pub fn lock(flag: Option<&Path>, git_base: &str, global: &Global, shell: &Shell) -> Result<(), Failure> {
     use crate::pin_lock::RowError;
-    let source = global.env.pins_source(flag);
+    let source = global.pins_source(flag);
     let (path, mut pins) = source.lock_target(global.env.user_pins())?;
     let path = path.as_path();
     shell.note(format!("locking {}", source.describe()));

@@ -22,6 +22,8 @@ pub enum Source {
     Flag(PathBuf),
     /// `EAS_PINS`.
     Env(PathBuf),
+    /// The config file's `pins:` (below `EAS_PINS`, above the user's file).
+    File(PathBuf),
     /// The user's pins file, which exists.
     User(PathBuf),
     /// The pins compiled into this binary.
@@ -47,6 +49,7 @@ impl Source {
     pub fn pick(
         flag: Option<&Path>,
         eas_pins: Option<&str>,
+        file: Option<&Path>,
         user: Option<PathBuf>,
         user_exists: &dyn Fn(&Path) -> bool,
     ) -> Source {
@@ -56,6 +59,9 @@ impl Source {
         if let Some(e) = eas_pins.filter(|e| !e.is_empty()) {
             return Source::Env(absolute(Path::new(e)));
         }
+        if let Some(f) = file {
+            return Source::File(absolute(f));
+        }
         match user {
             Some(u) if user_exists(&u) => Source::User(u),
             _ => Source::Builtin,
@@ -63,14 +69,19 @@ impl Source {
     }
 
     /// [`Source::pick`] with the user's file looked for on disk.
-    pub fn resolve(flag: Option<&Path>, eas_pins: Option<&str>, config_home: Option<&Path>) -> Source {
-        Source::pick(flag, eas_pins, user_file(config_home), &|p: &Path| p.is_file())
+    pub fn resolve(
+        flag: Option<&Path>,
+        eas_pins: Option<&str>,
+        file: Option<&Path>,
+        config_home: Option<&Path>,
+    ) -> Source {
+        Source::pick(flag, eas_pins, file, user_file(config_home), &|p: &Path| p.is_file())
     }
 
     /// The file read, absolute; None for the built-in pins.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            Source::Flag(p) | Source::Env(p) | Source::User(p) => Some(p),
+            Source::Flag(p) | Source::Env(p) | Source::File(p) | Source::User(p) => Some(p),
             Source::Builtin => None,
         }
     }
@@ -80,6 +91,7 @@ impl Source {
         match self {
             Source::Flag(_) => "flag",
             Source::Env(_) => "env",
+            Source::File(_) => "file",
             Source::User(_) => "user",
             Source::Builtin => "builtin",
         }
@@ -98,6 +110,7 @@ impl Source {
         match self {
             Source::Flag(p) => format!("{} (--pins)", p.display()),
             Source::Env(p) => format!("{} ({ENV_VAR})", p.display()),
+            Source::File(p) => format!("{} (the config file's pins:)", p.display()),
             Source::User(p) => format!("{} (the user's pins file)", p.display()),
             Source::Builtin => format!("the pins built into eas {}", env!("CARGO_PKG_VERSION")),
         }
@@ -141,7 +154,7 @@ mod tests {
     fn pick(flag: Option<&str>, vars: &[(&str, &str)], user_exists: bool) -> Source {
         let env = Env::of(vars);
         let user = user_file(env.config_home().as_deref());
-        Source::pick(flag.map(Path::new), env.var(ENV_VAR).as_deref(), user, &|_: &Path| user_exists)
+        Source::pick(flag.map(Path::new), env.var(ENV_VAR).as_deref(), None, user, &|_: &Path| user_exists)
     }
 
     #[test]

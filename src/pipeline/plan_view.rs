@@ -94,6 +94,9 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
         None => "not known (no facts)".to_string(),
     };
     labelled(&mut out, view, "cluster", &cluster);
+    for (i, line) in settings_lines(&plan.settings).iter().enumerate() {
+        labelled(&mut out, view, if i == 0 { "settings" } else { "" }, line);
+    }
     let commits: Vec<String> = plan.commits.iter().map(|(n, sha)| format!("{n} {}", short(sha))).collect();
     let commits = if commits.is_empty() { String::new() } else { format!(": {}", commits.join(", ")) };
     labelled(&mut out, view, "profile", &format!("{}{commits}", plan.profile));
@@ -173,6 +176,23 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
         }
     }
     out
+}
+
+/// Every setting that is not a default, and where it came from (`context k3d-gpu (from
+/// ./eas.yaml)`), one a line; those given as flags, whose values the command line above the
+/// summary shows, on one line by key.
+fn settings_lines(settings: &[crate::settings::source::Setting]) -> Vec<String> {
+    use crate::settings::source::Source;
+    let (flags, rest): (Vec<_>, Vec<_>) = settings.iter().partition(|s| matches!(s.source, Source::Flag(_)));
+    let mut lines: Vec<String> = rest.iter().map(|s| s.line()).collect();
+    if !flags.is_empty() {
+        let keys: Vec<&str> = flags.iter().map(|s| s.key).collect();
+        lines.push(format!("from the command line: {}", keys.join(", ")));
+    }
+    if lines.is_empty() {
+        lines.push("defaults only".to_string());
+    }
+    lines
 }
 
 fn group_line(g: &NodeGroup) -> String {
@@ -373,10 +393,22 @@ mod tests {
 
     #[test]
     fn summary_comes_first_and_ends_with_nothing_written() {
-        let text = render(&plan(), View { width: 100, explain: false });
+        use crate::settings::source::{Setting, Source};
+        let mut p = plan();
+        assert!(render(&p, View { width: 100, explain: false }).contains("\n  settings   defaults only\n"));
+        p.settings = vec![
+            Setting { key: "context", value: "k3d-gpu".into(), source: Source::File("./eas.yaml".into()) },
+            Setting { key: "layer", value: "agent-toolkit".into(), source: Source::Flag("--layer") },
+            Setting { key: "env", value: "k3d-gpu".into(), source: Source::Flag("--env") },
+        ];
+        let text = render(&p, View { width: 100, explain: false });
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
         assert_eq!(lines[1], "  cluster    not known (no facts)");
+        // Every setting that is not a default, each with its source.
+        assert_eq!(lines[2], "  settings   context k3d-gpu (from ./eas.yaml)");
+        assert_eq!(lines[3], "             from the command line: layer, env");
+        let lines = [&lines[..2], &lines[4..]].concat();
         assert_eq!(lines[2], "  profile    main: eas 074edab, eat 3a1ac51, ei d9b1201");
         assert_eq!(lines[3], "  pins       built-in");
         let lines = [&lines[..3], &lines[4..]].concat();

@@ -38,6 +38,9 @@ pub struct UpSettings {
     /// Each phase's act-half timeout: the declared ones unless `--install-timeout`,
     /// `--verify-timeout` or `--phase-timeout` set them (resolved once, conflicts refused).
     pub phase_timeouts: crate::plan::PhaseTimeouts,
+    /// Where each of these that is not a default came from (flag, environment, config file;
+    /// the last install fills what is still unset once the cluster is known).
+    pub sources: crate::settings::source::Sources,
 }
 
 /// Existing clones or mirrors to use instead of fetching (offline use).

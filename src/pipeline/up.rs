@@ -62,6 +62,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     let tree_pins = check_input(args, &services)?;
     let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
+    r.plan_doc_mut().settings = global.sources.chain(&args.sources);
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
     if let Some(model) = args.select.model.as_deref()
@@ -129,7 +130,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         {
             shell.note(crate::text::escape_controls(&line));
         }
-        let what = format!("eas up installs {} on {}", args.select.layer, planned.pre.target.context);
+        // Each named with its source when it is not a default (`on k3d-gpu (from ./eas.yaml)`).
+        let layer = args.sources.named("layer", &args.select.layer);
+        let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.target.context));
         crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
     }
     let acted = acts(&cx, planned.ready()?, &mut r).await;

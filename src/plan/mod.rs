@@ -790,6 +790,9 @@ pub struct Plan {
     /// What the run selected (`eas up --plan DIR` runs with it again); `null` when the plan was
     /// not made by `eas up`.
     pub selection: Option<saved::Selection>,
+    /// Every setting of the run that is not a default, with where it came from (a flag, the
+    /// environment, the config file, the last install), in the order they resolve.
+    pub settings: Vec<crate::settings::source::Setting>,
     /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
     pub commits: BTreeMap<String, String>,
     /// The commit each tree resolved to (empty when the trees could not be read).
@@ -873,6 +876,7 @@ impl Plan {
             profile: profile.to_string(),
             pins_source: crate::pins::Source::Builtin.label(),
             selection: None,
+            settings: Vec::new(),
             commits: BTreeMap::new(),
             trees: BTreeMap::new(),
             model: None,

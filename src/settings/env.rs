@@ -63,10 +63,11 @@ impl Env {
     }
 
     /// Where the pins come from, for a command given `--pins flag` (SPEC §1: the flag, else
-    /// `EAS_PINS`, else the user's pins file when it exists, else the built-in pins).
-    pub fn pins_source(&self, flag: Option<&std::path::Path>) -> crate::pins::Source {
+    /// `EAS_PINS`, else the config file's `pins:` (`file`), else the user's pins file when it
+    /// exists, else the built-in pins).
+    pub fn pins_source(&self, flag: Option<&std::path::Path>, file: Option<&std::path::Path>) -> crate::pins::Source {
         let eas_pins = self.nonempty(crate::pins::source::ENV_VAR);
-        crate::pins::Source::resolve(flag, eas_pins.as_deref(), self.config_home().as_deref())
+        crate::pins::Source::resolve(flag, eas_pins.as_deref(), file, self.config_home().as_deref())
     }
 
     /// The user's pins file, whether or not it exists (`pins lock` writes it).

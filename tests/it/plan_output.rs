@@ -105,12 +105,19 @@ fn redact(doc: &mut Value, server: &ClusterServer) -> String {
     // The command line names the test's temporary directories (its shape is tested on the text).
     assert!(doc["apply_command"].as_str().is_some_and(|c| c.contains(" up --yes ")), "{}", doc["apply_command"]);
     doc["apply_command"] = Value::from("<apply-command>");
+    // The test's temporary kubeconfig and state directory (the trees' directory is replaced below).
+    for setting in doc["settings"].as_array_mut().expect("settings") {
+        if ["kubeconfig", "state_dir"].contains(&setting["key"].as_str().unwrap_or_default()) {
+            setting["value"] = Value::from("<tmp>");
+        }
+    }
     let mut s = serde_json::to_string_pretty(doc).unwrap();
     for (n, sha) in &trees().shas {
         s = s.replace(sha.as_str(), &format!("<{n}-sha>")).replace(&sha[..7], &format!("<{n}-sha7>"));
     }
     s = s.replace(&server.url(), "http://127.0.0.1:PORT");
     s = s.replace(&trees().pins.display().to_string(), "<pins>");
+    s = s.replace(&trees().dir.display().to_string(), "<trees>");
     s.push('\n');
     s
 }
@@ -194,7 +201,7 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
         .collect();
     assert_eq!(
         labels,
-        ["cluster", "profile", "pins", "layer", "decisions", "bastion", "installer", "unknown", "blockers"],
+        ["cluster", "settings", "profile", "pins", "layer", "decisions", "bastion", "installer", "unknown", "blockers"],
         "{plan}"
     );
     assert!(plan.contains("  blockers   3: the real run stops at the first (exit 1)\n"), "{plan}");
@@ -221,8 +228,8 @@ fn two_thousand_nodes_print_as_a_few_shapes() {
     let (_server, plan) = planned("scale-2000", "150");
     // The node shapes stay a few lines; the rest is the plan's decisions (37 on this layer) and
     // its blockers (no Docker Engine, an unpinned base and artifacts in this harness), and the
-    // table of the 13 phases.
-    assert!(plan.lines().count() < 132, "{} lines:\n{plan}", plan.lines().count());
+    // table of the 13 phases; the summary's settings line names the flags given.
+    assert!(plan.lines().count() < 134, "{} lines:\n{plan}", plan.lines().count());
     assert!(plan.contains(", 2000 nodes\n"), "{plan}");
     let nodes: Vec<&str> =
         plan.lines().skip_while(|l| !l.starts_with("nodes (2000")).skip(1).take_while(|l| !l.is_empty()).collect();

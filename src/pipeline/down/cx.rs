@@ -44,6 +44,8 @@ pub struct DownSettings {
     /// Each phase's window: `--teardown-timeout` for the teardown (which stops itself at it),
     /// `--phase-timeout NAME=SECS` for the others (for tests), else the table's.
     pub timeouts: DownTimeouts,
+    /// Where each of these that is not a default came from (the preview names it).
+    pub sources: crate::settings::source::Sources,
 }
 
 /// What every phase of one `down` reads. The host's kubeconfig source and proxy settings are
@@ -218,6 +220,7 @@ pub(crate) mod tests {
             pins: crate::pins::Source::Builtin,
             image: Default::default(),
             timeouts: DownTimeouts::set([(DownId::Teardown, Duration::from_secs(600))]),
+            sources: Default::default(),
         }
     }
 

@@ -84,7 +84,7 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
         return Ok(Said::Preview(lines));
     }
     if !args.yes {
-        crate::pipeline::prompt::ask(&question(args, &found), &interrupt).await?;
+        crate::pipeline::prompt::ask(&question(args, global, &found), &interrupt).await?;
     }
     let (cluster, sd) = (&found.target.cluster, &found.sd);
     let acted = async {
@@ -127,9 +127,9 @@ fn resume_note(cx: &Cx<'_>, r: &Runner<Down>, acted: Result<(), Failure>) -> Res
 }
 
 /// What the question before the first act names.
-fn question(args: &DownSettings, found: &Recorded) -> String {
+fn question(args: &DownSettings, global: &Global, found: &Recorded) -> String {
     match args.purge {
         true => format!("eas down --purge removes the state directory {}", found.sd.dir().display()),
-        false => format!("eas down changes the cluster {}", found.target.context),
+        false => format!("eas down changes the cluster {}", global.named("context", &found.target.context)),
     }
 }

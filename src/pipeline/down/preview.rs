@@ -35,8 +35,13 @@ impl Phase<Down> for Preview<'_> {
             None => vec![format!("nothing recorded in {}: nothing to remove", found.sd.dir().display())],
             Some(state) => {
                 let current = snapshot(&found.target.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
-                let said = Said { context: &found.target.context, sd: &found.sd, blockers: &found.blockers };
-                lines(cx.args, &said, &state, &current)
+                let context = cx.global.named("context", &found.target.context);
+                let said = Said { context: &context, sd: &found.sd, blockers: &found.blockers };
+                let mut lines = lines(cx.args, &said, &state, &current);
+                // Every setting that is not a default, with its source, as the plan names them.
+                let settings = cx.global.sources.chain(&cx.args.sources);
+                lines.extend(settings.iter().map(|s| format!("setting: {}", s.line())));
+                lines
             }
         };
         lines.push(r.acts(cx.args.purge));

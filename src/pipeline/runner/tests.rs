@@ -118,6 +118,7 @@ impl Fixture {
             gather: Default::default(),
             ledger_timeout: Duration::from_secs(1),
             phase_timeouts: PhaseTimeouts::default(),
+            sources: Default::default(),
         };
         let term = Terminal { stderr_is_tty: false, ci: true, no_color_env: true };
         let shell = Shell::new(ProgressMode::Plain, &term, true, 0, true);

@@ -113,6 +113,9 @@ pub fn eas(dir: &Path) -> Command {
         .env_remove("EAS_CA_BUNDLE")
         // A developer's own pins (EAS_PINS, their user pins file) never reach a test.
         .env_remove("EAS_PINS")
+        // Nor their config file (a test that declares one names it, or writes ./eas.yaml).
+        .env_remove("EAS_CONFIG")
+        .env_remove("XDG_STATE_HOME")
         .env("XDG_CONFIG_HOME", dir.join(".no-config"))
         .env("XDG_CACHE_HOME", dir.join(".no-cache"))
         // Hugging Face is a closed port on loopback: every read is refused at once, the same on
