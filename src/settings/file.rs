@@ -147,7 +147,8 @@ pub fn parse(text: &str, shown: &Path, dir: &Path) -> Result<ConfigFile, FileErr
         Ok(Value::Null) => Default::default(),
         Ok(Value::Object(map)) => map,
         Ok(_) => return Err(bad("not a mapping of keys to values".into())),
-        Err(e) => return Err(bad(format!("not YAML: {}", crate::kubeconfig::yaml_cause(&e, text)))),
+        // The file holds no secret (they are refused), so the parser's message can be shown.
+        Err(e) => return Err(bad(format!("not YAML: {}", e.to_string().lines().next().unwrap_or_default()))),
     };
     check_keys(&map, "", KEYS).map_err(bad)?;
     let mut values = BTreeMap::new();
@@ -296,6 +297,7 @@ mod tests {
         assert!(parsed("layer: inference\n").unwrap_err().contains("no `schema: eas-config/v1` line"));
         assert!(parsed("schema: eas-config/v2\n").unwrap_err().contains("\"eas-config/v2\" is not eas-config/v1"));
         assert!(parsed("- a\n").unwrap_err().contains("not a mapping"));
+        assert!(parsed("schema: [\n").unwrap_err().starts_with("./eas.yaml: not YAML: "));
     }
 
     #[test]
