@@ -7,7 +7,8 @@
 # (scripts/docker-up.sh); touches no real cluster. Steps: the README's real-cluster steps (eas
 # doctor, eas pins show, eas up --dry-run --out plan/; the pins are the user's pins file, as after
 # `eas pins lock`, which needs GitHub and is left out), then eas up --yes (the node at 48 GiB), eas
-# status, eas verify, a second eas up (up to date), the node gains memory (125 GiB: the plan is
+# status, eas verify, a second eas up (up to date), the node gains memory (125 GiB: the installed
+# model is kept and the plan says the pick would now differ; `--repick` picks again: the plan is
 # `reconfigure` and says why; applied), eas support-bundle when this eas has it, eas down --yes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,10 +94,12 @@ eas status
 eas verify
 echo "== a second eas up: nothing changed" >&2
 eas up --yes "${up_args[@]}"
-echo "== the node gains memory (125 GiB)" >&2
+echo "== the node gains memory (125 GiB): the installed model is kept" >&2
 memory 131530088Ki
-eas up --dry-run "${up_args[@]}" | sed -n '/^since the last up/,/^$/p'
-eas up --yes "${up_args[@]}"
+eas up --dry-run "${up_args[@]}" | sed -n '/^  layer /,/^  [a-z]/p' | sed '$d'
+echo "== --repick: the pick is made again" >&2
+eas up --dry-run --repick "${up_args[@]}" | sed -n '/^since the last up/,/^$/p'
+eas up --yes --repick "${up_args[@]}"
 if eas support-bundle --help >/dev/null 2>&1; then
   eas support-bundle --out "$work/bundle.tar.gz"
   tar -tzf "$work/bundle.tar.gz" | head -20

@@ -187,6 +187,8 @@ pub struct Select {
     pub pins: crate::pins::Source,
     /// `--fit FILE`: an external `k3d-gpu fit` document, which wins over eas's own fit.
     pub fit: Option<PathBuf>,
+    /// `--repick`: pick the model again instead of keeping the installed one (not with `--model`).
+    pub repick: bool,
 }
 
 impl Default for Select {
@@ -196,6 +198,7 @@ impl Default for Select {
             profile: None,
             git_ref: None,
             model: None,
+            repick: false,
             pins: Default::default(),
             fit: None,
         }

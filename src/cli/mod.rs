@@ -158,9 +158,13 @@ pub struct SelectArgs {
     /// An EAS commit as a full 40-hex SHA (branches, tags and abbreviations are floating refs)
     #[arg(long = "ref", value_name = "SHA")]
     pub git_ref: Option<String>,
-    /// Model to serve, overriding the pick
+    /// Model to serve, overriding the pick (and the installed model, which `eas up` otherwise keeps)
     #[arg(long, value_name = "MODEL", value_hint = clap::ValueHint::Other)]
     pub model: Option<String>,
+    /// Pick the model again instead of keeping the installed one (the plan says when the pick
+    /// would now differ)
+    #[arg(long, conflicts_with = "model")]
+    pub repick: bool,
     #[arg(long, value_name = "FILE", help = PINS_HELP)]
     pub pins: Option<PathBuf>,
     /// An external `k3d-gpu fit` document: it wins over eas's built-in fit, which warns where it disagrees

@@ -169,7 +169,8 @@ impl<'a> Layers<'a> {
         let model = self.take("model", (a.model, "--model"), |f| f.text("model"), String::clone);
         let pins = self.pins(a.pins.as_deref());
         let fit = self.path("fit", (a.fit, "--fit"), |_| None);
-        Ok(Select { layer, profile, git_ref, model, pins, fit })
+        // --repick is this run's alone: never declared, never remembered.
+        Ok(Select { layer, profile, git_ref, model, repick: a.repick, pins, fit })
     }
 
     /// The trees' mirrors.

@@ -7,6 +7,7 @@ pub mod data;
 pub mod decision;
 pub mod fit;
 pub mod hf;
+mod kept;
 pub mod model;
 pub mod node_args;
 pub mod proxy;
@@ -91,16 +92,17 @@ pub fn generate(facts: &Facts, sel: &Select) -> Result<Decision, ConfigError> {
 
 /// Like [`generate`], deciding against a model catalog (EI's at the pinned commit, or a file).
 pub fn generate_with(facts: &Facts, sel: &Select, catalog: Option<&catalog::Pinned>) -> Result<Decision, ConfigError> {
-    generate_with_downloads(facts, sel, catalog, &[])
+    generate_with_downloads(facts, sel, catalog, (&[], None))
 }
 
 /// Like [`generate_with`], given what Hugging Face said about each model's download
-/// (`up::hf::read_all`'s answers, by `model_id`). Hook for `eas up`'s config phase.
+/// (`up::hf::read_all`'s answers, by `model_id`) and the model the last completed run deployed,
+/// kept unless `--model` or `--repick`. Hook for `eas up`'s config phase.
 pub fn generate_with_downloads(
     facts: &Facts,
     sel: &Select,
     catalog: Option<&catalog::Pinned>,
-    downloads: &[(String, hf::Access)],
+    (downloads, kept): (&[(String, hf::Access)], Option<&str>),
 ) -> Result<Decision, ConfigError> {
     let trees = select_trees(sel)?;
     // Fit is a decision (SPEC §3.4): an external document wins, else eas sizes the candidates.
@@ -118,6 +120,7 @@ pub fn generate_with_downloads(
         trees: &trees,
         layer: &sel.layer,
         model: sel.model.as_deref(),
+        kept,
         catalog,
         hf_cache: hf_cache.as_deref(),
         downloads,

@@ -149,11 +149,12 @@ fn verdict(p: &Pickable, mem: f64, fit: Option<&facts::Fit>, own: &FitDoc, as_pr
     }
 }
 
-/// The model pick for either layer and its sizing. `Err` is a refusal.
+/// The model pick for either layer and its sizing. `Err` is a refusal. `forced`: `--model`;
+/// `kept`: the model the last completed run deployed, kept unless it no longer fits ([`kept`]).
 pub fn pick(
     f: &Facts,
     fit: Option<&facts::Fit>,
-    forced: Option<&str>,
+    (forced, kept): (Option<&str>, Option<&str>),
     catalog: Option<&Pinned>,
     (hf_cache, downloads): (Option<&std::path::Path>, &[(String, Access)]),
     layer: &Layer,
@@ -199,19 +200,37 @@ pub fn pick(
                 format!("; warning: {e}")
             }
         };
-        let source = match (p.pref, catalog) {
-            (_, Some(_)) => "ei-catalog-shape".to_string(),
-            (Some(c), None) => c.source.clone(),
-            (None, None) => unreachable!("checked in decide"),
-        };
         d.choices.push(Choice {
             fact: format!("--model {name}; {facts_line}"),
             choice: format!("model: {name} (forced{why})"),
-            source,
+            source: forced_source(p, catalog),
         });
         p
     } else {
-        let p = auto_pick(&list, catalog, mem, fit, &own, &facts_line, d)?;
+        // The installed model first: when it cannot be kept, the pick's fact says why.
+        let kept = kept.map(|name| {
+            let p = list.iter().find(|p| p.name() == name);
+            // The pick as it would be made now, on a copy: only its line is read.
+            let mut now = d.clone();
+            let would = auto_pick(&list, catalog, mem, fit, &own, &facts_line, &mut now).ok().and_then(|_| {
+                now.choices.iter().rev().find_map(|c| c.choice.strip_prefix("model: ").map(str::to_string))
+            });
+            let among = match catalog {
+                Some(c) => format!("an LLM entry of the EI catalog {}", c.describe()),
+                None => "one of the built-in candidates".into(),
+            };
+            let checked = p.map(|p| verdict(p, mem, fit, &own, false));
+            let source = p.map(|p| forced_source(p, catalog)).unwrap_or_default();
+            let line = super::kept::keep(name, &among, checked, would.as_deref(), (&facts_line, source))?;
+            d.choices.push(line);
+            // Kept only as a candidate: `keep` said why not otherwise.
+            p.ok_or_else(|| format!("the installed model {name} is not a candidate"))
+        });
+        let p = match kept {
+            Some(Ok(p)) => p,
+            Some(Err(why)) => auto_pick(&list, catalog, mem, fit, &own, &format!("{why}; {facts_line}"), d)?,
+            None => auto_pick(&list, catalog, mem, fit, &own, &facts_line, d)?,
+        };
         if let Some(Access::Unknown(why)) = &p.download {
             d.warnings.push(format!("{}: download not checked: {why}", p.name()));
         }
@@ -227,6 +246,16 @@ pub fn pick(
         d.warnings.push(w);
     }
     size_pick(f, picked, fit, d)
+}
+
+/// The source of a model named rather than picked (`--model`, or the installed one kept): the
+/// catalog's shape, else the built-in candidate's row.
+fn forced_source(p: &Pickable, catalog: Option<&Pinned>) -> String {
+    match (p.pref, catalog) {
+        (_, Some(_)) => "ei-catalog-shape".to_string(),
+        (Some(c), None) => c.source.clone(),
+        (None, None) => unreachable!("without a catalog every candidate is a preference row"),
+    }
 }
 
 /// A pick sized with data/models.json's figures says that Hugging Face did not confirm them, and

@@ -25,6 +25,10 @@ pub struct Inputs<'a> {
     pub trees: &'a Trees,
     pub layer: &'a Layer,
     pub model: Option<&'a str>,
+    /// The model the last completed run deployed: kept unless `--model` names another, or it is
+    /// no longer a catalog LLM entry that fits (`config::model`'s `kept`). `None`: no install,
+    /// or `--repick`.
+    pub kept: Option<&'a str>,
     /// EI's model catalog at the pinned commit (or `--catalog FILE`); without it the built-in
     /// candidates (`data/models.json`) stand in for it.
     pub catalog: Option<&'a super::catalog::Pinned>,
@@ -100,7 +104,7 @@ pub fn decide(inp: &Inputs) -> Result<Decision, Rejection> {
         );
         d.overrides.push(("agent_sandbox_enabled", Value::Bool(true)));
     }
-    super::model::pick(f, inp.fit, inp.model, inp.catalog, (inp.hf_cache, inp.downloads), layer, &mut d)
+    super::model::pick(f, inp.fit, (inp.model, inp.kept), inp.catalog, (inp.hf_cache, inp.downloads), layer, &mut d)
         .map_err(|why| Rejection::Refused(vec![why]))?;
 
     manifest(&mut d, inp, layer);

@@ -89,7 +89,7 @@ fn layer_named(name: &str) -> crate::settings::Layer {
 }
 
 fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Rejection> {
-    decide_with(f, layer, model, None, &[])
+    decide_with(f, layer, (model, None), None, &[])
 }
 
 /// `decide` on the embedded pins' trees, with the catalog `text` when given and the downloads'
@@ -98,7 +98,7 @@ fn decide_on(f: &Facts, layer: &str, model: Option<&str>) -> Result<Decision, Re
 fn decide_with(
     f: &Facts,
     layer: &str,
-    model: Option<&str>,
+    (model, kept): (Option<&str>, Option<&str>),
     text: Option<&str>,
     downloads: &[(String, crate::config::hf::Access)],
 ) -> Result<Decision, Rejection> {
@@ -118,6 +118,7 @@ fn decide_with(
         trees: &trees,
         layer,
         model,
+        kept,
         catalog: cat.as_ref(),
         hf_cache: None,
         downloads,
@@ -297,7 +298,7 @@ fn with_downloads(
     text: &str,
     downloads: &[(String, crate::config::hf::Access)],
 ) -> Result<Decision, Rejection> {
-    decide_with(f, layer, model, Some(text), downloads)
+    decide_with(f, layer, (model, None), Some(text), downloads)
 }
 
 #[test]
@@ -606,4 +607,73 @@ fn the_category_default_cpu_is_lowered_on_a_small_node_with_and_without_a_catalo
     let lowered: Vec<_> = d.model_edits.iter().filter(|e| e.cpu.is_some()).collect();
     assert_eq!(lowered.len(), 1, "{:#?}", d.model_edits);
     assert_eq!(lowered[0].cpu.as_deref(), Some("4"));
+}
+
+/// The synthetic EI catalog (the real one's shape), decided on the desktop with `memory` and
+/// no fit document, the installed model `kept` and `--model` `model`.
+fn decide_at(memory: &str, (model, kept): (Option<&str>, Option<&str>)) -> Decision {
+    let text = include_str!("../../fixtures/synthetic/ei/model_manager/models.yaml");
+    let mut f = desktop();
+    f.fit = None;
+    f.nodes[0].capacity.insert("memory".into(), memory.into());
+    f.nodes[0].allocatable.insert("memory".into(), memory.into());
+    decide_with(&f, "agent-toolkit", (model, kept), Some(text), &[]).unwrap()
+}
+
+/// The model line of a decision: (its choice, its fact).
+fn model_line(d: &Decision) -> (&str, &str) {
+    let c = d.choices.iter().find(|c| c.choice.starts_with("model: ")).expect("a model line");
+    (c.choice.as_str(), c.fact.as_str())
+}
+
+/// Issue 32 item 4: the installed model is kept while it is a catalog LLM entry that fits, and
+/// the line says when the pick would now differ, naming `--repick`; `--model` still wins.
+#[test]
+fn the_installed_model_is_kept_and_the_line_names_repick_when_the_pick_differs() {
+    // The recorded desktop node at 48 GiB, then at its own 125 GiB (issue 22's figures).
+    let fresh = decide_at("50331648Ki", (None, None));
+    assert!(model_line(&fresh).0.starts_with("model: llama-3-1-8b (rule: the largest entry that fits"), "{fresh:?}");
+    let repicked = decide_at("131530088Ki", (None, None));
+    assert!(model_line(&repicked).0.starts_with("model: qwen2-5-coder-7b (rule: preference"), "{repicked:?}");
+    let kept = decide_at("131530088Ki", (None, Some("llama-3-1-8b")));
+    let (choice, fact) = model_line(&kept);
+    assert_eq!(
+        choice,
+        "model: llama-3-1-8b (kept: the installed model; the pick would now be qwen2-5-coder-7b (rule: preference, \
+         EAT's fallback): `eas up --repick` takes it)"
+    );
+    assert!(fact.starts_with("llama-3-1-8b deployed by the last completed eas up; largest node"), "{fact}");
+    assert_eq!(overrides(&kept, "agent_toolkit_models"), Value::List(vec!["llama-3-1-8b".into()]));
+    assert_eq!(crate::plan::data::model_pick(&kept).and_then(|m| m.name).as_deref(), Some("llama-3-1-8b"));
+    // The pick unchanged: kept, with nothing to say about a repick.
+    let same = decide_at("131530088Ki", (None, Some("qwen2-5-coder-7b")));
+    assert_eq!(model_line(&same).0, "model: qwen2-5-coder-7b (kept: the installed model)");
+    // --model names another: it wins over the installed one.
+    let forced = decide_at("131530088Ki", (Some("qwen3-0-6b"), Some("llama-3-1-8b")));
+    assert!(model_line(&forced).0.starts_with("model: qwen3-0-6b (forced"), "{forced:?}");
+}
+
+/// Issue 32 item 4: an installed model that no longer fits the node, or is no longer an LLM
+/// entry of the catalog, is picked again, and the pick's fact says why.
+#[test]
+fn an_installed_model_that_no_longer_fits_or_is_gone_is_picked_again_saying_why() {
+    let d = decide_at("16Gi", (None, Some("qwen2-5-coder-7b")));
+    let (choice, fact) = model_line(&d);
+    assert!(choice.starts_with("model: llama3-8b-awq (rule: the largest entry that fits"), "{choice}");
+    assert!(
+        fact.starts_with("the installed model qwen2-5-coder-7b is not kept: qwen2-5-coder-7b: does not fit"),
+        "{fact}"
+    );
+    let gone = decide_at("16Gi", (None, Some("retired-model")));
+    let fact = model_line(&gone).1;
+    assert!(
+        fact.starts_with(
+            "the installed model retired-model is not kept: it is no longer an LLM entry of the EI catalog \
+             model_manager/models.yaml at intel/enterprise-inference@abc1234"
+        ),
+        "{fact}"
+    );
+    // An embed entry is no model to keep either.
+    let embed = decide_at("16Gi", (None, Some("bge-base-en")));
+    assert!(model_line(&embed).1.starts_with("the installed model bge-base-en is not kept"), "{embed:?}");
 }

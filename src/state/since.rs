@@ -301,7 +301,7 @@ fn decision_changes(was: &[PlanDecision], is: &[PlanDecision]) -> Vec<DecisionCh
             continue;
         }
         let (x, y) = (a.get(k), b.get(k));
-        if x.map(|d| &d.choice) == y.map(|d| &d.choice) {
+        if x.map(|d| compared(&k.0, d)) == y.map(|d| compared(&k.0, d)) {
             continue;
         }
         let why = y.or(x).map(|d| d.fact.clone()).unwrap_or_default();
@@ -313,6 +313,15 @@ fn decision_changes(was: &[PlanDecision], is: &[PlanDecision]) -> Vec<DecisionCh
         });
     }
     out
+}
+
+/// What of a decision's choice is compared: the model by its name alone (why it was picked, or
+/// kept, or what the pick would now be, changes nothing installed), every other by its choice.
+fn compared<'d>(key: &str, d: &'d PlanDecision) -> &'d str {
+    match d.choice.strip_prefix("model: ") {
+        Some(rest) if key == "model" => rest.split_once(" (").map_or(rest, |(name, _)| name),
+        _ => &d.choice,
+    }
 }
 
 fn fact_changes(was: &Facts, is: &Facts) -> Vec<String> {
@@ -552,6 +561,34 @@ mod tests {
         assert!(text.contains("decision model: qwen2-5-coder-7b -> qwen2-5-coder-14b because node n 64Gi"), "{text}");
         assert!(!text.contains("@@"), "the diff only under --explain: {text}");
         assert!(lines(&s, true).join("\n").contains("@@ -1,3 +1,3 @@"));
+    }
+
+    /// Issue 32 item 4: the model is compared by its name: the same model kept (with what the
+    /// pick would now be) is no change; another one is, with the fact that says why.
+    #[test]
+    fn the_model_is_compared_by_name_not_by_why_it_was_chosen() {
+        let f = facts("16Gi", false);
+        let was = decision("largest node n 48 GiB", "model: llama-3-1-8b (rule: the largest entry that fits, 15 GiB)");
+        let last = completed(&[("eas", "5c27fb3")], vec![was], &[], f.clone());
+        let pins: BTreeMap<String, String> = [("eas".to_string(), "5c27fb3".to_string())].into();
+        let kept = [decision(
+            "llama-3-1-8b deployed by the last completed eas up; largest node n 125 GiB",
+            "model: llama-3-1-8b (kept: the installed model; the pick would now be qwen2-5-coder-7b (rule: preference): `eas up --repick` takes it)",
+        )];
+        let now = Now { pins: &pins, decisions: &kept, overlay: &[], files: &[], facts: &f, image: None };
+        assert_eq!(since_last(&last, &now).decisions, [], "kept is no change");
+        let why = "the installed model llama-3-1-8b is not kept: llama-3-1-8b: does not fit: 16 GiB";
+        let other = [decision(why, "model: llama3-8b-awq (rule: the largest entry that fits, 5.3 GiB)")];
+        let now = Now { decisions: &other, ..now };
+        let shown = lines(&since_last(&last, &now), false);
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert!(
+            shown[0].starts_with(
+                "decision model: llama-3-1-8b (rule: the largest entry that fits, 15 GiB) -> llama3-8b-awq"
+            ),
+            "{shown:?}"
+        );
+        assert!(shown[0].ends_with(&format!("because {why}")), "{shown:?}");
     }
 
     #[test]

@@ -1473,6 +1473,24 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
 }
 
 /// The recorded cluster's one node.
+/// A run installed on the recorded node with `memory`, the model it deployed, and the JSON
+/// plan once the node has `now`.
+fn installed_then(memory: &str, now: &str) -> (Run, String, Value) {
+    let r = run("ok");
+    r.server.update(&server_node(), node_memory(memory));
+    let first = r.up(&["--yes"]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let was = plan_of(&r)["model_pick"]["name"].as_str().unwrap().to_string();
+    r.server.update(&server_node(), node_memory(now));
+    let plan = plan_of(&r);
+    (r, was, plan)
+}
+
+/// The plan's text with its lines unwrapped: one space between words.
+fn words(b: &[u8]) -> String {
+    text(b).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn server_node() -> ObjectKey {
     ObjectKey::core("nodes", "k3d-gpu-server-0")
 }
@@ -1538,36 +1556,47 @@ fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
     assert!(key.is_none_or(|k| !k.join("completed").exists()), "down forgets the completed run");
 }
 
-/// Issue 22: the recorded node gains memory between two runs: the plan is `reconfigure` and
-/// `since_last` names the decision that changed and the fact it now follows from.
+/// Issue 22, as issue 32 item 4 changed it: the recorded node gains memory between two runs.
+/// The installed model is kept (a RAM upgrade changes nothing users get), and the plan says the
+/// pick would now differ, naming `--repick`; `--repick` picks again: the plan is `reconfigure`,
+/// `since_last` names the model that changed and the fact it now follows from, and the install
+/// removes the previous model first.
 #[test]
-fn a_node_gaining_memory_reconfigures_and_the_plan_says_why() {
+fn more_node_memory_keeps_the_model_and_repick_changes_it() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let (node, memory) = (server_node(), node_memory);
-    // The desktop with 48 GiB: below the 64 GiB the fallback models need (data/models.json).
-    r.server.update(&node, memory("50331648Ki"));
-    let first = r.up(&["--yes"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    // The recorded node's own memory, 125 GiB.
-    r.server.update(&node, memory("131530088Ki"));
-    let plan = plan_of(&r);
+    // The desktop with 48 GiB (below the 64 GiB the fallback models need, data/models.json),
+    // then the recorded node's own memory, 125 GiB.
+    let (r, was, plan) = installed_then("50331648Ki", "131530088Ki");
     let since = &plan["since_last"];
-    assert_eq!(plan["run_kind"], "reconfigure", "{since}");
+    assert_eq!(plan["model_pick"]["name"], was.as_str(), "the installed model is kept: {}", plan["model_pick"]);
+    let reason = plan["model_pick"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("kept: the installed model; the pick would now be ")
+            && reason.ends_with("`eas up --repick` takes it"),
+        "{reason}"
+    );
     let facts = since["facts"].to_string();
     assert!(facts.contains("node k3d-gpu-server-0 allocatable memory 50331648Ki -> 131530088Ki"), "{facts}");
+    assert!(!since["decisions"].to_string().contains("\"model\""), "the model did not change: {since}");
+    assert!(!plan["commands"].to_string().contains("undeploy"), "nothing is undeployed: {}", plan["commands"]);
+    let shown = words(&r.up(&["--dry-run"]).stdout);
+    assert!(shown.contains(&format!("model {was} (kept: the installed model; the pick would now be")), "{shown}");
+
+    // --repick: the pick is made again.
+    let out = r.up(&["--dry-run", "--output", "json", "--repick"]);
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    let since = &plan["since_last"];
+    assert_eq!(plan["run_kind"], "reconfigure", "{since}");
     let decisions = since["decisions"].as_array().unwrap();
-    assert!(!decisions.is_empty(), "{since}");
     let model = decisions.iter().find(|d| d["key"] == "model").unwrap_or_else(|| panic!("no model change: {since}"));
-    assert_ne!(model["from"], model["to"], "{model}");
+    assert!(model["from"].as_str().unwrap().starts_with(&format!("model: {was} (")), "{model}");
     assert!(!model["why"].as_str().unwrap().is_empty(), "{model}");
-    let text_plan = r.up(&["--dry-run"]);
-    let shown = text(&text_plan.stdout);
+    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
+    assert_ne!(picked, was);
+    assert!(reason.contains(&format!("the pick would now be {picked} (")), "the plan named this pick: {reason}");
+    let shown = text(&r.up(&["--dry-run", "--repick"]).stdout);
     assert!(shown.contains("since the last up (run: reconfigure") && shown.contains("decision model:"), "{shown}");
     // The model changed: the install phase removes the previous pick first, and says so.
-    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
-    let was = model["from"].as_str().unwrap().trim_start_matches("model: ").split(' ').next().unwrap().to_string();
-    assert_ne!(picked, was);
     let undeploy = json!(["./model-manager", "undeploy", was, "--wait"]);
     assert!(plan["commands"].as_array().unwrap().iter().any(|c| c["argv"] == undeploy), "{}", plan["commands"]);
     assert!(
@@ -1577,11 +1606,36 @@ fn a_node_gaining_memory_reconfigures_and_the_plan_says_why() {
     );
     let was_key = ObjectKey { name: was.clone(), ..model_key() };
     assert!(r.server.object(&was_key).is_some(), "the first run deployed {was}");
-    let second = r.up(&["--yes"]);
+    let second = r.up(&["--yes", "--repick"]);
     assert!(second.status.success(), "{}", text(&second.stderr));
     assert!(r.install_log().contains(&format!("undeployed: {was}")), "{}", r.install_log());
     assert!(r.server.object(&was_key).is_none(), "{was} is still deployed");
     assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is not deployed");
+    // And the new pick is the installed one from now on: the next plan keeps it, up to date.
+    let plan = plan_of(&r);
+    assert_eq!((plan["run_kind"].as_str(), plan["model_pick"]["name"].as_str()), (Some("up-to-date"), Some(&*picked)));
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
+
+/// Issue 32 item 4: the node shrinks below the installed model: it is not kept, the pick is
+/// made again, and "since the last up" says why.
+#[test]
+fn a_node_that_shrinks_below_the_kept_model_picks_again_and_says_why() {
+    let _engine = support::docker::engine();
+    // The recorded node's own 125 GiB (the preference), then 16 GiB: below what its pod needs.
+    let (r, was, plan) = installed_then("131530088Ki", "16777216Ki");
+    let since = &plan["since_last"];
+    assert_eq!(plan["run_kind"], "reconfigure", "{since}");
+    let picked = plan["model_pick"]["name"].as_str().unwrap_or_else(|| panic!("{}", plan["model_pick"]));
+    assert_ne!(picked, was);
+    let decisions = since["decisions"].as_array().unwrap();
+    let model = decisions.iter().find(|d| d["key"] == "model").unwrap_or_else(|| panic!("no model change: {since}"));
+    let why = model["why"].as_str().unwrap();
+    assert!(why.starts_with(&format!("the installed model {was} is not kept: {was}: does not fit")), "{why}");
+    let shown = words(&r.up(&["--dry-run"]).stdout);
+    assert!(shown.contains(&format!("decision model: {was} (")), "{shown}");
+    assert!(shown.contains(&format!("because the installed model {was} is not kept")), "{shown}");
     let down = r.down();
     assert!(down.status.success(), "{}", text(&down.stderr));
 }

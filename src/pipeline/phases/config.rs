@@ -82,8 +82,11 @@ impl Phase for Config<'_> {
             (None, false) => Some("not asked (the catalog was not read)"),
             _ => None,
         };
-        let mut decision = config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), &downloads)
-            .map_err(Failure::from)?;
+        // The installed model is kept unless --model names one or --repick asks for the pick.
+        let kept = self.last.and_then(|l| l.model.as_deref()).filter(|_| !args.select.repick);
+        let mut decision =
+            config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), (&downloads, kept))
+                .map_err(Failure::from)?;
         // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
         config::proxy::apply(&mut decision, self.facts, &cx.services.proxy, Some(&self.pre.target.server));
         if let Some(t) = self.trees {
