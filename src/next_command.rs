@@ -25,20 +25,47 @@ pub fn apply_command(env: &Env) -> Option<String> {
     up_words(env).map(|w| shell_line(&w))
 }
 
+/// The flags a saved plan carries in its `selection` (and `--plan` itself): refused beside
+/// `--plan`, so a command that applies a saved plan repeats none of them (issue 32).
+const SELECTION: &[(&str, bool)] = &[
+    ("--layer", true),
+    ("--profile", true),
+    ("--ref", true),
+    ("--model", true),
+    ("--pins", true),
+    ("--fit", true),
+    ("--env", true),
+    ("--plan", true),
+];
+
 /// [`apply_command`] as words: `eas`, the global flags typed before `up`, `up`, `--yes`, the rest.
 pub fn up_words(env: &Env) -> Option<Vec<String>> {
+    words(env, None)
+}
+
+/// `eas up --yes --plan DIR` with the user's other flags: the command that applies, exactly, the
+/// plan a dry run saved in DIR (`--out DIR`); the selection is the saved plan's.
+pub fn apply_saved(env: &Env, dir: &str) -> Option<String> {
+    words(env, Some(dir)).map(|w| shell_line(&w))
+}
+
+/// The words of `eas up --yes` from the command line as typed, the dry run's own flags dropped;
+/// applying the plan saved in `saved`, the selection flags too, and `--plan DIR` added.
+fn words(env: &Env, saved: Option<&str>) -> Option<Vec<String>> {
     let args = &env.args;
     let up = args.iter().position(|a| a == "up")?;
     let mut words = vec!["eas".to_string()];
     words.extend(args[1..up].iter().cloned());
     words.extend(["up".to_string(), "--yes".to_string()]);
+    let dropped = DRY_RUN_ONLY.iter().chain(SELECTION.iter().filter(|_| saved.is_some()));
+    let dropped: Vec<&(&str, bool)> = dropped.collect();
     let mut rest = args[up + 1..].iter();
     while let Some(a) = rest.next() {
         let (name, inline) = match a.split_once('=') {
             Some((n, _)) if n.starts_with("--") => (n, true),
             _ => (a.as_str(), false),
         };
-        match DRY_RUN_ONLY.iter().find(|(f, _)| *f == name) {
+        match dropped.iter().find(|(f, _)| *f == name) {
             Some((_, takes_value)) => {
                 if *takes_value && !inline {
                     rest.next();
@@ -49,7 +76,15 @@ pub fn up_words(env: &Env) -> Option<Vec<String>> {
         }
     }
     let given = |flag: &str| args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')));
+    if let Some(dir) = saved {
+        words.extend(["--plan".to_string(), dir.to_string()]);
+    }
+    // A saved plan's run takes its pins from the plan: `EAS_PINS` as `--pins` would be refused.
+    let applying = saved.is_some() || given("--plan");
     for (var, flag) in FROM_ENV {
+        if applying && SELECTION.iter().any(|(f, _)| f == flag) {
+            continue;
+        }
         if let Some(value) = env.nonempty(var).filter(|_| !given(flag)) {
             words.extend([flag.to_string(), value]);
         }
@@ -194,6 +229,29 @@ mod tests {
         env.args.push("node=a b.toml".into());
         assert_eq!(apply_command(&env).as_deref(), Some("eas up --yes --containerd-config 'node=a b.toml'"));
         assert_eq!(apply_command(&typed("eas down --dry-run", &[])), None);
+    }
+
+    /// Issue 32: the command that applies a saved plan repeats no selection flag (the plan
+    /// carries them; beside `--plan` they are bad input), nor `EAS_PINS` as `--pins`; a run of a
+    /// saved plan's own next line keeps its `--plan` and leaves `EAS_PINS` out too.
+    #[test]
+    fn a_saved_plan_is_applied_by_its_directory_without_the_selection_flags() {
+        let vars = [("EAS_PINS", "/p/pins.json"), ("EAS_CA_BUNDLE", "/ca.pem")];
+        let line = "eas --context k up --dry-run --out plan --layer inference --pins=p.json --model m \
+                    --profile main --env k3d-gpu --fit f.json --eas-repo /m/eas --probe-nodes";
+        let env = typed(line, &vars);
+        assert_eq!(
+            apply_saved(&env, "plan").as_deref(),
+            Some("eas --context k up --yes --eas-repo /m/eas --probe-nodes --plan plan --ca-bundle /ca.pem")
+        );
+        let again = typed("eas up --dry-run --plan old --out new --ref 0123", &vars);
+        assert_eq!(apply_saved(&again, "new").as_deref(), Some("eas up --yes --plan new --ca-bundle /ca.pem"));
+        let applying = typed("eas up --yes --plan plan --eas-repo /m/eas", &vars);
+        assert_eq!(
+            apply_command(&applying).as_deref(),
+            Some("eas up --yes --plan plan --eas-repo /m/eas --ca-bundle /ca.pem")
+        );
+        assert_eq!(apply_saved(&typed("eas down --dry-run", &[]), "plan"), None);
     }
 
     /// The command line `line` in the environment `vars`.
