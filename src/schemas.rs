@@ -11,6 +11,7 @@ pub const SCHEMAS: &[(&str, &str)] = &[
     ("eas-fit/v1", include_str!("../data/eas-fit.v1.schema.json")),
     ("eas-facts/v1", include_str!("../data/eas-facts.v1.schema.json")),
     ("eas-pins/v1", include_str!("../data/eas-pins.v1.schema.json")),
+    ("eas-config/v1", include_str!("../data/eas-config.v1.schema.json")),
 ];
 
 /// The schema `name` names: `eas-plan/v1`, its file stem `eas-plan.v1`, or `eas-plan` (the newest

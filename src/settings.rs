@@ -4,6 +4,7 @@
 
 pub mod env;
 pub mod file;
+pub mod init;
 pub mod source;
 pub mod timeouts;
 

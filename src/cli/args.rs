@@ -183,6 +183,31 @@ pub struct DoctorArgs {
     pub output: super::OutputArg,
 }
 
+/// `eas init`: `eas up`'s selection and node flags, written into a commented eas.yaml.
+#[derive(Args, Debug, Clone)]
+pub struct InitArgs {
+    /// Where to write the file [default: ./eas.yaml]; `-` prints it on stdout
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Overwrite the file when it exists
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    /// The installer's environment name (env/<name>/ in the EAS tree) [default: k3d-gpu]
+    #[arg(long)]
+    pub env: Option<String>,
+    /// Declare the runs offline (as `eas up --offline`)
+    #[arg(long)]
+    pub offline: bool,
+    /// Declare that eas reads the containerd facts of nodes it cannot read otherwise with a probe
+    /// pod (`eas init` itself creates none)
+    #[arg(long, help_heading = "Node facts")]
+    pub probe_nodes: bool,
+    #[command(flatten)]
+    pub inputs: InputArgs,
+}
+
 /// What `eas up` and `eas doctor` read beside the cluster's facts: the upstream trees, the
 /// bastion's base image, and how the facts are gathered.
 #[derive(Args, Debug, Clone)]

@@ -97,6 +97,13 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             ("One JSON document (eas-verify/v1), waiting at most 10 minutes", "eas verify --output json --timeout 600"),
         ],
         "eas-doctor" => &[("Run the read-only checks of `eas up`", "eas doctor")],
+        "eas-init" => &[
+            ("Write ./eas.yaml for the current cluster, every choice commented", "eas init"),
+            (
+                "Print it instead, declaring a node's containerd config",
+                "eas init -o - --containerd-config node-1=config.toml",
+            ),
+        ],
         "eas-support-bundle" => &[
             ("Collect a redacted bundle to attach to a report", "eas support-bundle"),
             ("Write it where you choose", "eas support-bundle --out /tmp/eas-support.tar.gz"),

@@ -8,7 +8,7 @@ mod resolve;
 
 pub use args::*;
 pub mod rejected;
-pub use resolve::{UsageError, bastion, config, doctor, down, settings, up};
+pub use resolve::{UsageError, bastion, config, doctor, down, init, settings, up};
 
 use std::path::PathBuf;
 
@@ -95,9 +95,13 @@ impl From<OutputArg> for crate::output::OutputFormat {
 pub const PINS_HELP: &str = "Pins file [default: $EAS_PINS, else $XDG_CONFIG_HOME/eas/pins.json \
     (~/.config/eas/pins.json) when it exists, else the pins built into eas]";
 
-/// In the order a user meets them: install, remove, look, check, size, gather; then the tools.
+/// In the order a user meets them: declare, install, remove, look, check, size, gather; then the tools.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Write a commented eas.yaml for the current cluster from its facts, every choice stated
+    /// (reads the cluster; touches neither the cluster, the upstream trees nor the installer's own
+    /// `init`; refuses to overwrite without --force)
+    Init(InitArgs),
     /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
     Up(Box<UpArgs>),
     /// Remove what `eas up` installed, and nothing else

@@ -378,14 +378,32 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
 
 /// `eas doctor`'s settings: `eas up`'s, as a dry run.
 pub fn doctor(a: DoctorArgs, global: &Global) -> Result<crate::pipeline::doctor::DoctorSettings, UsageError> {
-    let args = UpArgs {
+    let args = as_dry_run(a.select, a.env, a.offline, a.allow_unread, false, a.inputs);
+    Ok(crate::pipeline::doctor::DoctorSettings { up: up(args, global)?, output: a.output.into() })
+}
+
+/// `eas init`'s settings: `eas up`'s, as a dry run would resolve them.
+pub fn init(a: InitArgs, global: &Global) -> Result<UpSettings, UsageError> {
+    up(as_dry_run(a.select, a.env, a.offline, Vec::new(), a.probe_nodes, a.inputs), global)
+}
+
+/// `eas up --dry-run` with these selection and input flags, and nothing else.
+fn as_dry_run(
+    select: SelectArgs,
+    env: Option<String>,
+    offline: bool,
+    allow_unread: Vec<String>,
+    probe_nodes: bool,
+    inputs: InputArgs,
+) -> UpArgs {
+    UpArgs {
         dry_run: true,
         fail_on_blockers: false,
-        offline: a.offline,
-        allow_unread: a.allow_unread,
-        probe_nodes: false,
-        select: a.select,
-        env: a.env,
+        offline,
+        allow_unread,
+        probe_nodes,
+        select,
+        env,
         out: None,
         plan: None,
         output: OutputArg::Text,
@@ -393,11 +411,10 @@ pub fn doctor(a: DoctorArgs, global: &Global) -> Result<crate::pipeline::doctor:
         yes: false,
         break_lock: false,
         reinstall: false,
-        inputs: a.inputs,
+        inputs,
         install_timeout: None,
         verify_timeout: None,
         ledger_timeout: crate::settings::timeouts::LEDGER.as_secs(),
         phase_timeout: Vec::new(),
-    };
-    Ok(crate::pipeline::doctor::DoctorSettings { up: up(args, global)?, output: a.output.into() })
+    }
 }

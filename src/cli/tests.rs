@@ -61,6 +61,7 @@ fn commands_are_listed_in_the_order_a_user_meets_them() {
     assert_eq!(
         names,
         [
+            "init",
             "up",
             "down",
             "status",

@@ -16,6 +16,7 @@ mod down;
 mod edge;
 mod facts;
 mod fit;
+mod init;
 mod overlay;
 mod pins;
 mod status;
@@ -71,6 +72,7 @@ fn dispatch(command: Command, global: &Global, shell: &Shell) -> Result<(), Fail
         }
         Command::Down(args) => down::run(&crate::cli::down(args, global), global, shell),
         Command::Verify(args) => verify::run(&args.into(), global, shell),
+        Command::Init(args) => init::run(args, global, shell),
         Command::Doctor(args) => doctor::run(&crate::cli::doctor(args, global)?, global, shell),
         Command::Status(args) => status::run(&args.into(), global, shell),
         Command::SupportBundle(args) => support_bundle::command(args.out.as_deref(), global, shell),

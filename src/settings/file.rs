@@ -300,6 +300,25 @@ mod tests {
         assert!(parsed("schema: [\n").unwrap_err().starts_with("./eas.yaml: not YAML: "));
     }
 
+    /// The keys this module reads are the schema's (`eas schema eas-config/v1`), nested ones too.
+    #[test]
+    fn the_keys_are_the_schemas() {
+        let schema: Value = serde_json::from_str(crate::schemas::find(SCHEMA).unwrap().1).unwrap();
+        let keys = |v: &Value| v["properties"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        let mut top = keys(&schema);
+        top.sort();
+        let mut ours: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
+        ours.sort();
+        assert_eq!(top, ours);
+        for (key, inner) in NESTED {
+            let mut theirs = keys(&schema["properties"][key]);
+            theirs.sort();
+            let mut ours: Vec<String> = inner.iter().map(|k| k.to_string()).collect();
+            ours.sort();
+            assert_eq!(theirs, ours, "{key}");
+        }
+    }
+
     #[test]
     fn the_file_is_the_flag_else_the_variable_else_eas_yaml_here() {
         let dir = tempfile::tempdir().unwrap();

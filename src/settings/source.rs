@@ -110,7 +110,6 @@ impl Sources {
     }
 
     /// Whether anything but the default set `key` (what the last install may still fill).
-    #[allow(dead_code, reason = "the last-install layer (issue 32, item 3) fills what is not set")]
     pub fn is_set(&self, key: &str) -> bool {
         self.of(key) != Source::Default
     }

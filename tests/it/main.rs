@@ -17,6 +17,7 @@ mod blockers; // the dry run lists every blocker the real `eas up` stops at, in 
 mod ci_smoke; // scripts/ci-smoke.sh and scripts/install-k3d.sh, with a stub k3d
 mod cluster_server; // the recorded-cluster server itself: selectors, paging, writes served back
 mod completions; // `eas completions`, `eas man`, `eas schema`
+mod config_file; // eas.yaml: declared runs, unknown keys, `eas init`
 mod config_golden; // `eas config` on every case of fixtures/config/ (golden files)
 mod facts_errors; // `eas facts` when the API, the kubeconfig or Docker is wrong
 mod facts_recorded; // `eas facts` against the recorded clusters (golden facts)

@@ -1,0 +1,177 @@
+//! eas.yaml (eas-config/v1, issue 32 item 1) on the recorded clusters with the synthetic trees:
+//! a run declared only by the file plans as the same settings given as flags, and its plan names
+//! each setting's source; an unknown key is bad input (exit 2) with a "did you mean", before the
+//! cluster is read; `eas init` writes a file that plans, and refuses to overwrite one.
+
+use crate::support;
+
+use serde_json::Value;
+use support::planning::{command, trees};
+use support::{ClusterServer, text};
+
+const CLUSTER: &str = "k3d-gpu-desktop";
+
+/// `a` and `b` decide the same, or the first key where they differ.
+fn same_decisions(a: &Value, b: &Value) {
+    for ((key, x), (_, y)) in decided(a).into_iter().zip(decided(b)) {
+        if let (Some(xs), Some(ys)) = (x.as_array(), y.as_array()) {
+            for (i, (p, q)) in xs.iter().zip(ys).enumerate() {
+                assert_eq!(p, q, "{key}[{i}] differs");
+            }
+        }
+        assert_eq!(x, y, "{key} differs");
+    }
+}
+
+/// The keys of a plan that are its decisions, not how it was asked for.
+fn decided(plan: &Value) -> Vec<(String, Value)> {
+    let keep = ["layer", "env", "profile", "pins_source", "commits", "model", "model_pick", "decisions", "overlay"];
+    // Each blocker by its phase and code (its cause names where the pins came from).
+    let blockers = plan["blockers"].as_array().unwrap().iter().map(|b| format!("{} {}", b["phase"], b["exit_code"]));
+    let blockers = Value::from(blockers.collect::<Vec<_>>());
+    keep.iter().map(|k| (k.to_string(), plan[*k].clone())).chain([("blockers".into(), blockers)]).collect()
+}
+
+#[test]
+fn a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let flags = ["--layer", "inference", "--env", "k3d-gpu", "--offline", "--install-timeout", "900"];
+    let json = ["--dry-run", "--output", "json"];
+    let by_flags =
+        command(&server, CLUSTER, state.path(), &t, true, &[&json[..], &flags[..]].concat()).output().unwrap();
+    let by_flags: Value =
+        serde_json::from_slice(&by_flags.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&by_flags.stderr)));
+    // The same settings, each in the file, and eas run with no flag but --dry-run.
+    let site = tempfile::tempdir().unwrap();
+    let node = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let repos = t.join("repos");
+    let yaml = format!(
+        "schema: eas-config/v1\nkubeconfig: {}\nstate_dir: {}\nlayer: inference\nenv: k3d-gpu\noffline: true\n\
+         pins: {}\nnodes:\n  containerd_config:\n    k3d-gpu-server-0: {}\n  nri_socket:\n    k3d-gpu-server-0: present\n\
+         timeouts:\n  install: 900\nmirrors:\n  eas: {}\n  ei: {}\n  eat: {}\n",
+        server.kubeconfig().display(),
+        state.path().display(),
+        t.join("pins.json").display(),
+        node.display(),
+        repos.join("eas").display(),
+        repos.join("ei").display(),
+        repos.join("eat").display(),
+    );
+    std::fs::write(site.path().join("eas.yaml"), yaml).unwrap();
+    let out = support::eas(site.path()).arg("up").args(json).output().unwrap();
+    let by_file: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert_eq!(support::schema_errors("eas-plan.v1", &by_file), Vec::<String>::new());
+    same_decisions(&by_file, &by_flags);
+    let install = |p: &Value| {
+        p["phases"].as_array().unwrap().iter().find(|x| x["name"] == "install").unwrap()["timeout_secs"].clone()
+    };
+    assert_eq!((install(&by_file), install(&by_flags)), (Value::from(900), Value::from(900)));
+    // Each setting named with its source: every one from the file here, every one a flag there.
+    let sources = |p: &Value| -> Vec<(String, String)> {
+        let s = p["settings"].as_array().unwrap();
+        s.iter().map(|s| (s["key"].as_str().unwrap().into(), s["from"].as_str().unwrap().into())).collect()
+    };
+    let keys = [
+        "kubeconfig",
+        "state_dir",
+        "layer",
+        "pins",
+        "env",
+        "offline",
+        "timeouts.install",
+        "mirrors.eas",
+        "mirrors.ei",
+        "mirrors.eat",
+        "nodes.containerd_config",
+        "nodes.nri_socket",
+    ];
+    let mut named = sources(&by_file);
+    named.sort();
+    let mut want: Vec<(String, String)> = keys.iter().map(|k| (k.to_string(), "./eas.yaml".to_string())).collect();
+    want.sort();
+    assert_eq!(named, want);
+    assert!(sources(&by_flags).iter().all(|(_, from)| from.starts_with("--")), "{:?}", sources(&by_flags));
+    // The text plan says so in its summary, and its next command is the bare one (the file is read).
+    let out = support::eas(site.path()).arg("up").arg("--dry-run").output().unwrap();
+    let plan = text(&out.stdout);
+    assert!(plan.contains("\n  settings   kubeconfig "), "{plan}");
+    assert!(plan.contains("             layer inference (from ./eas.yaml)\n"), "{plan}");
+    // A flag still wins over the file, and is named.
+    let out = support::eas(site.path()).arg("up").args(json).args(["--layer", "agent-toolkit"]).output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["layer"], "agent-toolkit");
+    assert!(sources(&plan).contains(&("layer".into(), "--layer".into())), "{:?}", sources(&plan));
+}
+
+#[test]
+fn an_unknown_key_is_bad_input_with_the_nearest_key_before_the_cluster_is_read() {
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let site = tempfile::tempdir().unwrap();
+    let yaml = format!("schema: eas-config/v1\nkubeconfig: {}\ncontxt: k3d-gpu\n", server.kubeconfig().display());
+    std::fs::write(site.path().join("eas.yaml"), yaml).unwrap();
+    for args in [&["up", "--dry-run"][..], &["doctor"], &["status"], &["verify"], &["down", "--dry-run"]] {
+        let out = support::eas(site.path()).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains("./eas.yaml: unknown key `contxt` (did you mean `context`?)"), "{args:?}: {err}");
+        assert!(err.contains("eas schema eas-config/v1"), "the hint names the schema: {err}");
+    }
+    assert!(server.requests().is_empty(), "bad input is found before the cluster is read");
+    // Named with --config, or EAS_CONFIG, the same file is read from anywhere.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let file = site.path().join("eas.yaml");
+    let out = support::eas(elsewhere.path()).arg("--config").arg(&file).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = support::eas(elsewhere.path()).env("EAS_CONFIG", &file).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // A secret is refused, saying where it goes.
+    std::fs::write(&file, "schema: eas-config/v1\nhf_token: x\n").unwrap();
+    let out = support::eas(site.path()).arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("secrets are never in eas.yaml"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn init_writes_a_file_that_plans_and_never_overwrites_one_without_force() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let site = tempfile::tempdir().unwrap();
+    let init = command(&server, CLUSTER, state.path(), &t, true, &[]);
+    // `command` ends with `up` and its flags; init takes the same ones.
+    let args: Vec<String> = init.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = args.iter().position(|a| a == "up").unwrap();
+    let out_file = site.path().join("eas.yaml");
+    let mut c = support::eas(&support::fixture(CLUSTER));
+    c.args(&args[..at]).arg("init").arg("-o").arg(&out_file).args(&args[at + 1..]);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(support::writes(&server), Vec::<String>::new(), "init only reads the cluster");
+    let yaml = std::fs::read_to_string(&out_file).unwrap();
+    assert!(yaml.contains("\n# model: qwen2-5-coder-7b\n"), "the model only as a comment: {yaml}");
+    assert!(yaml.contains("\ncontext: k3d-gpu\n") && yaml.contains("# the kubeconfig's current context"), "{yaml}");
+    // The file alone plans as the flags did.
+    let planned = |c: &mut std::process::Command| -> Value {
+        let out = c.args(["up", "--dry-run", "--output", "json"]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)))
+    };
+    let out = command(&server, CLUSTER, state.path(), &t, true, &["--dry-run", "--output", "json"]).output().unwrap();
+    let by_flags: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let mut from_file = support::eas(site.path());
+    same_decisions(&planned(&mut from_file), &by_flags);
+    // Written once: again without --force is a refusal (exit 3) and the file is kept.
+    std::fs::write(&out_file, "schema: eas-config/v1\n").unwrap();
+    let mut again = support::eas(site.path());
+    let out = again.arg("--kubeconfig").arg(server.kubeconfig()).arg("init").output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("REFUSE: eas.yaml exists"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&out_file).unwrap(), "schema: eas-config/v1\n");
+    let out = support::eas(site.path())
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .args(["init", "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("# eas.yaml: "), "-o - prints the file: {}", text(&out.stdout));
+}
