@@ -207,6 +207,15 @@ impl Invocation {
 /// record of what the install created is not complete, so `eas down` removes nothing until an
 /// `eas up` completes it (one cause, one line: the install's resume line says so itself).
 pub fn what_next(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> String {
+    let what = match status {
+        Status::Interrupted | Status::Running => "was interrupted",
+        _ => "failed",
+    };
+    format!("{phase} {what}: {}", advice(phase, status, pending, inv))
+}
+
+/// [`what_next`] without the phase and how it ended: the commands that go on from there.
+fn advice(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> String {
     let up = inv.resume();
     let down = format!("`{}`", inv.down());
     let until = "until then `eas down` removes nothing (the record of what the install created is pending)";
@@ -243,17 +252,19 @@ pub fn what_next(phase: PhaseId, status: Status, pending: bool, inv: &Invocation
             "the cluster's Lease goes stale within its duration; {up} takes it over once it has (or add --break-lock)"
         ),
     };
-    let what = match status {
-        Status::Interrupted | Status::Running => "was interrupted",
-        _ => "failed",
-    };
-    format!("{phase} {what}: {advice}")
+    advice
 }
 
 /// The next-step line for a record whose run did not succeed, if it did not.
 pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
     let pending = state.ledger.incomplete_reason().is_some();
     state.failed_phase().map(|e| what_next(e.phase, e.status, pending, inv))
+}
+
+/// [`next_for`]'s commands alone, for a failure that names its phase and cause itself.
+pub fn advice_for(state: &State, inv: &Invocation) -> Option<String> {
+    let pending = state.ledger.incomplete_reason().is_some();
+    state.failed_phase().map(|e| advice(e.phase, e.status, pending, inv))
 }
 
 /// The follow-up commands repeat the user's flags.

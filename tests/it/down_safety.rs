@@ -123,7 +123,8 @@ fn a_failed_snapshot_marks_the_ledger_incomplete_and_down_removes_nothing_until_
     let err = text(&up.stderr);
     assert_eq!(up.status.code(), Some(1), "{err}");
     assert!(err.contains("the install itself succeeded"), "{err}");
-    assert!(err.contains("eas up") && err.contains("complete the record"), "names the command: {err}");
+    let next = err.lines().find(|l| l.starts_with("next: ")).unwrap_or_else(|| panic!("a next: line: {err}"));
+    assert!(next.contains(" up --yes") && next.contains("completes the record"), "names the command: {err}");
     assert!(r.server.object(&model_key(MODEL)).is_some(), "the install ran");
     let state = r.state_file().expect("state.json");
     let ledger = &state["ledger"];

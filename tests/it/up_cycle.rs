@@ -316,7 +316,12 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     assert_eq!(first.status.code(), Some(1), "{}", text(&first.stderr));
     let err = text(&first.stderr);
     assert!(err.contains("install") && err.contains("log:"), "{err}");
-    assert!(err.contains("next:") && err.contains("eas up"), "{err}");
+    // One cause, one `next:`: the installer's failure carries how to resume and what `eas down`
+    // would remove.
+    let nexts: Vec<_> = err.lines().filter(|l| l.starts_with("next: ")).collect();
+    assert_eq!(nexts.len(), 1, "{err}");
+    assert!(nexts[0].starts_with("next: fix the cause, then "), "{err}");
+    assert!(nexts[0].contains(" up --yes") && nexts[0].contains("removes what was installed"), "{err}");
     assert!(err.contains("kserve controller not ready"), "the installer's last lines are shown: {err}");
     let state = r.state_file().unwrap();
     assert_eq!(phase_status(&state, "install"), "failed");
@@ -1071,7 +1076,7 @@ fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_complete
     assert!(ledger["pending"].is_object(), "the record stays pending: {ledger}");
     assert!(ledger["incomplete"].as_str().unwrap_or_default().contains("interrupted"), "{ledger}");
     assert!(
-        err.lines().any(|l| l.contains("next:") && l.contains("pending") && l.contains("eas up")),
+        err.lines().any(|l| l.contains("next:") && l.contains("pending") && l.contains(" up --yes")),
         "the next line says how to complete the record: {err}"
     );
 

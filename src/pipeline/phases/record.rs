@@ -98,12 +98,21 @@ pub fn installed(result: Result<(), Failure>, after: After, cx: &Cx<'_>, r: &mut
             let f = result.err().unwrap_or(Failure::Interrupted);
             r.journal().ended(f.exit_code(), matches!(f, Failure::Interrupted), &now());
             r.save()?;
-            // One line: it says whether `eas down` removes anything (not while the record is
-            // pending, as after an interruption).
-            if let Some(next) = crate::state::resume::next_for(r.journaled(), cx.inv) {
-                cx.shell.note(format!("next: {next}"));
-            }
-            Err(f)
+            // One cause, one `next:`, which says whether `eas down` removes anything (not while
+            // the record is pending, as after an interruption): a failure that names its own
+            // next step (the installer's "fix the cause, then ...") carries the resume commands
+            // in it; any other ending says them on a line of their own.
+            Err(match (f, crate::state::resume::advice_for(r.journaled(), cx.inv)) {
+                (Failure::Step { step, cause, next: Some(_) }, Some(advice)) => {
+                    Failure::Step { step, cause, next: Some(format!("fix the cause, then {advice}")) }
+                }
+                (f, _) => {
+                    if let Some(next) = crate::state::resume::next_for(r.journaled(), cx.inv) {
+                        cx.shell.note(format!("next: {next}"));
+                    }
+                    f
+                }
+            })
         }
     }
 }
