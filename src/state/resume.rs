@@ -219,7 +219,7 @@ fn advice(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> St
     let up = inv.resume();
     let down = format!("`{}`", inv.down());
     let until = "until then `eas down` removes nothing (the record of what the install created is pending)";
-    let advice = match phase {
+    match phase {
         // Stopped by the user before anything was installed: the same run again.
         p if status == Status::Interrupted && p < PhaseId::Prepare => {
             format!("{up} runs it again (nothing was installed)")
@@ -251,8 +251,7 @@ fn advice(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> St
         PhaseId::Unlock => format!(
             "the cluster's Lease goes stale within its duration; {up} takes it over once it has (or add --break-lock)"
         ),
-    };
-    advice
+    }
 }
 
 /// The next-step line for a record whose run did not succeed, if it did not.
