@@ -1,17 +1,23 @@
 //! Serves a recorded cluster outside the tests, for benchmarks and by hand:
 //!
-//!     cargo run --example cluster-server -- fixtures/clusters/scale-2000 [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]
+//!     cargo run --example cluster-server -- fixtures/clusters/scale-2000 [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth] [--egress]
 //!
 //! `--no-auth` serves requests without the kubeconfig's token too: kubectl sends no bearer token
-//! over plain HTTP.
+//! over plain HTTP. `--egress` also serves the tests' loopback stand-in for the hosts eas's egress
+//! check asks (`EgressStandIn`: data/egress.json's hosts, answered over TLS by a throwaway CA).
 //!
-//! Prints `kubeconfig <path>` and `url <url>` on stdout once it answers, then serves until
-//! killed or until stdin closes. Every request is logged to stderr.
+//! Prints `kubeconfig <path>` and `url <url>` on stdout once it answers (with `--egress`, first
+//! `egress <EAS_EGRESS_URLS value>` and `certs <SSL_CERT_FILE value>`), then serves until killed
+//! or until stdin closes. Every request is logged to stderr.
 
 // The tests' recorded-cluster server, of which this example serves and reads only a part.
 #[allow(dead_code)]
 #[path = "../tests/it/support/cluster_server.rs"]
 mod cluster_server;
+// The tests' TLS servers, of which this example serves the egress stand-in.
+#[allow(dead_code)]
+#[path = "../tests/it/support/tls_front.rs"]
+mod tls_front;
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -22,18 +28,21 @@ fn main() {
     let mut options = cluster_server::Options::default();
     let mut kubeconfig_out: Option<PathBuf> = None;
     let mut quiet = false;
+    let mut egress = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--port" => options.port = args.next().and_then(|p| p.parse().ok()).expect("--port N"),
             "--kubeconfig-out" => kubeconfig_out = args.next().map(PathBuf::from),
             "--quiet" => quiet = true,
             "--no-auth" => options.require_token = false,
+            "--egress" => egress = true,
             _ if fixture.is_none() => fixture = Some(PathBuf::from(a)),
             other => panic!("unexpected argument {other}"),
         }
     }
-    let fixture =
-        fixture.expect("usage: cluster-server FIXTURE_DIR [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth]");
+    let fixture = fixture.expect(
+        "usage: cluster-server FIXTURE_DIR [--port N] [--kubeconfig-out FILE] [--quiet] [--no-auth] [--egress]",
+    );
     let server = cluster_server::ClusterServer::start_with(&fixture, options);
     let kubeconfig = match &kubeconfig_out {
         Some(p) => {
@@ -42,6 +51,12 @@ fn main() {
         }
         None => server.kubeconfig().to_path_buf(),
     };
+    // Before the `url` line, which callers wait for.
+    let egress = egress.then(tls_front::EgressStandIn::start);
+    if let Some(e) = &egress {
+        println!("egress {}", e.urls);
+        println!("certs {}", e.cert_file.display());
+    }
     println!("kubeconfig {}", kubeconfig.display());
     println!("url {}", server.url());
     std::io::stdout().flush().expect("stdout");

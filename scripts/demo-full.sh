@@ -22,8 +22,13 @@ bash scripts/base-image.sh >&2
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh
 synthetic_trees "$work" demo "DEMO: synthetic tree"
-serve_recorded "$debug/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work"
+serve_recorded "$debug/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work" --egress
 url=$(sed -n 's/^url //p' "$work/server.out")
+# The hosts the egress check asks answer from the server's loopback stand-in (as in demo.sh):
+# without it, on a machine without internet access, google.com (the installer's preflight aborts
+# without it) is a blocker of the install.
+egress_urls=$(sed -n 's/^egress //p' "$work/server.out")
+egress_certs=$(sed -n 's/^certs //p' "$work/server.out")
 
 # The stand-in bastion artifacts, served from file:// URLs (tests/it/support/artifacts.rs).
 mkdir -p "$work/served" "$work/home"
@@ -73,6 +78,7 @@ eas() {
   echo "\$ eas $*" >&2
   HOME="$work/home" XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/home/config" \
     HF_ENDPOINT=https://127.0.0.1:9 EAS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt NO_COLOR=1 CI=1 \
+    EAS_EGRESS_URLS="$egress_urls" SSL_CERT_FILE="$egress_certs" \
     "$debug/eas" --kubeconfig "$work/kubeconfig" --state-dir "$work/state" "$@"
 }
 # The pins as `eas pins lock` leaves them: the user's pins file, which every command reads

@@ -21,7 +21,13 @@ release=$(target_dir)/release
 # shellcheck source=scripts/lib-recorded.sh
 source scripts/lib-recorded.sh
 synthetic_trees "$work" demo "DEMO: synthetic tree"
-serve_recorded "$release/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work"
+serve_recorded "$release/examples/cluster-server" fixtures/clusters/k3d-gpu-desktop "$work" --egress
+# The hosts the egress check asks (the installer's preflight aborts without google.com) answer
+# from a loopback stand-in the server starts, its throwaway CA trusted through SSL_CERT_FILE:
+# the demo stays the same on a machine without internet access.
+EAS_EGRESS_URLS=$(sed -n 's/^egress //p' "$work/server.out")
+SSL_CERT_FILE=$(sed -n 's/^certs //p' "$work/server.out")
+export EAS_EGRESS_URLS SSL_CERT_FILE
 
 echo "== DEMO: recorded cluster k3d-gpu-desktop at $(sed -n 's/^url //p' "$work/server.out"), synthetic trees" >&2
 node=fixtures/clusters/k3d-gpu-desktop/node-files/k3d-gpu-server-0/config.toml

@@ -143,6 +143,13 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
         let fix = if b.fix.is_empty() { String::new() } else { format!("; fix: {}", b.fix) };
         labelled(&mut out, view, "", &format!("{}: {}{fix}", b.phase, b.cause));
     }
+    // Counted at a glance (each is listed in full): a summary that says `blockers none` also says
+    // how many warnings the run has.
+    let warnings = match plan.warnings.len() {
+        0 => "none".to_string(),
+        n => n.to_string(),
+    };
+    labelled(&mut out, view, "warnings", &warnings);
     match ending {
         // What making the plan wrote (the probe pods of --probe-nodes) is said, never hidden
         // behind "nothing was written".
@@ -421,7 +428,12 @@ mod tests {
         assert!(lines[6].starts_with("  installer  ./es_auto_installer.sh install agent-toolkit"), "{}", lines[6]);
         assert_eq!(lines[7], "  unknown    bastion: no Docker Engine answers");
         assert_eq!(lines[8], "  blockers   none: the real run passes every check before its first write");
-        assert_eq!(lines[9], "Nothing was written to the cluster, the work tree or the state directory.");
+        assert_eq!(lines[9], "  warnings   none");
+        assert_eq!(lines[10], "Nothing was written to the cluster, the work tree or the state directory.");
+        let mut warned = plan();
+        warned.warnings = vec!["a".into(), "b".into()];
+        let text = render(&warned, View { width: 100, explain: false });
+        assert!(text.contains("\n  warnings   2\n") && text.contains("\nwarnings:\n  a\n  b\n"), "{text}");
         assert!(text.contains("\n  k3s ServiceLB on -> metallb_enabled: false\n"), "{text}");
         assert!(!text.contains("c889142"), "no source without --explain:\n{text}");
         assert!(text.contains("\n  apply  0002: needed -> apply 0002\n"), "{text}");

@@ -1,8 +1,11 @@
 //! Egress the install needs (issue 21 item 6): the hosts of `data/egress.json` (the installer's
 //! internet probe, the registries its charts and images come from), each asked once from this
 //! host through the proxy the bastion gets, bounded, all at once. Any HTTP answer counts; no
-//! answer is a warning naming the host and the error. `--offline` skips it. The nodes pull images
-//! themselves, and their egress is not checked from here: the check's line says so.
+//! answer is a warning naming the host and the error, except for a host the installer's own
+//! preflight aborts the install without (its row's `aborts_unless`): there no answer, or a status
+//! its preflight does not accept, is what the real run would fail on, a blocker of kind failed
+//! (issue 32 item 5). `--offline` skips it. The nodes pull images themselves, and their egress is
+//! not checked from here: the check's line says so.
 //!
 //! The decision ([`check`]) is pure; [`probe`] is the one effect.
 
@@ -31,6 +34,10 @@ pub struct Host {
     #[serde(default)]
     pub profiles: Vec<String>,
     pub needed_for: String,
+    /// The statuses the installer's preflight accepts from this host, aborting the install on any
+    /// other answer or none; empty: the install needs the host later, and no answer is a warning.
+    #[serde(default)]
+    pub aborts_unless: Vec<u16>,
     #[serde(default)]
     pub upstream: String,
 }
@@ -51,22 +58,33 @@ fn data() -> &'static [Host] {
 }
 
 /// The hosts to ask for pins profile `profile`: [`OVERRIDE`]'s when set, else the data's rows
-/// for that profile (or every profile, `*`).
+/// for that profile (or every profile, `*`). An override named as a data row's host is that row
+/// at another URL (a mirror, a test's loopback stand-in): what it is needed for, and whether the
+/// install aborts without it, stay the row's.
 pub fn hosts(profile: &str, override_value: Option<&str>) -> Vec<Host> {
+    let rows = data().iter().filter(|h| h.profiles.iter().any(|p| p == "*" || p == profile));
     if let Some(v) = override_value.filter(|v| !v.trim().is_empty()) {
+        let rows: Vec<&Host> = rows.collect();
         return v
             .split(',')
             .filter_map(|pair| pair.trim().split_once('='))
-            .map(|(host, url)| Host {
-                host: host.trim().to_string(),
-                url: url.trim().to_string(),
-                profiles: vec!["*".into()],
-                needed_for: format!("its entry in {OVERRIDE}"),
-                upstream: String::new(),
+            .map(|(host, url)| {
+                let (host, url) = (host.trim().to_string(), url.trim().to_string());
+                match rows.iter().find(|r| r.host == host) {
+                    Some(row) => Host { url, ..(*row).clone() },
+                    None => Host {
+                        host,
+                        url,
+                        profiles: vec!["*".into()],
+                        needed_for: format!("its entry in {OVERRIDE}"),
+                        aborts_unless: Vec::new(),
+                        upstream: String::new(),
+                    },
+                }
             })
             .collect();
     }
-    data().iter().filter(|h| h.profiles.iter().any(|p| p == "*" || p == profile)).cloned().collect()
+    rows.cloned().collect()
 }
 
 /// What one host answered: an HTTP status, or why there was no answer.
@@ -96,12 +114,32 @@ pub fn check(answers: Option<&[(Host, Answer)]>, through: &str) -> Check {
         return c;
     };
     let answered: Vec<&str> = answers.iter().filter(|(_, a)| a.is_ok()).map(|(h, _)| h.host.as_str()).collect();
+    let fix = "check the proxy and firewall (HTTPS_PROXY, NO_PROXY), or pass --offline to skip this check";
     for (h, a) in answers {
-        if let Err(e) = a {
-            c.warn(
+        let aborts = !h.aborts_unless.is_empty();
+        match a {
+            Err(e) if aborts => c.fail(
+                format!(
+                    "{} does not answer from this host {through}: {e}; the installer's preflight asks it on every \
+                     install and aborts without an answer ({})",
+                    h.host, h.needed_for
+                ),
+                "make it reachable through the proxy the bastion gets (HTTPS_PROXY, NO_PROXY, --ca-bundle)",
+            ),
+            Ok(status) if aborts && !h.aborts_unless.contains(status) => c.fail(
+                format!(
+                    "{} answered {status} from this host {through}; the installer's preflight accepts only {} \
+                     and aborts the install otherwise",
+                    h.host,
+                    h.aborts_unless.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+                ),
+                "make it reachable through the proxy the bastion gets (HTTPS_PROXY, NO_PROXY, --ca-bundle)",
+            ),
+            Err(e) => c.warn(
                 format!("{} does not answer from this host {through}: {e} (needed for {})", h.host, h.needed_for),
-                "check the proxy and firewall (HTTPS_PROXY, NO_PROXY), or pass --offline to skip this check",
-            );
+                fix,
+            ),
+            Ok(_) => {}
         }
     }
     c.ok = format!(
@@ -132,6 +170,47 @@ mod tests {
             h.iter().map(|h| (h.host.as_str(), h.url.as_str())).collect::<Vec<_>>(),
             [("a", "https://127.0.0.1:1/v2/"), ("b", "https://127.0.0.1:2/")]
         );
+        assert!(h.iter().all(|h| h.aborts_unless.is_empty()), "a name no row has aborts nothing");
+        // A data row's host at another URL keeps the row's meaning.
+        let g = hosts("main", Some("google.com=https://localhost:9/ok"));
+        let row = hosts("main", None).into_iter().find(|h| h.host == "google.com").unwrap();
+        assert_eq!(g, [Host { url: "https://localhost:9/ok".into(), ..row }]);
+    }
+
+    /// The installer's preflight GETs https://google.com and aborts the install unless it answers
+    /// 200, 301, 302, 303, 307 or 429 (intel/enterprise-ai-solutions@38406a08
+    /// playbooks/includes/preflight.yaml): the data's row says so, and eas's check of that host
+    /// fails (a blocker of kind failed, exit 1) where the other hosts only warn.
+    #[test]
+    fn a_host_the_installer_aborts_without_fails_the_check_when_it_does_not_answer_as_the_installer_needs() {
+        let row = |n: &str| hosts("main", None).into_iter().find(|h| h.host == n).unwrap();
+        let google = row("google.com");
+        assert_eq!(google.aborts_unless, [200, 301, 302, 303, 307, 429]);
+        assert!(hosts("main", None).iter().filter(|h| h.host != "google.com").all(|h| h.aborts_unless.is_empty()));
+        for (answer, says) in [
+            (
+                Err("connection refused".to_string()),
+                "google.com does not answer from this host directly: connection refused",
+            ),
+            (
+                Ok(403),
+                "google.com answered 403 from this host directly; the installer's preflight accepts only 200, 301",
+            ),
+        ] {
+            let answers = vec![(google.clone(), answer), (row("ghcr.io"), Err("timed out".into()))];
+            let c = check(Some(&answers), "directly");
+            let report = crate::prereq::Report { checks: vec![c.clone()] };
+            let blockers = report.blockers();
+            assert_eq!(blockers.len(), 1, "{blockers:?}");
+            assert_eq!(blockers[0].kind, crate::plan::Kind::Failed);
+            assert_eq!(blockers[0].exit_code(), 1);
+            assert!(blockers[0].cause.starts_with(says), "{}", blockers[0].cause);
+            assert_eq!(report.warnings().len(), 1, "ghcr.io only warns");
+            let (passed, _, detail) = c.line();
+            assert!(!passed, "doctor fails it: {detail}");
+        }
+        let ok = check(Some(&[(google.clone(), Ok(301))]), "directly");
+        assert!(ok.findings.is_empty() && ok.line().0, "{ok:?}");
     }
 
     #[test]
@@ -141,6 +220,7 @@ mod tests {
             url: String::new(),
             profiles: vec![],
             needed_for: "charts".into(),
+            aborts_unless: vec![],
             upstream: String::new(),
         };
         let answers = vec![(h("ghcr.io"), Ok(401)), (h("docker.io"), Err("connection refused".into()))];

@@ -93,6 +93,9 @@ pub struct Inputs<'a> {
 pub enum Severity {
     Warn,
     Refuse,
+    /// What the real run would fail on (exit 1), not a refusal of the selection: a host the
+    /// installer's own preflight aborts without.
+    Fail,
 }
 
 /// One thing a check found wrong.
@@ -122,13 +125,23 @@ impl Check {
         self.findings.push(Finding { severity: Severity::Refuse, cause: cause.into(), fix: fix.into() });
     }
 
+    pub(super) fn fail(&mut self, cause: impl Into<String>, fix: impl Into<String>) {
+        self.findings.push(Finding { severity: Severity::Fail, cause: cause.into(), fix: fix.into() });
+    }
+
     pub(super) fn warn(&mut self, cause: impl Into<String>, fix: impl Into<String>) {
         self.findings.push(Finding { severity: Severity::Warn, cause: cause.into(), fix: fix.into() });
     }
 
-    /// Whether the check refuses the install.
+    /// Whether the check refuses the install (the tests tell refusals from failures by it).
+    #[cfg(test)]
     pub fn refused(&self) -> bool {
         self.findings.iter().any(|f| f.severity == Severity::Refuse)
+    }
+
+    /// Whether the install would not pass it: a refusal, or a failure the real run would meet.
+    pub fn stops(&self) -> bool {
+        self.findings.iter().any(|f| f.severity != Severity::Warn)
     }
 
     /// The check as `eas doctor` prints it: passed unless it refuses; the detail names every
@@ -141,11 +154,11 @@ impl Check {
             .findings
             .iter()
             .map(|f| match f.severity {
-                Severity::Refuse => f.cause.clone(),
+                Severity::Refuse | Severity::Fail => f.cause.clone(),
                 Severity::Warn => format!("warning: {}", f.cause),
             })
             .collect();
-        (!self.refused(), self.name, detail.join("; "))
+        (!self.stops(), self.name, detail.join("; "))
     }
 }
 
@@ -158,15 +171,21 @@ pub struct Report {
 // `blockers` and `warnings` are the plan's hook (the phase runner's plan halves call them).
 #[allow(dead_code)]
 impl Report {
-    /// The refusals, as the plan's blockers (exit 3), in check order.
+    /// The refusals (exit 3) and the failures the real run would meet (exit 1), as the plan's
+    /// blockers, in check order.
     pub fn blockers(&self) -> Vec<Blocker> {
+        use crate::plan::Kind;
         self.checks
             .iter()
             .flat_map(|c| {
-                c.findings
-                    .iter()
-                    .filter(|f| f.severity == Severity::Refuse)
-                    .map(|f| Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), crate::plan::Kind::Refusal))
+                c.findings.iter().filter_map(|f| {
+                    let kind = match f.severity {
+                        Severity::Refuse => Kind::Refusal,
+                        Severity::Fail => Kind::Failed,
+                        Severity::Warn => return None,
+                    };
+                    Some(Blocker::new(c.phase, f.cause.clone(), f.fix.clone(), kind))
+                })
             })
             .collect()
     }

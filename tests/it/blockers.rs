@@ -572,3 +572,67 @@ fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never
     assert!(err.contains(&file.display().to_string()) && err.contains("eas up --dry-run --out DIR"), "{err}");
     assert_eq!(server.requests().len(), before, "bad input is found before the cluster is read");
 }
+
+/// Issue 32 item 5: the installer's preflight GETs https://google.com on every install and
+/// aborts without an answer it accepts (data/egress.json's row, cited there). Asked through the
+/// tests' loopback stand-in the egress check passes and warns of nothing; with google.com on a
+/// closed port it is a blocker of kind failed (exit 1, as the real run would fail) and a doctor
+/// FAIL line, never `ok egress:`; `--offline` asks nothing and the plan says it was not checked.
+#[test]
+fn a_host_the_installer_aborts_without_is_a_blocker_when_it_does_not_answer() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let cluster = "k3d-gpu-desktop";
+    let server = ClusterServer::start(support::fixture(cluster));
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = format!("google.com=https://127.0.0.1:{closed}/");
+    let plan = |egress: Option<&str>, flags: &[&str]| -> Value {
+        let mut c =
+            command(&server, cluster, state.path(), &t, true, &[&["--dry-run", "--output", "json"], flags].concat());
+        if let Some(urls) = egress {
+            c.env("EAS_EGRESS_URLS", urls);
+        }
+        let out = c.output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)))
+    };
+    let egress_line = |plan: &Value| {
+        let d = plan["decisions"].as_array().unwrap().iter().find(|d| d["source"] == "data/egress.json").cloned();
+        d.unwrap()["choice"].as_str().unwrap().to_string()
+    };
+    let on_google = |plan: &Value| -> Vec<Value> {
+        let b = plan["blockers"].as_array().unwrap();
+        b.iter().filter(|b| b["cause"].as_str().unwrap().contains("google.com")).cloned().collect()
+    };
+
+    let answered = plan(None, &[]);
+    assert!(
+        egress_line(&answered).starts_with("google.com, ghcr.io, registry.k8s.io, docker.io answered"),
+        "{answered:#}"
+    );
+    assert!(!answered["warnings"].to_string().contains("does not answer"), "{}", answered["warnings"]);
+    assert_eq!(on_google(&answered), Vec::<Value>::new());
+
+    let refused = plan(Some(&closed), &[]);
+    let blockers = on_google(&refused);
+    assert_eq!(blockers.len(), 1, "{refused:#}");
+    assert_eq!(blockers[0]["phase"], "preflight");
+    assert_eq!(blockers[0]["exit_code"], 1, "the real run would fail, not refuse");
+    let cause = blockers[0]["cause"].as_str().unwrap();
+    assert!(cause.starts_with("google.com does not answer from this host directly: "), "{cause}");
+    assert!(cause.contains("aborts without an answer"), "{cause}");
+
+    let mut doctor = support::eas(&support::fixture(cluster));
+    doctor.arg("--kubeconfig").arg(server.kubeconfig()).arg("--state-dir").arg(state.path()).arg("doctor");
+    doctor.arg("--pins").arg(t.join("pins.json")).args(support::facts_args(cluster));
+    for n in ["eas", "ei", "eat"] {
+        doctor.arg(format!("--{n}-repo")).arg(t.join("repos").join(n));
+    }
+    let out = doctor.env("EAS_EGRESS_URLS", &closed).output().unwrap();
+    let stdout = text(&out.stdout);
+    let line = stdout.lines().find(|l| l.contains(" egress: ")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.starts_with("FAIL egress: google.com does not answer"), "{stdout}");
+    assert_ne!(out.status.code(), Some(0), "{stdout}");
+
+    let offline = plan(Some(&closed), &["--offline"]);
+    assert!(egress_line(&offline).starts_with("not checked (--offline)"), "{offline:#}");
+    assert_eq!(on_google(&offline), Vec::<Value>::new());
+}

@@ -201,9 +201,26 @@ fn the_plan_opens_with_its_summary_and_fits_the_width() {
         .collect();
     assert_eq!(
         labels,
-        ["cluster", "settings", "profile", "pins", "layer", "decisions", "bastion", "installer", "unknown", "blockers"],
+        [
+            "cluster",
+            "settings",
+            "profile",
+            "pins",
+            "layer",
+            "decisions",
+            "bastion",
+            "installer",
+            "unknown",
+            "blockers",
+            "warnings"
+        ],
         "{plan}"
     );
+    // The summary counts the warnings the plan lists in full below (issue 32 item 5).
+    let listed = plan.split("\nwarnings:\n").nth(1).expect(&plan).lines().take_while(|l| l.starts_with("  "));
+    let listed = listed.filter(|l| !l.starts_with("   ")).count();
+    assert!(listed > 0, "{plan}");
+    assert!(plan.contains(&format!("\n  warnings   {listed}\n")), "{listed} warnings: {plan}");
     assert!(plan.contains("  blockers   3: the real run stops at the first (exit 1)\n"), "{plan}");
     let pins = lines.iter().find(|l| l.starts_with("  pins ")).unwrap();
     assert_eq!(pins.split_whitespace().nth(1), Some(trees().pins.to_str().unwrap()), "the file, by absolute path");

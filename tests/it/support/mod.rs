@@ -121,8 +121,10 @@ pub fn eas(dir: &Path) -> Command {
         // Hugging Face is a closed port on loopback: every read is refused at once, the same on
         // every machine (a test that needs answers serves its own stand-in).
         .env("HF_ENDPOINT", NO_HF)
-        // So are the registries the egress check asks (a test that needs answers names its own).
-        .env("EAS_EGRESS_URLS", NO_EGRESS)
+        // The hosts the egress check asks answer from a loopback stand-in, as on a machine that
+        // reaches them (a test of a host without an answer names its own).
+        .env("EAS_EGRESS_URLS", &egress().urls)
+        .env("SSL_CERT_FILE", &egress().cert_file)
         .env_remove("HF_TOKEN")
         .env("HOME", dir.join(".no-home"))
         .env("DOCKER_HOST", "unix:///nonexistent/eas-test/docker.sock")
@@ -137,8 +139,11 @@ pub fn eas(dir: &Path) -> Command {
 
 /// A Hugging Face endpoint nothing answers at (the discard port on loopback: refused at once).
 pub const NO_HF: &str = "https://127.0.0.1:9";
-/// The egress check's hosts for tests: one registry on a closed loopback port.
-pub const NO_EGRESS: &str = "registry=https://127.0.0.1:9/v2/";
+/// The egress stand-in every `eas` of the tests asks (one per test process).
+pub fn egress() -> &'static tls_front::EgressStandIn {
+    static E: std::sync::OnceLock<tls_front::EgressStandIn> = std::sync::OnceLock::new();
+    E.get_or_init(tls_front::EgressStandIn::start)
+}
 
 /// The `eas facts` arguments a recorded cluster is gathered with (its facts-args file).
 pub fn facts_args(name: &str) -> Vec<String> {

@@ -174,3 +174,45 @@ pub async fn request_head<S: tokio::io::AsyncRead + Unpin>(conn: &mut S, seen: &
         }
     }
 }
+
+/// A loopback stand-in for the hosts the egress check asks: every row of `data/egress.json`, by
+/// its host name, at a URL of one TLS server here, which answers `/ok` with 200 (a status the
+/// installer's preflight accepts from google.com) and anything else with 404 (any answer passes
+/// for the other hosts), without a body, so a `HEAD` and the next request share a connection.
+/// Its CA is trusted through `SSL_CERT_FILE` ([`EgressStandIn::cert_file`]: the system's CAs and
+/// it), which rustls-native-certs reads for eas's own connections, so the bastion's build context
+/// (only `--ca-bundle` goes there) does not change.
+pub struct EgressStandIn {
+    /// `EAS_EGRESS_URLS`: `google.com=https://localhost:PORT/ok,...`.
+    pub urls: String,
+    pub cert_file: PathBuf,
+    _dir: tempfile::TempDir,
+    _rt: tokio::runtime::Runtime,
+}
+
+/// The hosts `data/egress.json` names (its rows' `host`).
+pub const EGRESS_HOSTS: [&str; 4] = ["google.com", "ghcr.io", "registry.k8s.io", "docker.io"];
+
+impl EgressStandIn {
+    pub fn start() -> EgressStandIn {
+        let rt = runtime(1);
+        let served = serve_tls(&rt, "eas egress stand-in CA", |mut tls| async move {
+            let mut seen = Vec::new();
+            while let Some(head) = request_head(&mut tls, &mut seen).await {
+                let ok = head.split_whitespace().nth(1) == Some("/ok");
+                let status = if ok { "200 OK" } else { "404 Not Found" };
+                let reply = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n");
+                if tls.write_all(reply.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let dir = tempfile::Builder::new().prefix("eas-egress-").tempdir().unwrap();
+        let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+        let cert_file = dir.path().join("certs.pem");
+        std::fs::write(&cert_file, format!("{system}{}", served.ca_pem)).unwrap();
+        let url = format!("https://localhost:{}/ok", served.port);
+        let urls = EGRESS_HOSTS.iter().map(|h| format!("{h}={url}")).collect::<Vec<_>>().join(",");
+        EgressStandIn { urls, cert_file, _dir: dir, _rt: rt }
+    }
+}
