@@ -610,9 +610,23 @@ fn the_device_wait_says_what_it_waits_for_and_the_failure_lists_every_node() {
         assert!(err.contains(&format!("verify: {mark} Intel GPU on node {node}:")), "{mark} {node}:\n{err}");
     }
     let doc: Value = serde_json::from_slice(&out.stdout).expect("one document");
-    let checks: Vec<&str> = doc["checks"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert_eq!(checks.len(), 2, "{checks:?}");
-    assert!(checks.iter().all(|l| !l.contains("gpu-b")), "{checks:?}");
+    // Every device node is a check object, passed or failed (they were the passing lines, as
+    // strings, before issue 32).
+    let checks: Vec<(&str, &str, bool)> = doc["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["status"].as_str().unwrap(), c["ok"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            ("Intel GPU on node gpu-a", "ok", true),
+            ("Intel GPU on node gpu-b", "fail", false),
+            ("Intel GPU on node gpu-xe", "ok", true)
+        ],
+        "{doc}"
+    );
     assert_eq!(support::schema_errors("eas-verify.v1", &doc), Vec::<String>::new());
 }
 
