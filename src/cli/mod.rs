@@ -98,9 +98,9 @@ pub const PINS_HELP: &str = "Pins file [default: $EAS_PINS, else $XDG_CONFIG_HOM
 /// In the order a user meets them: declare, install, remove, look, check, size, gather; then the tools.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Write a commented eas.yaml for the current cluster from its facts, every choice stated
-    /// (reads the cluster; touches neither the cluster, the upstream trees nor the installer's own
-    /// `init`; refuses to overwrite without --force)
+    /// Write a commented eas.yaml for the current cluster from its facts, every choice stated (it
+    /// only reads the cluster: it changes nothing there, fetches no upstream tree and does not run
+    /// the installer's own `init`; an existing file is kept unless --force)
     Init(InitArgs),
     /// The whole pipeline: bastion, facts, overlay, config, install, verify (--dry-run: the plan)
     Up(Box<UpArgs>),

@@ -359,6 +359,8 @@ fn run_children(
             base.push(v.into());
         }
     };
+    // The config file the bundle's own settings came from: its doctor reads the same one.
+    flag("--config", global.file.as_ref().map(|f| f.path.as_os_str()));
     flag("--kubeconfig", global.kubeconfig.as_deref().map(Path::as_os_str));
     flag("--context", global.context.as_deref().map(std::ffi::OsStr::new));
     flag("--state-dir", global.state_dir.as_deref().map(Path::as_os_str));

@@ -77,6 +77,8 @@ fn type_of(key: &str) -> Type {
 pub struct ConfigFile {
     /// The file as the plan names it (`./eas.yaml`, or the path given).
     pub shown: PathBuf,
+    /// The file, absolute (what a child eas is given as `--config`).
+    pub path: PathBuf,
     values: BTreeMap<String, Value>,
 }
 
@@ -136,7 +138,8 @@ pub fn find(flag: Option<&Path>, env_var: Option<&str>, cwd: &Path) -> Result<Op
         cause: format!("config file {}: {e}", shown.display()),
         hint: "name a readable eas.yaml",
     })?;
-    parse(&text, &shown, path.parent().unwrap_or(cwd)).map(Some)
+    let file = parse(&text, &shown, path.parent().unwrap_or(cwd))?;
+    Ok(Some(ConfigFile { path: std::path::absolute(&path).unwrap_or(path), ..file }))
 }
 
 /// `text` as eas-config/v1: `shown` names the file in errors and in the plan, relative paths
@@ -174,7 +177,7 @@ pub fn parse(text: &str, shown: &Path, dir: &Path) -> Result<ConfigFile, FileErr
     if values.contains_key("profile") && values.contains_key("ref") {
         return Err(bad("both `profile` and `ref`: a run selects one".into()));
     }
-    Ok(ConfigFile { shown: shown.to_path_buf(), values })
+    Ok(ConfigFile { shown: shown.to_path_buf(), path: dir.join(shown), values })
 }
 
 /// `value` checked as a `ty`, a path made absolute against `dir`; else what was expected.
@@ -327,6 +330,7 @@ mod tests {
         std::fs::write(dir.path().join("other.yaml"), "schema: eas-config/v1\ncontext: other\n").unwrap();
         let here = find(None, None, dir.path()).unwrap().unwrap();
         assert_eq!((here.text("context").as_deref(), here.shown.to_str()), (Some("here"), Some("./eas.yaml")));
+        assert_eq!(here.path, std::path::absolute(dir.path().join("eas.yaml")).unwrap());
         let by_env = find(None, Some("other.yaml"), dir.path()).unwrap().unwrap();
         assert_eq!(by_env.text("context").as_deref(), Some("other"));
         let by_flag = find(Some(Path::new("eas.yaml")), Some("other.yaml"), dir.path()).unwrap().unwrap();

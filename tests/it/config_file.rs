@@ -175,3 +175,39 @@ fn init_writes_a_file_that_plans_and_never_overwrites_one_without_force() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("# eas.yaml: "), "-o - prints the file: {}", text(&out.stdout));
 }
+
+/// On each recorded cluster, with a Docker Engine, the local base image and the stand-in
+/// artifacts' pins (what a real machine has after `eas bastion build --lock`): the file `eas
+/// init` writes is the whole selection, and its dry run has no blocker.
+#[cfg(feature = "docker-tests")]
+#[test]
+fn a_file_written_by_init_on_each_recorded_cluster_plans_with_no_blocker() {
+    use support::synthetic_install::{BASE, setup};
+    let s = setup("config-init");
+    for cluster in ["k3d-gpu-desktop", "gpu-nodes", "xeon-amx", "k3s-3node-eas", "scale-2000"] {
+        let server = ClusterServer::start(support::fixture(cluster));
+        let (home, state, site) =
+            (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        // The fixture's node flags, their files by absolute path.
+        let node_flags = support::facts_args(cluster).into_iter().map(|a| match a.split_once("=node-files/") {
+            Some((node, file)) => {
+                format!("{node}={}", support::fixture(cluster).join("node-files").join(file).display())
+            }
+            None => a,
+        });
+        let file = site.path().join("eas.yaml");
+        let mut init = s.eas(home.path(), &server.kubeconfig(), state.path());
+        init.arg("init").arg("-o").arg(&file).arg("--pins").arg(&s.pins).args(["--base-image", BASE]);
+        init.args(["--allow-unpinned-base", "--offline"]).args(node_flags);
+        for n in ["eas", "ei", "eat"] {
+            init.arg(format!("--{n}-repo")).arg(s.repos.join(n));
+        }
+        let out = init.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cluster}: {}", text(&out.stderr));
+        let mut up = s.eas(home.path(), &server.kubeconfig(), state.path());
+        let out = up.arg("--config").arg(&file).args(["up", "--dry-run", "--fail-on-blockers"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{cluster}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
+        assert!(text(&out.stdout).contains("  blockers   none"), "{cluster}: {}", text(&out.stdout));
+        assert_eq!(support::writes(&server), Vec::<String>::new(), "{cluster}: init and the dry run only read");
+    }
+}
