@@ -196,7 +196,7 @@ fn a_file_written_by_init_on_each_recorded_cluster_plans_with_no_blocker() {
             None => a,
         });
         let file = site.path().join("eas.yaml");
-        let mut init = s.eas(home.path(), &server.kubeconfig(), state.path());
+        let mut init = s.eas(home.path(), server.kubeconfig(), state.path());
         init.arg("init").arg("-o").arg(&file).arg("--pins").arg(&s.pins).args(["--base-image", BASE]);
         init.args(["--allow-unpinned-base", "--offline"]).args(node_flags);
         for n in ["eas", "ei", "eat"] {
@@ -204,7 +204,7 @@ fn a_file_written_by_init_on_each_recorded_cluster_plans_with_no_blocker() {
         }
         let out = init.output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{cluster}: {}", text(&out.stderr));
-        let mut up = s.eas(home.path(), &server.kubeconfig(), state.path());
+        let mut up = s.eas(home.path(), server.kubeconfig(), state.path());
         let out = up.arg("--config").arg(&file).args(["up", "--dry-run", "--fail-on-blockers"]).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{cluster}:\n{}\n{}", text(&out.stdout), text(&out.stderr));
         assert!(text(&out.stdout).contains("  blockers   none"), "{cluster}: {}", text(&out.stdout));
