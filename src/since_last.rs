@@ -68,6 +68,8 @@ pub struct FileChange {
 pub struct SinceLast {
     /// When the run compared against finished its install.
     pub installed_at: String,
+    /// The selection's settings that changed, each naming where this run's value came from.
+    pub settings: Vec<String>,
     pub pins: Vec<PinMove>,
     pub decisions: Vec<DecisionChange>,
     pub patches: Vec<PatchChange>,

@@ -342,6 +342,23 @@ fn tail_of(p: &Path, max: usize) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The recorded settings `eas doctor` takes as flags (`--probe-nodes` and `--offline` are
+/// `eas up`'s alone, and the bundle's doctor runs offline).
+const DOCTOR_KEYS: [&str; 12] = [
+    "layer",
+    "env",
+    "profile",
+    "ref",
+    "model",
+    "nodes.containerd_config",
+    "nodes.nri_socket",
+    "base_image",
+    "allow_unpinned_base",
+    "mirrors.eas",
+    "mirrors.ei",
+    "mirrors.eat",
+];
+
 /// `status.json` and `doctor.json`: those commands' JSON documents, from child processes of this
 /// binary with the same global flags (no secret is on them; the environment is inherited), each
 /// ended at the deadline.
@@ -364,10 +381,18 @@ fn run_children(
     flag("--kubeconfig", global.kubeconfig.as_deref().map(Path::as_os_str));
     flag("--context", global.context.as_deref().map(std::ffi::OsStr::new));
     flag("--state-dir", global.state_dir.as_deref().map(Path::as_os_str));
-    flag("--ca-bundle", global.ca_bundle.as_ref().map(|c| c.path.as_os_str()));
+    // Doctor runs with the selection the install recorded (issue 32 item 3), so a healthy
+    // install's bundle records no failures; a record from before it was kept gives its layer
+    // and env.
+    let selection = state.as_ref().and_then(|s| s.selection.clone());
+    let recorded_ca = selection.as_ref().and_then(|s| s.get("ca_bundle")).and_then(|v| v.as_str());
+    let ca = global.ca_bundle.as_ref().map(|c| c.path.as_os_str()).or(recorded_ca.map(std::ffi::OsStr::new));
+    flag("--ca-bundle", ca);
     let mut doctor: Vec<String> = vec!["doctor".into(), "--output".into(), "json".into(), "--offline".into()];
-    if let Some(s) = &state {
-        doctor.extend(["--layer".into(), s.layer.clone(), "--env".into(), s.env.clone()]);
+    match (&selection, &state) {
+        (Some(sel), _) => doctor.extend(crate::state::selection::flags(sel, &DOCTOR_KEYS)),
+        (None, Some(s)) => doctor.extend(["--layer".into(), s.layer.clone(), "--env".into(), s.env.clone()]),
+        (None, None) => {}
     }
     let jobs = [("status.json", vec!["status".to_string(), "--output".into(), "json".into()]), ("doctor.json", doctor)];
     let runs: Vec<_> = jobs

@@ -49,7 +49,7 @@ pub struct Before<'a> {
 /// installed one is a blocker: the installer cannot move an env from one layer to another.
 #[allow(clippy::too_many_arguments)]
 pub fn classify(
-    args: &UpSettings,
+    (args, global): (&UpSettings, &crate::settings::Global),
     before: Before<'_>,
     (init, pick): (Option<&[String]>, Option<&str>),
     facts: &Facts,
@@ -85,6 +85,11 @@ pub fn classify(
             p.commits = commits.get(&p.tree).copied();
         }
         s.catalog = catalog.to_vec();
+        // The selection's settings that changed since the install, each with its source now.
+        if let (Some(was), Some(now)) = (&l.state.selection, &r.journaled().selection) {
+            let source = |k: &str| crate::pipeline::recorded::source_of(args, global, k);
+            s.settings = crate::pipeline::recorded::changed(was, now, source);
+        }
         s
     });
     let kind = kind_of(latest, last, since.as_ref());
@@ -316,7 +321,9 @@ mod tests {
             r.state_for_test().pins.shas = [("eas".to_string(), "new".to_string())].into();
             let last = completed(was, &facts);
             let before = Before { latest: Some(&latest), last: Some(&last), work };
-            let c = classify(&f.args, before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+            let c =
+                classify((&f.args, &f.global), before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r)
+                    .unwrap();
             let case = format!("last completed at {was}, record at {:?}, tree {}", latest.pins.shas, work.display());
             let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
             assert_eq!(printed.len(), 1, "{case}");
@@ -345,7 +352,8 @@ mod tests {
         for (pick, want) in cases {
             let mut r = runner(PhaseTimeouts::default());
             let before = Before { latest: Some(&latest), last: Some(&last), work: work.path() };
-            let c = classify(&f.args, before, (None, pick), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+            let c = classify((&f.args, &f.global), before, (None, pick), &facts, &[], &BTreeMap::new(), &[], &mut r)
+                .unwrap();
             let want: Option<Vec<String>> = want.map(|w| w.iter().map(|s| s.to_string()).collect());
             assert_eq!(c.undeploy, want, "this run picks {pick:?}");
             let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Install).collect();

@@ -12,6 +12,7 @@ pub mod phase;
 pub mod phases;
 pub mod plan_view;
 mod prompt;
+pub mod recorded;
 mod report;
 pub mod runner;
 pub mod services;

@@ -18,6 +18,7 @@ use crate::pipeline::settings::UpSettings;
 
 /// What every half of a run reads: its settings, the services resolved once for the run, the
 /// pinned trees it selected, and where it prints. Shared, so plan halves can run side by side.
+#[derive(Clone)]
 pub struct Cx<'a> {
     pub args: &'a UpSettings,
     pub global: &'a Global,

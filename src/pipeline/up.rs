@@ -84,7 +84,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     if !args.dry_run {
         shell.keep_log();
     }
-    let planned = match plan_halves(&cx, &mut r).await {
+    let mut planned = match plan_halves(&cx, &mut r).await {
         Ok(p) => p,
         Err(f) => {
             // The attempt keeps its log: the lines printed, then the failure.
@@ -135,6 +135,9 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.target.context));
         crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
     }
+    // The acts read the settings the plan halves did, the last install's included.
+    let filled = planned.filled.take();
+    let cx = filled.as_ref().map_or(cx.clone(), |f| f.cx(&cx));
     let acted = acts(&cx, planned.ready()?, &mut r).await;
     if let Err(f) = &acted {
         resume_line(f, &r, &cx);
@@ -179,8 +182,19 @@ fn held_to(saved: &crate::plan::saved::Saved, r: &mut Runner) {
 /// trees side by side, config (with the cluster's prerequisites), the overlay, and classify (the
 /// run against the last completed one).
 pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure> {
-    let (args, global) = (cx.args, cx.global);
     let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| missing("the cluster"))?;
+    // The cluster is known: what this run left unset is filled from the last install's
+    // selection, before any phase that reads it.
+    let filled = crate::pipeline::recorded::after_preflight(cx, &pre.sd, r)?;
+    let with_filled;
+    let cx = match &filled {
+        Some(f) => {
+            with_filled = f.cx(cx);
+            &with_filled
+        }
+        None => cx,
+    };
+    let (args, global) = (cx.args, cx.global);
     let records = r.plan(&mut Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: None }, cx).await?;
     let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
     let mut bastion = Bastion { docker: pre.docker.clone(), image };
@@ -212,11 +226,12 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let (read, trees_at) = (Default::default(), resolved);
     let pick = decided.as_ref().and_then(|d| crate::plan::data::model_pick(&d.decision)).and_then(|m| m.name);
     let pick = pick.as_deref();
-    let compare = Compare { args, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, pick, read };
+    let compare =
+        Compare { args, global, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, pick, read };
     let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
     // In the order the real run meets them: by phase, each phase's in the order found.
     r.plan_doc_mut().blockers.sort_by_key(|b| b.phase);
-    Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified })
+    Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified, filled })
 }
 
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over

@@ -89,6 +89,10 @@ pub struct State {
     pub exit_code: Option<u8>,
     pub log_path: Option<PathBuf>,
     pub ledger: Ledger,
+    /// The selection this run resolved (`selection::Selection`): what a later run fills its unset
+    /// settings from. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<super::selection::Selection>,
     /// An `eas down` of this record that was interrupted: the record is kept as it was, and the
     /// next `eas down` starts over from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,6 +213,7 @@ impl State {
             exit_code: None,
             log_path: None,
             ledger: Ledger::default(),
+            selection: None,
             down: None,
         }
     }

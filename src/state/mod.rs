@@ -19,6 +19,7 @@ pub mod records;
 pub mod resume;
 pub mod room;
 pub mod run;
+pub mod selection;
 pub mod since;
 
 #[derive(Debug, thiserror::Error, PartialEq)]

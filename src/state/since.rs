@@ -446,7 +446,7 @@ pub fn unified(name: &str, a: &str, b: &str) -> String {
 
 /// The plan's section: one line per change (the diffs only with `explain`).
 pub fn lines(s: &SinceLast, explain: bool) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = s.settings.clone();
     for p in &s.pins {
         let count = p.commits.map(|n| format!(" ({n} commit{})", if n == 1 { "" } else { "s" })).unwrap_or_default();
         out.push(format!("pin {} {} -> {}{count}", p.tree, p.from, p.to));

@@ -1645,6 +1645,67 @@ fn a_node_that_shrinks_below_the_kept_model_picks_again_and_says_why() {
     assert!(down.status.success(), "{}", text(&down.stderr));
 }
 
+/// Issue 32 item 3: runs remember their inputs. The install records its selection; after it,
+/// `eas up --yes` with no flags (the pins from the user's pins file, which are never recorded)
+/// fills the node files, the base image and the trees' mirrors from the record once the cluster
+/// is identified, names each `(from the last install)`, and is up to date; a setting given
+/// otherwise is named in "since the last up" with its flag. The support bundle's doctor runs with
+/// the recorded selection: the healthy install's doctor.json has no failure.
+#[test]
+fn after_an_install_up_with_no_flags_is_up_to_date() {
+    let _engine = support::docker::engine();
+    let r = run("ok");
+    let pins = r.home.join("config/eas/pins.json");
+    std::fs::create_dir_all(pins.parent().unwrap()).unwrap();
+    std::fs::copy(&setup().pins, &pins).unwrap();
+    let mut args = setup().up_args();
+    let at = args.iter().position(|a| a == "--pins").unwrap();
+    args.drain(at..at + 2);
+    let first = r.eas().arg("up").args(&args).arg("--yes").output().unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let selection = &r.state_file().unwrap()["selection"];
+    assert_eq!(selection["base_image"], "eas-test-base:bookworm", "{selection}");
+    assert_eq!(selection["nodes.nri_socket"], json!(["k3d-gpu-server-0=present"]), "{selection}");
+    assert!(selection["mirrors.eas"].as_str().unwrap().ends_with("/eas"), "{selection}");
+    assert!(selection.get("pins").is_none(), "the pins are never recorded: {selection}");
+    let logs = log_files(&r);
+
+    let out = r.eas().args(["up", "--dry-run", "--output", "json"]).output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    assert_eq!(plan["run_kind"], "up-to-date", "{}", plan["since_last"]);
+    let settings = plan["settings"].as_array().unwrap();
+    for key in ["base_image", "allow_unpinned_base", "nodes.containerd_config", "mirrors.eas", "mirrors.eat"] {
+        let s = settings.iter().find(|s| s["key"] == key).unwrap_or_else(|| panic!("{key}: {settings:?}"));
+        assert_eq!((s["source"].as_str(), s["from"].as_str()), (Some("last-install"), Some("the last install")), "{s}");
+    }
+    let shown = words(&r.eas().args(["up", "--dry-run"]).output().unwrap().stdout);
+    assert!(shown.contains("base_image eas-test-base:bookworm (from the last install)"), "{shown}");
+    let second = r.eas().args(["up", "--yes"]).output().unwrap();
+    let err = text(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(err.contains("up to date (installed "), "{err}");
+    assert_eq!(log_files(&r), logs, "the installer did not run:\n{err}");
+
+    // A mirror given again by another path: named with its flag; nothing else changes.
+    let other = r.home.join("eas-mirror");
+    std::os::unix::fs::symlink(setup().repos.join("eas"), &other).unwrap();
+    let out = r.eas().args(["up", "--dry-run", "--output", "json", "--eas-repo"]).arg(&other).output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+    let changed = plan["since_last"]["settings"].to_string();
+    assert!(changed.contains(&format!("-> {} (from --eas-repo)", other.display())), "{changed}");
+
+    // The support bundle's doctor runs with the recorded selection: no failure.
+    let bundle = r.home.join("bundle.tar.gz");
+    let o = r.eas().args(["support-bundle", "--out"]).arg(&bundle).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let files = support::unpack_bundle(&bundle);
+    let doctor: Value = serde_json::from_str(&files["doctor.json"]).unwrap();
+    let failed: Vec<&Value> = doctor["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").collect();
+    assert_eq!(failed, Vec::<&Value>::new(), "{doctor}");
+    let down = r.down();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
+
 /// Issue 22: the pins move (a new EI commit) after a completed run: the plan is `upgrade`, the
 /// run keeps its work tree and takes the installer's own path (`init ... --upgrade`, which
 /// re-pins `ext/`), then installs and verifies; `eas down` afterwards leaves every object that

@@ -26,6 +26,8 @@ use crate::pipeline::settings::UpSettings;
 /// read them), and what the other plan halves settled.
 pub struct Compare<'a> {
     pub args: &'a UpSettings,
+    /// Where the global settings came from (the CA bundle's, for "since the last up").
+    pub global: &'a crate::settings::Global,
     /// The kept work tree, whose seeded catalog an EI pin move is compared with.
     pub work: &'a Path,
     pub latest: Option<&'a State>,
@@ -87,7 +89,8 @@ impl Phase for Classify<'_> {
         let Classify::Plan(c) = self else { return Ok(()) };
         let before = Before { latest: c.latest, last: c.last, work: c.work };
         let (commits, catalog) = (&c.read.commits, &c.read.catalog);
-        *classified = day_two::classify(c.args, before, (c.init, c.pick), c.facts, c.files, commits, catalog, r)?;
+        *classified =
+            day_two::classify((c.args, c.global), before, (c.init, c.pick), c.facts, c.files, commits, catalog, r)?;
         Ok(())
     }
 
@@ -137,6 +140,7 @@ mod tests {
             let mut r = runner(PhaseTimeouts::default());
             let compare = Compare {
                 args: &f.args,
+                global: &f.global,
                 work: work.path(),
                 latest,
                 last: None,

@@ -19,6 +19,8 @@ pub struct Planned {
     pub trees: Option<crate::pipeline::phases::trees::Scratch>,
     pub overlay: Option<crate::pipeline::phases::overlay::Decided>,
     pub classified: Option<crate::pipeline::day_two::Classified>,
+    /// The settings filled from the last install's selection, which the acts read too.
+    pub filled: Option<Box<crate::pipeline::recorded::Filled>>,
 }
 
 impl Planned {
@@ -30,7 +32,7 @@ impl Planned {
     /// The acts' inputs, once the plan has no blocker. A missing one without a blocker is a
     /// fault of eas's, reported as a failed step, never a panic.
     pub fn ready(self) -> Result<Ready, Failure> {
-        let Planned { pre, records, facts, image, decided, trees, overlay, classified } = self;
+        let Planned { pre, records, facts, image, decided, trees, overlay, classified, .. } = self;
         Ok(Ready {
             pre,
             records: records.ok_or_else(|| missing("the lock"))?,

@@ -47,6 +47,11 @@ impl<'r> Journal<'r> {
         self.state.bastion_image = Some(image);
     }
 
+    /// The selection the run resolved, filled from the last install's where it left one unset.
+    pub fn selected(&mut self, selection: crate::state::selection::Selection) {
+        self.state.selection = Some(selection);
+    }
+
     /// The attempt's and then the install's log.
     pub fn logged_to(&mut self, log: PathBuf) {
         self.state.log_path = Some(log);
