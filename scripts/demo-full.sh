@@ -10,6 +10,8 @@
 # status, eas verify, a second eas up (up to date), the node gains memory (125 GiB: the installed
 # model is kept and the plan says the pick would now differ; `--repick` picks again: the plan is
 # `reconfigure` and says why; applied), eas support-bundle when this eas has it, eas down --yes.
+# With --journey (`scripts/demo.sh --journey`): eas init writes ./eas.yaml, then eas up --dry-run,
+# eas up --yes, status, verify, eas up again (up to date), eas down and status run with no flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,7 +45,11 @@ def targz(path, files):
             t.addfile(i, io.BytesIO(body))
 sha = lambda b: hashlib.sha256(b).hexdigest()
 open(f"{served}/kubectl", "w").write('#!/bin/sh\necho "kubectl stand-in v1.37.2 demo"\n')
-open(f"{served}/yq", "w").write('#!/bin/sh\necho "yq stand-in v4.54.1"\n')
+# yq as the installer files call it (`yq -o=json '.' FILE`: the YAML as JSON, for jq), with the
+# bastion venv's PyYAML, as tests/it/support/artifacts.rs has it.
+open(f"{served}/yq", "w").write("#!/opt/eas/venv/bin/python3\nimport json, sys, yaml\n"
+    "if '--version' in sys.argv:\n    print('yq stand-in v4.54.1')\n    sys.exit(0)\n"
+    "with open(sys.argv[-1]) as f:\n    print(json.dumps(yaml.safe_load(f)))\n")
 targz(f"{served}/helm.tar.gz", [("linux-amd64/helm", b"#!/bin/sh\necho helm stand-in\n", 0o755)])
 readme = b"stand-in kubernetes.core for the eas demo\n"
 files = json.dumps({"format": 1, "files": [
@@ -88,6 +94,32 @@ up_args=(--base-image eas-test-base:bookworm --allow-unpinned-base
   --eas-repo "$work/repos/eas" --ei-repo "$work/repos/ei" --eat-repo "$work/repos/eat"
   --containerd-config "k3d-gpu-server-0=$node" --nri-socket k3d-gpu-server-0=present)
 
+if [ "${1:-}" = --journey ]; then
+  # The journey declared once: `eas init` writes ./eas.yaml in the work directory (the
+  # kubeconfig, state directory and node, input and base flags given to it), and every later
+  # command runs there with no flag at all.
+  plain() {
+    echo "\$ eas $*" >&2
+    (cd "$work" && HOME="$work/home" XDG_CACHE_HOME="$work/cache" XDG_CONFIG_HOME="$work/home/config" \
+      HF_ENDPOINT=https://127.0.0.1:9 EAS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt NO_COLOR=1 CI=1 \
+      EAS_EGRESS_URLS="$egress_urls" SSL_CERT_FILE="$egress_certs" "$debug/eas" "$@")
+  }
+  echo "== DEMO --journey: recorded cluster k3d-gpu-desktop at $url, synthetic trees, stand-in installer" >&2
+  memory 50331648Ki
+  plain --kubeconfig "$work/kubeconfig" --state-dir "$work/state" init "${up_args[@]}"
+  echo "== ./eas.yaml" >&2
+  cat "$work/eas.yaml" >&2
+  plain up --dry-run | sed -n '1,/^$/p'
+  plain up --yes
+  plain status
+  plain verify
+  echo "== a second eas up, no flag: up to date" >&2
+  plain up --yes
+  plain down --yes
+  plain status
+  exit 0
+fi
+
 echo "== DEMO --full: recorded cluster k3d-gpu-desktop at $url, synthetic trees, stand-in installer" >&2
 start=$(date +%s)
 memory 50331648Ki
@@ -108,7 +140,8 @@ eas up --dry-run --repick "${up_args[@]}" | sed -n '/^since the last up/,/^$/p'
 eas up --yes --repick "${up_args[@]}"
 if eas support-bundle --help >/dev/null 2>&1; then
   eas support-bundle --out "$work/bundle.tar.gz"
-  tar -tzf "$work/bundle.tar.gz" | head -20
+  # sed reads the whole list (head would end tar with SIGPIPE, which pipefail makes the script's end).
+  tar -tzf "$work/bundle.tar.gz" | sed -n '1,20p'
 else
   echo "== eas support-bundle: not in this eas (issue 22 item 4 is built on its own branch)" >&2
 fi

@@ -6,11 +6,12 @@
 #
 #   scripts/demo.sh [OUT_DIR]
 #   scripts/demo.sh --full    the whole journey, for real against the recorded cluster (below)
+#   scripts/demo.sh --journey the same journey declared once by `eas init`, no flag repeated
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "${1:-}" = --full ]; then
-  exec bash scripts/demo-full.sh
+if [ "${1:-}" = --full ] || [ "${1:-}" = --journey ]; then
+  exec bash scripts/demo-full.sh "$1"
 fi
 out=${1:-}
 cargo build --release --quiet --bin eas --example cluster-server
