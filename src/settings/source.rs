@@ -17,7 +17,6 @@ pub enum Source {
     /// The config file, as the user would name it (`./eas.yaml`, or the `--config` path).
     File(PathBuf),
     /// The selection the last install recorded (state.json), filled in once the cluster is known.
-    #[allow(dead_code, reason = "the last-install layer (issue 32, item 3) is built on this type")]
     LastInstall,
     /// eas's own default: never named.
     Default,
