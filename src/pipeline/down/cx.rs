@@ -48,6 +48,14 @@ pub struct DownSettings {
     pub sources: crate::settings::source::Sources,
 }
 
+impl DownSettings {
+    /// The layer whose teardown runs: `--layer`, else the one the record names. Decided here only:
+    /// the preview, the removal and the resume line name the same layer.
+    pub fn layer_of(&self, state: &State) -> String {
+        self.layer.clone().unwrap_or_else(|| state.layer.clone())
+    }
+}
+
 /// What every phase of one `down` reads. The host's kubeconfig source and proxy settings are
 /// resolved once, before the first phase; the Docker Engine is connected the first time a phase
 /// needs it (`--break-lock`'s reaping, the teardown), and only once.

@@ -119,7 +119,7 @@ fn nothing_installed(cx: &Cx<'_>, line: String, sd: &crate::state::StateDir) -> 
 /// An interrupted removal says how to go on: the record is kept.
 fn resume_note(cx: &Cx<'_>, r: &Runner<Down>, acted: Result<(), Failure>) -> Result<(), Failure> {
     if let (Err(Failure::Interrupted), Some(loaded)) = (&acted, r.record()) {
-        let layer = cx.args.layer.clone().unwrap_or_else(|| loaded.state.layer.clone());
+        let layer = cx.args.layer_of(&loaded.state);
         let inv = crate::state::resume::invocation(cx.global, &layer, &loaded.state.env, &Default::default());
         cx.shell.note(format!("next: `{} --yes` starts again from the record, which is kept", inv.down()));
     }

@@ -55,7 +55,7 @@ impl Phase<Down> for Preview<'_> {
 
 /// The preview of a `down` of `state` on the cluster `found` names, which now holds `current`.
 fn lines(args: &DownSettings, found: &Said<'_>, state: &State, current: &Snapshot) -> Vec<String> {
-    let layer = args.layer.clone().unwrap_or_else(|| state.layer.clone());
+    let layer = args.layer_of(state);
     let mut lines =
         vec![format!("eas down on {}: layer {layer} (recorded by the run of {})", found.context, state.started)];
     for b in found.blockers {

@@ -36,7 +36,7 @@ impl Removal {
             Some(reason) => How::Forced(reason),
             None => How::Guarded,
         };
-        let layer = cx.args.layer.clone().unwrap_or_else(|| state.layer.clone());
+        let layer = cx.args.layer_of(state);
         Removal { layer, how, earlier }
     }
 
