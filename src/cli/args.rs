@@ -93,15 +93,23 @@ pub struct UpArgs {
     pub fail_on_blockers: bool,
     /// Read nothing from Hugging Face (the models' figures from the cache, else the built-in data)
     /// and skip the egress check of the registries the install needs
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_offline")]
     pub offline: bool,
+    /// Not offline, whatever eas.yaml or the last install says (the later of --offline and
+    /// --no-offline wins)
+    #[arg(long, overrides_with = "offline", hide_short_help = true)]
+    pub no_offline: bool,
     /// Proceed although nothing in the pinned trees reads this written key (repeatable)
     #[arg(long = "allow-unread", value_name = "KEY")]
     pub allow_unread: Vec<String>,
     /// Read the containerd facts of a node eas cannot read otherwise with a short-lived read-only
     /// pod on it (created and deleted by the dry run too)
-    #[arg(long, help_heading = "Node facts")]
+    #[arg(long, help_heading = "Node facts", overrides_with = "no_probe_nodes")]
     pub probe_nodes: bool,
+    /// No probe pod, whatever eas.yaml or the last install says (the later of --probe-nodes and
+    /// --no-probe-nodes wins)
+    #[arg(long, help_heading = "Node facts", overrides_with = "probe_nodes", hide_short_help = true)]
+    pub no_probe_nodes: bool,
     #[command(flatten)]
     pub select: SelectArgs,
     /// The installer's environment name (env/<name>/ in the EAS tree) [default: k3d-gpu]
@@ -168,8 +176,11 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub select: SelectArgs,
     /// Read nothing from Hugging Face and skip the egress check (as `eas up --offline`)
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_offline")]
     pub offline: bool,
+    /// Not offline, whatever eas.yaml or the last install says (as `eas up --no-offline`)
+    #[arg(long, overrides_with = "offline", hide_short_help = true)]
+    pub no_offline: bool,
     /// The installer's environment name (env/<name>/ in the EAS tree) [default: k3d-gpu]
     #[arg(long)]
     pub env: Option<String>,
@@ -198,12 +209,18 @@ pub struct InitArgs {
     #[arg(long)]
     pub env: Option<String>,
     /// Declare the runs offline (as `eas up --offline`)
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_offline")]
     pub offline: bool,
+    /// Declare the runs not offline, whatever the eas.yaml replaced with --force says
+    #[arg(long, overrides_with = "offline", hide_short_help = true)]
+    pub no_offline: bool,
     /// Declare that eas reads the containerd facts of nodes it cannot read otherwise with a probe
     /// pod (`eas init` itself creates none)
-    #[arg(long, help_heading = "Node facts")]
+    #[arg(long, help_heading = "Node facts", overrides_with = "no_probe_nodes")]
     pub probe_nodes: bool,
+    /// Declare no probe pod, whatever the eas.yaml replaced with --force says
+    #[arg(long, help_heading = "Node facts", overrides_with = "probe_nodes", hide_short_help = true)]
+    pub no_probe_nodes: bool,
     #[command(flatten)]
     pub inputs: InputArgs,
 }
@@ -324,8 +341,23 @@ pub struct BaseArgs {
     #[arg(long, value_name = "REF")]
     pub base_image: Option<String>,
     /// Accept a base image without a digest if it exists locally (test images); it is pinned by its local image ID
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_allow_unpinned_base")]
     pub allow_unpinned_base: bool,
+    /// The base image pinned by digest, whatever eas.yaml or the last install says (the later of
+    /// --allow-unpinned-base and --no-allow-unpinned-base wins)
+    #[arg(long, overrides_with = "allow_unpinned_base", hide_short_help = true)]
+    pub no_allow_unpinned_base: bool,
+}
+
+/// A switch as the command line gave it: `Some(true)` for `--X`, `Some(false)` for `--no-X`
+/// (clap keeps only the later of the two), `None` for neither, which leaves it to eas.yaml, the
+/// last install, or off.
+pub fn switch(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
 }
 
 #[derive(Args, Debug, Clone)]

@@ -106,15 +106,17 @@ impl<'a> Layers<'a> {
         pick(&mut self.sources, key, [flag.map(|v| (v, Source::Flag(flag_name))), None, file], show)
     }
 
-    /// A switch: on when its flag is given, else as the file says, else off.
+    /// A switch: as its flag (`--X` on, `--no-X` off, named as given) says, else as the file
+    /// says, else off (which the last install may still turn on).
     fn switch(
         &mut self,
         key: &'static str,
-        flag: bool,
-        flag_name: &'static str,
+        flag: Option<bool>,
+        (on, off): (&'static str, &'static str),
         in_file: fn(&ConfigFile) -> Option<bool>,
     ) -> bool {
-        self.take(key, (flag.then_some(true), flag_name), in_file, bool::to_string).unwrap_or(false)
+        let name = if flag == Some(false) { off } else { on };
+        self.take(key, (flag, name), in_file, bool::to_string).unwrap_or(false)
     }
 
     /// A path setting.
@@ -148,9 +150,12 @@ impl<'a> Layers<'a> {
         let var = self.env.nonempty("EAS_BASE_IMAGE").map(|v| (v, Source::Env("EAS_BASE_IMAGE")));
         let flag = a.base_image.map(|v| (v, Source::Flag("--base-image")));
         let base_image = pick(&mut self.sources, "base_image", [flag, var, file], String::clone);
-        let allow = self.switch("allow_unpinned_base", a.allow_unpinned_base, "--allow-unpinned-base", |f| {
-            f.switch("allow_unpinned_base")
-        });
+        let allow = self.switch(
+            "allow_unpinned_base",
+            super::args::switch(a.allow_unpinned_base, a.no_allow_unpinned_base),
+            ("--allow-unpinned-base", "--no-allow-unpinned-base"),
+            |f| f.switch("allow_unpinned_base"),
+        );
         BaseImage { base_image, allow_unpinned_base: allow }
     }
 
@@ -184,7 +189,7 @@ impl<'a> Layers<'a> {
 
     /// The node facts eas cannot read itself: the flags' lists, else the file's (one setting
     /// each: a flag replaces the file's whole list).
-    fn gather(&mut self, a: GatherArgs, probe: bool) -> GatherOptions {
+    fn gather(&mut self, a: GatherArgs, probe: Option<bool>) -> GatherOptions {
         let shown = |v: &Vec<String>| v.join(" ");
         let files = |f: &ConfigFile| {
             let n = f.nodes("nodes.containerd_config");
@@ -206,7 +211,8 @@ impl<'a> Layers<'a> {
         let nri_socket = self
             .take("nodes.nri_socket", (nri, "--nri-socket"), sockets, |v| shown(&v.iter().map(socket).collect()))
             .unwrap_or_default();
-        let probe_nodes = self.switch("nodes.probe", probe, "--probe-nodes", |f| f.switch("nodes.probe"));
+        let names = ("--probe-nodes", "--no-probe-nodes");
+        let probe_nodes = self.switch("nodes.probe", probe, names, |f| f.switch("nodes.probe"));
         GatherOptions { containerd_config, nri_socket, probe_nodes, ..GatherArgs::default().into() }
     }
 }
@@ -283,9 +289,10 @@ pub fn up(a: UpArgs, global: &Global) -> Result<UpSettings, UsageError> {
         .map_err(usage("give each phase's timeout once"))?;
     let select = l.select(a.select)?;
     let env = l.take("env", (a.env, "--env"), |f| f.text("env"), String::clone).unwrap_or_else(|| DEFAULT_ENV.into());
-    let offline = l.switch("offline", a.offline, "--offline", |f| f.switch("offline"));
+    let offline = switch(a.offline, a.no_offline);
+    let offline = l.switch("offline", offline, ("--offline", "--no-offline"), |f| f.switch("offline"));
     let (repos, image) = (l.repos(a.inputs.repos), l.base(a.inputs.image));
-    let gather = l.gather(a.inputs.gather, a.probe_nodes);
+    let gather = l.gather(a.inputs.gather, switch(a.probe_nodes, a.no_probe_nodes));
     if a.plan.is_some() {
         // `--plan DIR` runs with the saved plan's selection (`commands::up`), not the file's.
         for key in ["layer", "profile", "ref", "model", "pins", "fit", "env"] {
@@ -378,30 +385,33 @@ pub fn bastion(c: BastionCommand, global: &Global) -> Bastion {
 
 /// `eas doctor`'s settings: `eas up`'s, as a dry run.
 pub fn doctor(a: DoctorArgs, global: &Global) -> Result<crate::pipeline::doctor::DoctorSettings, UsageError> {
-    let args = as_dry_run(a.select, a.env, a.offline, a.allow_unread, false, a.inputs);
+    let args = as_dry_run(a.select, a.env, switch(a.offline, a.no_offline), a.allow_unread, None, a.inputs);
     Ok(crate::pipeline::doctor::DoctorSettings { up: up(args, global)?, output: a.output.into() })
 }
 
 /// `eas init`'s settings: `eas up`'s, as a dry run would resolve them.
 pub fn init(a: InitArgs, global: &Global) -> Result<UpSettings, UsageError> {
-    up(as_dry_run(a.select, a.env, a.offline, Vec::new(), a.probe_nodes, a.inputs), global)
+    let (offline, probe) = (switch(a.offline, a.no_offline), switch(a.probe_nodes, a.no_probe_nodes));
+    up(as_dry_run(a.select, a.env, offline, Vec::new(), probe, a.inputs), global)
 }
 
 /// `eas up --dry-run` with these selection and input flags, and nothing else.
 fn as_dry_run(
     select: SelectArgs,
     env: Option<String>,
-    offline: bool,
+    offline: Option<bool>,
     allow_unread: Vec<String>,
-    probe_nodes: bool,
+    probe_nodes: Option<bool>,
     inputs: InputArgs,
 ) -> UpArgs {
     UpArgs {
         dry_run: true,
         fail_on_blockers: false,
-        offline,
+        offline: offline == Some(true),
+        no_offline: offline == Some(false),
         allow_unread,
-        probe_nodes,
+        probe_nodes: probe_nodes == Some(true),
+        no_probe_nodes: probe_nodes == Some(false),
         select,
         env,
         out: None,

@@ -151,3 +151,73 @@ fn each_setting_is_its_flag_else_its_variable_else_the_config_file() {
     assert_eq!((&*up.select.layer, up.env.as_str()), ("agent-toolkit", "k3d-gpu"));
     assert_eq!(g.sources.chain(&up.sources), vec![]);
 }
+
+/// A `true` in eas.yaml (issue 32 item 1's gap): `--no-offline`, `--no-probe-nodes` and
+/// `--no-allow-unpinned-base` turn it off and are named as its source; the later of `--X` and
+/// `--no-X` wins; the file alone still turns each on. The `--no-` flags are listed by `--help`,
+/// not by `-h`.
+#[test]
+fn a_true_in_the_config_file_is_turned_off_by_its_no_flag_and_the_flag_is_named() {
+    use crate::settings::source::Source;
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = "schema: eas-config/v1\noffline: true\nallow_unpinned_base: true\nnodes:\n  probe: true\n";
+    let config = dir.path().join("eas.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let up_of = |flags: &str| {
+        let cli = parse(&format!("eas --config {} up --dry-run {flags}", config.display())).unwrap();
+        let g = super::settings(&cli.global, crate::settings::Env::of(&[])).unwrap();
+        let super::Command::Up(args) = cli.command else { panic!("up") };
+        super::up(*args, &g).unwrap()
+    };
+    let file = Source::File(config.clone());
+    let on = up_of("");
+    assert_eq!((on.offline, on.gather.probe_nodes, on.image.allow_unpinned_base), (true, true, true));
+    for key in ["offline", "nodes.probe", "allow_unpinned_base"] {
+        assert_eq!(on.sources.of(key), file, "{key}");
+    }
+    let off = up_of("--no-offline --no-probe-nodes --no-allow-unpinned-base");
+    assert_eq!((off.offline, off.gather.probe_nodes, off.image.allow_unpinned_base), (false, false, false));
+    let named: Vec<String> = off.sources.chain(&Default::default()).iter().map(|s| s.line()).collect();
+    for line in [
+        "offline false (from --no-offline)",
+        "nodes.probe false (from --no-probe-nodes)",
+        "allow_unpinned_base false (from --no-allow-unpinned-base)",
+    ] {
+        assert!(named.iter().any(|n| n == line), "{line} not in {named:?}");
+    }
+    // Nor does the last install turn them on again: a `--no-` flag is a setting, not a default.
+    let mut rec = crate::state::selection::Selection::new();
+    for key in ["offline", "nodes.probe", "allow_unpinned_base"] {
+        rec.insert(key.to_string(), true.into());
+    }
+    rec.insert("base_image".into(), "eas-test-base:bookworm".into());
+    let g = super::settings(&parse("eas up").unwrap().global, crate::settings::Env::of(&[])).unwrap();
+    let filled = crate::pipeline::recorded::fill(&off, &g, &rec).unwrap().expect("the base image is filled");
+    let f = filled.0;
+    assert_eq!((f.offline, f.gather.probe_nodes, f.image.allow_unpinned_base), (false, false, false));
+    assert_eq!(f.image.base_image.as_deref(), Some("eas-test-base:bookworm"), "what nothing set is filled");
+    // The later of the pair wins, either way round.
+    assert!(!up_of("--offline --no-offline").offline);
+    let again = up_of("--no-offline --offline");
+    assert_eq!((again.offline, again.sources.of("offline")), (true, Source::Flag("--offline")));
+    // doctor and init take the same pair (init declares it in the file it writes).
+    let cli =
+        parse(&format!("eas --config {} doctor --no-offline --no-allow-unpinned-base", config.display())).unwrap();
+    let g = super::settings(&cli.global, crate::settings::Env::of(&[])).unwrap();
+    let super::Command::Doctor(args) = cli.command else { panic!("doctor") };
+    let d = super::doctor(args, &g).unwrap().up;
+    assert_eq!((d.offline, d.image.allow_unpinned_base, d.gather.probe_nodes), (false, false, true));
+    let cli = parse(&format!("eas --config {} init --no-probe-nodes", config.display())).unwrap();
+    let g = super::settings(&cli.global, crate::settings::Env::of(&[])).unwrap();
+    let super::Command::Init(args) = cli.command else { panic!("init") };
+    let i = super::init(args, &g).unwrap();
+    assert_eq!((i.gather.probe_nodes, i.sources.of("nodes.probe")), (false, Source::Flag("--no-probe-nodes")));
+    // Listed by --help, not by -h.
+    let mut cmd = Cli::command();
+    cmd.build();
+    let up = cmd.find_subcommand_mut("up").unwrap();
+    let (short, long) = (up.render_help().to_string(), up.render_long_help().to_string());
+    for flag in ["--no-offline", "--no-probe-nodes", "--no-allow-unpinned-base"] {
+        assert!(!short.contains(flag) && long.contains(flag), "{flag}");
+    }
+}

@@ -169,7 +169,10 @@ fn choices(f: &Facts, up: &UpSettings, global: &Global, (model, model_why): (Opt
     out.push(set("ca_bundle", ca, stated(g, "ca_bundle", ca_default)));
     let base = up.image.base_image.clone().map(Value::Scalar);
     out.push(set("base_image", base, stated(s, "base_image", "the pins' base-image row, pinned by digest")));
-    let unpinned = up.image.allow_unpinned_base.then(|| Value::Raw("true".into()));
+    // A switch is written when on, or when something said off (`--no-offline` over a file's
+    // `true`); left to the default, a comment.
+    let switch = |on: bool, key: &str| (on || s.is_set(key)).then(|| Value::Raw(on.to_string()));
+    let unpinned = switch(up.image.allow_unpinned_base, "allow_unpinned_base");
     out.push(set(
         "allow_unpinned_base",
         unpinned,
@@ -198,10 +201,10 @@ fn choices(f: &Facts, up: &UpSettings, global: &Global, (model, model_why): (Opt
     let sockets = up.gather.nri_socket.iter().map(|n| (n.node.clone(), presence(n.present))).collect();
     let nri_default = "the default: whether each given config enables NRI";
     out.push(set("nodes.nri_socket", pairs(sockets), stated(s, "nodes.nri_socket", nri_default)));
-    let probe = up.gather.probe_nodes.then(|| Value::Raw("true".into()));
+    let probe = switch(up.gather.probe_nodes, "nodes.probe");
     let probe_default = "off: no probe pod (eas up --probe-nodes creates a short-lived read-only pod per unread node)";
     out.push(set("nodes.probe", probe, stated(s, "nodes.probe", probe_default)));
-    let offline = up.offline.then(|| Value::Raw("true".into()));
+    let offline = switch(up.offline, "offline");
     let offline_default = "off: Hugging Face and the registries the install needs are asked";
     out.push(set("offline", offline, stated(s, "offline", offline_default)));
     for (key, id) in

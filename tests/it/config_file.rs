@@ -102,6 +102,23 @@ fn a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source() {
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(plan["layer"], "agent-toolkit");
     assert!(sources(&plan).contains(&("layer".into(), "--layer".into())), "{:?}", sources(&plan));
+    // The file's `offline: true` is turned off by --no-offline, named as the source: Hugging
+    // Face is asked again, where the file's run left the download unknown.
+    let unknown = |p: &Value| p["unknown"].to_string();
+    assert!(unknown(&by_file).contains("not asked (--offline)"), "{}", unknown(&by_file));
+    let out = support::eas(site.path()).arg("up").args(json).arg("--no-offline").output().unwrap();
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    let offline = plan["settings"].as_array().unwrap().iter().find(|s| s["key"] == "offline").cloned();
+    assert_eq!(
+        offline,
+        Some(serde_json::json!({"key": "offline", "value": "false", "source": "flag", "from": "--no-offline"}))
+    );
+    assert_eq!(plan["unknown"], serde_json::json!([]), "asked: nothing unknown");
+    let out = support::eas(site.path()).args(["up", "--dry-run", "--no-offline"]).output().unwrap();
+    // The text names flags by key, under the command line that gives them.
+    let shown = text(&out.stdout);
+    assert!(shown.starts_with("eas up --yes --no-offline\n"), "{shown}");
+    assert!(shown.contains("             from the command line: offline\n"), "{shown}");
 }
 
 #[test]
