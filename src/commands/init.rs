@@ -39,6 +39,7 @@ pub fn run(a: InitArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
     let read = crate::gather::read(&facts, global, shell, crate::config::fit::landing_node);
     let gathered = crate::runtime::block_on_interruptible(async { read.await.map_err(Failure::from) })?;
     let facts = gathered.facts;
+    refuse_standing(&facts, &up, &out, shell)?;
     let model = model_line(&facts, &up);
     let choices = choices(&facts, &up, global, model);
     let text = render(&header(&facts), &choices);
@@ -76,6 +77,24 @@ pub fn run(a: InitArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
     };
     shell.note(format!("{wrote} (the cluster, the trees and the installer were not touched){next}"));
     Ok(())
+}
+
+/// A cluster `eas up` refuses whatever the file declares (EAT 1.x installed, not k3s, ServiceLB
+/// off, a foreign agent-sandbox, an unknown CNI layout, a refused layer) gets no file: exit 3
+/// with the plan's own `REFUSE:` lines, nothing written. A file there would only declare a run
+/// that is refused, and no layer escapes these (the recorded cluster eat1: both layers are
+/// refused for EAT 1.x's namespaces, SPEC §3.3). Containerd facts eas could not read are not
+/// among them: the file's node keys or probing lift that, and its comment says so.
+fn refuse_standing(facts: &Facts, up: &UpSettings, out: &Path, shell: &Shell) -> Result<(), Failure> {
+    let reasons = crate::config::rules::standing_refusals(facts, &up.select.layer)
+        .map_err(|r| Failure::from(crate::config::ConfigError::from(r)))?;
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    let file =
+        if out.as_os_str() == "-" { "no file".to_string() } else { format!("{} was not written", out.display()) };
+    shell.note(format!("{file}: `eas up` refuses this cluster whatever eas.yaml declares, for each reason below"));
+    Err(Failure::Refused(reasons))
 }
 
 fn header(f: &Facts) -> Vec<String> {

@@ -129,11 +129,7 @@ fn refusals<'f>(
     layer: Option<&Layer>,
     rules: &data::ClusterRules,
 ) -> Result<(Vec<String>, NodeArgs<'f>), Rejection> {
-    let f = inp.facts;
-    let mut refuse = Vec::new();
-    if let Some(why) = data::layers().refused.get(inp.layer.as_str()) {
-        refuse.push(format!("--layer {}: {why}", inp.layer));
-    }
+    let mut refuse: Vec<String> = layer_refusal(inp.layer).into_iter().collect();
     if let (Some(_), Some(m), Some(cat)) = (layer, inp.model, inp.catalog)
         && !cat.catalog.llm_names().contains(&m)
     {
@@ -143,7 +139,35 @@ fn refusals<'f>(
             cat.catalog.llm_names().join(", ")
         ));
     }
+    let node_args = cluster_refusals(inp.facts, rules, &mut refuse)?;
+    Ok((refuse, node_args))
+}
 
+/// `--layer L` when eas refuses L (`erag`), with why.
+fn layer_refusal(layer: &Layer) -> Option<String> {
+    data::layers().refused.get(layer.as_str()).map(|why| format!("--layer {layer}: {why}"))
+}
+
+/// The refusals no key of eas.yaml can lift, for `eas init`: a refused layer, and everything that
+/// refuses the cluster as its facts stand, its CNI layout included; not the containerd facts eas
+/// could not read, which node files or probing (keys of the file) lift. The same lines the plan
+/// refuses with.
+pub fn standing_refusals(f: &Facts, layer: &Layer) -> Result<Vec<String>, Rejection> {
+    let rules = data::cluster_rules();
+    let mut refuse: Vec<String> = layer_refusal(layer).into_iter().collect();
+    cluster_refusals(f, rules, &mut refuse)?;
+    let read = Facts { nodes: f.nodes.iter().filter(|n| n.containerd.is_some()).cloned().collect(), ..f.clone() };
+    cni_layout(&read, rules, &mut refuse);
+    Ok(refuse)
+}
+
+/// What refuses the cluster whatever is selected, but its containerd layout: pushed onto
+/// `refuse`; each node's k3s args returned.
+fn cluster_refusals<'f>(
+    f: &'f Facts,
+    rules: &data::ClusterRules,
+    refuse: &mut Vec<String>,
+) -> Result<NodeArgs<'f>, Rejection> {
     if let Some(line) = super::version::below_floor(&f.cluster.server_version, &rules.kubernetes_floor) {
         refuse.push(line);
     }
@@ -194,7 +218,7 @@ fn refusals<'f>(
             s.version, s.namespace, rules.eat_sandbox_version
         ));
     }
-    Ok((refuse, node_args))
+    Ok(node_args)
 }
 
 /// The one CNI layout all nodes' containerd facts share; a refusal when there is none.

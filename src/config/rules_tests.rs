@@ -537,6 +537,23 @@ fn refusals_are_all_reported_together() {
     }
 }
 
+/// `eas init`'s refusals: the cluster's and the layer's, as `decide` words them, but not the
+/// containerd facts eas could not read (the file's node keys or probing lift those).
+#[test]
+fn standing_refusals_are_decides_but_the_unread_containerd_facts() {
+    let mut f = desktop();
+    assert_eq!(standing_refusals(&f, &layer_named("agent-toolkit")), Ok(vec![]));
+    f.namespaces.push("genai-gateway".into());
+    f.nodes[0].containerd = None;
+    let Err(Rejection::Refused(decided)) = decide_on(&f, "inference", None) else { panic!("refused") };
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    let standing = standing_refusals(&f, &layer_named("inference")).unwrap();
+    assert_eq!(standing, [decided[0].clone()], "EAT 1.x, whatever the layer");
+    assert!(decided[1].starts_with("containerd facts unreadable on "), "{decided:?}");
+    let erag = standing_refusals(&f, &layer_named("erag")).unwrap();
+    assert!(erag[0].starts_with("--layer erag: ") && erag.len() == 2, "{erag:?}");
+}
+
 #[test]
 fn the_device_note_gives_the_allocatable_figure_the_nodes_section_shows() {
     let mut f = desktop();

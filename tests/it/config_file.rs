@@ -6,6 +6,7 @@
 use crate::support;
 
 use serde_json::Value;
+use std::path::Path;
 use support::planning::{command, trees};
 use support::{ClusterServer, text};
 
@@ -149,19 +150,24 @@ fn an_unknown_key_is_bad_input_with_the_nearest_key_before_the_cluster_is_read()
     assert!(text(&out.stderr).contains("secrets are never in eas.yaml"), "{}", text(&out.stderr));
 }
 
+/// `eas init -o out` with the flags [`command`] gives `eas up` on `cluster`.
+fn init(server: &ClusterServer, cluster: &str, state: &Path, t: &Path, out: &Path) -> std::process::Command {
+    // `command` ends with `up` and its flags; init takes the same ones.
+    let up = command(server, cluster, state, t, true, &[]);
+    let args: Vec<String> = up.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let at = args.iter().position(|a| a == "up").unwrap();
+    let mut c = support::eas(&support::fixture(cluster));
+    c.args(&args[..at]).arg("init").arg("-o").arg(out).args(&args[at + 1..]);
+    c
+}
+
 #[test]
 fn init_writes_a_file_that_plans_and_never_overwrites_one_without_force() {
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
     let server = ClusterServer::start(support::fixture(CLUSTER));
     let site = tempfile::tempdir().unwrap();
-    let init = command(&server, CLUSTER, state.path(), &t, true, &[]);
-    // `command` ends with `up` and its flags; init takes the same ones.
-    let args: Vec<String> = init.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-    let at = args.iter().position(|a| a == "up").unwrap();
     let out_file = site.path().join("eas.yaml");
-    let mut c = support::eas(&support::fixture(CLUSTER));
-    c.args(&args[..at]).arg("init").arg("-o").arg(&out_file).args(&args[at + 1..]);
-    let out = c.output().unwrap();
+    let out = init(&server, CLUSTER, state.path(), &t, &out_file).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(support::writes(&server), Vec::<String>::new(), "init only reads the cluster");
     let yaml = std::fs::read_to_string(&out_file).unwrap();
@@ -193,9 +199,47 @@ fn init_writes_a_file_that_plans_and_never_overwrites_one_without_force() {
     assert!(text(&out.stdout).starts_with("# eas.yaml: "), "-o - prints the file: {}", text(&out.stdout));
 }
 
+/// The recorded cluster eat1 (EAT 1.x installed: its namespaces genai-gateway and
+/// ingress-nginx) is refused by every plan, whatever the layer (SPEC §3.3's refusals): `eas
+/// init` writes no file there, and refuses (exit 3) with the plan's own `REFUSE:` lines, the
+/// lines the fixture's expected refusal holds, without a write to the cluster.
+#[test]
+fn init_on_a_cluster_every_plan_refuses_writes_nothing_and_refuses_as_the_plan_does() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture("eat1"));
+    let site = tempfile::tempdir().unwrap();
+    let file = site.path().join("eas.yaml");
+    let refusals = |out: &std::process::Output| -> Vec<String> {
+        text(&out.stderr).lines().filter(|l| l.starts_with("REFUSE: ")).map(str::to_string).collect()
+    };
+    let expected = std::fs::read_to_string(support::fixture("eat1").join("expected/config.refusal")).unwrap();
+    let expected: Vec<String> = expected.lines().map(str::to_string).collect();
+    let planned = command(&server, "eat1", state.path(), &t, true, &["--dry-run"]).output().unwrap();
+    assert_eq!(planned.status.code(), Some(3), "{}", text(&planned.stderr));
+    assert_eq!(refusals(&planned), expected, "the plan's refusal");
+    for layer in [&[][..], &["--layer", "inference"]] {
+        let out = init(&server, "eat1", state.path(), &t, &file).args(layer).output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{layer:?}: {err}");
+        assert_eq!(refusals(&out), expected, "{layer:?}: the plan's own lines: {err}");
+        assert!(
+            err.contains(&format!(
+                "{} was not written: `eas up` refuses this cluster whatever eas.yaml declares",
+                file.display()
+            )),
+            "{err}"
+        );
+        assert!(!file.exists(), "{layer:?}: nothing written");
+    }
+    let out = init(&server, "eat1", state.path(), &t, Path::new("-")).output().unwrap();
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(3), String::new()), "-o -: nothing printed");
+    assert_eq!(support::writes(&server), Vec::<String>::new(), "init only reads the cluster");
+}
+
 /// On each recorded cluster, with a Docker Engine, the local base image and the stand-in
 /// artifacts' pins (what a real machine has after `eas bastion build --lock`): the file `eas
-/// init` writes is the whole selection, and its dry run has no blocker.
+/// init` writes is the whole selection, and its dry run has no blocker. On eat1 `eas init`
+/// writes no file (`init_on_a_cluster_every_plan_refuses_writes_nothing_and_refuses_as_the_plan_does`).
 #[cfg(feature = "docker-tests")]
 #[test]
 fn a_file_written_by_init_on_each_recorded_cluster_plans_with_no_blocker() {
