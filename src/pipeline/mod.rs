@@ -15,6 +15,7 @@ mod prompt;
 pub mod recorded;
 mod report;
 pub mod runner;
+pub(crate) mod selected;
 pub mod services;
 pub mod settings;
 pub mod up;

@@ -2,23 +2,33 @@
 //! its record ([`selection`], `state::selection`), and a later run fills what it left unset from
 //! the last completed install's once preflight's plan half has identified the cluster ([`fill`]),
 //! before any phase that reads those settings: the node files or probing (facts), the base image
-//! and the CA bundle (the bastion image), the trees' mirrors (trees), offline (config). Each
-//! filled setting is named `(from the last install)` in the plan's decisions; one that changed
-//! since is named in "since the last up" with where its value came from ([`changed`]).
+//! and the CA bundle (the bastion image), the trees' mirrors (trees), offline (config), and the
+//! layer, env, profile or ref (the selection). Each filled setting is named `(from the last
+//! install)` in the plan's settings; one that changed since is named in "since the last up" with
+//! where its value came from ([`changed`]).
 //!
-//! Not filled here: the layer, env, profile or ref, which decide the pins' trees and the run's
-//! record before the cluster is read, and `--model` (the installed model is kept by the pick
-//! itself, `config::model`'s `kept`).
+//! The selection is re-resolved once the record is read ([`after_preflight`]): the run resolves
+//! it first from its flags, the environment and the config file alone (bad input is found before
+//! anything is read, and `--model` is checked against the pinned catalog before the cluster), and
+//! only preflight's plan half can say which cluster, hence which record, the run is on (its key
+//! is the `kube-system` namespace's uid). When the record fills any of the four, the pins' trees,
+//! the selection's checks, the plan's and the record's layer, env, profile and commits, and the
+//! commands printed for the next run are made again from the filled selection, before any later
+//! phase reads them. Not filled: `--model` (the installed model is kept by the pick itself,
+//! `config::model`'s `kept`), and nothing of the selection when a saved plan is applied (`--plan
+//! DIR` runs with the plan's own).
 
 use std::path::Path;
 
 use crate::error::Failure;
+use crate::pins::Trees;
 use crate::pipeline::phase::Cx;
+use crate::pipeline::phases::preflight::{Pre, start_egress};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::settings::UpSettings;
 use crate::settings::source::Source;
 use crate::settings::{CaBundle, Global, NodeFile, NodeSocket};
-use crate::state::StateDir;
+use crate::state::resume::{Invocation, invocation};
 use crate::state::selection::{Selection, flag_of, shown, values};
 use crate::state::since::Completed;
 
@@ -80,13 +90,17 @@ pub fn selection(args: &UpSettings, global: &Global) -> Selection {
     s
 }
 
+/// The selection filled after preflight: what picks the pins' trees and the installer's
+/// environment. `profile` and `ref` are one choice of trees: filled only when neither is set.
+pub const SELECTED: [&str; 4] = ["layer", "env", "profile", "ref"];
+
 /// This run's settings with what it left unset (neither a flag, the environment nor the config
 /// file set it) filled from `rec`, each named `(from the last install)` in the sources; `None`
 /// when nothing was. A recorded value that no longer reads (a CA bundle gone) is bad input
 /// naming it.
 pub fn fill(args: &UpSettings, global: &Global, rec: &Selection) -> Result<Option<(UpSettings, Global)>, Failure> {
     let (mut a, mut g) = (args.clone(), global.clone());
-    let mut filled = false;
+    let mut filled = fill_selection(&mut a, rec)?;
     for key in FILLED {
         let v = values(rec, key);
         if v.is_empty() || args.sources.is_set(key) || global.sources.is_set(key) {
@@ -120,6 +134,36 @@ pub fn fill(args: &UpSettings, global: &Global, rec: &Selection) -> Result<Optio
     Ok(filled.then_some((a, g)))
 }
 
+/// The layer, env and profile or ref left unset, filled from `rec` into `a` (named `(from the last
+/// install)`); whether any was. A saved plan's selection is its own. A recorded layer this eas no
+/// longer reads is bad input naming it.
+fn fill_selection(a: &mut UpSettings, rec: &Selection) -> Result<bool, Failure> {
+    if a.saved.is_some() {
+        return Ok(false);
+    }
+    let trees_set = a.sources.is_set("profile") || a.sources.is_set("ref");
+    let mut filled = false;
+    for key in SELECTED {
+        let v = values(rec, key);
+        let set = if matches!(key, "profile" | "ref") { trees_set } else { a.sources.is_set(key) };
+        let Some(one) = v.first().filter(|_| !set).cloned() else { continue };
+        match key {
+            "layer" => {
+                let refused = |name: &str| crate::config::data::layers().refused.contains_key(name);
+                a.select.layer = crate::settings::Layer::parse(&one, refused).map_err(|e| {
+                    Failure::bad_input(format!("layer from the last install: {e}"), "give --layer again")
+                })?
+            }
+            "env" => a.env = one.clone(),
+            "profile" => a.select.profile = Some(one.clone()),
+            _ => a.select.git_ref = Some(one.clone()),
+        }
+        a.sources.set(key, one, Source::LastInstall);
+        filled = true;
+    }
+    Ok(filled)
+}
+
 /// The settings that differ between the last install's selection and this run's, one line each
 /// for "since the last up": `setting KEY FROM -> TO (from WHERE)`; `source` names where this
 /// run's value of a key came from.
@@ -143,26 +187,31 @@ pub fn source_of(args: &UpSettings, global: &Global, key: &str) -> String {
     source.name().unwrap_or_else(|| "the defaults".into())
 }
 
-/// The settings of a run with what it left unset filled from the last install's selection.
+/// The settings of a run with what it left unset filled from the last install's selection, and
+/// the pins' trees and next commands of the selection as filled.
 pub struct Filled {
     pub args: UpSettings,
     pub global: Global,
+    pub tree_pins: Trees,
+    pub inv: Invocation,
 }
 
 impl Filled {
     /// `cx` reading these settings.
     pub fn cx<'a>(&'a self, cx: &Cx<'a>) -> Cx<'a> {
-        Cx { args: &self.args, global: &self.global, ..cx.clone() }
+        Cx { args: &self.args, global: &self.global, tree_pins: &self.tree_pins, inv: &self.inv, ..cx.clone() }
     }
 }
 
-/// After preflight's plan half: the last completed install on this cluster (`sd`), if any, fills
-/// what this run left unset, and the plan names each `(from the last install)`. The run's record
-/// keeps the selection as resolved, filled values included. A record that cannot be read fills
-/// nothing (the lock's plan half names its damage).
-pub fn after_preflight(cx: &Cx<'_>, sd: &StateDir, r: &mut Runner) -> Result<Option<Box<Filled>>, Failure> {
+/// After preflight's plan half: the last completed install on this cluster (`pre.sd`), if any,
+/// fills what this run left unset, and the plan names each `(from the last install)`. A filled
+/// layer, env, profile or ref is re-resolved ([`crate::pipeline::selected::reselect`]); a filled
+/// profile or offline starts the egress probe again for the hosts it now needs (or stops it).
+/// The run's record keeps the selection as resolved, filled values included. A record that
+/// cannot be read fills nothing (the lock's plan half names its damage).
+pub async fn after_preflight(cx: &Cx<'_>, pre: &mut Pre, r: &mut Runner) -> Result<Option<Box<Filled>>, Failure> {
     let (args, global) = (cx.args, cx.global);
-    let rec = Completed::load(sd.dir()).ok().flatten().and_then(|c| c.state.selection);
+    let rec = Completed::load(pre.sd.dir()).ok().flatten().and_then(|c| c.state.selection);
     let filled = match &rec {
         Some(rec) => fill(args, global, rec)?,
         None => None,
@@ -171,7 +220,65 @@ pub fn after_preflight(cx: &Cx<'_>, sd: &StateDir, r: &mut Runner) -> Result<Opt
         r.journal().selected(selection(args, global));
         return Ok(None);
     };
+    let (tree_pins, inv) = if SELECTED.iter().any(|k| args.sources.of(k) == Source::LastInstall) {
+        let tree_pins = crate::pipeline::selected::reselect(&args, cx, r).await?;
+        let inv = invocation(&global, &args.select.layer, &args.env, &args.select);
+        (tree_pins, Invocation { typed: cx.inv.typed.clone(), secrets: cx.inv.secrets.clone(), ..inv })
+    } else {
+        (cx.tree_pins.clone(), cx.inv.clone())
+    };
     r.plan_doc_mut().settings = global.sources.chain(&args.sources);
     r.journal().selected(selection(&args, &global));
-    Ok(Some(Box::new(Filled { args, global })))
+    let filled = Filled { args, global, tree_pins, inv };
+    let (was, now) = (&cx.args, &filled.args);
+    if was.offline != now.offline || was.select.profile != now.select.profile {
+        pre.egress = start_egress(&filled.cx(cx));
+    }
+    Ok(Some(Box::new(filled)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::runner::tests::Fixture;
+
+    /// A record as an install of the inference layer on another env (`prod`, as the installer's
+    /// usage names one: shared/reference/eas-installer.md), at a ref, keeps it.
+    fn record() -> Selection {
+        let sha = "6595087de122cf642d35c42c9a1189985820af4a";
+        serde_json::from_value(serde_json::json!({"layer": "inference", "env": "prod", "ref": sha})).unwrap()
+    }
+
+    #[test]
+    fn the_layer_env_and_trees_left_unset_are_filled_from_the_last_install_and_named() {
+        let f = Fixture::new();
+        let (a, _) = fill(&f.args, &f.global, &record()).unwrap().expect("filled");
+        assert_eq!((a.select.layer.to_string(), a.env.as_str()), ("inference".to_string(), "prod"));
+        assert_eq!(a.select.git_ref.as_deref(), Some("6595087de122cf642d35c42c9a1189985820af4a"));
+        for key in ["layer", "env", "ref"] {
+            assert_eq!(a.sources.of(key), Source::LastInstall, "{key}");
+        }
+        assert!(!a.sources.is_set("profile"), "the record named no profile");
+    }
+
+    #[test]
+    fn a_setting_given_now_is_kept_and_a_profile_given_now_replaces_the_recorded_ref() {
+        let mut f = Fixture::new();
+        f.args.select.profile = Some("next".into());
+        f.args.sources.set("profile", "next", Source::Flag("--profile"));
+        f.args.sources.set("layer", "agent-toolkit", Source::Flag("--layer"));
+        let (a, _) = fill(&f.args, &f.global, &record()).unwrap().expect("the env is filled");
+        assert_eq!(a.select.layer.to_string(), "agent-toolkit");
+        assert_eq!((a.select.profile.as_deref(), a.select.git_ref.as_deref()), (Some("next"), None));
+        assert_eq!((a.sources.of("layer"), a.sources.of("env")), (Source::Flag("--layer"), Source::LastInstall));
+    }
+
+    #[test]
+    fn a_recorded_layer_this_eas_does_not_read_is_bad_input_naming_it() {
+        let f = Fixture::new();
+        let rec = serde_json::from_value(serde_json::json!({"layer": "infrence"})).unwrap();
+        let e = fill(&f.args, &f.global, &rec).expect_err("bad input");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.lines()[0].contains("layer from the last install"), "{:?}", e.lines());
+    }
 }

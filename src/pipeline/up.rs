@@ -7,7 +7,6 @@
 
 use crate::config;
 use crate::error::Failure;
-use crate::installer::command as argv;
 use crate::output::Shell;
 use crate::pins::Trees;
 use crate::pipeline::phase::Cx;
@@ -26,12 +25,13 @@ use crate::pipeline::phases::trees::Trees as TreesPhase;
 use crate::pipeline::phases::unlock::Unlock;
 use crate::pipeline::phases::verify::{self, Verify};
 use crate::pipeline::runner::Runner;
+use crate::pipeline::selected;
 use crate::pipeline::services::Services;
 use crate::pipeline::settings::{UpSettings, image_args};
 use crate::plan::Plan;
 use crate::runtime::Interrupt;
 use crate::settings::Global;
-use crate::state::journal::{PinsRecord, RunInfo, State};
+use crate::state::journal::State;
 use crate::state::resume::{Invocation, invocation};
 use crate::state::run::now;
 
@@ -119,6 +119,10 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         ));
     }
     crate::pipeline::day_two::announce(&r, shell);
+    // The prompt and the acts read the settings the plan halves did, the last install's included.
+    let filled = planned.filled.take();
+    let cx = filled.as_ref().map_or(cx.clone(), |f| f.cx(&cx));
+    let args = cx.args;
     // On a terminal without --yes: the plan's summary, then the question, before the first act
     // half (no lock taken, no image built, no work tree written yet).
     if !args.yes {
@@ -135,9 +139,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.target.context));
         crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
     }
-    // The acts read the settings the plan halves did, the last install's included.
-    let filled = planned.filled.take();
-    let cx = filled.as_ref().map_or(cx.clone(), |f| f.cx(&cx));
     let acted = acts(&cx, planned.ready()?, &mut r).await;
     if let Err(f) = &acted {
         resume_line(f, &r, &cx);
@@ -185,7 +186,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let mut pre = r.plan(&mut Preflight::default(), cx).await?.ok_or_else(|| missing("the cluster"))?;
     // The cluster is known: what this run left unset is filled from the last install's
     // selection, before any phase that reads it.
-    let filled = crate::pipeline::recorded::after_preflight(cx, &pre.sd, r)?;
+    let filled = crate::pipeline::recorded::after_preflight(cx, &mut pre, r).await?;
     let with_filled;
     let cx = match &filled {
         Some(f) => {
@@ -314,56 +315,17 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
 pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
-    let pins = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)];
-    let info = RunInfo {
-        cluster_key: String::new(),
-        context: String::new(),
-        layer: args.select.layer.to_string(),
-        env: args.env.clone(),
-        pins: PinsRecord {
-            profile: tree_pins.profile.clone(),
-            shas: pins.into_iter().map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_default())).collect(),
-        },
-    };
     let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
-    plan.pins_source = args.select.pins.label();
-    plan.selection = Some(selection(args));
-    plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
-        .into_iter()
-        .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
-        .collect();
+    selected::select_plan(&mut plan, args, tree_pins);
+    let info = selected::run_info(args, tree_pins);
     let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);
     r.dry_run(args.dry_run);
     r
 }
 
-/// The run's selection as the plan records it: what `eas up --plan DIR` runs with again.
-fn selection(args: &UpSettings) -> crate::plan::saved::Selection {
-    let s = &args.select;
-    let path = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
-    let values = [
-        Some(s.layer.to_string()),
-        Some(args.env.clone()),
-        s.profile.clone(),
-        s.git_ref.clone(),
-        s.model.clone(),
-        s.pins.path().map(path),
-        s.fit.as_deref().map(path),
-    ];
-    crate::plan::saved::SELECTION.iter().map(|n| n.to_string()).zip(values).collect()
-}
-
 /// Bad input is found before anything else happens.
 fn check_input(args: &UpSettings, services: &Services) -> Result<Trees, Failure> {
-    let layer = &args.select.layer;
-    let tree_pins = config::trees_in(&services.pins, &args.select)?;
-    // The EI catalog at the pinned commit decides --model later (read after the trees phase).
-    let with_catalog = crate::gather::catalog::catalog_path(layer).is_some();
-    config::rules::selection(layer, args.select.model.as_deref(), with_catalog).map_err(|r| match r {
-        config::rules::Rejection::BadInput { cause, hint } => Failure::bad_input(cause, hint),
-        config::rules::Rejection::Refused(reasons) => Failure::Refused(reasons),
-    })?;
-    argv::init_argv(layer, &args.env)?;
+    let tree_pins = selected::selected(args, services)?;
     // Without a terminal the question cannot be asked: refused before anything is read.
     if !args.dry_run && !args.yes && !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         return Err(Failure::bad_input(

@@ -1645,12 +1645,13 @@ fn a_node_that_shrinks_below_the_kept_model_picks_again_and_says_why() {
     assert!(down.status.success(), "{}", text(&down.stderr));
 }
 
-/// Issue 32 item 3: runs remember their inputs. The install records its selection; after it,
-/// `eas up --yes` with no flags (the pins from the user's pins file, which are never recorded)
-/// fills the node files, the base image and the trees' mirrors from the record once the cluster
-/// is identified, names each `(from the last install)`, and is up to date; a setting given
-/// otherwise is named in "since the last up" with its flag. The support bundle's doctor runs with
-/// the recorded selection: the healthy install's doctor.json has no failure.
+/// Issue 32 item 3: runs remember their inputs. The install (of the inference layer, not the
+/// default) records its selection; after it, `eas up --yes` with no flags (the pins from the
+/// user's pins file, which are never recorded) fills the layer, the node files, the base image
+/// and the trees' mirrors from the record once the cluster is identified, names each `(from the
+/// last install)`, and is up to date; a setting given otherwise is named in "since the last up"
+/// with its flag. The support bundle's doctor runs with the recorded selection: the healthy
+/// install's doctor.json has no failure.
 #[test]
 fn after_an_install_up_with_no_flags_is_up_to_date() {
     let _engine = support::docker::engine();
@@ -1661,9 +1662,10 @@ fn after_an_install_up_with_no_flags_is_up_to_date() {
     let mut args = setup().up_args();
     let at = args.iter().position(|a| a == "--pins").unwrap();
     args.drain(at..at + 2);
-    let first = r.eas().arg("up").args(&args).arg("--yes").output().unwrap();
+    let first = r.eas().arg("up").args(&args).args(["--layer", "inference", "--yes"]).output().unwrap();
     assert!(first.status.success(), "{}", text(&first.stderr));
     let selection = &r.state_file().unwrap()["selection"];
+    assert_eq!(selection["layer"], "inference", "{selection}");
     assert_eq!(selection["base_image"], "eas-test-base:bookworm", "{selection}");
     assert_eq!(selection["nodes.nri_socket"], json!(["k3d-gpu-server-0=present"]), "{selection}");
     assert!(selection["mirrors.eas"].as_str().unwrap().ends_with("/eas"), "{selection}");
@@ -1673,18 +1675,21 @@ fn after_an_install_up_with_no_flags_is_up_to_date() {
     let out = r.eas().args(["up", "--dry-run", "--output", "json"]).output().unwrap();
     let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
     assert_eq!(plan["run_kind"], "up-to-date", "{}", plan["since_last"]);
+    assert_eq!((plan["layer"].as_str(), plan["selection"]["layer"].as_str()), (Some("inference"), Some("inference")));
     let settings = plan["settings"].as_array().unwrap();
-    for key in ["base_image", "allow_unpinned_base", "nodes.containerd_config", "mirrors.eas", "mirrors.eat"] {
+    for key in ["layer", "base_image", "allow_unpinned_base", "nodes.containerd_config", "mirrors.eas", "mirrors.eat"] {
         let s = settings.iter().find(|s| s["key"] == key).unwrap_or_else(|| panic!("{key}: {settings:?}"));
         assert_eq!((s["source"].as_str(), s["from"].as_str()), (Some("last-install"), Some("the last install")), "{s}");
     }
     let shown = words(&r.eas().args(["up", "--dry-run"]).output().unwrap().stdout);
     assert!(shown.contains("base_image eas-test-base:bookworm (from the last install)"), "{shown}");
+    assert!(shown.contains("layer inference (from the last install)"), "{shown}");
     let second = r.eas().args(["up", "--yes"]).output().unwrap();
     let err = text(&second.stderr);
     assert!(second.status.success(), "{err}");
     assert!(err.contains("up to date (installed "), "{err}");
     assert_eq!(log_files(&r), logs, "the installer did not run:\n{err}");
+    assert_eq!(r.state_file().unwrap()["layer"], "inference", "the record keeps the layer it filled");
 
     // A mirror given again by another path: named with its flag; nothing else changes.
     let other = r.home.join("eas-mirror");

@@ -105,8 +105,9 @@ impl Drop for Egress {
     }
 }
 
-/// Starts the egress probe with the proxy settings the bastion gets, unless `--offline`.
-fn start_egress(cx: &Cx<'_>) -> Option<Egress> {
+/// Starts the egress probe with the proxy settings the bastion gets, unless `--offline` (again
+/// when the last install filled the profile or offline: `recorded::after_preflight`).
+pub fn start_egress(cx: &Cx<'_>) -> Option<Egress> {
     use crate::prereq::egress;
     let (args, global) = (cx.args, cx.global);
     if args.offline {

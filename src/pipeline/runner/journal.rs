@@ -52,6 +52,12 @@ impl<'r> Journal<'r> {
         self.state.selection = Some(selection);
     }
 
+    /// Preflight, when the last install filled the selection: the layer, env and pins the run
+    /// now installs (the cluster it named stays).
+    pub fn reselected(&mut self, info: &crate::state::journal::RunInfo) {
+        (self.state.layer, self.state.env, self.state.pins) = (info.layer.clone(), info.env.clone(), info.pins.clone());
+    }
+
     /// The attempt's and then the install's log.
     pub fn logged_to(&mut self, log: PathBuf) {
         self.state.log_path = Some(log);
