@@ -14,9 +14,16 @@ const DRY_RUN_ONLY: &[(&str, bool)] =
 
 /// Settings `eas up` reads from the environment when their flag is not given, with the flag: the
 /// commands eas prints carry them as flags, so a line pasted into another shell runs the same.
-/// Secrets are never among them (a line that needs one says to set it: [`with_secrets`]).
-const FROM_ENV: &[(&str, &str)] =
-    &[("EAS_CA_BUNDLE", "--ca-bundle"), ("EAS_BASE_IMAGE", "--base-image"), ("EAS_PINS", "--pins")];
+/// `EAS_CONFIG` too: the config file is not remembered (only what it resolved to), so a line that
+/// needs it names it. Secrets are never among them (a line that needs one says to set it:
+/// [`with_secrets`]). The host's own variables (`KUBECONFIG`, `XDG_STATE_HOME`, `DOCKER_HOST`,
+/// the proxy's) are not eas's inputs alone and stay the shell's.
+const FROM_ENV: &[(&str, &str)] = &[
+    ("EAS_CA_BUNDLE", "--ca-bundle"),
+    ("EAS_BASE_IMAGE", "--base-image"),
+    ("EAS_PINS", "--pins"),
+    (crate::settings::file::ENV_VAR, "--config"),
+];
 
 /// `eas up --yes` with the user's flags, from the command line as typed (`env.args`, `args[0]` the
 /// program) and the settings taken from the environment; `None` unless it is an `eas up` command
@@ -267,6 +274,7 @@ mod tests {
             ("EAS_CA_BUNDLE", "/etc/proxy-ca.pem"),
             ("EAS_BASE_IMAGE", "ubuntu:24.04@sha256:ab"),
             ("EAS_PINS", ""),
+            ("EAS_CONFIG", "site/eas.yaml"),
             ("HF_TOKEN", "hf_secretvalue"),
             ("HTTPS_PROXY", "http://u:pw@proxy:3128"),
             ("HTTP_PROXY", "http://proxy:3128"),
@@ -274,8 +282,17 @@ mod tests {
         let env = typed("eas --context k up --yes --base-image=b@sha256:cd --layer inference", &vars);
         assert_eq!(
             apply_command(&env).as_deref(),
-            Some("eas --context k up --yes --base-image=b@sha256:cd --layer inference --ca-bundle /etc/proxy-ca.pem")
+            Some(
+                "eas --context k up --yes --base-image=b@sha256:cd --layer inference --ca-bundle /etc/proxy-ca.pem \
+                 --config site/eas.yaml"
+            )
         );
+        // A --config typed (before the command or after it) wins over EAS_CONFIG, and is not repeated.
+        for line in ["eas --config=other.yaml up --dry-run", "eas up --dry-run --config other.yaml"] {
+            let words = up_words(&typed(line, &vars)).unwrap();
+            assert_eq!(words.iter().filter(|w| w.contains("eas.yaml")).count(), 0, "{words:?}");
+            assert_eq!(words.iter().filter(|w| w.contains("other.yaml")).count(), 1, "{words:?}");
+        }
         let secrets = secrets_in(&env, &["HF_TOKEN", "KEYCLOAK_ADMIN_PASSWORD"]);
         assert_eq!(secrets, ["HF_TOKEN", "HTTPS_PROXY (its password)"]);
         let line = with_secrets("eas up --yes", &secrets);

@@ -266,9 +266,14 @@ pub fn advice_for(state: &State, inv: &Invocation) -> Option<String> {
     state.failed_phase().map(|e| advice(e.phase, e.status, pending, inv))
 }
 
-/// The follow-up commands repeat the user's flags.
+/// The follow-up commands repeat the user's flags, and name the config file when one was named
+/// (`--config`, or `EAS_CONFIG`, which another shell may not have): the file is not remembered,
+/// and a later `down` or `doctor` reads its pins, base image and CA bundle too.
 pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> Invocation {
     let mut g = Vec::new();
+    if let Some(f) = global.file.as_ref().filter(|f| f.named_by.is_some()) {
+        g.extend(["--config".to_string(), f.shown.display().to_string()]);
+    }
     if let Some(k) = &global.kubeconfig {
         g.extend(["--kubeconfig".to_string(), k.display().to_string()]);
     }
@@ -297,6 +302,23 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config file named by `EAS_CONFIG` (or `--config`) is named in the next commands; one
+    /// found as `./eas.yaml` is not (the next command, in the same directory, finds it).
+    #[test]
+    fn a_named_config_file_is_carried_as_config_in_the_next_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("eas.yaml"), "schema: eas-config/v1\ncontext: k3d-gpu\n").unwrap();
+        let at = |var: Option<&str>| {
+            let file = crate::settings::file::find(None, var, dir.path()).unwrap();
+            let global = Global { file, ..Default::default() };
+            invocation(&global, "inference", "k3d-gpu", &Select::default())
+        };
+        let named = at(Some("eas.yaml"));
+        assert_eq!(named.down(), "eas down --config eas.yaml --layer inference");
+        assert_eq!(named.up(), "eas up --config eas.yaml --layer inference --env k3d-gpu --yes");
+        assert_eq!(at(None).down(), "eas down --layer inference");
+    }
     use crate::state::journal::{PinsRecord, RunInfo};
 
     fn state(done: &[(PhaseId, &str)], last: Option<(PhaseId, Status)>) -> State {

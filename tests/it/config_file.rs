@@ -33,6 +33,28 @@ fn decided(plan: &Value) -> Vec<(String, Value)> {
     keep.iter().map(|k| (k.to_string(), plan[*k].clone())).chain([("blockers".into(), blockers)]).collect()
 }
 
+/// A new directory holding `eas.yaml` declaring a whole run on `server` (the flags of
+/// [`a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source`], in the file).
+fn declared(server: &ClusterServer, state: &std::path::Path, t: &std::path::Path) -> tempfile::TempDir {
+    let site = tempfile::tempdir().unwrap();
+    let node = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let repos = t.join("repos");
+    let yaml = format!(
+        "schema: eas-config/v1\nkubeconfig: {}\nstate_dir: {}\nlayer: inference\nenv: k3d-gpu\noffline: true\n\
+         pins: {}\nnodes:\n  containerd_config:\n    k3d-gpu-server-0: {}\n  nri_socket:\n    k3d-gpu-server-0: present\n\
+         timeouts:\n  install: 900\nmirrors:\n  eas: {}\n  ei: {}\n  eat: {}\n",
+        server.kubeconfig().display(),
+        state.display(),
+        t.join("pins.json").display(),
+        node.display(),
+        repos.join("eas").display(),
+        repos.join("ei").display(),
+        repos.join("eat").display(),
+    );
+    std::fs::write(site.path().join("eas.yaml"), yaml).unwrap();
+    site
+}
+
 #[test]
 fn a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source() {
     let (state, t) = (tempfile::tempdir().unwrap(), trees());
@@ -44,22 +66,7 @@ fn a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source() {
     let by_flags: Value =
         serde_json::from_slice(&by_flags.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&by_flags.stderr)));
     // The same settings, each in the file, and eas run with no flag but --dry-run.
-    let site = tempfile::tempdir().unwrap();
-    let node = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
-    let repos = t.join("repos");
-    let yaml = format!(
-        "schema: eas-config/v1\nkubeconfig: {}\nstate_dir: {}\nlayer: inference\nenv: k3d-gpu\noffline: true\n\
-         pins: {}\nnodes:\n  containerd_config:\n    k3d-gpu-server-0: {}\n  nri_socket:\n    k3d-gpu-server-0: present\n\
-         timeouts:\n  install: 900\nmirrors:\n  eas: {}\n  ei: {}\n  eat: {}\n",
-        server.kubeconfig().display(),
-        state.path().display(),
-        t.join("pins.json").display(),
-        node.display(),
-        repos.join("eas").display(),
-        repos.join("ei").display(),
-        repos.join("eat").display(),
-    );
-    std::fs::write(site.path().join("eas.yaml"), yaml).unwrap();
+    let site = declared(&server, state.path(), &t);
     let out = support::eas(site.path()).arg("up").args(json).output().unwrap();
     let by_file: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
     assert_eq!(support::schema_errors("eas-plan.v1", &by_file), Vec::<String>::new());
@@ -120,6 +127,44 @@ fn a_run_declared_by_eas_yaml_plans_as_its_flags_and_names_each_source() {
     let shown = text(&out.stdout);
     assert!(shown.starts_with("eas up --yes --no-offline\n"), "{shown}");
     assert!(shown.contains("             from the command line: offline\n"), "{shown}");
+}
+
+/// Issue 32 item 3: a `next:` line carries every input that is not remembered. The config file
+/// is one: found through `EAS_CONFIG`, it is named as `--config FILE` in the plan's first and
+/// closing lines, and that line, run as printed from another directory in a shell without the
+/// variable (as a dry run), plans the same from the same file.
+#[test]
+fn a_config_file_named_by_eas_config_is_carried_as_config_in_the_next_line() {
+    let (state, t) = (tempfile::tempdir().unwrap(), trees());
+    let server = ClusterServer::start(support::fixture(CLUSTER));
+    let site = declared(&server, state.path(), &t);
+    let file = site.path().join("eas.yaml");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let by_var = |more: &[&str]| {
+        support::eas(elsewhere.path()).env("EAS_CONFIG", &file).args(["up", "--dry-run"]).args(more).output().unwrap()
+    };
+    // The text's words, its wrapped command lines joined (` \` continuations dropped).
+    let shown = text(&by_var(&[]).stdout);
+    let shown: Vec<&str> = shown.split_whitespace().filter(|w| *w != "\\").collect();
+    let shown = shown.join(" ");
+    let carried = format!("eas up --yes --config {}", file.display());
+    assert!(shown.starts_with(&format!("{carried} ")), "the first line: {shown}");
+    // The closing `next:` (here after the blockers' fixes: no Docker Engine answers in this tier).
+    let closing = &shown[shown.rfind("next: ").expect("a next: line")..];
+    assert!(closing.ends_with(&format!(" {carried}")), "the closing line: {closing}");
+    let plan: Value = serde_json::from_slice(&by_var(&["--output", "json"]).stdout).unwrap();
+    // Run as printed (`--yes` made `--dry-run`): no EAS_CONFIG in its environment (support::eas).
+    let printed: Vec<&str> = carried.split_whitespace().collect();
+    assert_eq!(printed[..3], ["eas", "up", "--yes"]);
+    let again = support::eas(site.path().parent().unwrap())
+        .arg("up")
+        .args(["--dry-run", "--output", "json"])
+        .args(&printed[3..])
+        .output()
+        .unwrap();
+    let again: Value = serde_json::from_slice(&again.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&again.stderr)));
+    same_decisions(&again, &plan);
+    assert_eq!(again["layer"], "inference", "the file's layer");
 }
 
 #[test]
