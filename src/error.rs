@@ -147,13 +147,14 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Converts a command's result into the process exit code, printing the failure.
-pub fn finish(result: Result<(), Failure>) -> ExitCode {
+/// Converts a command's result into the process exit code, printing the failure (through the
+/// shell: on a terminal its lines break between words, never mid-word).
+pub fn finish(result: Result<(), Failure>, shell: &crate::output::Shell) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             for line in f.lines() {
-                eprintln!("{}", crate::text::for_people(&line));
+                shell.failure_line(&line);
             }
             ExitCode::from(f.exit_code())
         }

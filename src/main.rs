@@ -87,7 +87,7 @@ fn main() -> std::process::ExitCode {
     let shell = output::Shell::new(g.progress.into(), &term, g.quiet, g.verbose, g.no_color);
     shell.init_tracing();
     match cli::settings(g, env) {
-        Ok(global) => error::finish(commands::run(cli.command, &global, &shell)),
-        Err(e) => error::finish(Err(e.into())),
+        Ok(global) => error::finish(commands::run(cli.command, &global, &shell), &shell),
+        Err(e) => error::finish(Err(e.into()), &shell),
     }
 }

@@ -217,6 +217,21 @@ impl Shell {
         self.logged(text);
     }
 
+    /// A note for the screen only: lines the run's log already holds (a failed build's last
+    /// lines, logged as the build printed them).
+    pub fn note_unlogged(&self, message: impl AsRef<str>) {
+        if !self.quiet {
+            self.print(&crate::text::for_people(message.as_ref()));
+        }
+    }
+
+    /// A line of the failure that ends the command (`error: …`, `next: …`, `REFUSE: …`), broken
+    /// between words on a terminal as every other stderr line is; printed even with `--quiet`.
+    /// Not logged here: a run logs its failure itself ([`Shell::log_only`]).
+    pub fn failure_line(&self, line: &str) {
+        self.print(&crate::text::for_people(line));
+    }
+
     fn logged(&self, text: &str) {
         use std::io::Write;
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());

@@ -295,3 +295,20 @@ fn namespaces_terminate_finalizers_hold_and_old_watches_are_gone() {
     assert_eq!(code, 404, "the namespace goes once nothing holds it");
     assert_eq!(http(&server, "GET", "/api/v1/namespaces/held/configmaps/kept", None).0, 404);
 }
+
+/// The egress stand-in's trust file (`SSL_CERT_FILE` for every `eas` of the tests) has no name
+/// on disk: the tests keep the stand-in in a static, never dropped, so a named file would be
+/// left behind by every test process. It is read through this process's descriptor, and holds
+/// the stand-in's CA after the system's.
+#[test]
+fn the_egress_stand_ins_trust_file_has_no_name_on_disk() {
+    let e = support::tls_front::EgressStandIn::start();
+    let path = e.cert_file.display().to_string();
+    assert!(path.starts_with(&format!("/proc/{}/fd/", std::process::id())), "{path}");
+    let target = std::fs::read_link(&e.cert_file).unwrap();
+    assert!(target.to_string_lossy().ends_with("(deleted)"), "the file has a name: {}", target.display());
+    let pem = std::fs::read_to_string(&e.cert_file).unwrap();
+    assert!(pem.trim_end().ends_with("-----END CERTIFICATE-----") && pem.contains("BEGIN CERTIFICATE"), "{pem}");
+    // Read twice: each reader opens it afresh, from its start.
+    assert_eq!(std::fs::read_to_string(&e.cert_file).unwrap(), pem);
+}

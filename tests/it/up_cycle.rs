@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
-use support::{ClusterServer, ObjectKey, contains_all, writes};
+use support::{ClusterServer, ObjectKey, contains_all, walk, writes};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -828,19 +828,6 @@ fn a_dry_run_prints_the_plan_and_writes_nothing() {
     let err = text(&out.stderr);
     let leaks = sentinel_leaks(&[("stdout", &plan), ("stderr", &err)], &[&out_dir, &r.home]);
     assert_eq!(leaks, Vec::<String>::new(), "secrets in the plan, plan.json or the outputs");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            v.extend(walk(&p));
-        } else {
-            v.push(p);
-        }
-    }
-    v
 }
 
 #[test]

@@ -82,10 +82,11 @@ fn say_failed(shell: &Shell, known: Option<KnownCause>, tail: &[String]) {
         shell.note(format!("bastion build failed: {}", k.cause()));
         shell.note(format!("  fix: {}", k.fix()));
     }
+    // The run's log holds every line of the build already (`build`): these are for the screen.
     if !tail.is_empty() {
-        shell.note("last lines of the build:");
+        shell.note_unlogged("last lines of the build:");
         for l in tail {
-            shell.note(format!("  | {l}"));
+            shell.note_unlogged(format!("  | {l}"));
         }
     }
 }
@@ -284,8 +285,12 @@ pub async fn build(
                         } else if line.starts_with("Removing intermediate container") {
                             step_container = None;
                         }
+                        // Every line goes to the run's log (`eas up`'s), the step's and
+                        // Docker's own too; the screen gets them as they come only in plain mode.
                         if streamed && !is_noise(&line) {
                             shell.note(format!("  | {line}"));
+                        } else {
+                            shell.log_only(&crate::text::for_people(&format!("  | {line}")));
                         }
                     }
                 }

@@ -353,3 +353,18 @@ pub fn on_a_terminal(base: Command, args: &[&str], dir: &Path, answer: &str) -> 
     child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// Every file under `dir`, its subdirectories' included (none when `dir` is missing).
+#[cfg(feature = "docker-tests")]
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v
+}

@@ -182,11 +182,17 @@ pub async fn request_head<S: tokio::io::AsyncRead + Unpin>(conn: &mut S, seen: &
 /// Its CA is trusted through `SSL_CERT_FILE` ([`EgressStandIn::cert_file`]: the system's CAs and
 /// it), which rustls-native-certs reads for eas's own connections, so the bastion's build context
 /// (only `--ca-bundle` goes there) does not change.
+///
+/// The file has no name on disk: an unnamed temporary file held open by this process, reached as
+/// `/proc/<pid>/fd/<fd>` by the processes it starts (each opens it afresh). The tests keep the
+/// stand-in in a static, which is never dropped, so a named file would outlive every test process;
+/// this one goes with the process, however it ends.
 pub struct EgressStandIn {
     /// `EAS_EGRESS_URLS`: `google.com=https://localhost:PORT/ok,...`.
     pub urls: String,
+    /// `/proc/<this process>/fd/<fd>`, valid while the stand-in lives.
     pub cert_file: PathBuf,
-    _dir: tempfile::TempDir,
+    _file: std::fs::File,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -207,12 +213,68 @@ impl EgressStandIn {
                 }
             }
         });
-        let dir = tempfile::Builder::new().prefix("eas-egress-").tempdir().unwrap();
         let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
-        let cert_file = dir.path().join("certs.pem");
-        std::fs::write(&cert_file, format!("{system}{}", served.ca_pem)).unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut file, format!("{system}{}", served.ca_pem).as_bytes()).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        let cert_file = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
         let url = format!("https://localhost:{}/ok", served.port);
         let urls = EGRESS_HOSTS.iter().map(|h| format!("{h}={url}")).collect::<Vec<_>>().join(",");
-        EgressStandIn { urls, cert_file, _dir: dir, _rt: rt }
+        EgressStandIn { urls, cert_file, _file: file, _rt: rt }
+    }
+}
+
+/// A TLS-intercepting forward proxy, as a corporate one is to a client that lacks its CA: each
+/// `CONNECT host:port` is answered `200 Connection established`, then the tunnel's TLS is ended
+/// here with a certificate of a throwaway CA no client was given, so the client's verification
+/// fails before a byte of its request is sent (pip: `[SSL: CERTIFICATE_VERIFY_FAILED]`). Any
+/// other request is 405. It listens on `ip` (the Docker bridge's gateway, for a build's RUN step)
+/// and keeps the targets asked for. The Docker tier's.
+#[cfg(feature = "docker-tests")]
+pub struct InterceptingProxy {
+    /// `http://IP:PORT`, for HTTPS_PROXY.
+    pub url: String,
+    connects: Arc<std::sync::Mutex<Vec<String>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+#[cfg(feature = "docker-tests")]
+impl InterceptingProxy {
+    pub fn start(ip: std::net::IpAddr) -> InterceptingProxy {
+        let rt = runtime(1);
+        let TestCa { acceptor, .. } = localhost_ca("eas intercepting proxy CA");
+        let listener = rt.block_on(tokio::net::TcpListener::bind((ip, 0))).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let connects: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let seen_by = connects.clone();
+        rt.spawn(async move {
+            loop {
+                let Ok((mut tcp, _)) = listener.accept().await else { return };
+                let (acceptor, connects) = (acceptor.clone(), seen_by.clone());
+                tokio::spawn(async move {
+                    let Some(head) = request_head(&mut tcp, &mut Vec::new()).await else { return };
+                    let mut words = head.split_whitespace();
+                    let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                    if method != "CONNECT" {
+                        let _ = tcp.write_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n").await;
+                        return;
+                    }
+                    connects.lock().unwrap().push(target.to_string());
+                    if tcp.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await.is_err() {
+                        return;
+                    }
+                    // A client that trusted this CA would get 403 for everything; none here does.
+                    if let Ok(mut tls) = acceptor.accept(tcp).await {
+                        let _ = tls.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n").await;
+                    }
+                });
+            }
+        });
+        InterceptingProxy { url, connects, _rt: rt }
+    }
+
+    /// The `host:port` of each CONNECT received, in order.
+    pub fn connects(&self) -> Vec<String> {
+        self.connects.lock().unwrap().clone()
     }
 }
