@@ -591,6 +591,9 @@ fn an_api_error_is_its_code_reason_and_escaped_message_never_a_dump() {
     assert_ne!(out.status.code(), Some(0), "{all}");
     assert!(all.contains("500 Internal Server Error: etcd \\u{1b}[31mdown\\u{202e}"), "{all}");
     assert!(!all.contains("Status {") && !all.contains('\u{1b}') && !all.contains('\u{202e}'), "{all}");
+    // Issue 32 item 5: an API error ends with what to do next.
+    let last = text(&out.stderr).trim_end().lines().last().unwrap_or_default().to_string();
+    assert!(last.starts_with("next: ") || last.starts_with("hint: "), "the last line: {last:?}\n{all}");
 }
 
 /// Waiting says what it waits for against its timeout (plain lines without a terminal), and a
@@ -609,6 +612,9 @@ fn the_device_wait_says_what_it_waits_for_and_the_failure_lists_every_node() {
     for (mark, node) in [("ok  ", "gpu-a"), ("FAIL", "gpu-b"), ("ok  ", "gpu-xe")] {
         assert!(err.contains(&format!("verify: {mark} Intel GPU on node {node}:")), "{mark} {node}:\n{err}");
     }
+    // Issue 32 item 5: a failed verification (exit 5) ends with what to do next.
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("next: fix what the FAIL lines name, then run `eas verify` again"), "{last:?}\n{err}");
     let doc: Value = serde_json::from_slice(&out.stdout).expect("one document");
     // Every device node is a check object, passed or failed (they were the passing lines, as
     // strings, before issue 32).
