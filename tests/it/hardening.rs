@@ -9,6 +9,7 @@ use crate::support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use support::sentinels::{self, *};
 use support::*;
 
 fn text_of(b: &[u8]) -> String {
@@ -681,16 +682,10 @@ fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_exp
     assert!(!err.contains("EXPIREDTOKEN23"), "{err}");
 }
 
-// The sentinel test: a secret planted in each place one can come from, then every output, log,
-// state file, out file and temporary file of the commands that read the cluster is grepped.
+// The sentinel test: a secret planted in each place one can come from (support::sentinels), then
+// every output, log, state file, out file and temporary file of the commands that read the
+// cluster is grepped.
 
-const S_TOKEN: &str = "SNTLkubeTOKEN7f3a9c2d";
-const S_PASSWORD: &str = "SNTLkubePASSWORD4e1b";
-const S_KEY_LINE: &str = "MHcCAQEEISNTLclientKEYbody0123456789abcdefABCDEFghij";
-const S_PLUGIN_ENV: &str = "SNTLpluginENV9d8c";
-const S_HF: &str = "hf_SNTLhuggingFACE0123456789abcd";
-const S_ADMIN: &str = "SNTLadminPASSWORD77aa";
-const S_PROXY: &str = "SNTLproxyPASS31";
 
 /// A kubeconfig for `url` whose context's user is `user` (YAML), with a second, unused user that
 /// holds a password and a client key.
@@ -724,7 +719,6 @@ fn every_file(dir: &Path, out: &mut Vec<(std::path::PathBuf, String)>) {
 
 #[test]
 fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() {
-    use base64::Engine;
     let server =
         ClusterServer::start_with(fixture("gpu-nodes"), Options { token: S_TOKEN.into(), ..Options::default() });
     // A pod log line that repeats the secrets (verify shows the failing plugin pod's log tail).
@@ -841,17 +835,7 @@ fn a_sentinel_planted_in_every_secret_source_appears_in_no_output_log_or_file() 
     for want in ["facts-token.json", "facts-exec.json", "dry-token/plan.json", "dry-exec/choices.txt"] {
         assert!(files.iter().any(|(p, _)| p.ends_with(want)), "{want} was written: {outputs:#?}");
     }
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let sentinels = [
-        S_TOKEN.to_string(),
-        b64.encode(&S_TOKEN.as_bytes()[..S_TOKEN.len() / 3 * 3]),
-        S_PASSWORD.into(),
-        S_KEY_LINE.into(),
-        S_PLUGIN_ENV.into(),
-        S_HF.into(),
-        S_ADMIN.into(),
-        S_PROXY.into(),
-    ];
+    let sentinels = sentinels::forms();
     // The inputs themselves (the kubeconfigs, the plugin) hold them; nothing eas wrote may.
     let inputs = ["kubeconfig-token", "kubeconfig-exec", "get-token"];
     for (p, body) in files.iter().filter(|(p, _)| !inputs.iter().any(|i| p.ends_with(i)) && !p.starts_with(&repos)) {

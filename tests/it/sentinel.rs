@@ -15,16 +15,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use support::synthetic_install::{self, CLUSTER, MODEL};
+use support::sentinels::{self, *};
 use support::{ClusterServer, Options};
 
-const S_TOKEN: &str = "SNTLexecTOKEN0a1b2c3d";
-const S_STATIC: &str = "SNTLstaticTOKEN4e5f6a";
-const S_PASSWORD: &str = "SNTLkubePASSWORD77aa";
-const S_KEY_LINE: &str = "MHcCAQEEISNTLkeyBODYlineXYZabcdefghijklmn";
-const S_PLUGIN_ENV: &str = "SNTLpluginENV9c8d";
-const S_HF: &str = "hf_SNTLhfTOKENabcdefghij0123";
-const S_ADMIN: &str = "SNTLadminPASSWORD31ee";
-const S_PROXY: &str = "SNTLproxyPASS5d6e";
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -158,18 +151,8 @@ fn no_sentinel_secret_in_any_output_log_state_work_tree_or_support_bundle_after_
     );
     assert!(files.iter().any(|(n, _)| n.starts_with("logs/up-")), "{names:?}");
 
-    let sentinels = [
-        S_TOKEN.to_string(),
-        b64.encode(&S_TOKEN.as_bytes()[..S_TOKEN.len() / 3 * 3]),
-        S_STATIC.into(),
-        S_PASSWORD.into(),
-        S_KEY_LINE.into(),
-        key_data.clone(),
-        S_PLUGIN_ENV.into(),
-        S_HF.into(),
-        S_ADMIN.into(),
-        S_PROXY.into(),
-    ];
+    let mut sentinels = sentinels::forms();
+    sentinels.push(key_data.clone());
     let mut leaks = Vec::new();
     let inputs = [kubeconfig.clone(), plugin.clone()];
     let mut all = Vec::new();

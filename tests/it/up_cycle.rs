@@ -58,6 +58,13 @@ fn run(mode: &str) -> Run {
     run_with(mode, support::Options::default())
 }
 
+/// [`run`] with the installer's `ok` mode, once its `eas up --yes` has completed.
+fn installed() -> Run {
+    let r = run("ok");
+    r.up_ok(&["--yes"]);
+    r
+}
+
 /// [`run`] on a server started with `options` (its token is the test's).
 fn run_with(mode: &str, options: support::Options) -> Run {
     let s = setup();
@@ -84,6 +91,21 @@ impl Run {
         v
     }
 
+    /// [`Run::up_args`] with the pins file `pins` in place of the setup's.
+    fn up_args_pinned(&self, pins: &Path, extra: &[&str]) -> Vec<String> {
+        let mut v = self.up_args(extra);
+        let at = v.iter().position(|a| a == "--pins").unwrap();
+        v[at + 1] = pins.display().to_string();
+        v
+    }
+
+    /// A copy of the setup's pins file of this run's own (`pins.json` in its home), to move.
+    fn own_pins(&self) -> PathBuf {
+        let pins = self.home.join("pins.json");
+        std::fs::copy(&setup().pins, &pins).unwrap();
+        pins
+    }
+
     fn up(&self, extra: &[&str]) -> Output {
         self.eas().args(self.up_args(extra)).output().unwrap()
     }
@@ -102,8 +124,44 @@ impl Run {
         self.spawn_up(&[&["--yes"], flags].concat())
     }
 
+    /// [`Run::spawn_up_planned`], which must end with exit 1 naming `phase` past its `secs`:
+    /// the run's pid and its stderr.
+    #[track_caller]
+    fn up_stopped_past_its_timeout(&self, flags: &[&str], phase: &str, secs: u64) -> (u32, String) {
+        let child = self.spawn_up_planned(flags, phase, secs);
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("error: {phase}:")) && err.contains(&format!("no result within {secs}s")), "{err}");
+        (pid, err)
+    }
+
     fn down(&self) -> Output {
         self.eas().args(setup().down_args()).output().unwrap()
+    }
+
+    /// `eas up` with `extra`, which must succeed.
+    #[track_caller]
+    fn up_ok(&self, extra: &[&str]) -> Output {
+        support::succeeded("eas up", self.up(extra))
+    }
+
+    /// `eas down`, which must succeed.
+    #[track_caller]
+    fn down_ok(&self) -> Output {
+        support::succeeded("eas down", self.down())
+    }
+
+    /// `eas down`, which must succeed and leave none of the namespaces the install created; its
+    /// stderr.
+    #[track_caller]
+    fn down_removes_the_install(&self) -> String {
+        let err = text(&self.down_ok().stderr);
+        for ns in ["cert-manager", "kserve", "llm-inference"] {
+            assert!(!self.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
+        }
+        err
     }
 
     /// The stand-in installer's mode from now on (the `installer` ConfigMap it reads).
@@ -303,8 +361,7 @@ fn up_verify_down_and_down_again() {
     assert!(text(&down.stderr).contains("--skip nfd"), "{}", text(&down.stderr));
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 
-    let again = r.down();
-    assert!(again.status.success(), "{}", text(&again.stderr));
+    let again = r.down_ok();
     assert!(text(&again.stderr).contains("nothing to remove"), "{}", text(&again.stderr));
 }
 
@@ -332,8 +389,7 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     std::fs::create_dir_all(killed.join("eas")).unwrap();
     std::fs::write(killed.join("eas").join("half-checked-out"), "x").unwrap();
 
-    let second = r.up(&["--yes"]);
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    let second = r.up_ok(&["--yes"]);
     assert!(text(&second.stderr).contains("did not finish"), "{}", text(&second.stderr));
     assert_eq!(phase_status(&r.state_file().unwrap(), "verify"), "done");
     assert!(!killed.exists(), "a killed run's work tree is left in {}", cluster_dir.display());
@@ -418,17 +474,11 @@ fn down_waits_for_terminating_namespaces_and_ends_clean() {
     let _engine = support::docker::engine();
     let options = support::Options { namespace_terminating: Some(Duration::from_secs(3)), ..Default::default() };
     let r = run_with("ok", options);
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    r.up_ok(&["--yes"]);
     // Content the namespace controller has to remove: an empty namespace goes at once.
     r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "user-notes", "namespace": "kserve"}, "data": {}}));
-    let down = r.down();
-    let err = text(&down.stderr);
-    assert!(down.status.success(), "eas down failed:\n{err}");
-    for ns in ["cert-manager", "kserve", "llm-inference"] {
-        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
-    }
+    let err = r.down_removes_the_install();
     assert!(err.contains("waiting"), "says what it waits for:\n{err}");
     assert!(r.state_file().is_none(), "the record is gone after a complete down:\n{err}");
 }
@@ -440,9 +490,7 @@ fn down_waits_for_terminating_namespaces_and_ends_clean() {
 fn down_break_lock_removes_the_dead_runs_installer() {
     let _engine = support::docker::engine();
     let r = run("hang");
-    let (mut up, pid) = r.up_with_the_installer_hanging();
-    up.signal("-KILL");
-    let _ = up.exit();
+    let pid = r.killed_with_the_installer_hanging();
     assert_eq!(containers_of(pid).len(), 1, "the dead run's installer's container is left");
     r.set_mode("ok");
     assert!(r.server.object(&lease_key()).is_some(), "the killed run's Lease is left");
@@ -474,9 +522,7 @@ fn running_containers_of(pid: u32) -> Vec<String> {
 fn a_killed_up_leaves_no_installer_running_and_a_second_state_dir_proceeds_alone() {
     let _engine = support::docker::engine();
     let r = run("hang");
-    let (mut up, pid) = r.up_with_the_installer_hanging();
-    up.signal("-KILL");
-    let _ = up.exit();
+    let pid = r.killed_with_the_installer_hanging();
     // The stream closed with the process; the documented bound, polled.
     let closed = Instant::now();
     wait_for("the killed run's installer to end", Duration::from_secs(10), || running_containers_of(pid).is_empty());
@@ -557,8 +603,7 @@ fn a_deleted_taken_or_unrenewable_lease_stops_the_installer_and_says_why() {
         }
         if case == "deleted" {
             r.set_mode("ok");
-            let again = r.up(&["--yes"]);
-            assert!(again.status.success(), "{}", text(&again.stderr));
+            let again = r.up_ok(&["--yes"]);
             assert!(text(&again.stderr).contains("resuming"), "{}", text(&again.stderr));
         }
     }
@@ -577,8 +622,7 @@ fn a_lease_taken_over_keeps_its_uid_and_the_ledger_records_it() {
                  "renewTime": "2026-01-01T00:00:00.000000Z"}}));
     let planted = r.server.object(&lease_key()).unwrap();
     let uid = planted["metadata"]["uid"].as_str().unwrap().to_string();
-    let up = r.up(&["--yes", "--break-lock"]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    r.up_ok(&["--yes", "--break-lock"]);
     let state = r.state_file().unwrap();
     let own = state["ledger"]["own"].as_array().cloned().unwrap_or_default();
     let lease = own.iter().find(|o| o["kind"] == "Lease").unwrap_or_else(|| panic!("no Lease in the ledger: {state}"));
@@ -675,12 +719,7 @@ fn up_on_a_terminal_shows_the_plan_and_asks_and_no_changes_nothing() {
 fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
     let _engine = support::docker::engine();
     let r = run("hang");
-    let child = r.spawn_up_planned(&["--install-timeout", "8"], "install", 8);
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
-    assert!(err.contains("error: install:") && err.contains("no result within 8s"), "{err}");
+    let (pid, _) = r.up_stopped_past_its_timeout(&["--install-timeout", "8"], "install", 8);
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
     assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
 }
@@ -692,12 +731,7 @@ fn the_install_past_its_effective_timeout_is_stopped_and_exits_1() {
 fn prepare_past_its_effective_timeout_is_stopped_and_exits_1() {
     let _engine = support::docker::engine();
     let r = run("hang-init");
-    let child = r.spawn_up_planned(&["--phase-timeout", "prepare=8"], "prepare", 8);
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
-    assert!(err.contains("error: prepare:") && err.contains("no result within 8s"), "{err}");
+    let (pid, _) = r.up_stopped_past_its_timeout(&["--phase-timeout", "prepare=8"], "prepare", 8);
     assert!(r.install_log().contains("cloning the layer's repositories"), "the init ran: {}", r.install_log());
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
     let attempt = r.attempt_file().expect("a run stopped in prepare is an attempt");
@@ -803,8 +837,7 @@ fn a_dry_run_prints_the_plan_and_writes_nothing() {
     let r = run("ok");
     let out_dir = r.home.join("plan");
     let images_before = Command::new("docker").args(["images", "-q"]).output().unwrap().stdout;
-    let out = r.up(&["--dry-run", "--out", out_dir.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = r.up_ok(&["--dry-run", "--out", out_dir.to_str().unwrap()]);
     let plan = text(&out.stdout);
     contains_all(
         &plan,
@@ -835,8 +868,7 @@ fn the_inference_layer_deploys_the_catalog_entry_it_picked() {
     let _engine = support::docker::engine();
     let r = run("ok");
     // qwen3-0-6b is an entry of the synthetic EI catalog only, not one of eas's candidates.
-    let up = r.up(&["--yes", "--layer", "inference", "--model", "qwen3-0-6b"]);
-    assert!(up.status.success(), "eas up --layer inference failed:\n{}", text(&up.stderr));
+    r.up_ok(&["--yes", "--layer", "inference", "--model", "qwen3-0-6b"]);
     let key = ObjectKey { name: "qwen3-0-6b".into(), ..model_key() };
     assert!(r.server.object(&key).is_some(), "the autodeploy entry's model server was created");
     assert!(r.server.object(&model_key()).is_none(), "only the picked entry is deployed");
@@ -845,8 +877,7 @@ fn the_inference_layer_deploys_the_catalog_entry_it_picked() {
     let decisions = state["decisions"].to_string();
     assert!(decisions.contains("llm_services_deploy_models: true"), "{decisions}");
     assert!(decisions.contains("models.yaml qwen3-0-6b autodeploy: true"), "{decisions}");
-    let down = r.down();
-    assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// A background `eas` whose stderr is read as it comes (a full pipe would stall it), for the
@@ -925,6 +956,14 @@ impl Run {
         (up, pid)
     }
 
+    /// [`Run::up_with_the_installer_hanging`], SIGKILLed: the dead run's pid.
+    fn killed_with_the_installer_hanging(&self) -> u32 {
+        let (mut up, pid) = self.up_with_the_installer_hanging();
+        up.signal("-KILL");
+        let _ = up.exit();
+        pid
+    }
+
     /// `eas down --yes` signalled with `sig` once `ready(its pid)` holds: it exits 130 saying how
     /// to go on, leaves nothing running, and keeps the record, marked interrupted, with eas's own
     /// removals not begun (kserve, which only eas removes, is still there).
@@ -964,14 +1003,25 @@ impl Run {
     }
 }
 
+/// A later commit of the synthetic EI tree, on a branch of its own (`{branch}-{pid}`: the other
+/// tests' pins name the first one), holding a new file and `edit`'s changes: its sha. The tree
+/// is back on main after.
+fn later_ei_commit(branch: &str, edit: impl FnOnce(&Path)) -> String {
+    let ei = setup().repos.join("ei");
+    support::git(&ei, &["checkout", "-q", "-b", &format!("{branch}-{}", std::process::id())]);
+    std::fs::write(ei.join("LATER.txt"), "a later EI commit\n").unwrap();
+    edit(&ei);
+    support::git(&ei, &["add", "-A"]);
+    support::git(&ei, &["commit", "-qm", "later"]);
+    let sha = support::git(&ei, &["rev-parse", "HEAD"]);
+    support::git(&ei, &["checkout", "-q", "main"]);
+    sha
+}
+
 /// A CA bundle no earlier build has seen (the host's CAs and a new one): the bastion's context,
 /// and so every layer from its `COPY ca/` on, is new, and the build runs its pip step.
 fn new_ca_bundle(dir: &Path) -> PathBuf {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.distinguished_name.push(rcgen::DnType::CommonName, format!("eas interrupt test {}", dir.display()));
-    let pem = params.self_signed(&key).unwrap().pem();
+    let pem = support::tls_front::self_signed_ca(&format!("eas interrupt test {}", dir.display())).0.pem();
     let path = dir.join("ca-bundle.pem");
     std::fs::write(&path, format!("{}{pem}", std::fs::read_to_string(HOST_CA).unwrap())).unwrap();
     path
@@ -1073,8 +1123,7 @@ fn sigterm_during_the_install_leaves_the_record_pending_and_the_next_up_complete
     assert!(text(&down.stderr).contains("incomplete"), "{}", text(&down.stderr));
 
     r.set_mode("ok");
-    let again = r.up(&["--yes"]);
-    assert!(again.status.success(), "{}", text(&again.stderr));
+    r.up_ok(&["--yes"]);
     let ledger = &r.state_file().unwrap()["ledger"];
     assert!(ledger.get("pending").is_none() && ledger.get("incomplete").is_none(), "{ledger}");
     let created = ledger["created"]["namespaces"].to_string();
@@ -1162,9 +1211,7 @@ fn up_interrupted_while_verifying_marks_verify_interrupted() {
 #[test]
 fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_again_works() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    let r = installed();
     r.set_mode("teardown-hangs");
     // The teardown's first component (llm_services) removed its namespace; the next one hangs.
     r.interrupt_down("-TERM", "the teardown to hang", |pid| {
@@ -1172,8 +1219,7 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
     });
 
     r.set_mode("ok");
-    let again = r.down();
-    assert!(again.status.success(), "{}", text(&again.stderr));
+    let again = r.down_ok();
     for ns in ["cert-manager", "kserve", "llm-inference"] {
         assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{}", text(&again.stderr));
     }
@@ -1185,9 +1231,7 @@ fn down_interrupted_inside_the_teardown_container_keeps_the_record_and_down_agai
 #[test]
 fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_works() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    let r = installed();
     r.server.inject(Some("customresourcedefinitions"), support::Fault::Slow(Duration::from_secs(600)), None);
     r.server.clear_requests();
     r.interrupt_down("-INT", "down's snapshot", |_| {
@@ -1203,8 +1247,7 @@ fn down_interrupted_while_reading_the_cluster_keeps_the_record_and_down_again_wo
     assert_eq!(doc["installed"]["down"]["status"], "interrupted", "{doc}");
     let table = text(&r.eas().arg("status").output().unwrap().stdout);
     assert!(table.contains("last down interrupted") && table.contains("run eas down again"), "{table}");
-    let again = r.down();
-    assert!(again.status.success(), "{}", text(&again.stderr));
+    r.down_ok();
     assert!(!r.namespaces().contains(&"kserve".to_string()));
     assert!(r.state_file().is_none(), "the record is gone after a complete down");
 }
@@ -1324,9 +1367,7 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
 #[test]
 fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let r = installed();
     let state = r.state_file().expect("state.json");
     let dir = r.state.join(state["cluster_key"].as_str().unwrap());
     let kept = state["pins_kept"]["file"].as_str().expect("the record names its kept pins");
@@ -1370,8 +1411,7 @@ fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
     // Installed again, and the run's image gone by the time of `down`: the image is built again
     // from the pins the run kept (Docker's layer cache makes that quick), not from today's. A
     // second tag keeps the layers while the run's tag is removed.
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    r.up_ok(&["--yes"]);
     let tag = image.split(" (").next().unwrap().to_string();
     let keep = format!("{tag}-kept-by-test");
     let docker = |args: &[&str]| {
@@ -1397,9 +1437,7 @@ fn down_uses_the_runs_image_and_pins_whatever_the_pins_say_now() {
 #[test]
 fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let r = installed();
     let installed = r.state_file().expect("state.json");
     r.server.inject(Some("daemonsets"), support::Fault::Status(500, "etcd is down".into()), None);
     let again = r.up(&["--yes"]);
@@ -1412,12 +1450,7 @@ fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
     assert_eq!(doc["installed"]["layer"], "agent-toolkit", "{doc}");
     assert_eq!(doc["installed"]["outcome"], "succeeded", "{doc}");
     assert_eq!(doc["last_run"]["phase"], "facts", "{doc}");
-    let down = r.down();
-    let err = text(&down.stderr);
-    assert!(down.status.success(), "eas down failed:\n{err}");
-    for ns in ["cert-manager", "kserve", "llm-inference"] {
-        assert!(!r.namespaces().contains(&ns.to_string()), "{ns} was left:\n{err}");
-    }
+    let err = r.down_removes_the_install();
     assert!(err.contains("agent-toolkit removed"), "{err}");
     assert!(r.state_file().is_none() && r.attempt_file().is_none(), "down cleared the install and the attempt");
 }
@@ -1428,9 +1461,7 @@ fn a_failed_gate_after_an_install_keeps_the_install_and_down_removes_it() {
 #[test]
 fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
     let _engine = support::docker::engine();
-    let r = run("ok");
-    let up = r.up(&["--yes"]);
-    assert!(up.status.success(), "eas up failed:\n{}", text(&up.stderr));
+    let r = installed();
     let installed = r.state_file().expect("state.json");
     let args: Vec<String> = setup().down_args().into_iter().filter(|a| a != "--yes").collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1460,8 +1491,7 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
         r.server.requests()[before..].iter().filter(|q| q.method != "GET").map(|q| q.path.clone()).collect();
     assert_eq!(sent, Vec::<String>::new(), "a dry run sends no write");
     assert_eq!(r.state_file().as_ref(), Some(&installed), "the record is as it was");
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// The recorded cluster's one node.
@@ -1470,8 +1500,7 @@ fn down_on_a_terminal_lists_then_asks_and_no_or_end_of_input_changes_nothing() {
 fn installed_then(memory: &str, now: &str) -> (Run, String, Value) {
     let r = run("ok");
     r.server.update(&server_node(), node_memory(memory));
-    let first = r.up(&["--yes"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
+    r.up_ok(&["--yes"]);
     let was = plan_of(&r)["model_pick"]["name"].as_str().unwrap().to_string();
     r.server.update(&server_node(), node_memory(now));
     let plan = plan_of(&r);
@@ -1520,8 +1549,7 @@ fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
     // for the same pick, were it counted against the next run's budget.
     r.server.update(&server_node(), node_memory("50331648Ki"));
     assert_eq!(plan_of(&r)["run_kind"], "install");
-    let first = r.up(&["--yes"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
+    r.up_ok(&["--yes"]);
     let logs = log_files(&r);
     let plan = plan_of(&r);
     assert_eq!(plan["run_kind"], "up-to-date", "{}", plan["since_last"]);
@@ -1537,11 +1565,9 @@ fn a_second_up_after_a_completed_one_is_up_to_date_and_verifies_only() {
     assert_eq!(phase_status(&state, "verify"), "done");
     assert_eq!(state["exit_code"], 0);
 
-    let again = r.up(&["--yes", "--reinstall"]);
-    assert!(again.status.success(), "{}", text(&again.stderr));
+    r.up_ok(&["--yes", "--reinstall"]);
     assert_eq!(log_files(&r), logs + 1, "--reinstall runs the installer");
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
     // After `eas down` nothing is installed: the next `eas up` installs.
     assert_eq!(plan_of(&r)["run_kind"], "install");
     let key = std::fs::read_dir(&r.state).unwrap().flatten().map(|d| d.path()).find(|p| p.is_dir());
@@ -1598,16 +1624,14 @@ fn more_node_memory_keeps_the_model_and_repick_changes_it() {
     );
     let was_key = ObjectKey { name: was.clone(), ..model_key() };
     assert!(r.server.object(&was_key).is_some(), "the first run deployed {was}");
-    let second = r.up(&["--yes", "--repick"]);
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    r.up_ok(&["--yes", "--repick"]);
     assert!(r.install_log().contains(&format!("undeployed: {was}")), "{}", r.install_log());
     assert!(r.server.object(&was_key).is_none(), "{was} is still deployed");
     assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is not deployed");
     // And the new pick is the installed one from now on: the next plan keeps it, up to date.
     let plan = plan_of(&r);
     assert_eq!((plan["run_kind"].as_str(), plan["model_pick"]["name"].as_str()), (Some("up-to-date"), Some(&*picked)));
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// Issue 32 item 4: the node shrinks below the installed model: it is not kept, the pick is
@@ -1628,8 +1652,7 @@ fn a_node_that_shrinks_below_the_kept_model_picks_again_and_says_why() {
     let shown = words(&r.up(&["--dry-run"]).stdout);
     assert!(shown.contains(&format!("decision model: {was} (")), "{shown}");
     assert!(shown.contains(&format!("because the installed model {was} is not kept")), "{shown}");
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// Issue 32 item 3: runs remember their inputs. The install (of the inference layer, not the
@@ -1694,8 +1717,7 @@ fn after_an_install_up_with_no_flags_is_up_to_date() {
     let doctor: Value = serde_json::from_str(&files["doctor.json"]).unwrap();
     let failed: Vec<&Value> = doctor["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").collect();
     assert_eq!(failed, Vec::<&Value>::new(), "{doctor}");
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// Issue 22: the pins move (a new EI commit) after a completed run: the plan is `upgrade`, the
@@ -1705,48 +1727,33 @@ fn after_an_install_up_with_no_flags_is_up_to_date() {
 #[test]
 fn changed_pins_upgrade_through_init_upgrade_and_down_keeps_what_was_there() {
     let _engine = support::docker::engine();
-    let s = setup();
     let r = run("ok");
     let before = r.namespaces();
-    let first = r.up(&["--yes"]);
-    assert!(first.status.success(), "{}", text(&first.stderr));
-    // A later EI commit on a branch of its own (the other tests' pins name the first one), and
-    // pins naming it; the other rows unchanged.
-    let ei = s.repos.join("ei");
-    let branch = format!("later-{}", std::process::id());
-    support::git(&ei, &["checkout", "-q", "-b", &branch]);
-    std::fs::write(ei.join("UPGRADE.txt"), "a later EI commit\n").unwrap();
-    // Upstream moves an entry eas does not pick to another server version.
-    let catalog = ei.join("model_manager/models.yaml");
-    let was = std::fs::read_to_string(&catalog).unwrap();
-    let moved = was.replacen(
-        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.24.0\"",
-        "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.19.1\"",
-        1,
-    );
-    assert_ne!(moved, was);
-    // And the pick's own memory: the upgrade decides against the copy init seeded (with eas's
-    // edits), which is what the installer reads, not the new catalog's 20Gi.
-    let moved = moved.replacen(
-        "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 16Gi",
-        "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 20Gi",
-        1,
-    );
-    assert!(moved.contains("memory: 20Gi"), "the synthetic catalog's qwen2-5-coder-7b entry changed shape");
-    std::fs::write(&catalog, moved).unwrap();
-    support::git(&ei, &["add", "-A"]);
-    support::git(&ei, &["commit", "-qm", "later"]);
-    let sha = support::git(&ei, &["rev-parse", "HEAD"]);
-    support::git(&ei, &["checkout", "-q", "main"]);
-    let pins = r.home.join("pins.json");
-    std::fs::copy(&s.pins, &pins).unwrap();
+    r.up_ok(&["--yes"]);
+    // A later EI commit, and pins naming it; the other rows unchanged.
+    let sha = later_ei_commit("later", |ei| {
+        // Upstream moves an entry eas does not pick to another server version.
+        let catalog = ei.join("model_manager/models.yaml");
+        let was = std::fs::read_to_string(&catalog).unwrap();
+        let moved = was.replacen(
+            "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.24.0\"",
+            "model_id: BAAI/bge-base-en-v1.5\n    category: embed\n    runtime: vllm\n    server_version: \"0.19.1\"",
+            1,
+        );
+        assert_ne!(moved, was);
+        // And the pick's own memory: the upgrade decides against the copy init seeded (with eas's
+        // edits), which is what the installer reads, not the new catalog's 20Gi.
+        let moved = moved.replacen(
+            "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 16Gi",
+            "model_id: Qwen/Qwen2.5-Coder-7B-Instruct\n    category: llm\n    runtime: vllm\n    server_version: \"0.24.0\"\n    cpu: 16\n    memory: 20Gi",
+            1,
+        );
+        assert!(moved.contains("memory: 20Gi"), "the synthetic catalog's qwen2-5-coder-7b entry changed shape");
+        std::fs::write(&catalog, moved).unwrap();
+    });
+    let pins = r.own_pins();
     support::trees::point_main_pins(&pins, &[("ei".to_string(), sha.clone())]);
-    let args = |extra: &[&str]| {
-        let mut v = r.up_args(extra);
-        let at = v.iter().position(|a| a == "--pins").unwrap();
-        v[at + 1] = pins.display().to_string();
-        v
-    };
+    let args = |extra: &[&str]| r.up_args_pinned(&pins, extra);
     let plan = r.eas().args(args(&["--dry-run", "--output", "json"])).output().unwrap();
     let plan: Value = serde_json::from_slice(&plan.stdout).unwrap_or_else(|_| panic!("{}", text(&plan.stderr)));
     assert_eq!(plan["run_kind"], "upgrade", "{}", plan["since_last"]);
@@ -1862,8 +1869,7 @@ fn a_proxied_install_writes_no_proxy_where_the_installer_reads_it_and_the_passwo
         }
     }
     assert_eq!(leaks, Vec::<String>::new(), "the proxy password was written");
-    let down = r.down();
-    assert!(down.status.success(), "eas down failed:\n{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// `--probe-nodes` on a real run (#21): with no `--containerd-config` and no k3d container on the
@@ -1895,8 +1901,7 @@ fn a_real_run_with_probe_nodes_records_its_probe_pod_in_the_ledger() {
     assert!(probe["holder"].as_str().unwrap().contains("probe of node k3d-gpu-server-0, deleted"), "{probe}");
     let left: Vec<String> = r.server.names("v1", "pods").into_iter().filter(|p| p.contains("eas-probe-")).collect();
     assert_eq!(left, Vec::<String>::new());
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }
 
 /// Issue 32: a reviewed plan, applied exactly. `eas up --dry-run --out DIR` saves the plan on the
@@ -1907,19 +1912,12 @@ fn a_real_run_with_probe_nodes_records_its_probe_pod_in_the_ledger() {
 #[test]
 fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     let _engine = support::docker::engine();
-    let s = setup();
     let r = run("ok");
     let node = server_node();
     r.server.update(&node, node_memory("50331648Ki"));
-    let pins = r.home.join("pins.json");
-    std::fs::copy(&s.pins, &pins).unwrap();
+    let pins = r.own_pins();
     let saved = r.home.join("reviewed");
-    let with_pins = |extra: &[&str]| {
-        let mut v = r.up_args(extra);
-        let at = v.iter().position(|a| a == "--pins").unwrap();
-        v[at + 1] = pins.display().to_string();
-        v
-    };
+    let with_pins = |extra: &[&str]| r.up_args_pinned(&pins, extra);
     let dry = r.eas().args(with_pins(&["--dry-run", "--out", saved.to_str().unwrap()])).output().unwrap();
     let err = text(&dry.stderr);
     assert!(dry.status.success(), "{err}");
@@ -1970,14 +1968,7 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     r.server.update(&node, node_memory("50331648Ki"));
 
     // The pins file moves EI's pin to a later commit: named, with both commits.
-    let repo = s.repos.join("ei");
-    let branch = format!("saved-plan-{}", std::process::id());
-    support::git(&repo, &["checkout", "-q", "-b", &branch]);
-    std::fs::write(repo.join("LATER.txt"), "a later EI commit\n").unwrap();
-    support::git(&repo, &["add", "-A"]);
-    support::git(&repo, &["commit", "-qm", "later"]);
-    let later = support::git(&repo, &["rev-parse", "HEAD"]);
-    support::git(&repo, &["checkout", "-q", "main"]);
+    let later = later_ei_commit("saved-plan", |_| {});
     support::trees::point_main_pins(&pins, &[("ei".to_string(), later.clone())]);
     let lines = refused_for("a moved pin");
     assert!(lines.contains(&format!("pin ei: {ei} in the saved plan, {later} now")), "{lines:?}");
@@ -1985,7 +1976,7 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
 
     // As reviewed: on a terminal without --yes it still asks ("n" changes nothing), then with
     // --yes it is applied, and what it installs is the plan's pick.
-    std::fs::copy(&s.pins, &pins).unwrap();
+    r.own_pins(); // the setup's pins again, at the same path
     let asked = args(&[]);
     let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
     let out = support::on_a_terminal(r.eas(), &asked, &r.home, "n\n");
@@ -1998,6 +1989,5 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     let state = r.state_file().unwrap();
     assert_eq!(phase_status(&state, "verify"), "done");
     assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is deployed");
-    let down = r.down();
-    assert!(down.status.success(), "{}", text(&down.stderr));
+    r.down_ok();
 }

@@ -9,6 +9,7 @@ pub mod forward_proxy;
 pub mod hf;
 pub mod kserve;
 pub mod planning;
+pub mod sentinels;
 pub mod stalled_docker;
 #[cfg(feature = "docker-tests")]
 pub mod synthetic_install;
@@ -248,6 +249,13 @@ pub fn state_record(state: &Path, rel: &str) -> Option<serde_json::Value> {
 
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// `out`, once it is a success; else the test fails naming `what`, its exit and its stderr.
+#[track_caller]
+pub fn succeeded(what: &str, out: Output) -> Output {
+    assert!(out.status.success(), "{what} failed ({}):\n{}", out.status, text(&out.stderr));
+    out
 }
 
 /// Replaces the parts of output that change from run to run.

@@ -51,29 +51,38 @@ pub struct TestCa {
 }
 
 pub fn localhost_ca(common_name: &str) -> TestCa {
+    let (ca_cert, issuer) = self_signed_ca(common_name);
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth();
+    let (chain, key) = signed_for(&["localhost"], &issuer);
+    TestCa {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config.with_single_cert(chain, key).unwrap())),
+        pem: ca_cert.pem(),
+        der: ca_cert.der().to_vec(),
+    }
+}
+
+/// A throwaway CA named `common_name`: its certificate, and the issuer that signs with its key.
+pub fn self_signed_ca(common_name: &str) -> (rcgen::Certificate, rcgen::Issuer<'static, rcgen::KeyPair>) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     ca_params.distinguished_name.push(rcgen::DnType::CommonName, common_name);
     let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf =
-        rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&leaf_key, &issuer).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![leaf.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
-        )
-        .unwrap();
-    TestCa {
-        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
-        pem: ca_cert.pem(),
-        der: ca_cert.der().to_vec(),
-    }
+    (ca_cert, rcgen::Issuer::new(ca_params, ca_key))
+}
+
+/// A serving certificate for `names` signed by `issuer`, with its key, as rustls serves them.
+pub fn signed_for(
+    names: &[&str],
+    issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
+) -> (Vec<rustls::pki_types::CertificateDer<'static>>, rustls::pki_types::PrivateKeyDer<'static>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cert = rcgen::CertificateParams::new(names).unwrap().signed_by(&key, issuer).unwrap();
+    (vec![cert.der().clone()], rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()))
 }
 
 fn start(serve: Serve) -> TlsFront {

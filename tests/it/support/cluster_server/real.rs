@@ -177,18 +177,8 @@ pub struct ClusterTls {
 
 pub fn cluster_tls() -> ClusterTls {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "k3s-server-ca");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-
-    let serving_key = rcgen::KeyPair::generate().unwrap();
-    let serving = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&serving_key, &issuer)
-        .unwrap();
+    let (ca_cert, issuer) = crate::support::tls_front::self_signed_ca("k3s-server-ca");
+    let (chain, serving_key) = crate::support::tls_front::signed_for(&["127.0.0.1", "localhost"], &issuer);
 
     let client_key = rcgen::KeyPair::generate().unwrap();
     let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -207,10 +197,7 @@ pub fn cluster_tls() -> ClusterTls {
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            vec![serving.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(serving_key.serialize_der().into()),
-        )
+        .with_single_cert(chain, serving_key)
         .unwrap();
     ClusterTls {
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
