@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 use tokio_util::io::SyncIoBridge;
+use tower::layer::layer_fn;
 
 /// Items asked for per page. Kubernetes supports clusters of up to 5000 nodes, so every list
 /// of a supported cluster's nodes is one call; `continue` is still followed past that. Pages are
@@ -114,7 +115,7 @@ pub async fn target(
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
     let built = kube::client::ClientBuilder::try_from(config).map(|b| {
         // Every answer capped (kube's own get and list calls read theirs whole), then logged.
-        b.with_layer(&crate::net::body_limit::BodyLimit).with_layer(&crate::net::api_log::ApiLog).build()
+        b.with_layer(&layer_fn(crate::net::body_limit::limited)).with_layer(&layer_fn(crate::net::api_log::logged)).build()
     });
     let client = built.map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
         Some(line) => TargetError::Plugin(line),

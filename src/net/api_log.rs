@@ -10,20 +10,14 @@ use std::time::Instant;
 
 use http::{Request, Response};
 
-/// Wraps a client service in [`Logged`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ApiLog;
-
-impl<S> tower::Layer<S> for ApiLog {
-    type Service = Logged<S>;
-    fn layer(&self, inner: S) -> Logged<S> {
-        Logged { inner }
-    }
-}
-
+/// A client service whose calls are logged; the layer is `tower::layer::layer_fn(logged)`.
 #[derive(Clone, Debug)]
 pub struct Logged<S> {
     inner: S,
+}
+
+pub fn logged<S>(inner: S) -> Logged<S> {
+    Logged { inner }
 }
 
 /// The line `-v` prints for a call. Pure.

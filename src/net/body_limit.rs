@@ -28,20 +28,14 @@ pub const PAGE: u64 = 1 << 30;
 #[derive(Clone, Copy, Debug)]
 pub struct Streamed;
 
-/// Wraps a client service in [`Limited`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BodyLimit;
-
-impl<S> tower::Layer<S> for BodyLimit {
-    type Service = Limited<S>;
-    fn layer(&self, inner: S) -> Limited<S> {
-        Limited { inner }
-    }
-}
-
+/// A client service whose answers are capped; the layer is `tower::layer::layer_fn(limited)`.
 #[derive(Clone, Debug)]
 pub struct Limited<S> {
     inner: S,
+}
+
+pub fn limited<S>(inner: S) -> Limited<S> {
+    Limited { inner }
 }
 
 /// The error a body past its limit ends with; kube reports it as the call's error.

@@ -94,19 +94,6 @@ mod tests {
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            let dest = to.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
-                copy(&e.path(), &dest);
-            } else {
-                std::fs::copy(e.path(), dest).unwrap();
-            }
-        }
-    }
-
     fn pins(main: &str, rc: &str) -> Pins {
         let row = |profile: &str, sha: &str| {
             serde_json::json!({"profile": profile, "name": "eas", "repo": "intel/enterprise-ai-solutions",
@@ -129,7 +116,8 @@ mod tests {
     fn a_stop_at_main_names_the_rc_profile_and_its_command() {
         let tmp = tempfile::tempdir().unwrap();
         let up = tmp.path().join("up");
-        copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/synthetic/eas"), &up);
+        let synthetic = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/synthetic/eas");
+        assert!(Command::new("cp").arg("-R").arg(synthetic).arg(&up).status().unwrap().success());
         git(&up, &["init", "-q", "-b", "main"]);
         git(&up, &["add", "-A"]);
         git(&up, &["commit", "-qm", "release-1.2 layout"]);

@@ -258,27 +258,15 @@ pub fn render(plan: &Plan, view: View) -> String {
     section("warnings:".into(), lines);
     let mut lines = Vec::new();
     for p in &plan.overlay {
-        let mark = match p.outcome {
-            PatchOutcome::Apply => "apply",
-            PatchOutcome::Skip => "skip",
-            PatchOutcome::Merged => "merged",
-            PatchOutcome::Fixed => "fixed",
-            PatchOutcome::Stop => "STOP",
-        };
         let cite = if view.explain { format!(" [{}]", p.permalink) } else { String::new() };
         let text = format!("{}: {} -> {}{cite}", p.id, p.fact, p.choice);
-        lines.extend(wrap(&text, view.width, &format!("  {mark:<6} "), 2 + HANG));
+        lines.extend(wrap(&text, view.width, &format!("  {:<6} ", outcome_mark(p.outcome)), 2 + HANG));
     }
     section("overlay:".into(), lines);
     let mut lines = Vec::new();
     for p in &plan.phases {
-        let mark = match p.dry_run {
-            DryRun::Runs => "ran",
-            DryRun::ReadsOnly => "read-only",
-            DryRun::Stops => "not run",
-        };
         let timeouts = format!("{}/{}", plan::duration(p.plan_timeout_secs), plan::duration(p.timeout_secs));
-        let head = format!("  {:<9} {:>9}  {:<9}  ", p.name, timeouts, mark);
+        let head = format!("  {:<9} {:>9}  {:<9}  ", p.name, timeouts, dry_run_mark(p.dry_run));
         lines.extend(wrap(&p.says, view.width, &head, head.len()));
     }
     section("phases (plan/act timeout, in this dry run):".into(), lines);
@@ -286,6 +274,26 @@ pub fn render(plan: &Plan, view: View) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
+}
+
+/// A patch's outcome as the overlay section marks it.
+fn outcome_mark(o: PatchOutcome) -> &'static str {
+    match o {
+        PatchOutcome::Apply => "apply",
+        PatchOutcome::Skip => "skip",
+        PatchOutcome::Merged => "merged",
+        PatchOutcome::Fixed => "fixed",
+        PatchOutcome::Stop => "STOP",
+    }
+}
+
+/// What the dry run did with a phase, as the phases section marks it (in the past tense).
+fn dry_run_mark(d: DryRun) -> &'static str {
+    match d {
+        DryRun::Runs => "ran",
+        DryRun::ReadsOnly => "read-only",
+        DryRun::Stops => "not run",
+    }
 }
 
 #[cfg(test)]

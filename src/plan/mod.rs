@@ -40,21 +40,29 @@ pub enum PhaseId {
     Unlock,
 }
 
-impl PhaseId {
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
+/// A phase table's id: its row in `$rows` (`spec`), its name, and the name as it prints. Both
+/// tables (`eas up`'s and `eas down`'s) look their rows up the same way.
+macro_rules! table_id {
+    ($id:ty, $spec:ty, $rows:expr) => {
+        impl $id {
+            pub fn name(self) -> &'static str {
+                self.spec().name
+            }
 
-    pub fn spec(self) -> &'static PhaseSpec {
-        PHASES.iter().find(|p| p.id == self).expect("every phase has a row")
-    }
+            pub fn spec(self) -> &'static $spec {
+                $rows.iter().find(|p| p.id == self).expect("every phase has a row in its table")
+            }
+        }
+
+        impl fmt::Display for $id {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
 }
 
-impl fmt::Display for PhaseId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+table_id!(PhaseId, PhaseSpec, PHASES);
 
 /// What a dry run does with a phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -360,21 +368,7 @@ pub enum DownId {
     Purge,
 }
 
-impl DownId {
-    pub fn name(self) -> &'static str {
-        self.spec().name
-    }
-
-    pub fn spec(self) -> &'static DownSpec {
-        DOWN_PHASES.iter().find(|p| p.id == self).expect("every down phase has a row")
-    }
-}
-
-impl fmt::Display for DownId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+table_id!(DownId, DownSpec, DOWN_PHASES);
 
 #[derive(Debug)]
 pub struct DownSpec {

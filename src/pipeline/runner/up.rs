@@ -164,7 +164,8 @@ impl Runner<Up> {
         let planned = async { Ok(p.plan(cx, &mut found).await) };
         let r = window(limit, false, &self.interrupt, planned, || timed_out(P::ID, limit)).await;
         let r = r.unwrap_or_else(|f| Err(NoPlan::from(f)));
-        self.settle(p, r, found)
+        self.journal_plan(P::ID, &r, &found);
+        self.decide(p, r, found)
     }
 
     /// Three plan halves side by side (the bastion image's plan, the facts, the trees), each in
@@ -211,16 +212,6 @@ impl Runner<Up> {
         let b = self.decide(b, rb, fb)?;
         let c = self.decide(c, rc, fc)?;
         Ok((a, b, c))
-    }
-
-    fn settle<P: Phase<Up>>(
-        &mut self,
-        p: &mut P,
-        r: Result<P::Planned, NoPlan>,
-        found: Vec<Failure>,
-    ) -> Result<Option<P::Planned>, Failure> {
-        self.journal_plan(P::ID, &r, &found);
-        self.decide(p, r, found)
     }
 
     /// The plan half's journal entry: done, failed (a check failed, with the first one's cause)
