@@ -115,7 +115,9 @@ pub async fn target(
     let plugin = crate::net::exec_auth::Plugin::of(&config.auth_info);
     let built = kube::client::ClientBuilder::try_from(config).map(|b| {
         // Every answer capped (kube's own get and list calls read theirs whole), then logged.
-        b.with_layer(&layer_fn(crate::net::body_limit::limited)).with_layer(&layer_fn(crate::net::api_log::logged)).build()
+        b.with_layer(&layer_fn(crate::net::body_limit::limited))
+            .with_layer(&layer_fn(crate::net::api_log::logged))
+            .build()
     });
     let client = built.map_err(|e| match plugin.as_ref().and_then(|p| p.describe(&e)) {
         Some(line) => TargetError::Plugin(line),

@@ -686,7 +686,6 @@ fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_exp
 // every output, log, state file, out file and temporary file of the commands that read the
 // cluster is grepped.
 
-
 /// A kubeconfig for `url` whose context's user is `user` (YAML), with a second, unused user that
 /// holds a password and a client key.
 fn sentinel_kubeconfig(path: &Path, url: &str, user: &str) {

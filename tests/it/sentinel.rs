@@ -14,10 +14,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use support::synthetic_install::{self, CLUSTER, MODEL};
 use support::sentinels::{self, *};
+use support::synthetic_install::{self, CLUSTER, MODEL};
 use support::{ClusterServer, Options};
-
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {

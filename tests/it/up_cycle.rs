@@ -133,7 +133,10 @@ impl Run {
         let out = child.wait_with_output().unwrap();
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(err.contains(&format!("error: {phase}:")) && err.contains(&format!("no result within {secs}s")), "{err}");
+        assert!(
+            err.contains(&format!("error: {phase}:")) && err.contains(&format!("no result within {secs}s")),
+            "{err}"
+        );
         (pid, err)
     }
 

@@ -252,6 +252,7 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// `out`, once it is a success; else the test fails naming `what`, its exit and its stderr.
+#[cfg(feature = "docker-tests")]
 #[track_caller]
 pub fn succeeded(what: &str, out: Output) -> Output {
     assert!(out.status.success(), "{what} failed ({}):\n{}", out.status, text(&out.stderr));

@@ -25,5 +25,9 @@ pub const S_PROXY: &str = "SNTLproxyPASS31";
 pub fn forms() -> Vec<String> {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(&S_TOKEN.as_bytes()[..S_TOKEN.len() / 3 * 3]);
-    [S_TOKEN, S_STATIC, S_PASSWORD, S_KEY_LINE, S_PLUGIN_ENV, S_HF, S_ADMIN, S_PROXY].iter().map(|s| s.to_string()).chain([b64]).collect()
+    [S_TOKEN, S_STATIC, S_PASSWORD, S_KEY_LINE, S_PLUGIN_ENV, S_HF, S_ADMIN, S_PROXY]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([b64])
+        .collect()
 }

@@ -177,8 +177,8 @@ pub struct ClusterTls {
 
 pub fn cluster_tls() -> ClusterTls {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let (ca_cert, issuer) = crate::support::tls_front::self_signed_ca("k3s-server-ca");
-    let (chain, serving_key) = crate::support::tls_front::signed_for(&["127.0.0.1", "localhost"], &issuer);
+    let (ca_cert, issuer) = super::super::tls_front::self_signed_ca("k3s-server-ca");
+    let (chain, serving_key) = super::super::tls_front::signed_for(&["127.0.0.1", "localhost"], &issuer);
 
     let client_key = rcgen::KeyPair::generate().unwrap();
     let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
