@@ -13,13 +13,13 @@ use base64::Engine;
 pub const MASK: &str = "***";
 
 /// The rules a mask is counted under: a value eas knows, and each shape.
-pub const KNOWN_VALUE: &str = "known-value";
-pub const PRIVATE_KEY: &str = "private-key";
-pub const BEARER: &str = "bearer-token";
-pub const PASSWORD_COLON: &str = "password:";
-pub const PASSWORD_EQUALS: &str = "password=";
-pub const URL_USERINFO: &str = "url-userinfo";
-pub const HF_TOKEN: &str = "hf-token";
+const KNOWN_VALUE: &str = "known-value";
+const PRIVATE_KEY: &str = "private-key";
+const BEARER: &str = "bearer-token";
+const PASSWORD_COLON: &str = "password:";
+const PASSWORD_EQUALS: &str = "password=";
+const URL_USERINFO: &str = "url-userinfo";
+const HF_TOKEN: &str = "hf-token";
 
 /// How many masks each rule made.
 pub type ByRule = std::collections::BTreeMap<&'static str, usize>;
