@@ -14,16 +14,61 @@ const DRY_RUN_ONLY: &[(&str, bool)] =
 
 /// Settings `eas up` reads from the environment when their flag is not given, with the flag: the
 /// commands eas prints carry them as flags, so a line pasted into another shell runs the same.
-/// `EAS_CONFIG` too: the config file is not remembered (only what it resolved to), so a line that
-/// needs it names it. Secrets are never among them (a line that needs one says to set it:
-/// [`with_secrets`]). The host's own variables (`KUBECONFIG`, `XDG_STATE_HOME`, `DOCKER_HOST`,
-/// the proxy's) are not eas's inputs alone and stay the shell's.
-const FROM_ENV: &[(&str, &str)] = &[
-    ("EAS_CA_BUNDLE", "--ca-bundle"),
-    ("EAS_BASE_IMAGE", "--base-image"),
-    ("EAS_PINS", "--pins"),
-    (crate::settings::file::ENV_VAR, "--config"),
+/// Secrets are never among them (a line that needs one says to set it: [`with_secrets`]). The
+/// global ones are [`GLOBAL_INPUTS`]'. The host's own variables (`KUBECONFIG`, `XDG_STATE_HOME`,
+/// `DOCKER_HOST`, the proxy's) are not eas's inputs alone and stay the shell's.
+const FROM_ENV: &[(&str, &str)] = &[("EAS_BASE_IMAGE", "--base-image"), ("EAS_PINS", "--pins")];
+
+/// The global flags that are a run's inputs (the config file, the cluster, the state, the CA
+/// bundle), each with the variable that stands for it when it is not typed: `EAS_CONFIG` too,
+/// since the config file is not remembered (only what it resolved to). The presentation flags
+/// (`-v`, `--progress`...) are not inputs.
+const GLOBAL_INPUTS: &[(&str, Option<&str>)] = &[
+    ("--config", Some(crate::settings::file::ENV_VAR)),
+    ("--kubeconfig", None),
+    ("--context", None),
+    ("--state-dir", None),
+    ("--ca-bundle", Some("EAS_CA_BUNDLE")),
 ];
+
+/// The global inputs every command eas prints for the next run repeats: each as typed on this
+/// command line (before the command or after it), then the variables that stand for one not
+/// typed, as flags. The one builder of the global part of every such command, `eas up`'s
+/// ([`up_words`]) and `eas down`'s, `verify`'s and `doctor`'s (`state::resume::Invocation`), so
+/// one `next:` line never names the cluster two ways. A config file found as `./eas.yaml` is not
+/// named: the next command, in the same directory, finds it.
+pub fn global_words(env: &Env) -> Vec<String> {
+    let (mut words, _) = split_globals(env.args.get(1..).unwrap_or_default());
+    for (flag, var) in GLOBAL_INPUTS {
+        if let Some(value) = var.and_then(|v| env.nonempty(v)).filter(|_| !given(&env.args, flag)) {
+            words.extend([flag.to_string(), value]);
+        }
+    }
+    words
+}
+
+/// `args` split into the global inputs among them (each with its value) and the rest.
+fn split_globals(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut globals, mut rest) = (Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        if !GLOBAL_INPUTS.iter().any(|(f, _)| *f == name) {
+            rest.push(a.clone());
+            continue;
+        }
+        globals.push(a.clone());
+        if !a.contains('=') {
+            globals.extend(it.next().cloned());
+        }
+    }
+    (globals, rest)
+}
+
+/// Whether `flag` is typed in `args` (`--flag value` or `--flag=value`).
+fn given(args: &[String], flag: &str) -> bool {
+    args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
 
 /// `eas up --yes` with the user's flags, from the command line as typed (`env.args`, `args[0]` the
 /// program) and the settings taken from the environment; `None` unless it is an `eas up` command
@@ -45,7 +90,8 @@ const SELECTION: &[(&str, bool)] = &[
     ("--plan", true),
 ];
 
-/// [`apply_command`] as words: `eas`, the global flags typed before `up`, `up`, `--yes`, the rest.
+/// [`apply_command`] as words: `eas`, the global inputs ([`global_words`]), the other flags typed
+/// before `up`, `up`, `--yes`, the rest.
 pub fn up_words(env: &Env) -> Option<Vec<String>> {
     words(env, None)
 }
@@ -62,11 +108,13 @@ fn words(env: &Env, saved: Option<&str>) -> Option<Vec<String>> {
     let args = &env.args;
     let up = args.iter().position(|a| a == "up")?;
     let mut words = vec!["eas".to_string()];
-    words.extend(args[1..up].iter().cloned());
+    words.extend(global_words(env));
+    words.extend(split_globals(&args[1..up]).1);
     words.extend(["up".to_string(), "--yes".to_string()]);
     let dropped = DRY_RUN_ONLY.iter().chain(SELECTION.iter().filter(|_| saved.is_some()));
     let dropped: Vec<&(&str, bool)> = dropped.collect();
-    let mut rest = args[up + 1..].iter();
+    let after = split_globals(&args[up + 1..]).1;
+    let mut rest = after.iter();
     while let Some(a) = rest.next() {
         let (name, inline) = match a.split_once('=') {
             Some((n, _)) if n.starts_with("--") => (n, true),
@@ -82,7 +130,7 @@ fn words(env: &Env, saved: Option<&str>) -> Option<Vec<String>> {
             None => words.push(a.clone()),
         }
     }
-    let given = |flag: &str| args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')));
+    let given = |flag: &str| given(args, flag);
     if let Some(dir) = saved {
         words.extend(["--plan".to_string(), dir.to_string()]);
     }
@@ -249,14 +297,14 @@ mod tests {
         let env = typed(line, &vars);
         assert_eq!(
             apply_saved(&env, "plan").as_deref(),
-            Some("eas --context k up --yes --eas-repo /m/eas --probe-nodes --plan plan --ca-bundle /ca.pem")
+            Some("eas --context k --ca-bundle /ca.pem up --yes --eas-repo /m/eas --probe-nodes --plan plan")
         );
         let again = typed("eas up --dry-run --plan old --out new --ref 0123", &vars);
-        assert_eq!(apply_saved(&again, "new").as_deref(), Some("eas up --yes --plan new --ca-bundle /ca.pem"));
+        assert_eq!(apply_saved(&again, "new").as_deref(), Some("eas --ca-bundle /ca.pem up --yes --plan new"));
         let applying = typed("eas up --yes --plan plan --eas-repo /m/eas", &vars);
         assert_eq!(
             apply_command(&applying).as_deref(),
-            Some("eas up --yes --plan plan --eas-repo /m/eas --ca-bundle /ca.pem")
+            Some("eas --ca-bundle /ca.pem up --yes --plan plan --eas-repo /m/eas")
         );
         assert_eq!(apply_saved(&typed("eas down --dry-run", &[]), "plan"), None);
     }
@@ -283,8 +331,8 @@ mod tests {
         assert_eq!(
             apply_command(&env).as_deref(),
             Some(
-                "eas --context k up --yes --base-image=b@sha256:cd --layer inference --ca-bundle /etc/proxy-ca.pem \
-                 --config site/eas.yaml"
+                "eas --context k --config site/eas.yaml --ca-bundle /etc/proxy-ca.pem up --yes --base-image=b@sha256:cd \
+                 --layer inference"
             )
         );
         // A --config typed (before the command or after it) wins over EAS_CONFIG, and is not repeated.

@@ -79,9 +79,6 @@ pub struct ConfigFile {
     pub shown: PathBuf,
     /// The file, absolute (what a child eas is given as `--config`).
     pub path: PathBuf,
-    /// How it was named: `--config` or `EAS_CONFIG`; `None` when found as `./eas.yaml`. A command
-    /// printed for the next run names a named file with `--config` (`state::resume`).
-    pub named_by: Option<&'static str>,
     values: BTreeMap<String, Value>,
 }
 
@@ -126,7 +123,6 @@ const SCHEMA_HINT: &str = "`eas schema eas-config/v1` lists every key; `eas init
 /// is bad input.
 pub fn find(flag: Option<&Path>, env_var: Option<&str>, cwd: &Path) -> Result<Option<ConfigFile>, FileError> {
     let named = flag.map(|p| (p.to_path_buf(), "--config")).or_else(|| env_var.map(|v| (PathBuf::from(v), ENV_VAR)));
-    let named_by = named.as_ref().map(|(_, by)| *by);
     let (path, shown) = match named {
         Some((p, by)) if !cwd.join(&p).is_file() => {
             return Err(FileError {
@@ -143,7 +139,7 @@ pub fn find(flag: Option<&Path>, env_var: Option<&str>, cwd: &Path) -> Result<Op
         hint: "name a readable eas.yaml",
     })?;
     let file = parse(&text, &shown, path.parent().unwrap_or(cwd))?;
-    Ok(Some(ConfigFile { path: std::path::absolute(&path).unwrap_or(path), named_by, ..file }))
+    Ok(Some(ConfigFile { path: std::path::absolute(&path).unwrap_or(path), ..file }))
 }
 
 /// `text` as eas-config/v1: `shown` names the file in errors and in the plan, relative paths
@@ -181,7 +177,7 @@ pub fn parse(text: &str, shown: &Path, dir: &Path) -> Result<ConfigFile, FileErr
     if values.contains_key("profile") && values.contains_key("ref") {
         return Err(bad("both `profile` and `ref`: a run selects one".into()));
     }
-    Ok(ConfigFile { shown: shown.to_path_buf(), path: dir.join(shown), named_by: None, values })
+    Ok(ConfigFile { shown: shown.to_path_buf(), path: dir.join(shown), values })
 }
 
 /// `value` checked as a `ty`, a path made absolute against `dir`; else what was expected.

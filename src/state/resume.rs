@@ -105,7 +105,8 @@ pub fn plan_resume(prev: Option<&State>, inputs: &BTreeMap<PhaseId, String>) -> 
 /// The flags a follow-up command must repeat to act on the same cluster and install.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Invocation {
-    /// `--kubeconfig`, `--context`, `--state-dir` as the user gave them.
+    /// The global inputs as `eas up`'s own line repeats them (`next_command::global_words`): the
+    /// flags typed, and the variables that stand for one (`EAS_CONFIG`, `EAS_CA_BUNDLE`).
     pub global: Vec<String>,
     pub layer: String,
     pub env: String,
@@ -266,23 +267,11 @@ pub fn advice_for(state: &State, inv: &Invocation) -> Option<String> {
     state.failed_phase().map(|e| advice(e.phase, e.status, pending, inv))
 }
 
-/// The follow-up commands repeat the user's flags, and name the config file when one was named
-/// (`--config`, or `EAS_CONFIG`, which another shell may not have): the file is not remembered,
-/// and a later `down` or `doctor` reads its pins, base image and CA bundle too.
+/// The follow-up commands repeat the user's global inputs as [`crate::next_command::global_words`]
+/// builds them for `eas up`'s own line (as typed, and the variables that stand for one, the config
+/// file's among them), and the selection.
 pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> Invocation {
-    let mut g = Vec::new();
-    if let Some(f) = global.file.as_ref().filter(|f| f.named_by.is_some()) {
-        g.extend(["--config".to_string(), f.shown.display().to_string()]);
-    }
-    if let Some(k) = &global.kubeconfig {
-        g.extend(["--kubeconfig".to_string(), k.display().to_string()]);
-    }
-    if let Some(c) = &global.context {
-        g.extend(["--context".to_string(), c.clone()]);
-    }
-    if let Some(s) = &global.state_dir {
-        g.extend(["--state-dir".to_string(), s.display().to_string()]);
-    }
+    let g = crate::next_command::global_words(&global.env);
     let mut sel = Vec::new();
     if let Some(p) = &select.profile {
         sel.extend(["--profile".to_string(), p.clone()]);
@@ -302,24 +291,29 @@ pub fn invocation(global: &Global, layer: &str, env: &str, select: &Select) -> I
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A config file named by `EAS_CONFIG` (or `--config`) is named in the next commands; one
-    /// found as `./eas.yaml` is not (the next command, in the same directory, finds it).
-    #[test]
-    fn a_named_config_file_is_carried_as_config_in_the_next_commands() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("eas.yaml"), "schema: eas-config/v1\ncontext: k3d-gpu\n").unwrap();
-        let at = |var: Option<&str>| {
-            let file = crate::settings::file::find(None, var, dir.path()).unwrap();
-            let global = Global { file, ..Default::default() };
-            invocation(&global, "inference", "k3d-gpu", &Select::default())
-        };
-        let named = at(Some("eas.yaml"));
-        assert_eq!(named.down(), "eas down --config eas.yaml --layer inference");
-        assert_eq!(named.up(), "eas up --config eas.yaml --layer inference --env k3d-gpu --yes");
-        assert_eq!(at(None).down(), "eas down --layer inference");
-    }
     use crate::state::journal::{PinsRecord, RunInfo};
+
+    /// The global inputs of every next command come from one builder: as typed (before the
+    /// command or after it), and `EAS_CONFIG`/`EAS_CA_BUNDLE` as flags when not typed; a config
+    /// file found as `./eas.yaml` is not named (the next command, in the same directory, finds it).
+    /// `eas up`'s line and `eas down`'s name the cluster the same way.
+    #[test]
+    fn the_next_commands_repeat_the_global_inputs_as_the_up_line_does() {
+        let at = |line: &str, vars: &[(&str, &str)]| {
+            let mut env = crate::settings::Env::of(vars);
+            env.args = line.split(' ').map(str::to_string).collect();
+            let typed = crate::next_command::up_words(&env);
+            let global = Global { env, ..Default::default() };
+            Invocation { typed, ..invocation(&global, "inference", "k3d-gpu", &Select::default()) }
+        };
+        let named = at("eas up --dry-run --context k3d-gpu -v", &[("EAS_CONFIG", "site/eas.yaml")]);
+        assert_eq!(named.down(), "eas down --context k3d-gpu --config site/eas.yaml --layer inference");
+        assert_eq!(named.up(), "eas --context k3d-gpu --config site/eas.yaml up --yes -v");
+        let typed = at("eas --kubeconfig=/k up --yes --ca-bundle /ca.pem", &[("EAS_CA_BUNDLE", "/other.pem")]);
+        assert_eq!(typed.verify(), "eas verify --kubeconfig=/k --ca-bundle /ca.pem");
+        assert_eq!(typed.up(), "eas --kubeconfig=/k --ca-bundle /ca.pem up --yes");
+        assert_eq!(at("eas up --yes", &[]).down(), "eas down --layer inference");
+    }
 
     fn state(done: &[(PhaseId, &str)], last: Option<(PhaseId, Status)>) -> State {
         let info = RunInfo {

@@ -382,6 +382,12 @@ fn a_failed_install_says_what_next_and_the_next_up_resumes() {
     assert_eq!(nexts.len(), 1, "{err}");
     assert!(nexts[0].starts_with("next: fix the cause, then "), "{err}");
     assert!(nexts[0].contains(" up --yes") && nexts[0].contains("removes what was installed"), "{err}");
+    // Its `eas up` and `eas down` repeat the same global inputs (one builder): the flags typed and
+    // the CA bundle EAS_CA_BUNDLE names, as `--ca-bundle`, in both.
+    let between = |from: &str, to: &str| nexts[0].split_once(from).and_then(|(_, r)| r.split_once(to)).map(|x| x.0);
+    let (up, down) = (between("`eas ", " up --yes"), between("`eas down ", " --layer "));
+    assert_eq!(up, down, "{}", nexts[0]);
+    assert!(up.is_some_and(|g| g.contains("--kubeconfig ") && g.contains("--ca-bundle ")), "{}", nexts[0]);
     assert!(err.contains("kserve controller not ready"), "the installer's last lines are shown: {err}");
     let state = r.state_file().unwrap();
     assert_eq!(phase_status(&state, "install"), "failed");
