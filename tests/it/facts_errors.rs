@@ -96,9 +96,15 @@ fn rejected_credentials_name_the_context() {
     let out = facts_through(&kubeconfig).output().unwrap();
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("rejected the credentials of context \"default\" (401 Unauthorized)"), "{stderr}");
-    assert!(stderr.contains("next: refresh the credentials of context default"), "{stderr}");
-    assert!(stderr.contains(": user \"default-reader\" (a bearer token) in "), "the credentials it names: {stderr}");
+    // The credentials it names, and what to do.
+    contains_all(
+        &stderr,
+        &[
+            "rejected the credentials of context \"default\" (401 Unauthorized)",
+            "next: refresh the credentials of context default",
+            ": user \"default-reader\" (a bearer token) in ",
+        ],
+    );
 }
 
 /// `eas status` with a stale token: one 401, naming the credentials the kubeconfig names, never
@@ -204,25 +210,23 @@ fn kubeconfig_from_the_environment_and_context_selection() {
 #[test]
 fn operator_input_is_checked() {
     let server = ClusterServer::start(fixture("xeon-amx"));
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["facts", "--containerd-config", "ghost-node=node-files/xeon-sr-01/config.toml"])
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    // `eas facts --containerd-config VALUE`, which is bad input: its stderr.
+    let refused = |value: &str| {
+        let out = eas(&fixture("xeon-amx"))
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .args(["facts", "--containerd-config", value])
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        stderr
+    };
+    let stderr = refused("ghost-node=node-files/xeon-sr-01/config.toml");
     assert!(stderr.contains("the cluster has no node ghost-node (nodes: xeon-sr-01)"), "{stderr}");
 
     let before = server.requests().len();
-    let out = eas(&fixture("xeon-amx"))
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .args(["facts", "--containerd-config", "xeon-sr-01=nodes.json"])
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = refused("xeon-sr-01=nodes.json");
     assert!(stderr.contains("nodes.json is not a containerd config"), "{stderr}");
     assert_eq!(server.requests().len(), before, "a malformed flag is found before any call");
 }
@@ -296,27 +300,18 @@ fn a_list_whose_continue_token_repeats_stops_naming_the_list() {
 
 #[test]
 fn a_list_without_items_or_an_item_without_a_name_is_a_malformed_answer_not_an_empty_cluster() {
-    for body in [r#"{}"#, r#"{"a":[1,2,3]}"#, r#"{"kind":"NodeList","apiVersion":"v1","metadata":{}}"#] {
+    // `eas facts` when the node list answers `body`: it fails naming the list and `cause`.
+    let malformed = |body: &str, cause: &str| {
         let server = ClusterServer::start(fixture("xeon-amx"));
         server.inject(Some("/api/v1/nodes"), Fault::Body(200, body.into()), None);
         let stderr = failing(&server, &[], 1);
-        assert!(
-            stderr.contains(
-                "error: facts: list nodes: the answer is not what the Kubernetes API sends: the list has no `items`"
-            ),
-            "{body}: {stderr}"
-        );
+        let want = format!("error: facts: list nodes: the answer is not what the Kubernetes API sends: {cause}");
+        assert!(stderr.contains(&want), "{body}: {stderr}");
+    };
+    for body in [r#"{}"#, r#"{"a":[1,2,3]}"#, r#"{"kind":"NodeList","apiVersion":"v1","metadata":{}}"#] {
+        malformed(body, "the list has no `items`");
     }
-    let nameless = r#"{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{}]}"#;
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/nodes"), Fault::Body(200, nameless.into()), None);
-    let stderr = failing(&server, &[], 1);
-    assert!(
-        stderr.contains(
-            "error: facts: list nodes: the answer is not what the Kubernetes API sends: missing field `metadata`"
-        ),
-        "{stderr}"
-    );
+    malformed(r#"{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{}]}"#, "missing field `metadata`");
 }
 
 /// Issue 29 item 6: a user RBAC refuses two of the facts' reads, and the refusal of the earlier
