@@ -23,36 +23,29 @@ pub struct PodItem {
 pub struct Named {
     #[serde(rename = "name")]
     pub _name: String,
-    #[serde(default)]
     pub namespace: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
-    #[serde(default)]
     pub containers: Option<Vec<Container>>,
-    #[serde(default)]
     pub init_containers: Option<Vec<Container>>,
-    #[serde(default)]
     pub overhead: Option<StringMap>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 pub struct Container {
-    #[serde(default)]
     pub resources: Option<Resources>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 pub struct Resources {
-    #[serde(default)]
     pub requests: Option<StringMap>,
 }
 
 #[derive(Debug, Deserialize, Default)]
 pub struct PodStatus {
-    #[serde(default)]
     pub phase: Option<String>,
 }
 

@@ -266,11 +266,13 @@ fn eats_reader_proves_its_path_only_when_its_component_is_enabled() {
         assert!(stdout.contains("llm_services_deploy_models: true"), "EI's path stays:\n{stdout}");
     }
     let stdout = plan(&with(Some("\"{{ agent_sandbox_enabled | bool }}\"")));
-    assert!(
-        stdout.contains("agent_toolkit_models is read by roles/models/tasks/install.yaml (component models of layer agent-toolkit is enabled)"),
-        "{stdout}"
+    contains_all(
+        &stdout,
+        &[
+            "agent_toolkit_models is read by roles/models/tasks/install.yaml (component models of layer agent-toolkit is enabled)",
+            "deploy path: EAT's agent_toolkit_models",
+        ],
     );
-    assert!(stdout.contains("deploy path: EAT's agent_toolkit_models"), "{stdout}");
     assert!(!stdout.contains("llm_services_deploy_models: true"), "{stdout}");
 }
 
