@@ -242,8 +242,10 @@ mod tests {
     use super::*;
     use crate::pipeline::runner::tests::Fixture;
 
-    /// A record as an install of the inference layer on another env (`prod`, as the installer's
-    /// usage names one: shared/reference/eas-installer.md), at a ref, keeps it.
+    /// A record as an install of the inference layer on another env, at a ref, keeps it: `prod`,
+    /// the env the installer's own usage names beside its default `local` (`init prod`, `install
+    /// --env prod platform`: intel/enterprise-ai-solutions es_auto_installer.sh `usage()` at
+    /// d274207648a827cb231cd7982bec6341d729ef08).
     fn record() -> Selection {
         let sha = "6595087de122cf642d35c42c9a1189985820af4a";
         serde_json::from_value(serde_json::json!({"layer": "inference", "env": "prod", "ref": sha})).unwrap()
