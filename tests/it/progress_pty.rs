@@ -398,6 +398,8 @@ fn a_bastion_build_failing_behind_an_intercepting_proxy_says_its_cause_and_fix_f
     let error = at("error: bastion build: the build failed: ");
     assert!(cause < fix && fix < last && last < error, "cause, fix, the build's lines, the error:\n{screen}");
     assert!(lines[cause].contains("(CERTIFICATE_VERIFY_FAILED)"), "{screen}");
+    // The failed RUN named by its step, not by Docker's whole shell line (that is above).
+    assert!(lines[error].starts_with("error: bastion build: the build failed: step "), "{screen}");
     assert!(error < at("next: pass --ca-bundle FILE"), "the error ends with its fix:\n{screen}");
     // The build's lines, each its own line (a longer one continues indented under it).
     let build = &lines[last + 1..error];
@@ -440,6 +442,7 @@ fn a_bastion_build_failing_behind_an_intercepting_proxy_says_its_cause_and_fix_f
     assert_eq!((&last_run["phase"], &last_run["exit_code"]), (&"bastion".into(), &1.into()), "{doc:#}");
     let cause = last_run["cause"].as_str().unwrap();
     assert!(!cause.contains('\n') && cause.contains("CERTIFICATE_VERIFY_FAILED"), "{cause:?}");
+    assert!(cause.contains("the build failed: step ") && cause.contains(") returned a non-zero code: 1"), "{cause}");
     let table =
         pane(&shell_line(&on_terminal(&["status".into()])), "bastion-status", 80, false, Duration::from_secs(60));
     assert!(table.contains("installed nothing; last run failed at bastion (exit 1)"), "{table}");

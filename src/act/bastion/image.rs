@@ -253,6 +253,8 @@ pub async fn build(
     // The images this build's steps committed (or took from the cache), in order: removed when the
     // build does not finish, so an interrupted or failed build leaves no untagged layers.
     let mut steps = StepImages::default();
+    // The step in progress (`Step 11/25 : RUN …`), which names a failed RUN in the error.
+    let mut step: Option<String> = None;
     loop {
         let item = tokio::select! {
             _ = interrupt.graceful.cancelled() => {
@@ -279,6 +281,7 @@ pub async fn build(
                         steps.see(&line);
                         if line.starts_with("Step ") {
                             bar.set_message(crate::text::ellipsis(&line, 100));
+                            step = Some(line.clone());
                         }
                         if let Some(c) = line.strip_prefix(" ---> Running in ") {
                             step_container = Some(c.trim().to_string());
@@ -305,7 +308,7 @@ pub async fn build(
                     other => other.to_string(),
                 };
                 remove_unfinished(docker, &steps).await;
-                let error = strip_ansi(error.trim());
+                let error = named_by_step(&strip_ansi(error.trim()), step.as_deref());
                 let known = KnownCause::find(&error, &out.tail());
                 say_failed(shell, known, &tail(&out));
                 return Err(ImageError::Build { error, tail: tail(&out), known });
@@ -475,6 +478,22 @@ pub async fn remove_replaced(docker: &Docker, old_id: &str) -> Result<(), String
 }
 
 /// The classic builder's bookkeeping lines, hidden from the streamed output (kept in the tail).
+/// Docker's error for a failed RUN (the classic builder's `The command '<the step's whole shell
+/// line>' returned a non-zero code: N`, hundreds of characters for the pip step) named by its
+/// step instead, the instruction cut short: this error is the line `status` keeps as the run's
+/// cause, and the whole command is in the build's lines (on screen, and every one in the run's
+/// log). Any other error, or one without a step seen, is kept as it is. Pure.
+fn named_by_step(error: &str, step: Option<&str>) -> String {
+    let code = error.strip_prefix("The command '").and_then(|r| r.rsplit_once("' returned a non-zero code: "));
+    let at = step.and_then(|s| s.strip_prefix("Step ")).and_then(|s| s.split_once(" : "));
+    match (code, at) {
+        (Some((_, code)), Some((n, instruction))) => {
+            format!("step {n} ({}) returned a non-zero code: {code}", crate::text::ellipsis(instruction.trim(), 60))
+        }
+        _ => error.to_string(),
+    }
+}
+
 fn is_noise(line: &str) -> bool {
     line.starts_with(" ---> ") || line.starts_with("Removing intermediate container")
 }
@@ -602,6 +621,23 @@ mod tests {
         }
         assert_eq!(s.ids, ["111111111111", "222222222222"]);
         assert_eq!(s.committed, ["111111111111"], "the cached step is not this build's");
+    }
+
+    #[test]
+    fn a_failed_run_step_is_named_by_its_step_not_by_its_whole_command() {
+        // The classic builder's words for a failed RUN, the pip step of bastion/Dockerfile.
+        let docker = "The command '/bin/bash -o pipefail -c python3 -c 'import sys; assert sys.version_info >= (3, 11)'  \
+                      && python3 -m venv /opt/eas/venv  && /opt/eas/venv/bin/pip install --require-hashes -r \
+                      /opt/eas/requirements.lock' returned a non-zero code: 1";
+        let step = "Step 11/25 : RUN python3 -c 'import sys; assert sys.version_info >= (3, 11)' && python3 -m venv /opt/eas/venv";
+        assert_eq!(
+            named_by_step(docker, Some(step)),
+            "step 11/25 (RUN python3 -c 'import sys; assert sys.version_info >= (3, 1…) returned a non-zero code: 1"
+        );
+        // No step seen, or another error: as Docker said it.
+        assert_eq!(named_by_step(docker, None), docker);
+        let other = "failed to register layer: no space left on device";
+        assert_eq!(named_by_step(other, Some(step)), other);
     }
 
     #[test]
