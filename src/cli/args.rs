@@ -126,7 +126,7 @@ pub struct UpArgs {
     #[arg(
         long = "plan",
         value_name = "DIR",
-        conflicts_with_all = ["layer", "profile", "git_ref", "model", "pins", "fit", "env"]
+        conflicts_with_all = ["layer", "profile", "git_ref", "model", "repick", "pins", "fit", "env"]
     )]
     pub plan: Option<PathBuf>,
     /// With --dry-run: `json` prints the plan (eas-plan/v1) as one JSON document on stdout

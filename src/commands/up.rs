@@ -58,9 +58,8 @@ fn saved_plan(args: &UpSettings, dir: &Path) -> Result<UpSettings, Failure> {
         profile: owned("profile"),
         git_ref: owned("ref"),
         model: owned("model"),
-        // A saved selection holds no --repick: a plan saved with it, applied after an install,
-        // keeps the installed model and is refused naming the model pick (never applied otherwise).
-        repick: false,
+        // Picked again as reviewed: a plan saved with --repick applies with it.
+        repick: saved.selection.repick,
         pins: owned("pins").map_or(crate::pins::Source::Builtin, |p| crate::pins::Source::Flag(p.into())),
         fit: owned("fit").map(Into::into),
     };

@@ -87,5 +87,6 @@ fn selection(args: &UpSettings) -> crate::plan::saved::Selection {
         s.pins.path().map(path),
         s.fit.as_deref().map(path),
     ];
-    crate::plan::saved::SELECTION.iter().map(|n| n.to_string()).zip(values).collect()
+    let chosen = crate::plan::saved::SELECTION.iter().map(|n| n.to_string()).zip(values).collect();
+    crate::plan::saved::Selection { chosen, repick: s.repick }
 }

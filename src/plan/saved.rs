@@ -14,11 +14,19 @@ use serde_json::Value;
 
 use crate::plan::PhaseId;
 
-/// What the run selected (eas-plan/v1 `selection`), by the names of [`SELECTION`]: what `eas up
-/// --plan DIR` runs with again. `profile`, `ref`, `model` and `fit` are the flags (`null`: not
-/// given; eas picked the model); `pins` and `fit` are absolute paths, `pins` `null` for the pins
-/// built into eas.
-pub type Selection = BTreeMap<String, Option<String>>;
+/// What the run selected (eas-plan/v1 `selection`): what `eas up --plan DIR` runs with again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct Selection {
+    /// By the names of [`SELECTION`]: `profile`, `ref`, `model` and `fit` are the flags (`null`:
+    /// not given; eas picked the model); `pins` and `fit` are absolute paths, `pins` `null` for
+    /// the pins built into eas.
+    #[serde(flatten)]
+    pub chosen: BTreeMap<String, Option<String>>,
+    /// `--repick`: the model was picked again rather than the installed one kept, so applying the
+    /// plan picks again as reviewed (without it, a plan saved after an install would keep the
+    /// installed model and be refused for the pick it did not review).
+    pub repick: bool,
+}
 
 /// The names a plan's selection holds, every one of them.
 pub const SELECTION: [&str; 7] = ["layer", "env", "profile", "ref", "model", "pins", "fit"];
@@ -58,7 +66,7 @@ pub fn load(dir: &Path) -> Result<Saved, SavedError> {
         Some(s) => Selection::deserialize(s).map_err(|e| not(format!("its selection: {e}")))?,
         None => return Err(not("it records no selection (it was not made by `eas up --dry-run`)".into())),
     };
-    if let Some(name) = SELECTION.iter().find(|n| !selection.contains_key(**n)) {
+    if let Some(name) = SELECTION.iter().find(|n| !selection.chosen.contains_key(**n)) {
         return Err(not(format!("its selection has no {name:?}")));
     }
     let causes: Vec<String> = doc["blockers"]
@@ -76,7 +84,7 @@ pub fn load(dir: &Path) -> Result<Saved, SavedError> {
 impl Saved {
     /// The selection's value of `name` (one of [`SELECTION`]); `None` when not given.
     pub fn chosen(&self, name: &str) -> Option<&str> {
-        self.selection.get(name).and_then(Option::as_deref)
+        self.selection.chosen.get(name).and_then(Option::as_deref)
     }
 
     /// What differs between this saved plan and `now` (eas-plan/v1 JSON), one line each, with
@@ -234,7 +242,7 @@ mod tests {
         json!({
             "schema": "eas-plan/v1",
             "selection": {"layer": "agent-toolkit", "env": "k3d-gpu", "profile": null, "ref": null,
-                "model": null, "pins": "/home/u/.config/eas/pins.json", "fit": null},
+                "model": null, "pins": "/home/u/.config/eas/pins.json", "fit": null, "repick": false},
             "commits": {"eas": "a".repeat(40), "ei": "b".repeat(40), "eat": "c".repeat(40)},
             "trees": {"eas": "a".repeat(40), "ei": "b".repeat(40), "eat": "c".repeat(40)},
             "image": {"tag": "eas-bastion:0123456789ab", "action": "build"},
@@ -266,6 +274,10 @@ mod tests {
         assert_eq!(s.chosen("layer"), Some("agent-toolkit"));
         assert_eq!(s.chosen("pins"), Some("/home/u/.config/eas/pins.json"));
         assert_eq!(s.chosen("model"), None);
+        assert!(!s.selection.repick);
+        let mut repicked = plan();
+        repicked["selection"]["repick"] = json!(true);
+        assert!(saved(&repicked).unwrap().selection.repick, "a plan saved with --repick is applied with it");
         // What is not held (the facts, warnings, the pick's reason) may change.
         let mut now = plan();
         now["facts"] = json!({"node_count": 2});
@@ -322,6 +334,10 @@ mod tests {
         bare["selection"] = Value::Null;
         assert!(matches!(saved(&bare), Err(SavedError::NotAPlan { why, .. }) if why.contains("no selection")));
         bare["selection"] = json!({"layer": "agent-toolkit"});
+        assert!(
+            matches!(saved(&bare), Err(SavedError::NotAPlan { why, .. }) if why.contains("missing field `repick`"))
+        );
+        bare["selection"] = json!({"layer": "agent-toolkit", "repick": false});
         assert!(matches!(saved(&bare), Err(SavedError::NotAPlan { why, .. }) if why.contains("has no \"env\"")));
         let mut other = plan();
         other["schema"] = json!("eas-status/v1");

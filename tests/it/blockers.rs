@@ -559,7 +559,9 @@ fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never
         "{err}"
     );
     assert_eq!(server.requests().len(), before, "refused before the cluster is read");
-    for flag in [&["--layer", "inference"][..], &["--model", "qwen2-5-coder-7b"], &["--pins", "pins.json"]] {
+    let flags =
+        [&["--layer", "inference"][..], &["--model", "qwen2-5-coder-7b"], &["--repick"], &["--pins", "pins.json"]];
+    for flag in flags {
         let bad = apply(&[&["--yes"], flag].concat());
         let err = text(&bad.stderr);
         assert_eq!(bad.status.code(), Some(2), "{flag:?}: {err}");

@@ -2000,3 +2000,96 @@ fn a_saved_plan_is_applied_unchanged_and_refused_naming_a_moved_pick_or_pin() {
     assert!(r.server.object(&ObjectKey { name: picked.clone(), ..model_key() }).is_some(), "{picked} is deployed");
     r.down_ok();
 }
+
+/// Issue 32 items 2 and 4 together: after an install, the node gains memory; a dry run with
+/// `--repick` saved with `--out DIR` records `repick` in its selection, and `eas up --plan DIR`
+/// applies it as reviewed: the pick is made again (not the installed model kept, which the saved
+/// plan would refuse as a moved pick), the new model is deployed and the old one removed.
+#[test]
+fn a_plan_saved_with_repick_is_applied_with_it() {
+    let _engine = support::docker::engine();
+    let (r, was, _) = installed_then("50331648Ki", "131530088Ki");
+    let saved = r.home.join("repicked");
+    let dry = r.up(&["--dry-run", "--repick", "--out", saved.to_str().unwrap()]);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(saved.join("plan.json")).unwrap()).unwrap();
+    assert_eq!(plan["selection"]["repick"], true, "{}", plan["selection"]);
+    let picked = plan["model_pick"]["name"].as_str().unwrap().to_string();
+    assert_ne!(picked, was, "the pick made again differs: {}", plan["model_pick"]);
+    assert!(!plan["apply_command"].as_str().unwrap().contains("--repick"), "{}", plan["apply_command"]);
+    // The saved plan's inputs, without its selection flags (refused beside --plan).
+    let mut args = r.up_args(&["--plan", saved.to_str().unwrap(), "--yes"]);
+    let at = args.iter().position(|a| a == "--pins").unwrap();
+    args.drain(at..at + 2);
+    let applied = r.eas().args(&args).output().unwrap();
+    let err = text(&applied.stderr);
+    assert!(applied.status.success() && !err.contains("REFUSE:"), "applied as reviewed: {err}");
+    assert!(r.install_log().contains(&format!("undeployed: {was}")), "{}", r.install_log());
+    let deployed = |name: &str| r.server.object(&ObjectKey { name: name.to_string(), ..model_key() }).is_some();
+    assert_eq!((deployed(&was), deployed(&picked)), (false, true), "{was} removed, {picked} deployed");
+    assert!(r.down().status.success(), "eas down after the repick");
+}
+
+/// Issue 32 item 1: the prompts and `down`'s preview name the source of each setting that is not
+/// a default. The selection declared in ./eas.yaml (context, layer, pins, base image, node
+/// files, mirrors), the kubeconfig and state directory as flags, the CA bundle from
+/// `EAS_CA_BUNDLE`: `eas up` on a terminal asks naming the layer and context with their file;
+/// after the install, `eas down` on a terminal lists its preview naming the context and every
+/// setting with its source, then asks naming the context with its file; `eas down --dry-run`
+/// prints the same settings.
+#[test]
+fn the_prompts_and_downs_preview_name_each_settings_source() {
+    let _engine = support::docker::engine();
+    let (s, r) = (setup(), run("ok"));
+    let node = support::fixture(CLUSTER).join("node-files/k3d-gpu-server-0/config.toml");
+    let repo = |n: &str| s.repos.join(n).display().to_string();
+    let yaml = format!(
+        "schema: eas-config/v1\ncontext: k3d-gpu\nlayer: agent-toolkit\npins: {}\nbase_image: {BASE}\n\
+         allow_unpinned_base: true\nnodes:\n  containerd_config:\n    k3d-gpu-server-0: {}\n  nri_socket:\n    \
+         k3d-gpu-server-0: present\nmirrors:\n  eas: {}\n  ei: {}\n  eat: {}\n",
+        s.pins.display(),
+        node.display(),
+        repo("eas"),
+        repo("ei"),
+        repo("eat"),
+    );
+    std::fs::write(r.home.join("eas.yaml"), yaml).unwrap();
+    let asked = support::on_a_terminal(r.eas(), &["up"], &r.home, "n\n");
+    let shown = words(&asked.stdout);
+    assert_eq!(asked.status.code(), Some(1), "{shown}");
+    let question = "eas up installs agent-toolkit (from ./eas.yaml) on k3d-gpu (from ./eas.yaml). Continue? [y/N]";
+    assert!(shown.contains(question), "{shown}");
+    assert!(r.state_file().is_none(), "not confirmed: nothing installed");
+    let up = r.eas().args(["up", "--yes"]).output().unwrap();
+    assert!(up.status.success(), "{}", text(&up.stderr));
+
+    let settings = [
+        format!("setting: kubeconfig {} (from --kubeconfig)", r.server.kubeconfig().display()),
+        "setting: context k3d-gpu (from ./eas.yaml)".to_string(),
+        format!("setting: state_dir {} (from --state-dir)", r.state.display()),
+        format!("setting: ca_bundle {HOST_CA} (from EAS_CA_BUNDLE)"),
+        format!("setting: pins {} (from ./eas.yaml)", s.pins.display()),
+        format!("setting: base_image {BASE} (from ./eas.yaml)"),
+        "setting: allow_unpinned_base true (from ./eas.yaml)".to_string(),
+    ];
+    let installed = r.state_file().expect("state.json");
+    let asked = support::on_a_terminal(r.eas(), &["down"], &r.home, "n\n");
+    let shown = words(&asked.stdout);
+    assert_eq!(asked.status.code(), Some(1), "{shown}");
+    assert!(shown.contains("eas down on k3d-gpu (from ./eas.yaml): layer agent-toolkit (recorded by the run of "));
+    for line in &settings {
+        assert!(shown.contains(line.as_str()), "{line}: {shown}");
+    }
+    let question = "eas down changes the cluster k3d-gpu (from ./eas.yaml). Continue? [y/N]";
+    let (listed, asked_at) = (shown.find(&settings[0]), shown.find(question));
+    assert!(listed.is_some_and(|l| asked_at.is_some_and(|q| l < q)), "listed, then asked: {shown}");
+    assert_eq!(r.state_file().as_ref(), Some(&installed), "not confirmed: the record is as it was");
+    let dry = r.eas().args(["down", "--dry-run"]).output().unwrap();
+    let listed = words(&dry.stdout);
+    assert!(dry.status.success(), "{}", text(&dry.stderr));
+    for line in &settings {
+        assert!(listed.contains(line.as_str()), "{line}: {listed}");
+    }
+    let down = r.eas().args(["down", "--yes"]).output().unwrap();
+    assert!(down.status.success(), "{}", text(&down.stderr));
+}
