@@ -301,7 +301,7 @@ mod tests {
             Some("eas --context k --ca-bundle /ca.pem up --yes --eas-repo /m/eas --probe-nodes --plan plan")
         );
         let repicked = typed("eas up --dry-run --repick --out new", &vars);
-        assert_eq!(apply_saved(&repicked, "new").as_deref(), Some("eas up --yes --plan new --ca-bundle /ca.pem"));
+        assert_eq!(apply_saved(&repicked, "new").as_deref(), Some("eas --ca-bundle /ca.pem up --yes --plan new"));
         let again = typed("eas up --dry-run --plan old --out new --ref 0123", &vars);
         assert_eq!(apply_saved(&again, "new").as_deref(), Some("eas --ca-bundle /ca.pem up --yes --plan new"));
         let applying = typed("eas up --yes --plan plan --eas-repo /m/eas", &vars);
