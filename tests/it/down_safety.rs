@@ -96,6 +96,19 @@ impl Run {
     fn state_file(&self) -> Option<Value> {
         support::state_record(&self.state, "state.json")
     }
+
+    /// The stand-in installer's mode from now on (the `installer` ConfigMap it reads).
+    fn set_mode(&self, mode: &str) {
+        self.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": mode}}));
+    }
+}
+
+/// [`run`], once its `eas up` has completed.
+fn installed() -> Run {
+    let r = run();
+    support::succeeded("eas up", r.up(&[]));
+    r
 }
 
 fn model_key(name: &str) -> ObjectKey {
@@ -106,20 +119,22 @@ fn names(v: &Value) -> Vec<String> {
     v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
-/// The after-install snapshot cannot be read: the first list of kserve's ConfigMaps (the
-/// `before` snapshot's) is answered, every later one fails. Only the ledger lists there.
-fn break_the_after_snapshot(r: &Run) {
+/// `eas up` (its ledger's window 3 s) on a run whose after-install snapshot cannot be read: the
+/// first list of kserve's ConfigMaps (the `before` snapshot's) is answered, every later one
+/// fails. Only the ledger lists there. The fault stays until the test clears it.
+fn up_with_a_failed_snapshot() -> (Run, Output) {
+    let r = run();
     let rule =
         Rule { method: Some("GET".into()), path: "/api/v1/namespaces/kserve/configmaps".into(), exact: true, skip: 1 };
     r.server.inject_rule(rule, Fault::Status(500, "etcd is unhappy".into()), None);
+    let up = r.up(&["--ledger-timeout", "3"]);
+    (r, up)
 }
 
 #[test]
 fn a_failed_snapshot_marks_the_ledger_incomplete_and_down_removes_nothing_until_up_completes_it() {
     let _engine = support::docker::engine();
-    let r = run();
-    break_the_after_snapshot(&r);
-    let up = r.up(&["--ledger-timeout", "3"]);
+    let (r, up) = up_with_a_failed_snapshot();
     let err = text(&up.stderr);
     assert_eq!(up.status.code(), Some(1), "{err}");
     assert!(err.contains("the install itself succeeded"), "{err}");
@@ -165,9 +180,7 @@ fn a_failed_snapshot_marks_the_ledger_incomplete_and_down_removes_nothing_until_
 #[test]
 fn force_incomplete_runs_the_teardown_with_every_guard_and_deletes_nothing_itself() {
     let _engine = support::docker::engine();
-    let r = run();
-    break_the_after_snapshot(&r);
-    let up = r.up(&["--ledger-timeout", "3"]);
+    let (r, up) = up_with_a_failed_snapshot();
     assert_eq!(up.status.code(), Some(1), "{}", text(&up.stderr));
     r.server.clear_faults();
     let down = r.down(&["--force-incomplete"]);
@@ -199,9 +212,7 @@ fn force_incomplete_runs_the_teardown_with_every_guard_and_deletes_nothing_itsel
 #[test]
 fn a_leftover_keeps_the_record_and_every_later_down_repeats_it_until_acknowledged() {
     let _engine = support::docker::engine();
-    let r = run();
-    let up = r.up(&[]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    let r = installed();
     // eas's own deletion of the namespace kserve (the stand-in's teardown leaves it) fails.
     let rule = Rule { method: Some("DELETE".into()), path: "/api/v1/namespaces/kserve".into(), exact: true, skip: 0 };
     r.server.inject_rule(rule, Fault::Status(500, "stuck finalizer".into()), None);
@@ -238,9 +249,7 @@ fn a_leftover_keeps_the_record_and_every_later_down_repeats_it_until_acknowledge
 #[test]
 fn a_down_phase_past_its_window_ends_naming_it_and_the_next_down_completes() {
     let _engine = support::docker::engine();
-    let r = run();
-    let up = r.up(&[]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    let r = installed();
     let preview = r.down(&["--dry-run", "--phase-timeout", "delete=1"]);
     let said = text(&preview.stdout);
     assert!(preview.status.success(), "{}", text(&preview.stderr));
@@ -264,13 +273,10 @@ fn a_down_phase_past_its_window_ends_naming_it_and_the_next_down_completes() {
 #[test]
 fn a_loss_keeps_the_record_and_a_second_down_still_skips_and_repeats_it() {
     let _engine = support::docker::engine();
-    let r = run();
-    let up = r.up(&[]);
-    assert!(up.status.success(), "{}", text(&up.stderr));
+    let r = installed();
     assert!(r.has_ns("node-feature-discovery"), "k3d-gpu-desktop runs NFD before eas up");
     // The installer's teardown deletes what it is told to skip: the pre-existing NFD namespace goes.
-    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "teardown-ignores-skip"}}));
+    r.set_mode("teardown-ignores-skip");
     let first = r.down(&[]);
     let err = text(&first.stderr);
     assert_eq!(first.status.code(), Some(1), "{err}");
@@ -290,8 +296,7 @@ fn a_loss_keeps_the_record_and_a_second_down_still_skips_and_repeats_it() {
 
     // The teardown behaves again. The second down still skips NFD (its namespace is gone, but it
     // existed before eas up), and exits 1 repeating the loss.
-    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
+    r.set_mode("ok");
     let second = r.down(&[]);
     let err = text(&second.stderr);
     assert_eq!(second.status.code(), Some(1), "{err}");
@@ -743,8 +748,7 @@ struct Crashed {
 fn crash(p: &Point, killed: &mut Option<Kill>, after_kill: &dyn Fn(&Run)) -> Crashed {
     let r = run();
     let before = r.server.served();
-    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": p.mode}}));
+    r.set_mode(p.mode);
     let mut w = Watched::spawn(&r);
     let kill = kill_at(&mut w, p);
     *killed = Some(kill.clone());
@@ -755,8 +759,7 @@ fn crash(p: &Point, killed: &mut Option<Kill>, after_kill: &dyn Fn(&Run)) -> Cra
     assert!(left.len() <= 1, "{left:?}");
     after_kill(&r);
     // The installer is told to go on normally from now on.
-    r.server.insert(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
+    r.set_mode("ok");
 
     let up = r.up(&["--break-lock"]);
     let err = text(&up.stderr);
