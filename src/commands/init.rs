@@ -1,6 +1,7 @@
 //! `eas init`: a commented eas.yaml (eas-config/v1) for the current cluster, from its facts and
 //! `eas up`'s selection and node flags, every choice stated beside its key. It reads the
-//! cluster (the facts, as `eas facts` does, without probe pods) and nothing else: no tree is
+//! cluster (the facts, as `eas facts` does, without probe pods) and this cluster's record (what
+//! the last install selected fills what init was not given, as in `eas up`), nothing else: no tree is
 //! fetched, nothing is written to the cluster, and the installer's own `init` is not run. The
 //! model is only a comment: eas's pick from the built-in candidates, since `eas up` picks from
 //! the pinned EI catalog and keeps the installed model afterwards.
@@ -27,6 +28,18 @@ pub fn run(a: InitArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
         )]));
     }
     let up = crate::cli::init(a, global)?;
+    // What init was not given, the last install on this cluster gives, as `eas up` fills it once
+    // preflight has identified the cluster: a file that declared the defaults instead would turn
+    // an installed `inference` layer (or env, mirrors, base image) into a reconfiguration.
+    let recorded = crate::runtime::block_on_interruptible(async { Ok::<_, Failure>(last_install(global).await) })?;
+    let filled = match &recorded {
+        Some(rec) => crate::pipeline::recorded::fill(&up, global, rec)?,
+        None => None,
+    };
+    let (up, global) = match &filled {
+        Some((a, g)) => (a.clone(), g),
+        None => (up, global),
+    };
     let facts = crate::gather::FactsSettings {
         out: None,
         containerd_config: up.gather.containerd_config.clone(),
@@ -77,6 +90,19 @@ pub fn run(a: InitArgs, global: &Global, shell: &Shell) -> Result<(), Failure> {
     };
     shell.note(format!("{wrote} (the cluster, the trees and the installer were not touched){next}"));
     Ok(())
+}
+
+/// The selection the last completed install on the current cluster recorded, if one is: read as
+/// `eas status` finds the record (the kube-system namespace's uid keys the state directory). A
+/// cluster that cannot be identified, or a record that cannot be read, gives none: init then
+/// states the defaults, as before an install.
+async fn last_install(global: &Global) -> Option<crate::state::selection::Selection> {
+    let call = crate::settings::timeouts::CALL;
+    let root = crate::state::run::state_root(global).ok()?;
+    let target = crate::gather::target(global, call).await.ok()?;
+    let key = target.cluster.cluster_key(call).await.ok()?;
+    let sd = crate::state::StateDir::new(&root, &key).ok()?;
+    crate::state::since::Completed::load(sd.dir()).ok().flatten()?.state.selection
 }
 
 /// A cluster `eas up` refuses whatever the file declares (EAT 1.x installed, not k3s, ServiceLB

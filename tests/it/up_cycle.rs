@@ -1726,6 +1726,14 @@ fn after_an_install_up_with_no_flags_is_up_to_date() {
     let doctor: Value = serde_json::from_str(&files["doctor.json"]).unwrap();
     let failed: Vec<&Value> = doctor["checks"].as_array().unwrap().iter().filter(|c| c["status"] == "fail").collect();
     assert_eq!(failed, Vec::<&Value>::new(), "{doctor}");
+
+    // eas init with no flag declares what was installed, each named, not the defaults.
+    let o = r.eas().args(["init", "-o", "-"]).output().unwrap();
+    let (file, said) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{said}");
+    assert!(file.lines().any(|l| l == "layer: inference"), "{file}");
+    assert!(file.lines().any(|l| l == "base_image: eas-test-base:bookworm"), "{file}");
+    assert!(said.contains("layer inference: from the last install"), "{said}");
     r.down_ok();
 }
 
