@@ -211,31 +211,29 @@ fn status_of(state: &serde_json::Value, phase: &str) -> String {
 #[test]
 fn up_interrupted_while_gathering_facts_exits_130_and_marks_the_state() {
     let _engine = support::docker::engine();
-    for sig in ["-INT", "-TERM"] {
-        let dir = tempfile::tempdir().unwrap();
-        let empty = dir.path().join("no-repo");
+    in_each_signal(|sig, dir| {
+        let empty = dir.join("no-repo");
         std::fs::create_dir_all(&empty).unwrap();
         let server = ClusterServer::start(fixture("xeon-amx"));
         // The node list, the facts phase's first read, never comes back.
         server.inject(Some("/api/v1/nodes"), Fault::Slow(Duration::from_secs(600)), None);
-        let mut child = up_on(dir.path(), &server, &[], Some(&empty));
+        let mut child = up_on(dir, &server, &[], Some(&empty));
         until("the facts phase's node list", || server.requests().iter().any(|r| r.path == "/api/v1/nodes"));
         signal(&child, sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{sig}: {err}");
-        let state = state_of(dir.path());
+        let state = state_of(dir);
         assert_eq!(status_of(&state, "facts"), "interrupted", "{sig}: {state}");
         assert_eq!(status_of(&state, "preflight"), "done", "{sig}: {state}");
         assert_eq!(state["exit_code"], 130);
-    }
+    });
 }
 
 #[cfg(feature = "docker-tests")]
 #[test]
 fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
     let _engine = support::docker::engine();
-    for sig in ["-INT", "-TERM"] {
-        let dir = tempfile::tempdir().unwrap();
+    in_each_signal(|sig, dir| {
         let server = ClusterServer::start(fixture("xeon-amx"));
         // git fetches the pinned trees through a proxy that accepts and never answers; the API
         // server is reached directly.
@@ -243,9 +241,9 @@ fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
         let proxy = format!("http://127.0.0.1:{port}");
         let env =
             [("HTTPS_PROXY", proxy.clone()), ("https_proxy", proxy), ("NO_PROXY", "127.0.0.1,localhost".to_string())];
-        let mut child = up_on(dir.path(), &server, &env, None);
+        let mut child = up_on(dir, &server, &env, None);
         accepted.recv_timeout(Duration::from_secs(60)).expect("git connects to the proxy");
-        let needle = dir.path().display().to_string();
+        let needle = dir.display().to_string();
         assert!(
             processes_naming(&needle).iter().any(|p| p.contains("git")),
             "git is cloning: {:?}",
@@ -256,26 +254,34 @@ fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
         assert_eq!(code, Some(130), "{sig}: {err}");
         let left = processes_naming(&needle);
         assert!(left.is_empty(), "{sig}: left running: {left:?}");
-        let state = state_of(dir.path());
+        let state = state_of(dir);
         assert_eq!(status_of(&state, "trees"), "interrupted", "{sig}: {state}");
-    }
+    });
 }
 
 // Issue 23: every wait is cancellable.
 
-#[test]
-fn status_against_a_silent_api_server_stops_on_sigint_and_sigterm_within_a_second() {
+/// `test` once with SIGINT and once with SIGTERM (`-INT`, `-TERM`), each in a temporary directory
+/// of its own.
+fn in_each_signal(test: impl Fn(&str, &Path)) {
     for sig in ["-INT", "-TERM"] {
         let dir = tempfile::tempdir().unwrap();
+        test(sig, dir.path());
+    }
+}
+
+#[test]
+fn status_against_a_silent_api_server_stops_on_sigint_and_sigterm_within_a_second() {
+    in_each_signal(|sig, dir| {
         let (port, accepted) = silent_server();
-        let mut child = start(dir.path(), port, &["status"]);
+        let mut child = start(dir, port, &["status"]);
         accepted.recv_timeout(Duration::from_secs(10)).expect("eas connects to the API server");
         let sent = Instant::now();
         signal(&child, sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{sig}: {err}");
         assert!(sent.elapsed() < Duration::from_secs(1), "{sig}: {:?}", sent.elapsed());
-    }
+    });
 }
 
 /// A plugin that starts a child of its own (its pid in `plugin.child`), then hangs.
