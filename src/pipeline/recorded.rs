@@ -78,17 +78,16 @@ pub fn selection(args: &UpSettings, global: &Global) -> Selection {
             s.insert(key.to_string(), list.into());
         }
     }
-    for (key, on) in [
-        ("nodes.probe", g.probe_nodes),
-        ("allow_unpinned_base", args.image.allow_unpinned_base),
-        ("offline", args.offline),
-    ] {
+    for (key, on) in SWITCHES.into_iter().zip([g.probe_nodes, args.image.allow_unpinned_base, args.offline]) {
         if on {
             s.insert(key.to_string(), true.into());
         }
     }
     s
 }
+
+/// The keys that are switches: kept in the record when on, and off when absent.
+const SWITCHES: [&str; 3] = ["nodes.probe", "allow_unpinned_base", "offline"];
 
 /// The selection filled after preflight: what picks the pins' trees and the installer's
 /// environment. `profile` and `ref` are one choice of trees: filled only when neither is set.
@@ -172,7 +171,9 @@ pub fn changed(was: &Selection, now: &Selection, source: impl Fn(&str) -> String
     keys.into_iter()
         .filter(|k| k.as_str() != "model" && was.get(*k) != now.get(*k))
         .map(|k| {
-            let side = |s: &Selection| shown(s, k).unwrap_or_else(|| "(not set)".into());
+            // A switch is recorded only when on: absent is off.
+            let off = if SWITCHES.contains(&k.as_str()) { "false" } else { "(not set)" };
+            let side = |s: &Selection| shown(s, k).unwrap_or_else(|| off.into());
             format!("setting {k} {} -> {} (from {})", side(was), side(now), source(k))
         })
         .collect()
@@ -273,6 +274,22 @@ mod tests {
         assert_eq!(a.select.layer.to_string(), "agent-toolkit");
         assert_eq!((a.select.profile.as_deref(), a.select.git_ref.as_deref()), (Some("next"), None));
         assert_eq!((a.sources.of("layer"), a.sources.of("env")), (Source::Flag("--layer"), Source::LastInstall));
+    }
+
+    #[test]
+    fn a_switch_turned_off_since_the_install_reads_true_to_false_and_a_new_mirror_from_not_set() {
+        let was: Selection =
+            serde_json::from_value(serde_json::json!({"offline": true, "layer": "inference"})).unwrap();
+        let now: Selection =
+            serde_json::from_value(serde_json::json!({"layer": "inference", "mirrors.eas": "/m/eas"})).unwrap();
+        let lines = changed(&was, &now, |k| format!("--{k}"));
+        assert_eq!(
+            lines,
+            [
+                "setting mirrors.eas (not set) -> /m/eas (from --mirrors.eas)",
+                "setting offline true -> false (from --offline)"
+            ]
+        );
     }
 
     #[test]
