@@ -1,7 +1,7 @@
 //! `eas up` on a recorded cluster with the synthetic trees, without a Docker Engine unless a test
 //! gives one: the harness of the plan-is-the-run tests (tests/it/blockers.rs, tests/it/phase_timeouts.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::ClusterServer;
@@ -30,8 +30,20 @@ pub fn command(
 }
 
 /// The synthetic EAS, EI and EAT repositories under a new directory, with `pins.json` (the real
-/// pins, their `main` rows pointed at the repositories) beside them.
-pub fn trees() -> PathBuf {
-    let dir = tempfile::Builder::new().prefix("blockers-").tempdir().unwrap().keep();
-    super::trees::synthetic_trees(&dir)
+/// pins, their `main` rows pointed at the repositories) beside them; the directory goes when the
+/// value does (it was kept: one `/tmp/blockers-*` left per call). Used as the directory's path.
+pub fn trees() -> Trees {
+    let dir = tempfile::Builder::new().prefix("blockers-").tempdir().unwrap();
+    super::trees::synthetic_trees(dir.path());
+    Trees(dir)
+}
+
+/// The directory [`trees`] made, removed on drop.
+pub struct Trees(tempfile::TempDir);
+
+impl std::ops::Deref for Trees {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
 }
