@@ -97,7 +97,7 @@ pub fn endpoint(context: &str, model: &str) -> Vec<String> {
         format!("    then, while it runs: curl -s http://localhost:{port}/v1/models"),
         format!(
             "    through the gateway: https://inference.inference-example.com/v1/chat/completions with \
-             `Authorization: Bearer <JWT>`, a Keycloak token of realm inference for client inference-client \
+             a Keycloak JWT of realm inference for client inference-client as its bearer token \
              (issuer https://keycloak.inference-example.com/realms/inference; EAS's defaults, unless \
              base_domain_name or auth_provider were changed)"
         ),
@@ -129,6 +129,11 @@ mod tests {
         );
         assert_eq!(lines[1], "    then, while it runs: curl -s http://localhost:8000/v1/models");
         assert!(lines[2].contains("https://inference.inference-example.com") && lines[2].contains("Keycloak"));
+        // Printed through the redactor, which masks the word after `Bearer `: the line must not
+        // read like a credential (it printed `Bearer *** a Keycloak token`).
+        for l in &lines {
+            assert_eq!(&crate::secrets::redact::patterns(l).0, l);
+        }
         assert!(super::endpoint("my ctx", "m")[0].contains("--context 'my ctx'"), "quoted for a shell");
     }
 }
