@@ -24,7 +24,7 @@ struct Trees {
 fn trees() -> &'static Trees {
     static T: OnceLock<Trees> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = tempfile::Builder::new().prefix("json-documents-").tempdir().unwrap().keep();
+        let dir = support::until_exit("json-documents-");
         support::trees::synthetic_trees(&dir);
         Trees { pins: dir.join("pins.json"), dir }
     })

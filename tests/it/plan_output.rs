@@ -25,7 +25,7 @@ struct Trees {
 fn trees() -> &'static Trees {
     static T: OnceLock<Trees> = OnceLock::new();
     T.get_or_init(|| {
-        let dir = tempfile::Builder::new().prefix("plan-output-").tempdir().unwrap().keep();
+        let dir = support::until_exit("plan-output-");
         let shas = support::trees::pinned_trees(&dir);
         Trees { pins: dir.join("pins.json"), dir, shas }
     })
@@ -397,4 +397,21 @@ fn a_small_node_lowers_the_models_cpu_with_a_decision_line() {
     assert!(!all.contains("models.yaml qwen2-5-coder-7b cpu:"), "{all}");
     assert!(all.contains("schedules 1 (2 allocatable - 0.2 requested), under the 2 cores vLLM needs"), "{all}");
     assert!(all.contains("would stay Pending"), "{all}");
+}
+
+/// The trees this module shares from a static (never dropped) are removed when the test process
+/// ends (`support::until_exit`): one test of this binary, run as its own process with a fresh
+/// `TMPDIR`, leaves that directory empty. Each process left one `/tmp/plan-output-*` before.
+#[test]
+fn the_shared_trees_leave_no_directory_behind_when_the_tests_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let test = "plan_output::output_json_is_one_schema_valid_document_with_the_plan_as_data";
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads", "1"])
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success() && text(&out.stdout).contains("1 passed"), "{}", text(&out.stdout));
+    let left: Vec<PathBuf> = std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(left, Vec::<PathBuf>::new());
 }

@@ -14,7 +14,7 @@ use support::ClusterServer;
 
 /// The synthetic trees, the EI tree's catalog replaced by the real entries.
 fn trees_with_real_catalog() -> PathBuf {
-    let dir = tempfile::Builder::new().prefix("real-catalog-").tempdir().unwrap().keep();
+    let dir = support::until_exit("real-catalog-");
     let mut shas = Vec::new();
     for n in ["eas", "ei", "eat"] {
         let to = dir.join("repos").join(n);

@@ -35,6 +35,28 @@ pub fn writes(server: &ClusterServer) -> Vec<String> {
         .collect()
 }
 
+/// A new temporary directory (`/tmp/PREFIX*`) that lives until the test process exits, for trees
+/// built once and shared from a static, which is never dropped: each left one directory per test
+/// process. Removed by a handler registered with `atexit`, which runs when the harness returns or
+/// exits (not when the process is killed).
+pub fn until_exit(prefix: &str) -> PathBuf {
+    use std::sync::{Mutex, Once};
+    static DIRS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    static REGISTER: Once = Once::new();
+    extern "C" fn remove_all() {
+        if let Ok(dirs) = DIRS.lock() {
+            for d in dirs.iter() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+    }
+    // SAFETY: `remove_all` is a plain function that stays valid for the life of the process.
+    REGISTER.call_once(|| assert_eq!(unsafe { libc::atexit(remove_all) }, 0, "atexit"));
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap().keep();
+    DIRS.lock().unwrap().push(dir.clone());
+    dir
+}
+
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
