@@ -297,7 +297,7 @@ pub fn lock_blocker(sd: &StateDir, break_lock: bool) -> Result<(), Failure> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -324,14 +324,7 @@ mod tests {
     #[test]
     fn the_identity_written_is_read_back_and_this_hosts_holders_are_judged_by_process() {
         let me = std::process::id();
-        let holder = lock::Holder {
-            pid: me,
-            host: lock::hostname(),
-            started: now(),
-            command: "eas up".into(),
-            pid_start: lock::start_time(me),
-        };
-        let mine = identity(&holder);
+        let mine = identity(&lock::Holder::current("eas up", &now()));
         assert_eq!(run_id_of(&mine), Some(lock::this_run_id().as_str()));
         assert_eq!(holder_here(&mine), Some((me, true)));
         let reused = format!("{}/{me}/{me}-1", lock::hostname());
@@ -344,7 +337,7 @@ mod tests {
     /// The Lease as the API server returns it (coordination.k8s.io/v1: holderIdentity,
     /// leaseDurationSeconds, acquireTime, renewTime as RFC 3339 micro-times), renewed `age_secs`
     /// ago by `holder`.
-    fn lease_held(holder: &str, age_secs: i64) -> serde_json::Value {
+    pub(crate) fn lease_held(holder: &str, age_secs: i64) -> serde_json::Value {
         let at = (chrono::Utc::now() - chrono::Duration::seconds(age_secs)).format("%Y-%m-%dT%H:%M:%S%.6fZ");
         serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -356,7 +349,7 @@ mod tests {
         })
     }
 
-    const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/eas-run-lock";
+    pub(crate) const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/eas-run-lock";
 
     /// The lock's plan half against a cluster whose Lease is `answer` (none: absent): what it
     /// found, and what it asked the cluster.
