@@ -164,7 +164,10 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     // the host's own bounded checks), whatever the API server does.
     let deadline = tokio::time::Instant::now() + GATES;
     let quick = || QUICK.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-    match gather::target(global, quick()).await {
+    // The host's settings (the kubeconfig source, the proxy) read once: this check and the
+    // gates' preflight reach the cluster through the same.
+    let host = crate::pipeline::services::Services::host(global);
+    match gather::target_at(&host.1, &host.0, quick()).await {
         Ok(t) => {
             let bound = quick();
             match t.cluster.server_version(bound).await {
@@ -197,7 +200,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         }
         None => checks.push(line(false, "memory", "cannot read /proc/meminfo".into())),
     }
-    checks.extend(gates(args, global, shell, deadline).await?);
+    checks.extend(gates(args, host, global, shell, deadline).await?);
     Ok(checks)
 }
 
@@ -205,13 +208,14 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
 /// cluster cannot be read at all, the gates that need it are skipped with the reason.
 async fn gates(
     args: &DoctorSettings,
+    host: (crate::net::proxy::ProxyEnv, crate::kubeconfig::KubeSource),
     global: &Global,
     shell: &Shell,
     deadline: tokio::time::Instant,
 ) -> Result<Vec<Check>, Failure> {
     let up = &args.up;
     let services =
-        crate::pipeline::services::Services::resolve(&up.select, global).map_err(crate::config::ConfigError::from);
+        crate::pipeline::services::Services::resolve_on(&up.select, host).map_err(crate::config::ConfigError::from);
     let tree_pins = services.and_then(|s| Ok((crate::config::trees_in(&s.pins, &up.select)?, s)));
     let (tree_pins, services) = match tree_pins {
         Ok(t) => t,
@@ -227,7 +231,7 @@ async fn gates(
     // plan's when it cannot read the cluster or runs out of time.
     let (planned, host) = tokio::join!(
         tokio::time::timeout_at(deadline, crate::pipeline::up::plan_halves(&cx, &mut r)),
-        crate::pipeline::phases::preflight::host_checks(global)
+        crate::pipeline::phases::preflight::host_checks(&services, global)
     );
     // What this host's Docker and git said, for the preflight gate's line: it says they answered
     // only when they did.

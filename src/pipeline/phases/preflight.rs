@@ -17,6 +17,7 @@ use crate::act::reap;
 use crate::cluster::{self, CALL};
 use crate::pipeline::phase::{Cx, NoPlan};
 use crate::pipeline::runner::{Phase, Runner};
+use crate::pipeline::services::Services;
 use crate::state::run::state_root;
 
 /// The plan half's phase; at act time it carries what the lock's act found.
@@ -55,7 +56,7 @@ impl Phase for Preflight<'_> {
         let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;
         let key = identify(&target).await?;
         let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
-        let (engine, git) = tokio::join!(engine(cx.global), git_check());
+        let (engine, git) = tokio::join!(cx.services.engine(cx.global), git_check());
         let docker_addr = crate::docker_host::resolve(&cx.global.env);
         let (docker, docker_down) = match engine {
             Ok(d) => (Some(d), None),
@@ -171,16 +172,14 @@ impl Pre {
     }
 }
 
-/// Docker and git, the host's part of preflight: each a blocker when it fails.
-pub async fn host_checks(global: &Global) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
-    let (docker, git) = tokio::join!(engine(global), git_check());
+/// Docker (the run's one connection: [`Services::engine`]) and git, the host's part of
+/// preflight: each a blocker when it fails.
+pub async fn host_checks(
+    services: &Services,
+    global: &Global,
+) -> (Result<bollard::Docker, Failure>, Result<(), Failure>) {
+    let (docker, git) = tokio::join!(services.engine(global), git_check());
     (docker.map_err(|e| docker_failure(&e)), git)
-}
-
-/// The Docker Engine, bounded as a whole (the connection's version negotiation included): a
-/// socket that accepts and never answers is met in seconds, not at the build's timeout.
-async fn engine(global: &Global) -> Result<bollard::Docker, bastion::image::EngineDown> {
-    bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL).await
 }
 
 fn docker_failure(e: &bastion::image::EngineDown) -> Failure {
