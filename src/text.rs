@@ -80,6 +80,47 @@ pub fn pad(s: &str, width: usize) -> String {
     out
 }
 
+/// Removes ANSI escape sequences: CSI (colours, cursor moves) up to its final byte, OSC (titles,
+/// links) up to BEL or ST, any other escape with the character after it. The installer colours
+/// its lines whether or not a terminal reads them, and the Docker daemon a build step's stderr.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek() {
+            Some('[') => {
+                chars.next();
+                // Parameters and intermediates, then one final byte in @..~.
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            Some(']') => {
+                // OSC: up to BEL or ST.
+                chars.next();
+                while let Some(c) = chars.next() {
+                    if c == '\u{7}' || (c == '\u{1b}' && chars.peek() == Some(&'\\')) {
+                        if c == '\u{1b}' {
+                            chars.next();
+                        }
+                        break;
+                    }
+                }
+            }
+            _ => {
+                chars.next();
+            }
+        }
+    }
+    out
+}
+
 /// One line for a person: every secret eas knows masked (`crate::secrets`), URL credentials
 /// masked, then control characters escaped.
 pub fn for_people(s: &str) -> String {
@@ -89,6 +130,13 @@ pub fn for_people(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each case's input through `f` gives the text beside it (a failure names the input).
+    fn each_gives(f: fn(&str) -> String, cases: &[(&str, &str)]) {
+        for (input, want) in cases {
+            assert_eq!(f(input), *want, "{input:?}");
+        }
+    }
 
     #[test]
     fn controls_and_ansi_are_made_visible() {
@@ -106,9 +154,7 @@ mod tests {
             ("zero\u{200b}width\u{feff}", "zero\\u{200b}width\\u{feff}"),
             ("rtl\u{200f}", "rtl\\u{200f}"),
         ];
-        for (raw, shown) in cases {
-            assert_eq!(escape_controls(raw), shown, "{raw:?}");
-        }
+        each_gives(escape_controls, &cases);
     }
 
     #[test]
@@ -137,8 +183,17 @@ mod tests {
             ("http://u:p@[::1]:3128", "http://***@[::1]:3128"),
             ("", ""),
         ];
-        for (raw, shown) in cases {
-            assert_eq!(mask_userinfo(raw), shown, "{raw:?}");
-        }
+        each_gives(mask_userinfo, &cases);
+    }
+
+    #[test]
+    fn ansi_codes_are_removed() {
+        let cases = [
+            ("\x1b[1;31mred\x1b[0m text", "red text"),
+            ("\x1b]0;title\x07after", "after"),
+            ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
+            ("plain — dash", "plain — dash"),
+        ];
+        each_gives(strip_ansi, &cases);
     }
 }

@@ -145,7 +145,7 @@ impl Progress {
     /// Reads one line of output. Returns [`Guard::Stop`] once, for the line that shows the
     /// installer acting before it announced bring-your-own-cluster mode.
     pub fn feed(&mut self, raw: &str) -> (Event, Guard) {
-        let line = strip_ansi(raw);
+        let line = crate::text::strip_ansi(raw);
         let line = line.trim_end();
         let event = self.classify(line);
         let guard = self.guard(line, &event);
@@ -306,46 +306,6 @@ fn recap_row(line: &str) -> Option<RecapRow> {
         seen += 1;
     }
     (seen > 0 && !row.host.is_empty()).then_some(row)
-}
-
-/// Removes ANSI escape sequences (the installer colours its lines whether or not a terminal
-/// reads them).
-pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        match chars.peek() {
-            Some('[') => {
-                chars.next();
-                // Parameters and intermediates, then one final byte in @..~.
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                // OSC: up to BEL or ST.
-                chars.next();
-                while let Some(c) = chars.next() {
-                    if c == '\u{7}' || (c == '\u{1b}' && chars.peek() == Some(&'\\')) {
-                        if c == '\u{1b}' {
-                            chars.next();
-                        }
-                        break;
-                    }
-                }
-            }
-            _ => {
-                chars.next();
-            }
-        }
-    }
-    out
 }
 
 /// The last `cap` lines of output, for the failure report.

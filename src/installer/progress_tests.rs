@@ -149,19 +149,6 @@ fn outcomes_from_exit_and_output() {
 }
 
 #[test]
-fn ansi_codes_are_removed() {
-    let cases = [
-        ("\x1b[1;31mred\x1b[0m text", "red text"),
-        ("\x1b]0;title\x07after", "after"),
-        ("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\", "link"),
-        ("plain — dash", "plain — dash"),
-    ];
-    for (input, want) in cases {
-        assert_eq!(strip_ansi(input), want, "{input:?}");
-    }
-}
-
-#[test]
 fn tail_keeps_the_last_lines() {
     let mut t = Tail::new(3);
     for i in 0..5 {

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use crate::act::bastion::labels::{CONTEXT_LABEL, MANAGED_LABEL};
 use crate::act::bastion::run::Interrupt;
 use crate::output::Shell;
+use crate::text::strip_ansi;
 use crate::settings::{Env, timeouts};
 
 /// Lines of build output kept to show when a step fails.
@@ -496,27 +497,6 @@ fn named_by_step(error: &str, step: Option<&str>) -> String {
 
 fn is_noise(line: &str) -> bool {
     line.starts_with(" ---> ") || line.starts_with("Removing intermediate container")
-}
-
-/// Removes terminal escape sequences (the daemon colours a step's stderr).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Splits the build's text chunks into lines and keeps the last few.
