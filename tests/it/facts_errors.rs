@@ -8,6 +8,14 @@ use std::process::Output;
 
 use support::*;
 
+/// The xeon-amx cluster whose answers to the requests at `path` carry `fault` (`times` of
+/// them; `None`: every one).
+fn xeon_with(path: &str, fault: Fault, times: Option<u32>) -> ClusterServer {
+    let server = ClusterServer::start(fixture("xeon-amx"));
+    server.inject(Some(path), fault, times);
+    server
+}
+
 /// Runs `eas facts --out` on the xeon cluster; asserts the exit code and that nothing was
 /// written, and returns stderr.
 fn failing(server: &ClusterServer, extra: &[&str], code: i32) -> String {
@@ -39,8 +47,7 @@ fn api_unreachable_names_the_address_and_cause() {
 
 #[test]
 fn a_server_error_names_the_call() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/nodes"), Fault::Status(500, "etcdserver: request timed out".into()), None);
+    let server = xeon_with("/api/v1/nodes", Fault::Status(500, "etcdserver: request timed out".into()), None);
     let stderr = failing(&server, &[], 1);
     assert!(
         stderr.contains("error: facts: list nodes failed: 500 Internal Server Error: etcdserver: request timed out"),
@@ -50,9 +57,8 @@ fn a_server_error_names_the_call() {
 
 #[test]
 fn an_overloaded_server_is_retried() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(
-        Some("/api/v1/nodes"),
+    let server = xeon_with(
+        "/api/v1/nodes",
         Fault::Status(503, "the server is currently unable to handle the request".into()),
         Some(1),
     );
@@ -64,8 +70,7 @@ fn an_overloaded_server_is_retried() {
 
 #[test]
 fn a_slow_answer_times_out_at_the_request_timeout() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/apis/apps/v1/daemonsets"), Fault::Slow(std::time::Duration::from_secs(8)), None);
+    let server = xeon_with("/apis/apps/v1/daemonsets", Fault::Slow(std::time::Duration::from_secs(8)), None);
     let stderr = failing(&server, &["--request-timeout", "1"], 1);
     assert!(
         stderr.contains(&format!(
@@ -79,8 +84,7 @@ fn a_slow_answer_times_out_at_the_request_timeout() {
 
 #[test]
 fn a_reset_connection_is_reported_as_unreachable() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/namespaces"), Fault::Reset, None);
+    let server = xeon_with("/api/v1/namespaces", Fault::Reset, None);
     let stderr = failing(&server, &[], 1);
     assert!(
         stderr.contains(&format!("cannot reach the Kubernetes API at {} (list namespaces)", server.url())),
@@ -138,10 +142,9 @@ fn status_names_a_401_and_a_403_once_with_their_cause() {
 
 #[test]
 fn a_forbidden_list_names_verb_and_resource() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
     let message =
         "secrets is forbidden: User \"reader\" cannot list resource \"secrets\" in API group \"\" at the cluster scope";
-    server.inject(Some("/secrets"), Fault::Status(403, message.into()), None);
+    let server = xeon_with("/secrets", Fault::Status(403, message.into()), None);
     let stderr = failing(&server, &[], 1);
     assert!(
         stderr.contains(&format!(
@@ -264,9 +267,8 @@ fn docker_unreachable_under_a_k3d_cluster_says_what_is_unknown() {
 
 #[test]
 fn pods_forbidden_leaves_the_requests_absent_with_a_warning() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(
-        Some("/api/v1/pods"),
+    let server = xeon_with(
+        "/api/v1/pods",
         Fault::Status(403, "pods is forbidden: User \"reader\" cannot list resource \"pods\"".into()),
         None,
     );
@@ -283,8 +285,7 @@ fn pods_forbidden_leaves_the_requests_absent_with_a_warning() {
 
 #[test]
 fn a_list_whose_continue_token_repeats_stops_naming_the_list() {
-    let server = ClusterServer::start(fixture("xeon-amx"));
-    server.inject(Some("/api/v1/namespaces"), Fault::RepeatContinue, None);
+    let server = xeon_with("/api/v1/namespaces", Fault::RepeatContinue, None);
     let started = std::time::Instant::now();
     let stderr = failing(&server, &[], 1);
     assert!(
@@ -302,8 +303,7 @@ fn a_list_whose_continue_token_repeats_stops_naming_the_list() {
 fn a_list_without_items_or_an_item_without_a_name_is_a_malformed_answer_not_an_empty_cluster() {
     // `eas facts` when the node list answers `body`: it fails naming the list and `cause`.
     let malformed = |body: &str, cause: &str| {
-        let server = ClusterServer::start(fixture("xeon-amx"));
-        server.inject(Some("/api/v1/nodes"), Fault::Body(200, body.into()), None);
+        let server = xeon_with("/api/v1/nodes", Fault::Body(200, body.into()), None);
         let stderr = failing(&server, &[], 1);
         let want = format!("error: facts: list nodes: the answer is not what the Kubernetes API sends: {cause}");
         assert!(stderr.contains(&want), "{body}: {stderr}");

@@ -13,8 +13,8 @@ use futures::StreamExt;
 use crate::act::bastion::labels::{CONTEXT_LABEL, MANAGED_LABEL};
 use crate::act::bastion::run::Interrupt;
 use crate::output::Shell;
-use crate::text::strip_ansi;
 use crate::settings::{Env, timeouts};
+use crate::text::strip_ansi;
 
 /// Lines of build output kept to show when a step fails.
 const TAIL: usize = 25;
