@@ -307,6 +307,22 @@ impl<T: Table> Runner<T> {
         Ok(Some(done))
     }
 
+    /// The act half of a phase whose input only an earlier phase's act hands on (`eas down`'s
+    /// delete after a guarded teardown, settle after delete): without it (`None`) the phase is
+    /// skipped, as one whose [`Phase::should_run`] says no, so its act takes a value rather than
+    /// an `Option` it would unwrap.
+    pub async fn act_given<'c, P: Phase<T>>(
+        &mut self,
+        p: P,
+        planned: Option<P::Planned>,
+        cx: &'c T::Cx<'c>,
+    ) -> Result<Option<P::Done>, Failure> {
+        match planned {
+            Some(planned) => self.act(p, planned, cx).await,
+            None => Ok(None),
+        }
+    }
+
     /// The act half of a phase that always runs (its [`Phase::should_run`] is the default and
     /// its row resumes `Always`).
     pub async fn act_phase<'c, P: Phase<T>>(

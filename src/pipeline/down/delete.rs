@@ -17,11 +17,11 @@ use crate::pipeline::down::bench::Bench;
 use crate::pipeline::down::cx::{Cx, Down, SNAPSHOT_DEADLINE, snapshot};
 use crate::pipeline::runner::{Phase, Runner};
 
+/// The delete phase. Its input only a guarded teardown hands on (`Torn::guarded`; a forced one
+/// deletes nothing directly): the bench the teardown ran on and its plan, whose `delete` is what
+/// the ledger says the run created.
 pub struct Delete<'a> {
     pub cluster: &'a Cluster,
-    /// After a guarded teardown, the bench it ran on and its plan, whose `delete` is what the
-    /// ledger says the run created (none: the teardown was forced or did not run).
-    pub guarded: Option<(&'a Bench, &'a TeardownPlan)>,
 }
 
 /// What the delete phase hands on: what could not be deleted, and the namespaces and CRDs that
@@ -31,18 +31,17 @@ pub struct Deleted {
     pub going: Snapshot,
 }
 
-impl Phase<Down> for Delete<'_> {
+impl<'a> Phase<Down> for Delete<'a> {
     const ID: DownId = DownId::Delete;
-    type Planned = ();
+    type Planned = (&'a Bench, &'a TeardownPlan);
     type Done = Deleted;
 
-    /// Only after a guarded teardown: a forced one deletes nothing directly.
-    fn should_run(&self, _cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
-        self.guarded.is_some()
-    }
-
-    async fn act(&mut self, (): (), cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Deleted, Failure> {
-        let (bench, plan) = self.guarded.ok_or_else(|| Failure::step(DownId::Delete, "no guarded teardown ran"))?;
+    async fn act(
+        &mut self,
+        (bench, plan): Self::Planned,
+        cx: &Cx<'_>,
+        _r: &mut Runner<Down>,
+    ) -> Result<Deleted, Failure> {
         // What the ledger says this run created and is still there.
         let after_teardown = snapshot(self.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
         let mut deleted = Deleted { failures: Vec::new(), going: Snapshot::default() };

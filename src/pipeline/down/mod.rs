@@ -92,8 +92,8 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
             return r.act(Purge { sd }, (), &cx).await.map(drop);
         };
         let torn = r.act(Teardown { cluster, sd, removal: &removal }, (), &cx).await?;
-        let deleted = r.act(Delete { cluster, guarded: torn.as_ref().and_then(Torn::guarded) }, (), &cx).await?;
-        let settled = r.act(Settle { cluster, going: deleted.as_ref().map(|d| &d.going) }, (), &cx).await?;
+        let deleted = r.act_given(Delete { cluster }, torn.as_ref().and_then(Torn::guarded), &cx).await?;
+        let settled = r.act_given(Settle { cluster }, deleted.as_ref().map(|d| &d.going), &cx).await?;
         let ran = Ran { torn: torn.as_ref(), deleted: deleted.as_ref(), settled: settled.as_ref() };
         r.act_phase(Record::of(&found, &removal, ran)?, (), &cx).await?;
         r.act(Purge { sd }, (), &cx).await.map(drop)

@@ -16,10 +16,10 @@ use crate::pipeline::down::cx::{Cx, Down, cancellable, left, snapshot};
 use crate::pipeline::down::plan;
 use crate::pipeline::runner::{Phase, Runner};
 
+/// The settle phase. Its input only the delete phase hands on (nothing else was deleted for it to
+/// wait on): the namespaces and CRDs that phase deleted.
 pub struct Settle<'a> {
     pub cluster: &'a Cluster,
-    /// The namespaces and CRDs the delete phase deleted (none: it did not run).
-    pub going: Option<&'a Snapshot>,
 }
 
 /// What the settle phase found: the cluster after the wait, and why each namespace still there
@@ -29,24 +29,18 @@ pub struct Settled {
     pub why: BTreeMap<String, String>,
 }
 
-impl Phase<Down> for Settle<'_> {
+impl<'a> Phase<Down> for Settle<'a> {
     const ID: DownId = DownId::Settle;
-    type Planned = ();
+    type Planned = &'a Snapshot;
     type Done = Settled;
-
-    /// Only after the delete phase: nothing else was deleted for it to wait on.
-    fn should_run(&self, _cx: &Cx<'_>, _r: &Runner<Down>) -> bool {
-        self.going.is_some()
-    }
 
     /// The cluster once what was deleted has gone from it, or once the window is all but spent:
     /// its last quarter (at most [`crate::settings::timeouts::LEDGER`]) is kept for the last
     /// read, which reports what is still there as left, a namespace with why (its deletion
     /// conditions, [`Cluster::namespace_left`]). The wait says what it still waits for as each
     /// one goes; a wait the API server refuses is a warning: the last read decides.
-    async fn act(&mut self, (): (), cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Settled, Failure> {
+    async fn act(&mut self, going: &'a Snapshot, cx: &Cx<'_>, _r: &mut Runner<Down>) -> Result<Settled, Failure> {
         use futures::StreamExt;
-        let going = self.going.ok_or_else(|| Failure::step(DownId::Settle, "the delete phase did not run"))?;
         let window = left();
         let start = tokio::time::Instant::now();
         let reserve = (window / 4).min(crate::settings::timeouts::LEDGER);
