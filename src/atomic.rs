@@ -36,8 +36,7 @@ mod tests {
 
     #[test]
     fn replaces_whole_keeps_the_mode_and_leaves_no_scratch() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("pins.json");
+        let (dir, p) = crate::testing::temp_path("pins.json");
         write(&p, b"one").unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((std::fs::read(&p).unwrap(), mode(&p)), (b"one".to_vec(), 0o644));

@@ -243,8 +243,7 @@ mod tests {
     fn a_file_past_its_limit_is_refused_naming_the_file_and_the_limit() {
         let e = read(Path::new("/dev/zero"), Kind::Lock).unwrap_err().to_string();
         assert_eq!(e, "lock file /dev/zero is larger than its limit of 64 KiB");
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("pins.json");
+        let (dir, p) = crate::testing::temp_path("pins.json");
         std::fs::write(&p, vec![b' '; Kind::Pins.limit() as usize]).unwrap();
         assert_eq!(read(&p, Kind::Pins).unwrap().len() as u64, Kind::Pins.limit());
         std::fs::write(&p, vec![b' '; Kind::Pins.limit() as usize + 1]).unwrap();
@@ -259,8 +258,7 @@ mod tests {
 
     #[test]
     fn a_fifo_is_read_whole_once_its_writer_finishes() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
+        let (_dir, fifo) = crate::testing::temp_path("fifo");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let w = fifo.clone();

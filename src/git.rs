@@ -260,8 +260,7 @@ mod tests {
     /// timeout, so the call ends at it.
     #[test]
     fn stdin_a_git_does_not_read_cannot_outlast_the_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("stdin-never-closes");
+        let (_dir, fifo) = crate::testing::temp_path("stdin-never-closes");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         let mut g = Git::new(None, &["hash-object", &fifo.display().to_string()], Duration::from_millis(300));
         g.stdin = Some("x".repeat(1 << 20));
@@ -271,8 +270,7 @@ mod tests {
 
     #[test]
     fn a_git_call_past_its_timeout_is_killed_and_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("stdin-never-closes");
+        let (_dir, fifo) = crate::testing::temp_path("stdin-never-closes");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         // `git hash-object FIFO` blocks opening a fifo that no one writes.
         let blocking = Git::new(None, &["hash-object", &fifo.display().to_string()], Duration::from_millis(300));

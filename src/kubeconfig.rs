@@ -454,8 +454,7 @@ mod tests {
     use super::*;
 
     fn with_plugin(script: &str) -> (tempfile::TempDir, Kubeconfig) {
-        let dir = tempfile::tempdir().unwrap();
-        let plugin = dir.path().join("plugin");
+        let (dir, plugin) = crate::testing::temp_path("plugin");
         std::fs::write(&plugin, script).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -495,8 +494,7 @@ mod tests {
             ("    client-key-data: \"KEYSENTINEL9\n", "line 6, column 22: unclosed quote"),
             ("    token: TOKSENTINEL9\n\ttoken: x\n", "line 6, column 12: "),
         ];
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (_dir, path) = crate::testing::temp_path("config");
         for (tail, want) in cases {
             std::fs::write(&path, format!("{head}{tail}")).unwrap();
             let e = load_from(std::slice::from_ref(&path), true).unwrap_err().to_string();
@@ -509,8 +507,7 @@ mod tests {
     fn a_kubeconfig_past_its_limit_or_relative_paths() {
         let e = load_from(&[PathBuf::from("/dev/zero")], true).unwrap_err().to_string();
         assert_eq!(e, "kubeconfig /dev/zero cannot be read: kubeconfig /dev/zero is larger than its limit of 16 MiB");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (dir, path) = crate::testing::temp_path("config");
         std::fs::write(&path, "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {server: 'https://h', certificate-authority: ca.pem}\n").unwrap();
         let (kc, _) = load_from(std::slice::from_ref(&path), true).unwrap();
         let ca = kc.clusters[0].cluster.as_ref().unwrap().certificate_authority.clone().unwrap();

@@ -50,6 +50,8 @@ mod since_last;
 mod snapshot;
 mod sources;
 mod state;
+#[cfg(test)]
+mod testing;
 mod text;
 // The integration tests' TLS front, of which the unit tests use a part.
 #[cfg(test)]

@@ -189,8 +189,7 @@ mod tests {
 
     #[test]
     fn remote_is_cached_then_work_tree_is_at_the_pin() {
-        let tmp = tempfile::tempdir().unwrap();
-        let up = tmp.path().join("up");
+        let (tmp, up) = crate::testing::temp_path("up");
         let (first, _second) = upstream(&up);
         let cache = tmp.path().join("cache");
         let origin = Origin::Remote(up.to_string_lossy().to_string());
@@ -208,8 +207,7 @@ mod tests {
 
     #[test]
     fn a_commit_the_origin_lacks_is_named() {
-        let tmp = tempfile::tempdir().unwrap();
-        let up = tmp.path().join("up");
+        let (tmp, up) = crate::testing::temp_path("up");
         upstream(&up);
         let err = resolve(&pin("deadbeef"), &Origin::Local(up.clone()), tmp.path(), None).unwrap_err();
         assert!(matches!(err, TreeError::Missing { .. }), "{err}");
@@ -220,8 +218,7 @@ mod tests {
     /// (system certificates plus the bundle, through GIT_SSL_CAINFO) and fails without it.
     #[test]
     fn an_https_remote_is_fetched_trusting_the_ca_bundle_and_refused_without_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let up = tmp.path().join("up");
+        let (tmp, up) = crate::testing::temp_path("up");
         let (first, _second) = upstream(&up);
         sh(&up, &["update-server-info"]);
         let server = crate::tls_front::TlsFront::files(up.join(".git"));

@@ -401,8 +401,7 @@ mod tests {
     #[test]
     fn the_run_logs_redactor_masks_the_kubeconfigs_secrets_and_the_installers_env() {
         use base64::Engine;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (_dir, path) = crate::testing::temp_path("config");
         let key = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIINSTALLLOGkeyBODY0123456789abcdef\n-----END EC PRIVATE KEY-----\n";
         let key_data = base64::engine::general_purpose::STANDARD.encode(key);
         std::fs::write(

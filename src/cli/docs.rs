@@ -298,8 +298,7 @@ mod tests {
 
     #[test]
     fn a_file_as_out_is_bad_input_and_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
+        let (dir, file) = crate::testing::temp_path("f");
         std::fs::write(&file, "x").unwrap();
         let err = man_command(&file).unwrap_err();
         // Bad input at the command edge (exit 2; `commands::edge`'s tests).

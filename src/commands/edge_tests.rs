@@ -174,8 +174,7 @@ fn the_pinned_catalog_unread_is_a_refusal_and_an_unknown_model_bad_input() {
 
 #[test]
 fn a_man_directory_that_is_a_file_is_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("f");
+    let (_dir, file) = crate::testing::temp_path("f");
     std::fs::write(&file, "").unwrap();
     let f = Failure::from(crate::cli::docs::man_command(&file).unwrap_err());
     assert_eq!(f.exit_code(), 2);

@@ -63,8 +63,7 @@ mod tests {
 
     #[test]
     fn replace_then_clear() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
+        let (dir, out) = crate::testing::temp_path("out");
         fs::create_dir_all(&out).unwrap();
         fs::write(out.join("repos.inference.yaml"), "old").unwrap();
         fs::write(out.join("notes.md"), "mine").unwrap();

@@ -397,8 +397,7 @@ mod tests {
 
     #[test]
     fn operator_flags_are_checked_before_any_call() {
-        let dir = tempfile::tempdir().unwrap();
-        let good = dir.path().join("config.toml");
+        let (dir, good) = crate::testing::temp_path("config.toml");
         std::fs::write(&good, "version = 3\n").unwrap();
         let bad = dir.path().join("bad.toml");
         std::fs::write(&bad, "[plugins\n").unwrap();

@@ -551,8 +551,7 @@ mod tests {
 
     #[tokio::test]
     async fn this_host_files_under_its_root() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("var/lib/rancher/k3s/agent/etc/containerd");
+        let (root, dir) = crate::testing::temp_path("var/lib/rancher/k3s/agent/etc/containerd");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("config.toml"),

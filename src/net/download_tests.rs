@@ -34,8 +34,7 @@ fn with_the_bundle_the_download_succeeds_and_without_it_fails_in_one_line() {
     let rt = crate::tls_front::runtime(2);
     let server = start_server(&rt);
     let url = format!("https://localhost:{}/yq", server.port);
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dir.path().join("yq");
+    let (dir, dest) = crate::testing::temp_path("yq");
 
     let trusting = Downloader::new(std::slice::from_ref(&server.ca_der), ProxyEnv::default()).unwrap();
     rt.block_on(trusting.to_file(&url, &dest)).unwrap();

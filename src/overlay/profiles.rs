@@ -114,8 +114,7 @@ mod tests {
     /// task out of install.yaml, as PR #251 reports for 97f6157: 0006 STOPs at main only.
     #[test]
     fn a_stop_at_main_names_the_rc_profile_and_its_command() {
-        let tmp = tempfile::tempdir().unwrap();
-        let up = tmp.path().join("up");
+        let (tmp, up) = crate::testing::temp_path("up");
         let synthetic = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/synthetic/eas");
         assert!(Command::new("cp").arg("-R").arg(synthetic).arg(&up).status().unwrap().success());
         git(&up, &["init", "-q", "-b", "main"]);

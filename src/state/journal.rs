@@ -455,8 +455,7 @@ mod tests {
 
     #[test]
     fn a_state_file_that_is_not_utf8_is_damaged_not_unreadable() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        let (_dir, path) = crate::testing::temp_path("state.json");
         std::fs::write(&path, b"{\"schema_version\": 1, \xff\xfe}").unwrap();
         let e = State::load(&path).unwrap_err();
         // Malformed, which the command edge makes bad input (exit 2; `commands::edge`'s tests).

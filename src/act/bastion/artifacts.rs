@@ -172,8 +172,7 @@ mod tests {
     }
 
     fn served(body: &[u8]) -> Served {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("yq");
+        let (dir, file) = crate::testing::temp_path("yq");
         std::fs::write(&file, body).unwrap();
         Served { url: format!("file://{}", file.display()), file, sha: sha256_hex(body), _dir: dir }
     }

@@ -542,8 +542,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_docker_socket_that_never_answers_is_bounded() {
-        let dir = tempfile::tempdir().unwrap();
-        let sock = dir.path().join("docker.sock");
+        let (_dir, sock) = crate::testing::temp_path("docker.sock");
         let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         std::thread::spawn(move || {
             let held: Vec<_> = listener.incoming().take(4).collect();

@@ -779,8 +779,7 @@ mod tests {
 
     #[test]
     fn behind_a_proxy_the_installer_reaches_the_api_server_directly() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (_dir, path) = crate::testing::temp_path("config");
         std::fs::write(
             &path,
             "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\n\
@@ -813,8 +812,7 @@ mod tests {
 
     #[test]
     fn the_kubeconfig_is_mounted_read_only_or_rewritten_in_a_private_copy() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config");
+        let (_dir, path) = crate::testing::temp_path("config");
         let yaml = |server: &str| {
             format!(
                 "current-context: k3d-gpu\nclusters:\n- name: k3d-gpu\n  cluster:\n    server: {server}\n\
@@ -875,8 +873,7 @@ mod tests {
 
     #[test]
     fn a_kubeconfig_list_is_merged_into_one_private_copy() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = dir.path().join("a");
+        let (dir, a) = crate::testing::temp_path("a");
         let b = dir.path().join("b");
         std::fs::write(
             &a,
@@ -919,8 +916,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_exec_plugins_token_is_minted_on_the_host_into_the_private_copy() {
-        let dir = tempfile::tempdir().unwrap();
-        let plugin = dir.path().join("plugin");
+        let (dir, plugin) = crate::testing::temp_path("plugin");
         std::fs::write(
             &plugin,
             "#!/bin/sh\necho '{\"kind\":\"ExecCredential\",\"status\":{\"token\":\"minted\",\"expirationTimestamp\":\"2030-01-01T00:00:00Z\"}}'\n",

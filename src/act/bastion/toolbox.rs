@@ -136,8 +136,7 @@ mod tests {
     /// some of the tools: each missing one is named with its task, and it exits 1.
     #[test]
     fn the_check_script_names_each_missing_tool_and_its_task() {
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
+        let (dir, bin) = crate::testing::temp_path("bin");
         std::fs::create_dir(&bin).unwrap();
         for t in table().tools.iter().filter(|t| t.name != "jq") {
             let p = bin.join(&t.name);

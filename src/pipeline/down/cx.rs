@@ -325,8 +325,7 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn the_runner_journals_how_a_down_ended_and_leaves_other_failures_to_their_phase() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("state.json");
+        let (_dir, file) = crate::testing::temp_path("state.json");
         let (args, global, shell, interrupt) = (settings(), Global::default(), plain(), Interrupt::default());
         let cx = Cx::new(&args, &global, &shell, &interrupt);
         let mut r = runner(&[(DownId::Delete, Duration::ZERO)]);

@@ -234,8 +234,7 @@ mod tests {
     /// The record kept says what was found and clears how an earlier `down` ended.
     #[test]
     fn a_kept_record_is_saved_with_its_findings() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("state.json");
+        let (_dir, file) = crate::testing::temp_path("state.json");
         let mut loaded = Loaded { state: State::sample("t0"), file: file.clone(), started: "t0".into() };
         loaded.state.down = Some(crate::state::journal::DownEntry {
             status: crate::state::journal::Status::Interrupted,
