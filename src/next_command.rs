@@ -180,17 +180,17 @@ pub fn secrets_in(env: &Env, secret_vars: &[&str]) -> Vec<String> {
 /// (` \` continuations), else (a plan not made from a command line: tests, a record) the layer
 /// and environment.
 pub fn header(plan: &Plan, width: usize) -> Vec<String> {
-    match &plan.apply_command {
+    match &plan.apply_command() {
         Some(cmd) => shell_wrap(cmd, "", width),
-        None => vec![format!("eas up --layer {} --env {}", plan.layer, plan.env)],
+        None => vec![format!("eas up --layer {} --env {}", plan.layer(), plan.env())],
     }
 }
 
 /// The plan's closing lines: what to run next.
 pub fn closing(plan: &Plan, width: usize) -> Vec<String> {
-    let Some(cmd) = &plan.apply_command else { return Vec::new() };
+    let Some(cmd) = &plan.apply_command() else { return Vec::new() };
     let mut out = vec![String::new()];
-    if !plan.blockers.is_empty() {
+    if !plan.blockers().is_empty() {
         out.push("next: remove the blockers above (each names its fix), then run:".to_string());
         out.extend(shell_wrap(cmd, "  ", width));
     } else {
@@ -357,15 +357,18 @@ mod tests {
         let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
         assert_eq!(header(&plan, 80), ["eas up --layer agent-toolkit --env k3d-gpu"]);
         assert!(closing(&plan, 80).is_empty());
-        plan.apply_command = Some("eas up --yes --pins p.json".into());
+        plan.set_apply_command(Some("eas up --yes --pins p.json".into()));
         assert_eq!(header(&plan, 80), ["eas up --yes --pins p.json"]);
         assert_eq!(closing(&plan, 80), ["", "next: eas up --yes --pins p.json"]);
-        plan.blockers.push(crate::plan::Blocker::new(
-            crate::plan::PhaseId::Preflight,
-            "no Docker",
-            "start it",
-            crate::plan::Kind::Failed,
-        ));
+        plan.add_blockers(
+            crate::plan::Met::InPhase,
+            [crate::plan::Blocker::new(
+                crate::plan::PhaseId::Preflight,
+                "no Docker",
+                "start it",
+                crate::plan::Kind::Failed,
+            )],
+        );
         let c = closing(&plan, 80);
         assert!(c[1].starts_with("next: remove the blockers above"), "{c:?}");
         assert_eq!(c[2], "  eas up --yes --pins p.json");

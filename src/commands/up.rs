@@ -105,11 +105,11 @@ fn dry_run_end(
     shell: &Shell,
 ) -> Result<(), Failure> {
     use crate::plan::Kind;
-    let kind = crate::plan::dry_run_exit(&plan.blockers, args.fail_on_blockers);
-    plan.exit_code = kind.map_or(crate::plan::EXIT_SUCCESS, Kind::exit_code);
+    let kind = crate::plan::dry_run_exit(plan.blockers(), args.fail_on_blockers);
+    plan.exited(kind.map_or(crate::plan::EXIT_SUCCESS, Kind::exit_code));
     // A plan saved without blockers opens and closes with the command that applies it exactly.
-    if let Some(dir) = args.out.as_deref().filter(|_| plan.blockers.is_empty() && plan.apply_command.is_some()) {
-        plan.apply_command = crate::next_command::apply_saved(&global.env, &dir.display().to_string());
+    if let Some(dir) = args.out.as_deref().filter(|_| plan.blockers().is_empty() && plan.apply_command().is_some()) {
+        plan.set_apply_command(crate::next_command::apply_saved(&global.env, &dir.display().to_string()));
     }
     let text = plan_text(plan, args, global);
     if args.output.is_json() {
@@ -123,7 +123,7 @@ fn dry_run_end(
     }
     match kind {
         None => Ok(()),
-        Some(kind) => Err(crate::error::Failure::blocked(&plan.blockers, kind)),
+        Some(kind) => Err(crate::error::Failure::blocked(plan.blockers(), kind)),
     }
 }
 

@@ -21,19 +21,19 @@ pub fn blocked_run(
     (sd, facts, files): (&StateDir, &Facts, &[(String, String)]),
     shell: &Shell,
 ) -> Failure {
-    let kind = r.plan_doc().blockers[0].kind;
-    r.plan_doc_mut().exit_code = kind.exit_code();
-    let lock_held = r.plan_doc().blockers.iter().any(|b| b.phase == PhaseId::Lock);
+    let kind = r.plan_doc().blockers()[0].kind;
+    r.plan_run().exited(kind.exit_code());
+    let lock_held = r.plan_doc().blockers().iter().any(|b| b.phase == PhaseId::Lock);
     shell.note(format!(
         "blockers: {} (the run stops before its first write; `eas up --dry-run` lists the same)",
-        r.plan_doc().blockers.len()
+        r.plan_doc().blockers().len()
     ));
     // A lock blocker: another run's lock (its directory is not this run's to write), or a state
     // directory that cannot take a write (read-only, not writable, full).
     if !lock_held && let Err(e) = record_attempt(r, sd, facts, files, shell) {
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
-    crate::error::Failure::blocked(&r.plan_doc().blockers, kind)
+    crate::error::Failure::blocked(r.plan_doc().blockers(), kind)
 }
 
 /// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and
@@ -60,13 +60,13 @@ fn record_attempt(
     let dir = sd.dir().join(ATTEMPT);
     // Its log: the lines the run printed, then its blockers.
     attempt_log(r, &dir, shell)?;
-    let first = &r.plan_doc().blockers[0];
+    let first = &r.plan_doc().blockers()[0];
     let attempt = serde_json::json!({
         "phase": first.phase, "exit_code": first.exit_code(), "cause": first.cause, "finished_at": now(),
-        "blockers": r.plan_doc().blockers,
+        "blockers": r.plan_doc().blockers(),
     });
     let write = |name: &str, text: &str| crate::state::journal::write_atomic(&dir.join(name), text.as_bytes());
-    for b in &r.plan_doc().blockers {
+    for b in r.plan_doc().blockers().iter() {
         shell.log_only(&format!("blocker ({}): {}; fix: {} (exit {})", b.phase.name(), b.cause, b.fix, b.exit_code()));
     }
     write("facts.json", &serde_json::to_string_pretty(facts).expect("json"))?;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::output::Shell;
-use crate::plan::PhaseId;
+use crate::plan::{PhaseId, Runs};
 use crate::state::journal::State;
 use crate::state::resume::{RunKind, classify as kind_of, plan_resume};
 use crate::state::since::{Completed, Now, since_last};
@@ -74,11 +74,11 @@ pub fn classify(
     let since = last.map(|l| {
         let now = Now {
             pins: &r.journaled().pins.shas,
-            decisions: &r.plan_doc().decisions,
-            overlay: &r.plan_doc().overlay,
+            decisions: r.plan_doc().decisions(),
+            overlay: r.plan_doc().overlay(),
             files,
             facts,
-            image: r.plan_doc().image.as_ref().map(|i| i.tag.as_str()),
+            image: r.plan_doc().image().as_ref().map(|i| i.tag.as_str()),
         };
         let mut s = since_last(l, &now);
         for p in &mut s.pins {
@@ -98,13 +98,11 @@ pub fn classify(
     // `init --upgrade`, the installer's own path, which refuses a changed rev without it.
     let upgrade = since.as_ref().is_some_and(|s| !s.pins.is_empty()) && inited(work, &args.env);
     let init = init.map(|argv| init_as_run(argv, upgrade)).unwrap_or_default();
+    let mut part = r.plan_part(PhaseId::Classify);
     if !init.is_empty() {
-        r.plan_doc_mut()
-            .commands
-            .insert(0, crate::plan::PlannedCommand { phase: PhaseId::Prepare, argv: init.clone() });
+        part.command(Runs::Init, init.clone());
     }
-    r.plan_doc_mut().run_kind = Some(kind);
-    r.plan_doc_mut().since_last = since;
+    part.compared(kind, since);
     let undeploy = undeploy_previous(last, pick, r);
     Ok(Classified { init, upgrade, undeploy, kind: Some(kind) })
 }
@@ -136,15 +134,14 @@ fn undeploy_previous(last: Option<&Completed>, new: Option<&str>, r: &mut Runner
     }
     let argv = vec![MODEL_MANAGER.to_string(), "undeploy".into(), old.clone(), "--wait".into()];
     let source = "issue 22: a model change removes the previous pick (EI model-manager's undeploy)".to_string();
-    r.plan_doc_mut().decisions.push(crate::plan::PlanDecision {
+    let mut part = r.plan_part(PhaseId::Classify);
+    part.decisions([crate::plan::PlanDecision {
         fact: format!("the last completed run deployed {old}; this run picks {}", new.unwrap_or("none")),
         choice: format!("{}: {old} before the install", crate::state::since::UNDEPLOY),
         permalink: source.clone(),
         source,
-    });
-    let at =
-        r.plan_doc().commands.iter().position(|c| c.phase == PhaseId::Install).unwrap_or(r.plan_doc().commands.len());
-    r.plan_doc_mut().commands.insert(at, crate::plan::PlannedCommand { phase: PhaseId::Install, argv: argv.clone() });
+    }]);
+    part.command(Runs::Undeploy, argv.clone());
     Some(argv)
 }
 
@@ -235,9 +232,9 @@ pub fn keep_completed(sd: &Path, r: &Runner, facts: &Facts, files: &[(String, St
 
 /// A real run says what it is and what changed before its first act.
 pub fn announce(r: &Runner, shell: &Shell) {
-    let Some(kind) = r.plan_doc().run_kind else { return };
+    let Some(kind) = r.plan_doc().run_kind() else { return };
     shell.phase("plan", format!("run: {kind}"));
-    if let Some(since) = &r.plan_doc().since_last {
+    if let Some(since) = &r.plan_doc().since_last() {
         for l in crate::state::since::lines(since, false) {
             shell.note(format!("  since the last up: {}", crate::text::escape_controls(&l)));
         }
@@ -325,7 +322,7 @@ mod tests {
                 classify((&f.args, &f.global), before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r)
                     .unwrap();
             let case = format!("last completed at {was}, record at {:?}, tree {}", latest.pins.shas, work.display());
-            let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Prepare).collect();
+            let printed: Vec<_> = r.plan_doc().commands().iter().filter(|c| c.phase == PhaseId::Prepare).collect();
             assert_eq!(printed.len(), 1, "{case}");
             assert_eq!(printed[0].argv, c.init, "{case}: the plan prints the init the act runs");
             assert_eq!(c.upgrade, upgrades, "{case}");
@@ -356,9 +353,9 @@ mod tests {
                 .unwrap();
             let want: Option<Vec<String>> = want.map(|w| w.iter().map(|s| s.to_string()).collect());
             assert_eq!(c.undeploy, want, "this run picks {pick:?}");
-            let printed: Vec<_> = r.plan_doc().commands.iter().filter(|c| c.phase == PhaseId::Install).collect();
+            let printed: Vec<_> = r.plan_doc().commands().iter().filter(|c| c.phase == PhaseId::Install).collect();
             assert_eq!(printed.iter().map(|c| Some(c.argv.clone())).next().flatten(), want, "{pick:?}");
-            assert_eq!(r.plan_doc().model_pick, None, "the plan's own pick is not what was compared");
+            assert_eq!(*r.plan_doc().model_pick(), None, "the plan's own pick is not what was compared");
         }
     }
 }

@@ -119,8 +119,8 @@ pub fn gate_checks(plan: &crate::plan::Plan) -> Vec<Check> {
     ];
     let mut out = Vec::new();
     for (phase, name, ok) in gates {
-        let failed: Vec<&crate::plan::Blocker> = plan.blockers.iter().filter(|b| b.phase == phase).collect();
-        let undecided = plan.overlay_not_decided.as_deref().filter(|_| phase == P::Overlay);
+        let failed: Vec<&crate::plan::Blocker> = plan.blockers().iter().filter(|b| b.phase == phase).collect();
+        let undecided = plan.overlay_not_decided().first().map(String::as_str).filter(|_| phase == P::Overlay);
         match (failed.is_empty(), undecided) {
             (true, Some(why)) => out.push(Check::new(name, "skipped", why)),
             (true, None) => out.push(Check::new(name, "ok", ok)),

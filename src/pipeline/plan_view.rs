@@ -85,7 +85,7 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     // The plan speaks of the run to come; the summary closing a real run, of the run that was.
     let done = matches!(ending, Ending::Installed { .. });
     let mut out = crate::next_command::header(plan, view.width);
-    let cluster = match &plan.facts {
+    let cluster = match &plan.facts() {
         Some(f) => {
             let k3d = f.k3d_cluster.as_deref().map(|c| format!(" (k3d cluster {c})")).unwrap_or_default();
             let nodes = if f.node_count == 1 { "1 node".to_string() } else { format!("{} nodes", f.node_count) };
@@ -94,58 +94,58 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
         None => "not known (no facts)".to_string(),
     };
     labelled(&mut out, view, "cluster", &cluster);
-    for (i, line) in settings_lines(&plan.settings).iter().enumerate() {
+    for (i, line) in settings_lines(plan.settings()).iter().enumerate() {
         labelled(&mut out, view, if i == 0 { "settings" } else { "" }, line);
     }
-    let commits: Vec<String> = plan.commits.iter().map(|(n, sha)| format!("{n} {}", short(sha))).collect();
+    let commits: Vec<String> = plan.commits().iter().map(|(n, sha)| format!("{n} {}", short(sha))).collect();
     let commits = if commits.is_empty() { String::new() } else { format!(": {}", commits.join(", ")) };
-    labelled(&mut out, view, "profile", &format!("{}{commits}", plan.profile));
-    labelled(&mut out, view, "pins", &plan.pins_source);
-    let model = plan.model.as_deref().unwrap_or("not decided");
-    let fit = plan.fit.as_deref().map(|f| format!("; {f}")).unwrap_or_default();
-    labelled(&mut out, view, "layer", &format!("{}, model {model}{fit}", plan.layer));
-    let patches = match &plan.overlay_not_decided {
+    labelled(&mut out, view, "profile", &format!("{}{commits}", plan.profile()));
+    labelled(&mut out, view, "pins", plan.pins_source());
+    let model = plan.model().as_deref().unwrap_or("not decided");
+    let fit = plan.fit().as_deref().map(|f| format!("; {f}")).unwrap_or_default();
+    labelled(&mut out, view, "layer", &format!("{}, model {model}{fit}", plan.layer()));
+    let patches = match plan.overlay_not_decided().first() {
         Some(why) => format!("not decided ({why})"),
         None => {
-            let (apply, skip, stop) = plan::patch_counts(&plan.overlay);
+            let (apply, skip, stop) = plan::patch_counts(plan.overlay());
             let stop = if stop > 0 { format!("{stop} STOP") } else { "0 stop".to_string() };
             format!("{apply} to apply, {skip} to skip, {stop}")
         }
     };
-    labelled(&mut out, view, "decisions", &format!("{} made; patches: {patches}", plan.decisions.len()));
-    let image = match &plan.image {
+    labelled(&mut out, view, "decisions", &format!("{} made; patches: {patches}", plan.decisions().len()));
+    let image = match &plan.image() {
         Some(i) if i.action == ImageAction::Build => format!("{} {}", if done { "built" } else { "build" }, i.tag),
         Some(i) => format!("{} {}", if done { "reused" } else { "reuse" }, i.tag),
         // Not planned: a blocker of preflight (no Docker Engine) or of the bastion says why.
         None => "not planned (see blockers)".to_string(),
     };
     labelled(&mut out, view, "bastion", &image);
-    if plan.commands.is_empty() {
+    if plan.commands().is_empty() {
         labelled(&mut out, view, "installer", "not decided");
     }
-    for (i, c) in plan.commands.iter().enumerate() {
+    for (i, c) in plan.commands().iter().enumerate() {
         labelled(&mut out, view, if i == 0 { "installer" } else { "" }, &shell_line(&c.argv));
     }
-    if plan.unknown.is_empty() {
+    if plan.unknown().is_empty() {
         labelled(&mut out, view, "unknown", "nothing");
     }
-    for (i, m) in plan.unknown.iter().enumerate() {
+    for (i, m) in plan.unknown().iter().enumerate() {
         labelled(&mut out, view, if i == 0 { "unknown" } else { "" }, &format!("{}: {}", m.phase, m.reason));
     }
-    let count = plan.blockers.len();
-    let stops = match plan.blockers.first() {
+    let count = plan.blockers().len();
+    let stops = match plan.blockers().first() {
         Some(b) => format!("{count}: the real run stops at the first (exit {})", b.exit_code()),
         None if done => "none: every check passed before the first write".to_string(),
         None => "none: the real run passes every check before its first write".to_string(),
     };
     labelled(&mut out, view, "blockers", &stops);
-    for b in &plan.blockers {
+    for b in plan.blockers().iter() {
         let fix = if b.fix.is_empty() { String::new() } else { format!("; fix: {}", b.fix) };
         labelled(&mut out, view, "", &format!("{}: {}{fix}", b.phase, b.cause));
     }
     // Counted at a glance (each is listed in full): a summary that says `blockers none` also says
     // how many warnings the run has.
-    let warnings = match plan.warnings.len() {
+    let warnings = match plan.warnings().len() {
         0 => "none".to_string(),
         n => n.to_string(),
     };
@@ -153,14 +153,14 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
     match ending {
         // What making the plan wrote (the probe pods of --probe-nodes) is said, never hidden
         // behind "nothing was written".
-        Ending::DryRun if plan.wrote.is_empty() => out.extend(wrap(
+        Ending::DryRun if plan.wrote().is_empty() => out.extend(wrap(
             "Nothing was written to the cluster, the work tree or the state directory.",
             view.width,
             "",
             2,
         )),
         Ending::DryRun => {
-            for (i, w) in plan.wrote.iter().enumerate() {
+            for (i, w) in plan.wrote().iter().enumerate() {
                 labelled(&mut out, view, if i == 0 { "wrote" } else { "" }, w);
             }
             out.extend(wrap(
@@ -178,8 +178,8 @@ pub fn summary(plan: &Plan, view: View, ending: &Ending) -> Vec<String> {
             if !took.is_empty() {
                 labelled(&mut out, view, "took", took);
             }
-            let on = plan.facts.as_ref().map_or("the cluster", |f| &f.context);
-            out.extend(wrap(&format!("Installed {} on {on}.", plan.layer), view.width, "", 2));
+            let on = plan.facts().as_ref().map_or("the cluster", |f| &f.context);
+            out.extend(wrap(&format!("Installed {} on {on}.", plan.layer()), view.width, "", 2));
         }
     }
     out
@@ -221,7 +221,7 @@ pub fn render(plan: &Plan, view: View) -> String {
             out.extend(lines);
         }
     };
-    if let Some(f) = &plan.facts {
+    if let Some(f) = &plan.facts() {
         let mut lines = Vec::new();
         for g in &f.node_groups {
             item(&mut lines, view, &group_line(g));
@@ -241,30 +241,30 @@ pub fn render(plan: &Plan, view: View) -> String {
         section(format!("nodes ({}, {shapes}):", f.node_count), lines);
     }
     // Nothing when no earlier run completed.
-    if let (Some(kind), Some(since)) = (plan.run_kind, &plan.since_last) {
+    if let (Some(kind), Some(since)) = (plan.run_kind(), &plan.since_last()) {
         let lines = crate::state::since::lines(since, view.explain).into_iter().map(|l| format!("  {l}")).collect();
         section(format!("since the last up (run: {kind}, installed {}):", since.installed_at), lines);
     }
     let mut lines = Vec::new();
-    for d in &plan.decisions {
+    for d in plan.decisions().iter() {
         let cite = if view.explain { format!(" [{}]", d.permalink) } else { String::new() };
         item(&mut lines, view, &format!("{} -> {}{cite}", d.fact, d.choice));
     }
     section("decisions (fact -> choice):".into(), lines);
     let mut lines = Vec::new();
-    for w in &plan.warnings {
+    for w in plan.warnings().iter() {
         item(&mut lines, view, w);
     }
     section("warnings:".into(), lines);
     let mut lines = Vec::new();
-    for p in &plan.overlay {
+    for p in plan.overlay().iter() {
         let cite = if view.explain { format!(" [{}]", p.permalink) } else { String::new() };
         let text = format!("{}: {} -> {}{cite}", p.id, p.fact, p.choice);
         lines.extend(wrap(&text, view.width, &format!("  {:<6} ", outcome_mark(p.outcome)), 2 + HANG));
     }
     section("overlay:".into(), lines);
     let mut lines = Vec::new();
-    for p in &plan.phases {
+    for p in plan.phases().iter() {
         let timeouts = format!("{}/{}", plan::duration(p.plan_timeout_secs), plan::duration(p.timeout_secs));
         let head = format!("  {:<9} {:>9}  {:<9}  ", p.name, timeouts, dry_run_mark(p.dry_run));
         lines.extend(wrap(&p.says, view.width, &head, head.len()));
@@ -299,18 +299,51 @@ fn dry_run_mark(d: DryRun) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{ImagePlan, Missing, PhaseId, PlanDecision, PlanPatch, PlannedCommand};
+    use crate::plan::{ImagePlan, Met, Missing, PhaseId, Picked, PlanDecision, PlanPatch, Runs, Selected};
+
+    /// The parts of the test's plan a test changes before they are written.
+    struct Parts {
+        image: ImagePlan,
+        decisions: Vec<PlanDecision>,
+        overlay: Vec<PlanPatch>,
+        unknown: Vec<Missing>,
+    }
 
     fn plan() -> Plan {
+        written(parts())
+    }
+
+    /// The plan of `parts`, each written by its writer.
+    fn written(x: Parts) -> Plan {
         let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
-        p.commits = [("eas", "074edab1234"), ("ei", "d9b12014afc8"), ("eat", "3a1ac51bc18")]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        p.model = Some("qwen2-5-coder-7b (fallback)".into());
-        p.fit = Some("KV cache: catalog's 40 GiB kept".into());
-        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
-        p.decisions = vec![PlanDecision {
+        p.select(Selected {
+            layer: "agent-toolkit".into(),
+            env: "k3d-gpu".into(),
+            profile: "main".into(),
+            pins_source: crate::pins::Source::Builtin.label(),
+            selection: None,
+            commits: [("eas", "074edab1234"), ("ei", "d9b12014afc8"), ("eat", "3a1ac51bc18")]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect(),
+        });
+        p.picked(Picked {
+            model: Some("qwen2-5-coder-7b (fallback)".into()),
+            fit: Some("KV cache: catalog's 40 GiB kept".into()),
+            pick: None,
+        });
+        p.set_image(x.image);
+        p.add_decisions(PhaseId::Config, x.decisions);
+        p.set_overlay(x.overlay);
+        let argv = crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/o.yaml").unwrap();
+        p.add_command(Runs::Install, argv);
+        x.unknown.into_iter().for_each(|m| p.add_unknown(m));
+        p
+    }
+
+    fn parts() -> Parts {
+        let image = ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse };
+        let decisions = vec![PlanDecision {
             fact: "k3s ServiceLB on".into(),
             choice: "metallb_enabled: false".into(),
             source: "intel/enterprise-ai-solutions@c889142 roles/metallb/tasks/install.yaml:23-44".into(),
@@ -318,7 +351,7 @@ mod tests {
                 "https://github.com/intel/enterprise-ai-solutions/blob/c889142/roles/metallb/tasks/install.yaml#L23-L44"
                     .into(),
         }];
-        p.overlay = vec![
+        let overlay = vec![
             PlanPatch {
                 id: "0002".into(),
                 outcome: PatchOutcome::Apply,
@@ -336,29 +369,29 @@ mod tests {
                 permalink: "p".into(),
             },
         ];
-        p.commands = vec![PlannedCommand {
-            phase: PhaseId::Install,
-            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/o.yaml").unwrap(),
-        }];
-        p.unknown = vec![Missing { phase: PhaseId::Bastion, reason: "no Docker Engine answers".into() }];
-        p
+        let unknown = vec![Missing { phase: PhaseId::Bastion, reason: "no Docker Engine answers".into() }];
+        Parts { image, decisions, overlay, unknown }
     }
 
     #[test]
     fn blockers_are_counted_and_listed_with_their_fix_and_an_undecided_overlay_says_so() {
         use crate::plan::Blocker;
-        let mut p = plan();
-        p.overlay.clear();
-        p.overlay_not_decided = Some("the trees could not be read".into());
-        p.blockers = vec![
-            Blocker::new(
-                PhaseId::Bastion,
-                "the base image ubuntu:24.04 is not pinned by digest",
-                "pass --base-image",
-                crate::plan::Kind::BadInput,
-            ),
-            Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", crate::plan::Kind::Failed),
-        ];
+        let mut x = parts();
+        x.overlay.clear();
+        let mut p = written(x);
+        p.not_decided_by(PhaseId::Trees, "the trees could not be read");
+        p.add_blockers(
+            Met::InPhase,
+            [
+                Blocker::new(
+                    PhaseId::Bastion,
+                    "the base image ubuntu:24.04 is not pinned by digest",
+                    "pass --base-image",
+                    crate::plan::Kind::BadInput,
+                ),
+                Blocker::new(PhaseId::Trees, "cannot fetch EAS", "pass --eas-repo", crate::plan::Kind::Failed),
+            ],
+        );
         let text = render(&p, View { width: 200, explain: false });
         assert!(text.contains("patches: not decided (the trees could not be read)"), "{text}");
         assert!(!text.contains("0 stop"), "{text}");
@@ -375,7 +408,7 @@ mod tests {
     #[test]
     fn a_plan_that_wrote_its_probe_pods_says_so_instead_of_nothing_written() {
         let mut p = plan();
-        p.wrote = vec!["probe pod kube-system/eas-probe-n1-0000a on node n1, created and deleted".into()];
+        p.set_wrote(vec!["probe pod kube-system/eas-probe-n1-0000a on node n1, created and deleted".into()]);
         let text = render(&p, View { width: 200, explain: false });
         assert!(
             text.contains("\n  wrote      probe pod kube-system/eas-probe-n1-0000a on node n1, created and deleted\n"),
@@ -387,10 +420,9 @@ mod tests {
 
     #[test]
     fn the_summary_closing_a_real_run_says_what_happened_in_the_past_tense_and_how_long_it_took() {
-        let mut p = plan();
-        if let Some(i) = p.image.as_mut() {
-            i.action = ImageAction::Build;
-        }
+        let mut x = parts();
+        x.image.action = ImageAction::Build;
+        let p = written(x);
         let ending =
             Ending::Installed { log: Some("/s/logs/run.log"), state: "/s/state.json", took: "lock 0:01 (total 0:01)" };
         let text = summary(&p, View { width: 200, explain: false }, &ending).join("\n");
@@ -411,11 +443,11 @@ mod tests {
         use crate::settings::source::{Setting, Source};
         let mut p = plan();
         assert!(render(&p, View { width: 100, explain: false }).contains("\n  settings   defaults only\n"));
-        p.settings = vec![
+        p.set_settings(vec![
             Setting { key: "context", value: "k3d-gpu".into(), source: Source::File("./eas.yaml".into()) },
             Setting { key: "layer", value: "agent-toolkit".into(), source: Source::Flag("--layer") },
             Setting { key: "env", value: "k3d-gpu".into(), source: Source::Flag("--env") },
-        ];
+        ]);
         let text = render(&p, View { width: 100, explain: false });
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "eas up --layer agent-toolkit --env k3d-gpu");
@@ -439,7 +471,7 @@ mod tests {
         assert_eq!(lines[9], "  warnings   none");
         assert_eq!(lines[10], "Nothing was written to the cluster, the work tree or the state directory.");
         let mut warned = plan();
-        warned.warnings = vec!["a".into(), "b".into()];
+        warned.add_warnings(PhaseId::Config, ["a".to_string(), "b".to_string()]);
         let text = render(&warned, View { width: 100, explain: false });
         assert!(text.contains("\n  warnings   2\n") && text.contains("\nwarnings:\n  a\n  b\n"), "{text}");
         assert!(text.contains("\n  k3s ServiceLB on -> metallb_enabled: false\n"), "{text}");
@@ -468,9 +500,10 @@ mod tests {
     /// forge a line of the plan, a REFUSE: line say.
     #[test]
     fn a_newline_in_cluster_data_cannot_start_a_line() {
-        let mut p = plan();
-        p.decisions[0].fact = "k3s v1.31\nREFUSE: forged".into();
-        p.unknown[0].reason = "no Docker\r\nNothing was written".into();
+        let mut x = parts();
+        x.decisions[0].fact = "k3s v1.31\nREFUSE: forged".into();
+        x.unknown[0].reason = "no Docker\r\nNothing was written".into();
+        let p = written(x);
         let text = render(&p, View { width: 100, explain: false });
         assert!(!text.lines().any(|l| l.starts_with("REFUSE:")), "{text}");
         assert_eq!(text.lines().filter(|l| l.starts_with("Nothing was written")).count(), 1, "{text}");
@@ -480,8 +513,9 @@ mod tests {
 
     #[test]
     fn stop_is_counted_and_shouted() {
-        let mut p = plan();
-        p.overlay[1].outcome = PatchOutcome::Stop;
+        let mut x = parts();
+        x.overlay[1].outcome = PatchOutcome::Stop;
+        let p = written(x);
         let text = render(&p, View { width: 100, explain: false });
         assert!(text.contains("patches: 1 to apply, 0 to skip, 1 STOP"), "{text}");
         assert!(text.contains("\n  STOP   0003:"), "{text}");

@@ -228,7 +228,7 @@ pub async fn after_preflight(cx: &Cx<'_>, pre: &mut Pre, r: &mut Runner) -> Resu
     } else {
         (cx.tree_pins.clone(), cx.inv.clone())
     };
-    r.plan_doc_mut().settings = global.sources.chain(&args.sources);
+    r.plan_run().settings(global.sources.chain(&args.sources));
     r.journal().selected(selection(&args, &global));
     let filled = Filled { args, global, tree_pins, inv };
     let (was, now) = (&cx.args, &filled.args);

@@ -13,6 +13,7 @@
 //! `down` that was interrupted or outlived a window ended.
 
 pub mod journal;
+pub mod plan_part;
 mod up;
 
 use std::future::Future;

@@ -11,7 +11,7 @@ use crate::pipeline::phase::Cx;
 use crate::pipeline::runner::Runner;
 use crate::pipeline::services::Services;
 use crate::pipeline::settings::UpSettings;
-use crate::plan::Plan;
+use crate::plan::Selected;
 use crate::state::journal::{PinsRecord, RunInfo};
 
 /// The selection's own checks (the layer and `--model`, the installer's environment), and the
@@ -35,7 +35,7 @@ pub(crate) fn selected(args: &UpSettings, services: &Services) -> Result<Trees, 
 pub async fn reselect(args: &UpSettings, cx: &Cx<'_>, r: &mut Runner) -> Result<Trees, Failure> {
     let tree_pins = selected(args, cx.services)?;
     r.journal().reselected(&run_info(args, &tree_pins));
-    select_plan(r.plan_doc_mut(), args, &tree_pins);
+    r.plan_run().select(plan_selected(args, &tree_pins));
     // --model against the catalog of the layer and EI commit the run now installs.
     let moved = args.select.layer != cx.args.select.layer || tree_pins.ei.sha != cx.tree_pins.ei.sha;
     if let Some(model) = args.select.model.as_deref().filter(|_| moved)
@@ -64,14 +64,18 @@ pub(crate) fn run_info(args: &UpSettings, tree_pins: &Trees) -> RunInfo {
 }
 
 /// The plan's selection: layer, env, the trees' profile and commits, the pins' source.
-pub(crate) fn select_plan(plan: &mut Plan, args: &UpSettings, tree_pins: &Trees) {
-    (plan.layer, plan.env, plan.profile) = (args.select.layer.to_string(), args.env.clone(), tree_pins.profile.clone());
-    plan.pins_source = args.select.pins.label();
-    plan.selection = Some(selection(args));
-    plan.commits = [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
-        .into_iter()
-        .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
-        .collect();
+pub(crate) fn plan_selected(args: &UpSettings, tree_pins: &Trees) -> Selected {
+    Selected {
+        layer: args.select.layer.to_string(),
+        env: args.env.clone(),
+        profile: tree_pins.profile.clone(),
+        pins_source: args.select.pins.label(),
+        selection: Some(selection(args)),
+        commits: [("eas", &tree_pins.eas), ("ei", &tree_pins.ei), ("eat", &tree_pins.eat)]
+            .into_iter()
+            .map(|(n, p)| (n.to_string(), p.sha.clone().unwrap_or_else(|| p.git_ref.clone())))
+            .collect(),
+    }
 }
 
 /// The run's selection as the plan records it: what `eas up --plan DIR` runs with again.

@@ -62,7 +62,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     let tree_pins = check_input(args, &services)?;
     let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
-    r.plan_doc_mut().settings = global.sources.chain(&args.sources);
+    r.plan_run().settings(global.sources.chain(&args.sources));
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
     if let Some(model) = args.select.model.as_deref()
@@ -78,7 +78,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         )
         .await?;
     }
-    r.plan_doc_mut().apply_command = crate::next_command::apply_command(&global.env);
+    r.plan_run().apply_command(crate::next_command::apply_command(&global.env));
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
     // install's with the installer's output after them).
     if !args.dry_run {
@@ -102,7 +102,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         }
     };
     // The plan's own writes (probe pods, created and deleted), for its summary.
-    r.plan_doc_mut().wrote = crate::gather::probe::created();
+    r.plan_run().wrote(crate::gather::probe::created());
     if let Some(saved) = &args.saved {
         held_to(saved, &mut r);
     }
@@ -175,7 +175,7 @@ fn held_to(saved: &crate::plan::saved::Saved, r: &mut Runner) {
         let cause = format!("the saved plan {} differs: {what}", saved.file.display());
         crate::plan::Blocker::new(phase, cause, if i == last { fix } else { "" }, crate::plan::Kind::Refusal)
     });
-    r.plan_doc_mut().blockers.splice(0..0, refusals.collect::<Vec<_>>());
+    r.plan_run().saved_plan_differs(refusals.collect());
 }
 
 /// Every plan half, in the order the run meets them (`eas doctor` runs the same): preflight
@@ -210,7 +210,8 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let resolved = trees.as_ref().map(|t| &t.resolved);
     if let Some(t) = resolved {
         let shas = [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)];
-        r.plan_doc_mut().trees = shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect();
+        r.plan_part(crate::plan::PhaseId::Trees)
+            .trees(shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect());
     }
     let decided = r.plan(&mut Config { facts: &facts, pre: &pre, trees: resolved, last }, cx).await?;
     config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
@@ -230,8 +231,6 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let compare =
         Compare { args, global, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, pick, read };
     let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
-    // In the order the real run meets them: by phase, each phase's in the order found.
-    r.plan_doc_mut().blockers.sort_by_key(|b| b.phase);
     Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified, filled })
 }
 
@@ -316,7 +315,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
 pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
     let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
-    selected::select_plan(&mut plan, args, tree_pins);
+    plan.select(selected::plan_selected(args, tree_pins));
     let info = selected::run_info(args, tree_pins);
     let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);
     r.dry_run(args.dry_run);

@@ -4,7 +4,7 @@
 
 use crate::config::rules::Decision;
 use crate::overlay::decide::{Outcome, Plan as OverlayPlan, Source};
-use crate::plan::{FitPick, ModelPick, PatchOutcome, Plan, PlanDecision, PlanPatch};
+use crate::plan::{FitPick, ModelPick, PatchOutcome, Picked, PlanDecision, PlanPatch};
 use crate::sources;
 
 /// The model pick from the config decision's choice lines and model edits. Pure.
@@ -36,12 +36,10 @@ pub fn model_pick(decision: &Decision) -> Option<ModelPick> {
     Some(ModelPick { name: Some(name), reason, fit })
 }
 
-/// Fills the plan's decisions, warnings, model and fit verdict from the config decision.
-pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
-    // Lines the plan halves added before the config's (the egress check's) stay, after its own.
-    let earlier = std::mem::take(&mut plan.decisions);
-    let earlier_warnings = std::mem::take(&mut plan.warnings);
-    plan.decisions = decision
+/// Config's part of the plan from its decision: its decision lines, and the model with its
+/// fit verdict (its warnings are the decision's own). Pure.
+pub fn config_part(decision: &Decision) -> (Vec<PlanDecision>, Picked) {
+    let decisions = decision
         .choices
         .iter()
         .map(|c| {
@@ -54,12 +52,8 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
             }
         })
         .collect();
-    plan.decisions.extend(earlier);
-    // The prerequisites' warnings (found before the config's) stay too, first.
-    plan.warnings = earlier_warnings;
-    plan.warnings.extend(decision.warnings.iter().cloned());
     // The model pick and the KV-cache (fit) decision are choice lines of their own.
-    plan.model = decision.choices.iter().find_map(|c| c.choice.strip_prefix("model: ").map(str::to_string));
+    let model = decision.choices.iter().find_map(|c| c.choice.strip_prefix("model: ").map(str::to_string));
     // A cache fit lowered is a models.yaml edit; a kept one is a "KV cache" choice.
     let lowered = decision.model_edits.iter().find_map(|e| {
         let kv = e.env.iter().find(|(k, _)| k == crate::facts::KV_CACHE_ENV)?;
@@ -69,11 +63,11 @@ pub fn fill_decisions(plan: &mut Plan, decision: &Decision) {
     // A raised pod memory is the other half of fit's answer (weights + cache + headroom).
     let memory =
         decision.model_edits.iter().find_map(|e| e.memory.as_ref().map(|m| format!("pod memory {m} for {}", e.name)));
-    plan.fit = match (lowered.or_else(kept), memory) {
+    let fit = match (lowered.or_else(kept), memory) {
         (Some(kv), Some(m)) => Some(format!("{kv}; {m}")),
         (kv, m) => kv.or(m),
     };
-    plan.model_pick = model_pick(decision);
+    (decisions, Picked { model, fit, pick: model_pick(decision) })
 }
 
 pub fn patches(op: &OverlayPlan) -> Vec<PlanPatch> {
@@ -161,9 +155,7 @@ mod tests {
     fn a_cache_fit_lowered_is_the_plans_fit_line() {
         let d = desktop_decision();
         assert!(d.model_edits.iter().any(|e| !e.env.is_empty()), "the fixture lowers the cache: {:?}", d.model_edits);
-        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
-        fill_decisions(&mut plan, &d);
-        let fit = plan.fit.expect("a fit line");
+        let fit = config_part(&d).1.fit.expect("a fit line");
         assert_eq!(
             fit,
             "KV cache: lowered by fit to 24 GiB for qwen2-5-coder-7b; pod memory 41Gi for qwen2-5-coder-7b"

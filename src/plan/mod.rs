@@ -6,9 +6,11 @@
 //! to each row.
 
 pub mod data;
+pub mod doc;
 pub mod saved;
 pub mod step;
 
+pub use doc::{Met, Picked, Plan, Runs, Selected};
 pub use step::Step;
 
 use std::collections::BTreeMap;
@@ -17,7 +19,7 @@ use std::time::Duration;
 
 use crate::settings::timeouts;
 
-use serde::ser::{SerializeSeq, Serializer};
+use serde::ser::Serializer;
 use serde::{Deserialize, Serialize};
 
 use crate::facts::Facts;
@@ -715,24 +717,6 @@ pub fn key_value(choice: &str) -> Option<(String, serde_json::Value)> {
     None
 }
 
-/// `decisions` as eas-plan/v1 prints them: each decision's fields, and `key` and `value` (both
-/// `null` for a decision that writes no key).
-pub fn decisions_with_keys<S: Serializer>(decisions: &[PlanDecision], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Keyed<'a> {
-        #[serde(flatten)]
-        d: &'a PlanDecision,
-        key: Option<String>,
-        value: Option<serde_json::Value>,
-    }
-    let mut seq = s.serialize_seq(Some(decisions.len()))?;
-    for d in decisions {
-        let (key, value) = key_value(&d.choice).unzip();
-        seq.serialize_element(&Keyed { d, key, value })?;
-    }
-    seq.end()
-}
-
 /// One `eas config` decision as data: `fact -> choice`, and where the rule was read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanDecision {
@@ -768,66 +752,6 @@ pub struct PlanPatch {
 
 pub const PLAN_SCHEMA: &str = "eas-plan/v1";
 
-/// What `eas up --dry-run` prints, and writes as `plan.json` with `--out` (schema:
-/// data/eas-plan.v1.schema.json).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Plan {
-    pub schema: &'static str,
-    /// The exact command that applies this plan (`crate::next_command`); `null` when the plan
-    /// was not made from an `eas up` command line.
-    pub apply_command: Option<String>,
-    pub layer: String,
-    pub env: String,
-    pub profile: String,
-    /// The pins file the run read, by absolute path, or `built-in` (`pins::Source::label`).
-    pub pins_source: String,
-    /// What the run selected (`eas up --plan DIR` runs with it again); `null` when the plan was
-    /// not made by `eas up`.
-    pub selection: Option<saved::Selection>,
-    /// Every setting of the run that is not a default, with where it came from (a flag, the
-    /// environment, the config file, the last install), in the order they resolve.
-    pub settings: Vec<crate::settings::source::Setting>,
-    /// The pinned commits: `eas`, `ei`, `eat` (full SHAs, or the floating ref when unlocked).
-    pub commits: BTreeMap<String, String>,
-    /// The commit each tree resolved to (empty when the trees could not be read).
-    pub trees: BTreeMap<String, String>,
-    /// The model `eas config` picked, with its verdict (`qwen2-5-coder-7b (fallback)`).
-    pub model: Option<String>,
-    /// The fit decision on the model's KV cache.
-    pub fit: Option<String>,
-    /// `model` and `fit` as data (`ModelPick`).
-    pub model_pick: Option<ModelPick>,
-    pub image: Option<ImagePlan>,
-    pub facts: Option<FactsSummary>,
-    /// Each with the key it writes and the value, where it writes one (`crate::plan::data`).
-    #[serde(serialize_with = "decisions_with_keys")]
-    pub decisions: Vec<PlanDecision>,
-    pub warnings: Vec<String>,
-    pub overlay: Vec<PlanPatch>,
-    pub commands: Vec<PlannedCommand>,
-    pub phases: Vec<PlannedPhase>,
-    /// What the dry run could not find out, and why.
-    pub unknown: Vec<Missing>,
-    /// Every check the real run would stop at before its first write, in the order it meets
-    /// them; the real run exits with the first one's `exit_code`.
-    pub blockers: Vec<Blocker>,
-    /// Why the overlay was not decided (the trees could not be read, the config refused), when
-    /// it was not: `overlay: []` then means "not decided", never "nothing to patch".
-    pub overlay_not_decided: Option<String>,
-    /// What this run is against the last completed one (`install`, `up-to-date`, `upgrade`,
-    /// `reconfigure`, `resume`); `null` when the plan stopped before it could tell.
-    pub run_kind: Option<crate::since_last::RunKind>,
-    /// What changed since the last completed run; `null` when there is none.
-    pub since_last: Option<crate::since_last::SinceLast>,
-    /// What making the plan itself wrote to the cluster and removed again: the probe pods of
-    /// `--probe-nodes`, one line each (`probe pod kube-system/NAME on node N, created and
-    /// deleted`). Absent: nothing.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub wrote: Vec<String>,
-    /// The exit code of the command that printed this plan.
-    pub exit_code: u8,
-}
-
 /// How a dry run exits on its blockers (SPEC §4): as a refusal (3) when one is among them, else
 /// as a STOP (4) when one is, else with success (`None`); with `--fail-on-blockers`, as the first
 /// blocker.
@@ -846,59 +770,6 @@ pub fn patch_counts(overlay: &[PlanPatch]) -> (usize, usize, usize) {
         count(&|o| matches!(o, PatchOutcome::Skip | PatchOutcome::Merged | PatchOutcome::Fixed)),
         count(&|o| o == PatchOutcome::Stop),
     )
-}
-
-impl Plan {
-    /// An empty plan listing every phase as the dry run treats it.
-    pub fn new(layer: &str, env: &str, profile: &str, timeouts: &PhaseTimeouts) -> Self {
-        let phases = PHASES
-            .iter()
-            .map(|p| PlannedPhase {
-                name: p.name,
-                phase: p.id,
-                timeout_secs: timeouts.get(p.id).as_secs(),
-                plan_timeout_secs: timeouts.plan(p.id).as_secs(),
-                dry_run: p.dry_run,
-                says: p.dry_run_says.to_string(),
-            })
-            .collect();
-        Plan {
-            schema: PLAN_SCHEMA,
-            apply_command: None,
-            layer: layer.to_string(),
-            env: env.to_string(),
-            profile: profile.to_string(),
-            pins_source: crate::pins::Source::Builtin.label(),
-            selection: None,
-            settings: Vec::new(),
-            commits: BTreeMap::new(),
-            trees: BTreeMap::new(),
-            model: None,
-            fit: None,
-            model_pick: None,
-            image: None,
-            facts: None,
-            decisions: Vec::new(),
-            warnings: Vec::new(),
-            overlay: Vec::new(),
-            commands: Vec::new(),
-            phases,
-            unknown: Vec::new(),
-            blockers: Vec::new(),
-            overlay_not_decided: None,
-            run_kind: None,
-            since_last: None,
-            wrote: Vec::new(),
-            exit_code: EXIT_SUCCESS,
-        }
-    }
-
-    pub fn to_json(&self) -> String {
-        // Bidi and zero-width characters from the cluster are written as \uXXXX escapes.
-        let mut s = crate::text::json_safe(serde_json::to_string_pretty(self).expect("the plan serialises"));
-        s.push('\n');
-        s
-    }
 }
 
 pub fn duration(secs: u64) -> String {
@@ -1038,24 +909,22 @@ mod tests {
     #[test]
     fn the_plan_serialises_as_data() {
         let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &PhaseTimeouts::default());
-        p.facts = Some(FactsSummary::new(&facts(), "0123456789abcdef0123", &["gpu.intel.com/"]));
-        p.image = Some(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
-        p.decisions =
-            vec![PlanDecision { fact: "a".into(), choice: "b".into(), source: "s".into(), permalink: "u".into() }];
-        p.overlay = vec![PlanPatch {
+        p.set_facts(FactsSummary::new(&facts(), "0123456789abcdef0123", &["gpu.intel.com/"]));
+        p.set_image(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
+        let decision = PlanDecision { fact: "a".into(), choice: "b".into(), source: "s".into(), permalink: "u".into() };
+        p.add_decisions(PhaseId::Config, [decision]);
+        p.set_overlay(vec![PlanPatch {
             id: "0002".into(),
             outcome: PatchOutcome::Apply,
             fact: "f".into(),
             choice: "apply 0002".into(),
             source: "s".into(),
             permalink: "u".into(),
-        }];
-        p.commands = vec![PlannedCommand {
-            phase: PhaseId::Install,
-            argv: crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml")
-                .unwrap(),
-        }];
-        p.unknown = vec![Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() }];
+        }]);
+        let argv =
+            crate::installer::command::install_argv("agent-toolkit", "k3d-gpu", "/eas/out/eas-overrides.yaml").unwrap();
+        p.add_command(Runs::Install, argv);
+        p.add_unknown(Missing { phase: PhaseId::Trees, reason: "EI could not be fetched".into() });
         let json: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(json["schema"], PLAN_SCHEMA);
         assert_eq!(json["image"]["action"], "reuse");

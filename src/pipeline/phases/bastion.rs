@@ -41,7 +41,7 @@ impl Phase for Bastion {
 
     fn note(&mut self, image: &mut Image, r: &mut Runner) -> Result<(), Failure> {
         let action = if image.plan.existing.is_some() { ImageAction::Reuse } else { ImageAction::Build };
-        r.plan_doc_mut().image = Some(ImagePlan { tag: image.plan.tag.clone(), action });
+        r.plan_part(PhaseId::Bastion).image(ImagePlan { tag: image.plan.tag.clone(), action });
         Ok(())
     }
 

@@ -152,8 +152,8 @@ mod tests {
                 read: Read::default(),
             };
             r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();
-            assert_eq!(r.plan_doc().run_kind, Some(kind));
-            assert!(r.plan_doc().blockers.is_empty(), "{:?}", r.plan_doc().blockers);
+            assert_eq!(*r.plan_doc().run_kind(), Some(kind));
+            assert!(r.plan_doc().blockers().is_empty(), "{:?}", r.plan_doc().blockers());
             assert_eq!(r.journaled().entry(PhaseId::Classify).status, crate::state::journal::Status::Done);
         }
     }
@@ -175,7 +175,7 @@ mod tests {
             let classified = Classified { kind: Some(RunKind::UpToDate), ..Classified::default() };
             let inputs = Inputs { sd: &sd, prev: Some(&prev), last: None, files: &[], install: &[], image: "img" };
             let (resume, _) = r.act_phase(Classify::Act(inputs), classified, &f.cx()).await.unwrap();
-            assert_eq!(r.plan_doc().run_kind, None, "resume reads the kind handed to it, not the plan");
+            assert_eq!(*r.plan_doc().run_kind(), None, "resume reads the kind handed to it, not the plan");
             assert_eq!((resume.installed, resume.up_to_date), (with_env, with_env));
             assert_eq!(r.installed_earlier(), with_env);
             assert_eq!(r.inputs().len(), 4, "the lasting phases' inputs are hashed: {:?}", r.inputs());

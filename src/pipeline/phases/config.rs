@@ -12,7 +12,7 @@ use crate::config::{self, render};
 use crate::error::Failure;
 use crate::facts::Facts;
 use crate::installer::command as argv;
-use crate::plan::{PhaseId, PlanDecision, PlannedCommand};
+use crate::plan::{PhaseId, PlanDecision, Runs};
 use crate::state::since::Completed;
 
 use crate::gather::{catalog, knob_audit};
@@ -123,19 +123,17 @@ impl Phase for Config<'_> {
     fn note(&mut self, d: &mut Decided, r: &mut Runner) -> Result<(), Failure> {
         if let Some(why) = d.unasked {
             let reason = format!("whether Hugging Face lets the model's weights be downloaded: {why}");
-            r.plan_doc_mut().unknown.push(crate::plan::Missing { phase: PhaseId::Config, reason });
+            r.plan_part(PhaseId::Config).unknown(reason);
         }
         let choices = d.decision.choices.iter().map(|c| render::choice_line(c, false)).collect();
         r.journal().decided(choices, d.redacted.clone());
         // Prepare's `init` is written by classify, which decides whether it upgrades.
-        r.plan_doc_mut().commands = vec![PlannedCommand { phase: PhaseId::Install, argv: d.install.clone() }];
+        r.plan_part(PhaseId::Config).command(Runs::Install, d.install.clone());
         Ok(())
     }
 
     fn unplanned(&self, r: &mut Runner) {
-        if r.plan_doc().overlay_not_decided.is_none() {
-            r.plan_doc_mut().overlay_not_decided = Some("the configuration was not decided".into());
-        }
+        r.plan_part(PhaseId::Config).not_decided("the configuration was not decided");
     }
 
     async fn act(&mut self, d: Decided, _cx: &Cx<'_>, _r: &mut Runner) -> Result<Decided, Failure> {
@@ -277,8 +275,9 @@ fn readers_on_path(
 }
 
 /// After config's plan half: the cluster's prerequisites, with the egress probe's answers
-/// (started by preflight), then the configuration's own decisions and warnings (the plan lists
-/// them in that order).
+/// (started by preflight), then the configuration's own decisions and warnings. Config's part
+/// of the plan lists its decision lines, then the egress line; the prerequisites' warnings,
+/// then the configuration's.
 pub async fn checked(
     facts: &Facts,
     decided: Option<&Decided>,
@@ -291,17 +290,26 @@ pub async fn checked(
         None => crate::prereq::egress::check(None, ""),
     };
     let (decision, pinned) = (decided.map(|d| &d.decision), decided.and_then(|d| d.pinned.as_ref()));
-    prerequisites(facts, decision, pinned, egress, shell, r);
+    let (egress_line, mut warnings) = prerequisites(facts, decision, pinned, egress, shell, r);
+    let mut decisions = Vec::new();
     if let Some(d) = decision {
         for w in &d.warnings {
             shell.warn(w);
         }
-        crate::plan::data::fill_decisions(r.plan_doc_mut(), d);
+        let (lines, picked) = crate::plan::data::config_part(d);
+        r.plan_part(PhaseId::Config).picked(picked);
+        decisions = lines;
+        warnings.extend(d.warnings.iter().cloned());
     }
+    decisions.push(egress_line);
+    let mut part = r.plan_part(PhaseId::Config);
+    part.decisions(decisions);
+    part.warnings(warnings);
 }
 
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that
-/// meets them (facts, or config for the room the weights need), their warnings are the plan's.
+/// meets them (facts, or config for the room the weights need). Returns the egress line (in
+/// the plan whatever it found) and the warnings, for config's part of the plan.
 fn prerequisites(
     facts: &Facts,
     decision: Option<&config::Decision>,
@@ -309,7 +317,7 @@ fn prerequisites(
     egress: crate::prereq::Check,
     shell: &crate::output::Shell,
     r: &mut Runner,
-) {
+) -> (PlanDecision, Vec<String>) {
     let recorded = crate::prereq::Recorded::from_created(&r.journaled().ledger.created);
     let model = decision.and_then(crate::pipeline::report::expected_models).and_then(|m| m.into_iter().next());
     // The pick's weights, from the figures eas sized it with (data/models.json by its
@@ -320,22 +328,22 @@ fn prerequisites(
     });
     let inputs = crate::prereq::Inputs { weights_bytes: weights, model: model.as_deref(), recorded };
     let mut report = crate::prereq::check(facts, &inputs);
-    // The egress line is in the plan whatever it found: it says what was asked, and that the
-    // nodes' own egress is not.
+    // The egress line says what was asked, and that the nodes' own egress is not.
     let source = "data/egress.json".to_string();
-    r.plan_doc_mut().decisions.push(PlanDecision {
+    let line = PlanDecision {
         fact: "egress the install needs, asked from this host".into(),
         choice: egress.ok.clone(),
         permalink: source.clone(),
         source,
-    });
+    };
     report.checks.push(egress);
-    r.plan_doc_mut().blockers.extend(report.blockers());
-    for w in report.warnings() {
-        shell.warn(&w);
-        r.plan_doc_mut().warnings.push(w);
+    r.plan_part(PhaseId::Config).blockers(report.blockers());
+    let warnings = report.warnings();
+    for w in &warnings {
+        shell.warn(w);
     }
     r.checked(report);
+    (line, warnings)
 }
 
 #[cfg(test)]

@@ -46,7 +46,7 @@ impl Phase for Facts<'_> {
         r.journal().facts_hashed(hash.clone());
         let devices = &config::data::cluster_rules().device_resources;
         let prefixes: Vec<&str> = devices.iter().map(|d| d.prefix.as_str()).collect();
-        r.plan_doc_mut().facts = Some(FactsSummary::new(facts, &hash, &prefixes));
+        r.plan_part(PhaseId::Facts).facts(FactsSummary::new(facts, &hash, &prefixes));
         Ok(())
     }
 
@@ -70,11 +70,11 @@ mod tests {
         let pre = crate::pipeline::phases::preflight::sample(root.path());
         let mut doc = desktop_facts();
         let mut phase = Facts { pre: &pre, created: Snapshot::default() };
-        assert!(r.journaled().facts_hash.is_none() && r.plan_doc().facts.is_none());
+        assert!(r.journaled().facts_hash.is_none() && r.plan_doc().facts().is_none());
         phase.note(&mut doc, &mut r).unwrap();
         let hash = r.journaled().facts_hash.clone().expect("the facts hashed");
         assert_eq!(hash, crate::state::hash_json(&doc));
-        let summary = r.plan_doc().facts.as_ref().expect("the facts summarised");
+        let summary = r.plan_doc().facts().as_ref().expect("the facts summarised");
         assert_eq!(summary.facts_hash, hash);
         assert_eq!(summary.node_count, doc.nodes.len());
     }

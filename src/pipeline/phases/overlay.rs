@@ -82,10 +82,10 @@ impl Phase for Overlay<'_> {
     }
 
     fn note(&mut self, d: &mut Decided, r: &mut Runner) -> Result<(), Failure> {
-        r.plan_doc_mut().overlay = crate::plan::data::patches(&d.op);
+        r.plan_part(PhaseId::Overlay).overlay(crate::plan::data::patches(&d.op));
         r.journal().overlaid(d.op.decisions.iter().map(|d| d.line(false)).collect());
         if let Some(audit) = &d.audit {
-            r.plan_doc_mut().decisions.extend(audit.lines.iter().map(|l| {
+            r.plan_part(PhaseId::Overlay).decisions(audit.lines.iter().map(|l| {
                 let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
                 let source = "knob audit: git grep at the pinned commits".to_string();
                 PlanDecision {
@@ -95,13 +95,13 @@ impl Phase for Overlay<'_> {
                     source,
                 }
             }));
-            r.plan_doc_mut().warnings.extend(audit.warnings.iter().cloned());
+            r.plan_part(PhaseId::Overlay).warnings(audit.warnings.iter().cloned());
         }
         Ok(())
     }
 
     fn unplanned(&self, r: &mut Runner) {
-        r.plan_doc_mut().overlay_not_decided = Some("the overlay decider failed".into());
+        r.plan_part(PhaseId::Overlay).not_decided("the overlay decider failed");
     }
 
     /// The patches applied to the tree the trees' act put in place.

@@ -68,7 +68,7 @@ impl Phase for Trees<'_> {
     }
 
     fn unplanned(&self, r: &mut Runner) {
-        r.plan_doc_mut().overlay_not_decided = Some("the trees could not be read".into());
+        r.plan_part(PhaseId::Trees).not_decided("the trees could not be read");
     }
 
     /// The decided tree put in place of the run's work tree; an upgrade keeps the work tree (its

@@ -110,11 +110,6 @@ impl Runner {
         &self.plan
     }
 
-    /// The plan, to write a phase's part into.
-    pub fn plan_doc_mut(&mut self) -> &mut Plan {
-        &mut self.plan
-    }
-
     /// The plan, once the run is done with it (a dry run's, to print and write).
     pub fn into_plan(self) -> Plan {
         self.plan

@@ -14,6 +14,12 @@ pub(crate) fn runner(t: PhaseTimeouts) -> Runner {
     Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
 }
 
+/// A line in the plan's warnings, as a log of what the test phases did: under one phase's key,
+/// so the lines keep the order they were said in.
+fn say(r: &mut Runner, line: String) {
+    r.plan_part(PhaseId::Lock).warnings([line]);
+}
+
 /// A phase whose halves do what the test says: never end, fail, or answer.
 struct Test<const ID: u8> {
     plan: Option<Result<u32, Failure>>,
@@ -45,7 +51,7 @@ impl<const N: u8> Phase for Test<N> {
     }
     /// Says it cleaned up, in the plan's warnings.
     fn cleanup(r: &mut Runner) -> std::pin::Pin<Box<dyn Future<Output = ()> + '_>> {
-        Box::pin(async move { r.plan.warnings.push(format!("cleaned up {}", Self::ID)) })
+        Box::pin(async move { say(r, format!("cleaned up {}", Self::ID)) })
     }
 }
 
@@ -171,7 +177,7 @@ async fn an_act_half_past_its_effective_timeout_is_recorded_failed_naming_the_ph
     assert!(e.to_string().contains("phase install did not finish within its timeout of 0 s"), "{e}");
     assert_eq!(r.state.entry(PhaseId::Install).status, Status::Failed);
     assert_eq!(r.state.exit_code, Some(1));
-    assert_eq!(r.plan.phases.iter().find(|p| p.name == "install").unwrap().timeout_secs, 0);
+    assert_eq!(r.plan.phases().iter().find(|p| p.name == "install").unwrap().timeout_secs, 0);
 }
 
 #[tokio::test]
@@ -207,7 +213,10 @@ async fn a_failed_plan_half_is_a_blocker_and_the_next_half_still_runs() {
     assert_eq!(r.plan(&mut bastion, &f.cx()).await.unwrap(), None);
     let mut facts = Test::<FACTS> { plan: Some(Ok(7)), act: None };
     assert_eq!(r.plan(&mut facts, &f.cx()).await.unwrap(), Some(7));
-    assert_eq!(r.plan.blockers, [Blocker::new(PhaseId::Bastion, "no digest", "pin it", crate::plan::Kind::BadInput)]);
+    assert_eq!(
+        **r.plan.blockers(),
+        [Blocker::new(PhaseId::Bastion, "no digest", "pin it", crate::plan::Kind::BadInput)]
+    );
     assert_eq!(r.state.entry(PhaseId::Bastion).status, Status::Failed);
     assert!(r.block(PhaseId::Facts, Failure::Interrupted).is_err(), "an interruption ends the run");
 }
@@ -221,11 +230,11 @@ async fn a_stalled_plan_half_side_by_side_ends_at_its_own_window_and_the_others_
     let mut c = Test::<INSTALL> { plan: Some(Ok(3)), act: None };
     let (a, b, c) = r.plan3((&mut a, &mut b, &mut c), &f.cx(), "waiting").await.unwrap();
     assert_eq!((a, b, c), (Some(1), None, Some(3)));
-    assert_eq!(r.plan.blockers.len(), 1);
+    assert_eq!(r.plan.blockers().len(), 1);
     assert!(
-        r.plan.blockers[0].cause.contains("phase facts did not finish within its timeout"),
+        r.plan.blockers()[0].cause.contains("phase facts did not finish within its timeout"),
         "{:?}",
-        r.plan.blockers
+        r.plan.blockers()
     );
     for id in [PhaseId::Bastion, PhaseId::Facts, PhaseId::Install] {
         assert_ne!(r.state.entry(id).status, Status::Running, "{id} left running");
@@ -263,15 +272,15 @@ impl Phase for Hooked {
         "hooked".into()
     }
     async fn before(&mut self, _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
-        r.plan.warnings.push("before".into());
+        say(r, "before".into());
         self.before.take().map_or(Ok(()), Err)
     }
     async fn act(&mut self, (): (), _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
-        r.plan.warnings.push("act".into());
+        say(r, "act".into());
         self.act.take().map_or(Ok(()), Err)
     }
     fn after(&mut self, _cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
-        r.plan.warnings.push("after".into());
+        say(r, "after".into());
         Ok(())
     }
 }
@@ -281,7 +290,7 @@ impl Phase for Hooked {
 #[tokio::test]
 async fn after_runs_only_when_the_act_succeeded_and_a_failed_before_never_begins_the_act() {
     let f = Fixture::new();
-    let said = |r: &Runner| r.plan.warnings.clone();
+    let said = |r: &Runner| r.plan.warnings().to_vec();
     let mut r = runner(PhaseTimeouts::default());
     r.act(Hooked { before: None, act: None }, (), &f.cx()).await.unwrap();
     assert_eq!(said(&r), ["before", "act", "after"]);
@@ -311,11 +320,11 @@ async fn a_failed_act_list_cleans_up_each_phase_whose_act_ran() {
     let failed =
         r.act(Test::<FACTS> { plan: None, act: Some(Err(Failure::step(PhaseId::Facts, "no"))) }, 1, &f.cx()).await;
     assert!(r.finish(Ok(())).await.is_ok());
-    assert!(r.plan.warnings.is_empty(), "a run that succeeds cleans nothing up: {:?}", r.plan.warnings);
+    assert!(r.plan.warnings().is_empty(), "a run that succeeds cleans nothing up: {:?}", r.plan.warnings());
     assert!(r.finish(failed).await.is_err());
-    assert_eq!(r.plan.warnings, ["cleaned up bastion", "cleaned up facts"]);
+    assert_eq!(**r.plan.warnings(), ["cleaned up bastion", "cleaned up facts"]);
     assert!(r.finish(Err::<(), _>(Failure::Interrupted)).await.is_err());
-    assert_eq!(r.plan.warnings.len(), 2, "each clean-up runs once");
+    assert_eq!(r.plan.warnings().len(), 2, "each clean-up runs once");
 }
 
 #[test]
@@ -324,7 +333,7 @@ fn two_flags_for_one_phase_are_refused_and_the_plan_prints_the_effective_values(
     assert!(e.contains("--install-timeout") && e.contains("--phase-timeout install=5"), "{e}");
     let t = PhaseTimeouts::resolve(Some(600), Some(60), &[(PhaseId::Prepare, 7)]).unwrap();
     let plan = Plan::new("inference", "k3d-gpu", "main", &t);
-    let secs = |n: &str| plan.phases.iter().find(|p| p.name == n).unwrap().timeout_secs;
+    let secs = |n: &str| plan.phases().iter().find(|p| p.name == n).unwrap().timeout_secs;
     assert_eq!((secs("install"), secs("verify"), secs("prepare")), (600, 60, 7));
     assert_eq!(secs("facts"), PhaseId::Facts.spec().timeout.as_secs());
     assert_eq!(t.get(PhaseId::Install), Duration::from_secs(600));

@@ -305,12 +305,12 @@ impl Runner<Up> {
         if matches!(f, Failure::Interrupted) {
             return Err(Failure::Interrupted);
         }
-        self.plan.blockers.extend(f.blockers(phase));
+        self.plan.add_blockers(crate::plan::Met::InPhase, f.blockers(phase));
         Ok(())
     }
 
     pub fn blocked(&self) -> bool {
-        !self.plan.blockers.is_empty()
+        !self.plan.blockers().is_empty()
     }
 
     /// An act half's end in the journal: done, interrupted or failed, and saved.
