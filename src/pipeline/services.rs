@@ -5,10 +5,13 @@
 //! phases of one run never see two different answers (a pins file edited mid-run, say).
 //! The Docker Engine is connected the first time a phase asks ([`Services::engine`]) and only
 //! then: preflight's check asks, and `eas doctor`'s host check beside it waits for the same
-//! answer rather than connecting again. What needs the cluster is preflight's: the cluster's
-//! target, in its planned value.
+//! answer rather than connecting again. The cluster (its API client, a [`Cluster`] with methods,
+//! and how it was reached) is preflight's plan half's to build, once: it hands it here
+//! ([`Services::found`]) and every later phase reads it from the context ([`Services::cluster`]).
 
 use crate::act::bastion::image::EngineDown;
+use crate::cluster::{Cluster, Target};
+use crate::error::Failure;
 use crate::kubeconfig::KubeSource;
 use crate::net::proxy::ProxyEnv;
 use crate::pins::{Pins, PinsError};
@@ -23,6 +26,8 @@ pub struct Services {
     pub kube: KubeSource,
     /// The Docker Engine, or why none answered, once asked.
     docker: tokio::sync::OnceCell<Result<bollard::Docker, EngineDown>>,
+    /// The cluster preflight reached, from its plan half on.
+    target: std::sync::OnceLock<Target>,
 }
 
 impl Services {
@@ -35,7 +40,7 @@ impl Services {
     /// first, for its API server check).
     pub fn resolve_on(select: &Select, (proxy, kube): (ProxyEnv, KubeSource)) -> Result<Services, PinsError> {
         let pins = select.pins.load()?;
-        Ok(Services { pins, proxy, kube, docker: tokio::sync::OnceCell::new() })
+        Ok(Services { pins, proxy, kube, docker: Default::default(), target: Default::default() })
     }
 
     /// The Docker Engine the environment names (`DOCKER_HOST`, else the local socket), connected
@@ -44,6 +49,23 @@ impl Services {
     pub async fn engine(&self, global: &Global) -> Result<bollard::Docker, EngineDown> {
         let connect = || crate::act::bastion::image::engine(&global.env, crate::settings::timeouts::DOCKER_CALL);
         self.docker.get_or_init(connect).await.clone()
+    }
+
+    /// Preflight's plan half: the cluster it reached (once; a second call changes nothing).
+    pub fn found(&self, target: Target) {
+        let _ = self.target.set(target);
+    }
+
+    /// The cluster preflight reached and how (its context, server, proxy and credentials, to
+    /// name them when a call fails).
+    pub fn target(&self) -> Result<&Target, Failure> {
+        let missing = || Failure::step(crate::plan::Step::Plan, "the cluster was not reached before this phase");
+        self.target.get().ok_or_else(missing)
+    }
+
+    /// The cluster preflight reached, for a phase to read and write through.
+    pub fn cluster(&self) -> Result<&Cluster, Failure> {
+        self.target().map(|t| &t.cluster)
     }
 
     /// What the host's environment says, read once: the proxy settings and the kubeconfig

@@ -136,7 +136,7 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         }
         // Each named with its source when it is not a default (`on k3d-gpu (from ./eas.yaml)`).
         let layer = args.sources.named("layer", &args.select.layer);
-        let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.target.context));
+        let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.context));
         crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
     }
     let acted = acts(&cx, planned.ready()?, &mut r).await;
@@ -196,7 +196,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
         None => cx,
     };
     let (args, global) = (cx.args, cx.global);
-    let records = r.plan(&mut Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: None }, cx).await?;
+    let records = r.plan(&mut Lock { sd: &pre.sd, docker: None }, cx).await?;
     let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
     let mut bastion = Bastion { docker: pre.docker.clone(), image };
     let mut facts = FactsPhase { pre: &pre, created: r.journaled().ledger.created.clone() };
@@ -248,9 +248,7 @@ async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
 /// record, verify and unlock.
 async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let Ready { pre, records, facts, image, decided, trees, overlay, classified } = x;
-    let held = r
-        .act_phase(Lock { sd: &pre.sd, cluster: &pre.target.cluster, docker: pre.docker.as_ref() }, records, cx)
-        .await?;
+    let held = r.act_phase(Lock { sd: &pre.sd, docker: pre.docker.as_ref() }, records, cx).await?;
     let pre = r.act_phase(Preflight { dead: held.dead.clone(), own: Some(trees.dir.path()) }, pre, cx).await?;
     let facts = r.act_phase(FactsPhase { pre: &pre, created: Default::default() }, facts, cx).await?;
     let docker = image.docker.clone();
@@ -260,7 +258,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     };
     let prepared = r.act_phase(bastion, image, cx).await?;
     let decided = r.act_phase(Config { facts: &facts, pre: &pre, trees: None, last: None }, decided, cx).await?;
-    let (sd, cluster, work) = (&pre.sd, &pre.target.cluster, pre.sd.work_dir().join("eas"));
+    let (sd, work) = (&pre.sd, pre.sd.work_dir().join("eas"));
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
     let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
     let (resume, classified) = r.act_phase(Classify::Act(inputs), classified, cx).await?;
@@ -274,16 +272,8 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
         .await?;
     let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
     let dead = &held.dead;
-    let prepare = Prepare {
-        on: &bench,
-        files,
-        decision: &decided.decision,
-        dead,
-        init: &classified.init,
-        cluster,
-        prev,
-        facts: &facts,
-    };
+    let prepare =
+        Prepare { on: &bench, files, decision: &decided.decision, dead, init: &classified.init, prev, facts: &facts };
     let installed = match r.act(prepare, (), cx).await {
         Ok(_) => {
             let install = Install { on: &bench, argv: &decided.install, undeploy: classified.undeploy.as_deref() };
@@ -293,9 +283,9 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     };
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
-    let after = record::record(Record { cluster, deadline: cx.args.ledger_timeout }, cx, r).await?;
+    let after = record::record(Record { deadline: cx.args.ledger_timeout }, cx, r).await?;
     record::installed(installed, after, cx, r)?;
-    let verified = verify::verify(Verify { cluster, sd, facts: &facts, decision: &decided.decision }, cx, r).await;
+    let verified = verify::verify(Verify { sd, facts: &facts, decision: &decided.decision }, cx, r).await;
     if verified.is_ok() {
         r.act_phase(Unlock, (), cx).await?;
         r.completed()?;

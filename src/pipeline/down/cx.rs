@@ -67,12 +67,25 @@ pub struct Cx<'a> {
     pub kube: KubeSource,
     pub proxy: ProxyEnv,
     docker: tokio::sync::OnceCell<bollard::Docker>,
+    /// The cluster find reached, from find on.
+    target: std::sync::OnceLock<crate::cluster::Target>,
 }
 
 impl<'a> Cx<'a> {
     pub fn new(args: &'a DownSettings, global: &'a Global, shell: &'a Shell, interrupt: &'a Interrupt) -> Cx<'a> {
         let (proxy, kube) = crate::pipeline::services::Services::host(global);
-        Cx { args, global, shell, interrupt, kube, proxy, docker: tokio::sync::OnceCell::new() }
+        Cx { args, global, shell, interrupt, kube, proxy, docker: Default::default(), target: Default::default() }
+    }
+
+    /// Find: the cluster it reached (once; a second call changes nothing).
+    pub fn found(&self, target: crate::cluster::Target) {
+        let _ = self.target.set(target);
+    }
+
+    /// The cluster find reached, for a phase to read and write through.
+    pub fn cluster(&self) -> Result<&Cluster, Failure> {
+        let missing = || Failure::step(Step::DownRun, "the cluster was not reached before this phase");
+        self.target.get().map(|t| &t.cluster).ok_or_else(missing)
     }
 
     /// The Docker Engine, connected on first use.

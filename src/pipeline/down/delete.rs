@@ -21,6 +21,7 @@ use crate::pipeline::runner::{Phase, Runner};
 /// deletes nothing directly): the bench the teardown ran on and its plan, whose `delete` is what
 /// the ledger says the run created.
 pub struct Delete<'a> {
+    /// The cluster find reached, as the context holds it (`cx.cluster()`).
     pub cluster: &'a Cluster,
 }
 

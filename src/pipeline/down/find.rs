@@ -5,11 +5,11 @@
 
 use crate::cluster::Cluster;
 use crate::error::Failure;
+use crate::gather;
 use crate::output::Shell;
 use crate::plan::{DownId, Step};
 use crate::runtime::Interrupt;
 use crate::state::StateDir;
-use crate::{cluster, gather};
 
 use crate::cluster::CALL;
 use crate::pipeline::down::cx::{Cx, Down, cancellable};
@@ -29,8 +29,11 @@ pub enum Found {
 }
 
 /// The cluster and the directory of its record.
+/// What find settled about the cluster it reached (the cluster itself it hands the context:
+/// [`Cx::found`]).
 pub struct Recorded {
-    pub target: cluster::Target,
+    /// The kubeconfig context, as the lines name it.
+    pub context: String,
     pub sd: StateDir,
     /// What the lock phase would stop on (another run's lock or Lease), as the dry run lists it.
     pub blockers: Vec<String>,
@@ -38,7 +41,7 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn nothing(&self) -> String {
-        nothing_recorded(&self.target.context, &self.sd)
+        nothing_recorded(&self.context, &self.sd)
     }
 }
 
@@ -68,9 +71,11 @@ impl Phase<Down> for Find {
         if may_act {
             sweep_probes(&target.cluster, cx.shell, cx.interrupt).await?;
         }
-        Ok(match nothing_installed(&sd, &target.context, cx.args.purge)? {
+        let context = target.context.clone();
+        cx.found(target);
+        Ok(match nothing_installed(&sd, &context, cx.args.purge)? {
             Some(line) => Found::Nothing { line, sd },
-            None => Found::Recorded(Box::new(Recorded { target, sd, blockers })),
+            None => Found::Recorded(Box::new(Recorded { context, sd, blockers })),
         })
     }
 }

@@ -32,7 +32,7 @@ impl Phase<Down> for Lock<'_> {
     type Done = Option<Removal>;
 
     async fn act(&mut self, (): (), cx: &Cx<'_>, r: &mut Runner<Down>) -> Result<Option<Removal>, Failure> {
-        let (sd, cluster) = (&self.found.sd, &self.found.target.cluster);
+        let (sd, cluster) = (&self.found.sd, cx.cluster()?);
         let break_lock = cx.args.break_lock;
         let dead = crate::act::reap::dead_holder(&sd.lock_file(), break_lock);
         let local = lock::acquire(&sd.lock_file(), "eas down", &now(), break_lock)?;
@@ -97,12 +97,10 @@ mod tests {
 
     const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
 
-    /// What `find` hands the lock: the recorded cluster `k3d-gpu-desktop` on `fake`, its state
-    /// directory under `root`.
-    fn found(root: &std::path::Path, fake: &Fake) -> Recorded {
-        let mut pre = crate::pipeline::phases::preflight::sample(root);
-        pre.target.cluster = fake.cluster();
-        Recorded { target: pre.target, sd: pre.sd, blockers: Vec::new() }
+    /// What `find` hands the lock: the context `k3d-gpu` and its state directory under `root`.
+    fn found(root: &std::path::Path) -> Recorded {
+        let sd = crate::pipeline::phases::preflight::sample(root).sd;
+        Recorded { context: "k3d-gpu".into(), sd, blockers: Vec::new() }
     }
 
     /// The lock phase of a `down` on `fake` (the API server creates the Lease when asked), with
@@ -114,12 +112,14 @@ mod tests {
         record: Option<&State>,
     ) -> (Result<Option<Removal>, Failure>, Runner<Down>, Recorded) {
         fake.answer("POST", LEASES, 201, lease(&mine(), 0));
-        let found = found(root, fake);
+        let found = found(root);
         if let Some(state) = record {
             state.save(&found.sd.state_file()).unwrap();
         }
         let (args, global, shell, interrupt) = (settings(), Global::default(), plain(), Interrupt::default());
         let cx = Cx::new(&args, &global, &shell, &interrupt);
+        // The recorded cluster `k3d-gpu-desktop` on `fake`, as find reached it.
+        cx.found(crate::pipeline::phases::preflight::sample_target(fake.cluster()));
         let mut r = Runner::down(DownTimeouts::set([]), Interrupt::default());
         let done = r.act_phase(Lock { found: &found }, (), &cx).await;
         (done, r, found)

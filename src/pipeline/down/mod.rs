@@ -86,12 +86,13 @@ async fn down(args: &DownSettings, global: &Global, shell: &Shell) -> Result<Sai
     if !args.yes {
         crate::pipeline::prompt::ask(&question(args, global, &found), &interrupt).await?;
     }
-    let (cluster, sd) = (&found.target.cluster, &found.sd);
+    let sd = &found.sd;
     let acted = async {
         let Some(removal) = r.act_phase(Lock { found: &found }, (), &cx).await? else {
             return r.act(Purge { sd }, (), &cx).await.map(drop);
         };
-        let torn = r.act(Teardown { cluster, sd, removal: &removal }, (), &cx).await?;
+        let torn = r.act(Teardown { sd, removal: &removal }, (), &cx).await?;
+        let cluster = cx.cluster()?;
         let deleted = r.act_given(Delete { cluster }, torn.as_ref().and_then(Torn::guarded), &cx).await?;
         let settled = r.act_given(Settle { cluster }, deleted.as_ref().map(|d| &d.going), &cx).await?;
         let ran = Ran { torn: torn.as_ref(), deleted: deleted.as_ref(), settled: settled.as_ref() };
@@ -130,6 +131,6 @@ fn resume_note(cx: &Cx<'_>, r: &Runner<Down>, acted: Result<(), Failure>) -> Res
 fn question(args: &DownSettings, global: &Global, found: &Recorded) -> String {
     match args.purge {
         true => format!("eas down --purge removes the state directory {}", found.sd.dir().display()),
-        false => format!("eas down changes the cluster {}", global.named("context", &found.target.context)),
+        false => format!("eas down changes the cluster {}", global.named("context", &found.context)),
     }
 }

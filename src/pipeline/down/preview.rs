@@ -34,8 +34,8 @@ impl Phase<Down> for Preview<'_> {
         let mut lines = match State::load(&found.sd.state_file())? {
             None => vec![format!("nothing recorded in {}: nothing to remove", found.sd.dir().display())],
             Some(state) => {
-                let current = snapshot(&found.target.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
-                let context = cx.global.named("context", &found.target.context);
+                let current = snapshot(cx.cluster()?, cx.interrupt, SNAPSHOT_DEADLINE).await?;
+                let context = cx.global.named("context", &found.context);
                 let said = Said { context: &context, sd: &found.sd, blockers: &found.blockers };
                 let mut lines = lines(cx.args, &said, &state, &current);
                 // Every setting that is not a default, with its source, as the plan names them.

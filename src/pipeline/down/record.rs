@@ -5,7 +5,6 @@
 //! may be left is kept in the record. An incomplete record already torn down, once
 //! `--acknowledge`d: dropped.
 
-use crate::cluster::Cluster;
 use crate::error::Failure;
 use crate::plan::{DownId, Step};
 use crate::state::StateDir;
@@ -36,7 +35,7 @@ pub enum Record<'a> {
         earlier: Vec<Finding>,
     },
     /// After `--force-incomplete`'s teardown with every guard's `--skip`.
-    Forced { cluster: &'a Cluster, teardown_ok: bool, reason: &'a str },
+    Forced { teardown_ok: bool, reason: &'a str },
     /// An incomplete record whose teardown with every guard already ran, once `--acknowledge`d.
     Drop { sd: &'a StateDir },
 }
@@ -56,12 +55,12 @@ impl<'a> Record<'a> {
         let torn = ran.torn.ok_or_else(|| ran_not("the teardown"));
         Ok(match &removal.how {
             How::Drop => Record::Drop { sd: &found.sd },
-            How::Forced(reason) => Record::Forced { cluster: &found.target.cluster, teardown_ok: torn?.ok, reason },
+            How::Forced(reason) => Record::Forced { teardown_ok: torn?.ok, reason },
             How::Guarded => {
                 let torn = torn?;
                 Record::Report {
                     sd: &found.sd,
-                    removed: format!("{} removed from {}", removal.layer, found.target.context),
+                    removed: format!("{} removed from {}", removal.layer, found.context),
                     plan: torn.plan.as_ref().ok_or_else(|| ran_not("the guarded teardown"))?,
                     settled: ran.settled.ok_or_else(|| ran_not("the settle phase"))?,
                     teardown_ok: torn.ok,
@@ -87,8 +86,8 @@ impl Phase<Down> for Record<'_> {
                 cx.shell.phase("down", "the incomplete record is dropped");
                 Ok(())
             }
-            Record::Forced { cluster, teardown_ok, reason } => {
-                let current = snapshot(cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
+            Record::Forced { teardown_ok, reason } => {
+                let current = snapshot(cx.cluster()?, cx.interrupt, SNAPSHOT_DEADLINE).await?;
                 let found = may_be_left(&loaded.state, &current, reason, &now());
                 for f in &found {
                     cx.shell.warn(f.to_string());

@@ -19,6 +19,7 @@ use crate::pipeline::runner::{Phase, Runner};
 /// The settle phase. Its input only the delete phase hands on (nothing else was deleted for it to
 /// wait on): the namespaces and CRDs that phase deleted.
 pub struct Settle<'a> {
+    /// The cluster find reached, as the context holds it (`cx.cluster()`).
     pub cluster: &'a Cluster,
 }
 

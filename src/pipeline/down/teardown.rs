@@ -6,7 +6,6 @@
 
 use crate::act::bastion;
 use crate::act::bastion::run::Outcome;
-use crate::cluster::Cluster;
 use crate::config::render;
 use crate::error::Failure;
 use crate::installer::command::{shell_line, teardown_argv};
@@ -22,7 +21,6 @@ use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::now;
 
 pub struct Teardown<'a> {
-    pub cluster: &'a Cluster,
     pub sd: &'a StateDir,
     /// The layer, and whether the record is incomplete (every guard's `--skip`, once
     /// `--force-incomplete` allows it) or dropped (no teardown).
@@ -69,7 +67,7 @@ impl Phase<Down> for Teardown<'_> {
         let (skip, plan) = match self.removal.incomplete() {
             Some(_) => (all_guarded_components(), None),
             None => {
-                let current = snapshot(self.cluster, cx.interrupt, SNAPSHOT_DEADLINE).await?;
+                let current = snapshot(cx.cluster()?, cx.interrupt, SNAPSHOT_DEADLINE).await?;
                 let plan = guard_teardown(&state.ledger, &current);
                 for p in &plan.protect {
                     cx.shell.note(format!("protecting {}: existed before eas up; {}", p.object, p.threat.by));

@@ -88,7 +88,7 @@ impl Phase for Config<'_> {
             config::generate_with_downloads(self.facts, &args.select, pinned.as_ref(), (&downloads, kept))
                 .map_err(Failure::from)?;
         // With a proxy: the installer's proxy keys and the no_proxy the facts imply (issue 21).
-        config::proxy::apply(&mut decision, self.facts, &cx.services.proxy, Some(&self.pre.target.server));
+        config::proxy::apply(&mut decision, self.facts, &cx.services.proxy, Some(&self.pre.server));
         if let Some(t) = self.trees {
             // The layer manifest at the full SHAs resolved in the mirror, whatever the pins hold.
             let shas = [("eas", t.eas.sha.as_str()), ("ei", t.ei.sha.as_str()), ("eat", t.eat.sha.as_str())];

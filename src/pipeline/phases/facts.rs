@@ -28,12 +28,12 @@ impl Phase for Facts<'_> {
     type Done = Document;
 
     fn says(&self, _cx: &Cx<'_>) -> String {
-        format!("{} from {} ({})", Self::ID.spec().says, self.pre.target.context, self.pre.target.server)
+        format!("{} from {} ({})", Self::ID.spec().says, self.pre.context, self.pre.server)
     }
 
     async fn plan(&mut self, cx: &Cx<'_>, _found: &mut Vec<Failure>) -> Result<Document, NoPlan> {
         let opts = GatherOptions { discount_namespaces: self.created.namespaces.clone(), ..cx.args.gather.clone() };
-        let (target, docker) = (&self.pre.target, self.pre.reach());
+        let (target, docker) = (cx.services.target()?, self.pre.reach());
         let facts = gather::collect(target, &opts, CALL, (&cx.global.env, docker), cx.shell, config::fit::landing_node)
             .await
             .map_err(Failure::from)?;

@@ -15,7 +15,7 @@ use crate::state::journal::State;
 use crate::state::ledger::Ledger;
 
 use crate::act::{install, reap};
-use crate::cluster::{CALL, Cluster};
+use crate::cluster::CALL;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::runner::{Phase, Runner};
 
@@ -37,8 +37,8 @@ pub struct Prepare<'a> {
     /// `init` as classify decided it (with `--upgrade` on the kept tree when the pins moved),
     /// the command the plan printed.
     pub init: &'a [String],
-    /// Where the ledger's `before` is read, and the record it carries on from.
-    pub cluster: &'a Cluster,
+    /// The record the ledger carries on from (its `before` is read from the cluster preflight
+    /// reached).
     pub prev: Option<&'a State>,
     /// The facts the install's inputs are kept with.
     pub facts: &'a Facts,
@@ -57,7 +57,7 @@ impl Phase for Prepare<'_> {
     async fn before(&mut self, cx: &Cx<'_>, r: &mut Runner) -> Result<(), Failure> {
         cx.shell.phase("ledger", "reading what exists before the install, for `eas down` to keep");
         let before = tokio::select! {
-            b = self.cluster.snapshot_within(CALL, cx.args.ledger_timeout) => b.map_err(|e| {
+            b = cx.services.cluster()?.snapshot_within(CALL, cx.args.ledger_timeout) => b.map_err(|e| {
                 Failure::step_next(crate::plan::Step::Ledger, e, "check the API server (`eas doctor`); nothing was installed")
             }),
             _ = r.interrupt().graceful.cancelled() => Err(Failure::Interrupted),
@@ -168,15 +168,14 @@ mod tests {
     /// read stops the run before anything is installed, the ledger untouched.
     #[tokio::test]
     async fn the_ledgers_before_is_read_from_the_cluster_and_a_refusal_stops_before_the_install() {
-        let (f, (root, sd)) = (Fixture::new(), state_dir());
+        let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
+        let (f, (root, sd)) = (Fixture::on(&fake), state_dir());
         let facts = crate::pipeline::runner::tests::desktop_facts();
         let decision = crate::config::generate(&facts, &crate::settings::Select::default()).unwrap();
         let docker = bollard::Docker::connect_with_host("tcp://127.0.0.1:1").unwrap();
         let work = root.path().join("work");
         let bench = Bench { docker: &docker, image: "eas-bastion:test", work: &work, sd: &sd };
-        let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
         before_on(&fake);
-        let cluster = fake.cluster();
         let (files, init) = (Vec::new(), Vec::new());
         let mut prepare = Prepare {
             on: &bench,
@@ -184,7 +183,6 @@ mod tests {
             decision: &decision,
             dead: &[],
             init: &init,
-            cluster: &cluster,
             prev: None,
             facts: &facts,
         };

@@ -18,9 +18,9 @@ use crate::pipeline::runner::{Hold, Phase, Runner};
 use crate::pipeline::settings::ATTEMPT;
 use crate::state::run::now;
 
+/// The cluster it locks is the one preflight reached (`cx.services.cluster()`).
 pub struct Lock<'a> {
     pub sd: &'a StateDir,
-    pub cluster: &'a Cluster,
     /// This host's engine, where a stale holder's containers are looked for (act half only).
     pub docker: Option<&'a bollard::Docker>,
 }
@@ -52,7 +52,7 @@ impl Phase for Lock<'_> {
     type Done = Held;
 
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Records, NoPlan> {
-        found.extend(blockers(self.sd, self.cluster, cx.args.break_lock).await);
+        found.extend(blockers(self.sd, cx.services.cluster()?, cx.args.break_lock).await);
         // Before any write: a read-only, unwritable or full state directory fails the real run's
         // first write (the work tree, the attempt's record), so it is a blocker naming the path.
         let (_, room) = crate::state::room::check(self.sd.dir(), crate::state::room::min_free(&cx.global.env));
@@ -81,15 +81,15 @@ impl Phase for Lock<'_> {
         // containers on this engine are stopped and removed first.
         let identity = identity(&local.holder);
         let duration = lease::duration_from(cx.global.env.var(LEASE_SECS));
-        let lease_dead = reap_stale_holder(self.cluster, self.docker, break_lock, cx.shell).await?;
+        let cluster = cx.services.cluster()?;
+        let lease_dead = reap_stale_holder(cluster, self.docker, break_lock, cx.shell).await?;
         dead.extend(lease_dead.filter(|id| !dead.contains(id)));
         for id in &dead {
             if let Some(docker) = self.docker {
                 reap::reap(docker, id, cx.shell).await?;
             }
         }
-        let taken = self
-            .cluster
+        let taken = cluster
             .take_lease(&identity, (break_lock, &holder_here), CALL, duration)
             .await
             .map_err(|e| Failure::step_next(PhaseId::Lock, e, "check the API server (`eas doctor`)"))?;
@@ -359,12 +359,11 @@ pub(crate) mod tests {
             fake.answer("GET", LEASE_PATH, code, body);
         }
         let (_root, sd) = crate::pipeline::runner::tests::state_dir();
-        let mut f = crate::pipeline::runner::tests::Fixture::new();
+        let mut f = crate::pipeline::runner::tests::Fixture::on(&fake);
         f.args.break_lock = break_lock;
         let cx = f.cx();
-        let cluster = fake.cluster();
         let mut found = Vec::new();
-        let mut phase = Lock { sd: &sd, cluster: &cluster, docker: None };
+        let mut phase = Lock { sd: &sd, docker: None };
         let records = phase.plan(&cx, &mut found).await.unwrap();
         assert!(records.latest.is_none() && records.last.is_none(), "no record in a new state directory");
         (found, fake.asked())

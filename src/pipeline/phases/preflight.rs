@@ -30,10 +30,13 @@ pub struct Preflight<'a> {
     pub own: Option<&'a std::path::Path>,
 }
 
-/// What the preflight settled: the cluster, its state directory, the Docker Engine (`None`: a
-/// blocker says why) and the egress probe in flight.
+/// What the preflight settled: the cluster's key, context and server (the cluster itself it
+/// hands the run's services: [`Services::found`]), its state directory, the Docker Engine (`None`:
+/// a blocker says why) and the egress probe in flight.
 pub struct Pre {
-    pub target: crate::cluster::Target,
+    /// The kubeconfig context and the API server, as the record names them.
+    pub context: String,
+    pub server: String,
     pub sd: StateDir,
     pub key: String,
     /// The run's one connection to the Docker Engine (the facts, the bastion, the installer).
@@ -54,7 +57,9 @@ impl Phase for Preflight<'_> {
     async fn plan(&mut self, cx: &Cx<'_>, found: &mut Vec<Failure>) -> Result<Pre, NoPlan> {
         let egress = start_egress(cx);
         let target = gather::target_at(&cx.services.kube, &cx.services.proxy, CALL).await.map_err(Failure::from)?;
-        let key = identify(&target).await?;
+        let (context, server) = (target.context.clone(), target.server.clone());
+        cx.services.found(target);
+        let key = identify(cx.services.target()?).await?;
         let sd = StateDir::new(&state_root(cx.global).map_err(Failure::from)?, &key).map_err(Failure::from)?;
         let (engine, git) = tokio::join!(cx.services.engine(cx.global), git_check());
         let docker_addr = crate::docker_host::resolve(&cx.global.env);
@@ -68,11 +73,11 @@ impl Phase for Preflight<'_> {
         if let Err(f) = git {
             found.push(f);
         }
-        Ok(Pre { target, sd, key, docker, docker_addr, docker_down, egress })
+        Ok(Pre { context, server, sd, key, docker, docker_addr, docker_down, egress })
     }
 
     fn note(&mut self, pre: &mut Pre, r: &mut Runner) -> Result<(), Failure> {
-        r.journal().identified(&pre.key, &pre.target.context, &pre.target.server);
+        r.journal().identified(&pre.key, &pre.context, &pre.server);
         r.attempt_in(pre.sd.dir().join(crate::pipeline::settings::ATTEMPT));
         Ok(())
     }
@@ -86,7 +91,7 @@ impl Phase for Preflight<'_> {
             sweep_work_trees(&pre.sd, own, cx.shell);
         }
         let interrupt = r.interrupt().clone();
-        crate::pipeline::down::find::sweep_probes(&pre.target.cluster, cx.shell, &interrupt).await?;
+        crate::pipeline::down::find::sweep_probes(cx.services.cluster()?, cx.shell, &interrupt).await?;
         Ok(pre)
     }
 }
@@ -216,23 +221,27 @@ fn sweep_work_trees(sd: &StateDir, own: &std::path::Path, shell: &crate::output:
     }
 }
 
-/// A preflight's answer for the phases' tests: the cluster `k3d-gpu`, an in-memory API server
-/// holding the recorded `k3d-gpu-desktop` cluster ([`crate::cluster::fake`]), its state
-/// directory under `root`, no Docker Engine.
+/// The cluster the phases' tests reach: the context `k3d-gpu` at a local server, whose API
+/// client is `cluster` (an in-memory API server: [`crate::cluster::fake`]).
 #[cfg(test)]
-pub(crate) fn sample(root: &std::path::Path) -> Pre {
-    let server = "https://127.0.0.1:6443";
-    let cluster = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop").cluster();
-    let target = crate::cluster::Target {
+pub(crate) fn sample_target(cluster: cluster::Cluster) -> crate::cluster::Target {
+    crate::cluster::Target {
         context: "k3d-gpu".into(),
-        server: server.into(),
+        server: "https://127.0.0.1:6443".into(),
         cluster,
         plugin: None,
         proxy: None,
         credentials: String::new(),
-    };
+    }
+}
+
+/// A preflight's answer for the phases' tests: the cluster `k3d-gpu` ([`sample_target`], which a
+/// test hands its fixture's services), its state directory under `root`, no Docker Engine.
+#[cfg(test)]
+pub(crate) fn sample(root: &std::path::Path) -> Pre {
     Pre {
-        target,
+        context: "k3d-gpu".into(),
+        server: "https://127.0.0.1:6443".into(),
         sd: StateDir::new(root, "cluster-key").unwrap(),
         key: "cluster-key".into(),
         docker: None,
@@ -251,15 +260,13 @@ mod tests {
     /// server that refuses it fails preflight in its own words, with `eas doctor` as the way on.
     #[tokio::test]
     async fn the_identity_is_kube_systems_uid_and_a_refusal_fails_preflight() {
-        let (_root, sd) = crate::pipeline::runner::tests::state_dir();
         let fake = crate::cluster::fake::Fake::recorded("k3d-gpu-desktop");
-        let mut pre = sample(sd.dir());
-        pre.target.cluster = fake.cluster();
-        assert_eq!(identify(&pre.target).await.unwrap(), "7ebf0d55-f320-52e6-9698-f09f0770f7fe");
+        let target = sample_target(fake.cluster());
+        assert_eq!(identify(&target).await.unwrap(), "7ebf0d55-f320-52e6-9698-f09f0770f7fe");
         assert_eq!(fake.asked(), ["GET /api/v1/namespaces/kube-system"]);
         let denied = "namespaces \"kube-system\" is forbidden: User \"eas\" cannot get resource \"namespaces\"";
         fake.refuse("GET", "/api/v1/namespaces/kube-system", 403, "Forbidden", denied);
-        let f = identify(&pre.target).await.unwrap_err();
+        let f = identify(&target).await.unwrap_err();
         let lines = f.lines().join("\n");
         assert!(lines.contains("get namespace kube-system: 403 Forbidden"), "{lines}");
         assert!(lines.contains("`eas doctor`"), "{lines}");

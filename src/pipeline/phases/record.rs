@@ -8,7 +8,7 @@ use crate::error::Failure;
 use crate::plan::PhaseId;
 use crate::state::ledger::Snapshot;
 
-use crate::cluster::{CALL, Cluster};
+use crate::cluster::CALL;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::runner::{Phase, Runner};
 use crate::state::run::now;
@@ -21,13 +21,13 @@ pub enum After {
     Interrupted,
 }
 
-pub struct Record<'a> {
-    pub cluster: &'a Cluster,
+/// It reads the cluster preflight reached (`cx.services.cluster()`).
+pub struct Record {
     /// How long the snapshot is retried (`--ledger-timeout`).
     pub deadline: Duration,
 }
 
-impl Phase for Record<'_> {
+impl Phase for Record {
     const ID: PhaseId = PhaseId::Record;
     type Planned = ();
     type Done = Option<Snapshot>;
@@ -39,7 +39,7 @@ impl Phase for Record<'_> {
             return Ok(None);
         }
         cx.shell.phase("record", self.says(cx));
-        let after = self.cluster.snapshot_within(CALL, self.deadline).await.map_err(|e| {
+        let after = cx.services.cluster()?.snapshot_within(CALL, self.deadline).await.map_err(|e| {
             cx.shell.warn(format!("cannot read the cluster to record what the install created: {e}"));
             Failure::step(PhaseId::Record, e)
         })?;
@@ -52,7 +52,7 @@ impl Phase for Record<'_> {
 /// first SIGINT/SIGTERM (one that ended the install, or one during the read) stops it at once:
 /// the record stays pending, marked incomplete, so `eas down` removes nothing until the next
 /// `eas up` completes it.
-pub async fn record(phase: Record<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<After, Failure> {
+pub async fn record(phase: Record, cx: &Cx<'_>, r: &mut Runner) -> Result<After, Failure> {
     let interrupted = "interrupted (Ctrl-C or SIGTERM) before the cluster was read after the install";
     let end = if r.journaled().ledger.pending.is_some() && r.interrupt().graceful.is_cancelled() {
         r.journal().ledger_with(|l| l.fail(interrupted));
@@ -133,17 +133,16 @@ mod tests {
         fake
     }
 
-    fn phase(cluster: &Cluster) -> Record<'_> {
-        Record { cluster, deadline: Duration::from_secs(1) }
-    }
+    const PHASE: Record = Record { deadline: Duration::from_secs(1) };
 
     /// A resumed run whose install was recorded earlier has nothing pending: the phase asks the
     /// cluster nothing and the record stands complete.
     #[tokio::test]
     async fn with_nothing_pending_the_cluster_is_not_read() {
-        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
+        let (mut r, fake) = (runner(PhaseTimeouts::default()), refusing());
+        let f = Fixture::on(&fake);
         assert!(r.journaled().ledger.pending.is_none());
-        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
+        let end = record(PHASE, &f.cx(), &mut r).await.unwrap();
         assert!(matches!(end, After::Recorded));
         assert_eq!(r.journaled().ledger.incomplete_reason(), None);
         assert_eq!(fake.asked(), Vec::<String>::new());
@@ -153,10 +152,11 @@ mod tests {
     /// incomplete, so `eas down` removes nothing until a later `eas up` completes it.
     #[tokio::test]
     async fn an_interrupt_before_the_read_leaves_the_record_pending_and_incomplete() {
-        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
+        let (mut r, fake) = (runner(PhaseTimeouts::default()), refusing());
+        let f = Fixture::on(&fake);
         *r.journal().ledger() = Ledger::begin(None, &Snapshot::default());
         r.interrupt().graceful.cancel();
-        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
+        let end = record(PHASE, &f.cx(), &mut r).await.unwrap();
         assert_eq!(fake.asked(), Vec::<String>::new());
         assert!(matches!(end, After::Interrupted));
         assert!(r.journaled().ledger.pending.is_some(), "the before is kept");
@@ -168,9 +168,10 @@ mod tests {
     /// marked incomplete with the same reason the run prints.
     #[tokio::test]
     async fn an_unreadable_cluster_fails_the_phase_and_marks_the_record_incomplete() {
-        let (mut r, f, fake) = (runner(PhaseTimeouts::default()), Fixture::new(), refusing());
+        let (mut r, fake) = (runner(PhaseTimeouts::default()), refusing());
+        let f = Fixture::on(&fake);
         *r.journal().ledger() = Ledger::begin(None, &Snapshot::default());
-        let end = record(phase(&fake.cluster()), &f.cx(), &mut r).await.unwrap();
+        let end = record(PHASE, &f.cx(), &mut r).await.unwrap();
         let After::Unreadable(why) = end else { panic!("the read cannot succeed") };
         assert!(why.contains("list namespaces: 403 Forbidden: namespaces is forbidden"), "{why}");
         assert_eq!(r.journaled().ledger.incomplete.as_deref(), Some(why.as_str()));

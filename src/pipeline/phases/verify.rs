@@ -9,13 +9,12 @@ use crate::plan::PhaseId;
 use crate::state::StateDir;
 use crate::{config, verify};
 
-use crate::cluster::Cluster;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::runner::{Phase, Runner};
 use crate::verify::recorded::{EXPECTED_FILE, Expected};
 
+/// It reads the cluster preflight reached (`cx.services.cluster()`).
 pub struct Verify<'a> {
-    pub cluster: &'a Cluster,
     pub sd: &'a StateDir,
     pub facts: &'a Facts,
     pub decision: &'a config::Decision,
@@ -50,7 +49,7 @@ impl Phase for Verify<'_> {
         };
         let interrupt = r.interrupt().clone();
         tokio::select! {
-            v = verify::verify(self.cluster, &exp, &t, cx.shell) => v.map_err(Failure::from),
+            v = verify::verify(cx.services.cluster()?, &exp, &t, cx.shell) => v.map_err(Failure::from),
             _ = interrupt.graceful.cancelled() => Err(Failure::Interrupted),
         }
     }
@@ -81,6 +80,7 @@ pub async fn verify(phase: Verify<'_>, cx: &Cx<'_>, r: &mut Runner) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::Cluster;
     use crate::pipeline::runner::tests::{Fixture, desktop_facts, runner, state_dir};
     use crate::plan::PhaseTimeouts;
 
@@ -90,14 +90,15 @@ mod tests {
     #[tokio::test]
     async fn an_interrupted_verify_has_kept_what_it_expects_for_eas_verify() {
         let (mut r, f, (_root, sd)) = (runner(PhaseTimeouts::default()), Fixture::new(), state_dir());
-        let facts = desktop_facts();
-        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
-        let decision = config::generate(&facts, &select).unwrap();
         // Nothing listens on port 1: every read waits until the interruption ends it.
         let cluster =
             Cluster::new(kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap());
+        f.services.found(crate::pipeline::phases::preflight::sample_target(cluster));
+        let facts = desktop_facts();
+        let select = crate::settings::Select { layer: crate::settings::Layer::AgentToolkit, ..Default::default() };
+        let decision = config::generate(&facts, &select).unwrap();
         r.interrupt().graceful.cancel();
-        let phase = Verify { cluster: &cluster, sd: &sd, facts: &facts, decision: &decision };
+        let phase = Verify { sd: &sd, facts: &facts, decision: &decision };
         let e = verify(phase, &f.cx(), &mut r).await.unwrap_err();
         assert!(matches!(e, Failure::Interrupted), "{e:?}");
         let kept = std::fs::read_to_string(sd.dir().join(EXPECTED_FILE)).unwrap();

@@ -138,6 +138,14 @@ impl Fixture {
         Fixture { args, global, shell, services, tree_pins, inv }
     }
 
+    /// The fixture whose run reached the cluster `fake` serves (as preflight's plan half hands it
+    /// the services).
+    pub(crate) fn on(fake: &crate::cluster::fake::Fake) -> Fixture {
+        let f = Fixture::new();
+        f.services.found(crate::pipeline::phases::preflight::sample_target(fake.cluster()));
+        f
+    }
+
     pub(crate) fn cx(&self) -> Cx<'_> {
         Cx {
             args: &self.args,
