@@ -34,6 +34,16 @@ pub struct Classified {
     pub kind: Option<RunKind>,
 }
 
+/// What the plan halves before classify made, as values (the plan is written from the same
+/// ones, never read back): config's and the overlay's decision lines, the overlay's rows, the
+/// bastion image's tag; compared with the last completed run's.
+#[derive(Default, Clone, Copy)]
+pub struct Made<'a> {
+    pub decisions: &'a [crate::plan::PlanDecision],
+    pub overlay: &'a [crate::plan::PlanPatch],
+    pub image: Option<&'a str>,
+}
+
 /// What the run compares with the last completed one: the install record (`latest`,
 /// `state.json`), the last completed run, and the kept work tree (`work`).
 pub struct Before<'a> {
@@ -50,7 +60,7 @@ pub struct Before<'a> {
 #[allow(clippy::too_many_arguments)]
 pub fn classify(
     (args, global): (&UpSettings, &crate::settings::Global),
-    before: Before<'_>,
+    before: (Before<'_>, Made<'_>),
     (init, pick): (Option<&[String]>, Option<&str>),
     facts: &Facts,
     files: &[(String, String)],
@@ -58,7 +68,7 @@ pub fn classify(
     catalog: &[String],
     r: &mut Runner,
 ) -> Result<Classified, Failure> {
-    let Before { latest, last, work } = before;
+    let (Before { latest, last, work }, made) = before;
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
     if let Some(layer) = installed.filter(|l| args.select.layer != *l) {
         r.block(
@@ -74,11 +84,11 @@ pub fn classify(
     let since = last.map(|l| {
         let now = Now {
             pins: &r.journaled().pins.shas,
-            decisions: r.plan_doc().decisions(),
-            overlay: r.plan_doc().overlay(),
+            decisions: made.decisions,
+            overlay: made.overlay,
             files,
             facts,
-            image: r.plan_doc().image().as_ref().map(|i| i.tag.as_str()),
+            image: made.image,
         };
         let mut s = since_last(l, &now);
         for p in &mut s.pins {
@@ -317,7 +327,7 @@ mod tests {
             let mut r = runner(PhaseTimeouts::default());
             r.state_for_test().pins.shas = [("eas".to_string(), "new".to_string())].into();
             let last = completed(was, &facts);
-            let before = Before { latest: Some(&latest), last: Some(&last), work };
+            let before = (Before { latest: Some(&latest), last: Some(&last), work }, Made::default());
             let c =
                 classify((&f.args, &f.global), before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r)
                     .unwrap();
@@ -331,6 +341,36 @@ mod tests {
             assert_eq!(c.init, want, "{case}");
         }
     }
+    /// What classify compares with the last completed run is what the plan halves before it
+    /// made, handed as values ([`Made`]), never read back from the plan: a plan holding other
+    /// lines and another image changes nothing in `since_last`.
+    #[test]
+    fn classify_compares_the_values_it_is_handed_not_the_plan() {
+        let (f, facts) = (Fixture::new(), desktop());
+        let work = tempfile::tempdir().unwrap();
+        let latest = run_at("new", true);
+        let mut last = completed("new", &facts);
+        last.image = Some("eas-bastion:aaa".into());
+        let line = |choice: &str| crate::plan::PlanDecision {
+            fact: "k3s ServiceLB on".into(),
+            choice: choice.into(),
+            source: "s".into(),
+            permalink: "s".into(),
+        };
+        last.decisions = vec![line("metallb_enabled: true")];
+        let mut r = runner(PhaseTimeouts::default());
+        r.plan_part(PhaseId::Config).decisions([line("metallb_enabled: true")]);
+        r.plan_part(PhaseId::Bastion)
+            .image(crate::plan::ImagePlan { tag: "eas-bastion:aaa".into(), action: crate::plan::ImageAction::Reuse });
+        let now = [line("metallb_enabled: false")];
+        let made = Made { decisions: &now, overlay: &[], image: Some("eas-bastion:bbb") };
+        let before = (Before { latest: Some(&latest), last: Some(&last), work: work.path() }, made);
+        classify((&f.args, &f.global), before, (None, None), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
+        let since = r.plan_doc().since_last().clone().expect("a last completed run to compare with");
+        assert_eq!(since.decisions.len(), 1, "{:?}", since.decisions);
+        assert_eq!(since.bastion_image, Some(("eas-bastion:aaa".into(), "eas-bastion:bbb".into())));
+    }
+
     /// A model the last completed run deployed and this run does not pick is undeployed before
     /// the install: classify hands the command on (`Classified::undeploy`) and the plan prints the
     /// same one in the install phase, with its decision line; the pick compared is the value
@@ -348,7 +388,7 @@ mod tests {
             [(Some("Qwen/Qwen3-14B"), Some(&undeploy)), (None, Some(&undeploy)), (Some("Qwen/Qwen3-8B"), None)];
         for (pick, want) in cases {
             let mut r = runner(PhaseTimeouts::default());
-            let before = Before { latest: Some(&latest), last: Some(&last), work: work.path() };
+            let before = (Before { latest: Some(&latest), last: Some(&last), work: work.path() }, Made::default());
             let c = classify((&f.args, &f.global), before, (None, pick), &facts, &[], &BTreeMap::new(), &[], &mut r)
                 .unwrap();
             let want: Option<Vec<String>> = want.map(|w| w.iter().map(|s| s.to_string()).collect());

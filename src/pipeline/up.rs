@@ -9,6 +9,7 @@ use crate::config;
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::Trees;
+use crate::pipeline::day_two::Made;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::phases::bastion::Bastion;
 use crate::pipeline::phases::classify::{Classify, Compare, Inputs};
@@ -214,7 +215,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
             .trees(shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect());
     }
     let decided = r.plan(&mut Config { facts: &facts, pre: &pre, trees: resolved, last }, cx).await?;
-    config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
+    let mut lines = config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
     let work = pre.sd.work_dir().join("eas");
     let overlay = match (&decided, &trees) {
         (Some(d), Some(t)) => {
@@ -228,8 +229,24 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     let (read, trees_at) = (Default::default(), resolved);
     let pick = decided.as_ref().and_then(|d| crate::plan::data::model_pick(&d.decision)).and_then(|m| m.name);
     let pick = pick.as_deref();
-    let compare =
-        Compare { args, global, work: &work, latest, last, facts: &facts, files, trees: trees_at, init, pick, read };
+    // What classify compares with the last completed run, as the plan lists it.
+    lines.extend(overlay.iter().flat_map(|o| o.lines.iter().cloned()));
+    let rows = overlay.as_ref().map(|o| o.rows.as_slice()).unwrap_or_default();
+    let made = Made { decisions: &lines, overlay: rows, image: image.as_ref().map(|i| i.plan.tag.as_str()) };
+    let compare = Compare {
+        args,
+        global,
+        work: &work,
+        latest,
+        last,
+        facts: &facts,
+        files,
+        trees: trees_at,
+        init,
+        pick,
+        made,
+        read,
+    };
     let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
     Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified, filled })
 }

@@ -40,6 +40,9 @@ pub struct Compare<'a> {
     /// The model config picked (none: none, or config decided nothing), which a model the last
     /// run deployed is compared with.
     pub pick: Option<&'a str>,
+    /// What the plan halves before it made (config's and the overlay's lines, the overlay's
+    /// rows, the image), as the plan lists them.
+    pub made: day_two::Made<'a>,
     /// What the plan half read from git, for its note.
     pub read: Read,
 }
@@ -87,7 +90,7 @@ impl Phase for Classify<'_> {
     /// the plan from the values the acts are handed.
     fn note(&mut self, classified: &mut Classified, r: &mut Runner) -> Result<(), Failure> {
         let Classify::Plan(c) = self else { return Ok(()) };
-        let before = Before { latest: c.latest, last: c.last, work: c.work };
+        let before = (Before { latest: c.latest, last: c.last, work: c.work }, c.made);
         let (commits, catalog) = (&c.read.commits, &c.read.catalog);
         *classified =
             day_two::classify((c.args, c.global), before, (c.init, c.pick), c.facts, c.files, commits, catalog, r)?;
@@ -149,6 +152,7 @@ mod tests {
                 trees: None,
                 init: None,
                 pick: None,
+                made: Default::default(),
                 read: Read::default(),
             };
             r.plan(&mut Classify::Plan(compare), &f.cx()).await.unwrap();

@@ -277,14 +277,14 @@ fn readers_on_path(
 /// After config's plan half: the cluster's prerequisites, with the egress probe's answers
 /// (started by preflight), then the configuration's own decisions and warnings. Config's part
 /// of the plan lists its decision lines, then the egress line; the prerequisites' warnings,
-/// then the configuration's.
+/// then the configuration's. Returns config's decision lines, as written.
 pub async fn checked(
     facts: &Facts,
     decided: Option<&Decided>,
     egress: Option<crate::pipeline::phases::preflight::Egress>,
     shell: &crate::output::Shell,
     r: &mut Runner,
-) {
+) -> Vec<PlanDecision> {
     let egress = match egress {
         Some(e) => e.check().await,
         None => crate::prereq::egress::check(None, ""),
@@ -303,8 +303,9 @@ pub async fn checked(
     }
     decisions.push(egress_line);
     let mut part = r.plan_part(PhaseId::Config);
-    part.decisions(decisions);
+    part.decisions(decisions.iter().cloned());
     part.warnings(warnings);
+    decisions
 }
 
 /// The cluster's prerequisites (`crate::prereq`): their refusals are blockers of the phase that

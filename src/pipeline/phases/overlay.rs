@@ -7,7 +7,7 @@
 use crate::config;
 use crate::error::Failure;
 use crate::facts::Facts;
-use crate::plan::{PhaseId, PlanDecision};
+use crate::plan::{PhaseId, PlanDecision, PlanPatch};
 
 use crate::gather::knob_audit;
 use crate::pipeline::phase::{Cx, NoPlan};
@@ -26,10 +26,34 @@ pub struct Overlay<'a> {
     pub work: std::path::PathBuf,
 }
 
-/// The overlay decided on the scratch tree, and the knob audit's lines and warnings.
+/// The overlay decided on the scratch tree, and the knob audit's lines and warnings; the
+/// overlay's part of the plan made from them once (its rows and decision lines), which the plan
+/// is written from and classify compares with the last completed run.
 pub struct Decided {
     pub op: crate::overlay::Plan,
     audit: Option<crate::knobs::Audit>,
+    /// The plan's overlay rows.
+    pub rows: Vec<PlanPatch>,
+    /// The knob audit's lines, as the plan's decisions.
+    pub lines: Vec<PlanDecision>,
+}
+
+/// The knob audit's lines as the plan's decisions.
+fn audit_lines(audit: &crate::knobs::Audit) -> Vec<PlanDecision> {
+    let source = "knob audit: git grep at the pinned commits";
+    audit
+        .lines
+        .iter()
+        .map(|l| {
+            let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
+            PlanDecision {
+                fact: format!("knob {fact}"),
+                choice: choice.to_string(),
+                source: source.to_string(),
+                permalink: source.to_string(),
+            }
+        })
+        .collect()
 }
 
 impl Phase for Overlay<'_> {
@@ -78,25 +102,19 @@ impl Phase for Overlay<'_> {
                 None
             }
         };
-        Ok(Decided { op, audit })
+        let rows = crate::plan::data::patches(&op);
+        let lines = audit.as_ref().map(audit_lines).unwrap_or_default();
+        Ok(Decided { op, audit, rows, lines })
     }
 
     fn note(&mut self, d: &mut Decided, r: &mut Runner) -> Result<(), Failure> {
-        r.plan_part(PhaseId::Overlay).overlay(crate::plan::data::patches(&d.op));
-        r.journal().overlaid(d.op.decisions.iter().map(|d| d.line(false)).collect());
+        let mut part = r.plan_part(PhaseId::Overlay);
+        part.overlay(d.rows.clone());
+        part.decisions(d.lines.iter().cloned());
         if let Some(audit) = &d.audit {
-            r.plan_part(PhaseId::Overlay).decisions(audit.lines.iter().map(|l| {
-                let (fact, choice) = l.split_once(" -> ").unwrap_or((l.as_str(), ""));
-                let source = "knob audit: git grep at the pinned commits".to_string();
-                PlanDecision {
-                    fact: format!("knob {fact}"),
-                    choice: choice.to_string(),
-                    permalink: source.clone(),
-                    source,
-                }
-            }));
-            r.plan_part(PhaseId::Overlay).warnings(audit.warnings.iter().cloned());
+            part.warnings(audit.warnings.iter().cloned());
         }
+        r.journal().overlaid(d.op.decisions.iter().map(|d| d.line(false)).collect());
         Ok(())
     }
 
