@@ -341,15 +341,21 @@ mod tests {
             assert_eq!(c.init, want, "{case}");
         }
     }
+
+    /// A run against the last completed one and its install record, both at commit "new": the
+    /// fixture, the desktop facts, a kept work tree, the record and the completed run.
+    fn against_last_at_new() -> (Fixture, Facts, tempfile::TempDir, State, Completed) {
+        let facts = desktop();
+        let last = completed("new", &facts);
+        (Fixture::new(), facts, tempfile::tempdir().unwrap(), run_at("new", true), last)
+    }
+
     /// What classify compares with the last completed run is what the plan halves before it
     /// made, handed as values ([`Made`]), never read back from the plan: a plan holding other
     /// lines and another image changes nothing in `since_last`.
     #[test]
     fn classify_compares_the_values_it_is_handed_not_the_plan() {
-        let (f, facts) = (Fixture::new(), desktop());
-        let work = tempfile::tempdir().unwrap();
-        let latest = run_at("new", true);
-        let mut last = completed("new", &facts);
+        let (f, facts, work, latest, mut last) = against_last_at_new();
         last.image = Some("eas-bastion:aaa".into());
         let line = |choice: &str| crate::plan::PlanDecision {
             fact: "k3s ServiceLB on".into(),
@@ -378,10 +384,7 @@ mod tests {
     /// or no model deployed before, undeploys nothing.
     #[test]
     fn a_model_the_last_run_deployed_and_this_one_does_not_pick_is_undeployed_first() {
-        let (f, facts) = (Fixture::new(), desktop());
-        let work = tempfile::tempdir().unwrap();
-        let latest = run_at("new", true);
-        let mut last = completed("new", &facts);
+        let (f, facts, work, latest, mut last) = against_last_at_new();
         last.model = Some("Qwen/Qwen3-8B".into());
         let undeploy = ["./model-manager", "undeploy", "Qwen/Qwen3-8B", "--wait"];
         let cases: [(Option<&str>, Option<&[&str]>); 3] =
