@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::support;
 
 use support::artifacts::{sha256, write_pins};
+use support::{exited, text};
 
 const BASE: &str = "eas-test-base:bookworm";
 const HOST_CA: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -121,10 +122,6 @@ fn run_in_bastion(f: &Fixture, global: &[&str], tree: Option<&Path>, cmd: &str) 
     c
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// Containers of one `eas` process (named `eas-bastion-<pid>-...`), running or not.
 fn containers_of(pid: u32) -> String {
     docker_out(&["ps", "-a", "--filter", "label=io.eas.managed=true", "--filter", &format!("name=eas-bastion-{pid}-")])
@@ -218,8 +215,7 @@ fn a_tampered_artifact_is_refused_and_nothing_is_built() {
 
     let before = managed_images();
     let o = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     let url = format!("file://{}", yq.display());
     assert!(
         err.contains(&format!("checksum failed for {url}: expected sha256 {pinned}, computed {computed}")),
@@ -246,8 +242,7 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     let unlocked = std::fs::read(&pins).unwrap();
 
     let o = eas(&dir).args(["bastion", "build"]).args(image_args(&pins)).output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("1 bastion artifact(s) have no pinned sha256: yq (file://"), "{err}");
     assert!(err.contains("hint: on a connected machine run `eas bastion build --lock"), "{err}");
     assert_eq!(std::fs::read(&pins).unwrap(), unlocked, "nothing written");
@@ -256,8 +251,7 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     // `checksums_hashes_order` names). None is served yet: refused, nothing written.
     let lock = || eas(&dir).args(["bastion", "build", "--lock"]).args(image_args(&pins)).output().unwrap();
     let o = lock();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
+    let err = exited(&o, 3);
     let served = f.dir.join("served");
     assert!(err.contains(&format!("REFUSE: no publisher checksum for file://{}/yq", served.display())), "{err}");
     assert!(err.contains("--trust-on-first-use"), "{err}");
@@ -276,8 +270,7 @@ fn an_artifact_without_sha256_is_refused_unless_locked() {
     };
     publish(&other);
     let o = lock();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     assert!(
         err.contains(&format!(
             "checksum failed for file://{}/yq: expected sha256 {other}, computed {}",
@@ -349,8 +342,7 @@ fn an_unpinned_base_is_refused_without_the_flag() {
     let f = fixture();
     let o =
         eas(&f.dir).args(["bastion", "build", "--pins"]).arg(&f.pins).args(["--base-image", BASE]).output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = exited(&o, 2);
     assert!(err.contains("error: the base image eas-test-base:bookworm is not pinned by digest"), "{err}");
     assert!(err.contains("--allow-unpinned-base"), "{err}");
 }
@@ -366,8 +358,7 @@ fn exit_codes_pass_through_and_the_container_is_removed() {
     let child = c.env("EAS_DOCKER_TIMEOUT", "3").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = child.id();
     let o = child.wait_with_output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
+    let err = exited(&o, 3);
     assert_eq!(text(&o.stdout), "to-stdout\n");
     assert!(err.contains("to-stderr\n") && err.contains("bastion run: the command exited 3"), "{err}");
     assert_eq!(containers_of(pid), "", "container left behind");
@@ -624,8 +615,7 @@ fn a_build_past_its_timeout_stops_and_leaves_no_build_container() {
         .args(image_args(&f.pins))
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("the build did not finish within 0:05"), "{err}");
     assert!(err.contains("timeout 0:05"), "the build's phase line names its timeout: {err}");
     // Docker may still be deleting a removed container's layer (issue 10); it goes without eas.
@@ -661,8 +651,7 @@ fn a_base_the_engine_cannot_pull_is_named_as_a_pull_not_as_a_dead_engine() {
     let before = serde_json::to_string_pretty(&doc).unwrap();
     std::fs::write(&pins, &before).unwrap();
     let o = eas(dir.path()).args(["bastion", "build", "--lock", "--pins"]).arg(&pins).output().unwrap();
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = exited(&o, 1);
     assert!(err.contains(&format!("error: bastion: cannot pull {base}: ")), "{err}");
     assert!(err.contains(&format!("next: the Docker Engine answered but could not pull {base}")), "{err}");
     assert!(!err.contains("docker info"), "{err}");

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-use support::{ClusterServer, text};
+use support::{ClusterServer, exited, text};
 
 use support::planning::{command, trees};
 
@@ -521,8 +521,7 @@ fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never
     let dry = command(&server, "eat1", state.path(), &t, true, &["--dry-run", "--out", out.to_str().unwrap()])
         .output()
         .unwrap();
-    let err = text(&dry.stderr);
-    assert_eq!(dry.status.code(), Some(3), "{err}");
+    let err = exited(&dry, 3);
     assert!(
         err.contains(&format!("wrote plan.json, plan.txt to {} (the plan is refused", out.display())),
         "eas says what it wrote: {err}"
@@ -551,8 +550,7 @@ fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never
     };
     let before = server.requests().len();
     let refused = apply(&["--yes"]);
-    let err = text(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(3), "{err}");
+    let err = exited(&refused, 3);
     let file = out.join("plan.json");
     assert!(
         err.contains(&format!("REFUSE: the saved plan {} lists blockers", file.display())) && err.contains(cause),
@@ -569,8 +567,7 @@ fn a_refused_dry_run_with_out_writes_its_plan_and_says_so_and_that_plan_is_never
     }
     std::fs::remove_file(&file).unwrap();
     let none = apply(&["--yes"]);
-    let err = text(&none.stderr);
-    assert_eq!(none.status.code(), Some(2), "{err}");
+    let err = exited(&none, 2);
     assert!(err.contains(&file.display().to_string()) && err.contains("eas up --dry-run --out DIR"), "{err}");
     assert_eq!(server.requests().len(), before, "bad input is found before the cluster is read");
 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::synthetic_install::{self, CLUSTER, MODEL, Setup, containers_of};
-use support::{ClusterServer, Fault, ObjectKey, Rule};
+use support::{ClusterServer, Fault, ObjectKey, Rule, exited, text};
 
 /// The same synthetic trees and stand-in artifacts as tests/it/up_cycle.rs (one bastion image).
 fn setup() -> &'static Setup {
@@ -57,10 +57,6 @@ fn run_with(options: support::Options) -> Run {
         "metadata": {"name": "installer", "namespace": "eas-test"}, "data": {"mode": "ok"}}));
     let home = tempfile::Builder::new().prefix("home-").tempdir_in(&setup().dir).unwrap().keep();
     Run { server, state: home.join("state"), home }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 impl Run {
@@ -135,8 +131,7 @@ fn up_with_a_failed_snapshot() -> (Run, Output) {
 fn a_failed_snapshot_marks_the_ledger_incomplete_and_down_removes_nothing_until_up_completes_it() {
     let _engine = support::docker::engine();
     let (r, up) = up_with_a_failed_snapshot();
-    let err = text(&up.stderr);
-    assert_eq!(up.status.code(), Some(1), "{err}");
+    let err = exited(&up, 1);
     assert!(err.contains("the install itself succeeded"), "{err}");
     let next = err.lines().find(|l| l.starts_with("next: ")).unwrap_or_else(|| panic!("a next: line: {err}"));
     assert!(next.contains(" up --yes") && next.contains("completes the record"), "names the command: {err}");
@@ -152,8 +147,7 @@ fn a_failed_snapshot_marks_the_ledger_incomplete_and_down_removes_nothing_until_
     // down on the incomplete record: nothing removed, exit 1, the record kept.
     r.server.clear_faults();
     let down = r.down(&[]);
-    let err = text(&down.stderr);
-    assert_eq!(down.status.code(), Some(1), "{err}");
+    let err = exited(&down, 1);
     assert!(err.contains("incomplete") && err.contains("nothing was removed"), "{err}");
     for ns in ["node-feature-discovery", "kserve", "llm-inference", "cert-manager"] {
         assert!(r.has_ns(ns), "{ns} was removed: {err}");
@@ -184,8 +178,7 @@ fn force_incomplete_runs_the_teardown_with_every_guard_and_deletes_nothing_itsel
     assert_eq!(up.status.code(), Some(1), "{}", text(&up.stderr));
     r.server.clear_faults();
     let down = r.down(&["--force-incomplete"]);
-    let err = text(&down.stderr);
-    assert_eq!(down.status.code(), Some(1), "{err}");
+    let err = exited(&down, 1);
     assert!(err.contains("--skip") && err.contains("nfd") && err.contains("llm_services"), "{err}");
     assert!(err.contains("may be left"), "{err}");
     // Every component skipped: the teardown removed nothing, and eas deleted nothing itself.
@@ -217,8 +210,7 @@ fn a_leftover_keeps_the_record_and_every_later_down_repeats_it_until_acknowledge
     let rule = Rule { method: Some("DELETE".into()), path: "/api/v1/namespaces/kserve".into(), exact: true, skip: 0 };
     r.server.inject_rule(rule, Fault::Status(500, "stuck finalizer".into()), None);
     let first = r.down(&[]);
-    let err = text(&first.stderr);
-    assert_eq!(first.status.code(), Some(1), "{err}");
+    let err = exited(&first, 1);
     assert!(err.contains("left: namespace kserve"), "{err}");
     assert!(r.has_ns("kserve"));
     assert_eq!(r.state_file().unwrap()["ledger"]["findings"][0]["kind"], "left", "the record keeps it");
@@ -226,8 +218,7 @@ fn a_leftover_keeps_the_record_and_every_later_down_repeats_it_until_acknowledge
     // The fault is gone: the second down removes kserve, yet repeats the first finding.
     r.server.clear_faults();
     let second = r.down(&[]);
-    let err = text(&second.stderr);
-    assert_eq!(second.status.code(), Some(1), "{err}");
+    let err = exited(&second, 1);
     assert!(err.contains("namespace kserve") && err.contains("earlier eas down"), "{err}");
     assert!(err.contains("--skip nfd"), "still guarded: {err}");
     assert!(!r.has_ns("kserve") && r.has_ns("node-feature-discovery"));
@@ -258,8 +249,7 @@ fn a_down_phase_past_its_window_ends_naming_it_and_the_next_down_completes() {
     let rule = Rule { method: Some("DELETE".into()), path: "/api/v1/namespaces/kserve".into(), exact: true, skip: 0 };
     r.server.inject_rule(rule, Fault::Slow(Duration::from_secs(600)), None);
     let stalled = r.down(&["--phase-timeout", "delete=1"]);
-    let err = text(&stalled.stderr);
-    assert_eq!(stalled.status.code(), Some(1), "{err}");
+    let err = exited(&stalled, 1);
     assert!(err.contains("phase delete of eas down did not finish within its timeout of 1 s"), "{err}");
     let kept = r.state_file().expect("the record is kept");
     assert_eq!(kept["down"]["status"], "failed", "{kept:#}");
@@ -278,8 +268,7 @@ fn a_loss_keeps_the_record_and_a_second_down_still_skips_and_repeats_it() {
     // The installer's teardown deletes what it is told to skip: the pre-existing NFD namespace goes.
     r.set_mode("teardown-ignores-skip");
     let first = r.down(&[]);
-    let err = text(&first.stderr);
-    assert_eq!(first.status.code(), Some(1), "{err}");
+    let err = exited(&first, 1);
     assert!(err.contains("--skip nfd"), "eas guarded it: {err}");
     assert!(err.contains("lost: namespace node-feature-discovery"), "{err}");
     assert!(!err.contains("restore"), "nothing is restored, so nothing claims to be: {err}");
@@ -298,8 +287,7 @@ fn a_loss_keeps_the_record_and_a_second_down_still_skips_and_repeats_it() {
     // existed before eas up), and exits 1 repeating the loss.
     r.set_mode("ok");
     let second = r.down(&[]);
-    let err = text(&second.stderr);
-    assert_eq!(second.status.code(), Some(1), "{err}");
+    let err = exited(&second, 1);
     assert!(err.contains("--skip nfd"), "{err}");
     assert!(err.contains("lost: namespace node-feature-discovery") && err.contains("earlier eas down"), "{err}");
     assert!(r.state_file().is_some(), "the record is kept");
@@ -992,8 +980,7 @@ fn a_namespace_that_outlives_the_settle_window_is_reported_left_with_its_conditi
     let _engine = support::docker::engine();
     let r = run_with(support::Options { namespace_terminating: Some(Duration::from_secs(600)), ..Default::default() });
     let down = up_then_down(&r, &[("EAS_KUBE_READ_TIMEOUT", "2")], &["--phase-timeout", "settle=8"]);
-    let err = text(&down.stderr);
-    assert_eq!(down.status.code(), Some(1), "{err}");
+    let err = exited(&down, 1);
     assert!(!err.contains("did not finish within its timeout"), "the wait ends inside the window:\n{err}");
     let line = err.lines().find(|l| l.contains("left: namespace kserve")).unwrap_or_else(|| panic!("{err}"));
     assert!(line.contains("still Terminating"), "{line}");

@@ -24,8 +24,7 @@ fn failing(server: &ClusterServer, extra: &[&str], code: i32) -> String {
     let mut args = vec!["--out", out_file.to_str().unwrap()];
     args.extend_from_slice(extra);
     let out = facts(server, "xeon-amx", &args);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    let stderr = exited(&out, code);
     assert!(!out_file.exists(), "nothing is written on failure");
     assert!(out.stdout.is_empty());
     stderr
@@ -38,8 +37,7 @@ fn api_unreachable_names_the_address_and_cause() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with(&server, dir.path(), &server.url(), &format!("http://127.0.0.1:{port}"));
     let out = facts_through(&kubeconfig).output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = exited(&out, 1);
     assert!(stderr.contains(&format!("cannot reach the Kubernetes API at http://127.0.0.1:{port}")), "{stderr}");
     assert!(stderr.to_lowercase().contains("connection refused"), "the cause is named: {stderr}");
     assert!(stderr.contains("next: check that the cluster is running"), "{stderr}");
@@ -98,8 +96,7 @@ fn rejected_credentials_name_the_context() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with(&server, dir.path(), "token: recorded-cluster-token", "token: expired");
     let out = facts_through(&kubeconfig).output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = exited(&out, 1);
     // The credentials it names, and what to do.
     contains_all(
         &stderr,
@@ -184,8 +181,7 @@ fn kubeconfig_problems_are_bad_input() {
     ];
     for (kubeconfig, context, cause, hint) in cases {
         let out = run_with_kubeconfig(kubeconfig, context);
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let stderr = exited(&out, 2);
         assert!(stderr.contains(cause) && stderr.contains(hint), "{cause}: {stderr}");
         assert_eq!(stderr.lines().count(), 2, "one-line cause and one-line hint: {stderr}");
     }
@@ -221,9 +217,7 @@ fn operator_input_is_checked() {
             .args(["facts", "--containerd-config", value])
             .output()
             .unwrap();
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        stderr
+        exited(&out, 2)
     };
     let stderr = refused("ghost-node=node-files/xeon-sr-01/config.toml");
     assert!(stderr.contains("the cluster has no node ghost-node (nodes: xeon-sr-01)"), "{stderr}");
@@ -343,8 +337,7 @@ fn facts_and_the_dry_run_name_the_same_first_refusal() {
         c.arg(format!("--{n}-repo")).arg(trees.join("repos").join(n));
     }
     let out = c.output().unwrap();
-    let up_err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{up_err}");
+    let up_err = exited(&out, 1);
     assert_eq!(first_error(&up_err), facts_line, "{up_err}");
     assert!(!up_err.contains("daemonsets"), "one message: {up_err}");
 }

@@ -12,10 +12,6 @@ use std::path::{Path, PathBuf};
 use support::sentinels::{self, *};
 use support::*;
 
-fn text_of(b: &[u8]) -> String {
-    text(b)
-}
-
 fn write_exec(path: &Path, body: &str) {
     std::fs::write(path, body).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -82,8 +78,7 @@ fn config_refused(dir: &Path, facts: &Path) -> String {
         .args(["config", "--facts", facts.to_str().unwrap(), "--out", out_dir.to_str().unwrap()])
         .output()
         .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     assert_eq!(listing(&out_dir), vec!["notes.txt"], "stale outputs removed, the user's file kept: {stderr}");
     stderr
 }
@@ -147,8 +142,7 @@ fn a_refused_dry_run_writes_only_its_plan_and_keeps_the_users_file() {
         .args(facts_args("xeon-amx"))
         .output()
         .unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = exited(&out, 3);
     assert!(stderr.contains("REFUSE: --layer erag"), "{stderr}");
     // A refused plan (issue 32): plan.json and plan.txt, the earlier run's installer files gone,
     // the user's file kept, and eas says what it wrote.
@@ -183,8 +177,7 @@ fn facts_refuse_node_args_that_are_not_a_list_or_hold_a_bad_cidr() {
         let dir = tempfile::tempdir().unwrap();
         let out_file = dir.path().join("facts.json");
         let out = facts(&server, "xeon-amx", &["--out", out_file.to_str().unwrap()]);
-        let stderr = text_of(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let stderr = exited(&out, 2);
         assert!(stderr.lines().any(|l| l.starts_with(want)), "{stderr}");
         assert!(stderr.contains("hint: "), "{stderr}");
         assert!(!out_file.exists() && out.stdout.is_empty());
@@ -327,8 +320,7 @@ fn the_ca_bundle_is_trusted_for_an_api_server_whose_kubeconfig_pins_no_ca() {
         assert!(text(&out.stdout).contains("\"nodes\""), "{how}: a facts document");
     }
     let out = run("none");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = exited(&out, 1);
     assert!(stderr.to_lowercase().contains("certificate"), "names the certificate: {stderr}");
 }
 
@@ -518,8 +510,7 @@ fn an_api_answer_past_its_limit_fails_naming_the_limit_not_read_whole() {
     let rule = Rule { method: Some("GET".into()), path: "/api/v1/namespaces/kube-system".into(), exact: true, skip: 0 };
     server.inject_rule(rule, Fault::Padded(ns, 257 << 20), None);
     let out = status_of(&server);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("larger than its limit of 256 MiB"), "{err}");
 }
 
@@ -630,8 +621,7 @@ fn a_bad_proxy_variable_masks_its_password_and_keeps_the_hint_whole() {
     // The second (issue 30 item 7) was "Connection refused", exit 1: a port that is not a number.
     for proxy in ["http://u:PROXYPASS23@exa mple:99", "http://u:PROXYPASS23@example:3l28"] {
         let out = facts_through(&kubeconfig).env("HTTPS_PROXY", proxy).output().unwrap();
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
+        let err = exited(&out, 2);
         assert!(!err.contains("PROXYPASS23"), "{err}");
         assert!(err.contains("hint: set HTTPS_PROXY to http://[user:password@]host:port, or unset it"), "{err}");
     }
@@ -661,8 +651,7 @@ fn a_ca_bundle_cut_off_mid_certificate_is_bad_input() {
     let bundle = dir.path().join("cut.pem");
     std::fs::write(&bundle, &system[start..start + (end - start) / 2]).unwrap();
     let out = eas(dir.path()).arg("--ca-bundle").arg(&bundle).args(["pins", "check"]).output().unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = exited(&out, 2);
     assert!(err.contains(&format!("CA bundle {}: is cut off: block 1 has no END line", bundle.display())), "{err}");
 }
 
@@ -676,8 +665,7 @@ fn an_already_expired_token_from_the_credential_plugin_is_refused_naming_its_exp
         "",
     );
     let out = facts_through(&kubeconfig).output().unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("returned a token that expired at 2020-01-01T00:00:00Z; log in again"), "{err}");
     assert!(!err.contains("EXPIREDTOKEN23"), "{err}");
 }

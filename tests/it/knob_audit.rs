@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use support::cluster_server::ClusterServer;
-use support::{artifacts, contains_all};
+use support::{artifacts, contains_all, exited, text};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
 
@@ -75,10 +75,6 @@ fn dry_run_on(t: &Trees, node_files: &Path, extra: &[&str]) -> Output {
     c.args(extra).output().unwrap()
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 fn rewrite(path: &Path, from: &str, to: &str) {
     let s = std::fs::read_to_string(path).unwrap();
     assert!(s.contains(from), "{} lacks {from}", path.display());
@@ -131,8 +127,7 @@ fn a_key_renamed_upstream_is_refused_and_allow_unread_proceeds() {
         rewrite(&f, "agent_sandbox_enabled", "agent_sandbox_on");
     });
     let out = dry_run(&t, &[]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = exited(&out, 3);
     assert!(stderr.contains("REFUSE: agent_sandbox_enabled is written but nothing reads it"), "{stderr}");
     let out = dry_run(&t, &["--allow-unread", "agent_sandbox_enabled"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -217,8 +212,7 @@ fn the_pinned_catalog_judges_model_before_the_cluster_is_read() {
             .unwrap()
     };
     let out = run("nosuch");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     assert!(stderr.starts_with("error: unknown model \"nosuch\""), "{stderr}");
     assert!(
         stderr.contains("qwen3-0-6b") && !stderr.contains("preflight"),

@@ -321,8 +321,7 @@ fn a_probe_pod_that_stays_pending_is_refused_with_its_reason_and_named_created_a
     set_ready(&server, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.");
 
     let out = probing_facts(&server, "xeon-amx");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let stderr = exited(&out, 3);
     let refusal = stderr.lines().find(|l| l.starts_with("REFUSE: ")).unwrap_or_else(|| panic!("{stderr}"));
     contains_all(
         refusal,

@@ -73,15 +73,13 @@ fn a_rejected_or_unusable_proxy_fails_without_showing_the_password() {
     let server = ClusterServer::start(fixture("xeon-amx"));
     let wrong = "Wrong-Sentinel-Pass-91c2";
     let out = facts_via(&server, &[("HTTP_PROXY", &proxy.url_with(wrong))], &["--request-timeout", "5"]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    exited(&out, 1);
     assert_no_password(&out, wrong);
     assert!(!proxy.relayed().is_empty(), "the proxy was asked and refused");
     assert!(server.requests().is_empty(), "the server was never reached");
 
     let out = facts_via(&server, &[("HTTP_PROXY", &format!("socks5://eas:{PASSWORD}@127.0.0.1:1"))], &[]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let stderr = exited(&out, 2);
     assert_no_password(&out, PASSWORD);
     assert!(stderr.contains("HTTP_PROXY is not a usable proxy URL (socks5://***@127.0.0.1:1)"), "{stderr}");
     assert!(stderr.contains("hint: "), "{stderr}");
@@ -179,8 +177,7 @@ fn a_proxy_that_does_not_answer_is_named_masked_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_with_proxy_url(&server, dir.path(), &format!("http://eas:{PASSWORD}@127.0.0.1:{port}"));
     let out = facts_through(&kubeconfig).output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = exited(&out, 1);
     assert_no_password(&out, PASSWORD);
     assert!(
         stderr.contains(&format!("through the proxy http://***@127.0.0.1:{port} (the kubeconfig's proxy-url)")),

@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 use support::planning::{command, trees};
-use support::{ClusterServer, text};
+use support::{ClusterServer, exited, text};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
 
@@ -84,8 +84,7 @@ fn a_read_only_state_directory_is_a_blocker_naming_it_in_the_plan_the_run_and_do
     // The real run stops on the same blocker, with its path and its next: line, before the
     // first write (none reached the cluster, none the file system).
     let real = command(&server, CLUSTER, &state, &t, true, &["--yes"]).output().unwrap();
-    let err = text(&real.stderr);
-    assert_eq!(real.status.code(), Some(1), "{err}");
+    let err = exited(&real, 1);
     assert!(err.contains(&format!("error: lock: {cause}")) && err.contains(&format!("next: {fix}")), "{err}");
     assert!(!err.contains("os error 30"), "no write was tried: {err}");
     assert_eq!(support::writes(&server), Vec::<String>::new());

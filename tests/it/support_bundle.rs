@@ -7,7 +7,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use support::planning::{command, trees};
-use support::{ClusterServer, ObjectKey, text};
+use support::{ClusterServer, ObjectKey, exited, text};
 
 const CLUSTER: &str = "k3d-gpu-desktop";
 const NS: &str = "llm-serving";
@@ -101,8 +101,7 @@ fn a_bundle_without_secrets_in_its_environment_holds_none_of_the_planted_ones_an
         .arg(&bundle)
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    let err = exited(&out, 0);
     let files = support::unpack_bundle(&bundle);
     for (name, body) in &files {
         for s in PLANTED {

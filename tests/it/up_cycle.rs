@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::synthetic_install::{self, BASE, CLUSTER, HOST_CA, MODEL, Setup, containers_of};
-use support::{ClusterServer, ObjectKey, contains_all, walk, writes};
+use support::{ClusterServer, ObjectKey, contains_all, exited, walk, writes};
 
 /// Sentinel secrets: the kubeconfig's bearer token, and the installer's secret variables. None may
 /// appear in any output, record, log or work tree (issue 10).
@@ -131,8 +131,7 @@ impl Run {
         let child = self.spawn_up_planned(flags, phase, secs);
         let pid = child.id();
         let out = child.wait_with_output().unwrap();
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let err = exited(&out, 1);
         assert!(
             err.contains(&format!("error: {phase}:")) && err.contains(&format!("no result within {secs}s")),
             "{err}"
@@ -331,8 +330,7 @@ fn up_verify_down_and_down_again() {
     r.server.insert(foreign(&fresh));
     r.server.clear_requests();
     let refused = r.down();
-    let err = text(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(1), "{err}");
+    let err = exited(&refused, 1);
     assert!(err.contains("error: lock: another eas run holds the cluster's Lease kube-system/eas-run-lock"), "{err}");
     assert!(err.contains("someone-else/1/1-1") && err.contains("next:"), "{err}");
     assert_eq!(writes(&r.server), Vec::<String>::new(), "down under another run's Lease wrote:\n{err}");
@@ -412,8 +410,7 @@ fn a_model_that_fails_to_deploy_fails_the_install_with_model_managers_reason() {
     let _engine = support::docker::engine();
     let r = run("deploy-fails");
     let out = r.up(&["--yes"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("download failed: 401 Unauthorized"), "model-manager's reason is shown: {err}");
     assert!(r.install_log().contains("failed: [localhost] (item="), "{}", r.install_log());
     assert_eq!(phase_status(&r.state_file().unwrap(), "install"), "failed");
@@ -465,8 +462,7 @@ fn a_reused_image_without_jq_stops_before_the_install_naming_jq_and_its_task() {
     docker(&["rm", &name]);
 
     let out = r.up(&["--yes"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains(&format!("reusing {tag}")), "{err}");
     assert!(
         err.contains("jq is missing; EI's task \"Enumerate autodeploy models from the catalog\""),
@@ -1297,8 +1293,7 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
     };
     let before = r.server.requests().len();
     let o = bundle_cmd(&bundle);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let err = exited(&o, 0);
     assert_eq!(std::fs::metadata(&bundle).unwrap().permissions().mode() & 0o777, 0o600);
     // Nothing written: the only POSTs are the doctor child's SelfSubjectAccessReviews, which
     // persist nothing; no Secret is read by name (the facts' list of Helm release Secrets is
@@ -1345,8 +1340,7 @@ fn a_support_bundle_after_a_failed_install_holds_the_log_tail_events_and_manifes
     r.server.inject(None, support::Fault::Reset, None);
     let local = r.home.join("local.tar.gz");
     let o = bundle_cmd(&local);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let err = exited(&o, 0);
     assert!(err.contains("warning: not collected: cluster: the API server does not answer"), "{err}");
     let files = support::unpack_bundle(&local);
     assert!(files.contains_key("state.json") && files.contains_key("plan.json"), "{:?}", files.keys());

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use support::{ClusterServer, ObjectKey, contains_all, fixture, kserve};
+use support::{ClusterServer, ObjectKey, contains_all, exited, fixture, kserve};
 
 const MODEL: &str = "qwen2-5-coder-7b";
 
@@ -249,8 +249,7 @@ fn an_openvino_server_is_verified_as_an_inference_service_by_its_readiness() {
 fn an_openvino_server_not_ready_fails_naming_its_conditions() {
     let c = ovms_installed(false);
     let out = c.verify(&["--timeout", "2"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    let err = exited(&out, 5);
     assert!(err.contains("InferenceService llm-inference/qwen3-5-2b-ovms: Ready=False"), "{err}");
     assert!(err.contains("condition PredictorReady=False reason=ProgressDeadlineExceeded"), "{err}");
 }
@@ -397,8 +396,7 @@ fn a_crash_looping_gpu_plugin_names_its_node_and_blames_no_healthy_one() {
 fn without_a_record_a_failing_device_is_named_and_nothing_installed_is_said() {
     let c = Cluster::start("gpu-nodes");
     let out = c.verify(&["--devices-timeout", "0", "--timeout", "900"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("verify: FAIL Intel GPU on node gpu-b:") && err.contains("CrashLoopBackOff"), "{err}");
     let said = err.lines().find(|l| l.starts_with("error: verify: no model server eas installed")).expect(&err);
     assert!(said.ends_with("the devices were checked and one or more failed (above)"), "{said}");
@@ -677,8 +675,7 @@ fn verify_after_a_down_says_nothing_is_installed_and_does_not_wait_for_the_remov
     let dir = c.state().join(cluster_key("k3d-gpu-desktop"));
     std::fs::remove_file(dir.join("state.json")).unwrap();
     let out = c.verify(&["--timeout", "2400"]);
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = exited(&out, 1);
     assert!(err.contains("ok Intel GPU on node k3d-gpu-server-0"), "{err}");
     assert!(err.contains("no model server eas installed on this cluster"), "{err}");
     assert!(!err.contains(MODEL), "the removed model is not waited for: {err}");

@@ -273,6 +273,14 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The stderr of a run that exited `code`; else the test fails showing that stderr.
+#[track_caller]
+pub fn exited(out: &Output, code: i32) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    err
+}
+
 /// `out`, once it is a success; else the test fails naming `what`, its exit and its stderr.
 #[cfg(feature = "docker-tests")]
 #[track_caller]
