@@ -383,7 +383,7 @@ fn sigint_stops_and_removes_the_running_container() {
     assert_eq!(line, "started\n");
     assert!(containers_of(pid).contains("Up "), "not running: {}", containers_of(pid));
 
-    assert!(Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
+    support::signal(pid, "-INT");
     let (code, err) = support::exit_within(&mut child, Duration::from_secs(120));
     assert_eq!(code, Some(130), "{err}");
     assert!(err.contains("interrupted: nothing eas started is left running"), "{err}");
@@ -428,7 +428,7 @@ fn sigint_during_a_build_leaves_no_build_container_and_no_new_image() {
     assert_eq!(running.len(), 1, "expected the pip step's container: {running:?}");
     let (container, uncached_layer) = running[0].clone();
 
-    assert!(Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap().success());
+    support::signal(pid, "-INT");
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();

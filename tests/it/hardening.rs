@@ -431,7 +431,7 @@ fn a_kubeconfig_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_with_130() {
         let mut child = facts_through(&fifo).stderr(std::process::Stdio::piped()).spawn().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(700));
         let sent = std::time::Instant::now();
-        std::process::Command::new("kill").arg(signal).arg(child.id().to_string()).status().unwrap();
+        support::signal(child.id(), signal);
         let (code, err) = exit_within(&mut child, std::time::Duration::from_secs(10));
         let took = sent.elapsed();
         writer.kill().unwrap();

@@ -45,18 +45,13 @@ fn wait(child: &mut Child) -> (Option<i32>, String) {
     exit_within(child, Duration::from_secs(10))
 }
 
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
-    assert!(ok, "kill {sig}");
-}
-
 fn interrupted_while_waiting(args: &[&str], sig: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (port, accepted) = silent_server();
     let mut child = start(dir.path(), port, args);
     // The signal arrives while the call is outstanding: the server has the connection.
     accepted.recv_timeout(Duration::from_secs(10)).expect("eas connects to the API server");
-    signal(&child, sig);
+    signal(child.id(), sig);
     let (code, err) = wait(&mut child);
     assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
 }
@@ -158,7 +153,7 @@ fn a_sleeping_credential_plugin_is_killed_on_sigint_and_sigterm() {
             .spawn()
             .unwrap();
         let pid = pid_in(&pid_file, &format!("{args:?}: the plugin never started"));
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
         assert!(gone(&pid), "{args:?} {sig}: the plugin (pid {pid}) is still running");
@@ -219,7 +214,7 @@ fn up_interrupted_while_gathering_facts_exits_130_and_marks_the_state() {
         server.inject(Some("/api/v1/nodes"), Fault::Slow(Duration::from_secs(600)), None);
         let mut child = up_on(dir, &server, &[], Some(&empty));
         until("the facts phase's node list", || server.requests().iter().any(|r| r.path == "/api/v1/nodes"));
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{sig}: {err}");
         let state = state_of(dir);
@@ -249,7 +244,7 @@ fn up_interrupted_while_fetching_the_trees_leaves_no_git_running() {
             "git is cloning: {:?}",
             processes_naming(&needle)
         );
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{sig}: {err}");
         let left = processes_naming(&needle);
@@ -277,7 +272,7 @@ fn status_against_a_silent_api_server_stops_on_sigint_and_sigterm_within_a_secon
         let mut child = start(dir, port, &["status"]);
         accepted.recv_timeout(Duration::from_secs(10)).expect("eas connects to the API server");
         let sent = Instant::now();
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{sig}: {err}");
         assert!(sent.elapsed() < Duration::from_secs(1), "{sig}: {:?}", sent.elapsed());
@@ -311,7 +306,7 @@ fn a_credential_plugins_children_are_killed_with_it_on_signal_and_timeout() {
         cmd.arg("--kubeconfig").arg(&kubeconfig).arg("--state-dir").arg(dir.path().join("state")).args(args);
         let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let pid = pid_in(&child_file, &format!("{args:?}: the plugin never started"));
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         assert_eq!(code, Some(130), "{args:?} {sig}: {err}");
         assert!(gone(&pid), "{args:?} {sig}: the plugin's child (pid {pid}) is still running");
@@ -339,7 +334,7 @@ fn config_reading_a_fifo_whose_writer_hangs_ends_on_sigint_or_sigterm_within_a_s
         let mut child = eas(dir.path()).args(&args).stderr(Stdio::piped()).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(700));
         let sent = Instant::now();
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         let took = sent.elapsed();
         writer.kill().unwrap();
@@ -383,7 +378,7 @@ fn config_signalled_while_deciding_exits_130_within_a_second_and_writes_nothing(
         // Started, and well inside the seconds the parse and the decisions take.
         std::thread::sleep(Duration::from_millis(1500));
         let sent = Instant::now();
-        signal(&child, sig);
+        signal(child.id(), sig);
         let (code, err) = wait(&mut child);
         let took = sent.elapsed();
         assert_eq!(code, Some(130), "{sig}: {err}");

@@ -231,7 +231,7 @@ fn sigint_during_a_fetch_exits_130_and_leaves_no_git_running() {
         .spawn()
         .unwrap();
     accepted.recv_timeout(std::time::Duration::from_secs(20)).expect("git connects to the remote");
-    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    support::signal(child.id(), "-INT");
     let (code, err) = support::exit_within(&mut child, std::time::Duration::from_secs(10));
     assert_eq!(code, Some(130), "{err}");
     let needle = dir.path().display().to_string();

@@ -91,7 +91,7 @@ fn a_dry_run_interrupted_while_gathering_facts_removes_its_scratch_tree() {
         assert!(child.try_wait().unwrap().is_none(), "the dry run ended before the facts were read");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    support::signal(child.id(), "-INT");
     let (code, err) = support::exit_within(&mut child, Duration::from_secs(10));
     assert_eq!(code, Some(130), "{err}");
     assert_eq!(entries(tmp.path()), Vec::<PathBuf>::new(), "the scratch tree was left: {err}");

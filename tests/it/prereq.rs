@@ -412,7 +412,7 @@ fn a_probe_interrupted_while_its_pod_runs_deletes_the_pod() {
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     let sent = std::time::Instant::now();
-    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    signal(child.id(), "-INT");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert!(sent.elapsed() < std::time::Duration::from_secs(5), "exited in {:?}", sent.elapsed());

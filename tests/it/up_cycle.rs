@@ -223,11 +223,6 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn sigint(child: &Child) {
-    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(st.success());
-}
-
 #[test]
 fn up_verify_down_and_down_again() {
     let _engine = support::docker::engine();
@@ -827,7 +822,7 @@ fn ctrl_c_leaves_nothing_running_and_a_second_up_meets_the_lock() {
     // One run holding the local lock and the Lease is one blocker, the local lock's.
     assert!(!err.contains("the cluster's Lease"), "reported twice: {err}");
 
-    sigint(&child);
+    support::signal(child.id(), "-INT");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert!(containers_of(pid).is_empty(), "left: {:?}", containers_of(pid));
@@ -916,8 +911,7 @@ impl Running {
 
     fn signal(&mut self, sig: &str) {
         self.signalled = Some(Instant::now());
-        let st = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
-        assert!(st.success(), "kill {sig}");
+        support::signal(self.child.id(), sig);
     }
 
     /// The exit code, waited for at most 10 s after the signal: a guard against a hang, not a

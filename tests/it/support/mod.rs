@@ -273,6 +273,14 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Sends `sig` (`-INT`, `-TERM`, `-KILL`) to the process `pid` with kill(1); the test fails if
+/// kill does.
+#[track_caller]
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
 /// The stderr of a run that exited `code`; else the test fails showing that stderr.
 #[track_caller]
 pub fn exited(out: &Output, code: i32) -> String {
