@@ -32,7 +32,7 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<(), Fail
     // `--output json` without `--dry-run` never gets here: the command line's parser refuses it.
     let result = match crate::pipeline::up::run(args, global, shell) {
         Ok(Ran::Acted) => Ok(()),
-        Ok(Ran::Planned { mut plan, files }) => return dry_run_end(&mut plan, args, global, &files, shell),
+        Ok(Ran::Planned { plan, files, kind }) => return dry_run_end(&plan, kind, args, global, &files, shell),
         Err(f) => Err(f),
     };
     // The stale plan would describe a run that is not this one.
@@ -98,23 +98,17 @@ pub fn without_stale_outputs(dry_run: bool, out: Option<&Path>, f: Failure, shel
 
 /// The plan printed (and written with `--out`) whatever its exit code, then that code.
 fn dry_run_end(
-    plan: &mut Plan,
+    plan: &Plan,
+    kind: Option<crate::plan::Kind>,
     args: &UpSettings,
     global: &Global,
     files: &[(String, String)],
     shell: &Shell,
 ) -> Result<(), Failure> {
-    use crate::plan::Kind;
-    let kind = crate::plan::dry_run_exit(plan.blockers(), args.fail_on_blockers);
-    plan.exited(kind.map_or(crate::plan::EXIT_SUCCESS, Kind::exit_code));
-    // A plan saved without blockers opens and closes with the command that applies it exactly.
-    if let Some(dir) = args.out.as_deref().filter(|_| plan.blockers().is_empty() && plan.apply_command().is_some()) {
-        plan.set_apply_command(crate::next_command::apply_saved(&global.env, &dir.display().to_string()));
-    }
     let text = plan_text(plan, args, global);
     if args.output.is_json() {
         // serde_json escapes control characters itself.
-        shell.document(serde_json::to_value(&*plan).expect("the plan serialises"));
+        shell.document(serde_json::to_value(plan).expect("the plan serialises"));
     } else {
         text.lines().for_each(|line| shell.out(line));
     }

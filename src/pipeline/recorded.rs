@@ -208,7 +208,8 @@ impl Filled {
 /// fills what this run left unset, and the plan names each `(from the last install)`. A filled
 /// layer, env, profile or ref is re-resolved ([`crate::pipeline::selected::reselect`]); a filled
 /// profile or offline starts the egress probe again for the hosts it now needs (or stops it).
-/// The run's record keeps the selection as resolved, filled values included. A record that
+/// The run's record keeps the selection as resolved, filled values included, and the plan its
+/// settings, each with its source (written here once, filled or not). A record that
 /// cannot be read fills nothing (the lock's plan half names its damage).
 pub async fn after_preflight(cx: &Cx<'_>, pre: &mut Pre, r: &mut Runner) -> Result<Option<Box<Filled>>, Failure> {
     let (args, global) = (cx.args, cx.global);
@@ -218,7 +219,7 @@ pub async fn after_preflight(cx: &Cx<'_>, pre: &mut Pre, r: &mut Runner) -> Resu
         None => None,
     };
     let Some((args, global)) = filled else {
-        r.journal().selected(selection(args, global));
+        resolved(args, global, r);
         return Ok(None);
     };
     let (tree_pins, inv) = if SELECTED.iter().any(|k| args.sources.of(k) == Source::LastInstall) {
@@ -228,14 +229,20 @@ pub async fn after_preflight(cx: &Cx<'_>, pre: &mut Pre, r: &mut Runner) -> Resu
     } else {
         (cx.tree_pins.clone(), cx.inv.clone())
     };
-    r.plan_run().settings(global.sources.chain(&args.sources));
-    r.journal().selected(selection(&args, &global));
+    resolved(&args, &global, r);
     let filled = Filled { args, global, tree_pins, inv };
     let (was, now) = (&cx.args, &filled.args);
     if was.offline != now.offline || was.select.profile != now.select.profile {
         pre.egress = start_egress(&filled.cx(cx));
     }
     Ok(Some(Box::new(filled)))
+}
+
+/// The settings as resolved after preflight: the plan's, each with its source, and the
+/// selection in the run's record.
+fn resolved(args: &UpSettings, global: &Global, r: &mut Runner) {
+    r.plan_run().settings(global.sources.chain(&args.sources));
+    r.journal().selected(selection(args, global));
 }
 
 #[cfg(test)]

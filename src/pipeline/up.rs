@@ -36,10 +36,11 @@ use crate::state::journal::State;
 use crate::state::resume::{Invocation, invocation};
 use crate::state::run::now;
 
-/// How `eas up` ended, when it did not fail: a dry run's plan, with the files it generated, for
-/// the command layer to print and write (`src/commands/up.rs`); or a real run, recorded.
+/// How `eas up` ended, when it did not fail: a dry run's plan, with the files it generated and
+/// the kind it exits as (`None`: success), for the command layer to print and write
+/// (`src/commands/up.rs`); or a real run, recorded.
 pub enum Ran {
-    Planned { plan: Box<Plan>, files: Vec<(String, String)> },
+    Planned { plan: Box<Plan>, files: Vec<(String, String)>, kind: Option<crate::plan::Kind> },
     Acted,
 }
 
@@ -63,7 +64,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     let tree_pins = check_input(args, &services)?;
     let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
-    r.plan_run().settings(global.sources.chain(&args.sources));
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
     if let Some(model) = args.select.model.as_deref()
@@ -79,7 +79,6 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         )
         .await?;
     }
-    r.plan_run().apply_command(crate::next_command::apply_command(&global.env));
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
     // install's with the installer's output after them).
     if !args.dry_run {
@@ -107,10 +106,15 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     if let Some(saved) = &args.saved {
         held_to(saved, &mut r);
     }
-    // The dry-run stop: the plan, where the acts would begin.
+    let apply = apply_command(args, global, r.blocked());
+    r.plan_run().apply_command(apply);
+    // The dry-run stop: the plan, where the acts would begin, and how the dry run exits on its
+    // blockers.
     if args.dry_run {
         let files = planned.files().to_vec();
-        return Ok(Ran::Planned { plan: Box::new(r.into_plan()), files });
+        let kind = crate::plan::dry_run_exit(r.plan_doc().blockers(), args.fail_on_blockers);
+        r.plan_run().exited(kind.map_or(crate::plan::EXIT_SUCCESS, crate::plan::Kind::exit_code));
+        return Ok(Ran::Planned { plan: Box::new(r.into_plan()), files, kind });
     }
     if r.blocked() {
         return Err(crate::pipeline::attempt::blocked_run(
@@ -148,6 +152,16 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
         }
     }
     acted.map(|()| Ran::Acted)
+}
+
+/// The exact command that applies the plan (`null` when not made from an `eas up` command
+/// line); a dry run that saves its plan (`--out`) without blockers names the saved plan.
+fn apply_command(args: &UpSettings, global: &Global, blocked: bool) -> Option<String> {
+    let typed = crate::next_command::apply_command(&global.env)?;
+    match args.out.as_deref().filter(|_| !blocked) {
+        Some(dir) => crate::next_command::apply_saved(&global.env, &dir.display().to_string()),
+        None => Some(typed),
+    }
 }
 
 /// A real run interrupted before prepare: the line that runs it again (the run's own command
