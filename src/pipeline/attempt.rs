@@ -9,6 +9,7 @@ use crate::output::Shell;
 use crate::plan::PhaseId;
 use crate::state::StateDir;
 
+use crate::pipeline::phase::Cx;
 use crate::pipeline::runner::Runner;
 use crate::pipeline::settings::ATTEMPT;
 use crate::state::run::now;
@@ -34,6 +35,37 @@ pub fn blocked_run(
         shell.warn(format!("the attempt was not recorded: {e}"));
     }
     crate::error::Failure::blocked(r.plan_doc().blockers(), kind)
+}
+
+/// A plan half that failed (not a blocker: an error, or Ctrl-C): a real run keeps the attempt's
+/// log (the lines printed, then the failure) and says how to run it again; the attempt ends
+/// with the failure it returns.
+pub fn plan_failed(f: Failure, r: &mut Runner, cx: &Cx<'_>) -> Failure {
+    let real = !cx.args.dry_run;
+    if let Some(dir) = r.attempt().map(std::path::Path::to_path_buf).filter(|_| real) {
+        match attempt_log(r, &dir, cx.shell) {
+            Ok(()) => f.lines().iter().for_each(|l| cx.shell.log_only(l)),
+            Err(e) => cx.shell.warn(format!("the attempt's log was not written: {e}")),
+        }
+    }
+    let f = r.end_attempt(f);
+    if real {
+        resume_line(&f, r, cx);
+    }
+    f
+}
+
+/// A real run interrupted before prepare: the line that runs it again (the run's own command
+/// line). From prepare on, the install's end (`record::installed`) and verify say it themselves,
+/// with what `eas down` would remove; one cause, one `next:`.
+pub fn resume_line(f: &Failure, r: &Runner, cx: &Cx<'_>) {
+    let phase = r.journaled().failed_phase().map(|e| e.phase);
+    if !matches!(f, Failure::Interrupted) || phase.is_some_and(|p| p >= crate::plan::PhaseId::Prepare) {
+        return;
+    }
+    let next = crate::state::resume::next_for(r.journaled(), cx.inv)
+        .unwrap_or_else(|| format!("{} runs it again (nothing was installed)", cx.inv.resume()));
+    cx.shell.note(format!("next: {next}"));
 }
 
 /// The attempt's log, `<attempt>/logs/up-<time>.log`: every line the run printed so far, and

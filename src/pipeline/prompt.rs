@@ -3,6 +3,9 @@
 //! no terminal) changes nothing.
 
 use crate::error::Failure;
+use crate::pipeline::phase::Cx;
+use crate::pipeline::plan_view;
+use crate::plan::Plan;
 use crate::runtime::Interrupt;
 
 /// Asks `what. Continue? [y/N]` on stderr. Without a terminal: bad input (exit 2, pass --yes).
@@ -37,6 +40,18 @@ pub async fn ask(what: &str, interrupt: &Interrupt) -> Result<(), Failure> {
     } else {
         Err(declined(format!("{what}: not confirmed")))
     }
+}
+
+/// `eas up`'s question, on a terminal without `--yes`: the plan's summary, then what it installs
+/// where, each named with its source when it is not a default (`on k3d-gpu (from ./eas.yaml)`),
+/// before the first act half (no lock taken, no image built, no work tree written yet).
+pub async fn ask_up(cx: &Cx<'_>, plan: &Plan, context: &str, interrupt: &Interrupt) -> Result<(), Failure> {
+    let view = plan_view::View { width: plan_view::terminal_width(&cx.global.env), explain: false };
+    for line in plan_view::summary(plan, view, &plan_view::Ending::DryRun) {
+        cx.shell.note(crate::text::escape_controls(&line));
+    }
+    let layer = cx.args.sources.named("layer", &cx.args.select.layer);
+    ask(&format!("eas up installs {layer} on {}", cx.global.named("context", context)), interrupt).await
 }
 
 /// Whether a prompt's answer says yes (`y` or `yes`, any case).

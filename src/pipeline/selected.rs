@@ -38,12 +38,9 @@ pub async fn reselect(args: &UpSettings, cx: &Cx<'_>, r: &mut Runner) -> Result<
     r.plan_run().select(plan_selected(args, &tree_pins));
     // --model against the catalog of the layer and EI commit the run now installs.
     let moved = args.select.layer != cx.args.select.layer || tree_pins.ei.sha != cx.tree_pins.ei.sha;
-    if let Some(model) = args.select.model.as_deref().filter(|_| moved)
-        && crate::gather::catalog::catalog_path(&args.select.layer).is_some()
-    {
-        let layer = &args.select.layer;
-        crate::pipeline::phases::trees::model_before_cluster(model, layer, &tree_pins, args, cx.global, r).await?;
-    }
+    let model = args.select.model.as_deref().filter(|_| moved);
+    crate::pipeline::phases::trees::model_before_cluster(model, &args.select.layer, &tree_pins, args, cx.global, r)
+        .await?;
     Ok(tree_pins)
 }
 

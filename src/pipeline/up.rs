@@ -9,6 +9,7 @@ use crate::config;
 use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::Trees;
+use crate::pipeline::attempt;
 use crate::pipeline::day_two::Made;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::phases::bastion::Bastion;
@@ -22,7 +23,7 @@ use crate::pipeline::phases::overlay::Overlay;
 use crate::pipeline::phases::planned::{Planned, Ready};
 use crate::pipeline::phases::preflight::Preflight;
 use crate::pipeline::phases::record::{self, Record};
-use crate::pipeline::phases::trees::Trees as TreesPhase;
+use crate::pipeline::phases::trees::{self as trees_phase, Trees as TreesPhase};
 use crate::pipeline::phases::unlock::Unlock;
 use crate::pipeline::phases::verify::{self, Verify};
 use crate::pipeline::runner::Runner;
@@ -55,30 +56,15 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
 /// the cluster.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
-    let inv = Invocation {
-        typed: crate::next_command::up_words(&global.env),
-        secrets: crate::next_command::secrets_in(&global.env, &crate::act::bastion::secret_env_names()),
-        ..invocation(global, &args.select.layer, &args.env, &args.select)
-    };
+    let inv = up_invocation(args, global);
     let services = Services::resolve(&args.select, global).map_err(config::ConfigError::from)?;
     let tree_pins = check_input(args, &services)?;
     let cx = Cx { args, global, shell, inv: &inv, services: &services, tree_pins: &tree_pins };
     let mut r = runner(args, &tree_pins, interrupt);
     // --model against the EI catalog at the pinned commit: after the bad-input checks, before
     // the cluster is read.
-    if let Some(model) = args.select.model.as_deref()
-        && crate::gather::catalog::catalog_path(&args.select.layer).is_some()
-    {
-        crate::pipeline::phases::trees::model_before_cluster(
-            model,
-            &args.select.layer,
-            &tree_pins,
-            args,
-            global,
-            &mut r,
-        )
-        .await?;
-    }
+    let model = args.select.model.as_deref();
+    trees_phase::model_before_cluster(model, &args.select.layer, &tree_pins, args, global, &mut r).await?;
     // A real run's log holds its own lines from the first phase on (the attempt's, or the
     // install's with the installer's output after them).
     if !args.dry_run {
@@ -86,72 +72,54 @@ async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fa
     }
     let mut planned = match plan_halves(&cx, &mut r).await {
         Ok(p) => p,
-        Err(f) => {
-            // The attempt keeps its log: the lines printed, then the failure.
-            if let Some(dir) = r.attempt().map(std::path::Path::to_path_buf).filter(|_| !args.dry_run) {
-                match crate::pipeline::attempt::attempt_log(&mut r, &dir, shell) {
-                    Ok(()) => f.lines().iter().for_each(|l| shell.log_only(l)),
-                    Err(e) => shell.warn(format!("the attempt's log was not written: {e}")),
-                }
-            }
-            let f = r.end_attempt(f);
-            if !args.dry_run {
-                resume_line(&f, &r, &cx);
-            }
-            return Err(f);
-        }
+        Err(f) => return Err(attempt::plan_failed(f, &mut r, &cx)),
     };
-    // The plan's own writes (probe pods, created and deleted), for its summary.
-    r.plan_run().wrote(crate::gather::probe::created());
-    if let Some(saved) = &args.saved {
-        held_to(saved, &mut r);
-    }
-    let apply = apply_command(args, global, r.blocked());
-    r.plan_run().apply_command(apply);
-    // The dry-run stop: the plan, where the acts would begin, and how the dry run exits on its
-    // blockers.
+    plan_ends(&cx, &mut r);
     if args.dry_run {
-        let files = planned.files().to_vec();
-        let kind = crate::plan::dry_run_exit(r.plan_doc().blockers(), args.fail_on_blockers);
-        r.plan_run().exited(kind.map_or(crate::plan::EXIT_SUCCESS, crate::plan::Kind::exit_code));
-        return Ok(Ran::Planned { plan: Box::new(r.into_plan()), files, kind });
+        return Ok(dry_run_stop(&planned, r, args.fail_on_blockers));
     }
     if r.blocked() {
-        return Err(crate::pipeline::attempt::blocked_run(
-            &mut r,
-            (&planned.pre.sd, &planned.facts, planned.files()),
-            shell,
-        ));
+        return Err(attempt::blocked_run(&mut r, (&planned.pre.sd, &planned.facts, planned.files()), shell));
     }
     crate::pipeline::day_two::announce(&r, shell);
-    // The prompt and the acts read the settings the plan halves did, the last install's included.
+    // The question and the acts read the settings the plan halves did, the last install's included.
     let filled = planned.filled.take();
     let cx = filled.as_ref().map_or(cx.clone(), |f| f.cx(&cx));
-    let args = cx.args;
-    // On a terminal without --yes: the plan's summary, then the question, before the first act
-    // half (no lock taken, no image built, no work tree written yet).
-    if !args.yes {
-        let view = crate::pipeline::plan_view::View {
-            width: crate::pipeline::plan_view::terminal_width(&global.env),
-            explain: false,
-        };
-        for line in crate::pipeline::plan_view::summary(r.plan_doc(), view, &crate::pipeline::plan_view::Ending::DryRun)
-        {
-            shell.note(crate::text::escape_controls(&line));
-        }
-        // Each named with its source when it is not a default (`on k3d-gpu (from ./eas.yaml)`).
-        let layer = args.sources.named("layer", &args.select.layer);
-        let what = format!("eas up installs {layer} on {}", global.named("context", &planned.pre.context));
-        crate::pipeline::prompt::ask(&what, r.interrupt()).await?;
+    if !cx.args.yes {
+        crate::pipeline::prompt::ask_up(&cx, r.plan_doc(), &planned.pre.context, r.interrupt()).await?;
     }
-    let acted = acts(&cx, planned.ready()?, &mut r).await;
-    if let Err(f) = &acted {
-        resume_line(f, &r, &cx);
-        for l in f.lines() {
-            shell.log_only(&l);
-        }
+    acts(&cx, planned.ready()?, &mut r).await.map(|()| Ran::Acted)
+}
+
+/// The run's words, for its record and the `next:` lines: the command line as typed, and the
+/// names of the secrets it read from the environment.
+fn up_invocation(args: &UpSettings, global: &Global) -> Invocation {
+    Invocation {
+        typed: crate::next_command::up_words(&global.env),
+        secrets: crate::next_command::secrets_in(&global.env, &crate::act::bastion::secret_env_names()),
+        ..invocation(global, &args.select.layer, &args.env, &args.select)
     }
-    acted.map(|()| Ran::Acted)
+}
+
+/// The plan's last writes, once every plan half ran: the plan's own writes (probe pods, created
+/// and deleted) for its summary, each difference from a saved plan (`--plan DIR`) as a refusal,
+/// and the command that applies it.
+fn plan_ends(cx: &Cx<'_>, r: &mut Runner) {
+    r.plan_run().wrote(crate::gather::probe::created());
+    if let Some(saved) = &cx.args.saved {
+        held_to(saved, r);
+    }
+    let apply = apply_command(cx.args, cx.global, r.blocked());
+    r.plan_run().apply_command(apply);
+}
+
+/// The dry-run stop: the plan, where the acts would begin, with the files config generated and
+/// how the dry run exits on its blockers.
+fn dry_run_stop(planned: &Planned, mut r: Runner, fail_on_blockers: bool) -> Ran {
+    let files = planned.files().to_vec();
+    let kind = crate::plan::dry_run_exit(r.plan_doc().blockers(), fail_on_blockers);
+    r.plan_run().exited(kind.map_or(crate::plan::EXIT_SUCCESS, crate::plan::Kind::exit_code));
+    Ran::Planned { plan: Box::new(r.into_plan()), files, kind }
 }
 
 /// The exact command that applies the plan (`null` when not made from an `eas up` command
@@ -162,19 +130,6 @@ fn apply_command(args: &UpSettings, global: &Global, blocked: bool) -> Option<St
         Some(dir) => crate::next_command::apply_saved(&global.env, &dir.display().to_string()),
         None => Some(typed),
     }
-}
-
-/// A real run interrupted before prepare: the line that runs it again (the run's own command
-/// line). From prepare on, the install's end (`record::installed`) and verify say it themselves,
-/// with what `eas down` would remove; one cause, one `next:`.
-fn resume_line(f: &Failure, r: &Runner, cx: &Cx<'_>) {
-    let phase = r.journaled().failed_phase().map(|e| e.phase);
-    if !matches!(f, Failure::Interrupted) || phase.is_some_and(|p| p >= crate::plan::PhaseId::Prepare) {
-        return;
-    }
-    let next = crate::state::resume::next_for(r.journaled(), cx.inv)
-        .unwrap_or_else(|| format!("{} runs it again (nothing was installed)", cx.inv.resume()));
-    cx.shell.note(format!("next: {next}"));
 }
 
 /// `--plan DIR`: each difference between the plan made now and the saved one is a refusal,
@@ -268,9 +223,15 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
 /// `phase/manager.go`): when one fails, each phase whose act ran cleans up (the lock's releases
 /// the cluster's Lease and the lock file, which unlock releases otherwise).
+/// A failed act's cause goes to the log too, and an interrupted run says how to run it again.
 async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let acted = act_list(cx, x, r).await;
-    r.finish(acted).await
+    let acted = r.finish(acted).await;
+    if let Err(f) = &acted {
+        attempt::resume_line(f, r, cx);
+        f.lines().iter().for_each(|l| cx.shell.log_only(l));
+    }
+    acted
 }
 
 /// The act halves: the lock, preflight's sweep, the facts, the bastion image, config, classify

@@ -143,14 +143,18 @@ pub fn resolve_trees(t: &Pins, repos: &Repos, cache: &Path, ca: Option<&[Vec<u8>
 /// The EI tree comes from `--ei-repo` or the mirror cache, and is fetched when missing (the trees
 /// phase needs it anyway). When it cannot be had, the built-in candidates decide for a dry run
 /// (as its config then does); a real run fails later in the trees phase, as it would have.
+/// Nothing to check without `--model`, or for a layer without a catalog.
 pub async fn model_before_cluster(
-    model: &str,
+    model: Option<&str>,
     layer: &crate::settings::Layer,
     tree_pins: &Pins,
     args: &UpSettings,
     global: &Global,
     r: &mut Runner,
 ) -> Result<(), Failure> {
+    let Some(model) = model.filter(|_| crate::gather::catalog::catalog_path(layer).is_some()) else {
+        return Ok(());
+    };
     let (pin, local, cache) = (tree_pins.ei.clone(), args.repos.ei_repo.clone(), trees::cache_dir(&global.env));
     let ca = global.ca_bundle.as_ref().map(|b| b.ders.clone());
     let ei = tokio::task::spawn_blocking(move || {
