@@ -354,7 +354,10 @@ mod tests {
 
     #[test]
     fn the_plan_closes_with_the_next_command_and_says_blockers_come_first() {
-        let mut plan = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
+        let mut plan = Plan::new(&Default::default());
+        let selected =
+            crate::plan::Selected { layer: "agent-toolkit".into(), env: "k3d-gpu".into(), ..Default::default() };
+        plan.select(selected);
         assert_eq!(header(&plan, 80), ["eas up --layer agent-toolkit --env k3d-gpu"]);
         assert!(closing(&plan, 80).is_empty());
         plan.set_apply_command(Some("eas up --yes --pins p.json".into()));

@@ -315,7 +315,7 @@ mod tests {
 
     /// The plan of `parts`, each written by its writer.
     fn written(x: Parts) -> Plan {
-        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &Default::default());
+        let mut p = Plan::new(&Default::default());
         p.select(Selected {
             layer: "agent-toolkit".into(),
             env: "k3d-gpu".into(),

@@ -296,7 +296,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
 
 /// The run's runner: a record and a plan for this selection, the effective timeouts.
 pub fn runner(args: &UpSettings, tree_pins: &Trees, interrupt: Interrupt) -> Runner {
-    let mut plan = Plan::new(&args.select.layer, &args.env, &tree_pins.profile, &args.phase_timeouts);
+    let mut plan = Plan::new(&args.phase_timeouts);
     plan.select(selected::plan_selected(args, tree_pins));
     let info = selected::run_info(args, tree_pins);
     let mut r = Runner::new(State::new(info, &now()), plan, args.phase_timeouts.clone(), interrupt);

@@ -28,7 +28,7 @@
 //! | wrote | `set_wrote` |
 //! | exit_code | `exited` |
 //!
-//! `new` gives every field its first value (empty, but for the selection it is made for).
+//! `new` gives every field its first value (empty, but for the phases and their timeouts).
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
@@ -226,8 +226,9 @@ fn first<S: Serializer>(v: &ByKey<PhaseId, String>, s: S) -> Result<S::Ok, S::Er
 }
 
 impl Plan {
-    /// An empty plan listing every phase as the dry run treats it.
-    pub fn new(layer: &str, env: &str, profile: &str, timeouts: &PhaseTimeouts) -> Self {
+    /// An empty plan listing every phase as the dry run treats it, with the effective timeouts;
+    /// the selection is [`Plan::select`]'s to write.
+    pub fn new(timeouts: &PhaseTimeouts) -> Self {
         let phases = PHASES
             .iter()
             .map(|p| PlannedPhase {
@@ -242,10 +243,10 @@ impl Plan {
         Plan {
             schema: PLAN_SCHEMA,
             apply_command: None,
-            layer: layer.to_string(),
-            env: env.to_string(),
-            profile: profile.to_string(),
-            pins_source: crate::pins::Source::Builtin.label(),
+            layer: String::new(),
+            env: String::new(),
+            profile: String::new(),
+            pins_source: String::new(),
             selection: None,
             settings: Vec::new(),
             commits: BTreeMap::new(),
@@ -422,7 +423,7 @@ mod tests {
 
     #[test]
     fn parts_are_in_the_order_of_their_keys_whatever_order_they_arrive_in() {
-        let mut p = Plan::new("inference", "k3d-gpu", "main", &PhaseTimeouts::default());
+        let mut p = Plan::new(&PhaseTimeouts::default());
         let b = |phase, cause: &str| Blocker::new(phase, cause, "", super::super::Kind::Failed);
         p.add_blockers(Met::InPhase, [b(PhaseId::Config, "c1"), b(PhaseId::Facts, "f1"), b(PhaseId::Config, "c2")]);
         p.add_blockers(Met::InPhase, [b(PhaseId::Lock, "l1")]);

@@ -908,7 +908,7 @@ mod tests {
 
     #[test]
     fn the_plan_serialises_as_data() {
-        let mut p = Plan::new("agent-toolkit", "k3d-gpu", "main", &PhaseTimeouts::default());
+        let mut p = Plan::new(&PhaseTimeouts::default());
         p.set_facts(FactsSummary::new(&facts(), "0123456789abcdef0123", &["gpu.intel.com/"]));
         p.set_image(ImagePlan { tag: "eas-bastion:3f2a1b".into(), action: ImageAction::Reuse });
         let decision = PlanDecision { fact: "a".into(), choice: "b".into(), source: "s".into(), permalink: "u".into() };

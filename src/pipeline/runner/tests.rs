@@ -10,7 +10,7 @@ use crate::plan::{PhaseId, Plan};
 use crate::state::journal::{State, Status};
 
 pub(crate) fn runner(t: PhaseTimeouts) -> Runner {
-    let plan = Plan::new("inference", "k3d-gpu", "main", &t);
+    let plan = Plan::new(&t);
     Runner::new(State::sample("2026-01-01T00:00:00Z"), plan, t, Interrupt::default())
 }
 
@@ -340,7 +340,7 @@ fn two_flags_for_one_phase_are_refused_and_the_plan_prints_the_effective_values(
     let e = PhaseTimeouts::resolve(Some(600), None, &[(PhaseId::Install, 5)]).unwrap_err();
     assert!(e.contains("--install-timeout") && e.contains("--phase-timeout install=5"), "{e}");
     let t = PhaseTimeouts::resolve(Some(600), Some(60), &[(PhaseId::Prepare, 7)]).unwrap();
-    let plan = Plan::new("inference", "k3d-gpu", "main", &t);
+    let plan = Plan::new(&t);
     let secs = |n: &str| plan.phases().iter().find(|p| p.name == n).unwrap().timeout_secs;
     assert_eq!((secs("install"), secs("verify"), secs("prepare")), (600, 60, 7));
     assert_eq!(secs("facts"), PhaseId::Facts.spec().timeout.as_secs());
