@@ -10,7 +10,6 @@ use crate::error::Failure;
 use crate::output::Shell;
 use crate::pins::Trees;
 use crate::pipeline::attempt;
-use crate::pipeline::day_two::Made;
 use crate::pipeline::phase::Cx;
 use crate::pipeline::phases::bastion::Bastion;
 use crate::pipeline::phases::classify::{Classify, Compare, Inputs};
@@ -29,7 +28,7 @@ use crate::pipeline::phases::verify::{self, Verify};
 use crate::pipeline::runner::Runner;
 use crate::pipeline::selected;
 use crate::pipeline::services::Services;
-use crate::pipeline::settings::{UpSettings, image_args};
+use crate::pipeline::settings::UpSettings;
 use crate::plan::Plan;
 use crate::runtime::Interrupt;
 use crate::settings::Global;
@@ -157,32 +156,17 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
     // The cluster is known: what this run left unset is filled from the last install's
     // selection, before any phase that reads it.
     let filled = crate::pipeline::recorded::after_preflight(cx, &mut pre, r).await?;
-    let with_filled;
-    let cx = match &filled {
-        Some(f) => {
-            with_filled = f.cx(cx);
-            &with_filled
-        }
-        None => cx,
-    };
-    let (args, global) = (cx.args, cx.global);
+    let with_filled = filled.as_ref().map(|f| f.cx(cx));
+    let cx = with_filled.as_ref().unwrap_or(cx);
     let records = r.plan(&mut Lock { sd: &pre.sd, docker: None }, cx).await?;
-    let image = image_args(&args.image, args.select.pins.clone(), global, &cx.services.proxy);
-    let mut bastion = Bastion { docker: pre.docker.clone(), image };
+    let mut bastion = Bastion::of(cx, pre.docker.clone());
     let mut facts = FactsPhase { pre: &pre, created: r.journaled().ledger.created.clone() };
     let writable = records.as_ref().is_none_or(|x| x.writable);
     let mut trees = TreesPhase { sd: &pre.sd, upgrade_to: None, writable };
     let waiting = "waiting for the bastion image's plan, the facts and the trees";
     let (image, facts, trees) = r.plan3((&mut bastion, &mut facts, &mut trees), cx, waiting).await?;
     let facts = facts.ok_or_else(|| missing("the facts"))?;
-    let (latest, last) =
-        (records.as_ref().and_then(|x| x.latest.as_ref()), records.as_ref().and_then(|x| x.last.as_ref()));
-    let resolved = trees.as_ref().map(|t| &t.resolved);
-    if let Some(t) = resolved {
-        let shas = [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)];
-        r.plan_part(crate::plan::PhaseId::Trees)
-            .trees(shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect());
-    }
+    let (resolved, last) = (trees.as_ref().map(|t| &t.resolved), records.as_ref().and_then(|x| x.last.as_ref()));
     let decided = r.plan(&mut Config { facts: &facts, pre: &pre, trees: resolved, last }, cx).await?;
     let mut lines = config_phase::checked(&facts, decided.as_ref(), pre.egress.take(), cx.shell, r).await;
     let work = pre.sd.work_dir().join("eas");
@@ -193,31 +177,11 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
         }
         _ => None,
     };
-    let files = decided.as_ref().map(|d| d.files.as_slice()).unwrap_or_default();
-    let init = decided.as_ref().map(|d| d.init.as_slice());
-    let (read, trees_at) = (Default::default(), resolved);
-    let pick = decided.as_ref().and_then(|d| crate::plan::data::model_pick(&d.decision)).and_then(|m| m.name);
-    let pick = pick.as_deref();
+    let planned = Planned { pre, records, facts, image, decided, trees, overlay, classified: None, filled: None };
     // What classify compares with the last completed run, as the plan lists it.
-    lines.extend(overlay.iter().flat_map(|o| o.lines.iter().cloned()));
-    let rows = overlay.as_ref().map(|o| o.rows.as_slice()).unwrap_or_default();
-    let made = Made { decisions: &lines, overlay: rows, image: image.as_ref().map(|i| i.plan.tag.as_str()) };
-    let compare = Compare {
-        args,
-        global,
-        work: &work,
-        latest,
-        last,
-        facts: &facts,
-        files,
-        trees: trees_at,
-        init,
-        pick,
-        made,
-        read,
-    };
-    let classified = r.plan(&mut Classify::Plan(compare), cx).await?;
-    Ok(Planned { pre, records, facts, image, decided, trees, overlay, classified, filled })
+    lines.extend(planned.overlay.iter().flat_map(|o| o.lines.iter().cloned()));
+    let classified = r.plan(&mut Classify::Plan(Compare::new(cx, &planned, &work, &lines)), cx).await?;
+    Ok(Planned { classified, filled, ..planned })
 }
 
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
@@ -244,11 +208,7 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     let pre = r.act_phase(Preflight { dead: held.dead.clone(), own: Some(trees.dir.path()) }, pre, cx).await?;
     let facts = r.act_phase(FactsPhase { pre: &pre, created: Default::default() }, facts, cx).await?;
     let docker = image.docker.clone();
-    let bastion = Bastion {
-        docker: Some(docker.clone()),
-        image: image_args(&cx.args.image, cx.args.select.pins.clone(), cx.global, &cx.services.proxy),
-    };
-    let prepared = r.act_phase(bastion, image, cx).await?;
+    let prepared = r.act_phase(Bastion::of(cx, Some(docker.clone())), image, cx).await?;
     let decided = r.act_phase(Config { facts: &facts, pre: &pre, trees: None, last: None }, decided, cx).await?;
     let (sd, work) = (&pre.sd, pre.sd.work_dir().join("eas"));
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());

@@ -17,6 +17,18 @@ pub struct Bastion {
     pub image: bastion::ImageSettings,
 }
 
+impl Bastion {
+    /// This run's image (its base flags and pins, its downloads through the run's proxy), on
+    /// the engine given.
+    pub fn of(cx: &Cx<'_>, docker: Option<bollard::Docker>) -> Bastion {
+        let pins = cx.args.select.pins.clone();
+        Bastion {
+            docker,
+            image: crate::pipeline::settings::image_args(&cx.args.image, pins, cx.global, &cx.services.proxy),
+        }
+    }
+}
+
 /// The image to build or reuse, with the engine that will do it.
 pub struct Image {
     pub docker: bollard::Docker,

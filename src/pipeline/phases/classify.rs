@@ -18,9 +18,11 @@ use crate::state::since::Completed;
 
 use crate::pipeline::day_two::{self, Before, Classified, Resume};
 use crate::pipeline::phase::{Cx, NoPlan};
+use crate::pipeline::phases::planned::Planned;
 use crate::pipeline::phases::trees::Resolved;
 use crate::pipeline::runner::{Phase, Runner};
 use crate::pipeline::settings::UpSettings;
+use crate::plan::PlanDecision;
 
 /// What the plan half compares: the install record and the last completed run (the lock's plan
 /// read them), and what the other plan halves settled.
@@ -39,12 +41,38 @@ pub struct Compare<'a> {
     pub init: Option<&'a [String]>,
     /// The model config picked (none: none, or config decided nothing), which a model the last
     /// run deployed is compared with.
-    pub pick: Option<&'a str>,
+    pub pick: Option<String>,
     /// What the plan halves before it made (config's and the overlay's lines, the overlay's
     /// rows, the image), as the plan lists them.
     pub made: day_two::Made<'a>,
     /// What the plan half read from git, for its note.
     pub read: Read,
+}
+
+impl<'a> Compare<'a> {
+    /// What the plan halves settled, as the plan lists it: the install record and the last
+    /// completed run the lock read, the facts, config's files, `init` and model pick, the trees,
+    /// the overlay's rows and the image's tag; `decisions`, config's and the overlay's lines.
+    pub fn new(cx: &Cx<'a>, planned: &'a Planned, work: &'a Path, decisions: &'a [PlanDecision]) -> Compare<'a> {
+        let records = planned.records.as_ref();
+        let decided = planned.decided.as_ref();
+        let overlay = planned.overlay.as_ref().map(|o| o.rows.as_slice()).unwrap_or_default();
+        let image = planned.image.as_ref().map(|i| i.plan.tag.as_str());
+        Compare {
+            args: cx.args,
+            global: cx.global,
+            work,
+            latest: records.and_then(|x| x.latest.as_ref()),
+            last: records.and_then(|x| x.last.as_ref()),
+            facts: &planned.facts,
+            files: planned.files(),
+            trees: planned.trees.as_ref().map(|t| &t.resolved),
+            init: decided.map(|d| d.init.as_slice()),
+            pick: decided.and_then(|d| crate::plan::data::model_pick(&d.decision)).and_then(|m| m.name),
+            made: day_two::Made { decisions, overlay, image },
+            read: Read::default(),
+        }
+    }
 }
 
 /// What the act half hashes and resumes from: the record re-read under the lock, and what the
@@ -92,8 +120,16 @@ impl Phase for Classify<'_> {
         let Classify::Plan(c) = self else { return Ok(()) };
         let before = (Before { latest: c.latest, last: c.last, work: c.work }, c.made);
         let (commits, catalog) = (&c.read.commits, &c.read.catalog);
-        *classified =
-            day_two::classify((c.args, c.global), before, (c.init, c.pick), c.facts, c.files, commits, catalog, r)?;
+        *classified = day_two::classify(
+            (c.args, c.global),
+            before,
+            (c.init, c.pick.as_deref()),
+            c.facts,
+            c.files,
+            commits,
+            catalog,
+            r,
+        )?;
         Ok(())
     }
 

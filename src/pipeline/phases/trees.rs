@@ -67,6 +67,14 @@ impl Phase for Trees<'_> {
         })?)
     }
 
+    /// The commit each tree resolved to.
+    fn note(&mut self, scratch: &mut Scratch, r: &mut Runner) -> Result<(), Failure> {
+        let t = &scratch.resolved;
+        let shas = [("eas", &t.eas), ("ei", &t.ei), ("eat", &t.eat)];
+        r.plan_part(PhaseId::Trees).trees(shas.into_iter().map(|(n, x)| (n.to_string(), x.sha.clone())).collect());
+        Ok(())
+    }
+
     fn unplanned(&self, r: &mut Runner) {
         r.plan_part(PhaseId::Trees).not_decided("the trees could not be read");
     }
