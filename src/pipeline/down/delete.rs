@@ -14,7 +14,7 @@ use crate::state::ledger::{Object, Snapshot, TeardownPlan};
 
 use crate::cluster::CALL;
 use crate::pipeline::down::bench::Bench;
-use crate::pipeline::down::cx::{Cx, Down, SNAPSHOT_DEADLINE, snapshot};
+use crate::pipeline::down::cx::{Cx, Down, SNAPSHOT_DEADLINE, left, snapshot};
 use crate::pipeline::runner::{Phase, Runner};
 
 /// The delete phase. Its input only a guarded teardown hands on (`Torn::guarded`; a forced one
@@ -87,6 +87,14 @@ impl Deleted {
     }
 }
 
+/// How long one release's `helm uninstall --wait --timeout 5m` container may run.
+const HELM_UNINSTALL: Duration = Duration::from_secs(600);
+
+/// [`HELM_UNINSTALL`], or what is left of the phase's window when that is less.
+fn uninstall_timeout() -> Duration {
+    HELM_UNINSTALL.min(left())
+}
+
 async fn helm_uninstall(cx: &Cx<'_>, bench: &Bench, namespace: &str, name: &str) -> Result<(), String> {
     let tag = bench.tag(cx).await.map_err(|e| e.to_string())?;
     let env = cx.global.env.lookup();
@@ -95,7 +103,9 @@ async fn helm_uninstall(cx: &Cx<'_>, bench: &Bench, namespace: &str, name: &str)
         .map_err(|e| e.to_string())?;
     let mut spec = std.spec.clone();
     spec.env.push(("KUBECONFIG".into(), bastion::KUBECONFIG_TARGET.into()));
-    spec.timeout = Some(Duration::from_secs(600));
+    // Helm waits up to its own 5 min; the container stops itself by then, and always within what is
+    // left of the phase's window, so the runner never has to cut a container off.
+    spec.timeout = Some(uninstall_timeout());
     match bench.run(&spec, cx.interrupt).await.map_err(|e| e.to_string())? {
         (Outcome::Exited(0), _) => Ok(()),
         (other, out) => Err(format!("helm uninstall {other:?}: {}", String::from_utf8_lossy(&out).trim())),
@@ -105,6 +115,22 @@ async fn helm_uninstall(cx: &Cx<'_>, bench: &Bench, namespace: &str, name: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A release's uninstall stops itself within what is left of the delete phase's window (the
+    /// runner hands it), and at 10 min in a window longer than that.
+    #[tokio::test]
+    async fn a_releases_uninstall_stops_itself_within_the_window_left() {
+        let within = |limit| {
+            let interrupt = crate::runtime::Interrupt::default();
+            async move {
+                let read = async { Ok(uninstall_timeout()) };
+                crate::pipeline::runner::window(limit, false, &interrupt, read, || Failure::Interrupted).await.unwrap()
+            }
+        };
+        let short = within(Duration::from_secs(30)).await;
+        assert!(short <= Duration::from_secs(30) && short > Duration::from_secs(25), "{short:?}");
+        assert_eq!(within(Duration::from_secs(3600)).await, HELM_UNINSTALL);
+    }
     use crate::state::ledger::Release;
 
     /// Only the namespaces and CRDs deleted are waited for: they go once what they hold has
