@@ -4,10 +4,12 @@
 
 use crate::config;
 use crate::output::Shell;
+use crate::pipeline::phase::Cx;
 use crate::plan::Plan;
 use crate::settings::Global;
 use crate::state::StateDir;
 use crate::state::journal::State;
+use crate::state::since::Completed;
 use crate::verify;
 
 pub fn expected_models(d: &config::Decision) -> Option<Vec<String>> {
@@ -27,8 +29,24 @@ pub fn model_decision(d: &config::Decision) -> Option<String> {
     d.choices.iter().find(|c| c.choice.starts_with("model:")).map(|c| format!("{} -> {}", c.fact, c.choice))
 }
 
+/// A real run's last line: up to date (an earlier run installed with the same inputs,
+/// `up_to_date` names it; verified now), or the plan's summary.
+pub fn done(
+    up_to_date: Option<&Completed>,
+    plan: &Plan,
+    state: &State,
+    d: &config::Decision,
+    sd: &StateDir,
+    cx: &Cx<'_>,
+) {
+    match up_to_date {
+        Some(last) => cx.shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at())),
+        None => summary(plan, state, d, sd, cx.global, cx.shell),
+    }
+}
+
 /// The plan's summary, filled in with what happened, closes a real run (on stderr, as its log).
-pub fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
+fn summary(plan: &Plan, state: &State, d: &config::Decision, sd: &StateDir, global: &Global, shell: &Shell) {
     shell.phase("done", format!("{} installed on {} (env {})", state.layer, state.context, state.env));
     let log = state.log_path.as_ref().map(|l| l.display().to_string());
     let state_file = sd.state_file().display().to_string();

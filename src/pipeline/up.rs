@@ -210,34 +210,28 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     let docker = image.docker.clone();
     let prepared = r.act_phase(Bastion::of(cx, Some(docker.clone())), image, cx).await?;
     let decided = r.act_phase(Config { facts: &facts, pre: &pre, trees: None, last: None }, decided, cx).await?;
-    let (sd, work) = (&pre.sd, pre.sd.work_dir().join("eas"));
+    let (sd, work, decision) = (&pre.sd, pre.sd.work_dir().join("eas"), &decided.decision);
     let (prev, last, files) = (held.prev.as_ref(), held.last.as_ref(), decided.files.as_slice());
     let inputs = Inputs { sd, prev, last, files, install: &decided.install, image: &prepared.tag };
     let (resume, classified) = r.act_phase(Classify::Act(inputs), classified, cx).await?;
-    r.act(
-        TreesPhase { sd, upgrade_to: classified.upgrade.then(|| overlay.op.commit.clone()), writable: true },
-        trees,
-        cx,
-    )
-    .await?;
-    r.act(Overlay { decision: &decided.decision, facts: &facts, scratch: None, work: work.clone() }, overlay, cx)
-        .await?;
+    let upgrade_to = classified.upgrade.then(|| overlay.op.commit.clone());
+    r.act(TreesPhase { sd, upgrade_to, writable: true }, trees, cx).await?;
+    r.act(Overlay { decision, facts: &facts, scratch: None, work: work.clone() }, overlay, cx).await?;
     let bench = Bench { docker: &docker, image: &prepared.tag, work: &work, sd };
-    let dead = &held.dead;
-    let prepare =
-        Prepare { on: &bench, files, decision: &decided.decision, dead, init: &classified.init, prev, facts: &facts };
-    let installed = match r.act(prepare, (), cx).await {
-        Ok(_) => {
-            let install = Install { on: &bench, argv: &decided.install, undeploy: classified.undeploy.as_deref() };
-            r.act(install, (), cx).await.map(drop)
-        }
-        Err(f) => Err(f),
+    let (dead, init, undeploy) = (&held.dead, &classified.init, classified.undeploy.as_deref());
+    let prepare = Prepare { on: &bench, files, decision, dead, init, prev, facts: &facts };
+    let install = Install { on: &bench, argv: &decided.install, undeploy };
+    // Install runs only once prepare did.
+    let installed = async {
+        r.act(prepare, (), cx).await?;
+        r.act(install, (), cx).await.map(drop)
     };
+    let installed = installed.await;
     // Record: what the install created, read from the cluster right after it (whatever its
     // outcome), so `eas down` knows what is eas's before verify's long wait begins.
     let after = record::record(Record { deadline: cx.args.ledger_timeout }, cx, r).await?;
     record::installed(installed, after, cx, r)?;
-    let verified = verify::verify(Verify { sd, facts: &facts, decision: &decided.decision }, cx, r).await;
+    let verified = verify::verify(Verify { sd, facts: &facts, decision }, cx, r).await;
     if verified.is_ok() {
         r.act_phase(Unlock, (), cx).await?;
         r.completed()?;
@@ -245,12 +239,8 @@ async fn act_list(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> 
     // A verification failure (exit 5) still completed the install: the next run compares with it.
     crate::pipeline::day_two::keep_completed(sd.dir(), r, &facts, files, cx.shell);
     verified?;
-    match last.filter(|_| resume.up_to_date) {
-        Some(last) => cx.shell.phase("done", format!("up to date (installed {}, verified now)", last.installed_at())),
-        None => {
-            crate::pipeline::report::summary(r.plan_doc(), r.journaled(), &decided.decision, sd, cx.global, cx.shell)
-        }
-    }
+    let up_to_date = last.filter(|_| resume.up_to_date);
+    crate::pipeline::report::done(up_to_date, r.plan_doc(), r.journaled(), decision, sd, cx);
     Ok(())
 }
 
