@@ -52,7 +52,8 @@ pub fn run(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Fai
 /// `eas up` as its list of phases: every plan half, in the order the run meets them, then, when
 /// none blocked, every act half. A dry run prints the plan where the acts would begin; a real run
 /// with blockers prints them all and exits with the first one's code, having written nothing to
-/// the cluster.
+/// the cluster. The driver: the plan halves, the dry-run stop, the blocked stop, the question,
+/// the acts.
 async fn up(args: &UpSettings, global: &Global, shell: &Shell) -> Result<Ran, Failure> {
     let interrupt = Interrupt::on_signals().map_err(|e| Failure::step(crate::plan::Step::Signals, e))?;
     let inv = up_invocation(args, global);
@@ -186,8 +187,7 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
 
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
 /// `phase/manager.go`): when one fails, each phase whose act ran cleans up (the lock's releases
-/// the cluster's Lease and the lock file, which unlock releases otherwise).
-/// A failed act's cause goes to the log too, and an interrupted run says how to run it again.
+/// the cluster's Lease and the lock file, which unlock releases otherwise). A failed act's cause goes to the log too, and an interrupted run says how to run it again.
 async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let acted = act_list(cx, x, r).await;
     let acted = r.finish(acted).await;
