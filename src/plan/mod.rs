@@ -102,6 +102,20 @@ pub struct PhaseSpec {
     /// One line: what the dry run does for this phase.
     pub dry_run_says: &'static str,
     pub resume: Resume,
+    /// What to run after the phase failed or was interrupted (`next:`).
+    pub next: Next,
+}
+
+/// What to run after a phase failed or was interrupted, as the `next:` line says it
+/// (`crate::state::resume::what_next` fills it in): `{up}` runs the same `eas up` again, `{down}`
+/// its `eas down`, `{dry_run}` its dry run, `{verify}` its `eas verify`, `{eas NAME}` another of
+/// eas's commands with the run's global flags; `{until}` says that `eas down` removes nothing
+/// while the record of what the install created is pending.
+#[derive(Debug)]
+pub struct Next {
+    pub says: &'static str,
+    /// Said instead while the record is pending (a phase from prepare on that left it so).
+    pub pending: Option<&'static str>,
 }
 
 const fn min(m: u64) -> Duration {
@@ -119,6 +133,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "report a live or stale lock on this cluster; take none",
         resume: Resume::Always,
+        next: Next {
+            says: "once the other run has ended, {up} (add --break-lock if its lock is stale)",
+            pending: None,
+        },
     },
     PhaseSpec {
         id: PhaseId::Preflight,
@@ -131,6 +149,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Runs,
         dry_run_says: "check Docker, the API server, k3s/k3d, disk, memory and git",
         resume: Resume::Always,
+        next: Next { says: "`{eas doctor}` lists every check; fix the failing one, then {up}", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Bastion,
@@ -143,6 +162,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "hash the build context and say whether the image would be built or reused; build nothing",
         resume: Resume::Always,
+        next: Next { says: "`{eas bastion build}` shows the build; then {up}", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Facts,
@@ -154,6 +174,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Runs,
         dry_run_says: "gather the facts document from the cluster (read-only)",
         resume: Resume::Always,
+        next: Next { says: "`{eas facts}` shows what could not be read; then {up}", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Trees,
@@ -165,6 +186,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "read the EAS, EI and EAT trees at their pinned commits (fetched into the cache if missing); check EAS out in a temporary directory for the overlay (removed on exit)",
         resume: Resume::WhenUnchanged,
+        next: Next {
+            says: "check access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo DIR with local clones; then {up}",
+            pending: None,
+        },
     },
     PhaseSpec {
         id: PhaseId::Config,
@@ -176,6 +201,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Runs,
         dry_run_says: "decide the configuration (written to --out only when it is given)",
         resume: Resume::Always,
+        next: Next { says: "`{dry_run}` shows each decision and its source", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Overlay,
@@ -187,6 +213,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::ReadsOnly,
         dry_run_says: "decide each k3s/k3d patch at the pinned EAS commit; apply none",
         resume: Resume::WhenUnchanged,
+        next: Next {
+            says: "`{dry_run}` names the patch that no longer applies; regenerate it, then {up}",
+            pending: None,
+        },
     },
     PhaseSpec {
         id: PhaseId::Classify,
@@ -200,6 +230,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Runs,
         dry_run_says: "compare with the last completed run: the run's kind, what changed, what a resumed run skips",
         resume: Resume::Always,
+        next: Next { says: "`{dry_run}` shows what changed since the last completed run; then {up}", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Prepare,
@@ -211,6 +242,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Stops,
         dry_run_says: "run `init`, merge global_config.edit.yaml, apply models.edit.yaml, write repos.<layer>.yaml",
         resume: Resume::WhenUnchanged,
+        next: Next {
+            says: "{up} resumes at prepare",
+            pending: Some("{up} resumes at prepare (the installer is idempotent) and completes the record; {until}"),
+        },
     },
     PhaseSpec {
         id: PhaseId::Install,
@@ -224,6 +259,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Stops,
         dry_run_says: "run the installer in the bastion with the kubeconfig mounted read-only",
         resume: Resume::WhenUnchanged,
+        next: Next {
+            says: "{up} resumes at install (the installer is idempotent); {down} removes what was installed",
+            pending: Some("{up} resumes at install (the installer is idempotent) and completes the record; {until}"),
+        },
     },
     PhaseSpec {
         id: PhaseId::Record,
@@ -237,6 +276,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Stops,
         dry_run_says: "read what the install created, for `eas down`, and record the run",
         resume: Resume::Always,
+        next: Next {
+            says: "{up} records the run (nothing is reinstalled)",
+            pending: Some("{up} records the run (nothing is reinstalled); {until}"),
+        },
     },
     PhaseSpec {
         id: PhaseId::Verify,
@@ -249,6 +292,7 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Stops,
         dry_run_says: "wait for device resources, the model server's MainWorkloadReady, its pods, /v1/models and one chat token",
         resume: Resume::Always,
+        next: Next { says: "`{verify}` checks again without reinstalling; {down} removes the install", pending: None },
     },
     PhaseSpec {
         id: PhaseId::Unlock,
@@ -261,6 +305,10 @@ pub static PHASES: [PhaseSpec; 13] = [
         dry_run: DryRun::Stops,
         dry_run_says: "release the cluster's Lease and this cluster's lock",
         resume: Resume::Always,
+        next: Next {
+            says: "the cluster's Lease goes stale within its duration; {up} takes it over once it has (or add --break-lock)",
+            pending: None,
+        },
     },
 ];
 

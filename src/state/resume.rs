@@ -215,45 +215,46 @@ pub fn what_next(phase: PhaseId, status: Status, pending: bool, inv: &Invocation
     format!("{phase} {what}: {}", advice(phase, status, pending, inv))
 }
 
-/// [`what_next`] without the phase and how it ended: the commands that go on from there.
+/// [`what_next`] without the phase and how it ended: the commands that go on from there. Stopped
+/// by the user before anything was installed: the same run again; else the phase's own `next`
+/// (a column of the phase table), its pending form while the record is pending.
 fn advice(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> String {
-    let up = inv.resume();
-    let down = format!("`{}`", inv.down());
-    let until = "until then `eas down` removes nothing (the record of what the install created is pending)";
-    match phase {
-        // Stopped by the user before anything was installed: the same run again.
-        p if status == Status::Interrupted && p < PhaseId::Prepare => {
-            format!("{up} runs it again (nothing was installed)")
-        }
-        PhaseId::Lock => {
-            format!("once the other run has ended, {up} (add --break-lock if its lock is stale)")
-        }
-        PhaseId::Preflight => format!("`{}` lists every check; fix the failing one, then {up}", inv.other("doctor")),
-        PhaseId::Bastion => format!("`{}` shows the build; then {up}", inv.other("bastion build")),
-        PhaseId::Facts => format!("`{}` shows what could not be read; then {up}", inv.other("facts")),
-        PhaseId::Trees => format!(
-            "check access to the repositories, or pass --eas-repo/--ei-repo/--eat-repo DIR with local clones; then {up}"
-        ),
-        PhaseId::Config => format!("`{}` shows each decision and its source", inv.dry_run()),
-        PhaseId::Overlay => {
-            format!("`{}` names the patch that no longer applies; regenerate it, then {up}", inv.dry_run())
-        }
-        PhaseId::Prepare | PhaseId::Install if pending => {
-            format!("{up} resumes at {phase} (the installer is idempotent) and completes the record; {until}")
-        }
-        PhaseId::Prepare => format!("{up} resumes at prepare"),
-        PhaseId::Install => {
-            format!("{up} resumes at install (the installer is idempotent); {down} removes what was installed")
-        }
-        PhaseId::Verify => format!("`{}` checks again without reinstalling; {down} removes the install", inv.verify()),
-        PhaseId::Record if pending => format!("{up} records the run (nothing is reinstalled); {until}"),
-        PhaseId::Record => format!("{up} records the run (nothing is reinstalled)"),
-        PhaseId::Classify => format!("`{}` shows what changed since the last completed run; then {up}", inv.dry_run()),
-        PhaseId::Unlock => format!(
-            "the cluster's Lease goes stale within its duration; {up} takes it over once it has (or add --break-lock)"
-        ),
+    if status == Status::Interrupted && phase < PhaseId::Prepare {
+        return format!("{} runs it again (nothing was installed)", inv.resume());
     }
+    let next = &phase.spec().next;
+    fill(next.pending.filter(|_| pending).unwrap_or(next.says), inv)
 }
+
+/// A phase's `next` with its placeholders filled from the run's invocation, in one pass (a
+/// path in the command line that reads like a placeholder stays as it is). An unknown one is
+/// left as written.
+fn fill(text: &str, inv: &Invocation) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(len) = rest[open..].find('}') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let key = &rest[open + 1..open + len];
+        let value = match key {
+            "up" => Some(inv.resume()),
+            "down" => Some(format!("`{}`", inv.down())),
+            "dry_run" => Some(inv.dry_run()),
+            "verify" => Some(inv.verify()),
+            "until" => Some(UNTIL.to_string()),
+            _ => key.strip_prefix("eas ").map(|command| inv.other(command)),
+        };
+        out.push_str(value.as_deref().unwrap_or(&rest[open..=open + len]));
+        rest = &rest[open + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+const UNTIL: &str = "until then `eas down` removes nothing (the record of what the install created is pending)";
 
 /// The next-step line for a record whose run did not succeed, if it did not.
 pub fn next_for(state: &State, inv: &Invocation) -> Option<String> {
@@ -459,6 +460,22 @@ mod tests {
             select: select.iter().map(|s| s.to_string()).collect(),
             ..Invocation::default()
         }
+    }
+
+    /// Every phase's `next` fills in completely (no placeholder is left), in its pending form
+    /// too; text that only looks like one, or a brace left open, stays as written.
+    #[test]
+    fn each_phases_next_fills_in_from_the_invocation() {
+        let inv = on_k3d_gpu(&[]);
+        for p in &crate::plan::PHASES {
+            for pending in [false, true] {
+                let said = advice(p.id, Status::Failed, pending, &inv);
+                assert!(!said.contains('{') && !said.contains('}'), "{}: {said}", p.name);
+                assert_eq!(said.contains("until then"), pending && p.next.pending.is_some(), "{}: {said}", p.name);
+            }
+        }
+        assert_eq!(fill("{up} and {nope}", &inv), format!("{} and {{nope}}", inv.resume()));
+        assert_eq!(fill("`{eas status}` {", &inv), "`eas status --context k3d-gpu` {");
     }
 
     #[test]
