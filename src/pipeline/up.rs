@@ -187,7 +187,8 @@ pub async fn plan_halves(cx: &Cx<'_>, r: &mut Runner) -> Result<Planned, Failure
 
 /// Every act half, in order, once no plan half blocked (k0sctl's `action/apply.go` over
 /// `phase/manager.go`): when one fails, each phase whose act ran cleans up (the lock's releases
-/// the cluster's Lease and the lock file, which unlock releases otherwise). A failed act's cause goes to the log too, and an interrupted run says how to run it again.
+/// the cluster's Lease and the lock file, which unlock releases otherwise). A failed act's cause
+/// goes to the log too, and an interrupted run says how to run it again.
 async fn acts(cx: &Cx<'_>, x: Ready, r: &mut Runner) -> Result<(), Failure> {
     let acted = act_list(cx, x, r).await;
     let acted = r.finish(acted).await;
