@@ -64,7 +64,7 @@ pub fn resume_line(f: &Failure, r: &Runner, cx: &Cx<'_>) {
         return;
     }
     let next = crate::state::resume::next_for(r.journaled(), cx.inv)
-        .unwrap_or_else(|| format!("{} runs it again (nothing was installed)", cx.inv.resume()));
+        .unwrap_or_else(|| crate::state::resume::run_again(cx.inv));
     cx.shell.note(format!("next: {next}"));
 }
 

@@ -220,10 +220,15 @@ pub fn what_next(phase: PhaseId, status: Status, pending: bool, inv: &Invocation
 /// (a column of the phase table), its pending form while the record is pending.
 fn advice(phase: PhaseId, status: Status, pending: bool, inv: &Invocation) -> String {
     if status == Status::Interrupted && phase < PhaseId::Prepare {
-        return format!("{} runs it again (nothing was installed)", inv.resume());
+        return run_again(inv);
     }
     let next = &phase.spec().next;
     fill(next.pending.filter(|_| pending).unwrap_or(next.says), inv)
+}
+
+/// The `next:` of a run stopped before anything was installed: the same run again.
+pub fn run_again(inv: &Invocation) -> String {
+    format!("{} runs it again (nothing was installed)", inv.resume())
 }
 
 /// A phase's `next` with its placeholders filled from the run's invocation, in one pass (a
