@@ -50,6 +50,8 @@ pub struct Before<'a> {
     pub latest: Option<&'a State>,
     pub last: Option<&'a Completed>,
     pub work: &'a Path,
+    /// What this run's plan halves made, compared with `last`.
+    pub made: Made<'a>,
 }
 
 /// The plan's `run_kind` and `since_last`, against `latest` (the install record, `state.json`)
@@ -60,7 +62,7 @@ pub struct Before<'a> {
 #[allow(clippy::too_many_arguments)]
 pub fn classify(
     (args, global): (&UpSettings, &crate::settings::Global),
-    before: (Before<'_>, Made<'_>),
+    before: Before<'_>,
     (init, pick): (Option<&[String]>, Option<&str>),
     facts: &Facts,
     files: &[(String, String)],
@@ -68,7 +70,7 @@ pub fn classify(
     catalog: &[String],
     r: &mut Runner,
 ) -> Result<Classified, Failure> {
-    let (Before { latest, last, work }, made) = before;
+    let Before { latest, last, work, made } = before;
     let installed = latest.map(|s| s.layer.as_str()).or(last.map(|c| c.state.layer.as_str()));
     if let Some(layer) = installed.filter(|l| args.select.layer != *l) {
         r.block(
@@ -327,7 +329,7 @@ mod tests {
             let mut r = runner(PhaseTimeouts::default());
             r.state_for_test().pins.shas = [("eas".to_string(), "new".to_string())].into();
             let last = completed(was, &facts);
-            let before = (Before { latest: Some(&latest), last: Some(&last), work }, Made::default());
+            let before = Before { latest: Some(&latest), last: Some(&last), work, made: Made::default() };
             let c =
                 classify((&f.args, &f.global), before, (Some(&init), None), &facts, &[], &BTreeMap::new(), &[], &mut r)
                     .unwrap();
@@ -370,7 +372,7 @@ mod tests {
             .image(crate::plan::ImagePlan { tag: "eas-bastion:aaa".into(), action: crate::plan::ImageAction::Reuse });
         let now = [line("metallb_enabled: false")];
         let made = Made { decisions: &now, overlay: &[], image: Some("eas-bastion:bbb") };
-        let before = (Before { latest: Some(&latest), last: Some(&last), work: work.path() }, made);
+        let before = Before { latest: Some(&latest), last: Some(&last), work: work.path(), made };
         classify((&f.args, &f.global), before, (None, None), &facts, &[], &BTreeMap::new(), &[], &mut r).unwrap();
         let since = r.plan_doc().since_last().clone().expect("a last completed run to compare with");
         assert_eq!(since.decisions.len(), 1, "{:?}", since.decisions);
@@ -391,7 +393,7 @@ mod tests {
             [(Some("Qwen/Qwen3-14B"), Some(&undeploy)), (None, Some(&undeploy)), (Some("Qwen/Qwen3-8B"), None)];
         for (pick, want) in cases {
             let mut r = runner(PhaseTimeouts::default());
-            let before = (Before { latest: Some(&latest), last: Some(&last), work: work.path() }, Made::default());
+            let before = Before { latest: Some(&latest), last: Some(&last), work: work.path(), made: Made::default() };
             let c = classify((&f.args, &f.global), before, (None, pick), &facts, &[], &BTreeMap::new(), &[], &mut r)
                 .unwrap();
             let want: Option<Vec<String>> = want.map(|w| w.iter().map(|s| s.to_string()).collect());

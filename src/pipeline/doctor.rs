@@ -166,8 +166,8 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
     let quick = || QUICK.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
     // The host's settings (the kubeconfig source, the proxy) read once: this check and the
     // gates' preflight reach the cluster through the same.
-    let host = crate::pipeline::services::Services::host(global);
-    match gather::target_at(&host.1, &host.0, quick()).await {
+    let (proxy, kube) = crate::pipeline::services::Services::host(global);
+    match gather::target_at(&kube, &proxy, quick()).await {
         Ok(t) => {
             let bound = quick();
             match t.cluster.server_version(bound).await {
@@ -200,7 +200,7 @@ async fn doctor(args: &DoctorSettings, global: &Global, shell: &Shell) -> Result
         }
         None => checks.push(line(false, "memory", "cannot read /proc/meminfo".into())),
     }
-    checks.extend(gates(args, host, global, shell, deadline).await?);
+    checks.extend(gates(args, (proxy, kube), global, shell, deadline).await?);
     Ok(checks)
 }
 

@@ -118,7 +118,7 @@ impl Phase for Classify<'_> {
     /// the plan from the values the acts are handed.
     fn note(&mut self, classified: &mut Classified, r: &mut Runner) -> Result<(), Failure> {
         let Classify::Plan(c) = self else { return Ok(()) };
-        let before = (Before { latest: c.latest, last: c.last, work: c.work }, c.made);
+        let before = Before { latest: c.latest, last: c.last, work: c.work, made: c.made };
         let (commits, catalog) = (&c.read.commits, &c.read.catalog);
         *classified = day_two::classify(
             (c.args, c.global),
